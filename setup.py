@@ -1,0 +1,16 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="strads",
+    version="0.1.0",
+    description="Scheduled model-parallel machine learning (STRADS) on MPI and numba",
+    long_description=open("README.md").read(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["strads", "strads.*"]),
+    python_requires=">=3.10",
+    install_requires=["numpy>=1.24", "scipy>=1.10", "numba>=0.59", "mpi4py>=4.0", "mpich"],
+    extras_require={
+        "test": ["pytest>=7", "pytest-mpi>=0.6", "pytest-timeout>=2", "scikit-learn>=1.3"],
+        "bench": ["scikit-learn>=1.3", "skglm", "celer", "lda", "tomotopy", "libmf"],
+    },
+)

@@ -1,0 +1,1 @@
+"""Apps built on the engine: ``python -m strads.apps.<name>``."""

@@ -1,0 +1,65 @@
+"""python -m strads.apps.lasso [--data FILE] [flags]; see --help."""
+from ... import cli, engine
+from . import LassoUpdate, load, make_problem, make_setup
+from .schedule import SCHEDULES
+
+MODULE = "strads.apps.lasso"
+
+
+def build_parser():
+    p = cli.parser(MODULE, "Lasso, min 1/(2n)||y - Xb||^2 + lambda||b||_1, by scheduled "
+                   "parallel coordinate descent. --data reads LIBSVM/svmlight text, "
+                   "MatrixMarket (.mtx, with --target) or .npz (X and y, or a "
+                   "scipy.sparse.save_npz matrix with --target).",
+                   max_rounds=100000, tol=1e-6)
+    a = p.add_argument_group("lasso")
+    a.add_argument("--target", metavar="PATH",
+                   help="y for a .mtx or sparse .npz --data: .npy or one number per line")
+    lam = a.add_mutually_exclusive_group()
+    lam.add_argument("--lambda", dest="lam", type=cli.nonneg_float, default=None,
+                     help="the penalty lambda")
+    lam.add_argument("--lambda-ratio", type=cli.pos_float, default=0.1,
+                     help="lambda as a fraction of lambda_max (when --lambda is not given)")
+    a.add_argument("--schedule", choices=sorted(SCHEDULES), default="priority",
+                   help="priority: STRADS priority + dependency filter; round-robin, "
+                        "random (Shotgun): baselines")
+    a.add_argument("--block", type=cli.pos_int, default=256,
+                   help="coordinates updated in parallel per round (at most)")
+    a.add_argument("--rho", type=cli.unit_float, default=0.5,
+                   help="priority: max |correlation| between coordinates of one round")
+    a.add_argument("--floor", type=cli.unit_float, default=0.1,
+                   help="priority: share of candidates drawn uniformly, so none starves")
+    a.add_argument("--full-every", type=cli.pos_int, default=None, metavar="UPDATES",
+                   help="coordinate updates between full rounds (duality gap, "
+                        "priorities); default: n_features")
+    g = p.add_argument_group("built-in problem (no --data)")
+    g.add_argument("--n-samples", type=cli.pos_int, default=2000)
+    g.add_argument("--n-features", type=cli.pos_int, default=10000)
+    g.add_argument("--density", type=cli.unit_float, default=0.01)
+    g.add_argument("--n-informative", type=cli.nonneg_int, default=100)
+    g.add_argument("--corr", type=cli.unit_float, default=0.5,
+                   help="correlation of neighbouring columns")
+    g.add_argument("--snr", type=cli.pos_float, default=3.0)
+    g.add_argument("--dense", action="store_true", help="dense AR(1) design")
+    return p
+
+
+def run(args):
+    if args.data:
+        data = lambda: load(args.data, args.target)  # noqa: E731
+    else:
+        data = lambda: make_problem(args.n_samples, args.n_features, args.density,  # noqa
+                                    args.n_informative, args.corr, args.snr, args.dense,
+                                    args.seed)[:2]
+    setup = make_setup(data, args.lam, args.lambda_ratio, args.schedule, args.block,
+                       args.rho, args.floor, args.full_every, args.seed)
+    return engine.run(setup, LassoUpdate, app="lasso", **cli.engine_kwargs(args))
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    return cli.main(MODULE, run, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Lasso schedules. Each round updates a block of coordinates in parallel (every worker
+computes their inner products over its rows); a full round now and then computes all of
+them, for the duality gap and fresh priorities.
+
+* ``priority`` (STRADS): sample candidates with probability growing with the squared
+  change of their last update, mixed with a uniform floor so none starves; keep a
+  candidate only if its absolute correlation with every one already kept is <= rho.
+* ``round-robin``: the next block of coordinates in order.
+* ``random``: a uniformly random block (Shotgun).
+
+Coordinates of a round still in flight (staleness > 0) are never chosen again until it is
+aggregated: their minimiser must be computed against the coefficient it will replace.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from ...engine import Schedule
+from . import kernels as K
+
+
+class _Base(Schedule):
+    def __init__(self, agg, block, full_every, seed):
+        self.agg, self.block = agg, int(block)
+        self.p = agg.beta.shape[0]
+        self.full_every = int(full_every)
+        self.rng = np.random.default_rng(seed)
+        self.since_full = None  # updates scheduled since the last full round
+
+    def schedule(self, round):
+        agg = self.agg
+        if agg.objective_rises > getattr(self, "_rises", 0):
+            # the objective went up: the block interacted too much; halve it
+            self._rises = agg.objective_rises
+            self.block = max(1, self.block // 2)
+        if self.since_full is None or self.since_full >= self.full_every:
+            self.since_full = 0
+            return {"full": True, "version": agg.done}
+        cols = self.choose(min(self.block, self.p))
+        self.since_full += cols.shape[0]
+        agg.busy[cols] = True
+        return {"cols": cols, "version": agg.done}
+
+    def free(self, cols):
+        return cols[~self.agg.busy[cols]]
+
+
+class RoundRobin(_Base):
+    pos = 0
+
+    def choose(self, b):
+        cols = (self.pos + np.arange(b)) % self.p
+        self.pos = int((self.pos + b) % self.p)
+        return np.unique(self.free(cols))
+
+
+class Random(_Base):
+    def choose(self, b):
+        return np.unique(self.free(self.rng.integers(0, self.p, b)))
+
+
+class Priority(_Base):
+    def __init__(self, agg, block, full_every, seed, X, rho, floor):
+        super().__init__(agg, block, full_every, seed)
+        self.rho, self.floor = float(rho), float(floor)
+        if sp.issparse(X):
+            self.cols = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data)
+            self.select = K.select_sparse
+        else:
+            self.cols = (X,)
+            self.select = K.select_dense
+        self.norms = np.sqrt(agg.sq_norms)
+
+    def choose(self, b):
+        n_cand = 2 * b
+        cand = np.empty(n_cand, dtype=np.int64)
+        tree = self.agg.tree
+        n_prio = self.rng.binomial(n_cand, 1 - self.floor) if tree[1] > 0 else 0
+        K.tree_sample(tree, self.rng.random(n_prio), cand[:n_prio])
+        cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
+        self.rng.shuffle(cand)
+        # busy doubles as the filter's "already taken" mask
+        return np.sort(self.select(*self.cols, self.norms, cand, self.rho, b, self.agg.busy))
+
+
+SCHEDULES = {"priority": Priority, "round-robin": RoundRobin, "random": Random}

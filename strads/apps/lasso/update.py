@@ -1,0 +1,44 @@
+"""Lasso worker: its rows of X (column-major), its y and its residual r = y - X b."""
+import numpy as np
+import scipy.sparse as sp
+
+from ...engine import Update
+from . import kernels as K
+
+
+class LassoUpdate(Update):
+    def __init__(self, shard):
+        X, self.y = shard["X"], shard["y"]
+        self.sparse = sp.issparse(X)
+        if self.sparse:
+            self.X = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data)
+        else:
+            self.X = (np.asfortranarray(X),)
+        self.n_features = X.shape[1]
+        self.r = self.y.copy()
+        self.rss = float(self.r @ self.r)
+
+    @classmethod
+    def warmup(cls):
+        r, cols, d = np.zeros(2), np.zeros(1, np.int64), np.zeros(1)
+        csc = (np.array([0, 1], np.int64), np.zeros(1, np.int64), np.ones(1))
+        for fn, X in ((K.grad_sparse, csc), (K.grad_dense, (np.ones((2, 1), order="F"),))):
+            fn(*X, r, cols, d)
+        K.step_sparse(*csc, r, cols, d)
+        K.step_dense(np.ones((2, 1), order="F"), r, cols, d)
+
+    def apply(self, sync):
+        step = K.step_sparse if self.sparse else K.step_dense
+        self.rss += step(*self.X, self.r, sync["cols"], sync["delta"])
+
+    def update(self, task):
+        grad = K.grad_sparse if self.sparse else K.grad_dense
+        if task.get("full"):
+            g = np.empty(self.n_features)
+            grad(*self.X, self.r, np.arange(self.n_features), g)
+            self.rss = float(self.r @ self.r)  # drop the drift of the running sum
+            return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y)}
+        cols = task["cols"]
+        g = np.empty(cols.shape[0])
+        grad(*self.X, self.r, cols, g)
+        return {"g": g, "rss": self.rss}

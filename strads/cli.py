@@ -1,0 +1,81 @@
+"""What every app's command line shares: the engine flags, error reporting, outputs."""
+import argparse
+import json
+import sys
+
+from .engine import DataError
+
+
+def _number(kind, low, strict, name):
+    def parse(s):
+        try:
+            v = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s!r} is not a valid {kind.__name__}") from None
+        if v != v or (v <= low if strict else v < low):
+            raise argparse.ArgumentTypeError(f"{name} must be {'>' if strict else '>='} {low},"
+                                             f" got {s}")
+        return v
+    parse.__name__ = name
+    return parse
+
+
+pos_int = _number(int, 0, True, "a positive integer")
+nonneg_int = _number(int, 0, False, "a non-negative integer")
+pos_float = _number(float, 0.0, True, "a positive number")
+nonneg_float = _number(float, 0.0, False, "a non-negative number")
+
+
+def unit_float(s):
+    v = nonneg_float(s)
+    if v > 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {s}")
+    return v
+
+
+def parser(module, description, max_rounds, tol):
+    p = argparse.ArgumentParser(
+        prog=f"python -m {module}", description=description,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog=f"Under MPI: mpiexec -n N python -m {module} [flags] runs the scheduler on "
+               "rank 0 and N-1 workers (--workers is then ignored).")
+    g = p.add_argument_group("engine")
+    g.add_argument("--data", metavar="PATH",
+                   help="input file; none: the built-in deterministic synthetic problem")
+    g.add_argument("--seed", type=nonneg_int, default=0,
+                   help="seed of the schedule and of the built-in problem")
+    g.add_argument("--workers", type=pos_int, default=1,
+                   help="simulated workers when run in one process")
+    g.add_argument("--staleness", type=nonneg_int, default=0,
+                   help="rounds the scheduler may run ahead of the slowest result "
+                        "(0: bulk-synchronous)")
+    g.add_argument("--max-rounds", type=nonneg_int, default=max_rounds,
+                   help="stop after this many rounds")
+    g.add_argument("--time-limit", type=pos_float, default=None, metavar="SECONDS",
+                   help="stop after this much wall time")
+    g.add_argument("--tol", type=nonneg_float, default=tol,
+                   help="convergence tolerance (0: run to --max-rounds)")
+    g.add_argument("--out", metavar="DIR",
+                   help="write summary.json, trace.csv and model.npz here")
+    g.add_argument("--quiet", action="store_true", help="no progress line")
+    g.add_argument("--log-interval", type=nonneg_float, default=0.1, metavar="SECONDS",
+                   help="wall time between rows of trace.csv")
+    return p
+
+
+def engine_kwargs(args):
+    return dict(workers=args.workers, staleness=args.staleness, max_rounds=args.max_rounds,
+                time_limit=args.time_limit, tol=args.tol, out=args.out, quiet=args.quiet,
+                log_interval=args.log_interval)
+
+
+def main(prog, fn, args):
+    """Run ``fn(args)``; print the summary on the scheduler rank; bad input -> one line."""
+    try:
+        result = fn(args)
+    except DataError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if result is not None:
+        print(json.dumps({k: v for k, v in result.summary().items()}, default=float))
+    return result
