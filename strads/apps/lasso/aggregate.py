@@ -28,6 +28,7 @@ class LassoAggregate(Aggregate):
         self.gap = np.inf
         self.gap_version = -1
         self.objective_rises = 0
+        self.step = 1.0  # relaxation of the coordinate steps, lowered by the schedule
 
     def objective(self):
         return self.primal
@@ -49,7 +50,8 @@ class LassoAggregate(Aggregate):
             return None
         cols = task["cols"]
         delta = np.empty(cols.shape[0])
-        self.l1 += K.soft_threshold_block(self.beta, cols, g, self.sq_norms, self.thresh, delta)
+        self.l1 += K.soft_threshold_block(self.beta, cols, g, self.sq_norms, self.thresh,
+                                          self.step, delta)
         self.l1_at.append(self.l1)
         self.busy[cols] = False
         self.updates += cols.shape[0]

@@ -65,10 +65,13 @@ def step_dense(X, r, cols, delta):
 
 
 @njit(**_opts)
-def soft_threshold_block(beta, cols, g, sq_norms, thresh, delta):
-    """Exact coordinate minimisers for the block, each against the same residual.
+def soft_threshold_block(beta, cols, g, sq_norms, thresh, step, delta):
+    """Coordinate minimisers for the block, each against the same residual, taken with
+    relaxation ``step`` in (0, 1] (1: exact; less damps the interaction of parallel or
+    stale updates without moving the fixed point).
 
-    b_j <- S(x_j'r + |x_j|^2 b_j, n lambda) / |x_j|^2; returns the l1 change.
+    b_j <- b_j + step (S(x_j'r + |x_j|^2 b_j, n lambda) / |x_j|^2 - b_j); returns the
+    l1 change.
     """
     d_l1 = 0.0
     for k in range(cols.shape[0]):
@@ -85,6 +88,7 @@ def soft_threshold_block(beta, cols, g, sq_norms, thresh, delta):
             new = (z + thresh) / nrm
         else:
             new = 0.0
+        new = old + step * (new - old)
         delta[k] = new - old
         beta[j] = new
         d_l1 += abs(new) - abs(old)

@@ -17,10 +17,13 @@ import scipy.sparse as sp
 from ...engine import Schedule
 from . import kernels as K
 
+CALM_ROUNDS = 50  # rounds without an objective rise before the block or step grows back
+
 
 class _Base(Schedule):
     def __init__(self, agg, block, full_every, seed):
         self.agg, self.block = agg, int(block)
+        self.max_block, self.rises, self.calm = self.block, 0, 0
         self.p = agg.beta.shape[0]
         self.full_every = int(full_every)
         self.rng = np.random.default_rng(seed)
@@ -28,10 +31,22 @@ class _Base(Schedule):
 
     def schedule(self, round):
         agg = self.agg
-        if agg.objective_rises > getattr(self, "_rises", 0):
-            # the objective went up: the block interacted too much; halve it
-            self._rises = agg.objective_rises
-            self.block = max(1, self.block // 2)
+        if agg.objective_rises > self.rises:
+            # The objective went up: the updates of one round, or of the rounds in
+            # flight, interfere too much. Halve the block; at one coordinate, the step.
+            self.rises, self.calm = agg.objective_rises, 0
+            if self.block > 1:
+                self.block //= 2
+            else:
+                agg.step = max(agg.step / 2, 1 / 1024)
+        else:
+            self.calm += 1
+            if self.calm >= CALM_ROUNDS:  # and grow back once it has been calm a while
+                self.calm = 0
+                if agg.step < 1:
+                    agg.step = min(1.0, 2 * agg.step)
+                else:
+                    self.block = min(2 * self.block, self.max_block)
         if self.since_full is None or self.since_full >= self.full_every:
             self.since_full = 0
             return {"full": True, "version": agg.done}

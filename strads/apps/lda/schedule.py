@@ -1,0 +1,56 @@
+"""LDA schedules.
+
+* ``model`` (STRADS): the vocabulary is cut into M = W (s + 1) slices, balanced by token
+  count, for W workers and staleness s. In round r worker p samples its tokens of slice
+  ``g W + (p + r // (s+1)) % W`` with ``g = r % (s+1)``, and the slice's word-topic table
+  travels with the task; the updated table comes back in the partial. The s + 1 rounds in
+  flight at once use the s + 1 disjoint groups of slices, so each slice is held by
+  exactly one worker at any time, and a round only gets slices whose last round has been
+  aggregated. One sweep = M rounds. Only the topic totals are shared (and may be s
+  rounds stale).
+* ``data`` (YahooLDA-style baseline): every round is a sweep in which each worker
+  samples all its tokens against its own copy of the whole word-topic table; the copies
+  are reconciled when the round is aggregated.
+"""
+from ...engine import Schedule
+
+
+class ModelParallel(Schedule):
+    def __init__(self, agg, n_workers, staleness, sweeps):
+        self.agg, self.W, self.s1, self.sweeps = agg, n_workers, staleness + 1, sweeps
+        self.per_sweep = n_workers * self.s1
+
+    def slice_of(self, worker, round):
+        return (round % self.s1) * self.W + (worker + round // self.s1) % self.W
+
+    def schedule(self, round):
+        if round >= self.sweeps * self.per_sweep:
+            return None
+        agg = self.agg
+        agg.start()
+        last = round % self.per_sweep == self.per_sweep - 1
+        tasks = []
+        for p in range(self.W):
+            m = self.slice_of(p, round)
+            if agg.out[m]:
+                raise RuntimeError(f"vocabulary slice {m} is still in flight in round "
+                                   f"{round}: the schedule was made for a smaller staleness "
+                                   "than the engine runs with")
+            agg.out[m] = True
+            tasks.append({"mode": "model", "round": round, "slice": m,
+                          "nwk": agg.tables[m], "ll": last})
+        return tasks
+
+
+class DataParallel(Schedule):
+    def __init__(self, agg, n_workers, staleness, sweeps):
+        self.agg, self.sweeps, self.per_sweep = agg, sweeps, 1
+
+    def schedule(self, round):
+        if round >= self.sweeps:
+            return None
+        self.agg.start()
+        return {"mode": "data", "round": round, "ll": True}
+
+
+SCHEDULES = {"model": ModelParallel, "data": DataParallel}

@@ -1,0 +1,120 @@
+"""LDA worker: its documents' tokens, their topics z and the doc-topic counts n_dk.
+
+Tokens are stored document-major (``z``, ``words``); a word-major permutation (``pos``)
+cut at the vocabulary slice boundaries gives, for each slice, the worker's tokens of that
+slice sorted by word. Each document's non-zero topic counts are a
+compact list in the document's own token range. The topic totals n_k are a local copy: the last global totals the
+scheduler sent plus this worker's own changes of the rounds they do not include yet.
+"""
+import numpy as np
+
+from ...engine import Update
+from . import kernels as K
+
+
+def round_seed(seed, worker, round):
+    """The sampler's seed of one worker in one round: independent of the transport."""
+    return np.random.SeedSequence([seed, worker, round]).generate_state(1, np.uint64)[0]
+
+
+def doc_loglik(lengths, alpha, n_topics, sum_counts):
+    """sum_d [lgamma(K alpha) - lgamma(K alpha + n_d) + sum_k lgamma(n_dk + alpha) -
+    lgamma(alpha)] (the document half of log p(w, z)); ``sum_counts(alpha, table)`` gives
+    the sum over the non-zero n_dk."""
+    ka = K.lgamma_table(n_topics * alpha, int(lengths.max(initial=0)) + 1)
+    return float(ka[0] * lengths.shape[0] - ka[lengths].sum()
+                 + sum_counts(alpha, K.lgamma_table(alpha, 4096)))
+
+
+class LDAUpdate(Update):
+    def __init__(self, shard):
+        self.worker, self.seed = int(shard["worker"]), int(shard["seed"])
+        self.K, self.alpha, self.beta = int(shard["K"]), float(shard["alpha"]), float(shard["beta"])
+        self.vbeta = float(shard["V"]) * self.beta
+        self.check = bool(shard["check"])
+        self.d0 = int(shard["d0"])
+        self.lengths = np.asarray(shard["lengths"], dtype=np.int64)
+        self.doc_start = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        words = np.asarray(shard["words"], dtype=np.int32)
+        self.z = np.array(shard["z"], dtype=np.int32)
+        n_docs = self.lengths.shape[0]
+        self.doc_of = np.repeat(np.arange(n_docs, dtype=np.int32), self.lengths)
+        self.pos = np.argsort(words, kind="stable").astype(np.int64)
+        self.words = words[self.pos]
+        self.cuts = np.asarray(shard["cuts"], dtype=np.int64)
+        self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
+        n_tok = self.z.shape[0]
+        self.dtop, self.dcnt = np.empty(n_tok, np.int32), np.empty(n_tok, np.int32)
+        self.dlen = np.empty(n_docs, np.int32)
+        K.doc_lists(self.doc_start, self.z, self.dtop, self.dcnt, self.dlen, self.K)
+        self.nk = np.array(shard["nk"], dtype=np.int64)
+        self.nwk = None if shard.get("nwk") is None else np.array(shard["nwk"], dtype=np.int32)
+        self.pending = []  # (round, dnk, dnwk) of own rounds the last sync did not include
+        P = 1 << max(0, int(self.K - 1).bit_length())
+        self.tree = np.zeros(2 * P)
+        self.cum = np.zeros(max(1, min(self.K, int(self.lengths.max(initial=0)))))
+
+    @classmethod
+    def warmup(cls):
+        start, z = np.array([0, 2], np.int64), np.zeros(2, np.int32)
+        dtop, dcnt, dlen = np.zeros(2, np.int32), np.zeros(2, np.int32), np.zeros(1, np.int32)
+        K.doc_lists(start, z, dtop, dcnt, dlen, 2)
+        K.sample_block(np.zeros(2, np.int32), np.arange(2, dtype=np.int64),
+                       np.zeros(2, np.int32), start, z, dtop, dcnt, dlen,
+                       np.array([[2, 0]], np.int32), 0, np.array([2, 0], np.int64), 0.1, 0.1,
+                       0.1, np.uint64(1), np.zeros(4), np.zeros(2))
+        K.sum_lgamma_lists(start, dcnt, dlen, 0.1, K.lgamma_table(0.1, 2))
+        K.doc_topic_dense(start, dtop, dcnt, dlen, 2)
+
+    def _sample(self, round, m, nwk):
+        b0, b1 = self.blocks[m], self.blocks[m + 1]
+        K.sample_block(self.words[b0:b1], self.pos[b0:b1], self.doc_of, self.doc_start,
+                       self.z, self.dtop, self.dcnt, self.dlen, nwk, self.cuts[m], self.nk,
+                       self.alpha, self.beta, self.vbeta,
+                       round_seed(self.seed, self.worker, round), self.tree, self.cum)
+        return int(b1 - b0)
+
+    def update(self, task):
+        r = task["round"]
+        nk0 = self.nk.copy()
+        if task["mode"] == "model":
+            nwk = task["nwk"]
+            out = {"nwk": nwk, "tokens": self._sample(r, task["slice"], nwk)}
+            dnwk = None
+        else:  # data-parallel: every slice, against this worker's copy of the table
+            nwk0 = self.nwk.copy()
+            tokens = sum(self._sample(r, m, self.nwk[self.cuts[m]:self.cuts[m + 1]])
+                         for m in range(len(self.cuts) - 1))
+            dnwk = self.nwk - nwk0
+            out = {"dnwk": dnwk, "tokens": tokens}
+        out["dnk"] = self.nk - nk0
+        self.pending.append((r, out["dnk"], dnwk))
+        if task["ll"]:
+            out["ll_doc"] = doc_loglik(self.lengths, self.alpha, self.K, lambda a, t:
+                                       K.sum_lgamma_lists(self.doc_start, self.dcnt,
+                                                          self.dlen, a, t))
+        if self.check:
+            ndk = self.doc_topic()
+            out["ndk_sum"] = ndk.sum(axis=0, dtype=np.int64)
+            out["ndk_min"] = int(min(ndk.min(initial=0), self.dcnt.min(initial=0)))
+            out["ndk_ok"] = bool(np.array_equal(ndk.sum(axis=1), self.lengths) and
+                                 np.array_equal(ndk, np.bincount(
+                                     self.doc_of.astype(np.int64) * self.K + self.z,
+                                     minlength=ndk.size).reshape(ndk.shape)))
+        return out
+
+    def apply(self, sync):
+        self.pending = [p for p in self.pending if p[0] > sync["round"]]
+        self.nk = sync["nk"].copy()
+        for _, dnk, _ in self.pending:
+            self.nk += dnk
+        if "nwk" in sync:
+            self.nwk = np.array(sync["nwk"], dtype=np.int32)
+            for _, _, dnwk in self.pending:
+                self.nwk += dnwk
+
+    def collect(self):
+        return {"d0": self.d0, "ndk": self.doc_topic()}
+
+    def doc_topic(self):
+        return K.doc_topic_dense(self.doc_start, self.dtop, self.dcnt, self.dlen, self.K)

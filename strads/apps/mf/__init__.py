@@ -1,0 +1,177 @@
+"""Matrix factorization by scheduled rank-one coordinate descent (CCD++, Yu et al. 2012).
+
+Minimises sum over observed ratings of (r_ui - mu - w_u.h_i)^2 + lambda (||W||^2 + ||H||^2)
+(optionally with user and item biases, or lambda weighted by each row's rating count).
+Users and items are split across workers, balanced by ratings; each worker keeps its
+users' ratings by row and its items' ratings by column, both as residuals. A round
+updates one factor column of one side; the aggregate assembles it and syncs it back.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ... import engine
+from ...engine import DataError
+from . import kernels as K
+from .aggregate import MFAggregate
+from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
+                   prepare, read_ratings)
+from .schedule import SCHEDULES
+from .update import MFUpdate
+
+__all__ = ["fit", "predict", "make_setup", "prepare", "read_ratings", "make_problem",
+           "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
+           "BIAS", "DUPLICATES", "COLD_START"]
+
+BIAS = ("none", "mean", "full")
+
+
+@dataclass
+class Layout:
+    """Factor columns 0..rank-1; with biases, column rank is the user bias (its H column
+    fixed at 1) and rank+1 the item bias (its W column fixed at 1)."""
+    rank: int
+    lam: float
+    biases: bool
+    kk: int = 0
+    user_bias: int = -1
+    item_bias: int = -1
+    free: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        base = list(range(self.rank))
+        self.kk = self.rank + 2 * self.biases
+        if self.biases:
+            self.user_bias, self.item_bias = self.rank, self.rank + 1
+            self.fixed = {"W": self.item_bias, "H": self.user_bias}
+        extra = {"W": [self.user_bias], "H": [self.item_bias]} if self.biases else {}
+        self.free = {s: np.array(base + extra.get(s, []), np.int64) for s in ("W", "H")}
+
+
+def split_balanced(counts, n_parts):
+    """Contiguous blocks with about equal numbers of ratings, each at least one row long;
+    returns the n_parts + 1 offsets."""
+    n = counts.shape[0]
+    cum = np.concatenate([[0], np.cumsum(counts)])
+    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1), side="right") - 1
+    cuts[0], cuts[-1] = 0, n
+    for k in range(1, n_parts):
+        cuts[k] = min(max(cuts[k], cuts[k - 1] + 1), n - (n_parts - k))
+    return cuts.astype(np.int64)
+
+
+def _compressed(major, minor, vals, n_major):
+    order = np.lexsort((minor, major))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(major, minlength=n_major))])
+    return indptr.astype(np.int64), minor[order].astype(np.int32), vals[order]
+
+
+def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None, bias="mean",
+               weighted=False, init_scale=None, seed=0, target_test_rmse=None):
+    """``setup(n_workers)`` for :func:`strads.run`; ``data()`` returns a prepared
+    :class:`Problem` and is only called on the scheduler rank."""
+    if schedule not in SCHEDULES:
+        raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
+    if bias not in BIAS:
+        raise DataError(f"bias must be one of {BIAS}, got {bias!r}")
+    if int(rank) != rank or rank < 1:
+        raise DataError(f"rank must be an integer >= 1, got {rank}")
+    if not lam >= 0:
+        raise DataError(f"lambda must be >= 0, got {lam}")
+    if int(inner) != inner or inner < 1:
+        raise DataError(f"inner passes must be an integer >= 1, got {inner}")
+    if iters is not None and (int(iters) != iters or iters < 1):
+        raise DataError(f"iters must be an integer >= 1, got {iters}")
+    lay = Layout(int(rank), float(lam), bias == "full")
+
+    def setup(n_workers):
+        p = data()
+        m, n = p.shape
+        if n_workers > min(m, n):
+            raise DataError(f"{n_workers} workers for {m} users and {n} items: each worker "
+                            "needs users and items")
+        mean = float(p.ratings.mean()) if bias != "none" else 0.0
+        cu = np.bincount(p.users, minlength=m)
+        ci = np.bincount(p.items, minlength=n)
+        reg = {"W": lam * cu if weighted else np.full(m, float(lam)),
+               "H": lam * ci if weighted else np.full(n, float(lam))}
+        rng = np.random.default_rng([seed, 0x6D66, 2])
+        W, H = np.zeros((lay.kk, m)), np.zeros((lay.kk, n))
+        scale = init_scale if init_scale is not None else 1 / np.sqrt(lay.rank)
+        H[:lay.rank] = scale * rng.standard_normal((lay.rank, n))  # W = 0: R starts at r - mu
+        for s, c in lay.fixed.items():
+            (W if s == "W" else H)[c] = 1.0
+        res = np.empty(p.ratings.shape[0])
+        K.predict_pairs(W, H, p.users, p.items, res)
+        res = p.ratings - mean - res
+        rows = _compressed(p.users, p.items, res, m)
+        cols = _compressed(p.items, p.users, res, n)
+        uo, io = split_balanced(cu, n_workers), split_balanced(ci, n_workers)
+        shards = []
+        for w in range(n_workers):
+            (u0, u1), (i0, i1) = uo[w:w + 2], io[w:w + 2]
+            shards.append({
+                "W": W, "H": H, "users": (int(u0), int(u1)), "items": (int(i0), int(i1)),
+                "rows": _part(rows, u0, u1), "cols": _part(cols, i0, i1),
+                "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1]})
+        agg = MFAggregate(lay, W, H, reg, uo, io, p, mean, float(res @ res))
+        agg.target_test_rmse = target_test_rmse
+        if schedule == "ccd":
+            sched = SCHEDULES[schedule](lay, iters, inner)
+        else:
+            sched = SCHEDULES[schedule](lay, iters)
+        return sched, agg, shards
+
+    return setup
+
+
+def _part(csr, lo, hi):
+    indptr, idx, vals = csr
+    a, b = indptr[lo], indptr[hi]
+    return indptr[lo:hi + 1] - a, idx[a:b], vals[a:b].copy()
+
+
+def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
+        schedule="ccd", inner=1, iters=20, bias="mean", weighted=False, duplicates="error",
+        cold_start="error", seed=0, tol=1e-6, max_rounds=10 ** 9, target_test_rmse=None,
+        **run_kw):
+    """Factorize ratings given as three arrays (raw integer ids are remapped); ``test`` is
+    an optional ``(users, items, ratings)`` held-out set. Returns :class:`strads.Result`
+    on the scheduler rank (``model`` as in model.npz, see :func:`predict`). ``run_kw`` goes
+    to :func:`strads.run` (workers, staleness, time_limit, mpi, ...)."""
+    train = from_arrays(users, items, ratings, "ratings")
+    held = from_arrays(*test, name="test") if test is not None else None
+    problem = prepare(train, held, test_fraction, seed, duplicates, cold_start)
+    setup = make_setup(lambda: problem, rank, lam, schedule, inner, iters, bias, weighted,
+                       seed=seed, target_test_rmse=target_test_rmse)
+    return engine.run(setup, MFUpdate, tol=tol, max_rounds=max_rounds, app="mf", **run_kw)
+
+
+def predict(model, users, items, unknown="error"):
+    """Score (user, item) pairs given by raw ids with a fitted model (``Result.model`` or
+    ``np.load('model.npz')``): mu + b_u + b_i + w_u.h_i. An id never seen in training
+    raises :class:`strads.DataError` (``unknown='error'``) or contributes nothing but the
+    biases it has (``unknown='mean'``)."""
+    if unknown not in ("error", "mean"):
+        raise DataError(f"unknown must be 'error' or 'mean', got {unknown!r}")
+    users, items = np.asarray(users).ravel(), np.asarray(items).ravel()
+    if users.shape != items.shape:
+        raise DataError(f"{users.shape[0]} users for {items.shape[0]} items")
+    idx = []
+    for raw, ids, what in ((users, model["user_ids"], "user"), (items, model["item_ids"],
+                                                                 "item")):
+        pos = np.minimum(np.searchsorted(ids, raw), ids.shape[0] - 1)
+        known = ids[pos] == raw
+        if unknown == "error" and not known.all():
+            k = int(np.flatnonzero(~known)[0])
+            raise DataError(f"pair {k}: {what} {raw[k]} was not in the training data")
+        idx.append(np.where(known, pos, ids.shape[0]).astype(np.int64))
+    # the extra row (index m or n) is all zeros: an unseen id adds nothing
+    Wt = np.vstack([model["W"], np.zeros(model["W"].shape[1])]).T.copy()
+    Ht = np.vstack([model["H"], np.zeros(model["H"].shape[1])]).T.copy()
+    out = np.empty(users.shape[0])
+    K.predict_pairs(Wt, Ht, idx[0], idx[1], out)
+    ub = np.append(model["user_bias"], 0.0)
+    ib = np.append(model["item_bias"], 0.0)
+    return out + float(model["mean"]) + ub[idx[0]] + ib[idx[1]]

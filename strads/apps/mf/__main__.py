@@ -1,0 +1,86 @@
+"""python -m strads.apps.mf [--data FILE] [flags]; see --help."""
+from ... import cli, engine
+from . import BIAS, COLD_START, DUPLICATES, MFUpdate, make_problem, make_setup, prepare
+from .data import read_ratings
+from .schedule import SCHEDULES
+
+MODULE = "strads.apps.mf"
+
+
+def build_parser():
+    p = cli.parser(MODULE, "Matrix factorization (explicit ratings), min sum (r - mu - "
+                   "w_u.h_i)^2 + lambda(||W||^2 + ||H||^2), by scheduled rank-one coordinate "
+                   "descent (CCD++) or ALS. --data reads MatrixMarket coordinate files or "
+                   "'user item rating [timestamp]' lines (tab, comma or space separated, "
+                   "optional header: MovieLens u.data, ratings.csv); ids are remapped.",
+                   max_rounds=10 ** 9, tol=1e-6)
+    a = p.add_argument_group("mf")
+    a.add_argument("--rank", type=cli.pos_int, default=8, help="factor rank k")
+    a.add_argument("--lambda", dest="lam", type=cli.nonneg_float, default=0.1,
+                   help="L2 penalty on W and H")
+    a.add_argument("--weighted-lambda", action="store_true",
+                   help="penalise each user's (item's) factors by lambda times its number "
+                        "of ratings (as LIBMF's SGD and ALS-WR do)")
+    a.add_argument("--bias", choices=BIAS, default="mean",
+                   help="none; mean: subtract the global mean; full: also user and item "
+                        "biases (penalised by lambda)")
+    a.add_argument("--schedule", choices=sorted(SCHEDULES), default="ccd",
+                   help="ccd: CCD++ rank-one blocks; als: alternating least squares "
+                        "(baseline) on the same layout")
+    a.add_argument("--inner", type=cli.pos_int, default=1,
+                   help="ccd: passes over (W column t, H column t) before moving to t+1")
+    a.add_argument("--iters", type=cli.pos_int, default=20,
+                   help="outer iterations (one sweep over all columns of W and H)")
+    a.add_argument("--test-data", metavar="PATH", help="held-out ratings (same formats)")
+    a.add_argument("--test-fraction", type=cli.unit_float, default=None,
+                   help="hold out this share of --data, chosen by --seed (default: 0.1 for "
+                        "the built-in problem, 0 for --data)")
+    a.add_argument("--duplicates", choices=DUPLICATES, default="error",
+                   help="repeated (user, item) pairs: error, keep the last, or average")
+    a.add_argument("--cold-start", choices=COLD_START, default="error",
+                   help="held-out ratings of users/items with no training rating: error, "
+                        "skip them, or predict from the mean and known biases")
+    a.add_argument("--target-test-rmse", type=cli.pos_float, default=None,
+                   help="stop once the held-out RMSE is at or below this")
+    g = p.add_argument_group("built-in problem (no --data)")
+    g.add_argument("--n-users", type=cli.pos_int, default=3000)
+    g.add_argument("--n-items", type=cli.pos_int, default=1500)
+    g.add_argument("--n-ratings", type=cli.pos_int, default=60000)
+    g.add_argument("--true-rank", type=cli.pos_int, default=8)
+    g.add_argument("--noise", type=cli.nonneg_float, default=0.5)
+    g.add_argument("--alpha", type=cli.nonneg_float, default=0.7,
+                   help="power-law exponent of user and item popularity")
+    return p
+
+
+def load(args):
+    if args.data:
+        train = read_ratings(args.data)
+        frac = args.test_fraction or 0.0
+    else:
+        train = make_problem(args.n_users, args.n_items, args.n_ratings, args.true_rank,
+                             args.noise, args.alpha, args.seed)
+        frac = 0.1 if args.test_fraction is None else args.test_fraction
+    if args.test_data and args.test_fraction:
+        raise engine.DataError("give --test-data or --test-fraction, not both")
+    if frac >= 1:
+        raise engine.DataError("--test-fraction must be below 1")
+    test = read_ratings(args.test_data) if args.test_data else None
+    return prepare(train, test, 0.0 if test is not None else frac, args.seed,
+                   args.duplicates, args.cold_start)
+
+
+def run(args):
+    setup = make_setup(lambda: load(args), args.rank, args.lam, args.schedule, args.inner,
+                       args.iters, args.bias, args.weighted_lambda, seed=args.seed,
+                       target_test_rmse=args.target_test_rmse)
+    return engine.run(setup, MFUpdate, app="mf", **cli.engine_kwargs(args))
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    return cli.main(MODULE, run, args)
+
+
+if __name__ == "__main__":
+    main()

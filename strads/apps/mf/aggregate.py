@@ -1,0 +1,130 @@
+"""MF on the scheduler rank: both full factors, the objective and the held-out error.
+
+Objective: sum over training ratings of (r - mu - w_u.h_i)^2 + sum_u reg_u ||w_u||^2 +
+sum_i reg_i ||h_i||^2, with reg = lambda (or lambda times the row's rating count).
+Workers return their rows' new entries of the round's columns and the sum of squared
+residuals of their rows; the aggregate assembles the columns (worker order) and sends
+them back to everyone.
+"""
+import math
+
+import numpy as np
+
+from ...engine import Aggregate
+from . import kernels as K
+
+
+class MFAggregate(Aggregate):
+    def __init__(self, layout, W, H, reg, user_offsets, item_offsets, problem, mean, rss):
+        self.lay = layout
+        m, n = problem.shape
+        # one extra column per factor: the row of an unseen id (cold start, policy mean)
+        self.F = {"W": np.zeros((layout.kk, m + 1)), "H": np.zeros((layout.kk, n + 1))}
+        self.F["W"][:, :m], self.F["H"][:, :n] = W, H
+        for s, c in layout.fixed.items():
+            self.F[s][c] = 1.0
+        self.size = {"W": m, "H": n}
+        self.reg = reg  # side -> per-row reg
+        self.offsets = {"W": user_offsets, "H": item_offsets}
+        self.p = problem
+        self.mean = mean
+        self.sq = {s: np.array([reg[s] @ self.F[s][t, :self.size[s]] ** 2
+                                for t in range(layout.kk)]) for s in ("W", "H")}
+        self.rss = rss
+        self.n_train = problem.ratings.shape[0]
+        self.err = problem.test_ratings - mean - self._predict(problem.test_users,
+                                                               problem.test_items)
+        self.updates = 0
+        self.iters, self.iter_objective, self.iter_test_rmse = 0, [], []
+        self.target_test_rmse = None
+        self._final = None
+
+    def _predict(self, users, items):
+        out = np.empty(users.shape[0])
+        K.predict_pairs(self.F["W"], self.F["H"], users, items, out)
+        return out
+
+    def aggregate(self, round, task, partials):
+        s, cols = task["side"], task["cols"]
+        vals = np.concatenate([p["vals"] for p in partials], axis=1)
+        n = self.size[s]
+        if vals.shape != (cols.shape[0], n):
+            raise RuntimeError(f"round {round}: assembled {vals.shape}, "
+                               f"expected {(cols.shape[0], n)}")
+        F = self.F[s]
+        delta = vals - F[cols, :n]
+        F[cols, :n] = vals
+        tu, ti = self.p.test_users, self.p.test_items
+        if s == "W":
+            K.test_update(tu, ti, self.err, cols, delta, self.F["H"])
+        else:
+            K.test_update(ti, tu, self.err, cols, delta, self.F["W"])
+        for c in cols:
+            self.sq[s][c] = self.reg[s] @ (F[c, :n] * F[c, :n])
+        self.rss = sum(p["rss"] for p in partials)
+        self.updates += cols.shape[0] * n
+        if task["end"]:
+            self.iters = task["iter"] + 1
+            self.iter_objective.append(self.objective())
+            self.iter_test_rmse.append(self.test_rmse())
+        return {"side": s, "cols": cols, "vals": vals}
+
+    def objective(self):
+        if self._final is not None:
+            return self._final
+        reg = sum(self.sq[s][self.lay.free[s]].sum() for s in ("W", "H"))
+        return self.rss + reg
+
+    def train_rmse(self):
+        return math.sqrt(self.rss / self.n_train)
+
+    def test_rmse(self):
+        e = self.err
+        return math.sqrt(e @ e / e.shape[0]) if e.shape[0] else float("nan")
+
+    def converged(self, tol):
+        """Relative objective change over the last outer iteration, checked once per
+        iteration; or the held-out RMSE reaching ``target_test_rmse``."""
+        if self.target_test_rmse is not None and self.test_rmse() <= self.target_test_rmse:
+            return True
+        o = self.iter_objective
+        if len(o) < 2 or getattr(self, "_checked", 0) == len(o):
+            return False
+        self._checked = len(o)
+        return abs(o[-2] - o[-1]) <= tol * max(abs(o[-1]), 1e-300)
+
+    def trace(self):
+        return {"iter": self.iters, "train_rmse": self.train_rmse(),
+                "test_rmse": self.test_rmse()}
+
+    def finish(self, collected):
+        lay, p = self.lay, self.p
+        m, n = p.shape
+        # exact figures of the final model (the running ones drift by rounding, and are
+        # stale with staleness > 0)
+        e = p.ratings - self.mean - self._predict(p.users, p.items)
+        self.rss = float(e @ e)
+        self.err = p.test_ratings - self.mean - self._predict(p.test_users, p.test_items)
+        self._final = None
+        self._final = self.objective()
+        W, H = self.F["W"], self.F["H"]
+        zeros = lambda k: np.zeros(k)  # noqa: E731
+        return {"W": W[:lay.rank, :m].T.copy(), "H": H[:lay.rank, :n].T.copy(),
+                "user_bias": W[lay.user_bias, :m].copy() if lay.biases else zeros(m),
+                "item_bias": H[lay.item_bias, :n].copy() if lay.biases else zeros(n),
+                "mean": np.float64(self.mean), "user_ids": p.user_ids,
+                "item_ids": p.item_ids, "lambda": np.float64(lay.lam),
+                "rank": np.int64(lay.rank)}
+
+    def summary(self):
+        m, n = self.p.shape
+        return {"rank": self.lay.rank, "lambda": self.lay.lam, "train_rmse": self.train_rmse(),
+                "test_rmse": self.test_rmse(), "iterations": self.iters,
+                "n_users": m, "n_items": n, "n_train": self.n_train,
+                "n_test": int(self.p.test_ratings.shape[0]), "cold_start_test": self.p.cold,
+                "objective_per_iter": _finite(self.iter_objective),
+                "test_rmse_per_iter": _finite(self.iter_test_rmse)}
+
+
+def _finite(xs):
+    return [float(x) if math.isfinite(x) else None for x in xs]

@@ -1,0 +1,43 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def mpiexec():
+    """The mpiexec beside this Python (the mpich wheel's), else the one on PATH."""
+    exe = Path(sys.executable).parent / "mpiexec"
+    return str(exe) if exe.exists() else shutil.which("mpiexec")
+
+
+def world():
+    """(rank, size) of COMM_WORLD when launched by mpiexec, else (0, 1)."""
+    from strads.transport import mpi_world_size
+
+    if mpi_world_size() > 1:
+        from mpi4py import MPI
+
+        return MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    return 0, 1
+
+
+def run_cli(args, timeout=300, np=None, **kw):
+    """Run ``python -m <args>`` (under ``mpiexec -n np`` if np) and return the process."""
+    cmd = [sys.executable, "-m", *args]
+    if np:
+        cmd = [mpiexec(), "-n", str(np), *cmd]
+    env = dict(os.environ)
+    for var in [v for v in env if v.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))]:
+        env.pop(var)  # a child of an MPI test is its own job
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=kw.pop("cwd", ROOT), **kw)
+
+
+@pytest.fixture
+def rank_size():
+    return world()

@@ -1,0 +1,258 @@
+"""Lasso against scikit-learn, the dependency filter, data readers and the CLI."""
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import Lasso
+
+import strads
+from strads import engine
+from strads.apps import lasso
+from strads.apps.lasso.data import load, make_problem
+
+from conftest import run_cli
+
+
+def problem(kind):
+    if kind == "dense":
+        X, y, _ = make_problem(120, 300, corr=0.5, n_informative=20, dense=True, seed=1)
+    else:
+        X, y, _ = make_problem(200, 800, density=0.05, corr=0.5, n_informative=30, seed=2)
+    return X, y, 0.05 * lasso.lambda_max(X, y)
+
+
+_REF = {}
+
+
+def reference(kind):
+    """scikit-learn's objective at a tight tolerance (cached per problem)."""
+    if kind not in _REF:
+        X, y, lam = problem(kind)
+        sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=1_000_000).fit(X, y)
+        _REF[kind] = lasso.objective(X, y, sk.coef_, lam)
+    return _REF[kind]
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+@pytest.mark.parametrize("schedule", ["priority", "round-robin", "random"])
+@pytest.mark.parametrize("staleness", [0, 2])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_objective_matches_sklearn(kind, schedule, staleness, workers):
+    X, y, lam = problem(kind)
+    res = lasso.fit(X, y, lam=lam, schedule=schedule, block=16, staleness=staleness,
+                    workers=workers, tol=1e-10, max_rounds=200_000, quiet=True, seed=3)
+    f = lasso.objective(X, y, res.model["coef"], lam)
+    f_sk = reference(kind)
+    assert res.stop_reason == "tol"
+    assert abs(f - f_sk) <= 1e-6 * f_sk
+    # the objective the engine reports is the true one, not a running estimate
+    assert res.objective == pytest.approx(f, rel=1e-6)
+    assert res.extra["duality_gap"] <= 1e-9 * f
+
+
+def test_staleness_bound_is_observed_and_reached():
+    X, y, lam = problem("sparse")
+    for s in (0, 1, 3):
+        res = lasso.fit(X, y, lam=lam, staleness=s, workers=2, max_rounds=300, tol=0,
+                        quiet=True)
+        lag = res.versions[:, 0] - res.versions[:, 2]
+        assert lag.max() == s  # pipelining happens, and never beyond the bound
+        assert res.summary()["max_staleness_seen"] == s
+
+
+def test_engine_rejects_a_result_older_than_the_bound(monkeypatch):
+    handle = engine._WorkerHost.handle
+
+    def lagging(self, msg):
+        reply = handle(self, msg)
+        if reply and reply[0] == "result" and reply[1] > 5:
+            reply = reply[:2] + (reply[2] - 2,) + reply[3:]  # claim older parameters
+        return reply
+
+    monkeypatch.setattr(engine._WorkerHost, "handle", lagging)
+    X, y, lam = problem("sparse")
+    with pytest.raises(strads.StalenessError, match="rounds stale"):
+        lasso.fit(X, y, lam=lam, staleness=1, max_rounds=50, tol=0, quiet=True)
+
+
+class _Recorder(strads.Schedule):
+    def __init__(self, inner):
+        self.inner, self.blocks = inner, []
+
+    def schedule(self, round):
+        task = self.inner.schedule(round)
+        if task is not None and "cols" in task:
+            self.blocks.append(task["cols"].copy())
+        return task
+
+
+def _blocks(X, y, rho, seed):
+    setup = lasso.make_setup(lambda: (X, y), lambda_ratio=0.05, schedule="priority",
+                             block=32, rho=rho, seed=seed)
+    rec = {}
+
+    def recording_setup(n_workers):
+        sched, agg, shards = setup(n_workers)
+        rec["s"] = _Recorder(sched)
+        return rec["s"], agg, shards
+
+    strads.run(recording_setup, lasso.LassoUpdate, max_rounds=150, quiet=True)
+    return rec["s"].blocks
+
+
+def _max_corr(X, cols):
+    C = X[:, cols]
+    C = C.toarray() if sp.issparse(C) else C
+    C = C / np.linalg.norm(C, axis=0)
+    G = np.abs(C.T @ C)
+    np.fill_diagonal(G, 0)
+    return G.max() if len(cols) > 1 else 0.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("dense", [True, False])
+def test_dependency_filter_never_pairs_correlated_columns(seed, dense):
+    X, y, _ = make_problem(150, 400, density=0.05, corr=0.8, dense=dense, seed=seed)
+    rho = 0.3
+    blocks = _blocks(X, y, rho, seed)
+    assert len(blocks) > 50
+    assert all(_max_corr(X, b) <= rho + 1e-12 for b in blocks)
+    # the same draws without the filter do pair correlated columns: the check can fail
+    unfiltered = _blocks(X, y, 1.0, seed)
+    assert max(_max_corr(X, b) for b in unfiltered) > rho
+
+
+def test_more_workers_same_solution():
+    X, y, lam = problem("dense")
+    coefs = [lasso.fit(X, y, lam=lam, workers=w, block=16, tol=1e-10, max_rounds=100_000,
+                       quiet=True).model["coef"] for w in (1, 4)]
+    np.testing.assert_allclose(coefs[0], coefs[1], atol=1e-6)
+
+
+def test_lambda_above_lambda_max_gives_zero():
+    X, y, lam = problem("sparse")
+    res = lasso.fit(X, y, lambda_ratio=1.0, tol=1e-8, quiet=True)
+    assert not res.model["coef"].any()
+
+
+# -- data ---------------------------------------------------------------------------------
+def test_svmlight_reader_matches_sklearn(tmp_path):
+    from sklearn.datasets import dump_svmlight_file, load_svmlight_file
+
+    X, y, _ = make_problem(40, 30, density=0.2, seed=4)
+    path = tmp_path / "d.svm"
+    dump_svmlight_file(X, y, str(path))
+    Xr, yr = load(str(path))
+    Xs, ys = load_svmlight_file(str(path), n_features=Xr.shape[1])
+    np.testing.assert_array_equal(yr, ys)
+    np.testing.assert_array_equal(Xr.toarray(), Xs.toarray())
+
+
+def test_mtx_and_npz_readers(tmp_path):
+    import scipy.io
+
+    X, y, _ = make_problem(30, 20, density=0.3, seed=5)
+    scipy.io.mmwrite(str(tmp_path / "X.mtx"), X)
+    np.savetxt(tmp_path / "y.txt", y)
+    Xm, ym = load(str(tmp_path / "X.mtx"), str(tmp_path / "y.txt"))
+    np.testing.assert_allclose(Xm.toarray(), X.toarray())
+    np.testing.assert_allclose(ym, y)
+    np.savez(tmp_path / "d.npz", X=X.toarray(), y=y)
+    Xn, yn = load(str(tmp_path / "d.npz"))
+    np.testing.assert_array_equal(Xn, X.toarray())
+    sp.save_npz(tmp_path / "s.npz", X)
+    np.save(tmp_path / "y.npy", y)
+    Xs, ys = load(str(tmp_path / "s.npz"), str(tmp_path / "y.npy"))
+    np.testing.assert_array_equal(Xs.toarray(), X.toarray())
+
+
+@pytest.mark.parametrize("text, where", [
+    ("1 1:2\n2 3:abc\n", r"d\.svm:2: '3:abc' is not index:value"),
+    ("1 1:2\nnan 1:1\n", r"d\.svm:2: label is nan"),
+    ("x 1:2\n", r"d\.svm:1: label 'x' is not a number"),
+    ("1 2:1 1:3\n", r"d\.svm:1: feature indices must increase"),
+    ("1 -1:3\n", r"d\.svm:1: feature index -1 is negative"),
+    ("1 1:inf\n", r"d\.svm:1: feature 1 has value inf"),
+    ("", r"d\.svm: empty file"),
+    ("# only a comment\n", r"d\.svm: no samples"),
+])
+def test_bad_svmlight_names_file_and_line(tmp_path, text, where):
+    path = tmp_path / "d.svm"
+    path.write_text(text)
+    with pytest.raises(strads.DataError, match=where):
+        load(str(path))
+
+
+def test_bad_target_and_shapes(tmp_path):
+    X, y, _ = make_problem(30, 20, density=0.3, seed=5)
+    np.savez(tmp_path / "d.npz", X=X.toarray())
+    with pytest.raises(strads.DataError, match="holds no target"):
+        load(str(tmp_path / "d.npz"))
+    (tmp_path / "y.txt").write_text("1\n2\n")
+    with pytest.raises(strads.DataError, match="2 targets for 30 samples"):
+        load(str(tmp_path / "d.npz"), str(tmp_path / "y.txt"))
+    (tmp_path / "y.txt").write_text("1\nfoo\n")
+    with pytest.raises(strads.DataError, match=r"y\.txt:2: 'foo' is not a number"):
+        load(str(tmp_path / "d.npz"), str(tmp_path / "y.txt"))
+    with pytest.raises(strads.DataError, match="y has 3 entries but X has 30 rows"):
+        lasso.fit(X, y[:3])
+    with pytest.raises(strads.DataError, match="NaN or inf"):
+        lasso.fit(np.full((3, 2), np.nan), np.ones(3))
+    with pytest.raises(strads.DataError, match="workers for"):
+        lasso.fit(X[:2], y[:2], workers=3)
+
+
+# -- command line -------------------------------------------------------------------------
+def test_cli_writes_outputs(tmp_path):
+    out = tmp_path / "out"
+    p = run_cli(["strads.apps.lasso", "--n-samples", "200", "--n-features", "500",
+                 "--quiet", "--out", str(out), "--tol", "1e-8"])
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
+                "objective", "lambda", "nnz_coef", "duality_gap"):
+        assert key in summary
+    assert summary["stop_reason"] == "tol" and summary["duality_gap"] <= 1e-8 * summary["objective"]
+    header = (out / "trace.csv").read_text().splitlines()[0].split(",")
+    assert header[:4] == ["round", "wall_s", "updates", "objective"]
+    model = np.load(out / "model.npz")
+    X, y, _ = make_problem(200, 500)
+    assert lasso.objective(X, y, model["coef"], float(model["lambda"])) == \
+        pytest.approx(summary["objective"], rel=1e-9)
+
+
+def test_cli_reads_data_file(tmp_path):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y, _ = make_problem(100, 50, density=0.2, seed=6)
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
+    p = run_cli(["strads.apps.lasso", "--data", str(tmp_path / "d.svm"), "--quiet",
+                 "--lambda", "0.01", "--tol", "1e-9"])
+    assert p.returncode == 0, p.stderr
+    coef = Lasso(alpha=0.01, fit_intercept=False, tol=1e-12, max_iter=100000).fit(X, y).coef_
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    assert summary["objective"] == pytest.approx(lasso.objective(X, y, coef, 0.01), rel=1e-6)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--block", "0"], "--block: a positive integer must be > 0"),
+    (["--staleness", "-1"], "--staleness: a non-negative integer must be >= 0"),
+    (["--rho", "2"], "--rho: must be between 0 and 1"),
+    (["--schedule", "magic"], "invalid choice: 'magic'"),
+    (["--data", "/nonexistent.svm"], "/nonexistent.svm: no such file"),
+])
+def test_cli_rejects_bad_flags_with_one_line(flags, message):
+    p = run_cli(["strads.apps.lasso", "--quiet", *flags])
+    assert p.returncode == 2
+    assert message in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_cli_help_lists_every_flag():
+    p = run_cli(["strads.apps.lasso", "--help"])
+    assert p.returncode == 0
+    for flag in ("--data", "--seed", "--workers", "--staleness", "--max-rounds",
+                 "--time-limit", "--tol", "--out", "--quiet", "--lambda", "--lambda-ratio",
+                 "--schedule", "--rho", "--block", "--target"):
+        assert flag in p.stdout
