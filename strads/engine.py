@@ -94,12 +94,14 @@ class Aggregate:
         return float("nan")
 
     def converged(self, tol):
-        """Default stopping rule: relative objective change between two rounds."""
-        f = self.objective()
-        prev, self._prev_objective = getattr(self, "_prev_objective", None), f
-        if prev is None or not math.isfinite(f):
+        """Default stopping rule: the objective moved by at most ``tol`` (relative) over
+        the last 20 rounds -- a window, since one round may touch only parameters that
+        are already optimal. Apps with a duality gap or similar override this."""
+        hist = self.__dict__.setdefault("_objectives", deque(maxlen=21))
+        hist.append(self.objective())
+        if len(hist) < hist.maxlen or not all(map(math.isfinite, hist)):
             return False
-        return abs(prev - f) <= tol * max(abs(f), 1e-300)
+        return abs(hist[0] - hist[-1]) <= tol * max(abs(hist[-1]), 1e-300)
 
     def trace(self):
         """Extra columns for this round's row of trace.csv."""

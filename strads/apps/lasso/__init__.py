@@ -40,7 +40,7 @@ def split_rows(X, n_parts):
     return np.split(np.arange(n), cuts)
 
 
-def make_setup(data, lam=None, lambda_ratio=0.1, schedule="priority", block=256, rho=0.5,
+def make_setup(data, lam=None, lambda_ratio=0.1, schedule="priority", block=256, rho=0.1,
                floor=0.1, full_every=None, seed=0):
     """``setup(n_workers)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is
     only called on the scheduler rank."""
@@ -84,7 +84,7 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="priority", block=256,
     return setup
 
 
-def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="priority", block=256, rho=0.5,
+def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="priority", block=256, rho=0.1,
         floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000, **run_kw):
     """Fit the Lasso; returns :class:`strads.Result` (``model['coef']``) on the scheduler
     rank. ``run_kw`` goes to :func:`strads.run` (workers, staleness, time_limit, ...)."""

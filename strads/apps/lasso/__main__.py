@@ -25,7 +25,7 @@ def build_parser():
                         "random (Shotgun): baselines")
     a.add_argument("--block", type=cli.pos_int, default=256,
                    help="coordinates updated in parallel per round (at most)")
-    a.add_argument("--rho", type=cli.unit_float, default=0.5,
+    a.add_argument("--rho", type=cli.unit_float, default=0.1,
                    help="priority: max |correlation| between coordinates of one round")
     a.add_argument("--floor", type=cli.unit_float, default=0.1,
                    help="priority: share of candidates drawn uniformly, so none starves")

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from ...engine import Schedule
 from . import kernels as K
 
-CALM_ROUNDS = 50  # rounds without an objective rise before the block or step grows back
+CALM_ROUNDS = 20  # rounds without an objective rise before the block or step grows back
 
 
 class _Base(Schedule):
@@ -41,12 +41,12 @@ class _Base(Schedule):
                 agg.step = max(agg.step / 2, 1 / 1024)
         else:
             self.calm += 1
-            if self.calm >= CALM_ROUNDS:  # and grow back once it has been calm a while
+            if self.calm >= CALM_ROUNDS:  # grow back gently once it has been calm a while
                 self.calm = 0
                 if agg.step < 1:
                     agg.step = min(1.0, 2 * agg.step)
                 else:
-                    self.block = min(2 * self.block, self.max_block)
+                    self.block = min(self.block + max(1, self.block // 4), self.max_block)
         if self.since_full is None or self.since_full >= self.full_every:
             self.since_full = 0
             return {"full": True, "version": agg.done}

@@ -14,7 +14,8 @@ from ...engine import DataError
 from .aggregate import InvariantError, LDAAggregate
 from .data import check, load, make_corpus
 from .schedule import SCHEDULES
-from .update import LDAUpdate
+from . import kernels
+from .update import LDAUpdate, doc_loglik
 
 __all__ = ["fit", "make_setup", "loglikelihood", "load", "make_corpus", "top_words",
            "LDAUpdate", "LDAAggregate", "SCHEDULES", "InvariantError"]
@@ -83,6 +84,7 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         per_sweep = n_workers * (staleness + 1) if schedule == "model" else 1
         agg = LDAAggregate(nwk, nk, cuts, n_docs, alpha, beta, schedule, per_sweep, vocab,
                            check)
+        agg.loglik = agg.word_loglik() + initial_doc_loglik(lengths, z, K, alpha)
         sched = sched_cls(agg, n_workers, staleness, sweeps)
         doc_cuts = split_docs(lengths, n_workers)
         tok = np.concatenate([[0], np.cumsum(lengths)])
@@ -94,10 +96,19 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
                            "V": V, "check": check, "d0": int(d0),
                            "lengths": lengths[d0:d1], "words": words[t0:t1], "z": z[t0:t1],
                            "cuts": cuts, "nk": nk,
-                           "nwk": nwk if schedule == "data" else None})
+                           "nwk": kernels.pack(nwk) if schedule == "data" else None})
         return sched, agg, shards
 
     return setup
+
+
+def initial_doc_loglik(lengths, z, n_topics, alpha):
+    docs = np.repeat(np.arange(lengths.shape[0], dtype=np.int32), lengths)
+    dmeta = np.empty((lengths.shape[0], 2), np.int64)
+    dlist = np.empty((z.shape[0], 2), np.int32)
+    kernels.doc_lists(lengths, docs, z, dmeta, dlist, n_topics)
+    return doc_loglik(lengths, alpha, n_topics, lambda a, t: kernels.sum_lgamma_lists(
+        dmeta, dlist, a, t))
 
 
 def check_corpus(X, vocab=None):

@@ -29,7 +29,8 @@ class LDAAggregate(Aggregate):
         self.nk = nk.astype(np.int64)
         self.n_tokens = int(self.nk.sum())
         if mode == "model":
-            self.tables = [np.ascontiguousarray(nwk[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+            # packed (see kernels.pack): the scheduler never holds the dense table
+            self.tables = [K.pack(nwk[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
             self.out = [False] * len(self.tables)
         else:
             self.nwk = nwk
@@ -47,14 +48,24 @@ class LDAAggregate(Aggregate):
             self.t0 = time.perf_counter()
 
     def word_table(self):
-        return np.vstack(self.tables) if self.mode == "model" else self.nwk
+        if self.mode == "data":
+            return self.nwk
+        out = np.empty((self.V, self.K), np.int32)
+        for t, a, b in zip(self.tables, self.cuts[:-1], self.cuts[1:]):
+            K.unpack(t, out[a:b])
+        return out
+
+    def _counts(self):
+        """Every word-topic count (1-D; zeros may be left out)."""
+        if self.mode == "data":
+            return [self.nwk.ravel()]
+        return [t[2] for t in self.tables]
 
     def word_loglik(self):
         lg = np.vectorize(math.lgamma)
         vb = self.V * self.beta
-        parts = self.tables if self.mode == "model" else [self.nwk]
         return float(self.K * lg(vb) - lg(self.nk + vb).sum()
-                     + sum(K.sum_lgamma(t.ravel(), self.beta, self.beta_table) for t in parts))
+                     + sum(K.sum_lgamma(c, self.beta, self.beta_table) for c in self._counts()))
 
     def aggregate(self, round, task, partials):
         for p, part in enumerate(partials):
@@ -65,7 +76,7 @@ class LDAAggregate(Aggregate):
                 self.tables[m] = part["nwk"]
                 self.out[m] = False
             else:
-                self.nwk += part["dnwk"]
+                K.add_packed(*part["dnwk"], self.nwk)
         ll_task = (task[0] if isinstance(task, list) else task)["ll"]
         if self.check:
             self._check(round, partials)
@@ -75,7 +86,7 @@ class LDAAggregate(Aggregate):
             self._new_ll = True
         sync = {"round": round, "nk": self.nk.copy()}
         if self.mode == "data":
-            sync["nwk"] = self.nwk.copy()
+            sync["nwk"] = K.pack(self.nwk)
         return sync
 
     def _check(self, round, partials):
@@ -86,10 +97,9 @@ class LDAAggregate(Aggregate):
         if self.nk.sum() != self.n_tokens or self.nk.min() < 0:
             fail(f"topic totals sum to {self.nk.sum()} (min {self.nk.min()}), "
                  f"expected {self.n_tokens} tokens")
-        nwk = self.word_table()
-        if nwk.min() < 0:
+        if min(c.min(initial=0) for c in self._counts()) < 0:
             fail("a word-topic count is negative")
-        if not np.array_equal(nwk.sum(axis=0, dtype=np.int64), self.nk):
+        if not np.array_equal(self.word_table().sum(axis=0, dtype=np.int64), self.nk):
             fail("word-topic column sums differ from the topic totals")
         if min(part["ndk_min"] for part in partials) < 0:
             fail("a doc-topic count is negative")

@@ -9,6 +9,7 @@ updates one factor column of one side; the aggregate assembles it and syncs it b
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from ... import engine
 from ...engine import DataError
@@ -24,6 +25,7 @@ __all__ = ["fit", "predict", "make_setup", "prepare", "read_ratings", "make_prob
            "BIAS", "DUPLICATES", "COLD_START"]
 
 BIAS = ("none", "mean", "full")
+INIT = ("svd", "random")
 
 
 @dataclass
@@ -61,16 +63,26 @@ def split_balanced(counts, n_parts):
     return cuts.astype(np.int64)
 
 
-def _compressed(major, minor, vals, n_major):
-    order = np.lexsort((minor, major))
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(major, minlength=n_major))])
-    return indptr.astype(np.int64), minor[order].astype(np.int32), vals[order]
+def _compressed(major, minor, vals, n_major, n_minor):
+    """CSR of the (major, minor) pairs, minor sorted within each major (scipy's O(nnz)
+    conversion; the pairs are distinct, so nothing is summed)."""
+    A = sp.csr_matrix((vals, (major, minor)), shape=(n_major, n_minor))
+    A.sort_indices()
+    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data
 
 
-def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None, bias="mean",
-               weighted=False, init_scale=None, seed=0, target_test_rmse=None):
+def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias="mean",
+               weighted=False, init_scale=None, seed=0, target_test_rmse=None, group=1,
+               init="svd", block=1):
     """``setup(n_workers)`` for :func:`strads.run`; ``data()`` returns a prepared
-    :class:`Problem` and is only called on the scheduler rank."""
+    :class:`Problem` and is only called on the scheduler rank. ``group``: ccd columns
+    per block (pass staleness + 1) and ``block``: ccd columns per round (see
+    :mod:`.schedule`).
+
+    Start: W = 0 and H's rank rows orthonormal (times ``init_scale``), spanning R'R Z for
+    a Gaussian Z chosen by ``seed`` (``init='svd'``: one step of randomized subspace
+    iteration on the centred ratings R, so the first sweep starts near the top singular
+    directions), or Z itself (``'random'``, default scale: entries of variance 1/rank)."""
     if schedule not in SCHEDULES:
         raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
     if bias not in BIAS:
@@ -81,6 +93,12 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None, bias=
         raise DataError(f"lambda must be >= 0, got {lam}")
     if int(inner) != inner or inner < 1:
         raise DataError(f"inner passes must be an integer >= 1, got {inner}")
+    if int(block) != block or block < 1:
+        raise DataError(f"block must be an integer >= 1, got {block}")
+    if init not in INIT:
+        raise DataError(f"init must be one of {INIT}, got {init!r}")
+    if init_scale is not None and not init_scale > 0:
+        raise DataError(f"init scale must be > 0, got {init_scale}")
     if iters is not None and (int(iters) != iters or iters < 1):
         raise DataError(f"iters must be an integer >= 1, got {iters}")
     lay = Layout(int(rank), float(lam), bias == "full")
@@ -98,15 +116,23 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None, bias=
                "H": lam * ci if weighted else np.full(n, float(lam))}
         rng = np.random.default_rng([seed, 0x6D66, 2])
         W, H = np.zeros((lay.kk, m)), np.zeros((lay.kk, n))
-        scale = init_scale if init_scale is not None else 1 / np.sqrt(lay.rank)
-        H[:lay.rank] = scale * rng.standard_normal((lay.rank, n))  # W = 0: R starts at r - mu
+        # W's free columns start at 0 and the bias columns at 0: no prediction yet
+        res = p.ratings - mean
+        rows = _compressed(p.users, p.items, res, m, n)
+        cols = _compressed(p.items, p.users, res, n, m)
+        Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)  # rows of norm about 1
+        if init == "svd":
+            # one step of randomized subspace iteration: H starts in the span of R'R Z
+            R = sp.csr_matrix((rows[2], rows[1], rows[0]), shape=(m, n))
+            Z = np.ascontiguousarray((R.T @ (R @ Z.T)).T)
+            K.orthonormalize(Z)
+        if init_scale is not None:
+            scale = init_scale
+        else:  # svd: unit rows; random: entries of variance 1 / rank
+            scale = 1.0 if init == "svd" else np.sqrt(n / lay.rank)
+        H[:lay.rank] = scale * Z
         for s, c in lay.fixed.items():
             (W if s == "W" else H)[c] = 1.0
-        res = np.empty(p.ratings.shape[0])
-        K.predict_pairs(W, H, p.users, p.items, res)
-        res = p.ratings - mean - res
-        rows = _compressed(p.users, p.items, res, m)
-        cols = _compressed(p.items, p.users, res, n)
         uo, io = split_balanced(cu, n_workers), split_balanced(ci, n_workers)
         shards = []
         for w in range(n_workers):
@@ -115,10 +141,10 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None, bias=
                 "W": W, "H": H, "users": (int(u0), int(u1)), "items": (int(i0), int(i1)),
                 "rows": _part(rows, u0, u1), "cols": _part(cols, i0, i1),
                 "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1]})
-        agg = MFAggregate(lay, W, H, reg, uo, io, p, mean, float(res @ res))
+        agg = MFAggregate(lay, W, H, reg, p, mean, rows)
         agg.target_test_rmse = target_test_rmse
         if schedule == "ccd":
-            sched = SCHEDULES[schedule](lay, iters, inner)
+            sched = SCHEDULES[schedule](lay, iters, inner, group, block)
         else:
             sched = SCHEDULES[schedule](lay, iters)
         return sched, agg, shards
@@ -132,10 +158,10 @@ def _part(csr, lo, hi):
     return indptr[lo:hi + 1] - a, idx[a:b], vals[a:b].copy()
 
 
-def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
-        schedule="ccd", inner=1, iters=20, bias="mean", weighted=False, duplicates="error",
-        cold_start="error", seed=0, tol=1e-6, max_rounds=10 ** 9, target_test_rmse=None,
-        **run_kw):
+def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=1.0,
+        schedule="ccd", inner=1, block=1, iters=20, bias="mean", weighted=False,
+        init="svd", init_scale=None, duplicates="error", cold_start="error", seed=0, tol=1e-6,
+        max_rounds=10 ** 9, target_test_rmse=None, **run_kw):
     """Factorize ratings given as three arrays (raw integer ids are remapped); ``test`` is
     an optional ``(users, items, ratings)`` held-out set. Returns :class:`strads.Result`
     on the scheduler rank (``model`` as in model.npz, see :func:`predict`). ``run_kw`` goes
@@ -143,9 +169,18 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
     train = from_arrays(users, items, ratings, "ratings")
     held = from_arrays(*test, name="test") if test is not None else None
     problem = prepare(train, held, test_fraction, seed, duplicates, cold_start)
-    setup = make_setup(lambda: problem, rank, lam, schedule, inner, iters, bias, weighted,
-                       seed=seed, target_test_rmse=target_test_rmse)
-    return engine.run(setup, MFUpdate, tol=tol, max_rounds=max_rounds, app="mf", **run_kw)
+    setup = make_setup(lambda: problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
+                       iters=iters, bias=bias, weighted=weighted, init=init,
+                       init_scale=init_scale, seed=seed, target_test_rmse=target_test_rmse,
+                       group=run_kw.get("staleness", 0) + 1, block=block)
+    return engine.run(setup, MFUpdate, tol=_tol(tol, target_test_rmse),
+                      max_rounds=max_rounds, app="mf", **run_kw)
+
+
+def _tol(tol, target):
+    # the engine asks Aggregate.converged() only when tol > 0, and the target is checked
+    # there: a tol too small to ever stop a run keeps the target alive with tol 0
+    return tol if tol > 0 or target is None else 1e-300
 
 
 def predict(model, users, items, unknown="error"):
@@ -168,10 +203,10 @@ def predict(model, users, items, unknown="error"):
             raise DataError(f"pair {k}: {what} {raw[k]} was not in the training data")
         idx.append(np.where(known, pos, ids.shape[0]).astype(np.int64))
     # the extra row (index m or n) is all zeros: an unseen id adds nothing
-    Wt = np.vstack([model["W"], np.zeros(model["W"].shape[1])]).T.copy()
-    Ht = np.vstack([model["H"], np.zeros(model["H"].shape[1])]).T.copy()
+    W = np.vstack([model["W"], np.zeros(model["W"].shape[1])])
+    H = np.vstack([model["H"], np.zeros(model["H"].shape[1])])
     out = np.empty(users.shape[0])
-    K.predict_pairs(Wt, Ht, idx[0], idx[1], out)
+    K.predict_pairs(W, H, idx[0], idx[1], out)
     ub = np.append(model["user_bias"], 0.0)
     ib = np.append(model["item_bias"], 0.0)
     return out + float(model["mean"]) + ub[idx[0]] + ib[idx[1]]

@@ -1,6 +1,7 @@
 """python -m strads.apps.mf [--data FILE] [flags]; see --help."""
 from ... import cli, engine
-from . import BIAS, COLD_START, DUPLICATES, MFUpdate, make_problem, make_setup, prepare
+from . import (BIAS, COLD_START, DUPLICATES, INIT, MFUpdate, _tol, make_problem,
+               make_setup, prepare)
 from .data import read_ratings
 from .schedule import SCHEDULES
 
@@ -16,7 +17,7 @@ def build_parser():
                    max_rounds=10 ** 9, tol=1e-6)
     a = p.add_argument_group("mf")
     a.add_argument("--rank", type=cli.pos_int, default=8, help="factor rank k")
-    a.add_argument("--lambda", dest="lam", type=cli.nonneg_float, default=0.1,
+    a.add_argument("--lambda", dest="lam", type=cli.nonneg_float, default=1.0,
                    help="L2 penalty on W and H")
     a.add_argument("--weighted-lambda", action="store_true",
                    help="penalise each user's (item's) factors by lambda times its number "
@@ -29,8 +30,17 @@ def build_parser():
                         "(baseline) on the same layout")
     a.add_argument("--inner", type=cli.pos_int, default=1,
                    help="ccd: passes over (W column t, H column t) before moving to t+1")
+    a.add_argument("--block", type=cli.pos_int, default=1,
+                   help="ccd: columns per round (a worker does them one after the other); "
+                        "fewer, larger rounds: less per-round latency under MPI")
     a.add_argument("--iters", type=cli.pos_int, default=20,
                    help="outer iterations (one sweep over all columns of W and H)")
+    a.add_argument("--init", choices=INIT, default="svd",
+                   help="H's start: svd: orthonormal rows near the top singular vectors "
+                        "(one randomized subspace iteration); random: Gaussian")
+    a.add_argument("--init-scale", type=cli.pos_float, default=None,
+                   help="norm of each starting row of H (default: 1 for svd, "
+                        "sqrt(items / rank) for random)")
     a.add_argument("--test-data", metavar="PATH", help="held-out ratings (same formats)")
     a.add_argument("--test-fraction", type=cli.unit_float, default=None,
                    help="hold out this share of --data, chosen by --seed (default: 0.1 for "
@@ -45,7 +55,7 @@ def build_parser():
     g = p.add_argument_group("built-in problem (no --data)")
     g.add_argument("--n-users", type=cli.pos_int, default=3000)
     g.add_argument("--n-items", type=cli.pos_int, default=1500)
-    g.add_argument("--n-ratings", type=cli.pos_int, default=60000)
+    g.add_argument("--n-ratings", type=cli.pos_int, default=150000)
     g.add_argument("--true-rank", type=cli.pos_int, default=8)
     g.add_argument("--noise", type=cli.nonneg_float, default=0.5)
     g.add_argument("--alpha", type=cli.nonneg_float, default=0.7,
@@ -71,10 +81,15 @@ def load(args):
 
 
 def run(args):
-    setup = make_setup(lambda: load(args), args.rank, args.lam, args.schedule, args.inner,
-                       args.iters, args.bias, args.weighted_lambda, seed=args.seed,
-                       target_test_rmse=args.target_test_rmse)
-    return engine.run(setup, MFUpdate, app="mf", **cli.engine_kwargs(args))
+    setup = make_setup(lambda: load(args), rank=args.rank, lam=args.lam,
+                       schedule=args.schedule, inner=args.inner, iters=args.iters,
+                       bias=args.bias, weighted=args.weighted_lambda, init=args.init,
+                       init_scale=args.init_scale, seed=args.seed,
+                       target_test_rmse=args.target_test_rmse, group=args.staleness + 1,
+                       block=args.block)
+    kw = cli.engine_kwargs(args)
+    kw["tol"] = _tol(kw["tol"], args.target_test_rmse)
+    return engine.run(setup, MFUpdate, app="mf", **kw)
 
 
 def main(argv=None):

@@ -15,7 +15,7 @@ from . import kernels as K
 
 
 class MFAggregate(Aggregate):
-    def __init__(self, layout, W, H, reg, user_offsets, item_offsets, problem, mean, rss):
+    def __init__(self, layout, W, H, reg, problem, mean, rows):
         self.lay = layout
         m, n = problem.shape
         # one extra column per factor: the row of an unseen id (cold start, policy mean)
@@ -25,24 +25,29 @@ class MFAggregate(Aggregate):
             self.F[s][c] = 1.0
         self.size = {"W": m, "H": n}
         self.reg = reg  # side -> per-row reg
-        self.offsets = {"W": user_offsets, "H": item_offsets}
         self.p = problem
+        self.rows = rows  # the training ratings less the mean, by user (CSR)
+        # held-out pairs by user, then item: the scoring reads the factors in order
+        order = np.lexsort((problem.test_items, problem.test_users))
+        self.test = tuple(a[order] for a in (problem.test_users, problem.test_items,
+                                             problem.test_ratings))
         self.mean = mean
-        self.sq = {s: np.array([reg[s] @ self.F[s][t, :self.size[s]] ** 2
+        self.sq = {s: np.array([K.wsumsq(reg[s], self.F[s][t, :self.size[s]])
                                 for t in range(layout.kk)]) for s in ("W", "H")}
-        self.rss = rss
+        self.rss = K.wsumsq(None, rows[2])
         self.n_train = problem.ratings.shape[0]
-        self.err = problem.test_ratings - mean - self._predict(problem.test_users,
-                                                               problem.test_items)
+        self.err = None
+        self.last_test_rmse = float("nan")
         self.updates = 0
         self.iters, self.iter_objective, self.iter_test_rmse = 0, [], []
         self.target_test_rmse = None
         self._final = None
 
-    def _predict(self, users, items):
-        out = np.empty(users.shape[0])
-        K.predict_pairs(self.F["W"], self.F["H"], users, items, out)
-        return out
+    def _test_err(self):
+        tu, ti, tr = self.test
+        out = np.empty(tu.shape[0])
+        K.predict_pairs(self.F["W"].T.copy(), self.F["H"].T.copy(), tu, ti, out)
+        return tr - self.mean - out
 
     def aggregate(self, round, task, partials):
         s, cols = task["side"], task["cols"]
@@ -52,15 +57,10 @@ class MFAggregate(Aggregate):
             raise RuntimeError(f"round {round}: assembled {vals.shape}, "
                                f"expected {(cols.shape[0], n)}")
         F = self.F[s]
-        delta = vals - F[cols, :n]
         F[cols, :n] = vals
-        tu, ti = self.p.test_users, self.p.test_items
-        if s == "W":
-            K.test_update(tu, ti, self.err, cols, delta, self.F["H"])
-        else:
-            K.test_update(ti, tu, self.err, cols, delta, self.F["W"])
+        self.err = None  # scored again from the factors when asked for
         for c in cols:
-            self.sq[s][c] = self.reg[s] @ (F[c, :n] * F[c, :n])
+            self.sq[s][c] = K.wsumsq(self.reg[s], F[c, :n])
         self.rss = sum(p["rss"] for p in partials)
         self.updates += cols.shape[0] * n
         if task["end"]:
@@ -79,13 +79,21 @@ class MFAggregate(Aggregate):
         return math.sqrt(self.rss / self.n_train)
 
     def test_rmse(self):
+        """Held-out RMSE of the current model (scored afresh at most once per round: it
+        costs ratings x rank, so it is computed for trace rows and iteration ends only)."""
+        if self.err is None:
+            self.err = self._test_err()
         e = self.err
-        return math.sqrt(e @ e / e.shape[0]) if e.shape[0] else float("nan")
+        self.last_test_rmse = (math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
+                               else float("nan"))
+        return self.last_test_rmse
 
     def converged(self, tol):
         """Relative objective change over the last outer iteration, checked once per
-        iteration; or the held-out RMSE reaching ``target_test_rmse``."""
-        if self.target_test_rmse is not None and self.test_rmse() <= self.target_test_rmse:
+        iteration; or the last scored held-out RMSE (trace rows, iteration ends) at or
+        below ``target_test_rmse``."""
+        if self.target_test_rmse is not None and \
+                self.last_test_rmse <= self.target_test_rmse:
             return True
         o = self.iter_objective
         if len(o) < 2 or getattr(self, "_checked", 0) == len(o):
@@ -102,9 +110,8 @@ class MFAggregate(Aggregate):
         m, n = p.shape
         # exact figures of the final model (the running ones drift by rounding, and are
         # stale with staleness > 0)
-        e = p.ratings - self.mean - self._predict(p.users, p.items)
-        self.rss = float(e @ e)
-        self.err = p.test_ratings - self.mean - self._predict(p.test_users, p.test_items)
+        self.rss = K.rss_rows(*self.rows, self.F["W"].T.copy(), self.F["H"].T.copy())
+        self.err = self._test_err()
         self._final = None
         self._final = self.objective()
         W, H = self.F["W"], self.F["H"]

@@ -13,43 +13,57 @@ _opts = dict(cache=True, nogil=True, fastmath=False)
 
 
 @njit(**_opts)
-def ccd_step(indptr, idx, res, own, t, other, reg, d_other, own_p, pending):
-    """One rank-one half-step: own[t, a] <- argmin over z of
-    sum_j (res_aj + own[t, a] other[t, j] - z other[t, j])^2 + reg[a] z^2, for every own
-    row a, with res updated in place; returns sum res^2 afterwards.
+def ccd_step(indptr, idx, res, own, t, G, reg, dz, tps):
+    """One rank-one half-step in one pass over the ratings: for every own row a,
+    own[t, a] <- argmin_z sum_j (r_aj + own[t, a] v_j - z v_j)^2 + reg[a] z^2 with v the
+    other side's column t and r the row's true residual. Returns sum r^2 after the step.
 
-    With ``pending`` the residual first takes the last synced change of the other side,
-    ``res_aj -= d_other[j] * own[own_p, a]``, fused into the same pass (same arithmetic
-    as applying it apart).
+    ``G[j] = (v_j, vd_j, d_1j, ..., d_Pj)``, packed so that one cache line serves all
+    the gathers. ``res`` lags the true residual by rank-one terms folded in here while
+    the row is read anyway: this kernel's previous step (r -= dz[a] vd_j, vd the other
+    side's column that step was taken against; zeros when there is none) and the other
+    side's synced changes of its columns tps (r -= d_pj own[tps[p], a]). This step's own
+    change is left in ``dz`` for the next call, and the squared sum comes from
+    sum r^2 - 2 dz sum r v + dz^2 sum v^2.
     """
-    v = other[t]
+    P = tps.shape[0]
+    wp = np.empty(P)
     rss = 0.0
     for a in range(indptr.shape[0] - 1):
-        lo, hi = indptr[a], indptr[a + 1]
-        s = own[t, a]
-        num = 0.0
-        den = reg[a]
-        if pending:
-            wp = own[own_p, a]
-            for q in range(lo, hi):
+        dza = dz[a]
+        for p in range(P):
+            wp[p] = own[tps[p], a]
+        rr = 0.0
+        rv = 0.0
+        vv = 0.0
+        if P == 1:  # the usual case, kept free of the inner loop
+            w0 = wp[0]
+            for q in range(indptr[a], indptr[a + 1]):
                 j = idx[q]
-                r = res[q] - d_other[j] * wp
+                r = res[q] - dza * G[j, 1] - w0 * G[j, 2]
                 res[q] = r
-                vj = v[j]
-                num += (r + s * vj) * vj
-                den += vj * vj
+                vj = G[j, 0]
+                rr += r * r
+                rv += r * vj
+                vv += vj * vj
         else:
-            for q in range(lo, hi):
-                vj = v[idx[q]]
-                num += (res[q] + s * vj) * vj
-                den += vj * vj
-        z = num / den if den > 0.0 else 0.0
-        dz = z - s
-        for q in range(lo, hi):
-            r = res[q] - dz * v[idx[q]]
-            res[q] = r
-            rss += r * r
+            for q in range(indptr[a], indptr[a + 1]):
+                j = idx[q]
+                r = res[q] - dza * G[j, 1]
+                for p in range(P):
+                    r -= wp[p] * G[j, 2 + p]
+                res[q] = r
+                vj = G[j, 0]
+                rr += r * r
+                rv += r * vj
+                vv += vj * vj
+        s = own[t, a]
+        den = reg[a] + vv
+        z = (rv + s * vv) / den if den > 0.0 else 0.0
+        step = z - s
+        dz[a] = step
         own[t, a] = z
+        rss += rr - 2.0 * step * rv + step * step * vv
     return rss
 
 
@@ -68,17 +82,16 @@ def apply_cols(indptr, idx, res, own, cols, delta):
 
 @njit(**_opts)
 def _cholesky_solve(G, b, f):
-    # G = L L' in place (lower triangle), then b <- G^-1 b; G is SPD (reg > 0) or
-    # positive semi-definite with a zero row when the row has no ratings.
+    # G = L L' in place (lower triangle), then b <- G^-1 b. G is SPD when reg > 0; with
+    # reg 0 a direction the row's ratings do not determine gets an infinite pivot, so
+    # its coefficient is 0 instead of NaN.
     for i in range(f):
         for j in range(i + 1):
             s = G[i, j]
             for k in range(j):
                 s -= G[i, k] * G[j, k]
             if i == j:
-                if s <= 0.0:
-                    s = 1e-300  # only with reg 0 and a rank-deficient row: pin to 0
-                G[i, i] = np.sqrt(s)
+                G[i, i] = np.sqrt(s) if s > 1e-12 * max(G[i, i], 1e-300) else np.inf
             else:
                 G[i, j] = s / G[j, j]
     for i in range(f):
@@ -142,24 +155,59 @@ def als_step(indptr, idx, res, own, cols, other, reg):
 
 
 @njit(**_opts)
-def test_update(users, items, err, cols, delta, other):
-    """err_q -= sum_c delta[c, users[q]] * other[cols[c], items[q]] (the held-out
-    residual after W's ``cols`` changed; call with users and items swapped for H)."""
+def predict_pairs(W, H, users, items, out):
+    """out_q = W[users[q]] . H[items[q]] (factors row-major, one row per user or item)."""
     for q in range(users.shape[0]):
         u, i = users[q], items[q]
         s = 0.0
-        for c in range(cols.shape[0]):
-            s += delta[c, u] * other[cols[c], i]
-        err[q] -= s
+        for t in range(W.shape[1]):
+            s += W[u, t] * H[i, t]
+        out[q] = s
 
 
 @njit(**_opts)
-def predict_pairs(Wt, Ht, users, items, out):
-    """out_q = Wt[:, users[q]] . Ht[:, items[q]] (factors stored transposed)."""
-    for q in range(users.shape[0]):
-        u, i = users[q], items[q]
-        s = 0.0
-        for t in range(Wt.shape[0]):
-            s += Wt[t, u] * Ht[t, i]
-        out[q] = s
+def rss_rows(indptr, idx, y, W, H):
+    """sum over the CSR ratings of (y_aj - W[a] . H[j])^2 (factors row-major)."""
+    s = 0.0
+    for a in range(indptr.shape[0] - 1):
+        for q in range(indptr[a], indptr[a + 1]):
+            j = idx[q]
+            e = y[q]
+            for t in range(W.shape[1]):
+                e -= W[a, t] * H[j, t]
+            s += e * e
+    return s
 
+
+@njit(**_opts)
+def wsumsq(w, x):
+    """sum_i w_i x_i^2 (w None: sum_i x_i^2); a plain loop, not BLAS, whose thread pool
+    would fight the workers for the cores."""
+    s = 0.0
+    if w is None:
+        for i in range(x.shape[0]):
+            s += x[i] * x[i]
+    else:
+        for i in range(x.shape[0]):
+            s += w[i] * x[i] * x[i]
+    return s
+
+
+@njit(**_opts)
+def orthonormalize(Z):
+    """Modified Gram-Schmidt on the rows of Z in place (a row that vanishes stays 0)."""
+    k, n = Z.shape
+    for t in range(k):
+        for u in range(t):
+            d = 0.0
+            for i in range(n):
+                d += Z[t, i] * Z[u, i]
+            for i in range(n):
+                Z[t, i] -= d * Z[u, i]
+        nrm = 0.0
+        for i in range(n):
+            nrm += Z[t, i] * Z[t, i]
+        nrm = np.sqrt(nrm)
+        if nrm > 0.0:
+            for i in range(n):
+                Z[t, i] /= nrm

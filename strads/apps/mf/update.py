@@ -15,18 +15,30 @@ SIDES = ("W", "H")
 
 
 class _Side:
-    """One residual copy: CSR over the worker's users (side W) or CSC over its items (H)."""
+    """One residual copy: CSR over the worker's users (side W) or CSC over its items (H).
+
+    ``res`` may lag the true residual by this side's last CCD step (``dz`` against the
+    other side's column ``vd``) and by the other side's synced changes (``pending``);
+    both are linear terms, applied in any order."""
 
     def __init__(self, indptr, idx, res, own, reg):
         self.indptr, self.idx, self.res = indptr, idx, res
         self.own, self.reg = own, reg
+        self.dz, self.vd = np.zeros(own.shape[1]), None
         self.pending = None  # (cols, delta) of the other side, not yet in res
 
-    def flush(self):
+    def apply_pending(self):
         if self.pending is not None:
             cols, delta = self.pending
             K.apply_cols(self.indptr, self.idx, self.res, self.own, cols, delta)
             self.pending = None
+
+    def flush(self):
+        self.apply_pending()
+        if self.vd is not None:
+            K.apply_cols(self.indptr, self.idx, self.res, self.dz[None, :],
+                         np.zeros(1, np.int64), self.vd[None, :])
+            self.vd = None
 
 
 class MFUpdate(Update):
@@ -36,19 +48,21 @@ class MFUpdate(Update):
         i0, i1 = shard["items"]
         self.sync = [W, H]
         self.sides = [
-            _Side(*shard["rows"], np.ascontiguousarray(W[:, u0:u1]), shard["reg_rows"]),
-            _Side(*shard["cols"], np.ascontiguousarray(H[:, i0:i1]), shard["reg_cols"])]
+            _Side(*shard["rows"], W[:, u0:u1].copy(), shard["reg_rows"]),
+            _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
 
     @classmethod
     def warmup(cls):
         indptr, idx = np.array([0, 1], np.int64), np.zeros(1, np.int32)
         res, own, other = np.ones(1), np.ones((2, 1)), np.ones((2, 1))
         reg, cols = np.ones(1), np.zeros(1, np.int64)
-        K.ccd_step(indptr, idx, res, own, 0, other, reg, other[0], 1, True)
+        K.ccd_step(indptr, idx, res, own, 0, np.ones((1, 3)), reg, res, cols)
         K.apply_cols(indptr, idx, res, own, cols, other)
         K.als_step(indptr, idx, res, own, cols, other, reg)
-        K.test_update(idx, idx, res, cols, other, other)
-        K.predict_pairs(own, other, idx, idx, res)
+        K.predict_pairs(own.T.copy(), other.T.copy(), idx, idx, res)
+        K.rss_rows(indptr, idx, res, own.T.copy(), other.T.copy())
+        K.wsumsq(None, res)
+        K.wsumsq(res, res)
 
     def apply(self, sync):
         s = SIDES.index(sync["side"])
@@ -56,21 +70,27 @@ class MFUpdate(Update):
         delta = vals - self.sync[s][cols]
         self.sync[s][cols] = vals
         target = self.sides[1 - s]
-        target.flush()
+        target.apply_pending()  # the next step folds in only the latest sync
         target.pending = (cols, delta)
 
     def update(self, task):
         s = SIDES.index(task["side"])
         side, other, cols = self.sides[s], self.sync[1 - s], task["cols"]
         if task["method"] == "ccd":
-            p = side.pending
-            fuse = p is not None and p[0].shape[0] == 1
-            if not fuse:
-                side.flush()
-            d, tp = (p[1][0], int(p[0][0])) if fuse else (other[0], 0)
-            rss = K.ccd_step(side.indptr, side.idx, side.res, side.own, int(cols[0]), other,
-                             side.reg, d, tp, fuse)
-            side.pending = None
+            # the columns one after the other (Gauss-Seidel): each folds the previous
+            # one's change, the first also the other side's last sync
+            for t in cols:
+                p = side.pending
+                tps = p[0] if p is not None else np.zeros(0, np.int64)
+                G = np.zeros((other.shape[1], 2 + tps.shape[0]))
+                G[:, 0] = other[t]
+                if side.vd is not None:
+                    G[:, 1] = side.vd
+                if p is not None:
+                    G[:, 2:] = p[1].T
+                rss = K.ccd_step(side.indptr, side.idx, side.res, side.own, int(t), G,
+                                 side.reg, side.dz, tps)
+                side.pending, side.vd = None, other[t].copy()
         else:
             side.flush()
             rss = K.als_step(side.indptr, side.idx, side.res, side.own, cols, other, side.reg)

@@ -1,0 +1,117 @@
+"""Lasso: time to reach f* (1 + 1e-6), side by side with scikit-learn, skglm and celer.
+
+f* is scikit-learn's objective at tol 1e-10. Peers are timed at decreasing tolerances
+until they reach the target (the time of that run is reported); JIT warm-up is excluded
+for everyone. Prints ratios (ours / peer: below 1 means faster).
+
+    python benchmarks/bench_lasso.py            # the issue's problems (a) and (b)
+    python benchmarks/bench_lasso.py --small    # a quick run
+    python benchmarks/bench_lasso.py --mpi      # also mpiexec -n 3 / -n 16 runs (CLI)
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from strads.apps import lasso
+from strads.apps.lasso.data import make_problem
+
+RTOL = 1e-6
+
+
+def peer_time(make, X, y, lam, target):
+    make(1e-2).fit(X[:50], y[:50])  # warm-up (numba in skglm/celer)
+    for tol in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10):
+        t = time.perf_counter()
+        m = make(tol).fit(X, y)
+        t = time.perf_counter() - t
+        if lasso.objective(X, y, m.coef_, lam) <= target:
+            return t
+    return float("nan")
+
+
+def ours(X, y, lam, target, **kw):
+    lasso.fit(X[:50], y[:50], lam=lam, max_rounds=5, quiet=True)  # warm-up
+    res = lasso.fit(X, y, lam=lam, tol=RTOL / 10, quiet=True, log_interval=0,
+                    max_rounds=10**7, **kw)
+    hit = [row for row in res.trace if row["objective"] <= target]
+    t = hit[0]["wall_s"] if hit else float("nan")
+    u = hit[0]["updates"] if hit else float("nan")
+    return t, u, res
+
+
+def compare(name, X, y, lam):
+    from celer import Lasso as CLasso
+    from skglm import Lasso as GLasso
+    from sklearn.linear_model import Lasso as SKLasso
+
+    ref = SKLasso(alpha=lam, fit_intercept=False, tol=1e-10, max_iter=100000).fit(X, y)
+    target = lasso.objective(X, y, ref.coef_, lam) * (1 + RTOL)
+    peers = {
+        "scikit-learn": peer_time(lambda tol: SKLasso(alpha=lam, fit_intercept=False,
+                                  tol=tol, max_iter=100000), X, y, lam, target),
+        "skglm": peer_time(lambda tol: GLasso(alpha=lam, fit_intercept=False, tol=tol,
+                           max_iter=1000), X, y, lam, target),
+        "celer": peer_time(lambda tol: CLasso(alpha=lam, fit_intercept=False, tol=tol,
+                           max_iter=1000), X, y, lam, target),
+    }
+    print(f"\n== {name}: X {X.shape}, lambda {lam:.4g}, target f*(1+{RTOL:g})")
+    for peer, t in peers.items():
+        print(f"  {peer:14s} {t:8.3f} s")
+    rows = {}
+    for sched in ("priority", "round-robin", "random"):
+        t, u, res = ours(X, y, lam, target, schedule=sched)
+        rows[sched] = (t, u)
+        print(f"  strads {sched:12s} {t:8.3f} s  {u:>10} updates  ({res.rounds} rounds)")
+    best = min(peers.values())
+    t = rows["priority"][0]
+    print(f"  ratio strads/best peer {t / best:.2f}   strads/scikit-learn "
+          f"{t / peers['scikit-learn']:.2f}")
+    for sched in ("round-robin", "random"):
+        print(f"  priority vs {sched}: time {t / rows[sched][0]:.2f}x, "
+              f"updates {rows['priority'][1] / rows[sched][1]:.2f}x")
+
+
+def cli_time(np_, flags):
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, "-m", "strads.apps.lasso", "--quiet", "--out", out, *flags]
+        if np_:
+            mpiexec = str(Path(sys.executable).parent / "mpiexec")
+            cmd = [mpiexec, "-n", str(np_), *cmd]
+        subprocess.run(cmd, check=True, capture_output=True)
+        return json.loads((Path(out) / "summary.json").read_text())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--mpi", action="store_true")
+    args = ap.parse_args()
+    k = 10 if args.small else 1
+    X, y, _ = make_problem(5000 // k, 200_000 // k, density=0.002 * (k if k > 1 else 1),
+                           n_informative=200 // k, corr=0.5, seed=0)
+    compare("(a) sparse", X, y, 0.05 * lasso.lambda_max(X, y))
+    X, y, _ = make_problem(2000 // k, 10_000 // k, n_informative=1000 // k, corr=0.6,
+                           snr=3, dense=True, seed=0)
+    compare("(b) dense AR(1)", X, y, lasso.lambda_max(X, y) / 100)
+    if args.mpi:
+        flags = ["--n-samples", str(20000 // k), "--n-features", str(100_000 // k),
+                 "--density", "0.002", "--tol", "1e-6"]
+        one = cli_time(0, flags)
+        three = cli_time(3, flags)
+        print(f"\n== MPI, sparse {flags}: 1 worker {one['wall_s']:.2f} s, "
+              f"mpiexec -n 3 {three['wall_s']:.2f} s: speed-up "
+              f"{one['wall_s'] / three['wall_s']:.2f}x")
+        d3 = cli_time(3, ["--tol", "1e-6"])
+        d16 = cli_time(16, ["--tol", "1e-6"])
+        print(f"== default problem: mpiexec -n 3 {d3['wall_s']:.2f} s, -n 16 "
+              f"{d16['wall_s']:.2f} s: ratio {d16['wall_s'] / d3['wall_s']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The engine and the custom app, in one process."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import strads
+from strads import transport
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+import ridge  # noqa: E402
+
+
+def test_custom_ridge_app_matches_closed_form():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 24))
+    y = X @ rng.standard_normal(24) + rng.standard_normal(300)
+    for workers in (1, 3):
+        res = ridge.fit(X, y, lam=0.1, block=5, workers=workers, max_rounds=400, tol=0,
+                        quiet=True)
+        exact = np.linalg.solve(X.T @ X + 300 * 0.1 * np.eye(24), X.T @ y)
+        np.testing.assert_allclose(res.model["coef"], exact, rtol=1e-8, atol=1e-10)
+        assert res.rounds == 400
+
+
+def test_codec_sends_arrays_as_buffers_not_pickles():
+    import scipy.sparse as sp
+
+    big = np.arange(100_000, dtype=np.float64)
+    msg = {"a": big, "F": np.asfortranarray(np.ones((50, 40))), "s": sp.random(50, 50, 0.1,
+           format="csc", random_state=0), "k": 3}
+    head, bufs = transport.encode(msg)
+    assert len(head) < 2000  # the pickle holds the structure only
+    assert sum(len(b) for b in bufs) >= big.nbytes
+    back = transport.unpack(transport.pack(msg))
+    np.testing.assert_array_equal(back["a"], big)
+    assert back["F"].flags.f_contiguous
+    assert (back["s"] != msg["s"]).nnz == 0 and back["k"] == 3
+    back["a"][0] = 5  # received arrays are the receiver's own, writable
+    assert big[0] == 0
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(staleness=-1), "staleness"), (dict(workers=0), "workers"),
+    (dict(max_rounds=-2), "max_rounds"), (dict(time_limit=0), "time_limit"),
+])
+def test_run_rejects_bad_settings(bad, match):
+    with pytest.raises(strads.DataError, match=match):
+        ridge.fit(np.ones((4, 2)), np.ones(4), **bad)
+
+
+def test_time_limit_and_schedule_end():
+    class Forever(strads.Schedule):
+        def schedule(self, round):
+            return {} if round < 1_000_000_000 else None
+
+    class Count(strads.Aggregate):
+        def aggregate(self, round, task, partials):
+            self.updates += 1
+
+    class Nothing(strads.Update):
+        def update(self, task):
+            return {}
+
+    res = strads.run(lambda w: (Forever(), Count(), [{}] * w), Nothing, workers=2,
+                     max_rounds=10**9, time_limit=0.3, quiet=True)
+    assert res.stop_reason == "time_limit" and 0.3 <= res.wall_s < 5
+
+    class Three(Forever):
+        def schedule(self, round):
+            return {} if round < 3 else None
+
+    res = strads.run(lambda w: (Three(), Count(), [{}] * w), Nothing, quiet=True)
+    assert res.stop_reason == "schedule_done" and res.rounds == 3 and res.updates == 3
+
+
+def test_mpi_size_detection_reads_the_launcher(monkeypatch):
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"):
+        monkeypatch.delenv(var, raising=False)
+    assert transport.mpi_world_size() == 0
+    monkeypatch.setenv("PMI_SIZE", "4")
+    assert transport.mpi_world_size() == 4

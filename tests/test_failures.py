@@ -1,0 +1,52 @@
+"""Failures under mpiexec end the whole job promptly, with the failing rank's traceback."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, mpiexec, run_cli
+
+
+def launch(where, np=3, timeout=60):
+    t0 = time.monotonic()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+    p = subprocess.run([mpiexec(), "-n", str(np), sys.executable,
+                        str(ROOT / "tests" / "failing_app.py"), where],
+                       capture_output=True, text=True, timeout=timeout, env=env)
+    return p, time.monotonic() - t0
+
+
+def test_exception_on_a_worker_ends_the_job():
+    p, took = launch("worker")
+    assert p.returncode != 0
+    assert "### rank 2 of 3" in p.stderr  # worker 1 is rank 2
+    assert "Traceback" in p.stderr and "ValueError: boom on worker 1" in p.stderr
+    assert took < 30
+
+
+def test_exception_on_the_scheduler_ends_the_job():
+    p, took = launch("scheduler", np=4)
+    assert p.returncode != 0
+    assert "### rank 0 of 4" in p.stderr
+    assert "RuntimeError: boom on the scheduler" in p.stderr
+    assert took < 30
+
+
+def test_bad_input_under_mpi_is_one_line():
+    p, took = launch("setup")
+    assert p.returncode != 0
+    assert "error: input.txt:7: count -3 is negative" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert took < 30
+
+
+def test_bad_data_file_under_mpiexec(tmp_path):
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5\n2 2:x\n")
+    p = run_cli(["strads.apps.lasso", "--data", str(bad)], np=3, timeout=60)
+    assert p.returncode != 0
+    assert f"{bad}:2: '2:x' is not index:value" in p.stderr
+    assert "Traceback" not in p.stderr
