@@ -202,4 +202,7 @@ class MPITransport:
                   file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()
-        self.comm.Abort(code)
+        try:
+            self.comm.Abort(code)
+        finally:  # MPI_Abort may return before the launcher kills us: never unwind
+            os._exit(code)
