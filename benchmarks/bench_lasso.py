@@ -64,14 +64,15 @@ def compare(name, X, y, lam):
     for peer, t in peers.items():
         print(f"  {peer:14s} {t:8.3f} s")
     rows = {}
-    for sched in ("priority", "round-robin", "random"):
+    for sched in ("working-set", "priority", "round-robin", "random"):
         t, u, res = ours(X, y, lam, target, schedule=sched)
         rows[sched] = (t, u)
         print(f"  strads {sched:12s} {t:8.3f} s  {u:>10} updates  ({res.rounds} rounds)")
     best = min(peers.values())
-    t = rows["priority"][0]
-    print(f"  ratio strads/best peer {t / best:.2f}   strads/scikit-learn "
+    t = rows["working-set"][0]
+    print(f"  ratio strads working-set / best peer {t / best:.2f}   / scikit-learn "
           f"{t / peers['scikit-learn']:.2f}")
+    t = rows["priority"][0]
     for sched in ("round-robin", "random"):
         print(f"  priority vs {sched}: time {t / rows[sched][0]:.2f}x, "
               f"updates {rows['priority'][1] / rows[sched][1]:.2f}x")

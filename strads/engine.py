@@ -42,7 +42,10 @@ class StalenessError(RuntimeError):
 # The three pieces of an app
 # --------------------------------------------------------------------------------------
 class Schedule:
-    """Chooses what the workers do next. Lives on the scheduler rank."""
+    """Chooses what the workers do next. Lives on the scheduler rank. The engine sets
+    ``self.staleness`` before the first call."""
+
+    staleness = 0
 
     def schedule(self, round):
         """Return the task for ``round``: one message for every worker, or a list with
@@ -94,9 +97,12 @@ class Aggregate:
         return float("nan")
 
     def converged(self, tol):
-        """Default stopping rule: the objective moved by at most ``tol`` (relative) over
+        """Called after every aggregated round, also with ``tol == 0`` (an app may have
+        targets of its own). Default stopping rule: the objective moved by at most ``tol`` (relative) over
         the last 20 rounds -- a window, since one round may touch only parameters that
         are already optimal. Apps with a duality gap or similar override this."""
+        if tol <= 0:
+            return False
         hist = self.__dict__.setdefault("_objectives", deque(maxlen=21))
         hist.append(self.objective())
         if len(hist) < hist.maxlen or not all(map(math.isfinite, hist)):
@@ -257,6 +263,7 @@ def _drive(tp, schedule, aggregate, shards, *, staleness, max_rounds, time_limit
         tp.recv(w)
     del shards
 
+    schedule.staleness = staleness  # a schedule may keep dependent blocks this far apart
     progress = _Progress(app, quiet, max_rounds, time_limit)
     trace, versions = [], []
     pending = [[] for _ in range(W)]  # syncs not yet sent, per worker
@@ -302,7 +309,7 @@ def _drive(tp, schedule, aggregate, shards, *, staleness, max_rounds, time_limit
         done = r + 1
         now = time.perf_counter() - t0
         if not stopping:
-            if tol > 0 and aggregate.converged(tol):
+            if aggregate.converged(tol):
                 stopping, reason = True, "tol"
             elif time_limit and now >= time_limit:
                 stopping, reason = True, "time_limit"

@@ -71,7 +71,21 @@ def unpack(frame):
 
 
 def _copy(obj):
-    """What a receiver sees: the same structure with its own copies of the arrays."""
+    """What a receiver sees: the same structure with its own copies of the arrays.
+    Plain containers of arrays and scalars are copied directly (the common case, and
+    several times cheaper than a pickle round trip); anything else goes through one."""
+    if isinstance(obj, np.ndarray):
+        return obj.copy(order="K") if obj.dtype != object else _pickled(obj)
+    if isinstance(obj, (int, float, str, bool, bytes, type(None), np.generic)):
+        return obj
+    if type(obj) is dict:
+        return {k: _copy(v) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(_copy(v) for v in obj)
+    return _pickled(obj)
+
+
+def _pickled(obj):
     head, bufs = encode(obj)
     return decode(head, [bytearray(b) for b in bufs])
 

@@ -35,7 +35,7 @@ def reference(kind):
 
 
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
-@pytest.mark.parametrize("schedule", ["priority", "round-robin", "random"])
+@pytest.mark.parametrize("schedule", ["working-set", "priority", "round-robin", "random"])
 @pytest.mark.parametrize("staleness", [0, 2])
 @pytest.mark.parametrize("workers", [1, 3])
 def test_objective_matches_sklearn(kind, schedule, staleness, workers):

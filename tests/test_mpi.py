@@ -28,7 +28,7 @@ def _problem(kind):
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("kind", ["dense", "sparse"])
-@pytest.mark.parametrize("schedule", ["priority", "round-robin", "random"])
+@pytest.mark.parametrize("schedule", ["working-set", "priority", "round-robin", "random"])
 @pytest.mark.parametrize("staleness", [0, 2])
 def test_lasso_under_mpi(kind, schedule, staleness):
     rank, size = world()

@@ -69,6 +69,8 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="priority", block=256,
         every = full_every or p
         if schedule == "priority":
             sched = Priority(agg, block, every, seed, X, rho, floor)
+        elif schedule == "working-set":
+            sched = SCHEDULES[schedule](agg)
         else:
             sched = SCHEDULES[schedule](agg, block, every, seed)
         if sp.issparse(X):

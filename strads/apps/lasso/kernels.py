@@ -161,29 +161,25 @@ def tree_sample(tree, u, out):
 
 # -- dependency filter ------------------------------------------------------------------
 @njit(**_opts)
-def _dot_sparse(indptr, indices, data, a, b):
-    pa, ea = indptr[a], indptr[a + 1]
-    pb, eb = indptr[b], indptr[b + 1]
-    s = 0.0
-    while pa < ea and pb < eb:
-        ia, ib = indices[pa], indices[pb]
-        if ia == ib:
-            s += data[pa] * data[pb]
-            pa += 1
-            pb += 1
-        elif ia < ib:
-            pa += 1
-        else:
-            pb += 1
-    return s
-
-
-@njit(**_opts)
-def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken):
+def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head):
     """Greedy: keep a candidate if |corr| with every kept one is <= rho.
-    ``taken`` is scratch, all False on entry and on exit."""
+
+    The kept columns are threaded through their rows (``head[i]``: the last entry in row
+    i, -1 if none), so a candidate's inner products with all kept columns cost only the
+    entries it shares rows with. ``taken`` (all False) and ``head`` (all -1) are scratch
+    and are left as they were found.
+    """
+    cap = 0
+    for c in range(cand.shape[0]):
+        cap += indptr[cand[c] + 1] - indptr[cand[c]]
+    nxt = np.empty(cap, dtype=np.int64)
+    owner = np.empty(cap, dtype=np.int64)
+    val = np.empty(cap)
+    acc = np.zeros(max_block)
+    seen = np.empty(max_block, dtype=np.int64)
     chosen = np.empty(max_block, dtype=np.int64)
     m = 0
+    used = 0
     for c in range(cand.shape[0]):
         if m == max_block:
             break
@@ -192,17 +188,36 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken):
             continue
         ok = True
         if rho < 1.0:
-            for k in range(m):
-                jj = chosen[k]
-                if abs(_dot_sparse(indptr, indices, data, j, jj)) > rho * norms[j] * norms[jj]:
+            n_seen = 0
+            for q in range(indptr[j], indptr[j + 1]):
+                e = head[indices[q]]
+                while e != -1:
+                    k = owner[e]
+                    if acc[k] == 0.0:
+                        seen[n_seen] = k
+                        n_seen += 1
+                    acc[k] += data[q] * val[e]
+                    e = nxt[e]
+            for t in range(n_seen):
+                k = seen[t]
+                if abs(acc[k]) > rho * norms[j] * norms[chosen[k]]:
                     ok = False
-                    break
+                acc[k] = 0.0
         if ok:
+            for q in range(indptr[j], indptr[j + 1]):
+                i = indices[q]
+                nxt[used] = head[i]
+                owner[used] = m
+                val[used] = data[q]
+                head[i] = used
+                used += 1
             chosen[m] = j
             taken[j] = True
             m += 1
     for k in range(m):
         taken[chosen[k]] = False
+        for q in range(indptr[chosen[k]], indptr[chosen[k] + 1]):
+            head[indices[q]] = -1
     return chosen[:m]
 
 
@@ -234,3 +249,74 @@ def select_dense(X, norms, cand, rho, max_block, taken):
     for k in range(m):
         taken[chosen[k]] = False
     return chosen[:m]
+
+
+# -- exact block solves from the block's Gram matrix ---------------------------------------
+@njit(**_opts)
+def _gram_objective(G, c, b, thresh):
+    # 1/2 b'Gb - c'b + thresh |b|_1
+    s = 0.0
+    for j in range(b.shape[0]):
+        if b[j] != 0.0:
+            t = 0.0
+            for k in range(b.shape[0]):
+                t += G[j, k] * b[k]
+            s += b[j] * (0.5 * t - c[j]) + thresh * abs(b[j])
+    return s
+
+
+@njit(**_opts)
+def gram_cd(G, q, b, thresh, tol, max_passes):
+    """Cyclic coordinate descent on the block subproblem
+        min_b 1/2 b'Gb - c'b + thresh |b|_1,   c = q + G b0,
+    given q = X_B' r at b0 (kept equal to X_B' r = c - G b at the current b) and b = b0
+    on entry. Every 5 passes, Anderson extrapolation of the last iterates (as skglm),
+    kept only if it lowers the objective. Stops after a pass in which no coordinate moved
+    by more than ``tol`` in the norm of its column (|x_j| |d_j|). Returns passes.
+    """
+    m = b.shape[0]
+    c = q.copy()
+    for j in range(m):
+        if b[j] != 0.0:
+            for k in range(m):
+                c[k] += G[j, k] * b[j]
+    K = 5
+    hist = np.empty((K + 1, m))
+    n_hist = 0
+    for it in range(max_passes):
+        worst = 0.0
+        for j in range(m):
+            gjj = G[j, j]
+            if gjj == 0.0:
+                continue
+            old = b[j]
+            z = q[j] + gjj * old
+            if z > thresh:
+                new = (z - thresh) / gjj
+            elif z < -thresh:
+                new = (z + thresh) / gjj
+            else:
+                new = 0.0
+            d = new - old
+            if d != 0.0:
+                b[j] = new
+                for k in range(m):  # q -= G[:, j] d, read along row j (G is symmetric)
+                    q[k] -= G[j, k] * d
+                worst = max(worst, abs(d) * np.sqrt(gjj))
+        if worst <= tol:
+            return it + 1
+        hist[n_hist] = b
+        n_hist += 1
+        if n_hist == K + 1:
+            n_hist = 0
+            U = hist[1:] - hist[:-1]
+            C = U @ U.T
+            C += (1e-12 * np.trace(C) + 1e-300) * np.eye(K)
+            z = np.linalg.solve(C, np.ones(K))
+            if np.all(np.isfinite(z)) and z.sum() != 0.0:
+                z /= z.sum()
+                acc = z @ hist[1:]
+                if _gram_objective(G, c, acc, thresh) < _gram_objective(G, c, b, thresh):
+                    b[:] = acc
+                    q[:] = c - G @ b
+    return max_passes

@@ -79,7 +79,8 @@ class Priority(_Base):
         self.rho, self.floor = float(rho), float(floor)
         if sp.issparse(X):
             self.cols = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data)
-            self.select = K.select_sparse
+            head = np.full(X.shape[0], -1, dtype=np.int64)
+            self.select = lambda *a: K.select_sparse(*a, head)
         else:
             self.cols = (X,)
             self.select = K.select_dense
@@ -97,4 +98,38 @@ class Priority(_Base):
         return np.sort(self.select(*self.cols, self.norms, cand, self.rho, b, self.agg.busy))
 
 
-SCHEDULES = {"priority": Priority, "round-robin": RoundRobin, "random": Random}
+class WorkingSet(Schedule):
+    """Working sets (as skglm and celer), scheduled by priority: after each full round
+    the block is the current support plus the coordinates whose minimiser moves most
+    (for a zero coefficient: its violation of the optimality condition), twice the
+    support in size; the workers also return the block's Gram matrix and the scheduler
+    solves the block exactly, so correlated coordinates in one block are safe. Full
+    rounds and block rounds alternate."""
+
+    def __init__(self, agg, min_size=16):
+        self.agg, self.min_size = agg, min_size
+        self.used = 0  # full rounds already turned into a block
+
+    def schedule(self, round):
+        agg = self.agg
+        if agg.fulls > self.used and not agg.busy.any():
+            self.used = agg.fulls
+            support = np.flatnonzero(agg.beta)
+            size = min(agg.beta.shape[0], max(self.min_size, 2 * support.shape[0]))
+            prio = agg.prio.copy()
+            prio[support] = np.inf
+            top = np.argpartition(-prio, size - 1)[:size] if size < prio.shape[0] \
+                else np.arange(prio.shape[0])
+            cols = np.sort(top[prio[top] > 0])
+            if cols.shape[0]:
+                agg.busy[cols] = True
+                self.pending_full = True
+                return {"cols": cols, "gram": True, "version": agg.done}
+        if getattr(self, "pending_full", True):
+            self.pending_full = False
+            return {"full": True, "version": agg.done}
+        return {"cols": np.empty(0, np.int64), "version": agg.done}  # waiting (staleness)
+
+
+SCHEDULES = {"priority": Priority, "round-robin": RoundRobin, "random": Random,
+             "working-set": WorkingSet}

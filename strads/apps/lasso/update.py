@@ -15,6 +15,8 @@ class LassoUpdate(Update):
         else:
             self.X = (np.asfortranarray(X),)
         self.n_features = X.shape[1]
+        self.matrix = X
+        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
         self.r = self.y.copy()
         self.rss = float(self.r @ self.r)
 
@@ -41,4 +43,25 @@ class LassoUpdate(Update):
         cols = task["cols"]
         g = np.empty(cols.shape[0])
         grad(*self.X, self.r, cols, g)
+        if task.get("gram"):  # the block's Gram over this worker's rows, for an exact solve
+            return {"g": g, "rss": self.rss, "G": self.gram(cols)}
         return {"g": g, "rss": self.rss}
+
+    def gram(self, cols):
+        """X_B' X_B, reusing the entries of the previous block: successive working sets
+        mostly overlap, so only the new columns' products are computed."""
+        old_cols, old = self.gram_cache
+        pos = np.searchsorted(old_cols, cols)
+        pos[pos == old_cols.shape[0]] = 0
+        hit = old_cols[pos] == cols if old_cols.shape[0] else np.zeros(cols.shape[0], bool)
+        G = np.empty((cols.shape[0], cols.shape[0]))
+        G[np.ix_(hit, hit)] = old[np.ix_(pos[hit], pos[hit])]
+        new = np.flatnonzero(~hit)
+        if new.shape[0]:
+            Xb = self.matrix[:, cols]
+            part = Xb.T @ Xb[:, new]
+            part = part.toarray() if self.sparse else part
+            G[:, new] = part
+            G[new, :] = part.T
+        self.gram_cache = (cols.copy(), G)
+        return G

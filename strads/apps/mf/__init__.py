@@ -22,7 +22,7 @@ from .update import MFUpdate
 
 __all__ = ["fit", "predict", "make_setup", "prepare", "read_ratings", "make_problem",
            "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
-           "BIAS", "DUPLICATES", "COLD_START"]
+           "Layout", "BIAS", "INIT", "DUPLICATES", "COLD_START"]
 
 BIAS = ("none", "mean", "full")
 INIT = ("svd", "random")
@@ -63,12 +63,13 @@ def split_balanced(counts, n_parts):
     return cuts.astype(np.int64)
 
 
-def _compressed(major, minor, vals, n_major, n_minor):
-    """CSR of the (major, minor) pairs, minor sorted within each major (scipy's O(nnz)
-    conversion; the pairs are distinct, so nothing is summed)."""
-    A = sp.csr_matrix((vals, (major, minor)), shape=(n_major, n_minor))
+def _compressed(users, items, vals, m, n):
+    """The ratings by user (CSR) and by item (CSC), indices sorted within each row and
+    column (scipy's O(nnz) conversions; the pairs are distinct, so nothing is summed)."""
+    A = sp.csr_matrix((vals, (users, items)), shape=(m, n))
     A.sort_indices()
-    return A.indptr.astype(np.int64), A.indices.astype(np.int32), A.data
+    B = A.tocsc()  # transposing sorted rows gives sorted columns
+    return [(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data) for X in (A, B)]
 
 
 def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias="mean",
@@ -118,8 +119,7 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
         W, H = np.zeros((lay.kk, m)), np.zeros((lay.kk, n))
         # W's free columns start at 0 and the bias columns at 0: no prediction yet
         res = p.ratings - mean
-        rows = _compressed(p.users, p.items, res, m, n)
-        cols = _compressed(p.items, p.users, res, n, m)
+        rows, cols = _compressed(p.users, p.items, res, m, n)
         Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)  # rows of norm about 1
         if init == "svd":
             # one step of randomized subspace iteration: H starts in the span of R'R Z
@@ -168,8 +168,10 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=1.0,
     to :func:`strads.run` (workers, staleness, time_limit, mpi, ...)."""
     train = from_arrays(users, items, ratings, "ratings")
     held = from_arrays(*test, name="test") if test is not None else None
-    problem = prepare(train, held, test_fraction, seed, duplicates, cold_start)
-    setup = make_setup(lambda: problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
+    # prepared in setup, so only the scheduler rank does it under MPI
+    problem = lambda: prepare(train, held, test_fraction, seed, duplicates,  # noqa: E731
+                              cold_start)
+    setup = make_setup(problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
                        iters=iters, bias=bias, weighted=weighted, init=init,
                        init_scale=init_scale, seed=seed, target_test_rmse=target_test_rmse,
                        group=run_kw.get("staleness", 0) + 1, block=block)

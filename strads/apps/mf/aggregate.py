@@ -18,11 +18,12 @@ class MFAggregate(Aggregate):
     def __init__(self, layout, W, H, reg, problem, mean, rows):
         self.lay = layout
         m, n = problem.shape
-        # one extra column per factor: the row of an unseen id (cold start, policy mean)
-        self.F = {"W": np.zeros((layout.kk, m + 1)), "H": np.zeros((layout.kk, n + 1))}
-        self.F["W"][:, :m], self.F["H"][:, :n] = W, H
+        # row-major (one row per user or item), for scoring; one extra row per factor:
+        # the row of an unseen id (cold start, policy mean)
+        self.F = {"W": np.zeros((m + 1, layout.kk)), "H": np.zeros((n + 1, layout.kk))}
+        self.F["W"][:m], self.F["H"][:n] = W.T, H.T
         for s, c in layout.fixed.items():
-            self.F[s][c] = 1.0
+            self.F[s][:, c] = 1.0
         self.size = {"W": m, "H": n}
         self.reg = reg  # side -> per-row reg
         self.p = problem
@@ -32,7 +33,7 @@ class MFAggregate(Aggregate):
         self.test = tuple(a[order] for a in (problem.test_users, problem.test_items,
                                              problem.test_ratings))
         self.mean = mean
-        self.sq = {s: np.array([K.wsumsq(reg[s], self.F[s][t, :self.size[s]])
+        self.sq = {s: np.array([K.wsumsq(reg[s], self.F[s][:self.size[s], t])
                                 for t in range(layout.kk)]) for s in ("W", "H")}
         self.rss = K.wsumsq(None, rows[2])
         self.n_train = problem.ratings.shape[0]
@@ -46,7 +47,7 @@ class MFAggregate(Aggregate):
     def _test_err(self):
         tu, ti, tr = self.test
         out = np.empty(tu.shape[0])
-        K.predict_pairs(self.F["W"].T.copy(), self.F["H"].T.copy(), tu, ti, out)
+        K.predict_pairs(self.F["W"], self.F["H"], tu, ti, out)
         return tr - self.mean - out
 
     def aggregate(self, round, task, partials):
@@ -57,11 +58,12 @@ class MFAggregate(Aggregate):
             raise RuntimeError(f"round {round}: assembled {vals.shape}, "
                                f"expected {(cols.shape[0], n)}")
         F = self.F[s]
-        F[cols, :n] = vals
+        F[:n, cols] = vals.T
         self.err = None  # scored again from the factors when asked for
         for c in cols:
-            self.sq[s][c] = K.wsumsq(self.reg[s], F[c, :n])
-        self.rss = sum(p["rss"] for p in partials)
+            self.sq[s][c] = K.wsumsq(self.reg[s], F[:n, c])
+        if partials[0]["rss"] is not None:
+            self.rss = sum(p["rss"] for p in partials)
         self.updates += cols.shape[0] * n
         if task["end"]:
             self.iters = task["iter"] + 1
@@ -110,15 +112,15 @@ class MFAggregate(Aggregate):
         m, n = p.shape
         # exact figures of the final model (the running ones drift by rounding, and are
         # stale with staleness > 0)
-        self.rss = K.rss_rows(*self.rows, self.F["W"].T.copy(), self.F["H"].T.copy())
+        self.rss = K.rss_rows(*self.rows, self.F["W"], self.F["H"])
         self.err = self._test_err()
         self._final = None
         self._final = self.objective()
         W, H = self.F["W"], self.F["H"]
         zeros = lambda k: np.zeros(k)  # noqa: E731
-        return {"W": W[:lay.rank, :m].T.copy(), "H": H[:lay.rank, :n].T.copy(),
-                "user_bias": W[lay.user_bias, :m].copy() if lay.biases else zeros(m),
-                "item_bias": H[lay.item_bias, :n].copy() if lay.biases else zeros(n),
+        return {"W": W[:m, :lay.rank].copy(), "H": H[:n, :lay.rank].copy(),
+                "user_bias": W[:m, lay.user_bias].copy() if lay.biases else zeros(m),
+                "item_bias": H[:n, lay.item_bias].copy() if lay.biases else zeros(n),
                 "mean": np.float64(self.mean), "user_ids": p.user_ids,
                 "item_ids": p.item_ids, "lambda": np.float64(lay.lam),
                 "rank": np.int64(lay.rank)}

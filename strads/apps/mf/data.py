@@ -27,6 +27,7 @@ class Triplets:
     ratings: np.ndarray
     path: str = "ratings"
     lines: np.ndarray = None
+    reparse: object = None  # () -> the same Triplets with lines, for messages
 
     def where(self, k):
         if self.lines is None:
@@ -217,7 +218,7 @@ def dedupe(t, policy="error"):
     dup = (u[1:] == u[:-1]) & (i[1:] == i[:-1])
     if not dup.any():
         return t
-    t = t.reparse() if getattr(t, "reparse", None) else t  # line numbers, for messages
+    t = t.reparse() if t.reparse else t  # line numbers, for messages
     if policy == "error":
         later, earlier = order[1:][dup], order[:-1][dup]
         k = int(np.argmin(later))
@@ -304,7 +305,7 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         cold = int(unseen.sum())
         if cold and cold_start == "error":
             k = int(np.flatnonzero(unseen)[0])
-            full = test.reparse() if getattr(test, "reparse", None) else test
+            full = test.reparse() if test.reparse else test
             what = (f"user {test.users[k]}" if not ku[k] else f"item {test.items[k]}")
             raise DataError(f"{full.where(k)}: {what} has no training rating (cold start); "
                             "pass cold_start='skip' or 'mean' (--cold-start) to drop such "

@@ -1,10 +1,11 @@
 """Matrix factorization kernels: free numba functions over plain arrays, cached on disk.
 
 A worker holds the residuals of its ratings twice: by row (its users, CSR: indptr, item
-index, residual) and by column (its items, CSC: indptr, user index, residual). Factors
-are stored transposed, ``F[t]`` is column t of W (or H) and contiguous. The same kernels
-serve both sides: "own" are the factor rows of the worker's users (or items), "other"
-the full, synced factor of the other side.
+index, residual) and by column (its items, CSC: indptr, user index, residual). Workers
+store factors transposed, ``F[t]`` is column t of W (or H) and contiguous; the scoring
+kernels take them row-major (one row per user or item). The same kernels serve both
+sides: "own" are the factor rows of the worker's users (or items), "other" the full,
+synced factor of the other side.
 """
 import numpy as np
 from numba import njit

@@ -7,11 +7,12 @@
   the other), columns of one side do not (a worker updates its residual in place, so
   they run as Gauss-Seidel). With staleness s, up to s+1 rounds are in flight, so the
   columns go in groups of ``group = s + 1`` rounds: W's group, then H's group; H's
-  column t is then never computed before W's column t was applied.
+  column t is then never computed before W's column t was applied (a short last group
+  joins the one before; with fewer columns than s + 1, empty rounds pad the gap).
   ``block`` columns per round (default 1) cut the number of rounds, and so the per-round
   latency under MPI, by that factor: a worker updates them one after the other (a side's
-  columns do not interact), so a block of b is the same arithmetic as a group of b
-  single-column rounds.
+  columns do not interact), so a block of b makes the same updates as a group of b
+  single-column rounds (up to rounding).
 * ``als``: all of W, then all of H (alternating least squares), on the same data layout.
 
 One outer iteration is one sweep; the last round of a sweep is marked ``end``.
@@ -48,11 +49,18 @@ class CCD(_Sweep):
         seq = []
         if lay.biases:
             seq += [("W", np.array([lay.user_bias])), ("H", np.array([lay.item_bias]))]
-        b, chunk = self.block, self.block * self.group
-        for c0 in range(0, lay.rank, chunk):
-            cols = np.arange(c0, min(c0 + chunk, lay.rank))
-            blocks = [cols[i:i + b] for i in range(0, cols.shape[0], b)]
-            seq += ([("W", x) for x in blocks] + [("H", x) for x in blocks]) * self.inner
+        b, g = self.block, self.group
+        blocks = [np.arange(t, min(t + b, lay.rank)) for t in range(0, lay.rank, b)]
+        # chunks of g rounds per side; a short remainder joins the chunk before it, so
+        # W's round of a column always runs at least g rounds before H's round of it
+        chunks = [blocks[i:i + g] for i in range(0, len(blocks), g)]
+        if len(chunks) > 1 and len(chunks[-1]) < g:
+            last = chunks.pop()
+            chunks[-1] = chunks[-1] + last
+        noop = np.zeros(0, np.int64)
+        for chunk in chunks:
+            pad = [noop] * (g - len(chunk))  # only when the rank is below the group
+            seq += ([("W", x) for x in chunk + pad] + [("H", x) for x in chunk]) * self.inner
         return seq
 
 

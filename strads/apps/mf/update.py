@@ -76,6 +76,7 @@ class MFUpdate(Update):
     def update(self, task):
         s = SIDES.index(task["side"])
         side, other, cols = self.sides[s], self.sync[1 - s], task["cols"]
+        rss = None  # an empty round (padding between dependent columns) changes nothing
         if task["method"] == "ccd":
             # the columns one after the other (Gauss-Seidel): each folds the previous
             # one's change, the first also the other side's last sync

@@ -1,0 +1,365 @@
+"""Matrix factorization app: against a NumPy reference, invariants, readers, bad input."""
+import csv
+import json
+
+import numpy as np
+import pytest
+
+import strads
+from strads.apps import mf
+from strads.apps.mf import data as D
+
+from conftest import run_cli, world
+
+# pytest-mpi runs unmarked tests too under ``--with-mpi``, on every rank; these are the
+# in-process ones (the MPI ones are in test_mf_mpi.py)
+pytestmark = pytest.mark.skipif(world()[1] > 1, reason="in-process test: run it without "
+                                                       "mpiexec")
+
+LAM = 1.0
+
+
+def small_problem(m=40, n=30, k=3, density=0.5, seed=1):
+    rng = np.random.default_rng(seed)
+    U, V = rng.standard_normal((m, k)), rng.standard_normal((n, k))
+    mask = rng.random((m, n)) < density
+    u, i = np.nonzero(mask)
+    r = 3 + (U[u] * V[i]).sum(1) + 0.1 * rng.standard_normal(u.size)
+    return u, i, r
+
+
+def numpy_objective(u, i, r, W, H, lam, mu=0.0, bu=None, bi=None):
+    bu = np.zeros(W.shape[0]) if bu is None else bu
+    bi = np.zeros(H.shape[0]) if bi is None else bi
+    e = r - mu - bu[u] - bi[i] - (W[u] * H[i]).sum(1)
+    return e @ e + lam * ((W ** 2).sum() + (H ** 2).sum() + bu @ bu + bi @ bi)
+
+
+def numpy_als(u, i, r, k, lam, bias, max_iter=5000):
+    """Dense masked ALS (with exact bias steps), run until the objective stops moving."""
+    m, n = u.max() + 1, i.max() + 1
+    mask = np.zeros((m, n), bool)
+    mask[u, i] = True
+    mu = r.mean() if bias != "none" else 0.0
+    R = np.zeros((m, n))
+    R[u, i] = r - mu
+    g = np.random.default_rng(5)
+    W, H = g.standard_normal((m, k)), g.standard_normal((n, k))
+    bu, bi = np.zeros(m), np.zeros(n)
+    full, prev = bias == "full", None
+    for _ in range(max_iter):
+        T = R - (bu[:, None] + bi[None, :]) * full
+        for a in range(m):
+            Ha = H[mask[a]]
+            W[a] = np.linalg.solve(Ha.T @ Ha + lam * np.eye(k), Ha.T @ T[a, mask[a]])
+        for b in range(n):
+            Wb = W[mask[:, b]]
+            H[b] = np.linalg.solve(Wb.T @ Wb + lam * np.eye(k), Wb.T @ T[mask[:, b], b])
+        if full:
+            bu = ((R - W @ H.T - bi) * mask).sum(1) / (mask.sum(1) + lam)
+            bi = ((R - W @ H.T - bu[:, None]) * mask).sum(0) / (mask.sum(0) + lam)
+        f = numpy_objective(u, i, r, W, H, lam, mu, bu, bi)
+        if prev is not None and abs(prev - f) <= 1e-15 * f:
+            break
+        prev = f
+    return f
+
+
+@pytest.mark.parametrize("bias", ["mean", "full"])
+@pytest.mark.parametrize("schedule", ["ccd", "als"])
+def test_reaches_numpy_reference_objective(schedule, bias):
+    u, i, r = small_problem()
+    ref = numpy_als(u, i, r, 3, LAM, bias)
+    res = mf.fit(u, i, r, rank=3, lam=LAM, bias=bias, schedule=schedule, iters=5000,
+                 tol=1e-14, workers=3, quiet=True)
+    assert res.stop_reason == "tol"
+    assert abs(res.objective - ref) <= 1e-6 * ref
+    M = res.model
+    mine = numpy_objective(u, i, r, M["W"], M["H"], LAM, M["mean"], M["user_bias"],
+                           M["item_bias"])
+    assert mine == pytest.approx(res.objective, rel=1e-12)
+    np.testing.assert_allclose(mf.predict(M, u, i),
+                               M["mean"] + M["user_bias"][u] + M["item_bias"][i]
+                               + (M["W"][u] * M["H"][i]).sum(1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("schedule,inner", [("ccd", 1), ("ccd", 3), ("als", 1)])
+def test_objective_non_increasing_per_iteration(schedule, inner):
+    t = mf.make_problem(500, 300, 6000, rank=4, seed=3)
+    res = mf.fit(t.users, t.items, t.ratings, rank=6, lam=0.5, bias="full",
+                 schedule=schedule, inner=inner, iters=12, tol=0, workers=3, quiet=True)
+    obj = np.array(res.extra["objective_per_iter"])
+    assert len(obj) == 12
+    assert (np.diff(obj) <= 1e-12 * obj[:-1]).all(), obj
+    assert res.objective == pytest.approx(obj[-1], rel=1e-9)
+
+
+def test_weighted_lambda_objective():
+    u, i, r = small_problem(seed=2)
+    res = mf.fit(u, i, r, rank=3, lam=0.1, weighted=True, bias="none", iters=30, tol=0,
+                 quiet=True)
+    M = res.model
+    cu, ci = np.bincount(u), np.bincount(i)
+    e = r - (M["W"][u] * M["H"][i]).sum(1)
+    f = e @ e + 0.1 * (cu @ (M["W"] ** 2).sum(1) + ci @ (M["H"] ** 2).sum(1))
+    assert res.objective == pytest.approx(f, rel=1e-10)
+    obj = np.array(res.extra["objective_per_iter"])
+    assert (np.diff(obj) <= 1e-12 * obj[:-1]).all()
+
+
+def test_model_does_not_depend_on_worker_count():
+    # every row's update reads only the synced other side: the partition cannot matter
+    t = mf.make_problem(400, 200, 5000, seed=4)
+    models = [mf.fit(t.users, t.items, t.ratings, rank=5, iters=4, tol=0, workers=w,
+                     quiet=True).model for w in (1, 2, 5)]
+    for M in models[1:]:
+        np.testing.assert_allclose(M["W"], models[0]["W"], rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(M["H"], models[0]["H"], rtol=1e-12, atol=1e-14)
+
+
+def test_staleness_bounded_and_still_fits():
+    t = mf.make_problem(400, 200, 6000, rank=3, noise=0.1, seed=5)
+    kw = dict(rank=3, lam=1.0, bias="full", iters=30, tol=0, workers=3, quiet=True,
+              test_fraction=0.1)
+    sync = mf.fit(t.users, t.items, t.ratings, **kw)
+    stale = mf.fit(t.users, t.items, t.ratings, staleness=2, **kw)
+    assert stale.summary()["max_staleness_seen"] == 2
+    assert stale.objective == pytest.approx(sync.objective, rel=0.05)
+    assert stale.extra["test_rmse"] < 1.5 * sync.extra["test_rmse"]
+
+
+def test_test_rmse_and_train_rmse_match_numpy():
+    t = mf.make_problem(300, 200, 5000, rank=3, seed=6)
+    res = mf.fit(t.users, t.items, t.ratings, rank=4, iters=5, tol=0, test_fraction=0.2,
+                 seed=9, bias="full", quiet=True)
+    tr, te = D.split(t, 0.2, 9)
+    e_tr = tr.ratings - mf.predict(res.model, tr.users, tr.items)
+    e_te = te.ratings - mf.predict(res.model, te.users, te.items)
+    assert res.extra["train_rmse"] == pytest.approx(np.sqrt(np.mean(e_tr ** 2)), rel=1e-10)
+    assert res.extra["test_rmse"] == pytest.approx(np.sqrt(np.mean(e_te ** 2)), rel=1e-10)
+    # the running held-out residual (kept up to date per round) agrees with the last row
+    assert res.trace[-1]["test_rmse"] == pytest.approx(res.extra["test_rmse"], rel=1e-9)
+    assert res.extra["n_test"] == len(te)
+
+
+# -- data ----------------------------------------------------------------------------------
+def test_split_is_deterministic_and_never_cold():
+    t = mf.make_problem(500, 300, 4000, seed=0)
+    a_tr, a_te = D.split(t, 0.3, 1)
+    b_tr, b_te = D.split(t, 0.3, 1)
+    c_tr, c_te = D.split(t, 0.3, 2)
+    np.testing.assert_array_equal(a_te.ratings, b_te.ratings)
+    assert not np.array_equal(a_te.ratings, c_te.ratings)
+    assert 0.2 < len(a_te) / len(t) < 0.3
+    assert np.isin(a_te.users, a_tr.users).all() and np.isin(a_te.items, a_tr.items).all()
+
+
+def test_built_in_problem_power_law_and_deterministic():
+    a = mf.make_problem(5000, 2000, 50000, seed=0)
+    b = mf.make_problem(5000, 2000, 50000, seed=0)
+    np.testing.assert_array_equal(a.ratings, b.ratings)
+    assert len(a) == 50000
+    assert np.unique(a.users * 2000 + a.items).size == 50000
+    deg = np.bincount(a.users)
+    assert deg.max() > 20 * deg.mean()  # heavy tail, not Poisson-like
+
+
+def write_formats(tmp_path, u, i, r):
+    """The same ratings as u.data (tab), ratings.csv (header) and MatrixMarket."""
+    uid, iid = 1000 + 7 * u, 5 + 3 * i  # arbitrary raw ids
+    p1 = tmp_path / "u.data"
+    p1.write_text("".join(f"{a}\t{b}\t{float(c)!r}\t88125{k}\n"
+                          for k, (a, b, c) in enumerate(zip(uid, iid, r))))
+    p2 = tmp_path / "ratings.csv"
+    p2.write_text("userId,movieId,rating,timestamp\n" + "".join(
+        f"{a},{b},{float(c)!r},1\n" for a, b, c in zip(uid, iid, r)))
+    p3 = tmp_path / "r.mtx"
+    p3.write_text(f"%%MatrixMarket matrix coordinate real general\n% ratings\n"
+                  f"{u.max() + 1} {i.max() + 1} {len(r)}\n" + "".join(
+                      f"{a + 1} {b + 1} {float(c)!r}\n" for a, b, c in zip(u, i, r)))
+    return p1, p2, p3
+
+
+def test_readers_agree_and_remap_ids(tmp_path):
+    u, i, r = small_problem(m=25, n=20)
+    models = []
+    for path in write_formats(tmp_path, u, i, r):
+        t = D.read_ratings(str(path))
+        assert len(t) == len(r)
+        np.testing.assert_array_equal(t.ratings, r)
+        p = D.prepare(t)
+        assert p.shape == (np.unique(u).size, np.unique(i).size)
+        setup = mf.make_setup(lambda: p, rank=2, iters=3)
+        res = strads.run(setup, mf.MFUpdate, workers=2, quiet=True, max_rounds=10 ** 6)
+        models.append(res.model)
+    for M in models[1:]:
+        np.testing.assert_array_equal(M["W"], models[0]["W"])
+    np.testing.assert_array_equal(models[0]["user_ids"], np.unique(1000 + 7 * u))
+    np.testing.assert_array_equal(models[2]["user_ids"], np.unique(u + 1))
+
+
+@pytest.mark.parametrize("text,message", [
+    ("1\t2\t3.5\n1\tx\t4\n", "f:2: item 'x' is not an integer"),
+    ("1\t2\t3.5\n1\t3\tgood\n", "f:2: rating 'good' is not a number"),
+    ("1\t2\t3.5\n\n1\t3\tnan\n", "f:3: rating is nan, not finite"),
+    ("1,2,inf\n", "f:1: rating is inf, not finite"),
+    ("1 2\n", "f:1: expected 'user item rating', found 2 field(s)"),
+    ("u,i,r\n", "f: no ratings (only a header)"),
+    ("# nothing\n\n", "f: no ratings (empty file)"),
+    ("", "f: empty file"),
+    ("1\t2\t3\n4\t5\t1\n1\t2\t4\n", "f:3: duplicate rating of user 1, item 2 (first at "
+                                    "line 1)"),
+    ("%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 3\n3 1 2\n",
+     "f:4: row 3 is outside 1..2"),
+    ("%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 3\n2 1 2\n",
+     "announces 3 entries, the file has 2"),
+    ("%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1\n", "f:1: field"),
+    ("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", "f:1: array format"),
+])
+def test_bad_input_names_file_and_line(tmp_path, monkeypatch, text, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f").write_text(text)
+    with pytest.raises(strads.DataError) as e:
+        D.prepare(D.read_ratings("f"))
+    assert message in str(e.value)
+
+
+def test_duplicates_last_and_mean(tmp_path):
+    p = tmp_path / "d.tsv"
+    p.write_text("1\t2\t3\n4\t5\t1\n1\t2\t5\n1\t2\t4\n")
+    last = D.prepare(D.read_ratings(str(p)), duplicates="last")
+    mean = D.prepare(D.read_ratings(str(p)), duplicates="mean")
+    assert sorted(last.ratings) == [1.0, 4.0]
+    assert sorted(mean.ratings) == [1.0, 4.0]  # (3 + 5 + 4) / 3
+    p.write_text("1\t2\t3\n4\t5\t1\n1\t2\t5\n")
+    assert sorted(D.prepare(D.read_ratings(str(p)), duplicates="last").ratings) == [1, 5]
+    assert sorted(D.prepare(D.read_ratings(str(p)), duplicates="mean").ratings) == [1, 4]
+
+
+def test_cold_start_policies(tmp_path):
+    tr, te = tmp_path / "train.tsv", tmp_path / "test.tsv"
+    tr.write_text("1\t10\t4\n2\t10\t2\n2\t11\t3\n")
+    te.write_text("1\t11\t5\n3\t10\t1\n")
+    with pytest.raises(strads.DataError, match=r"test.tsv:2: user 3 has no training "
+                                               r"rating \(cold start\)"):
+        D.prepare(D.read_ratings(str(tr)), D.read_ratings(str(te)))
+    skip = D.prepare(D.read_ratings(str(tr)), D.read_ratings(str(te)), cold_start="skip")
+    assert skip.test_ratings.tolist() == [5.0] and skip.cold == 1
+    keep = D.prepare(D.read_ratings(str(tr)), D.read_ratings(str(te)), cold_start="mean")
+    assert keep.test_users.tolist() == [0, 2]  # user 3 -> the extra row m = 2
+    res = mf.fit([1, 2, 2], [10, 10, 11], [4., 2., 3.], test=([1, 3], [11, 10], [5., 1.]),
+                 cold_start="mean", bias="full", rank=1, iters=3, quiet=True)
+    pred = mf.predict(res.model, [1, 3], [11, 10], unknown="mean")
+    M = res.model
+    assert pred[1] == pytest.approx(M["mean"] + M["item_bias"][0])
+    e = np.array([5.0, 1.0]) - pred
+    assert res.extra["test_rmse"] == pytest.approx(np.sqrt(e @ e / 2))
+    with pytest.raises(strads.DataError, match="user 3 was not in the training data"):
+        mf.predict(res.model, [3], [10])
+
+
+def test_bad_arguments():
+    u, i, r = small_problem()
+    with pytest.raises(strads.DataError, match="workers"):
+        mf.fit(u[:5], i[:5], r[:5], workers=10, quiet=True)
+    with pytest.raises(strads.DataError, match="schedule"):
+        mf.fit(u, i, r, schedule="sgd")
+    with pytest.raises(strads.DataError, match="entry 1: rating is nan"):
+        mf.fit([1, 2], [1, 2], [1.0, np.nan])
+    with pytest.raises(strads.DataError, match="user id 1.5 is not an integer"):
+        mf.fit([1, 1.5], [1, 2], [1.0, 2.0])
+
+
+# -- command line --------------------------------------------------------------------------
+def test_cli_outputs(tmp_path):
+    p = run_cli(["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings",
+                 "5000", "--rank", "4", "--iters", "3", "--workers", "2", "--quiet",
+                 "--bias", "full", "--out", str(tmp_path)])
+    assert p.returncode == 0, p.stderr
+    s = json.loads((tmp_path / "summary.json").read_text())
+    for key in ("rank", "lambda", "train_rmse", "test_rmse", "objective", "updates"):
+        assert key in s
+    assert s["rank"] == 4 and s["iterations"] == 3 and s["n_test"] > 0
+    rows = list(csv.DictReader(open(tmp_path / "trace.csv")))
+    assert rows and "test_rmse" in rows[0] and float(rows[-1]["test_rmse"]) > 0
+    z = np.load(tmp_path / "model.npz")
+    assert z["W"].shape == (s["n_users"], 4) and z["H"].shape == (s["n_items"], 4)
+    assert z["user_ids"].shape == (s["n_users"],)
+    assert mf.predict(z, z["user_ids"][:3], z["item_ids"][:3]).shape == (3,)
+
+
+def test_cli_bad_input_one_line(tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text("user,item,rating\n1,2,3\n1,2,abc\n")
+    p = run_cli(["strads.apps.mf", "--data", str(f), "--quiet"])
+    assert p.returncode == 2
+    assert p.stderr.strip() == f"strads.apps.mf: error: {f}:3: rating 'abc' is not a number"
+    p = run_cli(["strads.apps.mf", "--rank", "0"])
+    assert p.returncode == 2 and "--rank" in p.stderr
+
+
+def test_cli_under_mpiexec_matches_in_process(tmp_path):
+    args = ["strads.apps.mf", "--n-users", "300", "--n-items", "150", "--n-ratings", "4000",
+            "--iters", "3", "--quiet"]
+    p = run_cli(args + ["--out", str(tmp_path / "mpi")], np=3)
+    assert p.returncode == 0, p.stderr
+    q = run_cli(args + ["--workers", "2", "--out", str(tmp_path / "one")])
+    assert q.returncode == 0, q.stderr
+    a, b = (np.load(tmp_path / d / "model.npz") for d in ("mpi", "one"))
+    np.testing.assert_allclose(a["W"], b["W"], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(a["H"], b["H"], rtol=1e-12, atol=1e-15)
+    s = json.loads((tmp_path / "mpi" / "summary.json").read_text())
+    assert s["ranks"] == 3 and s["workers"] == 2
+
+
+@pytest.mark.parametrize("schedule", ["ccd", "als"])
+def test_lambda_zero_rank_deficient_rows_stay_finite(schedule):
+    # users with one rating and rank 3: their least-squares problems are singular
+    u, i, r = np.array([0, 1, 1, 2, 2, 2]), np.array([0, 0, 1, 0, 1, 2]), \
+        np.array([1.0, 2.0, 3.0, 4.0, 5.0, 1.0])
+    res = mf.fit(u, i, r, rank=3, lam=0.0, schedule=schedule, iters=5, tol=0, quiet=True)
+    assert np.isfinite(res.model["W"]).all() and np.isfinite(res.model["H"]).all()
+    assert np.isfinite(res.objective)
+
+
+def test_block_of_columns_is_a_group_of_single_column_rounds():
+    t = mf.make_problem(400, 200, 5000, seed=8)
+    p = D.prepare(t)
+    runs = [strads.run(mf.make_setup(lambda: p, rank=8, iters=3, **kw), mf.MFUpdate,
+                       workers=3, quiet=True, max_rounds=10 ** 6)
+            for kw in (dict(block=4), dict(group=4))]
+    assert runs[0].rounds * 4 == runs[1].rounds
+    for key in ("W", "H"):
+        np.testing.assert_allclose(runs[0].model[key], runs[1].model[key], rtol=1e-9,
+                                   atol=1e-12)
+
+
+def test_cli_bad_input_under_mpiexec_ends_job(tmp_path):
+    f = tmp_path / "bad.tsv"
+    f.write_text("1\t2\t3\n1\t2\t4\n")
+    p = run_cli(["strads.apps.mf", "--data", str(f), "--quiet"], np=3, timeout=120)
+    assert p.returncode != 0
+    assert f"{f}:2: duplicate rating of user 1, item 2 (first at line 1)" in p.stderr
+
+
+@pytest.mark.parametrize("rank,group,block,inner,bias", [
+    (8, 1, 1, 1, False), (8, 3, 1, 1, True), (8, 3, 2, 2, False), (7, 4, 2, 1, True),
+    (2, 4, 1, 1, False), (5, 10, 3, 3, True)])
+def test_ccd_sweep_covers_every_column_and_keeps_partners_apart(rank, group, block, inner,
+                                                               bias):
+    from strads.apps.mf.schedule import CCD
+    lay = mf.Layout(rank, 1.0, bias)
+    seq = CCD(lay, None, inner, group, block).sweep
+    for side in ("W", "H"):
+        done = np.concatenate([c for s, c in seq if s == side])
+        expect = np.repeat(np.arange(rank), inner)
+        if bias:
+            expect = np.append(expect, lay.user_bias if side == "W" else lay.item_bias)
+        assert sorted(done) == sorted(expect)
+    # with group = staleness + 1, H's column t is computed only after W's column t (of
+    # the same pass) has been applied: at least `group` rounds later
+    for pos, (side, cols) in enumerate(seq):
+        for t in cols:
+            if side == "H" and t < rank:
+                w = max(q for q in range(pos) if seq[q][0] == "W" and t in seq[q][1])
+                assert pos - w >= group
