@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from ... import engine
 from ...engine import DataError
+from . import kernels as K
 from .aggregate import LassoAggregate
 from .data import check, load, make_problem
 from .schedule import SCHEDULES, Priority
@@ -30,17 +31,28 @@ def objective(X, y, coef, lam):
 
 
 def split_rows(X, n_parts):
-    """Contiguous row blocks with about equal numbers of non-zeros."""
+    """Boundaries of contiguous row blocks with about equal numbers of non-zeros."""
     n = X.shape[0]
     if sp.issparse(X):
-        cum = np.concatenate([[0], np.cumsum(np.diff(X.tocsr().indptr))])
+        cum = np.concatenate([[0], np.cumsum(np.bincount(X.indices, minlength=n))])
         cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1)[1:-1])
     else:
         cuts = np.linspace(0, n, n_parts + 1).astype(int)[1:-1]
-    return np.split(np.arange(n), cuts)
+    return np.concatenate([[0], cuts, [n]]).astype(np.int64)
 
 
-def make_setup(data, lam=None, lambda_ratio=0.1, schedule="priority", block=256, rho=0.1,
+def row_block(X, start, stop):
+    """X[start:stop] in the kernels' layout (CSC or Fortran order)."""
+    if not sp.issparse(X):
+        return np.asfortranarray(X[start:stop])
+    if start == 0 and stop == X.shape[0]:
+        return X
+    ptr, idx, val = K.csc_rows(X.indptr.astype(np.int64), X.indices.astype(np.int64),
+                               X.data, start, stop)
+    return sp.csc_matrix((val, idx, ptr), shape=(stop - start, X.shape[1]))
+
+
+def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
                floor=0.1, full_every=None, seed=0):
     """``setup(n_workers)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is
     only called on the scheduler rank."""
@@ -63,7 +75,7 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="priority", block=256,
         if n_workers > n:
             raise DataError(f"{n_workers} workers for {n} samples: each worker needs rows")
         lam_ = lam if lam is not None else lambda_ratio * lambda_max(X, y)
-        sq_norms = np.asarray(X.multiply(X).sum(axis=0)).ravel() if sp.issparse(X) \
+        sq_norms = K.csc_sq_norms(X.indptr.astype(np.int64), X.data) if sp.issparse(X) \
             else np.einsum("ij,ij->j", X, X)
         agg = LassoAggregate(sq_norms, n, lam_, float(y @ y))
         every = full_every or p
@@ -73,20 +85,14 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="priority", block=256,
             sched = SCHEDULES[schedule](agg)
         else:
             sched = SCHEDULES[schedule](agg, block, every, seed)
-        if sp.issparse(X):
-            Xr = X.tocsr()
-            shards = [{"X": Xr[rows].tocsc(), "y": y[rows]} for rows in split_rows(X, n_workers)]
-            for s in shards:
-                s["X"].sort_indices()
-        else:
-            shards = [{"X": np.asfortranarray(X[rows]), "y": y[rows]}
-                      for rows in split_rows(X, n_workers)]
+        cuts = split_rows(X, n_workers)
+        shards = [{"X": row_block(X, a, b), "y": y[a:b]} for a, b in zip(cuts[:-1], cuts[1:])]
         return sched, agg, shards
 
     return setup
 
 
-def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="priority", block=256, rho=0.1,
+def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
         floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000, **run_kw):
     """Fit the Lasso; returns :class:`strads.Result` (``model['coef']``) on the scheduler
     rank. ``run_kw`` goes to :func:`strads.run` (workers, staleness, time_limit, ...)."""

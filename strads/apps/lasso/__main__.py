@@ -20,11 +20,13 @@ def build_parser():
                      help="the penalty lambda")
     lam.add_argument("--lambda-ratio", type=cli.pos_float, default=0.1,
                      help="lambda as a fraction of lambda_max (when --lambda is not given)")
-    a.add_argument("--schedule", choices=sorted(SCHEDULES), default="priority",
-                   help="priority: STRADS priority + dependency filter; round-robin, "
-                        "random (Shotgun): baselines")
+    a.add_argument("--schedule", choices=sorted(SCHEDULES), default="working-set",
+                   help="working-set: priority-chosen blocks solved exactly from their "
+                        "Gram matrix; priority: STRADS priority sampling + dependency "
+                        "filter (--rho); round-robin, random (Shotgun): baselines")
     a.add_argument("--block", type=cli.pos_int, default=256,
-                   help="coordinates updated in parallel per round (at most)")
+                   help="priority, round-robin, random: coordinates updated in parallel "
+                        "per round (at most)")
     a.add_argument("--rho", type=cli.unit_float, default=0.1,
                    help="priority: max |correlation| between coordinates of one round")
     a.add_argument("--floor", type=cli.unit_float, default=0.1,

@@ -320,3 +320,50 @@ def gram_cd(G, q, b, thresh, tol, max_passes):
                     b[:] = acc
                     q[:] = c - G @ b
     return max_passes
+
+
+# -- slicing CSC matrices without scipy's format round trips ------------------------------
+@njit(**_opts)
+def csc_columns(indptr, indices, data, cols):
+    """The CSC triplet of X[:, cols]."""
+    out_ptr = np.zeros(cols.shape[0] + 1, dtype=np.int64)
+    for k in range(cols.shape[0]):
+        out_ptr[k + 1] = out_ptr[k] + indptr[cols[k] + 1] - indptr[cols[k]]
+    out_idx = np.empty(out_ptr[-1], dtype=np.int64)
+    out_val = np.empty(out_ptr[-1])
+    for k in range(cols.shape[0]):
+        a, b = indptr[cols[k]], indptr[cols[k] + 1]
+        out_idx[out_ptr[k]:out_ptr[k + 1]] = indices[a:b]
+        out_val[out_ptr[k]:out_ptr[k + 1]] = data[a:b]
+    return out_ptr, out_idx, out_val
+
+
+@njit(**_opts)
+def csc_rows(indptr, indices, data, start, stop):
+    """The CSC triplet of X[start:stop] (row indices sorted within each column)."""
+    p = indptr.shape[0] - 1
+    lo = np.empty(p, dtype=np.int64)
+    hi = np.empty(p, dtype=np.int64)
+    out_ptr = np.zeros(p + 1, dtype=np.int64)
+    for j in range(p):
+        seg = indices[indptr[j]:indptr[j + 1]]
+        lo[j] = indptr[j] + np.searchsorted(seg, start)
+        hi[j] = indptr[j] + np.searchsorted(seg, stop)
+        out_ptr[j + 1] = out_ptr[j] + hi[j] - lo[j]
+    out_idx = np.empty(out_ptr[-1], dtype=np.int64)
+    out_val = np.empty(out_ptr[-1])
+    for j in range(p):
+        out_idx[out_ptr[j]:out_ptr[j + 1]] = indices[lo[j]:hi[j]] - start
+        out_val[out_ptr[j]:out_ptr[j + 1]] = data[lo[j]:hi[j]]
+    return out_ptr, out_idx, out_val
+
+
+@njit(**_opts)
+def csc_sq_norms(indptr, data):
+    out = np.empty(indptr.shape[0] - 1)
+    for j in range(out.shape[0]):
+        s = 0.0
+        for q in range(indptr[j], indptr[j + 1]):
+            s += data[q] * data[q]
+        out[j] = s
+    return out

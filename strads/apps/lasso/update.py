@@ -58,9 +58,13 @@ class LassoUpdate(Update):
         G[np.ix_(hit, hit)] = old[np.ix_(pos[hit], pos[hit])]
         new = np.flatnonzero(~hit)
         if new.shape[0]:
-            Xb = self.matrix[:, cols]
-            part = Xb.T @ Xb[:, new]
-            part = part.toarray() if self.sparse else part
+            if self.sparse:
+                shape = (self.matrix.shape[0], cols.shape[0])
+                Xb = sp.csc_matrix(K.csc_columns(*self.X, cols)[::-1], shape=shape)
+                part = (Xb.T @ Xb[:, new]).toarray()
+            else:
+                Xb = self.matrix[:, cols]
+                part = Xb.T @ Xb[:, new]
             G[:, new] = part
             G[new, :] = part.T
         self.gram_cache = (cols.copy(), G)
