@@ -7,7 +7,8 @@ round at or below the target. JIT warm-up is excluded for everyone. Prints ratio
 
     python benchmarks/bench_lasso.py            # the issue's problems (a) and (b)
     python benchmarks/bench_lasso.py --small    # a quick run
-    python benchmarks/bench_lasso.py --mpi      # also mpiexec -n 3 / -n 16 runs (CLI)
+    python benchmarks/bench_lasso.py --mpi      # also the MPI runs (CLI, mpiexec)
+    python benchmarks/bench_lasso.py --mpi-only # only those
 """
 import argparse
 import json
@@ -88,21 +89,32 @@ def compare(name, X, y, lam, schedules=("working-set", "priority", "round-robin"
 
 
 def cli_time(np_, flags):
+    """Run the CLI (under mpiexec -n np_ if given); (whole command's seconds, summary)."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", "strads.apps.lasso", "--quiet", "--out", out, *flags]
         if np_:
             mpiexec = str(Path(sys.executable).parent / "mpiexec")
             cmd = [mpiexec, "-n", str(np_), *cmd]
+        t = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True)
-        return json.loads((Path(out) / "summary.json").read_text())
+        t = time.perf_counter() - t
+        return t, json.loads((Path(out) / "summary.json").read_text())
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--mpi", action="store_true")
+    ap.add_argument("--mpi-only", action="store_true")
     args = ap.parse_args()
     k = 10 if args.small else 1
+    if not args.mpi_only:
+        peers(k)
+    if args.mpi or args.mpi_only:
+        mpi(k)
+
+
+def peers(k):
     X, y, _ = make_problem(5000 // k, 200_000 // k, density=0.002 * (k if k > 1 else 1),
                            n_informative=200 // k, corr=0.5, seed=0)
     compare("(a) sparse", X, y, 0.05 * lasso.lambda_max(X, y))
@@ -115,20 +127,27 @@ def main():
                            dense=True, seed=0)
     compare("(c) dense AR(1), Jacobi schedules", X, y, lasso.lambda_max(X, y) / 20,
             schedules=("priority", "round-robin", "random"))
-    if args.mpi:
-        # problem (a) with 10x the samples: 50,000 x 200,000, 20M non-zeros
-        flags = ["--n-samples", str(50_000 // k), "--n-features", str(200_000 // k),
-                 "--density", str(0.002 * k), "--n-informative", str(200 // k),
-                 "--lambda-ratio", "0.05", "--tol", "1e-6"]
-        one = cli_time(0, flags)
-        three = cli_time(3, flags)
-        print(f"\n== MPI, sparse {flags}: 1 worker {one['wall_s']:.2f} s, "
-              f"mpiexec -n 3 {three['wall_s']:.2f} s: speed-up "
-              f"{one['wall_s'] / three['wall_s']:.2f}x")
-        d3 = cli_time(3, ["--tol", "1e-6"])
-        d16 = cli_time(16, ["--tol", "1e-6"])
-        print(f"== default problem: mpiexec -n 3 {d3['wall_s']:.2f} s, -n 16 "
-              f"{d16['wall_s']:.2f} s: ratio {d16['wall_s'] / d3['wall_s']:.2f}x")
+
+
+def mpi(k):
+    # problem (a) with 10x the samples: 50,000 x 200,000, 20M non-zeros
+    flags = ["--n-samples", str(50_000 // k), "--n-features", str(200_000 // k),
+             "--density", str(0.002 * k), "--n-informative", str(200 // k),
+             "--lambda-ratio", "0.05", "--tol", "1e-6"]
+    print(f"\n== MPI: problem (a) x10 samples, {' '.join(flags)} (loop wall_s)")
+    _, one = cli_time(0, flags)
+    for n in (3, 4):
+        _, res = cli_time(n, flags)
+        print(f"  1 worker {one['wall_s']:.2f} s, mpiexec -n {n} {res['wall_s']:.2f} s: "
+              f"speed-up {one['wall_s'] / res['wall_s']:.2f}x  (objectives "
+              f"{one['objective']:.10g} / {res['objective']:.10g})")
+    print("== default problem, whole mpiexec command (start-up included):")
+    base = None
+    for n in (3, 8, 16):
+        t, res = cli_time(n, [])
+        base = base or t
+        print(f"  mpiexec -n {n:2d}: {t:.2f} s (loop {res['wall_s']:.3f} s, "
+              f"{res['rounds']} rounds): {t / base:.2f}x of -n 3")
 
 
 if __name__ == "__main__":
