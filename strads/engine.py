@@ -67,8 +67,9 @@ class Update:
 
     @classmethod
     def warmup(cls):
-        """Compile kernels once per process. Under MPI the first worker runs this
-        before the others, so they load the on-disk cache instead of all compiling."""
+        """Compile every kernel (numba, ``cache=True``). The first worker runs this
+        before the others start, so they load the on-disk cache instead of all
+        compiling at once."""
 
     def apply(self, sync):
         pass
@@ -254,11 +255,12 @@ def _drive(tp, schedule, aggregate, shards, *, staleness, max_rounds, time_limit
     W = tp.n_workers
     if len(shards) != W:
         raise ValueError(f"setup returned {len(shards)} shards for {W} workers")
-    # The first worker compiles alone; the others then load its on-disk cache.
+    # The first worker compiles every kernel alone; the others then load from its on-disk
+    # cache only the kernels they call.
     tp.send(0, ("init", shards[0], True))
     tp.recv(0)
     for w in range(1, W):
-        tp.send(w, ("init", shards[w], tp.is_mpi))
+        tp.send(w, ("init", shards[w], False))
     for w in range(1, W):
         tp.recv(w)
     del shards

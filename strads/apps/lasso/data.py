@@ -7,7 +7,6 @@ and the problem on anything malformed.
 import os
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
 
 from ...engine import DataError
@@ -104,6 +103,8 @@ def read_target(path, n_samples):
 
 
 def _read_mtx(path):
+    import scipy.io  # only here: it is slow to import, and every rank imports this module
+
     try:
         A = scipy.io.mmread(path)
     except Exception as e:  # scipy raises many kinds; say which file and why

@@ -4,12 +4,12 @@ Lee et al. 2014; Yuan et al. 2015).
 Documents are split across workers (balanced by tokens); the vocabulary is cut into
 slices that rotate among them, so each slice's word-topic counts are held by one worker
 at a time and only the topic totals are shared. The sampler is exact collapsed Gibbs at
-O(K_d + log K) per token (K_d: topics in the token's document) (see kernels). A data-parallel (YahooLDA-style)
-schedule is the baseline.
+O(K_d + log K) per token, K_d the number of topics in the token's document (see
+kernels). A data-parallel (YahooLDA-style) schedule is the baseline.
 """
 import numpy as np
 
-from ... import engine
+from ... import engine, transport
 from ...engine import DataError
 from .aggregate import InvariantError, LDAAggregate
 from .data import check, load, make_corpus
@@ -17,7 +17,7 @@ from .schedule import SCHEDULES
 from . import kernels
 from .update import LDAUpdate, doc_loglik
 
-__all__ = ["fit", "make_setup", "loglikelihood", "load", "make_corpus", "top_words",
+__all__ = ["fit", "make_setup", "n_rounds", "loglikelihood", "load", "make_corpus", "top_words",
            "LDAUpdate", "LDAAggregate", "SCHEDULES", "InvariantError"]
 
 
@@ -115,13 +115,25 @@ def check_corpus(X, vocab=None):
     return check(X, vocab)
 
 
+def n_rounds(sweeps, schedule, staleness, workers=1, mpi=None):
+    """Rounds of ``sweeps`` sweeps (for the engine's progress and ETA)."""
+    if mpi is None:
+        mpi = transport.mpi_world_size() > 1
+    if mpi:
+        workers = max(1, transport.mpi_world_size() - 1)
+    return sweeps * (workers * (staleness + 1) if schedule == "model" else 1)
+
+
 def fit(X, *, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50, seed=0,
-        vocab=None, check=False, staleness=0, max_rounds=10 ** 9, **run_kw):
+        vocab=None, check=False, staleness=0, max_rounds=None, **run_kw):
     """Fit LDA to a documents x words count matrix; returns :class:`strads.Result`
     (``model['word_topic']``, ``model['doc_topic']``) on the scheduler rank. ``run_kw``
     goes to :func:`strads.run` (workers, time_limit, tol, out, quiet, mpi, ...)."""
     setup = make_setup(lambda: (X, vocab), n_topics, alpha, beta, schedule, sweeps,
                        staleness, seed, check)
+    if max_rounds is None:
+        max_rounds = n_rounds(sweeps, schedule, staleness, run_kw.get("workers") or 1,
+                              run_kw.get("mpi"))
     return engine.run(setup, LDAUpdate, staleness=staleness, max_rounds=max_rounds,
                       app="lda", **run_kw)
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ... import cli, engine
-from . import LDAUpdate, load, make_corpus, make_setup, top_words
+from . import LDAUpdate, load, make_corpus, make_setup, n_rounds, top_words
 from .data import FORMATS
 from .schedule import SCHEDULES
 
@@ -57,7 +57,10 @@ def run(args):
             return X, None
     setup = make_setup(data, args.topics, args.alpha, args.beta, args.schedule, args.sweeps,
                        args.staleness, args.seed)
-    return engine.run(setup, LDAUpdate, app="lda", **cli.engine_kwargs(args))
+    kw = cli.engine_kwargs(args)
+    kw["max_rounds"] = min(args.max_rounds, n_rounds(args.sweeps, args.schedule,
+                                                     args.staleness, args.workers))
+    return engine.run(setup, LDAUpdate, app="lda", **kw)
 
 
 def main(argv=None):

@@ -29,7 +29,7 @@ class LDAAggregate(Aggregate):
         self.nk = nk.astype(np.int64)
         self.n_tokens = int(self.nk.sum())
         if mode == "model":
-            # packed (see kernels.pack): the scheduler never holds the dense table
+            # packed between rounds (see kernels.pack): ~20x smaller at K = 1,000
             self.tables = [K.pack(nwk[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
             self.out = [False] * len(self.tables)
         else:

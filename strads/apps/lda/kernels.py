@@ -4,8 +4,10 @@ The sampler is exact collapsed Gibbs. Tokens of one vocabulary slice are visited
 word, and the conditional of a token of word w in document d is split as
 
     p(k) ~ (n_dk + alpha) q_k,   q_k = (n_wk + beta) / (n_k + V beta)
-         = sum_{j in d, j != i} q_{z_j}   +   alpha q_k
-           (document term)                   (smoothing term)
+         = n_dk q_k          +   alpha q_k
+           (document term)       (smoothing term)
+
+(all counts without the token itself)
 
 (F+LDA, Yu et al. 2015). The q_k of the current word live in the leaves of a sum tree
 (F+tree): drawing from the smoothing term and changing one q_k cost O(log K). The
@@ -19,7 +21,10 @@ Random numbers: splitmix64 from a seed the caller derives from (seed, worker, ro
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 _opts = dict(cache=True, nogil=True)
 
@@ -37,6 +42,39 @@ def _next(s):
     x = (x ^ (x >> np.uint64(27))) * _M2
     x = x ^ (x >> np.uint64(31))
     return s, float(x >> np.uint64(11)) * _TO_UNIT
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i, j):
+    """Ask for the cache line of arr[i, j] (a hint; no effect on results)."""
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, v, t, types.intp)
+               for v, t in zip(args[1:], signature.args[1:])]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3),
+                          ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.void(arr, i, j), codegen
+
+
+@njit(cache=True)
+def _probe_prefetch(a):
+    _prefetch(a, 0, 0)
+
+
+try:  # the intrinsic's name depends on the LLVM version: without it, no hint
+    _probe_prefetch(np.zeros((1, 1), np.int32))
+except Exception:  # pragma: no cover
+    @njit(**_opts)
+    def _prefetch(arr, i, j):
+        pass
 
 
 @njit(**_opts)
@@ -103,6 +141,12 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
         for k in range(P - 1, 0, -1):
             tree[k] = tree[2 * k] + tree[2 * k + 1]
         for t in range(i, j):
+            # documents come in no useful order: fetch ahead the metadata, then the
+            # topic list, of the documents a few tokens on
+            if t + 16 < n:
+                _prefetch(dmeta, docs[t + 16], 0)
+            if t + 8 < n:
+                _prefetch(dlist, dmeta[docs[t + 8], 0], 0)
             d = docs[t]
             old = z[t]
             a = dmeta[d, 0]

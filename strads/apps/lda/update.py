@@ -3,8 +3,9 @@
 Tokens are stored word-major (``words``, ``docs``, ``z``), cut at the vocabulary slice
 boundaries: for each slice, the worker's tokens of that slice sorted by word, so the
 sampler reads them in sequence. Each document's non-zero topic counts are a compact
-(topic, count) list in the document's own token range. The topic totals n_k are a local copy: the last global totals the
-scheduler sent plus this worker's own changes of the rounds they do not include yet.
+(topic, count) list in the document's own token range. The topic totals n_k are a local
+copy: the last global totals the scheduler sent plus this worker's own changes of the
+rounds they do not include yet.
 """
 import numpy as np
 
@@ -29,7 +30,8 @@ def doc_loglik(lengths, alpha, n_topics, sum_counts):
 class LDAUpdate(Update):
     def __init__(self, shard):
         self.worker, self.seed = int(shard["worker"]), int(shard["seed"])
-        self.K, self.alpha, self.beta = int(shard["K"]), float(shard["alpha"]), float(shard["beta"])
+        self.K = int(shard["K"])
+        self.alpha, self.beta = float(shard["alpha"]), float(shard["beta"])
         self.vbeta = float(shard["V"]) * self.beta
         self.check = bool(shard["check"])
         self.d0 = int(shard["d0"])

@@ -1,0 +1,181 @@
+"""LDA benchmark: strads' model-parallel Gibbs sampler against the `lda` package and
+tomotopy, side by side in one run, printing ratios.
+
+    python benchmarks/bench_lda.py            # ~4M-token synthetic corpus + Reuters
+    python benchmarks/bench_lda.py --small    # a quick run (~1M tokens, fewer sweeps)
+
+1. One process, one worker: tokens/s and log p(w, z) after the same number of sweeps,
+   at K = 100 and K = 1,000 (and K = 20 on Reuters). The `lda` package is O(K) per
+   token, so at K = 1,000 it runs fewer sweeps (--lda-sweeps-1000) and our
+   log-likelihood is taken from our trace at that sweep.
+2. `mpiexec -n 3` (2 workers) against 1 worker, through the CLI.
+3. Model-parallel against data-parallel schedule at equal workers: log-likelihood
+   against sweeps and against time.
+The log-likelihood of every peer is computed from its own topic assignments with the
+same formula (strads.apps.lda.loglikelihood) and the same vocabulary size.
+"""
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from strads.apps import lda as app  # noqa: E402
+from strads.apps.lda.data import make_corpus  # noqa: E402
+
+ALPHA, BETA = 0.1, 0.01
+
+
+def ours(X, K, sweeps, workers=1, schedule="model"):
+    res = app.fit(X, n_topics=K, alpha=ALPHA, beta=BETA, sweeps=sweeps, workers=workers,
+                  schedule=schedule, quiet=True, mpi=False, log_interval=0.0)
+    by_sweep = {}
+    for row in res.trace:
+        by_sweep[row["sweeps"]] = row["loglik"]
+    return res.extra["tokens_per_s"], res.model["loglik"], by_sweep
+
+
+def peer_lda(X, K, sweeps):
+    import logging
+
+    import lda
+
+    logging.getLogger("lda").setLevel(logging.ERROR)
+    t = time.perf_counter()
+    m = lda.LDA(n_topics=K, n_iter=sweeps, alpha=ALPHA, eta=BETA, random_state=0).fit(X)
+    wall = time.perf_counter() - t
+    return X.sum() * sweeps / wall, m.loglikelihood()
+
+
+def peer_tomotopy(X, K, sweeps):
+    import tomotopy as tp
+
+    m = tp.LDAModel(k=K, alpha=ALPHA, eta=BETA, seed=0)
+    for d in range(X.shape[0]):
+        a, b = X.indptr[d], X.indptr[d + 1]
+        words = np.repeat(X.indices[a:b], X.data[a:b])
+        if words.size:
+            m.add_doc([str(w) for w in words])
+    m.optim_interval = 0
+    m.burn_in = 0
+    m.train(0, workers=1)  # initialise outside the timing
+    t = time.perf_counter()
+    m.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
+    wall = time.perf_counter() - t
+    # the same log p(w, z) as ours, over the same vocabulary size
+    ids = np.array([int(w) for w in m.used_vocabs])
+    wt = np.zeros((X.shape[1], K), np.int64)
+    dt = np.zeros((len(m.docs), K), np.int64)
+    for d, doc in enumerate(m.docs):
+        w, z = ids[np.asarray(doc.words)], np.asarray(doc.topics)
+        np.add.at(wt, (w, z), 1)
+        dt[d] = np.bincount(z, minlength=K)
+    return X.sum() * sweeps / wall, app.loglikelihood(wt, dt, ALPHA, BETA)
+
+
+def rel(a, b):
+    return (a - b) / abs(b)
+
+
+def one_process(name, X, Ks, sweeps, lda_sweeps):
+    print(f"\n== one process, 1 worker: {name} ({X.shape[0]} docs, {X.shape[1]} words, "
+          f"{int(X.sum())} tokens)")
+    print(f"{'K':>5} {'peer':>9} {'sweeps':>6} {'ours tok/s':>11} {'peer tok/s':>11} "
+          f"{'ratio':>6} {'ours ll':>14} {'peer ll':>14} {'ll diff':>8}")
+    for K in Ks:
+        rate, ll, by_sweep = ours(X, K, sweeps)
+        ls = lda_sweeps.get(K, sweeps)
+        for peer, fn, n in (("lda", peer_lda, ls), ("tomotopy", peer_tomotopy, sweeps)):
+            prate, pll = fn(X, K, n)
+            oll = by_sweep.get(n, ll)
+            print(f"{K:5d} {peer:>9} {n:6d} {rate / 1e6:10.2f}M {prate / 1e6:10.2f}M "
+                  f"{rate / prate:6.2f} {oll:14.1f} {pll:14.1f} {100 * rel(oll, pll):+7.2f}%",
+                  flush=True)
+
+
+def cli_run(args, np_=None):
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, "-m", "strads.apps.lda", "--quiet", "--top-words", "0",
+               "--out", out, "--log-interval", "0", *args]
+        if np_:
+            cmd = [os.path.join(os.path.dirname(sys.executable), "mpiexec"), "-n", str(np_),
+                   *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        with open(os.path.join(out, "summary.json")) as f:
+            summary = json.load(f)
+        with open(os.path.join(out, "trace.csv")) as f:
+            trace = list(csv.DictReader(f))
+    return summary, trace
+
+
+def scaling(corpus_args, K, sweeps):
+    print(f"\n== mpiexec -n 3 (2 workers) vs 1 worker, synthetic corpus, K = {K}, "
+          f"{sweeps} sweeps")
+    base = [*corpus_args, "--topics", str(K), "--sweeps", str(sweeps)]
+    one, _ = cli_run(base)
+    three, _ = cli_run(base, np_=3)
+    print(f"1 worker: {one['tokens_per_s'] / 1e6:.2f}M tokens/s, loglik {one['loglik']:.1f}")
+    print(f"mpiexec -n 3: {three['tokens_per_s'] / 1e6:.2f}M tokens/s, loglik "
+          f"{three['loglik']:.1f}   speed-up {three['tokens_per_s'] / one['tokens_per_s']:.2f}x")
+
+
+def schedules(corpus_args, K, sweeps, np_):
+    print(f"\n== model- vs data-parallel schedule, mpiexec -n {np_} ({np_ - 1} workers), "
+          f"K = {K}: loglik by sweep and by time")
+    runs = {}
+    for sched in ("model", "data"):
+        s, trace = cli_run([*corpus_args, "--topics", str(K), "--sweeps", str(sweeps),
+                            "--schedule", sched], np_=np_)
+        pts = {}
+        for row in trace:
+            pts.setdefault(int(row["sweeps"]), (float(row["wall_s"]), float(row["loglik"])))
+        runs[sched] = pts
+        print(f"{sched}: {s['tokens_per_s'] / 1e6:.2f}M tokens/s, final loglik "
+              f"{s['loglik']:.1f}, {s['wall_s']:.1f}s")
+    print(f"{'sweep':>5} {'model s':>8} {'model ll':>14} {'data s':>8} {'data ll':>14}")
+    for k in sorted(set(runs["model"]) & set(runs["data"])):
+        (tm, lm), (td, ld) = runs["model"][k], runs["data"][k]
+        print(f"{k:5d} {tm:8.2f} {lm:14.1f} {td:8.2f} {ld:14.1f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--small", action="store_true", help="a quick run")
+    p.add_argument("--sweeps", type=int, default=None)
+    p.add_argument("--lda-sweeps-1000", type=int, default=None)
+    p.add_argument("--skip", default="", help="comma list of parts to skip: one,mpi,sched")
+    a = p.parse_args()
+    small = a.small
+    n_docs = 5000 if small else 20000
+    sweeps = a.sweeps or (5 if small else 20)
+    lda1000 = a.lda_sweeps_1000 or (1 if small else 2)
+    corpus = dict(n_docs=n_docs, n_words=20000, doc_length=200, n_topics=50)
+    corpus_args = ["--n-docs", str(n_docs), "--n-words", "20000", "--doc-length", "200",
+                   "--true-topics", "50", "--alpha", str(ALPHA), "--beta", str(BETA)]
+    skip = set(a.skip.split(","))
+    t0 = time.time()
+    if "one" not in skip:
+        X = make_corpus(corpus["n_docs"], corpus["n_words"], corpus["doc_length"],
+                        corpus["n_topics"], ALPHA, 0.05, 0)[0]
+        one_process("synthetic", X, (100, 1000), sweeps, {1000: lda1000})
+        import lda
+
+        R = __import__("scipy.sparse").sparse.csr_matrix(lda.datasets.load_reuters())
+        one_process("Reuters (lda package)", R, (20, 100, 1000), 20 if small else 100,
+                    {1000: 5 if small else 20})
+    if "mpi" not in skip:
+        scaling(corpus_args, 1000, 3 if small else 10)
+    if "sched" not in skip:
+        schedules(corpus_args, 100, 5 if small else 20, 3)
+    print(f"\n(benchmark took {time.time() - t0:.0f}s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""LDA app: sampler, likelihood, invariants, recovery, peers, readers and CLI."""
+import json
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+from scipy.stats import chisquare
+
+import strads
+from strads.apps import lda as app
+from strads.apps.lda import kernels as K
+from strads.apps.lda.data import load, make_corpus
+from conftest import run_cli, world
+
+REUTERS = os.path.join(os.path.dirname(__import__("lda").__file__), "tests", "reuters.ldac")
+
+
+def small_corpus(seed=3, n_docs=120, n_words=80, length=30, topics=4):
+    return make_corpus(n_docs, n_words, length, topics, 0.2, 0.1, seed)
+
+
+# ----------------------------------------------------------------------------- sampler
+@pytest.mark.parametrize("n_topics,alpha,dtype", [(4, 0.5, np.uint16), (5, 0.05, np.int32)])
+def test_conditional_is_exact_collapsed_gibbs(n_topics, alpha, dtype):
+    """Resampling one token again and again draws iid from p(z_i | z_-i): compare the
+    histogram with the exact conditional by a chi-square test."""
+    rng = np.random.default_rng(1)
+    beta, V = 0.3, 3
+    doc_z = np.array([0, 1, 1, 3 % n_topics, 2, 0], np.int32)  # one document
+    doc_w = np.array([1, 0, 2, 1, 1, 2], np.int32)
+    i = 3  # the token resampled; its word is 1
+    # word-topic counts: this document's tokens plus other documents' (fixed)
+    nwk = rng.integers(0, 5, (V, n_topics)).astype(np.int32)
+    np.add.at(nwk, (doc_w, doc_z), 1)
+    nk = nwk.sum(axis=0).astype(np.int64)
+    dmeta, dlist = np.empty((1, 2), np.int64), np.empty((doc_z.size, 2), dtype)
+    K.doc_lists(np.array([doc_z.size]), np.zeros(doc_z.size, np.int32), doc_z, dmeta, dlist,
+                n_topics)
+    P = 1 << (n_topics - 1).bit_length()
+    tree, cum = np.zeros(2 * P), np.zeros(n_topics)
+    # the exact conditional, from the counts without token i
+    ndk = np.bincount(np.delete(doc_z, i), minlength=n_topics)
+    nwk_i, nk_i = nwk[doc_w[i]].copy(), nk.copy()
+    nwk_i[doc_z[i]] -= 1
+    nk_i[doc_z[i]] -= 1
+    p = (ndk + alpha) * (nwk_i + beta) / (nk_i + V * beta)
+    p /= p.sum()
+    n = 20000
+    hist = np.zeros(n_topics)
+    words, docs, z = doc_w[i:i + 1], np.zeros(1, np.int32), doc_z[i:i + 1].copy()
+    for t in range(n):
+        K.sample_block(words, docs, z, dmeta, dlist, nwk, 0, nk, alpha, beta, V * beta,
+                       np.uint64(t * 7919 + 1), tree, cum)
+        hist[z[0]] += 1
+    assert chisquare(hist, p * n).pvalue > 1e-4
+    # the document's other counts are as they were
+    ndk_now = K.doc_topic_dense(dmeta, dlist, n_topics)[0]
+    ndk_now[z[0]] -= 1
+    assert np.array_equal(ndk_now, ndk)
+    assert nk.sum() == nk_i.sum() + 1 and nwk.min() >= 0
+
+
+def test_loglik_matches_lda_package():
+    import lda
+
+    rng = np.random.default_rng(0)
+    nzw = rng.integers(0, 6, (7, 30)).astype(np.intc)  # lda's layout: topics x words
+    ndz = rng.integers(0, 6, (9, 7)).astype(np.intc)
+    ref = lda._lda._loglikelihood(np.asfortranarray(nzw), ndz, nzw.sum(axis=1).astype(np.intc),
+                                  ndz.sum(axis=1).astype(np.intc), 0.1, 0.01)
+    assert np.isclose(app.loglikelihood(nzw.T, ndz, 0.1, 0.01), ref, rtol=1e-10)
+
+
+# ----------------------------------------------------------------------------- runs
+@pytest.mark.parametrize("schedule,workers,staleness",
+                         [("model", 1, 0), ("model", 3, 0), ("model", 3, 2), ("data", 3, 0),
+                          ("data", 2, 1)])
+def test_invariants_every_round(schedule, workers, staleness):
+    X, _, _ = small_corpus()
+    res = app.fit(X, n_topics=6, sweeps=4, schedule=schedule, workers=workers,
+                  staleness=staleness, check=True, quiet=True, mpi=False)
+    m = res.model
+    n_tokens = int(X.sum())
+    per_sweep = workers * (staleness + 1) if schedule == "model" else 1
+    assert res.rounds == 4 * per_sweep and res.updates == 4 * n_tokens
+    assert res.summary()["max_staleness_seen"] <= staleness
+    assert m["word_topic"].sum() == n_tokens and m["word_topic"].min() >= 0
+    assert np.array_equal(m["doc_topic"].sum(axis=0), m["topic_totals"])
+    assert np.array_equal(m["word_topic"].sum(axis=0), m["topic_totals"])
+    assert np.array_equal(m["doc_topic"].sum(axis=1), np.asarray(X.sum(axis=1)).ravel())
+    assert np.array_equal(m["word_topic"].sum(axis=1), np.asarray(X.sum(axis=0)).ravel())
+    assert np.isclose(m["loglik"], app.loglikelihood(m["word_topic"], m["doc_topic"], 0.1,
+                                                     0.01), rtol=1e-10)
+    assert np.isclose(res.summary()["loglik"], m["loglik"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_topics", [1, 2, 33])
+def test_tiny_documents_and_odd_k(n_topics):
+    # single-token documents empty their topic list when the token is taken out
+    X = sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 1], [3, 1, 0], [0, 2, 2], [0, 1, 0]]))
+    res = app.fit(X, n_topics=n_topics, sweeps=20, workers=2, quiet=True, mpi=False,
+                  check=True)
+    assert np.array_equal(res.model["doc_topic"].sum(axis=1), [1, 1, 4, 4, 1])
+    assert np.isclose(res.model["loglik"], app.loglikelihood(
+        res.model["word_topic"], res.model["doc_topic"], 0.1, 0.01), rtol=1e-10)
+
+
+def test_deterministic_and_learns():
+    X, _, _ = small_corpus()
+    a = app.fit(X, n_topics=4, sweeps=10, workers=2, quiet=True, mpi=False)
+    b = app.fit(X, n_topics=4, sweeps=10, workers=2, quiet=True, mpi=False)
+    assert np.array_equal(a.model["doc_topic"], b.model["doc_topic"])
+    first = a.trace[0]["loglik"]
+    assert a.model["loglik"] > first + 0.02 * abs(first)
+
+
+def test_recovers_true_topics():
+    X, phi, _ = make_corpus(400, 200, 100, 5, 0.1, 0.05, seed=7)
+    res = app.fit(X, n_topics=5, alpha=0.1, beta=0.01, sweeps=100, workers=2, quiet=True,
+                  mpi=False)
+    wt = res.model["word_topic"].T + 0.01
+    est = wt / wt.sum(axis=1, keepdims=True)
+    tv = 0.5 * np.abs(phi[:, None, :] - est[None, :, :]).sum(axis=2)
+    rows, cols = linear_sum_assignment(tv)
+    assert tv[rows, cols].mean() < 0.1, tv[rows, cols]
+
+
+def test_reuters_loglik_within_1pct_of_lda_package():
+    import lda
+
+    X = lda.datasets.load_reuters()
+    ref = lda.LDA(n_topics=20, n_iter=100, alpha=0.1, eta=0.01, random_state=1).fit(X)
+    res = app.fit(X, n_topics=20, alpha=0.1, beta=0.01, sweeps=100, workers=2, seed=1,
+                  quiet=True, mpi=False)
+    ll, ll_ref = res.model["loglik"], ref.loglikelihood()
+    assert abs(ll - ll_ref) <= 0.01 * abs(ll_ref), (ll, ll_ref)
+
+
+def test_empty_documents_are_kept():
+    X, _, _ = small_corpus()
+    X = sp.vstack([sp.csr_matrix((2, X.shape[1]), dtype=np.int64), X,
+                   sp.csr_matrix((1, X.shape[1]), dtype=np.int64)]).tocsr()
+    res = app.fit(X, n_topics=3, sweeps=3, workers=3, quiet=True, mpi=False, check=True)
+    dt = res.model["doc_topic"]
+    assert dt.shape[0] == X.shape[0] and dt[:2].sum() == 0 and dt[-1].sum() == 0
+    assert np.isclose(res.model["loglik"], app.loglikelihood(res.model["word_topic"], dt,
+                                                             0.1, 0.01), rtol=1e-10)
+
+
+def test_outputs(tmp_path):
+    X, _, _ = small_corpus()
+    app.fit(X, n_topics=3, sweeps=3, workers=2, quiet=True, mpi=False, out=str(tmp_path))
+    s = json.loads((tmp_path / "summary.json").read_text())
+    for key in ("topics", "tokens", "loglik", "tokens_per_s", "app", "rounds"):
+        assert key in s
+    assert s["tokens"] == int(X.sum()) and s["topics"] == 3
+    header = (tmp_path / "trace.csv").read_text().splitlines()[0].split(",")
+    assert "loglik" in header
+    z = np.load(tmp_path / "model.npz")
+    assert z["word_topic"].shape == (X.shape[1], 3) and z["doc_topic"].shape == (X.shape[0], 3)
+
+
+@pytest.mark.parametrize("kw,msg", [({"n_topics": 0}, "topics"), ({"alpha": 0}, "alpha"),
+                                    ({"schedule": "x"}, "schedule")])
+def test_bad_parameters(kw, msg):
+    X, _, _ = small_corpus()
+    with pytest.raises(strads.DataError, match=msg):
+        app.fit(X, quiet=True, mpi=False, **kw)
+
+
+def test_bad_matrix():
+    with pytest.raises(strads.DataError, match="non-negative"):
+        app.fit(np.array([[1, -1]]), quiet=True, mpi=False)
+    with pytest.raises(strads.DataError, match="integers"):
+        app.fit(np.array([[1.5, 1]]), quiet=True, mpi=False)
+    with pytest.raises(strads.DataError, match="empty"):
+        app.fit(np.zeros((3, 4), int), quiet=True, mpi=False)
+
+
+# ----------------------------------------------------------------------------- readers
+def test_readers(tmp_path):
+    (tmp_path / "docword.t.txt").write_text("3\n4\n4\n1 1 2\n1 3 1\n3 4 5\n3 4 1\n")
+    (tmp_path / "vocab.t.txt").write_text("apple\nbanana\ncherry\ndate\n")
+    X, vocab = load(str(tmp_path / "docword.t.txt"))
+    assert vocab == ["apple", "banana", "cherry", "date"]
+    assert np.array_equal(X.toarray(), [[2, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 6]])
+    (tmp_path / "c.ldac").write_text("2 0:2 2:1\n0\n1 3:6\n")
+    X2, v2 = load(str(tmp_path / "c.ldac"))
+    assert v2 is None and np.array_equal(X2.toarray(), X.toarray())
+    (tmp_path / "d.txt").write_text("The apple and the Apple pie.\n\nPie, apple; cherry!\n")
+    X3, v3 = load(str(tmp_path / "d.txt"), min_count=2)
+    assert v3 == ["apple", "pie"]
+    assert np.array_equal(X3.toarray(), [[2, 1], [0, 0], [1, 1]])
+    Xr, vr = load(REUTERS)
+    import lda
+    assert np.array_equal(Xr.toarray(), lda.datasets.load_reuters())
+    assert vr == list(lda.datasets.load_reuters_vocab())
+
+
+@pytest.mark.parametrize("name,text,msg", [
+    ("docword.a.txt", "2\n3\n1\n1 2 -1\n", ":4: count -1"),
+    ("docword.b.txt", "2\n3\n1\n1 2 1.5\n", ":4: count '1.5' is not an integer"),
+    ("docword.c.txt", "2\n3\n1\n1 4 1\n", ":4: wordID 4 outside"),
+    ("docword.d.txt", "2\n3\n2\n1 1 1\n", "NNZ = 2 but 1"),
+    ("docword.e.txt", "2\n3\n1\n1 1\n", ":4: expected 'docID wordID count'"),
+    ("f.ldac", "1 0:1\n2 1:2 x\n", ":2: 'x' is not id:count"),
+    ("g.ldac", "1 0:1\n1 1:-2\n", ":2: count -2"),
+    ("h.ldac", "1 0:1\n2 1:2\n", ":2: N = 2 but 1"),
+    ("i.ldac", "\n\n", "empty corpus"),
+    ("j.txt", "the and of\n", "empty corpus"),
+    ("k.ldac", "", "empty file"),
+])
+def test_bad_input_names_file_and_line(tmp_path, name, text, msg):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(strads.DataError) as e:
+        load(str(path))
+    assert str(e.value).startswith(str(path)) and msg in str(e.value)
+
+
+def test_uci_vocab_and_doc_range(tmp_path):
+    (tmp_path / "docword.v.txt").write_text("2\n3\n1\n3 1 1\n")
+    (tmp_path / "vocab.v.txt").write_text("x\ny\nz\n")
+    with pytest.raises(strads.DataError, match=r"docword.v.txt:4: docID 3 outside 1..2"):
+        load(str(tmp_path / "docword.v.txt"))
+    (tmp_path / "vocab.v.txt").write_text("x\ny\n")
+    with pytest.raises(strads.DataError, match=r"docword.v.txt:2: W = 3 but .* lists 2"):
+        load(str(tmp_path / "docword.v.txt"))
+
+
+def test_more_workers_than_documents():
+    with pytest.raises(strads.DataError, match="3 workers for 2 documents"):
+        app.fit(np.array([[1, 2], [0, 3]]), workers=3, quiet=True, mpi=False)
+
+
+def test_word_id_outside_vocab(tmp_path):
+    (tmp_path / "a.ldac").write_text("1 0:1\n1 3:1\n")
+    (tmp_path / "a.tokens").write_text("x\ny\nz\n")
+    with pytest.raises(strads.DataError, match=r"a.ldac:2: word id 3 outside"):
+        load(str(tmp_path / "a.ldac"))
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_builtin_and_top_words(tmp_path):
+    p = run_cli(["strads.apps.lda", "--quiet", "--sweeps", "5", "--n-docs", "200",
+                 "--top-words", "3", "--out", str(tmp_path), "--workers", "2"])
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert json.loads(lines[0])["app"] == "lda"
+    assert sum(line.startswith("topic ") for line in lines) == 10
+    assert (tmp_path / "model.npz").exists()
+
+
+def test_cli_bad_input(tmp_path):
+    bad = tmp_path / "docword.x.txt"
+    bad.write_text("1\n2\n1\n1 3 1\n")
+    p = run_cli(["strads.apps.lda", "--data", str(bad)])
+    assert p.returncode == 2 and f"{bad}:4: wordID 3 outside" in p.stderr
+    p = run_cli(["strads.apps.lda", "--topics", "0"])
+    assert p.returncode == 2 and "--topics" in p.stderr
+
+
+# ----------------------------------------------------------------------------- MPI
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("schedule,staleness", [("model", 0), ("model", 1), ("data", 0)])
+def test_mpi_matches_in_process(schedule, staleness):
+    rank, size = world()
+    X, _, _ = small_corpus()
+    kw = dict(n_topics=5, sweeps=3, schedule=schedule, staleness=staleness, quiet=True,
+              check=True)
+    res = app.fit(X, **kw)  # every rank; invariants checked after every round
+    if rank == 0:
+        ref = app.fit(X, workers=size - 1, mpi=False, **kw)
+        assert res.ranks == size and res.workers == size - 1
+        for key in ("word_topic", "doc_topic", "topic_totals"):
+            assert np.array_equal(res.model[key], ref.model[key]), key
+        assert res.model["loglik"] == ref.model["loglik"]
+        assert np.isclose(res.trace[-1]["loglik"], ref.model["loglik"], rtol=1e-12)
+    else:
+        assert res is None
+
+
+@pytest.mark.mpi(min_size=2)
+def test_mpi_cli_bad_input_ends_job(tmp_path):
+    rank, size = world()
+    if rank == 0:
+        bad = tmp_path / "c.ldac"
+        bad.write_text("1 0:1\n1 0:0\n")
+        p = run_cli(["strads.apps.lda", "--data", str(bad)], np=2, timeout=120)
+        assert p.returncode != 0 and f"{bad}:2: count 0" in p.stderr
