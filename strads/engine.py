@@ -179,6 +179,7 @@ class Result:
         s = {k: getattr(self, k) for k in
              ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
               "objective", "stop_reason")}
+        s["updates_per_s"] = self.updates / self.wall_s if self.wall_s > 0 else 0.0
         s["max_staleness_seen"] = int((self.versions[:, 0] - self.versions[:, 2]).max()
                                       if len(self.versions) else 0)
         s.update(self.extra)

@@ -14,8 +14,9 @@ Two transports share one interface:
 * :class:`MPITransport` puts the scheduler on rank 0 and one worker on each other rank.
 
 Waiting is polite: MPICH's blocking calls poll a core at full speed, which with more
-ranks than cores starves the ranks that compute. Every wait here tests the request and
-sleeps with exponential back-off (10 us up to 1 ms) between tests.
+ranks than cores starves the ranks that compute. Every wait here tests the request,
+yielding the core between tests for the first millisecond, then sleeping with
+exponential back-off from 10 us to 200 us (``STRADS_YIELD_S``, ``STRADS_MAX_SLEEP``).
 """
 import os
 import pickle
@@ -92,7 +93,7 @@ def _pickled(obj):
 
 def mpi_world_size():
     """World size announced by the launcher, without initialising MPI (0: not launched)."""
-    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"):
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE"):
         if os.environ.get(var, "").isdigit():
             return int(os.environ[var])
     return 0
