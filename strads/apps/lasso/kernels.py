@@ -186,6 +186,7 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
     chosen = np.empty(max_block, dtype=np.int64)
     m = 0
     used = 0
+    rejected = 0
     for c in range(cand.shape[0]):
         if m == max_block:
             break
@@ -209,6 +210,10 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
                 if abs(acc[k]) > rho * norms[j] * norms[chosen[k]]:
                     ok = False
                 acc[k] = 0.0
+            if not ok:
+                rejected += 1
+                if rejected > m + 16:  # the block is about as full as the filter allows
+                    break
         if ok:
             for q in range(indptr[j], indptr[j + 1]):
                 i = indices[q]
@@ -232,6 +237,7 @@ def select_dense(X, norms, cand, rho, max_block, taken):
     n = X.shape[0]
     chosen = np.empty(max_block, dtype=np.int64)
     m = 0
+    rejected = 0
     for c in range(cand.shape[0]):
         if m == max_block:
             break
@@ -247,6 +253,10 @@ def select_dense(X, norms, cand, rho, max_block, taken):
                     s += X[i, j] * X[i, jj]
                 if abs(s) > rho * norms[j] * norms[jj]:
                     ok = False
+                    break
+            if not ok:
+                rejected += 1
+                if rejected > m + 16:  # the block is about as full as the filter allows
                     break
         if ok:
             chosen[m] = j

@@ -85,12 +85,9 @@ class Priority(_Base):
             self.cols = (X,)
             self.select = K.select_dense
         self.norms = np.sqrt(agg.sq_norms)
-        self.kept = block  # coordinates the filter kept last round
 
     def choose(self, b):
-        # the filter keeps what it keeps: past twice that many, candidates are mostly
-        # checked only to be dropped
-        n_cand = min(2 * b, 2 * self.kept + 16)
+        n_cand = 2 * b
         cand = np.empty(n_cand, dtype=np.int64)
         tree = self.agg.tree
         n_prio = self.rng.binomial(n_cand, 1 - self.floor) if tree[1] > 0 else 0
@@ -99,7 +96,6 @@ class Priority(_Base):
         self.rng.shuffle(cand)
         # busy doubles as the filter's "already taken" mask
         cols = self.select(*self.cols, self.norms, cand, self.rho, b, self.agg.busy)
-        self.kept = cols.shape[0]
         return np.sort(cols)
 
 
