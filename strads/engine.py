@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from threadpoolctl import threadpool_limits
+
 from . import transport as _transport
 
 
@@ -256,12 +258,12 @@ def _drive(tp, schedule, aggregate, shards, *, staleness, max_rounds, time_limit
     W = tp.n_workers
     if len(shards) != W:
         raise ValueError(f"setup returned {len(shards)} shards for {W} workers")
-    # The first worker compiles every kernel alone; the others then load from its on-disk
-    # cache only the kernels they call.
+    # The first worker compiles every kernel alone; the others then load them from its
+    # on-disk cache (in one process, the kernels are already there).
     tp.send(0, ("init", shards[0], True))
     tp.recv(0)
     for w in range(1, W):
-        tp.send(w, ("init", shards[w], False))
+        tp.send(w, ("init", shards[w], tp.is_mpi))
     for w in range(1, W):
         tp.recv(w)
     del shards
@@ -377,6 +379,13 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
 
     if mpi is None:
         mpi = _transport.mpi_world_size() > 1
+    # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
+    # start threads of their own, which under mpiexec would oversubscribe the cores.
+    with threadpool_limits(limits=1):
+        return _run(setup, update, workers, mpi, out, kw)
+
+
+def _run(setup, update, workers, mpi, out, kw):
     if mpi:
         tp = _transport.MPITransport()
         try:

@@ -107,7 +107,7 @@ class WorkingSet(Schedule):
     solves the block exactly, so correlated coordinates in one block are safe. Full
     rounds and block rounds alternate."""
 
-    def __init__(self, agg, min_size=16):
+    def __init__(self, agg, min_size=256):
         self.agg, self.min_size = agg, min_size
         self.used = 0  # full rounds already turned into a block
 
