@@ -217,6 +217,9 @@ class MPITransport:
                   file=sys.stderr)
         sys.stderr.flush()
         sys.stdout.flush()
+        # Give the launcher a moment to forward what we printed: MPI_Abort kills the
+        # job at once, and output still in the launcher's pipes would be lost.
+        time.sleep(0.3)
         try:
             self.comm.Abort(code)
         finally:  # MPI_Abort may return before the launcher kills us: never unwind
