@@ -82,7 +82,7 @@ class _Recorder(strads.Schedule):
 
     def schedule(self, round):
         task = self.inner.schedule(round)
-        if task is not None and "cols" in task:
+        if task is not None and not task.get("full"):
             self.blocks.append(task["cols"].copy())
         return task
 
@@ -286,3 +286,21 @@ def test_gram_cd_solves_the_block_exactly():
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-14, max_iter=10**6).fit(X, y)
     np.testing.assert_allclose(b, sk.coef_, atol=1e-8)
     np.testing.assert_allclose(q, X.T @ (y - X @ b), atol=1e-8)  # q kept as X'r
+
+
+def test_gap_safe_screening_only_drops_zeros_of_the_solution():
+    X, y, _ = make_problem(300, 3000, density=0.02, n_informative=20, corr=0.3, seed=10)
+    lam = 0.2 * lasso.lambda_max(X, y)
+    setup = lasso.make_setup(lambda: (X, y), lam=lam)
+    keep = {}
+
+    def spying_setup(n_workers):
+        sched, agg, shards = setup(n_workers)
+        keep["agg"] = agg
+        return sched, agg, shards
+
+    strads.run(spying_setup, lasso.LassoUpdate, tol=1e-10, max_rounds=10_000, quiet=True)
+    screened = keep["agg"].screened
+    assert screened.sum() > 2000  # most of the 3,000 coordinates
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=10**6).fit(X, y)
+    assert not sk.coef_[screened].any()

@@ -18,6 +18,7 @@ class LassoAggregate(Aggregate):
         p = sq_norms.shape[0]
         self.beta = np.zeros(p)
         self.busy = np.zeros(p, dtype=np.bool_)  # coordinates in an unaggregated round
+        self.screened = np.zeros(p, dtype=np.bool_)  # proven zero at the optimum
         self.prio = np.zeros(p)
         self.tree = K.tree_build(self.prio)
         self.l1 = 0.0
@@ -46,6 +47,10 @@ class LassoAggregate(Aggregate):
         self.primal = primal
         self.done += 1
         if task.get("full"):
+            if task["cols"] is not None:  # screened coordinates: x_j' r not computed
+                g_all = np.zeros(self.beta.shape[0])
+                g_all[task["cols"]] = g
+                g = g_all
             self._full(g, rss, sum(part["ry"] for part in partials), version)
             self.l1_at.append(self.l1)
             return None
@@ -80,11 +85,26 @@ class LassoAggregate(Aggregate):
         self.updates += passes * cols.shape[0]
         return new - old
 
+    def full_task(self):
+        """A full round: x_j' r for every coordinate not yet screened out."""
+        if self.screened.any():
+            cols = np.flatnonzero(~self.screened | (self.beta != 0))
+        else:
+            cols = None
+        return {"full": True, "cols": cols, "version": self.done}
+
     def _full(self, g, rss, ry, version):
-        """Duality gap at this version, and every coordinate's priority refreshed."""
+        """Duality gap at this version, gap-safe screening, and every coordinate's
+        priority refreshed. (Screened coordinates' g is 0 here: the problem restricted to
+        the others has the same solution, so its gap is a valid certificate.)"""
         scale = max(self.thresh, np.abs(g).max())  # theta = r / scale is dual feasible
         dual = (-0.5 * self.n * self.lam ** 2 * rss / scale ** 2 + self.lam * ry / scale)
         self.gap = max(self.primal - dual, 0.0)
+        # Gap Safe rule (Fercoq et al. 2015): b*_j = 0 if |x_j' theta| + |x_j| R < 1, with
+        # R = sqrt(2 n gap) / (n lambda) the radius of a ball that holds the dual optimum.
+        radius = np.sqrt(2 * self.n * self.gap) / self.thresh
+        self.screened |= (np.abs(g) / scale + np.sqrt(self.sq_norms) * radius < 1) & \
+            (self.beta == 0)
         self.gap_version = version
         self.fulls += 1
         K.would_change(self.beta, g, self.sq_norms, self.thresh, self.prio)
@@ -101,4 +121,5 @@ class LassoAggregate(Aggregate):
 
     def summary(self):
         return {"lambda": self.lam, "nnz_coef": int(np.count_nonzero(self.beta)),
+                "screened": int(self.screened.sum()),
                 "duality_gap": self.gap, "objective_rises": self.objective_rises}

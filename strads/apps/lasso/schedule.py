@@ -49,7 +49,7 @@ class _Base(Schedule):
                     self.block = min(self.block + max(1, self.block // 4), self.max_block)
         if self.since_full is None or self.since_full >= self.full_every:
             self.since_full = 0
-            return {"full": True, "version": agg.done}
+            return agg.full_task()
         cols = self.choose(min(self.block, self.p))
         self.since_full += cols.shape[0]
         agg.busy[cols] = True
@@ -128,7 +128,7 @@ class WorkingSet(Schedule):
                 return {"cols": cols, "gram": True, "version": agg.done}
         if getattr(self, "pending_full", True):
             self.pending_full = False
-            return {"full": True, "version": agg.done}
+            return agg.full_task()
         return {"cols": np.empty(0, np.int64), "version": agg.done}  # waiting (staleness)
 
 

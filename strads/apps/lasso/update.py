@@ -36,8 +36,9 @@ class LassoUpdate(Update):
     def update(self, task):
         grad = K.grad_sparse if self.sparse else K.grad_dense
         if task.get("full"):
-            g = np.empty(self.n_features)
-            grad(*self.X, self.r, np.arange(self.n_features), g)
+            cols = task["cols"] if task["cols"] is not None else np.arange(self.n_features)
+            g = np.empty(cols.shape[0])
+            grad(*self.X, self.r, cols, g)
             self.rss = float(self.r @ self.r)  # drop the drift of the running sum
             return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y)}
         cols = task["cols"]
