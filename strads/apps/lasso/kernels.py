@@ -340,21 +340,6 @@ def gram_cd(G, q, b, thresh, tol, max_passes):
 
 # -- slicing CSC matrices without scipy's format round trips ------------------------------
 @njit(**_opts)
-def csc_columns(indptr, indices, data, cols):
-    """The CSC triplet of X[:, cols]."""
-    out_ptr = np.zeros(cols.shape[0] + 1, dtype=np.int64)
-    for k in range(cols.shape[0]):
-        out_ptr[k + 1] = out_ptr[k] + indptr[cols[k] + 1] - indptr[cols[k]]
-    out_idx = np.empty(out_ptr[-1], dtype=np.int64)
-    out_val = np.empty(out_ptr[-1])
-    for k in range(cols.shape[0]):
-        a, b = indptr[cols[k]], indptr[cols[k] + 1]
-        out_idx[out_ptr[k]:out_ptr[k + 1]] = indices[a:b]
-        out_val[out_ptr[k]:out_ptr[k + 1]] = data[a:b]
-    return out_ptr, out_idx, out_val
-
-
-@njit(**_opts)
 def csc_rows(indptr, indices, data, start, stop):
     """The CSC triplet of X[start:stop] (row indices sorted within each column)."""
     p = indptr.shape[0] - 1
@@ -383,3 +368,32 @@ def csc_sq_norms(indptr, data):
             s += data[q] * data[q]
         out[j] = s
     return out
+
+
+@njit(**_opts)
+def gram_sparse(indptr, indices, data, cols, n_rows):
+    """X[:, cols]' X[:, cols] for CSC X, row by row: the cost is the sum over rows of the
+    square of the row's non-zeros within the block, far below a sparse product's."""
+    m = cols.shape[0]
+    row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    for k in range(m):
+        for q in range(indptr[cols[k]], indptr[cols[k] + 1]):
+            row_ptr[indices[q] + 1] += 1
+    for i in range(n_rows):
+        row_ptr[i + 1] += row_ptr[i]
+    fill = row_ptr[:-1].copy()
+    owner = np.empty(row_ptr[-1], dtype=np.int64)
+    val = np.empty(row_ptr[-1])
+    for k in range(m):
+        for q in range(indptr[cols[k]], indptr[cols[k] + 1]):
+            i = indices[q]
+            owner[fill[i]] = k
+            val[fill[i]] = data[q]
+            fill[i] += 1
+    G = np.zeros((m, m))
+    for i in range(n_rows):
+        for a in range(row_ptr[i], row_ptr[i + 1]):
+            ka, va = owner[a], val[a]
+            for b in range(row_ptr[i], row_ptr[i + 1]):
+                G[ka, owner[b]] += va * val[b]
+    return G

@@ -27,6 +27,7 @@ class LassoUpdate(Update):
         for fn, X in ((K.grad_sparse, csc), (K.grad_dense, (np.ones((2, 1), order="F"),))):
             fn(*X, r, cols, d)
         K.step_sparse(*csc, r, cols, d)
+        K.gram_sparse(*csc, cols, 2)
         K.step_dense(np.ones((2, 1), order="F"), r, cols, d)
 
     def apply(self, sync):
@@ -49,8 +50,11 @@ class LassoUpdate(Update):
         return {"g": g, "rss": self.rss}
 
     def gram(self, cols):
-        """X_B' X_B, reusing the entries of the previous block: successive working sets
-        mostly overlap, so only the new columns' products are computed."""
+        """X_B' X_B over this worker's rows. Sparse: row by row, from scratch (cheap).
+        Dense: reusing the previous block's entries, since successive working sets mostly
+        overlap and each new column costs a pass over the rows for every block column."""
+        if self.sparse:
+            return K.gram_sparse(*self.X, cols, self.matrix.shape[0])
         old_cols, old = self.gram_cache
         pos = np.searchsorted(old_cols, cols)
         pos[pos == old_cols.shape[0]] = 0
@@ -59,13 +63,8 @@ class LassoUpdate(Update):
         G[np.ix_(hit, hit)] = old[np.ix_(pos[hit], pos[hit])]
         new = np.flatnonzero(~hit)
         if new.shape[0]:
-            if self.sparse:
-                shape = (self.matrix.shape[0], cols.shape[0])
-                Xb = sp.csc_matrix(K.csc_columns(*self.X, cols)[::-1], shape=shape)
-                part = (Xb.T @ Xb[:, new]).toarray()
-            else:
-                Xb = self.matrix[:, cols]
-                part = Xb.T @ Xb[:, new]
+            Xb = self.matrix[:, cols]
+            part = Xb.T @ Xb[:, new]
             G[:, new] = part
             G[new, :] = part.T
         self.gram_cache = (cols.copy(), G)
