@@ -33,6 +33,8 @@ def objective(X, y, coef, lam):
 def split_rows(X, n_parts):
     """Boundaries of contiguous row blocks with about equal numbers of non-zeros."""
     n = X.shape[0]
+    if n_parts == 1:
+        return np.array([0, n], dtype=np.int64)
     if sp.issparse(X):
         cum = np.concatenate([[0], np.cumsum(np.bincount(X.indices, minlength=n))])
         cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1)[1:-1])
@@ -47,7 +49,7 @@ def row_block(X, start, stop):
         return np.asfortranarray(X[start:stop])
     if start == 0 and stop == X.shape[0]:
         return X
-    ptr, idx, val = K.csc_rows(X.indptr.astype(np.int64), X.indices.astype(np.int64),
+    ptr, idx, val = K.csc_rows(X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False),
                                X.data, start, stop)
     return sp.csc_matrix((val, idx, ptr), shape=(stop - start, X.shape[1]))
 
@@ -70,12 +72,12 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         raise DataError(f"lambda ratio must be > 0, got {lambda_ratio}")
 
     def setup(n_workers):
-        X, y = data()
+        X, y = check(*data())
         n, p = X.shape
         if n_workers > n:
             raise DataError(f"{n_workers} workers for {n} samples: each worker needs rows")
         lam_ = lam if lam is not None else lambda_ratio * lambda_max(X, y)
-        sq_norms = K.csc_sq_norms(X.indptr.astype(np.int64), X.data) if sp.issparse(X) \
+        sq_norms = K.csc_sq_norms(X.indptr.astype(np.int64, copy=False), X.data) if sp.issparse(X) \
             else np.einsum("ij,ij->j", X, X)
         agg = LassoAggregate(sq_norms, n, lam_, float(y @ y))
         every = full_every or p

@@ -20,7 +20,8 @@ class LassoAggregate(Aggregate):
         self.busy = np.zeros(p, dtype=np.bool_)  # coordinates in an unaggregated round
         self.screened = np.zeros(p, dtype=np.bool_)  # proven zero at the optimum
         self.prio = np.zeros(p)
-        self.tree = K.tree_build(self.prio)
+        self._tree = None  # sum tree over prio, built when a schedule samples from it
+        self.norms = np.sqrt(sq_norms)
         self.l1 = 0.0
         self.l1_at = [0.0]  # ||b||_1 after each aggregated round: l1_at[version]
         self.done = 0  # rounds aggregated
@@ -64,7 +65,8 @@ class LassoAggregate(Aggregate):
             self.updates += cols.shape[0]
         self.l1_at.append(self.l1)
         self.busy[cols] = False
-        K.tree_set(self.tree, cols, self.sq_norms[cols] * delta * delta)
+        if self._tree is not None:
+            K.tree_set(self._tree, cols, self.sq_norms[cols] * delta * delta)
         moved = delta != 0.0
         return {"cols": cols[moved], "delta": delta[moved]}
 
@@ -103,12 +105,17 @@ class LassoAggregate(Aggregate):
         # Gap Safe rule (Fercoq et al. 2015): b*_j = 0 if |x_j' theta| + |x_j| R < 1, with
         # R = sqrt(2 n gap) / (n lambda) the radius of a ball that holds the dual optimum.
         radius = np.sqrt(2 * self.n * self.gap) / self.thresh
-        self.screened |= (np.abs(g) / scale + np.sqrt(self.sq_norms) * radius < 1) & \
-            (self.beta == 0)
+        K.full_pass(self.beta, g, self.sq_norms, self.norms, self.thresh, scale, radius,
+                    self.screened, self.prio)
         self.gap_version = version
         self.fulls += 1
-        K.would_change(self.beta, g, self.sq_norms, self.thresh, self.prio)
-        self.tree = K.tree_build(self.prio)
+        self._tree = None
+
+    @property
+    def tree(self):
+        if self._tree is None:
+            self._tree = K.tree_build(self.prio)
+        return self._tree
 
     def converged(self, tol):
         return self.gap <= tol * self.primal

@@ -170,6 +170,9 @@ def check(X, y, name="data"):
         X = sp.csc_matrix(X, dtype=np.float64)
         X.sum_duplicates()
         X.sort_indices()
+        # the kernels take int64 indices: convert once here, not on every rank and round
+        X.indices = X.indices.astype(np.int64, copy=False)
+        X.indptr = X.indptr.astype(np.int64, copy=False)
         vals = X.data
     else:
         X = np.asfortranarray(X, dtype=np.float64)

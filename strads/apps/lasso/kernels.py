@@ -102,13 +102,19 @@ def soft_threshold_block(beta, cols, g, sq_norms, thresh, step, delta):
 
 
 @njit(**_opts)
-def would_change(beta, g, sq_norms, thresh, out):
-    """Priority of every coordinate after a full pass: |x_j|^2 (b_j' - b_j)^2, where b_j'
-    is its coordinate minimiser against the current residual."""
+def full_pass(beta, g, sq_norms, norms, thresh, scale, radius, screened, prio):
+    """After a full round, in one pass: each coordinate's priority |x_j|^2 (b_j' - b_j)^2,
+    b_j' its minimiser against the current residual, and the Gap Safe rule: b*_j = 0 if
+    |x_j' r| / scale + |x_j| radius < 1 (only coordinates now at zero are screened; their
+    priority is 0)."""
     for j in range(beta.shape[0]):
         nrm = sq_norms[j]
+        if beta[j] == 0.0 and (screened[j] or abs(g[j]) / scale + norms[j] * radius < 1.0):
+            screened[j] = True
+            prio[j] = 0.0
+            continue
         if nrm == 0.0:
-            out[j] = 0.0
+            prio[j] = 0.0
             continue
         z = g[j] + nrm * beta[j]
         if z > thresh:
@@ -118,7 +124,7 @@ def would_change(beta, g, sq_norms, thresh, out):
         else:
             new = 0.0
         d = new - beta[j]
-        out[j] = nrm * d * d
+        prio[j] = nrm * d * d
 
 
 # -- sum tree: priorities in the leaves, sampling and updates in O(log p) ------------------

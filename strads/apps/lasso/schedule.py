@@ -78,7 +78,7 @@ class Priority(_Base):
         super().__init__(agg, block, full_every, seed)
         self.rho, self.floor = float(rho), float(floor)
         if sp.issparse(X):
-            self.cols = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data)
+            self.cols = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False), X.data)
             head = np.full(X.shape[0], -1, dtype=np.int64)
             self.select = lambda *a: K.select_sparse(*a, head)
         else:
@@ -116,12 +116,13 @@ class WorkingSet(Schedule):
         if agg.fulls > self.used and not agg.busy.any():
             self.used = agg.fulls
             support = np.flatnonzero(agg.beta)
-            size = min(agg.beta.shape[0], max(self.min_size, 2 * support.shape[0]))
-            prio = agg.prio.copy()
-            prio[support] = np.inf
-            top = np.argpartition(-prio, size - 1)[:size] if size < prio.shape[0] \
-                else np.arange(prio.shape[0])
-            cols = np.sort(top[prio[top] > 0])
+            size = max(self.min_size, 2 * support.shape[0])
+            pool = np.union1d(support, np.flatnonzero(agg.prio > 0))
+            score = agg.prio[pool]
+            score[np.isin(pool, support, assume_unique=True)] = np.inf
+            if pool.shape[0] > size:
+                pool = pool[np.argpartition(-score, size - 1)[:size]]
+            cols = np.sort(pool)
             if cols.shape[0]:
                 agg.busy[cols] = True
                 self.pending_full = True

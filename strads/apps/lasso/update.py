@@ -11,7 +11,7 @@ class LassoUpdate(Update):
         X, self.y = shard["X"], shard["y"]
         self.sparse = sp.issparse(X)
         if self.sparse:
-            self.X = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data)
+            self.X = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False), X.data)
         else:
             self.X = (np.asfortranarray(X),)
         self.n_features = X.shape[1]
