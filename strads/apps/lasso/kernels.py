@@ -71,6 +71,16 @@ def step_dense(X, r, cols, delta):
 
 
 @njit(**_opts)
+def _minimiser(z, nrm, thresh):
+    # argmin_b nrm/2 b^2 - z b + thresh |b|: soft-thresholding
+    if z > thresh:
+        return (z - thresh) / nrm
+    if z < -thresh:
+        return (z + thresh) / nrm
+    return 0.0
+
+
+@njit(**_opts)
 def soft_threshold_block(beta, cols, g, sq_norms, thresh, step, delta):
     """Coordinate minimisers for the block, each against the same residual, taken with
     relaxation ``step`` in (0, 1] (1: exact; less damps the interaction of parallel or
@@ -88,12 +98,7 @@ def soft_threshold_block(beta, cols, g, sq_norms, thresh, step, delta):
             delta[k] = 0.0
             continue
         z = g[k] + nrm * old
-        if z > thresh:
-            new = (z - thresh) / nrm
-        elif z < -thresh:
-            new = (z + thresh) / nrm
-        else:
-            new = 0.0
+        new = _minimiser(z, nrm, thresh)
         new = old + step * (new - old)
         delta[k] = new - old
         beta[j] = new
@@ -117,12 +122,7 @@ def full_pass(beta, g, sq_norms, norms, thresh, scale, radius, screened, prio):
             prio[j] = 0.0
             continue
         z = g[j] + nrm * beta[j]
-        if z > thresh:
-            new = (z - thresh) / nrm
-        elif z < -thresh:
-            new = (z + thresh) / nrm
-        else:
-            new = 0.0
+        new = _minimiser(z, nrm, thresh)
         d = new - beta[j]
         prio[j] = nrm * d * d
 
@@ -313,12 +313,7 @@ def gram_cd(G, q, b, thresh, tol, max_passes):
                 continue
             old = b[j]
             z = q[j] + gjj * old
-            if z > thresh:
-                new = (z - thresh) / gjj
-            elif z < -thresh:
-                new = (z + thresh) / gjj
-            else:
-                new = 0.0
+            new = _minimiser(z, gjj, thresh)
             d = new - old
             if d != 0.0:
                 b[j] = new
