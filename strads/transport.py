@@ -102,12 +102,10 @@ def mpi_world_size():
 class InProcess:
     """W simulated workers in this process; ``handlers[w](msg)`` returns the reply or None."""
 
-    rank = 0
     is_mpi = False
 
     def __init__(self, n_workers):
         self.n_workers = n_workers
-        self.size = n_workers + 1
         self.handlers = [None] * n_workers
         self._replies = [deque() for _ in range(n_workers)]
 
@@ -118,9 +116,6 @@ class InProcess:
 
     def recv(self, w):
         return self._replies[w].popleft()
-
-    def close(self):
-        pass
 
 
 def _wait(test):

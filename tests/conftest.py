@@ -26,16 +26,19 @@ def world():
     return 0, 1
 
 
+def child_env():
+    """This environment without the launcher's variables: a child is its own MPI job."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+
+
 def run_cli(args, timeout=300, np=None, **kw):
     """Run ``python -m <args>`` (under ``mpiexec -n np`` if np) and return the process."""
     cmd = [sys.executable, "-m", *args]
     if np:
         cmd = [mpiexec(), "-n", str(np), *cmd]
-    env = dict(os.environ)
-    for var in [v for v in env if v.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))]:
-        env.pop(var)  # a child of an MPI test is its own job
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=kw.pop("cwd", ROOT), **kw)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=child_env(), cwd=kw.pop("cwd", ROOT), **kw)
 
 
 @pytest.fixture

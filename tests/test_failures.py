@@ -1,21 +1,18 @@
 """Failures under mpiexec end the whole job promptly, with the failing rank's traceback."""
-import os
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import ROOT, mpiexec, run_cli
+from conftest import ROOT, child_env, mpiexec, run_cli
 
 
 def launch(where, np=3, timeout=60):
     t0 = time.monotonic()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
     p = subprocess.run([mpiexec(), "-n", str(np), sys.executable,
                         str(ROOT / "tests" / "failing_app.py"), where],
-                       capture_output=True, text=True, timeout=timeout, env=env)
+                       capture_output=True, text=True, timeout=timeout, env=child_env())
     return p, time.monotonic() - t0
 
 

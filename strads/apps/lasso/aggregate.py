@@ -28,7 +28,6 @@ class LassoAggregate(Aggregate):
         self.updates = 0
         self.primal = 0.5 * self.y_sq / n_samples
         self.gap = np.inf
-        self.gap_version = -1
         self.fulls = 0  # full rounds aggregated
         self.objective_rises = 0
         self.step = 1.0  # relaxation of the coordinate steps, lowered by the schedule
@@ -107,7 +106,6 @@ class LassoAggregate(Aggregate):
         radius = np.sqrt(2 * self.n * self.gap) / self.thresh
         K.full_pass(self.beta, g, self.sq_norms, self.norms, self.thresh, scale, radius,
                     self.screened, self.prio)
-        self.gap_version = version
         self.fulls += 1
         self._tree = None
 

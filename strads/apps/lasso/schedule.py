@@ -7,6 +7,8 @@ them, for the duality gap and fresh priorities.
   candidate only if its absolute correlation with every one already kept is <= rho.
 * ``round-robin``: the next block of coordinates in order.
 * ``random``: a uniformly random block (Shotgun).
+* ``working-set``: the support plus the worst violators after each full round, solved
+  exactly on the scheduler from the block's Gram matrix (see :class:`WorkingSet`).
 
 Coordinates of a round still in flight (staleness > 0) are never chosen again until it is
 aggregated: their minimiser must be computed against the coefficient it will replace.
@@ -110,6 +112,7 @@ class WorkingSet(Schedule):
     def __init__(self, agg, min_size=256):
         self.agg, self.min_size = agg, min_size
         self.used = 0  # full rounds already turned into a block
+        self.pending_full = True  # a full round is due (the first round is one)
 
     def schedule(self, round):
         agg = self.agg
@@ -127,7 +130,7 @@ class WorkingSet(Schedule):
                 agg.busy[cols] = True
                 self.pending_full = True
                 return {"cols": cols, "gram": True, "version": agg.done}
-        if getattr(self, "pending_full", True):
+        if self.pending_full:
             self.pending_full = False
             return agg.full_task()
         return {"cols": np.empty(0, np.int64), "version": agg.done}  # waiting (staleness)
