@@ -18,22 +18,24 @@ class MFAggregate(Aggregate):
     def __init__(self, layout, W, H, reg, problem, mean, rows):
         self.lay = layout
         m, n = problem.shape
-        # row-major (one row per user or item), for scoring; one extra row per factor:
-        # the row of an unseen id (cold start, policy mean)
-        self.F = {"W": np.zeros((m + 1, layout.kk)), "H": np.zeros((n + 1, layout.kk))}
-        self.F["W"][:m], self.F["H"][:n] = W.T, H.T
+        # transposed (one row per factor column), as the rounds deliver them: a round's
+        # columns are then contiguous writes; one extra entry per column: the factor of
+        # an unseen id (cold start, policy mean)
+        self.FT = {"W": np.zeros((layout.kk, m + 1)), "H": np.zeros((layout.kk, n + 1))}
+        self.FT["W"][:, :m], self.FT["H"][:, :n] = W, H
         for s, c in layout.fixed.items():
-            self.F[s][:, c] = 1.0
+            self.FT[s][c] = 1.0
+        self._rows = None  # row-major copies for scoring, made when first needed
         self.size = {"W": m, "H": n}
         self.reg = reg  # side -> per-row reg
         self.p = problem
-        self.rows = rows  # the training ratings less the mean, by user (CSR)
+        self.train = rows  # the training ratings less the mean, by user (CSR)
         # held-out pairs by user, then item: the scoring reads the factors in order
         order = np.lexsort((problem.test_items, problem.test_users))
         self.test = tuple(a[order] for a in (problem.test_users, problem.test_items,
                                              problem.test_ratings))
         self.mean = mean
-        self.sq = {s: np.array([K.wsumsq(reg[s], self.F[s][:self.size[s], t])
+        self.sq = {s: np.array([K.wsumsq(reg[s], self.FT[s][t, :self.size[s]])
                                 for t in range(layout.kk)]) for s in ("W", "H")}
         self.rss = K.wsumsq(None, rows[2])
         self.n_train = problem.ratings.shape[0]
@@ -44,10 +46,16 @@ class MFAggregate(Aggregate):
         self.target_test_rmse = None
         self._final = None
 
+    def rows(self):
+        """Both factors row-major (one row per user or item): scoring reads a row each."""
+        if self._rows is None:
+            self._rows = tuple(np.ascontiguousarray(self.FT[s].T) for s in ("W", "H"))
+        return self._rows
+
     def _test_err(self):
         tu, ti, tr = self.test
         out = np.empty(tu.shape[0])
-        K.predict_pairs(self.F["W"], self.F["H"], tu, ti, out)
+        K.predict_pairs(*self.rows(), tu, ti, out)
         return tr - self.mean - out
 
     def aggregate(self, round, task, partials):
@@ -57,11 +65,11 @@ class MFAggregate(Aggregate):
         if vals.shape != (cols.shape[0], n):
             raise RuntimeError(f"round {round}: assembled {vals.shape}, "
                                f"expected {(cols.shape[0], n)}")
-        F = self.F[s]
-        F[:n, cols] = vals.T
-        self.err = None  # scored again from the factors when asked for
+        F = self.FT[s]
+        F[cols, :n] = vals
+        self.err = self._rows = None  # scored again from the factors when asked for
         for c in cols:
-            self.sq[s][c] = K.wsumsq(self.reg[s], F[:n, c])
+            self.sq[s][c] = K.wsumsq(self.reg[s], F[c, :n])
         if partials[0]["rss"] is not None:
             self.rss = sum(p["rss"] for p in partials)
         self.updates += cols.shape[0] * n
@@ -112,11 +120,11 @@ class MFAggregate(Aggregate):
         m, n = p.shape
         # exact figures of the final model (the running ones drift by rounding, and are
         # stale with staleness > 0)
-        self.rss = K.rss_rows(*self.rows, self.F["W"], self.F["H"])
+        W, H = self.rows()
+        self.rss = K.rss_rows(*self.train, W, H)
         self.err = self._test_err()
         self._final = None
         self._final = self.objective()
-        W, H = self.F["W"], self.F["H"]
         zeros = lambda k: np.zeros(k)  # noqa: E731
         return {"W": W[:m, :lay.rank].copy(), "H": H[:n, :lay.rank].copy(),
                 "user_bias": W[:m, lay.user_bias].copy() if lay.biases else zeros(m),

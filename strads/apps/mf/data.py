@@ -213,6 +213,11 @@ def dedupe(t, policy="error"):
     """Duplicate (user, item) pairs: ``error`` names both lines; ``last`` keeps the one
     written last (a re-rating); ``mean`` averages them."""
     n = len(t)
+    key = _pair_keys(t.users, t.items)
+    if key is not None:  # the usual case, no duplicates: one sort of one key tells
+        key.sort()
+        if not (key[1:] == key[:-1]).any():
+            return t
     order = np.lexsort((np.arange(n), t.items, t.users))
     u, i = t.users[order], t.items[order]
     dup = (u[1:] == u[:-1]) & (i[1:] == i[:-1])
@@ -237,6 +242,33 @@ def dedupe(t, policy="error"):
         r = np.bincount(group, weights=t.ratings[order]) / np.bincount(group)
     lines = t.lines[keep] if t.lines is not None else None
     return Triplets(t.users[keep], t.items[keep], r, t.path, lines)
+
+
+def _pair_keys(users, items):
+    """One int64 key per (user, item) pair when the ids allow it (non-negative, product
+    of the ranges below 2^62), else None."""
+    if not users.shape[0] or users.dtype.kind not in "iu" or items.dtype.kind not in "iu":
+        return None
+    if min(int(users.min()), int(items.min())) < 0:
+        return None
+    span = int(items.max()) + 1
+    if (int(users.max()) + 1) * span >= 1 << 62:
+        return None
+    return users.astype(np.int64) * span + items
+
+
+def unique_inverse(ids):
+    """``np.unique(ids, return_inverse=True)``, in linear time when the ids are
+    non-negative integers no larger than a few times their count (1..m, as in every
+    rating file we know), by a sort otherwise."""
+    if ids.shape[0] and ids.dtype.kind in "iu":
+        lo, hi = int(ids.min()), int(ids.max())
+        if lo >= 0 and hi < 4 * ids.shape[0] + (1 << 20):
+            present = np.zeros(hi + 1, bool)
+            present[ids] = True
+            pos = np.cumsum(present) - 1
+            return np.flatnonzero(present).astype(ids.dtype), pos[ids]
+    return np.unique(ids, return_inverse=True)
 
 
 @dataclass
@@ -266,7 +298,7 @@ def split(t, fraction, seed):
     rng = np.random.default_rng([seed, 0x6D66])
     test = rng.random(len(t)) < fraction
     for ids in (t.users, t.items):
-        _, inv = np.unique(ids, return_inverse=True)
+        _, inv = unique_inverse(ids)
         seen = np.bincount(inv[~test], minlength=inv.max() + 1) > 0
         test &= seen[inv]
     keep = lambda m: Triplets(t.users[m], t.items[m], t.ratings[m], t.path,  # noqa: E731
@@ -291,8 +323,8 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         test = dedupe(test, duplicates)
     elif test_fraction > 0:
         train, test = split(train, test_fraction, seed)
-    user_ids, users = np.unique(train.users, return_inverse=True)
-    item_ids, items = np.unique(train.items, return_inverse=True)
+    user_ids, users = unique_inverse(train.users)
+    item_ids, items = unique_inverse(train.items)
     m, n = user_ids.shape[0], item_ids.shape[0]
     cold = 0
     if test is None or len(test) == 0:

@@ -26,6 +26,7 @@ class _Side:
         self.own, self.reg = own, reg
         self.dz, self.vd = np.zeros(own.shape[1]), None
         self.pending = None  # (cols, delta) of the other side, not yet in res
+        self.G = None  # the gather buffer of ccd steps
 
     def apply_pending(self):
         if self.pending is not None:
@@ -83,10 +84,14 @@ class MFUpdate(Update):
             for t in cols:
                 p = side.pending
                 tps = p[0] if p is not None else np.zeros(0, np.int64)
-                G = np.zeros((other.shape[1], 2 + tps.shape[0]))
+                # one buffer per side, reused: a fresh one per step would cost a page
+                # fault per 4 KiB of the other side's size, which more workers don't share
+                shape = (other.shape[1], 2 + tps.shape[0])
+                if side.G is None or side.G.shape != shape:
+                    side.G = np.empty(shape)
+                G = side.G
                 G[:, 0] = other[t]
-                if side.vd is not None:
-                    G[:, 1] = side.vd
+                G[:, 1] = side.vd if side.vd is not None else 0.0
                 if p is not None:
                     G[:, 2:] = p[1].T
                 rss = K.ccd_step(side.indptr, side.idx, side.res, side.own, int(t), G,
