@@ -72,10 +72,13 @@ def unpack(frame):
 
 
 def _copy(obj):
-    """What a receiver sees: the same structure with its own copies of the arrays.
+    """What a receiver sees: the same structure with its own copies of the arrays (a
+    read-only array is the sender's promise that it never changes, and is shared).
     Plain containers of arrays and scalars are copied directly (the common case, and
     several times cheaper than a pickle round trip); anything else goes through one."""
     if isinstance(obj, np.ndarray):
+        if not obj.flags.writeable and obj.dtype != object:
+            return obj  # the sender marked it never to change (a shard's data): shared
         return obj.copy(order="K") if obj.dtype != object else _pickled(obj)
     if isinstance(obj, (int, float, str, bool, bytes, type(None), np.generic)):
         return obj

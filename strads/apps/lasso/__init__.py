@@ -44,14 +44,22 @@ def split_rows(X, n_parts):
 
 
 def row_block(X, start, stop):
-    """X[start:stop] in the kernels' layout (CSC or Fortran order)."""
+    """A worker's shard of X: rows start:stop, Fortran-order dense or a CSC triplet
+    ``(indptr, indices, data)``, as read-only arrays: the worker never writes them, so
+    the in-process transport may hand them over without a copy."""
     if not sp.issparse(X):
-        return np.asfortranarray(X[start:stop])
+        return {"X": _read_only(np.asfortranarray(X[start:stop]))}
     if start == 0 and stop == X.shape[0]:
-        return X
-    ptr, idx, val = K.csc_rows(X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False),
-                               X.data, start, stop)
-    return sp.csc_matrix((val, idx, ptr), shape=(stop - start, X.shape[1]))
+        csc = (X.indptr, X.indices, X.data)
+    else:
+        csc = K.csc_rows(X.indptr, X.indices, X.data, start, stop)
+    return {"csc": tuple(_read_only(a) for a in csc), "n_rows": stop - start}
+
+
+def _read_only(a):
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
@@ -77,7 +85,7 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         if n_workers > n:
             raise DataError(f"{n_workers} workers for {n} samples: each worker needs rows")
         lam_ = lam if lam is not None else lambda_ratio * lambda_max(X, y)
-        sq_norms = K.csc_sq_norms(X.indptr.astype(np.int64, copy=False), X.data) if sp.issparse(X) \
+        sq_norms = K.csc_sq_norms(X.indptr, X.data) if sp.issparse(X) \
             else np.einsum("ij,ij->j", X, X)
         agg = LassoAggregate(sq_norms, n, lam_, float(y @ y))
         every = full_every or p
@@ -88,7 +96,7 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         else:
             sched = SCHEDULES[schedule](agg, block, every, seed)
         cuts = split_rows(X, n_workers)
-        shards = [{"X": row_block(X, a, b), "y": y[a:b]} for a, b in zip(cuts[:-1], cuts[1:])]
+        shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
         return sched, agg, shards
 
     return setup
@@ -98,7 +106,6 @@ def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, 
         floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000, **run_kw):
     """Fit the Lasso; returns :class:`strads.Result` (``model['coef']``) on the scheduler
     rank. ``run_kw`` goes to :func:`strads.run` (workers, staleness, time_limit, ...)."""
-    X, y = check(X, y)
     setup = make_setup(lambda: (X, y), lam, lambda_ratio, schedule, block, rho, floor,
                        full_every, seed)
     return engine.run(setup, LassoUpdate, tol=tol, max_rounds=max_rounds, app="lasso",

@@ -36,7 +36,7 @@ class LassoAggregate(Aggregate):
         return self.primal
 
     def aggregate(self, round, task, partials):
-        g = partials[0]["g"].copy()
+        g = partials[0]["g"]  # the partials are this round's own copies: summed in place
         for part in partials[1:]:
             g += part["g"]
         rss = sum(part["rss"] for part in partials)
@@ -72,7 +72,7 @@ class LassoAggregate(Aggregate):
     def _exact(self, cols, g, partials):
         """Solve the block's subproblem exactly (to a fraction of the current gap) from
         its Gram matrix: updates inside the block see each other, so any block is safe."""
-        G = partials[0]["G"].copy()
+        G = partials[0]["G"]
         for part in partials[1:]:
             G += part["G"]
         old = self.beta[cols]

@@ -168,11 +168,9 @@ def check(X, y, name="data"):
     """Validate and convert to the kernels' layout (CSC with sorted indices, or F-order)."""
     if sp.issparse(X):
         X = sp.csc_matrix(X, dtype=np.float64)
-        X.sum_duplicates()
-        X.sort_indices()
-        # the kernels take int64 indices: convert once here, not on every rank and round
-        X.indices = X.indices.astype(np.int64, copy=False)
-        X.indptr = X.indptr.astype(np.int64, copy=False)
+        X.sum_duplicates()  # also sorts the indices
+        # scipy's index dtype (int32 below 2^31 non-zeros) is kept: the full passes read
+        # every index, and 4 bytes each instead of 8 is a quarter less memory traffic
         vals = X.data
     else:
         X = np.asfortranarray(X, dtype=np.float64)

@@ -80,7 +80,7 @@ class Priority(_Base):
         super().__init__(agg, block, full_every, seed)
         self.rho, self.floor = float(rho), float(floor)
         if sp.issparse(X):
-            self.cols = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False), X.data)
+            self.cols = (X.indptr, X.indices, X.data)
             head = np.full(X.shape[0], -1, dtype=np.int64)
             self.select = lambda *a: K.select_sparse(*a, head)
         else:
@@ -118,12 +118,12 @@ class WorkingSet(Schedule):
         agg = self.agg
         if agg.fulls > self.used and not agg.busy.any():
             self.used = agg.fulls
-            support = np.flatnonzero(agg.beta)
-            size = max(self.min_size, 2 * support.shape[0])
-            pool = np.union1d(support, np.flatnonzero(agg.prio > 0))
-            score = agg.prio[pool]
-            score[np.isin(pool, support, assume_unique=True)] = np.inf
+            nonzero = agg.beta != 0
+            size = max(self.min_size, 2 * int(np.count_nonzero(nonzero)))
+            pool = np.flatnonzero(nonzero | (agg.prio > 0))
             if pool.shape[0] > size:
+                score = agg.prio[pool]
+                score[nonzero[pool]] = np.inf
                 pool = pool[np.argpartition(-score, size - 1)[:size]]
             cols = np.sort(pool)
             if cols.shape[0]:

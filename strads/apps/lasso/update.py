@@ -1,6 +1,5 @@
 """Lasso worker: its rows of X (column-major), its y and its residual r = y - X b."""
 import numpy as np
-import scipy.sparse as sp
 
 from ...engine import Update
 from . import kernels as K
@@ -8,14 +7,14 @@ from . import kernels as K
 
 class LassoUpdate(Update):
     def __init__(self, shard):
-        X, self.y = shard["X"], shard["y"]
-        self.sparse = sp.issparse(X)
+        self.y = shard["y"]
+        self.sparse = "csc" in shard
         if self.sparse:
-            self.X = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False), X.data)
+            self.X = shard["csc"]
+            self.n_rows, self.n_features = shard["n_rows"], self.X[0].shape[0] - 1
         else:
-            self.X = (np.asfortranarray(X),)
-        self.n_features = X.shape[1]
-        self.matrix = X
+            self.X = (np.asfortranarray(shard["X"]),)
+            self.n_rows, self.n_features = self.X[0].shape
         self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
         self.r = self.y.copy()
         self.rss = float(self.r @ self.r)
@@ -23,7 +22,8 @@ class LassoUpdate(Update):
     @classmethod
     def warmup(cls):
         r, cols, d = np.zeros(2), np.zeros(1, np.int64), np.zeros(1)
-        csc = (np.array([0, 1], np.int64), np.zeros(1, np.int64), np.ones(1))
+        # scipy's usual index dtype; others (int64 beyond 2^31 non-zeros) compile on use
+        csc = (np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1))
         for fn, X in ((K.grad_sparse, csc), (K.grad_dense, (np.ones((2, 1), order="F"),))):
             fn(*X, r, cols, d)
         K.step_sparse(*csc, r, cols, d)
@@ -54,7 +54,7 @@ class LassoUpdate(Update):
         Dense: reusing the previous block's entries, since successive working sets mostly
         overlap and each new column costs a pass over the rows for every block column."""
         if self.sparse:
-            return K.gram_sparse(*self.X, cols, self.matrix.shape[0])
+            return K.gram_sparse(*self.X, cols, self.n_rows)
         old_cols, old = self.gram_cache
         pos = np.searchsorted(old_cols, cols)
         pos[pos == old_cols.shape[0]] = 0
@@ -63,7 +63,7 @@ class LassoUpdate(Update):
         G[np.ix_(hit, hit)] = old[np.ix_(pos[hit], pos[hit])]
         new = np.flatnonzero(~hit)
         if new.shape[0]:
-            Xb = self.matrix[:, cols]
+            Xb = self.X[0][:, cols]
             part = Xb.T @ Xb[:, new]
             G[:, new] = part
             G[new, :] = part.T
