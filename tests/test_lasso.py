@@ -49,6 +49,8 @@ def test_objective_matches_sklearn(kind, schedule, staleness, workers):
     # the objective the engine reports is the true one, not a running estimate
     assert res.objective == pytest.approx(f, rel=1e-6)
     assert res.extra["duality_gap"] <= 1e-9 * f
+    # the running count of non-zeros in the trace is the model's
+    assert res.trace[-1]["nnz_coef"] == np.count_nonzero(res.model["coef"])
 
 
 def test_staleness_bound_is_observed_and_reached():
@@ -121,6 +123,30 @@ def test_dependency_filter_never_pairs_correlated_columns(seed, dense):
     # the same draws without the filter do pair correlated columns: the check can fail
     unfiltered = _blocks(X, y, 1.0, seed)
     assert max(_max_corr(X, b) for b in unfiltered) > rho
+
+
+def test_distinct_priority_sampling():
+    from strads.apps.lasso import kernels as K
+    rng = np.random.default_rng(0)
+    prio = rng.random(1000) ** 8
+    prio[rng.random(1000) < 0.9] = 0.0
+    tree = K.tree_build(prio)
+    before = tree.copy()
+    out = np.empty(300, np.int64)
+    m = K.tree_sample_distinct(tree, rng.random(300), out)
+    assert m == np.count_nonzero(prio)  # every positive leaf, once, then no more
+    assert len(set(out[:m].tolist())) == m and (prio[out[:m]] > 0).all()
+    assert np.array_equal(tree, before)
+    # the draws follow the priorities: 99 leaves of weight 1 and one of 10; three draws
+    # without replacement miss the heavy one with probability (99/109)(98/108)(97/107)
+    prio = np.zeros(1000)
+    prio[::10] = 1.0
+    prio[500] = 10.0
+    tree = K.tree_build(prio)
+    hits = [K.tree_sample_distinct(tree, rng.random(3), out) == 3 and 500 in out[:3]
+            for _ in range(2000)]
+    expected = 1 - (99 / 109) * (98 / 108) * (97 / 107)  # 0.253
+    assert abs(np.mean(hits) - expected) < 0.04  # 4 standard deviations
 
 
 def test_more_workers_same_solution():

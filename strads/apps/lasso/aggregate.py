@@ -23,6 +23,7 @@ class LassoAggregate(Aggregate):
         self._tree = None  # sum tree over prio, built when a schedule samples from it
         self.norms = np.sqrt(sq_norms)
         self.l1 = 0.0
+        self.nnz = 0  # non-zeros in beta, kept up to date: counting them costs a pass
         self.l1_at = [0.0]  # ||b||_1 after each aggregated round: l1_at[version]
         self.done = 0  # rounds aggregated
         self.updates = 0
@@ -55,6 +56,7 @@ class LassoAggregate(Aggregate):
             self.l1_at.append(self.l1)
             return None
         cols = task["cols"]
+        before = np.count_nonzero(self.beta[cols])
         if "G" in partials[0]:
             delta = self._exact(cols, g, partials)
         else:
@@ -63,6 +65,7 @@ class LassoAggregate(Aggregate):
                                               self.step, delta)
             self.updates += cols.shape[0]
         self.l1_at.append(self.l1)
+        self.nnz += np.count_nonzero(self.beta[cols]) - before
         self.busy[cols] = False
         if self._tree is not None:
             K.tree_set(self._tree, cols, self.sq_norms[cols] * delta * delta)
@@ -119,7 +122,7 @@ class LassoAggregate(Aggregate):
         return self.gap <= tol * self.primal
 
     def trace(self):
-        return {"duality_gap": self.gap, "nnz_coef": int(np.count_nonzero(self.beta))}
+        return {"duality_gap": self.gap, "nnz_coef": self.nnz}
 
     def finish(self, collected):
         return {"coef": self.beta.copy(), "lambda": np.float64(self.lam)}

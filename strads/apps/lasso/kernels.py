@@ -178,6 +178,32 @@ def tree_sample(tree, u, out):
         out[k] = i - size
 
 
+@njit(**_opts)
+def tree_sample_distinct(tree, u, out):
+    """Without replacement: each draw takes its leaf out of the tree, so ``out[:m]`` are
+    distinct leaves; returns m (below ``u.shape[0]`` when fewer leaves are positive). The
+    tree is left as it was found."""
+    size = tree.shape[0] // 2
+    saved = np.empty(u.shape[0])
+    one = np.empty(1, dtype=np.int64)
+    val = np.zeros(1)
+    m = 0
+    for k in range(u.shape[0]):
+        if tree[1] <= 0.0:
+            break
+        tree_sample(tree, u[k:k + 1], one)
+        leaf = one[0]
+        if tree[leaf + size] <= 0.0:  # rounding ran past the last positive leaf
+            continue
+        out[m] = leaf
+        saved[m] = tree[leaf + size]
+        m += 1
+        val[0] = 0.0
+        tree_set(tree, one, val)
+    tree_set(tree, out[:m], saved[:m])
+    return m
+
+
 # -- dependency filter ------------------------------------------------------------------
 @njit(**_opts)
 def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head):

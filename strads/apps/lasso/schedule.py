@@ -93,7 +93,9 @@ class Priority(_Base):
         cand = np.empty(n_cand, dtype=np.int64)
         tree = self.agg.tree
         n_prio = self.rng.binomial(n_cand, 1 - self.floor) if tree[1] > 0 else 0
-        K.tree_sample(tree, self.rng.random(n_prio), cand[:n_prio])
+        # distinct draws: with peaked priorities, draws with replacement repeat the few
+        # top coordinates and the block ends up a fraction of its size
+        n_prio = K.tree_sample_distinct(tree, self.rng.random(n_prio), cand)
         cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
         self.rng.shuffle(cand)
         # busy doubles as the filter's "already taken" mask
