@@ -25,7 +25,6 @@ class MFAggregate(Aggregate):
         self.FT["W"][:, :m], self.FT["H"][:, :n] = W, H
         for s, c in layout.fixed.items():
             self.FT[s][c] = 1.0
-        self._rows = None  # row-major copies for scoring, made when first needed
         self.size = {"W": m, "H": n}
         self.reg = reg  # side -> per-row reg
         self.p = problem
@@ -47,15 +46,13 @@ class MFAggregate(Aggregate):
         self._final = None
 
     def rows(self):
-        """Both factors row-major (one row per user or item): scoring reads a row each."""
-        if self._rows is None:
-            self._rows = tuple(np.ascontiguousarray(self.FT[s].T) for s in ("W", "H"))
-        return self._rows
+        """Both factors row-major (one row per user or item), for the final scoring."""
+        return tuple(np.ascontiguousarray(self.FT[s].T) for s in ("W", "H"))
 
     def _test_err(self):
         tu, ti, tr = self.test
         out = np.empty(tu.shape[0])
-        K.predict_pairs(*self.rows(), tu, ti, out)
+        K.predict_pairs_t(self.FT["W"], self.FT["H"], tu, ti, out)
         return tr - self.mean - out
 
     def aggregate(self, round, task, partials):
@@ -67,7 +64,7 @@ class MFAggregate(Aggregate):
                                f"expected {(cols.shape[0], n)}")
         F = self.FT[s]
         F[cols, :n] = vals
-        self.err = self._rows = None  # scored again from the factors when asked for
+        self.err = None  # scored again from the factors when asked for
         for c in cols:
             self.sq[s][c] = K.wsumsq(self.reg[s], F[c, :n])
         if partials[0]["rss"] is not None:

@@ -167,6 +167,17 @@ def predict_pairs(W, H, users, items, out):
 
 
 @njit(**_opts)
+def predict_pairs_t(WT, HT, users, items, out):
+    """As :func:`predict_pairs` from transposed factors (one row per factor column):
+    column by column, so each pass gathers from two rows that stay in cache."""
+    out[:] = 0.0
+    for t in range(WT.shape[0]):
+        w, h = WT[t], HT[t]
+        for q in range(users.shape[0]):
+            out[q] += w[np.uint64(users[q])] * h[np.uint64(items[q])]
+
+
+@njit(**_opts)
 def rss_rows(indptr, idx, y, W, H):
     """sum over the CSR ratings of (y_aj - W[a] . H[j])^2 (factors row-major)."""
     s = 0.0
