@@ -133,20 +133,22 @@ def test_distinct_priority_sampling():
     tree = K.tree_build(prio)
     before = tree.copy()
     out = np.empty(300, np.int64)
-    m = K.tree_sample_distinct(tree, rng.random(300), out)
-    assert m == np.count_nonzero(prio)  # every positive leaf, once, then no more
+    seen = np.zeros(1000, bool)
+    m = K.tree_sample_distinct(tree, rng.random(300), out, seen)
+    # distinct positive leaves, nearly all of them (a light leaf drawn twice costs a draw)
+    assert 0.8 * np.count_nonzero(prio) <= m <= np.count_nonzero(prio)
     assert len(set(out[:m].tolist())) == m and (prio[out[:m]] > 0).all()
-    assert np.array_equal(tree, before)
+    assert np.array_equal(tree, before) and not seen.any()
     # the draws follow the priorities: 99 leaves of weight 1 and one of 10; three draws
-    # without replacement miss the heavy one with probability (99/109)(98/108)(97/107)
+    # miss the heavy one with probability (99/109)^3 = 0.749 (with replacement: none is
+    # heavy enough to be taken out) or (99/109)(98/108)(97/107) = 0.747 (without)
     prio = np.zeros(1000)
     prio[::10] = 1.0
     prio[500] = 10.0
     tree = K.tree_build(prio)
-    hits = [K.tree_sample_distinct(tree, rng.random(3), out) == 3 and 500 in out[:3]
+    hits = [500 in out[:K.tree_sample_distinct(tree, rng.random(3), out, seen)]
             for _ in range(2000)]
-    expected = 1 - (99 / 109) * (98 / 108) * (97 / 107)  # 0.253
-    assert abs(np.mean(hits) - expected) < 0.04  # 4 standard deviations
+    assert abs(np.mean(hits) - 0.252) < 0.04  # 4 standard deviations
 
 
 def test_more_workers_same_solution():

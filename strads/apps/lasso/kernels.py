@@ -179,28 +179,58 @@ def tree_sample(tree, u, out):
 
 
 @njit(**_opts)
-def tree_sample_distinct(tree, u, out):
-    """Without replacement: each draw takes its leaf out of the tree, so ``out[:m]`` are
-    distinct leaves; returns m (below ``u.shape[0]`` when fewer leaves are positive). The
-    tree is left as it was found."""
+def tree_sample_distinct(tree, u, out, seen):
+    """Distinct draws: ``out[:m]`` are distinct leaves drawn by priority; returns m. A
+    leaf heavy enough to be drawn again (over 1/len(u) of the remaining mass) is taken
+    out of the tree once drawn; a light one drawn twice costs only that draw. ``seen``
+    (all False) is scratch; it and the tree are left as they were found."""
     size = tree.shape[0] // 2
-    saved = np.empty(u.shape[0])
-    one = np.empty(1, dtype=np.int64)
-    val = np.zeros(1)
+    depth = 1
+    while (1 << (depth - 1)) < size:
+        depth += 1
+    # the nodes a removal changed, with their values before, undone in reverse order;
+    # ancestors are re-summed from their children (as tree_set), so no small leaf is lost
+    node = np.empty(u.shape[0] * depth, dtype=np.int64)
+    old = np.empty(u.shape[0] * depth)
+    n_saved = 0
     m = 0
-    for k in range(u.shape[0]):
-        if tree[1] <= 0.0:
+    n = u.shape[0]
+    for k in range(n):
+        total = tree[1]
+        if total <= 0.0:
             break
-        tree_sample(tree, u[k:k + 1], one)
-        leaf = one[0]
-        if tree[leaf + size] <= 0.0:  # rounding ran past the last positive leaf
+        x = u[k] * total
+        i = 1
+        while i < size:
+            left = tree[2 * i]
+            if x < left:
+                i = 2 * i
+            else:
+                x -= left
+                i = 2 * i + 1
+        w = tree[i]
+        leaf = i - size
+        if w <= 0.0 or seen[leaf]:  # rounding past the last leaf; a light repeat
             continue
+        seen[leaf] = True
         out[m] = leaf
-        saved[m] = tree[leaf + size]
         m += 1
-        val[0] = 0.0
-        tree_set(tree, one, val)
-    tree_set(tree, out[:m], saved[:m])
+        if w * n > total:
+            node[n_saved] = i
+            old[n_saved] = w
+            n_saved += 1
+            tree[i] = 0.0
+            i //= 2
+            while i >= 1:
+                node[n_saved] = i
+                old[n_saved] = tree[i]
+                n_saved += 1
+                tree[i] = tree[2 * i] + tree[2 * i + 1]
+                i //= 2
+    for t in range(n_saved - 1, -1, -1):
+        tree[node[t]] = old[t]
+    for t in range(m):
+        seen[out[t]] = False
     return m
 
 
@@ -216,7 +246,7 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
     """
     cap = 0
     for c in range(cand.shape[0]):
-        cap += indptr[cand[c] + 1] - indptr[cand[c]]
+        cap += indptr[_u(cand[c]) + _u(1)] - indptr[_u(cand[c])]
     nxt = np.empty(cap, dtype=np.int64)
     owner = np.empty(cap, dtype=np.int64)
     val = np.empty(cap)
@@ -229,21 +259,23 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
     for c in range(cand.shape[0]):
         if m == max_block:
             break
-        j = cand[c]
+        j = _u(cand[c])
         if taken[j] or norms[j] == 0.0:
             continue
         ok = True
         if rho < 1.0:
             n_seen = 0
-            for q in range(indptr[j], indptr[j + 1]):
-                e = head[indices[q]]
+            for q in range(indptr[j], indptr[j + _u(1)]):
+                uq = _u(q)
+                e = head[_u(indices[uq])]
                 while e != -1:
-                    k = owner[e]
+                    ue = _u(e)
+                    k = owner[ue]
                     if acc[k] == 0.0:
                         seen[n_seen] = k
                         n_seen += 1
-                    acc[k] += data[q] * val[e]
-                    e = nxt[e]
+                    acc[k] += data[uq] * val[ue]
+                    e = nxt[ue]
             for t in range(n_seen):
                 k = seen[t]
                 if abs(acc[k]) > rho * norms[j] * norms[chosen[k]]:

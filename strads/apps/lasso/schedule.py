@@ -87,6 +87,7 @@ class Priority(_Base):
             self.cols = (X,)
             self.select = K.select_dense
         self.norms = np.sqrt(agg.sq_norms)
+        self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
 
     def choose(self, b):
         n_cand = 2 * b
@@ -95,7 +96,7 @@ class Priority(_Base):
         n_prio = self.rng.binomial(n_cand, 1 - self.floor) if tree[1] > 0 else 0
         # distinct draws: with peaked priorities, draws with replacement repeat the few
         # top coordinates and the block ends up a fraction of its size
-        n_prio = K.tree_sample_distinct(tree, self.rng.random(n_prio), cand)
+        n_prio = K.tree_sample_distinct(tree, self.rng.random(n_prio), cand, self.seen)
         cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
         self.rng.shuffle(cand)
         # busy doubles as the filter's "already taken" mask
