@@ -161,21 +161,26 @@ def tree_set(tree, idx, vals):
 
 
 @njit(**_opts)
+def _descend(tree, x, size):
+    """The leaf node whose cumulative interval holds x."""
+    i = 1
+    while i < size:
+        left = tree[2 * i]
+        if x < left:
+            i = 2 * i
+        else:
+            x -= left
+            i = 2 * i + 1
+    return i
+
+
+@njit(**_opts)
 def tree_sample(tree, u, out):
     """out[k] = the leaf whose cumulative interval holds u[k] * total."""
     size = tree.shape[0] // 2
     total = tree[1]
     for k in range(u.shape[0]):
-        x = u[k] * total
-        i = 1
-        while i < size:
-            left = tree[2 * i]
-            if x < left:
-                i = 2 * i
-            else:
-                x -= left
-                i = 2 * i + 1
-        out[k] = i - size
+        out[k] = _descend(tree, u[k] * total, size) - size
 
 
 @njit(**_opts)
@@ -199,15 +204,7 @@ def tree_sample_distinct(tree, u, out, seen):
         total = tree[1]
         if total <= 0.0:
             break
-        x = u[k] * total
-        i = 1
-        while i < size:
-            left = tree[2 * i]
-            if x < left:
-                i = 2 * i
-            else:
-                x -= left
-                i = 2 * i + 1
+        i = _descend(tree, u[k] * total, size)
         w = tree[i]
         leaf = i - size
         if w <= 0.0 or seen[leaf]:  # rounding past the last leaf; a light repeat
