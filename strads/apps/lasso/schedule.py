@@ -90,7 +90,11 @@ class Priority(_Base):
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
 
     def choose(self, b):
-        n_cand = 2 * b
+        # a quarter more candidates than the block: each one costs the scheduler random
+        # reads of its column, and with distinct draws few are lost to the filter (on
+        # problem (a) of the benchmark, 2b candidates took 1.09x round-robin's time and
+        # 1.25b 0.92x, for the same number of updates within 15%)
+        n_cand = 5 * b // 4
         cand = np.empty(n_cand, dtype=np.int64)
         tree = self.agg.tree
         n_prio = self.rng.binomial(n_cand, 1 - self.floor) if tree[1] > 0 else 0
