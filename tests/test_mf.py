@@ -1,6 +1,7 @@
 """Matrix factorization app: against a NumPy reference, invariants, readers, bad input."""
 import csv
 import json
+import time
 
 import numpy as np
 import pytest
@@ -140,6 +141,32 @@ def test_test_rmse_and_train_rmse_match_numpy():
     # the running held-out residual (kept up to date per round) agrees with the last row
     assert res.trace[-1]["test_rmse"] == pytest.approx(res.extra["test_rmse"], rel=1e-9)
     assert res.extra["n_test"] == len(te)
+
+
+def test_expensive_held_out_scoring_is_rationed(monkeypatch):
+    """Trace rows score the held-out set only while scoring stays under 5% of the time
+    since the last scoring; iteration ends are always scored, exactly."""
+    from strads.apps.mf import kernels as K
+    calls = []
+    real = K.predict_pairs_t
+
+    def slow(*a):
+        calls.append(1)
+        time.sleep(0.01)  # scoring a large held-out set
+        return real(*a)
+
+    monkeypatch.setattr(K, "predict_pairs_t", slow)
+    t = mf.make_problem(300, 200, 5000, rank=3, seed=6)
+    res = mf.fit(t.users, t.items, t.ratings, rank=4, iters=3, tol=0, test_fraction=0.2,
+                 seed=9, quiet=True, log_interval=0)
+    rows = len(res.trace)
+    assert rows > 20 and len(calls) < rows / 2  # without rationing: one per row
+    assert res.extra["iterations"] == 3 and len(res.extra["test_rmse_per_iter"]) == 3
+    tr, te = D.split(t, 0.2, 9)
+    e_te = te.ratings - mf.predict(res.model, te.users, te.items)
+    assert res.extra["test_rmse"] == pytest.approx(np.sqrt(np.mean(e_te ** 2)), rel=1e-10)
+    # the rows in between repeat the last score
+    assert len({r["test_rmse"] for r in res.trace}) <= len(calls)
 
 
 # -- data ----------------------------------------------------------------------------------

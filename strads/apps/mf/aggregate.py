@@ -7,6 +7,7 @@ residuals of their rows; the aggregate assembles the columns (worker order) and 
 them back to everyone.
 """
 import math
+import time
 
 import numpy as np
 
@@ -40,6 +41,7 @@ class MFAggregate(Aggregate):
         self.n_train = problem.ratings.shape[0]
         self.err = None
         self.last_test_rmse = float("nan")
+        self._scored_at, self._score_cost = -math.inf, 0.0
         self.updates = 0
         self.iters, self.iter_objective, self.iter_test_rmse = 0, [], []
         self.target_test_rmse = None
@@ -89,7 +91,10 @@ class MFAggregate(Aggregate):
         """Held-out RMSE of the current model (scored afresh at most once per round: it
         costs ratings x rank, so it is computed for trace rows and iteration ends only)."""
         if self.err is None:
+            t0 = time.perf_counter()
             self.err = self._test_err()
+            self._scored_at = time.perf_counter()
+            self._score_cost = self._scored_at - t0
         e = self.err
         self.last_test_rmse = (math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
                                else float("nan"))
@@ -109,8 +114,16 @@ class MFAggregate(Aggregate):
         return abs(o[-2] - o[-1]) <= tol * max(abs(o[-1]), 1e-300)
 
     def trace(self):
-        return {"iter": self.iters, "train_rmse": self.train_rmse(),
-                "test_rmse": self.test_rmse()}
+        """A trace row. Its held-out RMSE is scored afresh only while scoring stays
+        under 5% of the time since the last scoring; otherwise it repeats the last
+        scored value (every iteration end is scored). Scoring costs held-out ratings x
+        rank: 70 ms at 1M x 33 here, against a 20 ms round and 0.1 s between rows."""
+        now = time.perf_counter()
+        if self.err is None and now - self._scored_at < 20 * self._score_cost:
+            rmse = self.last_test_rmse
+        else:
+            rmse = self.test_rmse()
+        return {"iter": self.iters, "train_rmse": self.train_rmse(), "test_rmse": rmse}
 
     def finish(self, collected):
         lay, p = self.lay, self.p
