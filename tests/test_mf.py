@@ -169,6 +169,20 @@ def test_expensive_held_out_scoring_is_rationed(monkeypatch):
     assert len({r["test_rmse"] for r in res.trace}) <= len(calls)
 
 
+@pytest.mark.parametrize("k", [1, 2, 7, 1000, 100_000])
+def test_generator_draws_match_searchsorted(k):
+    from strads.apps.mf import kernels as K
+    rng = np.random.default_rng(k)
+    w = (np.arange(k) + 1.0) ** -0.7
+    rng.shuffle(w)
+    cdf = np.cumsum(w) / w.sum()
+    u = rng.random(100_000)
+    u[:4] = [0.0, np.nextafter(1.0, 0.0), cdf[0], cdf[k // 2]]  # edges, exact steps
+    out = np.empty(u.shape[0], np.int64)
+    K.inverse_cdf(cdf, u, out)
+    assert np.array_equal(out, np.minimum(np.searchsorted(cdf, u, side="right"), k - 1))
+
+
 # -- data ----------------------------------------------------------------------------------
 def test_split_is_deterministic_and_never_cold():
     t = mf.make_problem(500, 300, 4000, seed=0)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...engine import DataError
+from . import kernels as K
 
 DUPLICATES = ("error", "last", "mean")
 COLD_START = ("error", "skip", "mean")
@@ -384,8 +385,9 @@ def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
     keys = np.zeros(0, np.int64)
     while keys.shape[0] < n_ratings:
         draw = int(1.2 * (n_ratings - keys.shape[0])) + 100
-        u = np.minimum(np.searchsorted(cu, rng.random(draw), side="right"), n_users - 1)
-        i = np.minimum(np.searchsorted(ci, rng.random(draw), side="right"), n_items - 1)
+        u, i = np.empty(draw, np.int64), np.empty(draw, np.int64)
+        K.inverse_cdf(cu, rng.random(draw), u)
+        K.inverse_cdf(ci, rng.random(draw), i)
         keys = np.concatenate([keys, u.astype(np.int64) * n_items + i])
         _, first = np.unique(keys, return_index=True)
         keys = keys[np.sort(first)]  # first occurrences, in draw order
@@ -393,6 +395,8 @@ def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
     u, i = keys // n_items, keys % n_items
     U = rng.standard_normal((n_users, rank))
     V = rng.standard_normal((n_items, rank))
-    r = 3.0 + np.einsum("ij,ij->i", U[u], V[i]) / np.sqrt(rank)
+    r = np.empty(n_ratings)
+    K.row_dots(U, V, u, i, r)
+    r = 3.0 + r / np.sqrt(rank)
     r += noise * rng.standard_normal(n_ratings)
     return Triplets(u, i, r, "built-in")
