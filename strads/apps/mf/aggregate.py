@@ -88,8 +88,9 @@ class MFAggregate(Aggregate):
         return math.sqrt(self.rss / self.n_train)
 
     def test_rmse(self):
-        """Held-out RMSE of the current model (scored afresh at most once per round: it
-        costs ratings x rank, so it is computed for trace rows and iteration ends only)."""
+        """Held-out RMSE of the current model, scored afresh at most once per round (it
+        costs held-out ratings x rank): at iteration ends, and for trace rows as
+        :meth:`trace` allows."""
         if self.err is None:
             t0 = time.perf_counter()
             self.err = self._test_err()
