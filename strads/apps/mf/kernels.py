@@ -11,6 +11,9 @@ import numpy as np
 from numba import njit
 
 _opts = dict(cache=True, nogil=True, fastmath=False)
+# Hot loops index with unsigned integers: numba checks every signed index for
+# wrap-around (a[-1]), a branch per access in the gathers.
+_u = np.uint64
 
 
 @njit(**_opts)
@@ -40,9 +43,10 @@ def ccd_step(indptr, idx, res, own, t, G, reg, dz, tps):
         if P == 1:  # the usual case, kept free of the inner loop
             w0 = wp[0]
             for q in range(indptr[a], indptr[a + 1]):
-                j = idx[q]
-                r = res[q] - dza * G[j, 1] - w0 * G[j, 2]
-                res[q] = r
+                uq = _u(q)
+                j = _u(idx[uq])
+                r = res[uq] - dza * G[j, 1] - w0 * G[j, 2]
+                res[uq] = r
                 vj = G[j, 0]
                 rr += r * r
                 rv += r * vj
