@@ -257,14 +257,3 @@ def inverse_cdf(cdf, u, out):
             else:
                 hi = mid
         out[q] = min(lo, k - 1)
-
-
-@njit(**_opts)
-def row_dots(U, V, users, items, out):
-    """out[q] = U[users[q]] . V[items[q]] (without materialising the gathered rows)."""
-    for q in range(users.shape[0]):
-        a, b = users[q], items[q]
-        s = 0.0
-        for t in range(U.shape[1]):
-            s += U[a, t] * V[b, t]
-        out[q] = s
