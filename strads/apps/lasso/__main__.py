@@ -32,8 +32,8 @@ def build_parser():
     a.add_argument("--floor", type=cli.unit_float, default=0.1,
                    help="priority: share of candidates drawn uniformly, so none starves")
     a.add_argument("--full-every", type=cli.pos_int, default=None, metavar="UPDATES",
-                   help="coordinate updates between full rounds (duality gap, "
-                        "priorities); default: n_features")
+                   help="priority, round-robin, random: coordinate updates between "
+                        "full rounds (duality gap, priorities); default: n_features")
     g = p.add_argument_group("built-in problem (no --data)")
     g.add_argument("--n-samples", type=cli.pos_int, default=2000)
     g.add_argument("--n-features", type=cli.pos_int, default=10000)

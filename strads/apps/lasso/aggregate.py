@@ -128,6 +128,6 @@ class LassoAggregate(Aggregate):
         return {"coef": self.beta.copy(), "lambda": np.float64(self.lam)}
 
     def summary(self):
-        return {"lambda": self.lam, "nnz_coef": int(np.count_nonzero(self.beta)),
+        return {"lambda": self.lam, "nnz_coef": self.nnz,
                 "screened": int(self.screened.sum()),
                 "duality_gap": self.gap, "objective_rises": self.objective_rises}

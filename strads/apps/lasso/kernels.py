@@ -175,15 +175,6 @@ def _descend(tree, x, size):
 
 
 @njit(**_opts)
-def tree_sample(tree, u, out):
-    """out[k] = the leaf whose cumulative interval holds u[k] * total."""
-    size = tree.shape[0] // 2
-    total = tree[1]
-    for k in range(u.shape[0]):
-        out[k] = _descend(tree, u[k] * total, size) - size
-
-
-@njit(**_opts)
 def tree_sample_distinct(tree, u, out, seen):
     """Distinct draws: ``out[:m]`` are distinct leaves drawn by priority; returns m. A
     leaf heavy enough to be drawn again (over 1/len(u) of the remaining mass) is taken
@@ -238,8 +229,9 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
 
     The kept columns are threaded through their rows (``head[i]``: the last entry in row
     i, -1 if none), so a candidate's inner products with all kept columns cost only the
-    entries it shares rows with. ``taken`` (all False) and ``head`` (all -1) are scratch
-    and are left as they were found.
+    entries it shares rows with. Candidates already ``taken`` are skipped (the caller
+    passes the coordinates of rounds in flight); the entries it sets, and ``head`` (all
+    -1), are restored before it returns.
     """
     cap = 0
     for c in range(cand.shape[0]):
@@ -302,6 +294,7 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
 
 @njit(**_dense)
 def select_dense(X, norms, cand, rho, max_block, taken):
+    """As :func:`select_sparse`, with the inner products over dense columns."""
     n = X.shape[0]
     chosen = np.empty(max_block, dtype=np.int64)
     m = 0
@@ -354,7 +347,7 @@ def gram_cd(G, q, b, thresh, tol, max_passes):
     """Cyclic coordinate descent on the block subproblem
         min_b 1/2 b'Gb - c'b + thresh |b|_1,   c = q + G b0,
     given q = X_B' r at b0 (kept equal to X_B' r = c - G b at the current b) and b = b0
-    on entry. Every 5 passes, Anderson extrapolation of the last iterates (as skglm),
+    on entry. Every 6 passes, Anderson extrapolation of the last iterates (as skglm),
     kept only if it lowers the objective. Stops after a pass in which no coordinate moved
     by more than ``tol`` in the norm of its column (|x_j| |d_j|). Returns passes.
     """

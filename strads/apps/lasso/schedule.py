@@ -86,7 +86,6 @@ class Priority(_Base):
         else:
             self.cols = (X,)
             self.select = K.select_dense
-        self.norms = np.sqrt(agg.sq_norms)
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
 
     def choose(self, b):
@@ -104,7 +103,7 @@ class Priority(_Base):
         cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
         self.rng.shuffle(cand)
         # busy doubles as the filter's "already taken" mask
-        cols = self.select(*self.cols, self.norms, cand, self.rho, b, self.agg.busy)
+        cols = self.select(*self.cols, self.agg.norms, cand, self.rho, b, self.agg.busy)
         return np.sort(cols)
 
 
