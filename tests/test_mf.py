@@ -138,7 +138,7 @@ def test_test_rmse_and_train_rmse_match_numpy():
     e_te = te.ratings - mf.predict(res.model, te.users, te.items)
     assert res.extra["train_rmse"] == pytest.approx(np.sqrt(np.mean(e_tr ** 2)), rel=1e-10)
     assert res.extra["test_rmse"] == pytest.approx(np.sqrt(np.mean(e_te ** 2)), rel=1e-10)
-    # the running held-out residual (kept up to date per round) agrees with the last row
+    # the last trace row is scored from the final factors (an iteration end)
     assert res.trace[-1]["test_rmse"] == pytest.approx(res.extra["test_rmse"], rel=1e-9)
     assert res.extra["n_test"] == len(te)
 

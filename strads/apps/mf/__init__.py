@@ -15,6 +15,7 @@ from ... import engine
 from ...engine import DataError
 from . import kernels as K
 from .aggregate import MFAggregate
+from .data import _lookup
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES
@@ -77,8 +78,8 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                init="svd", block=1):
     """``setup(n_workers)`` for :func:`strads.run`; ``data()`` returns a prepared
     :class:`Problem` and is only called on the scheduler rank. ``group``: ccd columns
-    per block (pass staleness + 1) and ``block``: ccd columns per round (see
-    :mod:`.schedule`).
+    per group (at least the run's staleness + 1, which the schedule sees itself) and
+    ``block``: ccd columns per round (see :mod:`.schedule`).
 
     Start: W = 0 and H's rank rows orthonormal (times ``init_scale``), spanning R'R Z for
     a Gaussian Z chosen by ``seed`` (``init='svd'``: one step of randomized subspace
@@ -174,15 +175,8 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=1.0,
     setup = make_setup(problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
                        iters=iters, bias=bias, weighted=weighted, init=init,
                        init_scale=init_scale, seed=seed, target_test_rmse=target_test_rmse,
-                       group=run_kw.get("staleness", 0) + 1, block=block)
-    return engine.run(setup, MFUpdate, tol=_tol(tol, target_test_rmse),
-                      max_rounds=max_rounds, app="mf", **run_kw)
-
-
-def _tol(tol, target):
-    # the engine asks Aggregate.converged() only when tol > 0, and the target is checked
-    # there: a tol too small to ever stop a run keeps the target alive with tol 0
-    return tol if tol > 0 or target is None else 1e-300
+                       block=block)
+    return engine.run(setup, MFUpdate, tol=tol, max_rounds=max_rounds, app="mf", **run_kw)
 
 
 def predict(model, users, items, unknown="error"):
@@ -198,8 +192,7 @@ def predict(model, users, items, unknown="error"):
     idx = []
     for raw, ids, what in ((users, model["user_ids"], "user"), (items, model["item_ids"],
                                                                  "item")):
-        pos = np.minimum(np.searchsorted(ids, raw), ids.shape[0] - 1)
-        known = ids[pos] == raw
+        pos, known = _lookup(ids, raw)
         if unknown == "error" and not known.all():
             k = int(np.flatnonzero(~known)[0])
             raise DataError(f"pair {k}: {what} {raw[k]} was not in the training data")

@@ -1,6 +1,6 @@
 """python -m strads.apps.mf [--data FILE] [flags]; see --help."""
 from ... import cli, engine
-from . import (BIAS, COLD_START, DUPLICATES, INIT, MFUpdate, _tol, make_problem,
+from . import (BIAS, COLD_START, DUPLICATES, INIT, MFUpdate, make_problem,
                make_setup, prepare)
 from .data import read_ratings
 from .schedule import SCHEDULES
@@ -85,11 +85,8 @@ def run(args):
                        schedule=args.schedule, inner=args.inner, iters=args.iters,
                        bias=args.bias, weighted=args.weighted_lambda, init=args.init,
                        init_scale=args.init_scale, seed=args.seed,
-                       target_test_rmse=args.target_test_rmse, group=args.staleness + 1,
-                       block=args.block)
-    kw = cli.engine_kwargs(args)
-    kw["tol"] = _tol(kw["tol"], args.target_test_rmse)
-    return engine.run(setup, MFUpdate, app="mf", **kw)
+                       target_test_rmse=args.target_test_rmse, block=args.block)
+    return engine.run(setup, MFUpdate, app="mf", **cli.engine_kwargs(args))
 
 
 def main(argv=None):

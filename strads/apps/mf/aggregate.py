@@ -28,7 +28,10 @@ class MFAggregate(Aggregate):
             self.FT[s][c] = 1.0
         self.size = {"W": m, "H": n}
         self.reg = reg  # side -> per-row reg
-        self.p = problem
+        # the ids and counts, not the problem: its training triplets are in the workers'
+        # shards and in ``rows``, and would stay alive on the scheduler for the whole run
+        self.shape, self.cold = (m, n), problem.cold
+        self.ids = (problem.user_ids, problem.item_ids)
         self.train = rows  # the training ratings less the mean, by user (CSR)
         # held-out pairs by user, then item: the scoring reads the factors in order
         order = np.lexsort((problem.test_items, problem.test_users))
@@ -38,8 +41,9 @@ class MFAggregate(Aggregate):
         self.sq = {s: np.array([K.wsumsq(reg[s], self.FT[s][t, :self.size[s]])
                                 for t in range(layout.kk)]) for s in ("W", "H")}
         self.rss = K.wsumsq(None, rows[2])
-        self.n_train = problem.ratings.shape[0]
+        self.n_train = rows[2].shape[0]
         self.err = None
+        self._checked = 0  # iteration objectives already compared
         self.last_test_rmse = float("nan")
         self._scored_at, self._score_cost = -math.inf, 0.0
         self.updates = 0
@@ -102,14 +106,16 @@ class MFAggregate(Aggregate):
         return self.last_test_rmse
 
     def converged(self, tol):
-        """Relative objective change over the last outer iteration, checked once per
-        iteration; or the last scored held-out RMSE (trace rows, iteration ends) at or
-        below ``target_test_rmse``."""
+        """Relative objective change over the last outer iteration at most ``tol`` (> 0),
+        checked once per iteration; or the last scored held-out RMSE (trace rows,
+        iteration ends) at or below ``target_test_rmse``, whatever ``tol``."""
         if self.target_test_rmse is not None and \
                 self.last_test_rmse <= self.target_test_rmse:
             return True
         o = self.iter_objective
-        if len(o) < 2 or getattr(self, "_checked", 0) == len(o):
+        if tol <= 0:
+            return False
+        if len(o) < 2 or self._checked == len(o):
             return False
         self._checked = len(o)
         return abs(o[-2] - o[-1]) <= tol * max(abs(o[-1]), 1e-300)
@@ -127,8 +133,8 @@ class MFAggregate(Aggregate):
         return {"iter": self.iters, "train_rmse": self.train_rmse(), "test_rmse": rmse}
 
     def finish(self, collected):
-        lay, p = self.lay, self.p
-        m, n = p.shape
+        lay = self.lay
+        m, n = self.shape
         # exact figures of the final model (the running ones drift by rounding, and are
         # stale with staleness > 0)
         W, H = self.rows()
@@ -140,16 +146,16 @@ class MFAggregate(Aggregate):
         return {"W": W[:m, :lay.rank].copy(), "H": H[:n, :lay.rank].copy(),
                 "user_bias": W[:m, lay.user_bias].copy() if lay.biases else zeros(m),
                 "item_bias": H[:n, lay.item_bias].copy() if lay.biases else zeros(n),
-                "mean": np.float64(self.mean), "user_ids": p.user_ids,
-                "item_ids": p.item_ids, "lambda": np.float64(lay.lam),
+                "mean": np.float64(self.mean), "user_ids": self.ids[0],
+                "item_ids": self.ids[1], "lambda": np.float64(lay.lam),
                 "rank": np.int64(lay.rank)}
 
     def summary(self):
-        m, n = self.p.shape
+        m, n = self.shape
         return {"rank": self.lay.rank, "lambda": self.lay.lam, "train_rmse": self.train_rmse(),
                 "test_rmse": self.test_rmse(), "iterations": self.iters,
                 "n_users": m, "n_items": n, "n_train": self.n_train,
-                "n_test": int(self.p.test_ratings.shape[0]), "cold_start_test": self.p.cold,
+                "n_test": int(self.test[0].shape[0]), "cold_start_test": self.cold,
                 "objective_per_iter": _finite(self.iter_objective),
                 "test_rmse_per_iter": _finite(self.iter_test_rmse)}
 

@@ -6,7 +6,7 @@
   Dependency structure: W's column t and H's column t conflict (each is solved against
   the other), columns of one side do not (a worker updates its residual in place, so
   they run as Gauss-Seidel). With staleness s, up to s+1 rounds are in flight, so the
-  columns go in groups of ``group = s + 1`` rounds: W's group, then H's group; H's
+  columns go in groups of ``max(group, s + 1)`` rounds (the engine sets s): W's group, then H's group; H's
   column t is then never computed before W's column t was applied (a short last group
   joins the one before; with fewer columns than s + 1, empty rounds pad the gap).
   ``block`` columns per round (default 1) cut the number of rounds, and so the per-round
@@ -26,8 +26,15 @@ class _Sweep(Schedule):
     method = None
 
     def __init__(self, layout, iters):
-        self.iters = iters
-        self.sweep = self.rounds(layout)
+        self.iters, self.layout = iters, layout
+        self._sweep = None
+
+    @property
+    def sweep(self):
+        # made on first use: the engine sets self.staleness before the first round
+        if self._sweep is None:
+            self._sweep = self.rounds(self.layout)
+        return self._sweep
 
     def schedule(self, round):
         it, pos = divmod(round, len(self.sweep))
@@ -49,7 +56,8 @@ class CCD(_Sweep):
         seq = []
         if lay.biases:
             seq += [("W", np.array([lay.user_bias])), ("H", np.array([lay.item_bias]))]
-        b, g = self.block, self.group
+        # at least staleness + 1 rounds a group, whatever the caller passed
+        b, g = self.block, max(self.group, self.staleness + 1)
         blocks = [np.arange(t, min(t + b, lay.rank)) for t in range(0, lay.rank, b)]
         # chunks of g rounds per side; a short remainder joins the chunk before it, so
         # W's round of a column always runs at least g rounds before H's round of it

@@ -60,10 +60,6 @@ class MFUpdate(Update):
         K.ccd_step(indptr, idx, res, own, 0, np.ones((1, 3)), reg, res, cols)
         K.apply_cols(indptr, idx, res, own, cols, other)
         K.als_step(indptr, idx, res, own, cols, other, reg)
-        K.predict_pairs(own.T.copy(), other.T.copy(), idx, idx, res)
-        K.rss_rows(indptr, idx, res, own.T.copy(), other.T.copy())
-        K.wsumsq(None, res)
-        K.wsumsq(res, res)
 
     def apply(self, sync):
         s = SIDES.index(sync["side"])
