@@ -125,6 +125,13 @@ def test_dependency_filter_never_pairs_correlated_columns(seed, dense):
     assert max(_max_corr(X, b) for b in unfiltered) > rho
 
 
+def test_tol_zero_runs_to_max_rounds():
+    # above lambda_max the duality gap is exactly 0 from the first full round
+    X, y, _ = problem("sparse")
+    res = lasso.fit(X, y, lambda_ratio=1.01, tol=0, max_rounds=7, quiet=True)
+    assert res.stop_reason == "max_rounds" and res.rounds == 7
+
+
 def test_distinct_priority_sampling():
     from strads.apps.lasso import kernels as K
     rng = np.random.default_rng(0)

@@ -119,7 +119,7 @@ class LassoAggregate(Aggregate):
         return self._tree
 
     def converged(self, tol):
-        return self.gap <= tol * self.primal
+        return tol > 0 and self.gap <= tol * self.primal
 
     def trace(self):
         return {"duality_gap": self.gap, "nnz_coef": self.nnz}
