@@ -100,10 +100,11 @@ class Aggregate:
         return float("nan")
 
     def converged(self, tol):
-        """Called after every aggregated round, also with ``tol == 0`` (an app may have
-        targets of its own). Default stopping rule: the objective moved by at most ``tol`` (relative) over
-        the last 20 rounds -- a window, since one round may touch only parameters that
-        are already optimal. Apps with a duality gap or similar override this."""
+        """Asked after every aggregated round until the run is stopping, whatever
+        ``tol``: ``tol <= 0`` turns a tolerance rule off, not an app's own targets.
+        Default rule: the objective moved by at most ``tol`` (relative) over the last 20
+        rounds -- a window, since one round may touch only parameters that are already
+        optimal. Apps with a duality gap or similar override this."""
         if tol <= 0:
             return False
         hist = self.__dict__.setdefault("_objectives", deque(maxlen=21))
@@ -364,7 +365,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
     ``mpi``: None detects ``mpiexec`` from its environment; False forces one process.
 
     Returns a :class:`Result` on the scheduler rank and None on the workers. Under MPI
-    an exception on any rank prints that rank's traceback and aborts the whole job.
+    an exception on any rank prints that rank's traceback (a :class:`DataError`: one
+    line) and aborts the whole job.
     """
     if staleness < 0 or int(staleness) != staleness:
         raise DataError(f"staleness must be an integer >= 0, got {staleness}")

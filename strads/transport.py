@@ -2,9 +2,9 @@
 
 A message is any picklable Python structure. It is pickled with protocol 5 and
 out-of-band buffers, so the pickle itself holds only the structure (keys, dtypes,
-shapes, small scalars) while every NumPy array -- also those inside scipy.sparse
-matrices -- travels as a raw buffer (``Isend``/``Irecv`` of bytes), never copied into
-the pickle.
+shapes, small scalars) while every contiguous NumPy array -- also those inside
+scipy.sparse matrices -- travels as a raw buffer (``Isend``/``Irecv`` of bytes), never copied into
+the pickle (a strided view is pickled by value).
 
 Two transports share one interface:
 
