@@ -45,9 +45,11 @@ class StalenessError(RuntimeError):
 # --------------------------------------------------------------------------------------
 class Schedule:
     """Chooses what the workers do next. Lives on the scheduler rank. The engine sets
-    ``self.staleness`` before the first call."""
+    ``self.staleness`` before the first call. ``total_rounds``, if the schedule knows
+    how many rounds it will make, gives the progress line its ETA."""
 
     staleness = 0
+    total_rounds = None
 
     def schedule(self, round):
         """Return the task for ``round``: one message for every worker, or a list with
@@ -270,7 +272,8 @@ def _drive(tp, schedule, aggregate, shards, *, staleness, max_rounds, time_limit
     del shards
 
     schedule.staleness = staleness  # a schedule may keep dependent blocks this far apart
-    progress = _Progress(app, quiet, max_rounds, time_limit)
+    total = schedule.total_rounds  # read after the staleness is set: it may depend on it
+    progress = _Progress(app, quiet, min(max_rounds, total or max_rounds), time_limit)
     trace, versions = [], []
     pending = [[] for _ in range(W)]  # syncs not yet sent, per worker
     inflight = deque()

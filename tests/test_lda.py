@@ -85,7 +85,7 @@ def test_invariants_every_round(schedule, workers, staleness):
     n_tokens = int(X.sum())
     per_sweep = workers * (staleness + 1) if schedule == "model" else 1
     assert res.rounds == 4 * per_sweep and res.updates == 4 * n_tokens
-    assert res.summary()["max_staleness_seen"] <= staleness
+    assert res.summary()["max_staleness_seen"] == staleness
     assert m["word_topic"].sum() == n_tokens and m["word_topic"].min() >= 0
     assert np.array_equal(m["doc_topic"].sum(axis=0), m["topic_totals"])
     assert np.array_equal(m["word_topic"].sum(axis=0), m["topic_totals"])
@@ -93,7 +93,6 @@ def test_invariants_every_round(schedule, workers, staleness):
     assert np.array_equal(m["word_topic"].sum(axis=1), np.asarray(X.sum(axis=0)).ravel())
     assert np.isclose(m["loglik"], app.loglikelihood(m["word_topic"], m["doc_topic"], 0.1,
                                                      0.01), rtol=1e-10)
-    assert np.isclose(res.summary()["loglik"], m["loglik"], rtol=1e-12)
 
 
 @pytest.mark.parametrize("n_topics", [1, 2, 33])
@@ -102,6 +101,7 @@ def test_tiny_documents_and_odd_k(n_topics):
     X = sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 1], [3, 1, 0], [0, 2, 2], [0, 1, 0]]))
     res = app.fit(X, n_topics=n_topics, sweeps=20, workers=2, quiet=True, mpi=False,
                   check=True)
+    assert res.stop_reason == "schedule_done"  # not "tol": with K = 1 every sweep ties
     assert np.array_equal(res.model["doc_topic"].sum(axis=1), [1, 1, 4, 4, 1])
     assert np.isclose(res.model["loglik"], app.loglikelihood(
         res.model["word_topic"], res.model["doc_topic"], 0.1, 0.01), rtol=1e-10)

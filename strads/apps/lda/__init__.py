@@ -9,15 +9,16 @@ kernels). A data-parallel (YahooLDA-style) schedule is the baseline.
 """
 import numpy as np
 
-from ... import engine, transport
+from ... import engine
 from ...engine import DataError
 from .aggregate import InvariantError, LDAAggregate
-from .data import check, load, make_corpus
+from .data import check as check_corpus
+from .data import load, make_corpus
 from .schedule import SCHEDULES
 from . import kernels
 from .update import LDAUpdate, doc_loglik
 
-__all__ = ["fit", "make_setup", "n_rounds", "loglikelihood", "load", "make_corpus", "top_words",
+__all__ = ["fit", "make_setup", "loglikelihood", "load", "make_corpus", "top_words",
            "LDAUpdate", "LDAAggregate", "SCHEDULES", "InvariantError"]
 
 
@@ -81,13 +82,12 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         nk = nwk.sum(axis=0, dtype=np.int64)
         cuts = split_vocab(np.bincount(words, minlength=V), n_workers * (staleness + 1))
         sched_cls = SCHEDULES[schedule]
-        per_sweep = n_workers * (staleness + 1) if schedule == "model" else 1
-        agg = LDAAggregate(nwk, nk, cuts, n_docs, alpha, beta, schedule, per_sweep, vocab,
-                           check)
+        agg = LDAAggregate(nwk, nk, cuts, n_docs, alpha, beta, schedule, vocab, check)
         agg.loglik = agg.word_loglik() + initial_doc_loglik(lengths, z, K, alpha)
         sched = sched_cls(agg, n_workers, staleness, sweeps)
         doc_cuts = split_docs(lengths, n_workers)
         tok = np.concatenate([[0], np.cumsum(lengths)])
+        packed = kernels.pack(nwk) if schedule == "data" else None  # one copy for all
         shards = []
         for w in range(n_workers):
             d0, d1 = doc_cuts[w], doc_cuts[w + 1]
@@ -96,7 +96,7 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
                            "V": V, "check": check, "d0": int(d0),
                            "lengths": lengths[d0:d1], "words": words[t0:t1], "z": z[t0:t1],
                            "cuts": cuts, "nk": nk,
-                           "nwk": kernels.pack(nwk) if schedule == "data" else None})
+                           "nwk": packed})
         return sched, agg, shards
 
     return setup
@@ -111,19 +111,6 @@ def initial_doc_loglik(lengths, z, n_topics, alpha):
         dmeta, dlist, a, t))
 
 
-def check_corpus(X, vocab=None):
-    return check(X, vocab)
-
-
-def n_rounds(sweeps, schedule, staleness, workers=1, mpi=None):
-    """Rounds of ``sweeps`` sweeps (for the engine's progress and ETA)."""
-    if mpi is None:
-        mpi = transport.mpi_world_size() > 1
-    if mpi:
-        workers = max(1, transport.mpi_world_size() - 1)
-    return sweeps * (workers * (staleness + 1) if schedule == "model" else 1)
-
-
 def fit(X, *, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50, seed=0,
         vocab=None, check=False, staleness=0, max_rounds=None, **run_kw):
     """Fit LDA to a documents x words count matrix; returns :class:`strads.Result`
@@ -131,9 +118,8 @@ def fit(X, *, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50, se
     goes to :func:`strads.run` (workers, time_limit, tol, out, quiet, mpi, ...)."""
     setup = make_setup(lambda: (X, vocab), n_topics, alpha, beta, schedule, sweeps,
                        staleness, seed, check)
-    if max_rounds is None:
-        max_rounds = n_rounds(sweeps, schedule, staleness, run_kw.get("workers") or 1,
-                              run_kw.get("mpi"))
+    if max_rounds is None:  # the schedule ends the run after its sweeps
+        max_rounds = 10 ** 9
     return engine.run(setup, LDAUpdate, staleness=staleness, max_rounds=max_rounds,
                       app="lda", **run_kw)
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ... import cli, engine
-from . import LDAUpdate, load, make_corpus, make_setup, n_rounds, top_words
+from . import LDAUpdate, load, make_corpus, make_setup, top_words
 from .data import FORMATS
 from .schedule import SCHEDULES
 
@@ -57,10 +57,7 @@ def run(args):
             return X, None
     setup = make_setup(data, args.topics, args.alpha, args.beta, args.schedule, args.sweeps,
                        args.staleness, args.seed)
-    kw = cli.engine_kwargs(args)
-    kw["max_rounds"] = min(args.max_rounds, n_rounds(args.sweeps, args.schedule,
-                                                     args.staleness, args.workers))
-    return engine.run(setup, LDAUpdate, app="lda", **kw)
+    return engine.run(setup, LDAUpdate, app="lda", **cli.engine_kwargs(args))
 
 
 def main(argv=None):

@@ -19,9 +19,8 @@ class InvariantError(RuntimeError):
 
 
 class LDAAggregate(Aggregate):
-    def __init__(self, nwk, nk, cuts, n_docs, alpha, beta, mode, per_sweep, vocab=None,
-                 check=False):
-        self.mode, self.per_sweep, self.check = mode, per_sweep, check
+    def __init__(self, nwk, nk, cuts, n_docs, alpha, beta, mode, vocab=None, check=False):
+        self.mode, self.check = mode, check
         self.cuts = cuts
         self.V, self.K = nwk.shape
         self.n_docs = n_docs
@@ -112,8 +111,8 @@ class LDAAggregate(Aggregate):
         return self.loglik
 
     def converged(self, tol):
-        # the log-likelihood only changes at the end of a sweep
-        if not self._new_ll:
+        # the log-likelihood only changes at the end of a sweep; tol 0: no rule
+        if tol <= 0 or not self._new_ll:
             return False
         self._new_ll = False
         prev, self._prev_ll = self._prev_ll, self.loglik

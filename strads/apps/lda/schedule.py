@@ -19,12 +19,13 @@ class ModelParallel(Schedule):
     def __init__(self, agg, n_workers, staleness, sweeps):
         self.agg, self.W, self.s1, self.sweeps = agg, n_workers, staleness + 1, sweeps
         self.per_sweep = n_workers * self.s1
+        self.total_rounds = sweeps * self.per_sweep
 
     def slice_of(self, worker, round):
         return (round % self.s1) * self.W + (worker + round // self.s1) % self.W
 
     def schedule(self, round):
-        if round >= self.sweeps * self.per_sweep:
+        if round >= self.total_rounds:
             return None
         agg = self.agg
         agg.start()
@@ -44,10 +45,10 @@ class ModelParallel(Schedule):
 
 class DataParallel(Schedule):
     def __init__(self, agg, n_workers, staleness, sweeps):
-        self.agg, self.sweeps, self.per_sweep = agg, sweeps, 1
+        self.agg, self.total_rounds = agg, sweeps  # a sweep a round
 
     def schedule(self, round):
-        if round >= self.sweeps:
+        if round >= self.total_rounds:
             return None
         self.agg.start()
         return {"mode": "data", "round": round, "ll": True}

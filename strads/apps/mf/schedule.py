@@ -36,6 +36,10 @@ class _Sweep(Schedule):
             self._sweep = self.rounds(self.layout)
         return self._sweep
 
+    @property
+    def total_rounds(self):
+        return None if self.iters is None else self.iters * len(self.sweep)
+
     def schedule(self, round):
         it, pos = divmod(round, len(self.sweep))
         if self.iters is not None and it >= self.iters:
