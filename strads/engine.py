@@ -256,9 +256,10 @@ def _per_worker(msg, n):
     return [msg] * n
 
 
-def _drive(tp, schedule, aggregate, shards, *, staleness, max_rounds, time_limit, tol,
-           app, quiet, log_interval):
+def _drive(tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
+           log_interval):
     W = tp.n_workers
+    schedule, aggregate, shards = setup(W)
     if len(shards) != W:
         raise ValueError(f"setup returned {len(shards)} shards for {W} workers")
     # The first worker compiles every kernel alone; the others then load them from its
@@ -269,7 +270,7 @@ def _drive(tp, schedule, aggregate, shards, *, staleness, max_rounds, time_limit
         tp.send(w, ("init", shards[w], tp.is_mpi))
     for w in range(1, W):
         tp.recv(w)
-    del shards
+    del shards  # the workers hold them now: the scheduler need not keep a copy
 
     schedule.staleness = staleness  # a schedule may keep dependent blocks this far apart
     total = schedule.total_rounds  # read after the staleness is set: it may depend on it
@@ -412,8 +413,7 @@ def _run(setup, update, workers, mpi, out, kw):
         tp = _transport.MPITransport()
         try:
             if tp.rank == 0:
-                schedule, aggregate, shards = setup(tp.n_workers)
-                result = _drive(tp, schedule, aggregate, shards, **kw)
+                result = _drive(tp, setup, **kw)
                 if out:
                     result.write(out)
             else:
@@ -422,16 +422,15 @@ def _run(setup, update, workers, mpi, out, kw):
             tp.close()
             return result
         except BaseException as exc:  # any rank: end the whole job, never hang
-            tp.abort(exc, 2 if isinstance(exc, DataError) else 1)
+            data_error = isinstance(exc, DataError)
+            tp.abort(exc, 2 if data_error else 1, brief=data_error)
 
     workers = 1 if workers is None else workers
     if int(workers) != workers or workers < 1:
         raise DataError(f"workers must be an integer >= 1, got {workers}")
     tp = _transport.InProcess(int(workers))
-    schedule, aggregate, shards = setup(tp.n_workers)
-    hosts = [_WorkerHost(update) for _ in range(tp.n_workers)]
-    tp.handlers = [h.handle for h in hosts]
-    result = _drive(tp, schedule, aggregate, shards, **kw)
+    tp.handlers = [_WorkerHost(update).handle for _ in range(tp.n_workers)]
+    result = _drive(tp, setup, **kw)
     if out:
         result.write(out)
     return result

@@ -203,11 +203,10 @@ class MPITransport:
             _wait(req.Test)
         self._pending = []
 
-    def abort(self, exc, code=1):
-        """End every rank of the job now, after printing why on this rank's stderr."""
-        from .engine import DataError
-
-        if isinstance(exc, DataError):
+    def abort(self, exc, code=1, brief=False):
+        """End every rank of the job now, after printing why on this rank's stderr: its
+        traceback, or (``brief``: bad input) its message alone."""
+        if brief:
             print(f"error: {exc}", file=sys.stderr)
         else:
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

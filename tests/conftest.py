@@ -41,11 +41,6 @@ def run_cli(args, timeout=300, np=None, **kw):
                           env=child_env(), cwd=kw.pop("cwd", ROOT), **kw)
 
 
-@pytest.fixture
-def rank_size():
-    return world()
-
-
 def pytest_collection_modifyitems(config, items):
     # pytest-mpi runs unmarked tests on every rank even with --only-mpi; an in-process
     # test must not run under mpiexec (its fit() would join the MPI job).

@@ -26,7 +26,6 @@ def test_custom_ridge_app_matches_closed_form():
 
 def test_codec_sends_arrays_as_buffers_not_pickles():
     import scipy.sparse as sp
-
     big = np.arange(100_000, dtype=np.float64)
     msg = {"a": big, "F": np.asfortranarray(np.ones((50, 40))), "s": sp.random(50, 50, 0.1,
            format="csc", random_state=0), "k": 3}
@@ -37,8 +36,23 @@ def test_codec_sends_arrays_as_buffers_not_pickles():
     np.testing.assert_array_equal(back["a"], big)
     assert back["F"].flags.f_contiguous
     assert (back["s"] != msg["s"]).nnz == 0 and back["k"] == 3
-    back["a"][0] = 5  # received arrays are the receiver's own, writable
-    assert big[0] == 0
+    back["a"][0] = 5  # received arrays are writable
+
+
+def test_in_process_messages_are_copies_except_read_only_arrays():
+    import scipy.sparse as sp
+    seen = []
+    tp = transport.InProcess(1)
+    tp.handlers = [lambda msg: seen.append(msg)]
+    mine = np.arange(5.0)
+    frozen = np.arange(5.0).view()
+    frozen.flags.writeable = False
+    tp.send(0, {"a": mine, "f": frozen, "l": [mine], "s": sp.eye(3, format="csr")})
+    got = seen[0]
+    mine[0] = 99.0  # the sender changes its array after sending: the receiver's is its own
+    assert got["a"][0] == 0.0 and got["l"][0][0] == 0.0 and got["a"].flags.writeable
+    assert got["f"] is frozen  # read-only: the sender promised it never changes
+    assert (got["s"] != sp.eye(3)).nnz == 0
 
 
 @pytest.mark.parametrize("bad, match", [

@@ -62,3 +62,5 @@ def test_custom_app_under_mpi():
         exact = np.linalg.solve(X.T @ X + 300 * 0.1 * np.eye(24), X.T @ y)
         np.testing.assert_allclose(res.model["coef"], exact, rtol=1e-8, atol=1e-10)
         assert res.workers == size - 1
+    else:
+        assert res is None
