@@ -3,7 +3,7 @@ import argparse
 import json
 import sys
 
-from .engine import DataError
+from .engine import DataError, _jsonable
 
 
 def _number(kind, low, strict, name):
@@ -77,5 +77,6 @@ def main(prog, fn, args):
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
     if result is not None:
-        print(json.dumps({k: v for k, v in result.summary().items()}, default=float))
+        # non-finite figures as null: json.dumps would write NaN, which is not JSON
+        print(json.dumps(_jsonable(result.summary()), default=float))
     return result

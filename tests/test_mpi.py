@@ -18,7 +18,7 @@ import ridge  # noqa: E402  the custom app, written only against the public API
 
 
 def _problem(kind):
-    # n > p: well conditioned, so even the baselines converge in ~1,000 rounds
+    # n >= p: well conditioned, so even the baselines converge in ~1,000 rounds
     if kind == "dense":
         X, y, _ = make_problem(200, 100, corr=0.3, n_informative=15, dense=True, seed=1)
     else:
