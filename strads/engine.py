@@ -245,6 +245,19 @@ class _Progress:
         sys.stderr.flush()
 
 
+def split_balanced(counts, n_parts):
+    """Contiguous blocks of rows (documents, users, samples) with about equal sums of
+    ``counts`` (their non-zeros, ratings or tokens), each at least one row long when
+    there are enough rows; returns the n_parts + 1 offsets. For an app's setup()."""
+    n = counts.shape[0]
+    cum = np.concatenate([[0], np.cumsum(counts)])
+    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1), side="right") - 1
+    cuts[0], cuts[-1] = 0, n
+    for k in range(1, n_parts):
+        cuts[k] = min(max(cuts[k], cuts[k - 1] + 1), n - (n_parts - k))
+    return cuts.astype(np.int64)
+
+
 # --------------------------------------------------------------------------------------
 # The loop
 # --------------------------------------------------------------------------------------

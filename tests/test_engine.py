@@ -39,6 +39,16 @@ def test_codec_sends_arrays_as_buffers_not_pickles():
     back["a"][0] = 5  # received arrays are writable
 
 
+@pytest.mark.parametrize("counts, parts", [([100, 1, 1], 3), ([1] * 10, 3), ([0, 0, 9, 0], 2),
+                                           ([5], 1), ([3, 1, 4, 1, 5, 9, 2, 6], 4)])
+def test_split_balanced_gives_every_part_rows(counts, parts):
+    cuts = strads.split_balanced(np.array(counts), parts)
+    assert cuts[0] == 0 and cuts[-1] == len(counts) and len(cuts) == parts + 1
+    assert (np.diff(cuts) >= 1).all()  # a worker with no rows would have nothing to do
+    sums = np.add.reduceat(np.array(counts), cuts[:-1])
+    assert sums.max() <= sum(counts) / parts + max(counts)  # about equal
+
+
 def test_in_process_messages_are_copies_except_read_only_arrays():
     import scipy.sparse as sp
     seen = []

@@ -33,14 +33,8 @@ def objective(X, y, coef, lam):
 def split_rows(X, n_parts):
     """Boundaries of contiguous row blocks with about equal numbers of non-zeros."""
     n = X.shape[0]
-    if n_parts == 1:
-        return np.array([0, n], dtype=np.int64)
-    if sp.issparse(X):
-        cum = np.concatenate([[0], np.cumsum(np.bincount(X.indices, minlength=n))])
-        cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1)[1:-1])
-    else:
-        cuts = np.linspace(0, n, n_parts + 1).astype(int)[1:-1]
-    return np.concatenate([[0], cuts, [n]]).astype(np.int64)
+    counts = np.bincount(X.indices, minlength=n) if sp.issparse(X) else np.ones(n)
+    return engine.split_balanced(counts, n_parts)
 
 
 def row_block(X, start, stop):

@@ -22,13 +22,6 @@ __all__ = ["fit", "make_setup", "loglikelihood", "load", "make_corpus", "top_wor
            "LDAUpdate", "LDAAggregate", "SCHEDULES", "InvariantError"]
 
 
-def split_docs(lengths, n_parts):
-    """Contiguous document ranges with about equal numbers of tokens."""
-    cum = np.concatenate([[0], np.cumsum(lengths)])
-    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1)[1:-1])
-    return np.concatenate([[0], cuts, [len(lengths)]]).astype(np.int64)
-
-
 def split_vocab(word_counts, n_slices):
     """Contiguous word-id ranges with about equal numbers of tokens."""
     cum = np.concatenate([[0], np.cumsum(word_counts)])
@@ -85,7 +78,7 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         agg = LDAAggregate(nwk, nk, cuts, n_docs, alpha, beta, schedule, vocab, check)
         agg.loglik = agg.word_loglik() + initial_doc_loglik(lengths, z, K, alpha)
         sched = sched_cls(agg, n_workers, staleness, sweeps)
-        doc_cuts = split_docs(lengths, n_workers)
+        doc_cuts = engine.split_balanced(lengths, n_workers)
         tok = np.concatenate([[0], np.cumsum(lengths)])
         packed = kernels.pack(nwk) if schedule == "data" else None  # one copy for all
         shards = []

@@ -52,18 +52,6 @@ class Layout:
         self.free = {s: np.array(base + extra.get(s, []), np.int64) for s in ("W", "H")}
 
 
-def split_balanced(counts, n_parts):
-    """Contiguous blocks with about equal numbers of ratings, each at least one row long;
-    returns the n_parts + 1 offsets."""
-    n = counts.shape[0]
-    cum = np.concatenate([[0], np.cumsum(counts)])
-    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1), side="right") - 1
-    cuts[0], cuts[-1] = 0, n
-    for k in range(1, n_parts):
-        cuts[k] = min(max(cuts[k], cuts[k - 1] + 1), n - (n_parts - k))
-    return cuts.astype(np.int64)
-
-
 def _compressed(users, items, vals, m, n):
     """The ratings by user (CSR) and by item (CSC), indices sorted within each row and
     column (scipy's O(nnz) conversions; the pairs are distinct, so nothing is summed)."""
@@ -134,7 +122,7 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
         H[:lay.rank] = scale * Z
         for s, c in lay.fixed.items():
             (W if s == "W" else H)[c] = 1.0
-        uo, io = split_balanced(cu, n_workers), split_balanced(ci, n_workers)
+        uo, io = engine.split_balanced(cu, n_workers), engine.split_balanced(ci, n_workers)
         shards = []
         for w in range(n_workers):
             (u0, u1), (i0, i1) = uo[w:w + 2], io[w:w + 2]
