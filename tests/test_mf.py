@@ -10,12 +10,7 @@ import strads
 from strads.apps import mf
 from strads.apps.mf import data as D
 
-from conftest import run_cli, world
-
-# pytest-mpi runs unmarked tests too under ``--with-mpi``, on every rank; these are the
-# in-process ones (the MPI ones are in test_mf_mpi.py)
-pytestmark = pytest.mark.skipif(world()[1] > 1, reason="in-process test: run it without "
-                                                       "mpiexec")
+from conftest import run_cli
 
 LAM = 1.0
 
@@ -148,14 +143,14 @@ def test_expensive_held_out_scoring_is_rationed(monkeypatch):
     since the last scoring; iteration ends are always scored, exactly."""
     from strads.apps.mf import kernels as K
     calls = []
-    real = K.predict_pairs_t
+    real = K.predict_pairs
 
     def slow(*a):
         calls.append(1)
         time.sleep(0.01)  # scoring a large held-out set
         return real(*a)
 
-    monkeypatch.setattr(K, "predict_pairs_t", slow)
+    monkeypatch.setattr(K, "predict_pairs", slow)
     t = mf.make_problem(300, 200, 5000, rank=3, seed=6)
     res = mf.fit(t.users, t.items, t.ratings, rank=4, iters=3, tol=0, test_fraction=0.2,
                  seed=9, quiet=True, log_interval=0)

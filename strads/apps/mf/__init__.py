@@ -186,8 +186,8 @@ def predict(model, users, items, unknown="error"):
             raise DataError(f"pair {k}: {what} {raw[k]} was not in the training data")
         idx.append(np.where(known, pos, ids.shape[0]).astype(np.int64))
     # the extra row (index m or n) is all zeros: an unseen id adds nothing
-    W = np.vstack([model["W"], np.zeros(model["W"].shape[1])])
-    H = np.vstack([model["H"], np.zeros(model["H"].shape[1])])
+    W = np.hstack([model["W"].T, np.zeros((model["W"].shape[1], 1))])
+    H = np.hstack([model["H"].T, np.zeros((model["H"].shape[1], 1))])
     out = np.empty(users.shape[0])
     K.predict_pairs(W, H, idx[0], idx[1], out)
     ub = np.append(model["user_bias"], 0.0)

@@ -58,7 +58,7 @@ class MFAggregate(Aggregate):
     def _test_err(self):
         tu, ti, tr = self.test
         out = np.empty(tu.shape[0])
-        K.predict_pairs_t(self.FT["W"], self.FT["H"], tu, ti, out)
+        K.predict_pairs(self.FT["W"], self.FT["H"], tu, ti, out)
         return tr - self.mean - out
 
     def aggregate(self, round, task, partials):

@@ -396,7 +396,7 @@ def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
     U = rng.standard_normal((n_users, rank))
     V = rng.standard_normal((n_items, rank))
     r = np.empty(n_ratings)
-    K.predict_pairs(U, V, u, i, r)  # without materialising the gathered rows
+    K.predict_pairs(np.ascontiguousarray(U.T), np.ascontiguousarray(V.T), u, i, r)
     r = 3.0 + r / np.sqrt(rank)
     r += noise * rng.standard_normal(n_ratings)
     return Triplets(u, i, r, "built-in")

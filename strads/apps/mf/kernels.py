@@ -160,20 +160,9 @@ def als_step(indptr, idx, res, own, cols, other, reg):
 
 
 @njit(**_opts)
-def predict_pairs(W, H, users, items, out):
-    """out_q = W[users[q]] . H[items[q]] (factors row-major, one row per user or item)."""
-    for q in range(users.shape[0]):
-        u, i = users[q], items[q]
-        s = 0.0
-        for t in range(W.shape[1]):
-            s += W[u, t] * H[i, t]
-        out[q] = s
-
-
-@njit(**_opts)
-def predict_pairs_t(WT, HT, users, items, out):
-    """As :func:`predict_pairs` from transposed factors (one row per factor column):
-    column by column, so each pass gathers from two rows that stay in cache."""
+def predict_pairs(WT, HT, users, items, out):
+    """out_q = W[users[q]] . H[items[q]] from the transposed factors (one row per factor
+    column): column by column, so each pass gathers from two rows that stay in cache."""
     out[:] = 0.0
     for t in range(WT.shape[0]):
         w, h = WT[t], HT[t]
