@@ -17,29 +17,23 @@ SIDES = ("W", "H")
 class _Side:
     """One residual copy: CSR over the worker's users (side W) or CSC over its items (H).
 
-    ``res`` may lag the true residual by this side's last CCD step (``dz`` against the
-    other side's column ``vd``) and by the other side's synced changes (``pending``);
-    both are linear terms, applied in any order."""
+    ``res`` is the residual of the worker's own entries and the synced other side, but
+    for the other side's last synced change (``pending``), which the next step of this
+    side folds in while it reads the ratings anyway."""
 
     def __init__(self, indptr, idx, res, own, reg):
         self.indptr, self.idx, self.res = indptr, idx, res
         self.own, self.reg = own, reg
-        self.dz, self.vd = np.zeros(own.shape[1]), None
         self.pending = None  # (cols, delta) of the other side, not yet in res
         self.G = None  # the gather buffer of ccd steps
+        longest = int(np.diff(indptr).max()) if indptr.shape[0] > 1 else 0
+        self.scratch = np.empty(max(longest, 1))  # a row's gathered column, per step
 
     def apply_pending(self):
         if self.pending is not None:
             cols, delta = self.pending
             K.apply_cols(self.indptr, self.idx, self.res, self.own, cols, delta)
             self.pending = None
-
-    def flush(self):
-        self.apply_pending()
-        if self.vd is not None:
-            K.apply_cols(self.indptr, self.idx, self.res, self.dz[None, :],
-                         np.zeros(1, np.int64), self.vd[None, :])
-            self.vd = None
 
 
 class MFUpdate(Update):
@@ -57,7 +51,7 @@ class MFUpdate(Update):
         indptr, idx = np.array([0, 1], np.int64), np.zeros(1, np.int32)
         res, own, other = np.ones(1), np.ones((2, 1)), np.ones((2, 1))
         reg, cols = np.ones(1), np.zeros(1, np.int64)
-        K.ccd_step(indptr, idx, res, own, 0, np.ones((1, 3)), reg, res, cols)
+        K.ccd_step(indptr, idx, res, own, 0, np.ones((1, 2)), reg, cols, np.ones(1))
         K.apply_cols(indptr, idx, res, own, cols, other)
         K.als_step(indptr, idx, res, own, cols, other, reg)
 
@@ -75,25 +69,24 @@ class MFUpdate(Update):
         side, other, cols = self.sides[s], self.sync[1 - s], task["cols"]
         rss = None  # an empty round (padding between dependent columns) changes nothing
         if task["method"] == "ccd":
-            # the columns one after the other (Gauss-Seidel): each folds the previous
-            # one's change, the first also the other side's last sync
+            # the columns one after the other (Gauss-Seidel); the first folds in the
+            # other side's last sync
             for t in cols:
                 p = side.pending
                 tps = p[0] if p is not None else np.zeros(0, np.int64)
                 # one buffer per side, reused: a fresh one per step would cost a page
                 # fault per 4 KiB of the other side's size, which more workers don't share
-                shape = (other.shape[1], 2 + tps.shape[0])
+                shape = (other.shape[1], 1 + tps.shape[0])
                 if side.G is None or side.G.shape != shape:
                     side.G = np.empty(shape)
                 G = side.G
                 G[:, 0] = other[t]
-                G[:, 1] = side.vd if side.vd is not None else 0.0
                 if p is not None:
-                    G[:, 2:] = p[1].T
+                    G[:, 1:] = p[1].T
                 rss = K.ccd_step(side.indptr, side.idx, side.res, side.own, int(t), G,
-                                 side.reg, side.dz, tps)
-                side.pending, side.vd = None, other[t].copy()
+                                 side.reg, tps, side.scratch)
+                side.pending = None
         else:
-            side.flush()
+            side.apply_pending()
             rss = K.als_step(side.indptr, side.idx, side.res, side.own, cols, other, side.reg)
         return {"vals": side.own[cols], "rss": rss}
