@@ -14,14 +14,23 @@ Two transports share one interface:
 * :class:`MPITransport` puts the scheduler on rank 0 and one worker on each other rank.
 
 Waiting is polite: MPICH's blocking calls poll a core at full speed, which with more
-ranks than cores starves the ranks that compute. Every wait here tests the request,
-yielding the core between tests for the first millisecond, then sleeping with
-exponential back-off from 10 us to 200 us (``STRADS_YIELD_S``, ``STRADS_MAX_SLEEP``).
+ranks than cores starves the ranks that compute. When every rank is on one host, each
+has a *doorbell* (a named pipe): a sender rings the receiver's after posting a message,
+and a rank waiting for a message sleeps in ``select`` on its own, using no CPU until
+woken (a wake-up takes tens of microseconds; polling with sleeps cost the MF scheduler a
+quarter of a core and added up to a sleep's length to every hop). Everywhere else --
+ranks on several hosts, a transfer already under way, sends of this rank's not yet
+complete -- a wait tests the request, yielding the core between tests for the first
+millisecond (only when the host has a core for every rank), then sleeping with
+exponential back-off from 10 us to 200 us. ``STRADS_YIELD_S`` and ``STRADS_MAX_SLEEP``
+set the two thresholds, ``STRADS_DOORBELL=0`` turns doorbells off.
 """
 import os
 import pickle
+import select
 import socket
 import sys
+import tempfile
 import time
 import traceback
 from collections import deque
@@ -32,6 +41,11 @@ TAG = 11
 _ALIGN = 64
 YIELD_S = float(os.environ.get('STRADS_YIELD_S', 1e-3))
 MAX_SLEEP = float(os.environ.get('STRADS_MAX_SLEEP', 2e-4))
+# A sleeper wakes at least this often without a ring: a message whose first packet the
+# sender's MPI could not yet post (a full queue) arrives after the ring for it.
+BELL_TIMEOUT = 2e-3
+RUNG_POLL_S = 1e-3
+NUDGE_S = 1e-4
 
 
 def encode(obj):
@@ -121,19 +135,70 @@ class InProcess:
         return self._replies[w].popleft()
 
 
-def _wait(test):
+def _wait(test, spin=True):
     """Poll ``test()`` until true without spinning a core: yield the core while the wait
-    is short (a reply is often microseconds away), then sleep with back-off."""
+    is short (a reply is often microseconds away; only with ``spin``, a core for every
+    rank), then sleep with back-off."""
     if test():
         return
     t0 = time.perf_counter()
     delay = 1e-5
     while not test():
-        if time.perf_counter() - t0 < YIELD_S:
+        if spin and time.perf_counter() - t0 < YIELD_S:
             os.sched_yield()
         else:
             time.sleep(delay)
             delay = min(2 * delay, MAX_SLEEP)
+
+
+def _doorbells(comm, hosts):
+    """(read end of this rank's doorbell, {rank: write end of its doorbell}) when every
+    rank runs on one host (``hosts``: each rank's) and named pipes work there, else None;
+    every rank gets the same answer (collective)."""
+    from mpi4py import MPI
+
+    rank = comm.Get_rank()
+    ok = (len(set(hosts)) == 1 and hasattr(os, "mkfifo")
+          and os.environ.get("STRADS_DOORBELL", "1") != "0")
+    token = comm.bcast(f"{os.getpid()}-{time.time_ns()}" if rank == 0 else None, root=0)
+
+    def path(r):
+        return os.path.join(tempfile.gettempdir(), f"strads-{token}-{r}.bell")
+
+    mine, peers, made = None, {}, False
+    try:
+        if ok:
+            try:
+                os.mkfifo(path(rank), 0o600)
+                made = True
+                # read-write: the pipe never reports end-of-file, whoever closes
+                mine = os.open(path(rank), os.O_RDWR | os.O_NONBLOCK)
+            except OSError:
+                ok = False
+        ok = comm.allreduce(ok, op=MPI.LAND)
+        if ok:
+            try:
+                for r in range(comm.Get_size()):
+                    if r != rank:
+                        peers[r] = os.open(path(r), os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                ok = False
+        ok = comm.allreduce(ok, op=MPI.LAND)  # also: every rank has opened its peers'
+    finally:
+        if made:  # the open ends keep working; nothing is left behind in the temp dir
+            os.unlink(path(rank))
+    if not ok:
+        for fd in [mine, *peers.values()]:
+            if fd is not None:
+                os.close(fd)
+        return None
+    return mine, peers, path(rank)
+
+
+def _cores():
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _fine_timer_slack():
@@ -150,7 +215,7 @@ class MPITransport:
 
     is_mpi = True
 
-    def __init__(self, comm=None):
+    def __init__(self, comm=None, doorbell=True):
         from mpi4py import MPI
 
         self.MPI = MPI
@@ -160,28 +225,80 @@ class MPITransport:
         self.size = self.comm.Get_size()
         self.n_workers = self.size - 1
         self._pending = []  # sends not yet known complete, with the buffers they read
+        hosts = self.comm.allgather(socket.gethostname())
+        # yielding between tests only helps when no other rank of this host needs the core
+        self._spin = hosts.count(hosts[self.rank]) <= _cores()
+        self._bells = _doorbells(self.comm, hosts) if doorbell else None
+
+    def _wait_message(self, source, test):
+        """Wait for a message from ``source``: asleep on the doorbell where there is one."""
+        if self._bells is None:
+            return _wait(test, self._spin)
+        mine = self._bells[0]
+        while not test():
+            rung, _, _ = select.select([mine], [], [], BELL_TIMEOUT)
+            if not rung:
+                continue
+            # every ring so far (whole ones: each is 4 bytes, written at once): the
+            # sender's rank for a message, -1 - rank for a nudge (a receiver waits for
+            # this rank's MPI to move a send of ours along: no single-copy transfers)
+            rings = np.frombuffer(os.read(mine, 1 << 16), dtype="<i4")
+            if (rings < 0).any():
+                self._sends_done()
+            if source in rings:
+                # the rung message is microseconds away: the sender's MPI or ours may
+                # still be moving it (measured: 5-60 us), so test for a while first
+                t0 = time.perf_counter()
+                while not test() and time.perf_counter() - t0 < RUNG_POLL_S:
+                    os.sched_yield()
+
+    def _sends_done(self):
+        self._pending = [p for p in self._pending if not p[0].Test()]
+        return not self._pending
 
     # -- point to point ------------------------------------------------------------
     def _send_to(self, dest, msg):
         frame = pack(msg)
         self._pending.append((self.comm.Isend([frame, self.MPI.BYTE], dest=dest, tag=TAG), frame))
-        # Forget the sends that have completed; the rest progress in later waits.
-        self._pending = [p for p in self._pending if not p[0].Test()]
+        self._ring_bell(dest, self.rank)
+        self._sends_done()  # forget those complete; the rest progress in later waits
+
+    def _ring_bell(self, dest, what):
+        if self._bells is not None:
+            try:
+                os.write(self._bells[1][dest], np.array([what], dtype="<i4").tobytes())
+            except BlockingIOError:  # the pipe is full of rings the receiver has not read
+                pass
 
     def _recv_from(self, source):
         status = self.MPI.Status()
         found = []
 
-        def probe():
-            m = self.comm.improbe(source=source, tag=TAG, status=status)
-            if m is not None:
-                found.append(m)
+        def probe():  # a matched message leaves the queue: never match a second
+            if not found:
+                m = self.comm.improbe(source=source, tag=TAG, status=status)
+                if m is not None:
+                    found.append(m)
             return bool(found)
 
-        _wait(probe)
+        self._wait_message(source, probe)
         frame = np.empty(status.Get_count(self.MPI.BYTE), dtype=np.uint8)
         req = found[0].Irecv([frame, self.MPI.BYTE])
-        _wait(req.Test)
+        nudged = [time.perf_counter()]
+
+        def received():
+            # Without single-copy transfers (CMA) a large message moves only while the
+            # sender calls MPI too: if it sleeps on its doorbell, nudge it now and then
+            # (measured without CMA: 2 MB took 0.5 s asleep, 50 ms nudged)
+            if req.Test():
+                return True
+            now = time.perf_counter()
+            if now - nudged[0] > NUDGE_S:
+                nudged[0] = now
+                self._ring_bell(source, -1 - self.rank)
+            return False
+
+        _wait(received, self._spin)  # under way: no ring will come for the rest of it
         return unpack(frame)
 
     # -- scheduler side ------------------------------------------------------------
@@ -200,8 +317,12 @@ class MPITransport:
 
     def close(self):
         for req, _ in self._pending:
-            _wait(req.Test)
+            _wait(req.Test, self._spin)
         self._pending = []
+        if self._bells is not None:
+            for fd in [self._bells[0], *self._bells[1].values()]:
+                os.close(fd)
+            self._bells = None
 
     def abort(self, exc, code=1, brief=False):
         """End every rank of the job now, after printing why on this rank's stderr: its

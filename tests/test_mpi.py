@@ -64,3 +64,42 @@ def test_custom_app_under_mpi():
         assert res.workers == size - 1
     else:
         assert res is None
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("doorbell", [True, False])
+def test_transport_keeps_order_and_sleeps_on_doorbells(doorbell):
+    """Bursts of messages of every size (eager to rendezvous) both ways arrive complete
+    and in order, with the ranks sleeping on doorbells or polling."""
+    import os
+    from mpi4py import MPI
+
+    from strads import transport
+
+    comm = MPI.COMM_WORLD.Dup()
+    tp = transport.MPITransport(comm, doorbell=doorbell)
+    try:
+        # the test job runs on one host, so doorbells are made when asked for
+        assert (tp._bells is not None) == doorbell
+        if doorbell:  # the named pipe is unlinked once every rank has opened it
+            assert not os.path.exists(tp._bells[2])
+        sizes = [0, 1, 1000, 20_000, 300_000, 7]
+        if tp.rank == 0:
+            for w in range(tp.n_workers):
+                for k, n in enumerate(sizes):
+                    tp.send(w, ("msg", k, np.arange(n, dtype=np.float64) + w))
+            for w in range(tp.n_workers):
+                for k, n in enumerate(sizes):  # the worker answers each with two
+                    for part in range(2):
+                        tag, kk, pp, x = tp.recv(w)
+                        assert (tag, kk, pp) == ("echo", k, part)
+                        np.testing.assert_array_equal(x, np.arange(n) + w + part)
+        else:
+            for k, n in enumerate(sizes):
+                tag, kk, x = tp.recv_task()
+                assert (tag, kk) == ("msg", k) and x.shape == (n,)
+                tp.reply(("echo", k, 0, x))
+                tp.reply(("echo", k, 1, x + 1))
+        tp.close()
+    finally:
+        comm.Free()

@@ -1,0 +1,49 @@
+"""Round trips through the MPI transport: the scheduler sends one message to every
+worker and waits for each one's small reply, as in an engine round.
+
+    mpiexec -n 3 python benchmarks/bench_transport.py             # 2 MB, 200 rounds
+    mpiexec -n 4 python benchmarks/bench_transport.py --bytes 80 --rounds 2000
+    STRADS_DOORBELL=0 mpiexec -n 3 python benchmarks/bench_transport.py   # polling
+
+Prints the wall time and the scheduler's CPU time per round.
+"""
+import argparse
+import time
+
+import numpy as np
+
+from strads import engine, transport
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bytes", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=200)
+    a = ap.parse_args()
+    engine._keep_freed_memory()  # as strads.run does
+    tp = transport.MPITransport()
+    x = np.random.default_rng(0).random(max(a.bytes // 8, 1))
+    if tp.rank == 0:
+        for w in range(tp.n_workers):  # one round to set up the connections
+            tp.send(w, ("x", x))
+            tp.recv(w)
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(a.rounds):
+            for w in range(tp.n_workers):
+                tp.send(w, ("x", x))
+            for w in range(tp.n_workers):
+                tp.recv(w)
+        wall = (time.perf_counter() - t0) / a.rounds
+        cpu = (time.process_time() - c0) / a.rounds
+        print(f"doorbells {'on' if tp._bells is not None else 'off'}: {x.nbytes} B to "
+              f"{tp.n_workers} workers and back: {wall * 1e6:.0f} us a round, scheduler "
+              f"CPU {cpu * 1e6:.0f} us a round")
+    else:
+        for _ in range(a.rounds + 1):
+            tp.recv_task()
+            tp.reply(("ok",))
+    tp.close()
+
+
+if __name__ == "__main__":
+    main()
