@@ -336,7 +336,7 @@ def _drive(tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
                 stopping, reason = True, "tol"
             elif time_limit and now >= time_limit:
                 stopping, reason = True, "time_limit"
-        if now - last_log >= log_interval or (stopping and not inflight) or done == 1:
+        if now - last_log >= log_interval or done == 1:
             last_log = now
             log(now)
         progress.show(now, done, aggregate.updates, aggregate.objective())
@@ -347,9 +347,11 @@ def _drive(tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
         tp.send(w, ("collect",))
     collected = [tp.recv(w)[1] for w in range(W)]
     wall = time.perf_counter() - t0
-    if not trace or trace[-1]["round"] != done:
-        log(wall)
     model = aggregate.finish(collected)
+    # the last row is the final model's, as the summary (finish may score it exactly)
+    if trace and trace[-1]["round"] == done:
+        trace.pop()
+    log(wall)
     progress.show(wall, done, aggregate.updates, aggregate.objective(), final=True)
     return Result(app=app, ranks=tp.size if tp.is_mpi else 1, workers=W,
                   staleness=staleness, rounds=done, updates=int(aggregate.updates),

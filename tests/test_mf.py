@@ -139,8 +139,8 @@ def test_test_rmse_and_train_rmse_match_numpy():
 
 
 def test_expensive_held_out_scoring_is_rationed(monkeypatch):
-    """Trace rows score the held-out set only while scoring stays under 5% of the time
-    since the last scoring; iteration ends are always scored, exactly."""
+    """Rounds between iteration ends are scored only while scoring stays under 5% of
+    the time since the last scoring; iteration ends are always scored, exactly."""
     from strads.apps.mf import kernels as K
     calls = []
     real = K.predict_pairs
@@ -162,6 +162,33 @@ def test_expensive_held_out_scoring_is_rationed(monkeypatch):
     assert res.extra["test_rmse"] == pytest.approx(np.sqrt(np.mean(e_te ** 2)), rel=1e-10)
     # the rows in between repeat the last score
     assert len({r["test_rmse"] for r in res.trace}) <= len(calls)
+
+
+@pytest.mark.parametrize("workers,staleness", [(1, 0), (3, 0), (2, 1)])
+def test_workers_score_each_iteration_exactly(workers, staleness):
+    """The workers score the held-out set at every iteration end (their shares, from
+    their synced factors; unseen users' pairs on the scheduler): each figure is the
+    exact RMSE of the model after that many iterations."""
+    t = mf.make_problem(300, 200, 5000, rank=3, seed=6)
+    rng = np.random.default_rng(0)
+    test = (np.concatenate([t.users[:300], [10_000, 10_001]]),  # two unseen users
+            np.concatenate([t.items[:300], t.items[:2]]),
+            np.concatenate([t.ratings[:300] + rng.standard_normal(300), [3.0, 4.0]]))
+    tr = (t.users[300:], t.items[300:], t.ratings[300:])
+    kw = dict(rank=4, tol=0, test=test, cold_start="mean", bias="full", workers=workers,
+              staleness=staleness, quiet=True, log_interval=0)
+    res = mf.fit(*tr, iters=3, **kw)
+    per_iter = res.extra["test_rmse_per_iter"]
+    assert len(per_iter) == 3 and res.extra["cold_start_test"] == 2
+    for it in (1, 2, 3):
+        M = mf.fit(*tr, iters=it, **kw).model
+        e = test[2] - mf.predict(M, test[0], test[1], unknown="mean")
+        assert per_iter[it - 1] == pytest.approx(np.sqrt(np.mean(e ** 2)), rel=1e-10)
+    # trace rows: the starting model's score (every prediction the mean) until the first
+    # one comes back, the final model's in the last row
+    e0 = test[2] - np.mean(tr[2])
+    assert res.trace[0]["test_rmse"] == pytest.approx(np.sqrt(np.mean(e0 ** 2)))
+    assert res.trace[-1]["test_rmse"] == res.extra["test_rmse"] == per_iter[-1]
 
 
 @pytest.mark.parametrize("k", [1, 2, 7, 1000, 100_000])

@@ -26,4 +26,7 @@ def test_mpi_matches_in_process(schedule, staleness, bias):
         np.testing.assert_allclose(res.model[key], ref.model[key], rtol=1e-12, atol=1e-15)
     assert res.objective == pytest.approx(ref.objective, rel=1e-12)
     assert res.extra["test_rmse"] == pytest.approx(ref.extra["test_rmse"], rel=1e-12)
+    # scored by the workers at every iteration end
+    np.testing.assert_allclose(res.extra["test_rmse_per_iter"],
+                               ref.extra["test_rmse_per_iter"], rtol=1e-12)
     np.testing.assert_array_equal(res.versions, ref.versions)

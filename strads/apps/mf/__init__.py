@@ -123,14 +123,16 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
         for s, c in lay.fixed.items():
             (W if s == "W" else H)[c] = 1.0
         uo, io = engine.split_balanced(cu, n_workers), engine.split_balanced(ci, n_workers)
+        agg = MFAggregate(lay, W, H, reg, p, mean, rows)
+        tests = agg.test_shares(n_workers)
         shards = []
         for w in range(n_workers):
             (u0, u1), (i0, i1) = uo[w:w + 2], io[w:w + 2]
             shards.append({
                 "W": W, "H": H, "users": (int(u0), int(u1)), "items": (int(i0), int(i1)),
                 "rows": _part(rows, u0, u1), "cols": _part(cols, i0, i1),
-                "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1]})
-        agg = MFAggregate(lay, W, H, reg, p, mean, rows)
+                "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1],
+                "test": tests[w]})
         agg.target_test_rmse = target_test_rmse
         if schedule == "ccd":
             sched = SCHEDULES[schedule](lay, iters, inner, group, block)

@@ -5,9 +5,16 @@ sum_i reg_i ||h_i||^2, with reg = lambda (or lambda times the row's rating count
 Workers return their rows' new entries of the round's columns and the sum of squared
 residuals of their rows; the aggregate assembles the columns (worker order) and sends
 them back to everyone.
+
+Held-out scoring costs held-out ratings x rank (1M x 32: 80-120 ms here), a tenth of an
+outer iteration's work, so the workers do it, each on its share of the held-out pairs,
+from their synced factors: a sync marked ``score`` asks each worker to score the state
+it leaves, and the sums come back with the next results. Every iteration end is scored,
+other rounds only while scoring stays under 5% of the time since the last request.
 """
 import math
 import time
+from collections import deque
 
 import numpy as np
 
@@ -42,24 +49,43 @@ class MFAggregate(Aggregate):
                                 for t in range(layout.kk)]) for s in ("W", "H")}
         self.rss = K.wsumsq(None, rows[2])
         self.n_train = rows[2].shape[0]
-        self.err = None
+        # held-out pairs of unseen users or items (cold start, policy mean) are few, and
+        # scored here: the workers' factors have no entry for them
+        cold = (self.test[0] == m) | (self.test[1] == n)
+        self.cold_test = tuple(a[cold] for a in self.test)
+        # the starting model's score; when W starts at 0 (as make_setup's, biases too),
+        # every prediction is the mean
+        e = self.test[2] - mean if not W.any() else self._test_err(*self.test)
+        self.last_test_rmse = (math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
+                               else float("nan"))
+        self._asks = deque()  # scores asked for: (round, iteration or None, cold part)
+        # no score between iteration ends until one has come back and told its cost
+        self._asked_at, self._score_cost = time.perf_counter(), math.inf
         self._checked = 0  # iteration objectives already compared
-        self.last_test_rmse = float("nan")
-        self._scored_at, self._score_cost = -math.inf, 0.0
         self.updates = 0
         self.iters, self.iter_objective, self.iter_test_rmse = 0, [], []
         self.target_test_rmse = None
         self._final = None
+        self._last_round = -1
+
+    def test_shares(self, n_workers):
+        """Each worker's share of the held-out pairs it can score (users, items, rating
+        less the mean), in contiguous runs of the (user, item) order."""
+        m, n = self.shape
+        tu, ti, tr = self.test
+        warm = (tu < m) & (ti < n)
+        parts = np.array_split(np.flatnonzero(warm), n_workers)
+        return [(tu[k].astype(np.int32), ti[k].astype(np.int32), tr[k] - self.mean)
+                for k in parts]
 
     def rows(self):
         """Both factors row-major (one row per user or item), for the final scoring."""
         return tuple(np.ascontiguousarray(self.FT[s].T) for s in ("W", "H"))
 
-    def _test_err(self):
-        tu, ti, tr = self.test
-        out = np.empty(tu.shape[0])
-        K.predict_pairs(self.FT["W"], self.FT["H"], tu, ti, out)
-        return tr - self.mean - out
+    def _test_err(self, users, items, ratings):
+        out = np.empty(users.shape[0])
+        K.predict_pairs(self.FT["W"], self.FT["H"], users, items, out)
+        return ratings - self.mean - out
 
     def aggregate(self, round, task, partials):
         s, cols = task["side"], task["cols"]
@@ -68,19 +94,44 @@ class MFAggregate(Aggregate):
         if vals.shape != (cols.shape[0], n):
             raise RuntimeError(f"round {round}: assembled {vals.shape}, "
                                f"expected {(cols.shape[0], n)}")
+        self._scored([p["test"] for p in partials])
         F = self.FT[s]
         F[cols, :n] = vals
-        self.err = None  # scored again from the factors when asked for
         for c in cols:
             self.sq[s][c] = K.wsumsq(self.reg[s], F[c, :n])
         if partials[0]["rss"] is not None:
             self.rss = sum(p["rss"] for p in partials)
         self.updates += cols.shape[0] * n
+        self._last_round = round
+        it = None
         if task["end"]:
-            self.iters = task["iter"] + 1
+            self.iters = it = task["iter"] + 1
             self.iter_objective.append(self.objective())
-            self.iter_test_rmse.append(self.test_rmse())
-        return {"side": s, "cols": cols, "vals": vals}
+            self.iter_test_rmse.append(float("nan"))  # until the workers' scores come in
+        sync = {"side": s, "cols": cols, "vals": vals}
+        now = time.perf_counter()
+        if it is not None or now - self._asked_at >= 20 * self._score_cost:
+            self._asked_at = now
+            cu, ci, cr = self.cold_test
+            cold = K.wsumsq(None, self._test_err(cu, ci, cr)) if cu.shape[0] else 0.0
+            self._asks.append((round, it, cold))
+            sync["score"] = True
+        return sync
+
+    def _scored(self, scores):
+        """Take the workers' held-out sums (one list per worker, one entry per scored
+        sync, oldest first)."""
+        for k in range(len(scores[0])):
+            _, it, cold = self._asks.popleft()
+            sse = cold + sum(w[k][0] for w in scores)
+            self._score_cost = max(w[k][1] for w in scores)
+            self._record(math.sqrt(sse / self.test[2].shape[0]) if self.test[2].shape[0]
+                         else float("nan"), it)
+
+    def _record(self, rmse, it):
+        self.last_test_rmse = rmse
+        if it is not None:
+            self.iter_test_rmse[it - 1] = rmse
 
     def objective(self):
         if self._final is not None:
@@ -92,17 +143,9 @@ class MFAggregate(Aggregate):
         return math.sqrt(self.rss / self.n_train)
 
     def test_rmse(self):
-        """Held-out RMSE of the current model, scored afresh at most once per round (it
-        costs held-out ratings x rank): at iteration ends, and for trace rows as
-        :meth:`trace` allows."""
-        if self.err is None:
-            t0 = time.perf_counter()
-            self.err = self._test_err()
-            self._scored_at = time.perf_counter()
-            self._score_cost = self._scored_at - t0
-        e = self.err
-        self.last_test_rmse = (math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
-                               else float("nan"))
+        """Held-out RMSE of the last scored model (see the module's docstring): the
+        starting model's until the workers' first scores come in, the final model's
+        exactly after :meth:`finish`."""
         return self.last_test_rmse
 
     def converged(self, tol):
@@ -121,16 +164,9 @@ class MFAggregate(Aggregate):
         return abs(o[-2] - o[-1]) <= tol * max(abs(o[-1]), 1e-300)
 
     def trace(self):
-        """A trace row. Its held-out RMSE is scored afresh only while scoring stays
-        under 5% of the time since the last scoring; otherwise it repeats the last
-        scored value (every iteration end is scored). Scoring costs held-out ratings x
-        rank: 70 ms at 1M x 33 here, against a 20 ms round and 0.1 s between rows."""
-        now = time.perf_counter()
-        if self.err is None and now - self._scored_at < 20 * self._score_cost:
-            rmse = self.last_test_rmse
-        else:
-            rmse = self.test_rmse()
-        return {"iter": self.iters, "train_rmse": self.train_rmse(), "test_rmse": rmse}
+        """A trace row: its held-out RMSE is the last scored one."""
+        return {"iter": self.iters, "train_rmse": self.train_rmse(),
+                "test_rmse": self.last_test_rmse}
 
     def finish(self, collected):
         lay = self.lay
@@ -139,7 +175,13 @@ class MFAggregate(Aggregate):
         # stale with staleness > 0)
         W, H = self.rows()
         self.rss = K.rss_rows(*self.train, W, H)
-        self.err = self._test_err()
+        e = self._test_err(*self.test)
+        rmse = math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0] else float("nan")
+        # scores asked for and never returned (no results came after them): those of the
+        # final state are this one
+        last = [it for r, it, _ in self._asks if r == self._last_round]
+        self._record(rmse, last[0] if last else None)
+        self._asks.clear()
         self._final = None
         self._final = self.objective()
         zeros = lambda k: np.zeros(k)  # noqa: E731

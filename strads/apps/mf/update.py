@@ -6,6 +6,8 @@ residuals the synced W and its own H entries. A sync (new columns of W or H) is
 therefore owed to the residual copy of the *other* side; it is kept pending and folded
 into the next update of that side, in the same pass over the ratings.
 """
+import time
+
 import numpy as np
 
 from ...engine import Update
@@ -42,6 +44,8 @@ class MFUpdate(Update):
         u0, u1 = shard["users"]
         i0, i1 = shard["items"]
         self.sync = [W, H]
+        self.test = shard["test"]  # this worker's share of the held-out pairs
+        self.scores = []  # (sum of squared errors, seconds) of the syncs marked "score"
         self.sides = [
             _Side(*shard["rows"], W[:, u0:u1].copy(), shard["reg_rows"]),
             _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
@@ -54,6 +58,8 @@ class MFUpdate(Update):
         K.ccd_step(indptr, idx, res, own, 0, np.ones((1, 2)), reg, cols, np.ones(1))
         K.apply_cols(indptr, idx, res, own, cols, other)
         K.als_step(indptr, idx, res, own, cols, other, reg)
+        K.predict_pairs(own, other, idx, idx, res)
+        K.wsumsq(None, res)
 
     def apply(self, sync):
         s = SIDES.index(sync["side"])
@@ -63,6 +69,13 @@ class MFUpdate(Update):
         target = self.sides[1 - s]
         target.apply_pending()  # the next step folds in only the latest sync
         target.pending = (cols, delta)
+        if sync.get("score"):  # the held-out error of the model as of this sync
+            t0 = time.perf_counter()
+            users, items, ratings = self.test
+            out = np.empty(users.shape[0])
+            K.predict_pairs(self.sync[0], self.sync[1], users, items, out)
+            out -= ratings
+            self.scores.append((K.wsumsq(None, out), time.perf_counter() - t0))
 
     def update(self, task):
         s = SIDES.index(task["side"])
@@ -89,4 +102,5 @@ class MFUpdate(Update):
         else:
             side.apply_pending()
             rss = K.als_step(side.indptr, side.idx, side.res, side.own, cols, other, side.reg)
-        return {"vals": side.own[cols], "rss": rss}
+        scores, self.scores = self.scores, []
+        return {"vals": side.own[cols], "rss": rss, "test": scores}
