@@ -269,6 +269,10 @@ def _per_worker(msg, n):
     return [msg] * n
 
 
+def _same(a, b):
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
 def _drive(tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
            log_interval):
     W = tp.n_workers
@@ -308,9 +312,13 @@ def _drive(tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
             if task is None:
                 stopping, reason = True, "schedule_done"
                 break
-            for w, t in enumerate(_per_worker(task, W)):
-                tp.send(w, ("step", r_next, pending[w], t))
-                pending[w] = []
+            tasks = _per_worker(task, W)
+            if all(t is tasks[0] and _same(p, pending[0]) for t, p in zip(tasks, pending)):
+                tp.send_all(("step", r_next, pending[0], tasks[0]))  # packed once
+            else:
+                for w in range(W):
+                    tp.send(w, ("step", r_next, pending[w], tasks[w]))
+            pending = [[] for _ in range(W)]
             inflight.append((r_next, task))
             r_next += 1
         if not inflight:

@@ -131,6 +131,10 @@ class InProcess:
         if reply is not None:
             self._replies[w].append(_copy(reply))
 
+    def send_all(self, msg):
+        for w in range(self.n_workers):
+            self.send(w, msg)
+
     def recv(self, w):
         return self._replies[w].popleft()
 
@@ -257,8 +261,8 @@ class MPITransport:
         return not self._pending
 
     # -- point to point ------------------------------------------------------------
-    def _send_to(self, dest, msg):
-        frame = pack(msg)
+    def _send_to(self, dest, msg, frame=None):
+        frame = pack(msg) if frame is None else frame
         self._pending.append((self.comm.Isend([frame, self.MPI.BYTE], dest=dest, tag=TAG), frame))
         self._ring_bell(dest, self.rank)
         self._sends_done()  # forget those complete; the rest progress in later waits
@@ -304,6 +308,12 @@ class MPITransport:
     # -- scheduler side ------------------------------------------------------------
     def send(self, w, msg):
         self._send_to(w + 1, msg)
+
+    def send_all(self, msg):
+        """The same message to every worker, packed once."""
+        frame = pack(msg)
+        for w in range(self.n_workers):
+            self._send_to(w + 1, None, frame)
 
     def recv(self, w):
         return self._recv_from(w + 1)

@@ -88,16 +88,19 @@ def test_transport_keeps_order_and_sleeps_on_doorbells(doorbell):
             for w in range(tp.n_workers):
                 for k, n in enumerate(sizes):
                     tp.send(w, ("msg", k, np.arange(n, dtype=np.float64) + w))
+            tp.send_all(("all", len(sizes), np.arange(300_000.0)))  # one frame for all
             for w in range(tp.n_workers):
-                for k, n in enumerate(sizes):  # the worker answers each with two
+                for k, n in enumerate(sizes + [300_000]):  # each answered with two
                     for part in range(2):
                         tag, kk, pp, x = tp.recv(w)
                         assert (tag, kk, pp) == ("echo", k, part)
-                        np.testing.assert_array_equal(x, np.arange(n) + w + part)
+                        base = np.arange(n) + (w if k < len(sizes) else 0)
+                        np.testing.assert_array_equal(x, base + part)
         else:
-            for k, n in enumerate(sizes):
+            for k, n in enumerate(sizes + [300_000]):
                 tag, kk, x = tp.recv_task()
-                assert (tag, kk) == ("msg", k) and x.shape == (n,)
+                assert (tag, kk) == ("msg" if k < len(sizes) else "all", k)
+                assert x.shape == (n,)
                 tp.reply(("echo", k, 0, x))
                 tp.reply(("echo", k, 1, x + 1))
         tp.close()
