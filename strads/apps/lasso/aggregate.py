@@ -4,6 +4,8 @@ Objective 1/(2n) ||y - X b||^2 + lambda ||b||_1. The workers return x_j' r over 
 rows; the sum over workers gives each chosen coordinate its exact minimiser against the
 residual of the version the round was computed at.
 """
+from collections import deque
+
 import numpy as np
 
 from ...engine import Aggregate
@@ -24,7 +26,9 @@ class LassoAggregate(Aggregate):
         self.norms = np.sqrt(sq_norms)
         self.l1 = 0.0
         self.nnz = 0  # non-zeros in beta, kept up to date: counting them costs a pass
-        self.l1_at = [0.0]  # ||b||_1 after each aggregated round: l1_at[version]
+        # ||b||_1 after each aggregated round from version l1_base on: l1_at[v - l1_base]
+        # (tasks' versions never decrease, so older ones are dropped as they pass)
+        self.l1_at, self.l1_base = deque([0.0]), 0
         self.done = 0  # rounds aggregated
         self.updates = 0
         self.primal = 0.5 * self.y_sq / n_samples
@@ -42,7 +46,10 @@ class LassoAggregate(Aggregate):
             g += part["g"]
         rss = sum(part["rss"] for part in partials)
         version = task["version"]
-        primal = 0.5 * rss / self.n + self.lam * self.l1_at[version]
+        while self.l1_base < version:
+            self.l1_at.popleft()
+            self.l1_base += 1
+        primal = 0.5 * rss / self.n + self.lam * self.l1_at[0]
         if primal > self.primal * (1 + 1e-9) and version > 0:
             self.objective_rises += 1
         self.primal = primal

@@ -120,13 +120,11 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
     ``words[t]``, document ``docs[t]`` and topic ``z[t]``; ``nwk`` holds rows ``v0 ..``
     of the word-topic counts. Document d's non-zero topic counts are the compact
     (topic, count) list ``dlist[s : s + m]`` with ``s, m = dmeta[d]`` (it never outgrows
-    the document's own token range). Everything is updated in place; returns the number
-    of topics that changed."""
+    the document's own token range). Everything is updated in place."""
     K = nk.shape[0]
     P = tree.shape[0] // 2
     s = seed
     n = words.shape[0]
-    moved = 0
     i = 0
     while i < n:
         w = words[i]
@@ -188,12 +186,10 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
                     dlist[q, 1] += 1
             dmeta[d, 1] = m
             z[t] = new
-            moved += new != old
             nwk[row, new] += 1
             nk[new] += 1
             _tree_set(tree, P + new, (nwk[row, new] + beta) / (nk[new] + vbeta))
         i = j
-    return moved
 
 
 @njit(**_opts)
