@@ -41,8 +41,8 @@ TAG = 11
 _ALIGN = 64
 YIELD_S = float(os.environ.get('STRADS_YIELD_S', 1e-3))
 MAX_SLEEP = float(os.environ.get('STRADS_MAX_SLEEP', 2e-4))
-# A sleeper wakes at least this often without a ring: a message whose first packet the
-# sender's MPI could not yet post (a full queue) arrives after the ring for it.
+# A sleeper wakes at least this often without a ring: a rung message not yet visible
+# after RUNG_POLL_S (its sender's MPI could not post it at once) is found then.
 BELL_TIMEOUT = 2e-3
 RUNG_POLL_S = 1e-3
 NUDGE_S = 1e-4
@@ -233,28 +233,38 @@ class MPITransport:
         # yielding between tests only helps when no other rank of this host needs the core
         self._spin = hosts.count(hosts[self.rank]) <= _cores()
         self._bells = _doorbells(self.comm, hosts) if doorbell else None
+        # messages per peer: posted to us (as its rings said), received, sent to it
+        self._posted, self._received, self._sent = ([0] * self.size for _ in range(3))
 
     def _wait_message(self, source, test):
         """Wait for a message from ``source``: asleep on the doorbell where there is one."""
         if self._bells is None:
             return _wait(test, self._spin)
         mine = self._bells[0]
+        poll = True
         while not test():
-            rung, _, _ = select.select([mine], [], [], BELL_TIMEOUT)
-            if not rung:
-                continue
-            # every ring so far (whole ones: each is 4 bytes, written at once): the
-            # sender's rank for a message, -1 - rank for a nudge (a receiver waits for
-            # this rank's MPI to move a send of ours along: no single-copy transfers)
-            rings = np.frombuffer(os.read(mine, 1 << 16), dtype="<i4")
-            if (rings < 0).any():
-                self._sends_done()
-            if source in rings:
+            if poll and self._posted[source] > self._received[source]:
                 # the rung message is microseconds away: the sender's MPI or ours may
                 # still be moving it (measured: 5-60 us), so test for a while first
                 t0 = time.perf_counter()
                 while not test() and time.perf_counter() - t0 < RUNG_POLL_S:
                     os.sched_yield()
+                poll = False  # not yet: sleep until the next ring, or the timeout
+                continue
+            rung, _, _ = select.select([mine], [], [], BELL_TIMEOUT)
+            if not rung:
+                poll = True
+                continue
+            # every ring so far (whole ones: 8 bytes each, written at once): (sender,
+            # how many messages it has posted to us), or (-1 - rank, 0), a nudge: a
+            # receiver waits for our MPI to move a send of ours along (no single-copy
+            # transfers). Rings for other senders count for their own waits.
+            rings = np.frombuffer(os.read(mine, 1 << 16), dtype="<i4").reshape(-1, 2)
+            if (rings[:, 0] < 0).any():
+                self._sends_done()
+            for r, k in rings[rings[:, 0] >= 0]:
+                self._posted[r] = max(self._posted[r], k)
+            poll = bool((rings[:, 0] == source).any())
 
     def _sends_done(self):
         self._pending = [p for p in self._pending if not p[0].Test()]
@@ -264,13 +274,14 @@ class MPITransport:
     def _send_to(self, dest, msg, frame=None):
         frame = pack(msg) if frame is None else frame
         self._pending.append((self.comm.Isend([frame, self.MPI.BYTE], dest=dest, tag=TAG), frame))
-        self._ring_bell(dest, self.rank)
+        self._sent[dest] += 1
+        self._ring_bell(dest, self.rank, self._sent[dest])
         self._sends_done()  # forget those complete; the rest progress in later waits
 
-    def _ring_bell(self, dest, what):
+    def _ring_bell(self, dest, who, count=0):
         if self._bells is not None:
             try:
-                os.write(self._bells[1][dest], np.array([what], dtype="<i4").tobytes())
+                os.write(self._bells[1][dest], np.array([who, count], dtype="<i4").tobytes())
             except BlockingIOError:  # the pipe is full of rings the receiver has not read
                 pass
 
@@ -286,6 +297,7 @@ class MPITransport:
             return bool(found)
 
         self._wait_message(source, probe)
+        self._received[source] += 1
         frame = np.empty(status.Get_count(self.MPI.BYTE), dtype=np.uint8)
         req = found[0].Irecv([frame, self.MPI.BYTE])
         nudged = [time.perf_counter()]
