@@ -148,8 +148,8 @@ def main():
     ap.add_argument("--lambda", dest="lam", type=float, default=0.05)
     ap.add_argument("--eta", type=float, default=0.1, help="libmf learning rate")
     ap.add_argument("--mpi-iters", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="runs of each one-process measurement (the best counts)")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="alternating runs of each configuration (the best counts)")
     a = ap.parse_args()
     a.users, a.items, a.ratings = (5000, 2000, 200_000) if a.small else \
         (50_000, 20_000, 2_000_000)

@@ -9,8 +9,9 @@ them back to everyone.
 Held-out scoring costs held-out ratings x rank (1M x 32: 80-120 ms here), a tenth of an
 outer iteration's work, so the workers do it, each on its share of the held-out pairs,
 from their synced factors: a sync marked ``score`` asks each worker to score the state
-it leaves, and the sums come back with the next results. Every iteration end is scored,
-other rounds only while scoring stays under 5% of the time since the last request.
+it leaves, and the sums come back with the next results. Every iteration end is scored;
+other rounds only for a trace row logged since the last request or a target RMSE to stop
+at, and while scoring stays under 5% of the time since the last request.
 """
 import math
 import time
@@ -61,6 +62,7 @@ class MFAggregate(Aggregate):
         self._asks = deque()  # scores asked for: (round, iteration or None, cold part)
         # no score between iteration ends until one has come back and told its cost
         self._asked_at, self._score_cost = time.perf_counter(), math.inf
+        self._rows_since_ask = False
         self._checked = 0  # iteration objectives already compared
         self.updates = 0
         self.iters, self.iter_objective, self.iter_test_rmse = 0, [], []
@@ -110,8 +112,11 @@ class MFAggregate(Aggregate):
             self.iter_test_rmse.append(float("nan"))  # until the workers' scores come in
         sync = {"side": s, "cols": cols, "vals": vals}
         now = time.perf_counter()
-        if it is not None or now - self._asked_at >= 20 * self._score_cost:
-            self._asked_at = now
+        # between iteration ends, a score is only worth its cost when someone will look
+        # at it: a trace row logged since the last one, or a target to stop at
+        wanted = self._rows_since_ask or self.target_test_rmse is not None
+        if it is not None or (wanted and now - self._asked_at >= 20 * self._score_cost):
+            self._asked_at, self._rows_since_ask = now, False
             cu, ci, cr = self.cold_test
             cold = K.wsumsq(None, self._test_err(cu, ci, cr)) if cu.shape[0] else 0.0
             self._asks.append((round, it, cold))
@@ -165,6 +170,7 @@ class MFAggregate(Aggregate):
 
     def trace(self):
         """A trace row: its held-out RMSE is the last scored one."""
+        self._rows_since_ask = True
         return {"iter": self.iters, "train_rmse": self.train_rmse(),
                 "test_rmse": self.last_test_rmse}
 
