@@ -41,10 +41,10 @@ TAG = 11
 _ALIGN = 64
 YIELD_S = float(os.environ.get('STRADS_YIELD_S', 1e-3))
 MAX_SLEEP = float(os.environ.get('STRADS_MAX_SLEEP', 2e-4))
-# A sleeper wakes at least this often without a ring: a rung message not yet visible
-# after RUNG_POLL_S (its sender's MPI could not post it at once) is found then.
-BELL_TIMEOUT = 2e-3
-RUNG_POLL_S = 1e-3
+# A sleeper wakes at least this often without a ring (a ring is lost only when the
+# receiver's pipe is full; every 2 ms measurably slowed the worker sharing a core with
+# the scheduler).
+BELL_TIMEOUT = 2e-2
 NUDGE_S = 1e-4
 
 
@@ -241,19 +241,13 @@ class MPITransport:
         if self._bells is None:
             return _wait(test, self._spin)
         mine = self._bells[0]
-        poll = True
         while not test():
-            if poll and self._posted[source] > self._received[source]:
-                # the rung message is microseconds away: the sender's MPI or ours may
-                # still be moving it (measured: 5-60 us), so test for a while first
-                t0 = time.perf_counter()
-                while not test() and time.perf_counter() - t0 < RUNG_POLL_S:
-                    os.sched_yield()
-                poll = False  # not yet: sleep until the next ring, or the timeout
-                continue
+            if self._posted[source] > self._received[source]:
+                # rung: the message is microseconds away (the sender's MPI or ours may
+                # still be moving it; measured 5-60 us), or a descheduled moment
+                return _wait(test, self._spin)
             rung, _, _ = select.select([mine], [], [], BELL_TIMEOUT)
             if not rung:
-                poll = True
                 continue
             # every ring so far (whole ones: 8 bytes each, written at once): (sender,
             # how many messages it has posted to us), or (-1 - rank, 0), a nudge: a
@@ -264,7 +258,6 @@ class MPITransport:
                 self._sends_done()
             for r, k in rings[rings[:, 0] >= 0]:
                 self._posted[r] = max(self._posted[r], k)
-            poll = bool((rings[:, 0] == source).any())
 
     def _sends_done(self):
         self._pending = [p for p in self._pending if not p[0].Test()]
