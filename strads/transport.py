@@ -16,13 +16,14 @@ Two transports share one interface:
 Waiting is polite: MPICH's blocking calls poll a core at full speed, which with more
 ranks than cores starves the ranks that compute. When every rank is on one host, each
 has a *doorbell* (a named pipe): a sender rings the receiver's after posting a message,
-and a rank waiting for a message sleeps in ``select`` on its own, using no CPU until
-woken (a wake-up takes tens of microseconds; polling with sleeps cost the MF scheduler
-0.2 s of CPU in a 2.4 s run and added up to a sleep's length to every hop). Elsewhere --
-ranks on several hosts, a transfer already under way -- a wait tests the request,
-yielding the core between tests for the first millisecond (only when the host has a
-core for every rank), then sleeping with exponential back-off from 10 us to 200 us.
-``STRADS_YIELD_S`` and ``STRADS_MAX_SLEEP`` set the two thresholds,
+with the number of messages it has posted to it so far, and a rank waiting for a message
+sleeps in ``select`` until that sender has rung, using no CPU, then tests with short
+sleeps for the microseconds until MPI shows the message (polling with sleeps cost the MF
+scheduler 0.2 s of CPU in a 2.4 s run and added up to a sleep's length to every hop).
+Elsewhere -- ranks on several hosts, a transfer already under way -- a wait tests the
+request, yielding the core between tests for the first millisecond (only when the host
+has a core for every rank), then sleeping with exponential back-off from 10 us to
+200 us. ``STRADS_YIELD_S`` and ``STRADS_MAX_SLEEP`` set the two thresholds,
 ``STRADS_DOORBELL=0`` turns doorbells off.
 """
 import os
