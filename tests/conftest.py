@@ -32,13 +32,14 @@ def child_env():
             if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
 
 
-def run_cli(args, timeout=300, np=None, **kw):
-    """Run ``python -m <args>`` (under ``mpiexec -n np`` if np) and return the process."""
+def run_cli(args, timeout=300, np=None, env=None, **kw):
+    """Run ``python -m <args>`` (under ``mpiexec -n np`` if np) and return the process;
+    ``env``: variables to set on top of :func:`child_env`."""
     cmd = [sys.executable, "-m", *args]
     if np:
         cmd = [mpiexec(), "-n", str(np), *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=child_env(), cwd=kw.pop("cwd", ROOT), **kw)
+                          env={**child_env(), **(env or {})}, cwd=kw.pop("cwd", ROOT), **kw)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -361,10 +361,14 @@ def test_cli_bad_input_one_line(tmp_path):
     assert p.returncode == 2 and "--rank" in p.stderr
 
 
-def test_cli_under_mpiexec_matches_in_process(tmp_path):
-    args = ["strads.apps.mf", "--n-users", "300", "--n-items", "150", "--n-ratings", "4000",
-            "--iters", "3", "--quiet"]
-    p = run_cli(args + ["--out", str(tmp_path / "mpi")], np=3)
+@pytest.mark.parametrize("env", [{}, {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}, {"STRADS_DOORBELL": "0"}],
+                         ids=["default", "no-single-copy", "no-doorbells"])
+def test_cli_under_mpiexec_matches_in_process(tmp_path, env):
+    # columns of 160 kB: large messages (rendezvous), which without MPICH's single-copy
+    # transfers need both sides' MPI calls while they move
+    args = ["strads.apps.mf", "--n-users", "20000", "--n-items", "5000", "--n-ratings",
+            "100000", "--iters", "3", "--quiet"]
+    p = run_cli(args + ["--out", str(tmp_path / "mpi")], np=3, env=env, timeout=120)
     assert p.returncode == 0, p.stderr
     q = run_cli(args + ["--workers", "2", "--out", str(tmp_path / "one")])
     assert q.returncode == 0, q.stderr
