@@ -20,11 +20,13 @@ with the number of messages it has posted to it so far, and a rank waiting for a
 sleeps in ``select`` until that sender has rung, using no CPU, then tests with short
 sleeps for the microseconds until MPI shows the message (polling with sleeps cost the MF
 scheduler 0.2 s of CPU in a 2.4 s run and added up to a sleep's length to every hop).
-Elsewhere -- ranks on several hosts, a transfer already under way -- a wait tests the
-request, yielding the core between tests for the first millisecond (only when the host
-has a core for every rank), then sleeping with exponential back-off from 10 us to
-200 us. ``STRADS_YIELD_S`` and ``STRADS_MAX_SLEEP`` set the two thresholds,
-``STRADS_DOORBELL=0`` turns doorbells off.
+Elsewhere (ranks on several hosts) a wait tests the request, yielding the core between
+tests for the first millisecond (only when the host has a core for every rank), then
+sleeping with exponential back-off from 10 us to 200 us. A transfer under way is tested
+without sleeping for up to 50 ms: without MPICH's single-copy transfers (CMA) the data
+moves in small steps, each needing both sides' MPI calls, and a receiver nudges a sender
+asleep on its doorbell. ``STRADS_YIELD_S`` and ``STRADS_MAX_SLEEP`` set the two
+thresholds, ``STRADS_DOORBELL=0`` turns doorbells off.
 """
 import os
 import pickle
@@ -290,9 +292,9 @@ class MPITransport:
         if self._bells is not None:
             try:
                 os.write(self._bells[1][dest], np.array([who, count], dtype="<i4").tobytes())
-            except BlockingIOError:  # the pipe is full of rings the receiver has not read
-                pass
-            except BrokenPipeError:  # closed: that rank no longer waits for anything
+            # full of rings the receiver has not read yet, or closed: that rank no
+            # longer waits for anything
+            except (BlockingIOError, BrokenPipeError):
                 pass
 
     def _recv_from(self, source):
@@ -310,16 +312,17 @@ class MPITransport:
         self._received[source] += 1
         frame = np.empty(status.Get_count(self.MPI.BYTE), dtype=np.uint8)
         req = found[0].Irecv([frame, self.MPI.BYTE])
-        nudged = [time.perf_counter()]
+        nudged = time.perf_counter()
 
         def received():
             # Without single-copy transfers (CMA) a large message moves only while the
             # sender calls MPI too: if it sleeps on its doorbell, nudge it now and then
+            nonlocal nudged
             if req.Test():
                 return True
             now = time.perf_counter()
-            if now - nudged[0] > NUDGE_S:
-                nudged[0] = now
+            if now - nudged > NUDGE_S:
+                nudged = now
                 self._ring_bell(source, -1 - self.rank)
             return False
 

@@ -155,8 +155,8 @@ class MFAggregate(Aggregate):
 
     def converged(self, tol):
         """Relative objective change over the last outer iteration at most ``tol`` (> 0),
-        checked once per iteration; or the last scored held-out RMSE (trace rows,
-        iteration ends) at or below ``target_test_rmse``, whatever ``tol``."""
+        checked once per iteration; or the last held-out score (see the module's
+        docstring) at or below ``target_test_rmse``, whatever ``tol``."""
         if self.target_test_rmse is not None and \
                 self.last_test_rmse <= self.target_test_rmse:
             return True

@@ -5,10 +5,11 @@
   ``inner`` times, for t = 0..k-1 (the bias columns first, one side each).
   Dependency structure: W's column t and H's column t conflict (each is solved against
   the other), columns of one side do not (a worker updates its residual in place, so
-  they run as Gauss-Seidel). With staleness s, up to s+1 rounds are in flight, so the
-  columns go in groups of ``max(group, s + 1)`` rounds (the engine sets s): W's group, then H's group; H's
-  column t is then never computed before W's column t was applied (a short last group
-  joins the one before; with fewer columns than s + 1, empty rounds pad the gap).
+  they run as Gauss-Seidel). With staleness s (set by the engine), up to s+1 rounds are
+  in flight, so the columns go in groups of ``max(group, s + 1)`` rounds: W's group,
+  then H's group; H's column t is then never computed before W's column t was applied
+  (a short last group joins the one before; with fewer columns than s + 1, empty rounds
+  pad the gap).
   ``block`` columns per round (default 1) cut the number of rounds, and so the per-round
   latency under MPI, by that factor: a worker updates them one after the other (a side's
   columns do not interact), so a block of b makes the same updates as a group of b
