@@ -1,6 +1,6 @@
 """Matrix factorization: strads CCD++ (and ALS) against LIBMF's SGD, side by side.
 
-    python benchmarks/bench_mf.py            # the issue's problem (about 10 minutes)
+    python benchmarks/bench_mf.py            # the issue's problem (about 5 minutes)
     python benchmarks/bench_mf.py --small    # a 10x smaller one (about a minute)
 
 1. One process. 50,000 users x 20,000 items, 2M ratings with power-law degrees, 10%

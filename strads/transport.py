@@ -19,7 +19,7 @@ has a *doorbell* (a named pipe): a sender rings the receiver's after posting a m
 with the number of messages it has posted to it so far, and a rank waiting for a message
 sleeps in ``select`` until that sender has rung, using no CPU, then tests with short
 sleeps for the microseconds until MPI shows the message (polling with sleeps cost the MF
-scheduler 0.2 s of CPU in a 2.4 s run and added up to a sleep's length to every hop).
+scheduler 0.17 s of CPU in a 2.5 s run and added up to a sleep's length to every hop).
 Elsewhere (ranks on several hosts) a wait tests the request, yielding the core between
 tests for the first millisecond (only when the host has a core for every rank), then
 sleeping with exponential back-off from 10 us to 200 us. A transfer under way is tested
