@@ -1,6 +1,7 @@
 """What every app's command line shares: the engine flags, error reporting, outputs."""
 import argparse
 import json
+import math
 import sys
 
 from .engine import DataError, _jsonable
@@ -12,7 +13,9 @@ def _number(kind, low, strict, name):
             v = kind(s)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{s!r} is not a valid {kind.__name__}") from None
-        if v != v or (v <= low if strict else v < low):
+        if kind is float and not math.isfinite(v):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {s}")
+        if v <= low if strict else v < low:
             raise argparse.ArgumentTypeError(f"{name} must be {'>' if strict else '>='} {low},"
                                              f" got {s}")
         return v
@@ -33,8 +36,17 @@ def unit_float(s):
     return v
 
 
+class _Parser(argparse.ArgumentParser):
+    def parse_args(self, *a, **kw):
+        args = super().parse_args(*a, **kw)
+        # each setting under its flag's name: a resumed run compares them
+        args.flag_names = {x.dest: x.option_strings[0] for x in self._actions
+                           if x.option_strings and x.dest != "help"}
+        return args
+
+
 def parser(module, description, max_rounds, tol):
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=f"python -m {module}", description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog=f"Under MPI: mpiexec -n N python -m {module} [flags] runs the scheduler on "
@@ -49,7 +61,7 @@ def parser(module, description, max_rounds, tol):
     g.add_argument("--staleness", type=nonneg_int, default=0,
                    help="rounds the scheduler may run ahead of the slowest result "
                         "(0: bulk-synchronous)")
-    g.add_argument("--max-rounds", type=nonneg_int, default=max_rounds,
+    g.add_argument("--max-rounds", type=pos_int, default=max_rounds,
                    help="stop after this many rounds")
     g.add_argument("--time-limit", type=pos_float, default=None, metavar="SECONDS",
                    help="stop after this much wall time")
@@ -60,23 +72,50 @@ def parser(module, description, max_rounds, tol):
     g.add_argument("--quiet", action="store_true", help="no progress line")
     g.add_argument("--log-interval", type=nonneg_float, default=0.1, metavar="SECONDS",
                    help="wall time between rows of trace.csv")
+    g.add_argument("--checkpoint-every", type=pos_float, default=None, metavar="SECONDS",
+                   help="write every rank's state to OUT/checkpoint/ this often, at a round "
+                        "boundary, and at the end (needs --out; default: no checkpoints)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint/: same flags but for stopping rules, "
+                        "--checkpoint-every, --quiet and --log-interval; bit for bit the "
+                        "uninterrupted run at --staleness 0")
+    g.add_argument("--stall-warn", type=pos_float, default=300.0, metavar="SECONDS",
+                   help="under MPI: say which worker the scheduler has waited for this long")
     return p
 
 
+#: engine flags that never change what a run computes: not compared on --resume
+_NOT_COMPARED = ("workers", "out", "quiet", "log_interval", "checkpoint_every", "resume",
+                 "stall_warn", "max_rounds", "time_limit", "tol", "flag_names")
+
+
 def engine_kwargs(args):
+    names = getattr(args, "flag_names", {})
+    flags = {names.get(k, "--" + k.replace("_", "-")): v for k, v in vars(args).items()
+             if k not in _NOT_COMPARED}
     return dict(workers=args.workers, staleness=args.staleness, max_rounds=args.max_rounds,
                 time_limit=args.time_limit, tol=args.tol, out=args.out, quiet=args.quiet,
-                log_interval=args.log_interval)
+                log_interval=args.log_interval, checkpoint_every=args.checkpoint_every,
+                resume=args.resume, stall_warn=args.stall_warn, flags=flags)
 
 
 def main(prog, fn, args):
-    """Run ``fn(args)``; print the summary on the scheduler rank; bad input -> one line."""
+    """Run ``fn(args)``; print the summary on the scheduler rank; bad input -> one line.
+    Exit codes: 2 bad input, 3 a diverged objective, 128 + N stopped by signal N."""
     try:
         result = fn(args)
     except DataError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # a second Ctrl-C: abort now
+        print(f"{prog}: interrupted again: aborted", file=sys.stderr)
+        sys.exit(130)
     if result is not None:
         # non-finite figures as null: json.dumps would write NaN, which is not JSON
         print(json.dumps(_jsonable(result.summary()), default=float))
+        sys.stdout.flush()
+        if result.stop_reason == "interrupted":
+            sys.exit(128 + result.signal)
+        if result.stop_reason == "diverged":
+            sys.exit(3)
     return result

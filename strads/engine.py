@@ -15,12 +15,21 @@ return it with every result; the engine records ``(round, worker, version)`` and
 if ``round - version`` ever exceeds ``s``. Results are aggregated strictly in round
 order, so a run is deterministic for a given seed, staleness and worker count, whatever
 the transport.
+
+Robustness. ``checkpoint_every`` writes every rank's state at a round boundary
+(:mod:`strads.checkpoint`) and ``resume`` continues from it; SIGINT and SIGTERM stop the
+run at the end of the current round with outputs written as for any stop; outputs
+replace the previous ones in one step; a diverging objective stops the run.
 """
 import csv
 import json
 import math
 import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -29,21 +38,35 @@ import numpy as np
 
 from threadpoolctl import threadpool_limits
 
+from . import checkpoint as _ckpt
 from . import transport as _transport
+from .errors import DataError, StalenessError
 
-
-class DataError(ValueError):
-    """Bad input (a file, a shape, a flag): the message names where and what."""
-
-
-class StalenessError(RuntimeError):
-    """A worker computed on parameters older than the staleness bound allows."""
+#: the objective "diverged" once it is this many times its scale away from its best
+DIVERGE_FACTOR = 1e6
 
 
 # --------------------------------------------------------------------------------------
 # The three pieces of an app
 # --------------------------------------------------------------------------------------
-class Schedule:
+class _Piece:
+    """What the three pieces share: their state, for checkpoints."""
+
+    #: attributes that setup() rebuilds identically (data), left out of checkpoints
+    checkpoint_skip = ()
+
+    def state(self):
+        """What a checkpoint keeps: by default every attribute that can change (arrays,
+        numbers, strings, random generators and containers of them), but read-only
+        arrays, the other pieces and the names in ``checkpoint_skip``."""
+        return _ckpt.picked(self)
+
+    def load_state(self, state):
+        """Restore what :meth:`state` returned, on an object fresh from setup()."""
+        self.__dict__.update(state)
+
+
+class Schedule(_Piece):
     """Chooses what the workers do next. Lives on the scheduler rank. The engine sets
     ``self.staleness`` before the first call. ``total_rounds``, if the schedule knows
     how many rounds it will make, gives the progress line its ETA."""
@@ -57,7 +80,7 @@ class Schedule:
         raise NotImplementedError
 
 
-class Update:
+class Update(_Piece):
     """One worker's share of the data and the kernel that works on it.
 
     Constructed on the worker from its shard (whatever the app's setup put in it; arrays
@@ -85,11 +108,13 @@ class Update:
         return {}
 
 
-class Aggregate:
+class Aggregate(_Piece):
     """Combines the partial results of a round. Lives on the scheduler rank."""
 
     #: number of parameter updates so far (the app increments it)
     updates = 0
+    #: the objective is maximised (a log-likelihood): divergence is a fall, not a rise
+    maximize = False
 
     def aggregate(self, round, task, partials):
         """Combine the per-worker ``partials`` (a list, in worker order) of ``round``.
@@ -134,17 +159,21 @@ class Aggregate:
 class _WorkerHost:
     """Turns engine messages into calls on the app's Update object."""
 
-    def __init__(self, update_cls):
+    def __init__(self, update_cls, signals):
         self.update_cls = update_cls
+        self.signals = signals
         self.update = None
         self.version = 0
+        self.digest = None  # of the shard, when checkpoints are on: checked on resume
 
     def handle(self, msg):
         kind = msg[0]
         if kind == "init":
-            _, shard, warm = msg
+            _, shard, warm, digest = msg
             if warm:
                 self.update_cls.warmup()
+            if digest:
+                self.digest = _ckpt.digest(shard)
             self.update = self.update_cls(shard)
             return ("ready",)
         if kind == "step":
@@ -155,10 +184,52 @@ class _WorkerHost:
                 self.version += 1
             if task is None:
                 return None
-            return ("result", round, self.version, self.update.update(task))
+            return ("result", round, self.version, self.update.update(task),
+                    self.signals.signum)
+        if kind == "checkpoint":
+            _, folder, name = msg
+            host = {"version": self.version, "digest": self.digest}
+            return ("checkpointed", _ckpt.write_part(folder, name, {
+                "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
+                "host": _ckpt.encode(host, "worker")}))
+        if kind == "restore":
+            _, folder, entry, w = msg
+            parts = _ckpt.read_part(folder, entry)
+            host = _ckpt.decode(*parts["host"])
+            if host["digest"] != self.digest:
+                raise _ckpt.CheckpointError(
+                    f"{folder}: worker {w}'s data differs from the checkpointed run's "
+                    "(was the input changed?)")
+            self.update.load_state(_ckpt.decode(*parts["update"]))
+            self.version = host["version"]
+            return ("restored",)
         if kind == "collect":
             return ("collected", self.update.collect())
         raise RuntimeError(f"unknown engine message {kind!r}")
+
+
+class _Signals:
+    """SIGINT and SIGTERM set ``signum``; the loop stops at the end of the round. A
+    second one raises KeyboardInterrupt (abort now). Only in the main thread."""
+
+    def __init__(self):
+        self.signum = 0
+        self._old = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
 
 
 # --------------------------------------------------------------------------------------
@@ -179,6 +250,7 @@ class Result:
     extra: dict = field(default_factory=dict)
     trace: list = field(default_factory=list)
     versions: np.ndarray = None  # (round, worker, version) for every result
+    signal: int = 0  # the signal that stopped the run (stop_reason "interrupted")
 
     def summary(self):
         s = {k: getattr(self, k) for k in
@@ -191,18 +263,99 @@ class Result:
         return s
 
     def write(self, out):
-        os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "summary.json"), "w") as f:
-            json.dump(_jsonable(self.summary()), f, indent=2)
-            f.write("\n")
-        cols = []
-        for row in self.trace:
-            cols += [k for k in row if k not in cols]
-        with open(os.path.join(out, "trace.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=cols)
-            w.writeheader()
-            w.writerows(self.trace)
-        np.savez(os.path.join(out, "model.npz"), **self.model)
+        """Write summary.json, trace.csv and model.npz into ``out``, all or nothing:
+        into a new folder beside it, which then takes the place of ``out`` in one step;
+        whatever else ``out`` held (a checkpoint, your files) is moved into it."""
+        out = os.path.abspath(out)
+        parent = os.path.dirname(out)
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would have made it
+            with _durable(os.path.join(tmp, "summary.json"), "w") as f:
+                json.dump(_jsonable(self.summary()), f, indent=2)
+                f.write("\n")
+            cols = []
+            for row in self.trace:
+                cols += [k for k in row if k not in cols]
+            with _durable(os.path.join(tmp, "trace.csv"), "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=cols)
+                w.writeheader()
+                w.writerows(self.trace)
+            with _durable(os.path.join(tmp, "model.npz"), "wb") as f:
+                np.savez(f, **self.model)
+            _ckpt._fsync_dir(tmp)
+            if not os.path.lexists(out):
+                os.rename(tmp, out)
+            else:
+                _exchange(tmp, out)  # out: the new results; tmp: the old folder
+                for name in os.listdir(tmp):
+                    if name not in OUTPUTS:
+                        os.rename(os.path.join(tmp, name), os.path.join(out, name))
+            _ckpt._fsync_dir(parent)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+OUTPUTS = ("summary.json", "trace.csv", "model.npz")
+
+
+class _durable:
+    """open() for writing that flushes to disk before closing."""
+
+    def __init__(self, path, mode, **kw):
+        self.f = open(path, mode, **kw)
+
+    def __enter__(self):
+        return self.f
+
+    def __exit__(self, *exc):
+        try:
+            if exc[0] is None:
+                self.f.flush()
+                os.fsync(self.f.fileno())
+        finally:
+            self.f.close()
+
+
+def _exchange(a, b):
+    """Swap two folders in one step (Linux renameat2 RENAME_EXCHANGE); elsewhere, two
+    renames."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:
+            return
+    except (OSError, AttributeError):
+        pass
+    old = a + ".old"
+    os.rename(b, old)
+    os.rename(a, b)
+    os.rename(old, a)
+
+
+def check_out(out):
+    """Refuse an output folder that cannot be written, before any work (one line)."""
+    if out is None:
+        return
+    if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
+        raise DataError(f"--out {out!r}: not a folder name")
+    path = os.path.abspath(out)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise DataError(f"--out {out}: exists and is not a folder")
+    probe = path
+    while not os.path.lexists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise DataError(f"--out {out}: {probe} is a file, not a folder")
+    need = [p for p in (path, os.path.dirname(path)) if os.path.isdir(p)] or [probe]
+    for p in need:  # really try: permission bits do not stop root, a read-only mount does
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".strads-probe-", dir=p))
+        except OSError as e:
+            raise DataError(f"--out {out}: cannot write in {p}: {e.strerror}") from None
 
 
 def _jsonable(d):
@@ -273,103 +426,266 @@ def _same(a, b):
     return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
-def _drive(tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
-           log_interval):
-    W = tp.n_workers
-    schedule, aggregate, shards = setup(W)
-    if len(shards) != W:
-        raise ValueError(f"setup returned {len(shards)} shards for {W} workers")
-    # The first worker compiles every kernel alone; the others then load them from its
-    # on-disk cache (in one process, the kernels are already there).
-    tp.send(0, ("init", shards[0], True))
-    tp.recv(0)
-    for w in range(1, W):
-        tp.send(w, ("init", shards[w], tp.is_mpi))
-    for w in range(1, W):
-        tp.recv(w)
-    del shards  # the workers hold them now: the scheduler need not keep a copy
+#: flags a resumed run may change: they stop or show the run, not what it computes
+RESUME_MAY_DIFFER = frozenset({"--max-rounds", "--time-limit", "--tol", "--checkpoint-every",
+                               "--quiet", "--log-interval", "--resume", "--stall-warn",
+                               "--workers", "--out"})
 
-    schedule.staleness = staleness  # a schedule may keep dependent blocks this far apart
-    total = schedule.total_rounds  # read after the staleness is set: it may depend on it
-    progress = _Progress(app, quiet, min(max_rounds, total or max_rounds), time_limit)
-    trace, versions = [], []
-    pending = [[] for _ in range(W)]  # syncs not yet sent, per worker
-    inflight = deque()
-    r_next, done, reason = 0, 0, "max_rounds"
-    stopping = max_rounds <= 0
-    t0 = time.perf_counter()
-    last_log = -math.inf
 
-    def log(now):
-        row = {"round": done, "wall_s": round(now, 6), "updates": aggregate.updates,
-               "objective": aggregate.objective()}
-        row.update(aggregate.trace())
-        trace.append(row)
+class _Driver:
+    """The scheduler rank's loop, in three steps: :meth:`init` (setup, the workers'
+    shards, a checkpoint to resume from), :meth:`pipeline` (rounds until a stopping
+    rule) and :meth:`shutdown` (the workers' parts of the model, the result)."""
 
-    while True:
-        while not stopping and r_next < max_rounds and len(inflight) <= staleness:
-            task = schedule.schedule(r_next)
+    def __init__(self, tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
+                 log_interval, out, checkpoint_every, resume, flags, stall_warn, signals):
+        self.tp, self.setup, self.W = tp, setup, tp.n_workers
+        self.staleness, self.max_rounds, self.time_limit, self.tol = (
+            staleness, max_rounds, time_limit, tol)
+        self.app, self.quiet, self.log_interval = app, quiet, log_interval
+        self.every, self.resume, self.flags = checkpoint_every, resume, flags
+        self.stall_warn, self.signals = stall_warn, signals
+        self.folder = os.path.join(out, "checkpoint") if out else None
+        self.trace, self.versions = [], []
+        self.pending = [[] for _ in range(self.W)]  # syncs not yet sent, per worker
+        self.inflight = deque()
+        self.r_next = self.done = 0
+        self.stopping, self.reason = False, "max_rounds"
+        self.elapsed0 = 0.0  # wall time of the run before it was resumed
+        self.last_log = -math.inf
+        self.first = self.best = None  # the objective's first and best finite values
+        self.signum = 0
+
+    # -- init ------------------------------------------------------------------------
+    def init(self):
+        manifest = None
+        if self.resume:
+            manifest = _ckpt.read_manifest(self.folder)
+            self._check_resume(manifest)
+            if self.every is None:
+                self.every = manifest["checkpoint_every"]
+        self.schedule, self.aggregate, shards = self.setup(self.W)
+        if len(shards) != self.W:
+            raise ValueError(f"setup returned {len(shards)} shards for {self.W} workers")
+        digest = bool(self.every or self.resume)
+        # The first worker compiles every kernel alone; the others then load them from
+        # its on-disk cache (in one process, the kernels are already there).
+        self.tp.send(0, ("init", shards[0], True, digest))
+        self.tp.recv(0)
+        for w in range(1, self.W):
+            self.tp.send(w, ("init", shards[w], self.tp.is_mpi, digest))
+        for w in range(1, self.W):
+            self.tp.recv(w)
+        del shards  # the workers hold them now: the scheduler need not keep a copy
+        # a schedule may keep dependent blocks this far apart
+        self.schedule.staleness = self.staleness
+        if manifest is not None:
+            self._restore(manifest)
+        self.t0 = time.perf_counter() - self.elapsed0
+        self.last_ckpt = time.perf_counter()
+        total = self.schedule.total_rounds  # after the staleness: it may depend on it
+        self.progress = _Progress(self.app, self.quiet,
+                                  min(self.max_rounds, total or self.max_rounds),
+                                  self.time_limit)
+
+    def _identity(self):
+        return {"app": self.app, "workers": self.W, "staleness": self.staleness}
+
+    def _check_resume(self, m):
+        was, now = {**m["flags"], **m["engine"]}, {**(self.flags or {}), **self._identity()}
+        diff = [f"{k} {now.get(k)!r} (was {was.get(k)!r})" for k in sorted(set(was) | set(now))
+                if k not in RESUME_MAY_DIFFER and was.get(k) != now.get(k)]
+        if diff:
+            raise _ckpt.CheckpointError(f"{self.folder}: cannot resume, these differ from "
+                                        f"the checkpointed run: {', '.join(diff)}")
+
+    def _restore(self, m):
+        parts = _ckpt.read_part(self.folder, m["parts"][0])
+        self.schedule.load_state(_ckpt.decode(*parts["schedule"]))
+        self.aggregate.load_state(_ckpt.decode(*parts["aggregate"]))
+        loop = _ckpt.decode(*parts["engine"])
+        self.r_next = self.done = loop["done"]
+        self.trace = json.loads(loop["trace"])
+        self.versions = [tuple(v) for v in loop["versions"].tolist()]
+        self.elapsed0 = loop["elapsed"]
+        self.first, self.best = loop["first"], loop["best"]
+        self.last_log = loop["last_log"]
+        for w in range(self.W):
+            self.tp.send(w, ("restore", self.folder, m["parts"][w + 1], w))
+        for w in range(self.W):
+            self.tp.recv(w)
+
+    # -- pipeline --------------------------------------------------------------------
+    def pipeline(self):
+        draining = False  # a checkpoint is due: let the rounds in flight finish first
+        while True:
+            if not draining:
+                self._dispatch()
+            if not self.inflight:
+                break
+            self._collect_round()
+            if (self.every and not self.stopping
+                    and time.perf_counter() - self.last_ckpt >= self.every):
+                draining = True
+            if draining and not self.inflight:
+                self.checkpoint()
+                draining = False
+
+    def _dispatch(self):
+        tp, W = self.tp, self.W
+        while (not self.stopping and self.r_next < self.max_rounds
+               and len(self.inflight) <= self.staleness):
+            if self.signals.signum:
+                self._stop("interrupted")
+                self.signum = self.signals.signum
+                break
+            task = self.schedule.schedule(self.r_next)
             if task is None:
-                stopping, reason = True, "schedule_done"
+                self._stop("schedule_done")
                 break
             tasks = _per_worker(task, W)
-            if all(t is tasks[0] and _same(p, pending[0]) for t, p in zip(tasks, pending)):
-                tp.send_all(("step", r_next, pending[0], tasks[0]))  # packed once
+            pend = self.pending
+            if all(t is tasks[0] and _same(p, pend[0]) for t, p in zip(tasks, pend)):
+                tp.send_all(("step", self.r_next, pend[0], tasks[0]))  # packed once
             else:
                 for w in range(W):
-                    tp.send(w, ("step", r_next, pending[w], tasks[w]))
-            pending = [[] for _ in range(W)]
-            inflight.append((r_next, task))
-            r_next += 1
-        if not inflight:
-            break
-        r, task = inflight.popleft()
-        partials = []
-        for w in range(W):
-            kind, rr, version, partial = tp.recv(w)
+                    tp.send(w, ("step", self.r_next, pend[w], tasks[w]))
+            self.pending = [[] for _ in range(W)]
+            self.inflight.append((self.r_next, task))
+            self.r_next += 1
+
+    def _stop(self, reason):
+        if not self.stopping:
+            self.stopping, self.reason = True, reason
+
+    def _collect_round(self):
+        r, task = self.inflight.popleft()
+        partials, signum = [], 0
+        for w in range(self.W):
+            kind, rr, version, partial, sig = self.tp.recv(w, self._watch(w, r))
             if rr != r:
                 raise RuntimeError(f"worker {w} answered round {rr}, expected {r}")
-            if r - version > staleness:
+            if r - version > self.staleness:
                 raise StalenessError(f"round {r} was computed by worker {w} at version "
-                                     f"{version}: {r - version} rounds stale > {staleness}")
-            versions.append((r, w, version))
+                                     f"{version}: {r - version} rounds stale > "
+                                     f"{self.staleness}")
+            self.versions.append((r, w, version))
             partials.append(partial)
-        sync = aggregate.aggregate(r, task, partials)
-        for w, s in enumerate(_per_worker(sync, W)):
-            pending[w].append(s)
-        done = r + 1
-        now = time.perf_counter() - t0
-        if not stopping:
-            if aggregate.converged(tol):
-                stopping, reason = True, "tol"
-            elif time_limit and now >= time_limit:
-                stopping, reason = True, "time_limit"
-        if now - last_log >= log_interval or done == 1:
-            last_log = now
-            log(now)
-        progress.show(now, done, aggregate.updates, aggregate.objective())
+            signum = signum or sig
+        sync = self.aggregate.aggregate(r, task, partials)
+        for w, s in enumerate(_per_worker(sync, self.W)):
+            self.pending[w].append(s)
+        self.done = r + 1
+        now = time.perf_counter() - self.t0
+        objective = self.aggregate.objective()
+        signum = self.signals.signum or signum
+        if signum:
+            self._stop("interrupted")
+            self.signum = self.signum or signum
+        elif self._diverged(objective):
+            self._stop("diverged")
+        elif not self.stopping:
+            if self.aggregate.converged(self.tol):
+                self._stop("tol")
+            elif self.time_limit and now >= self.time_limit:
+                self._stop("time_limit")
+        if now - self.last_log >= self.log_interval or self.done == 1:
+            self.last_log = now
+            self._log(now)
+        self.progress.show(now, self.done, self.aggregate.updates, objective)
 
-    for w in range(W):
-        if pending[w]:
-            tp.send(w, ("step", None, pending[w], None))
-        tp.send(w, ("collect",))
-    collected = [tp.recv(w)[1] for w in range(W)]
-    wall = time.perf_counter() - t0
-    model = aggregate.finish(collected)
-    # the last row is the final model's, as the summary (finish may score it exactly)
-    if trace and trace[-1]["round"] == done:
-        trace.pop()
-    log(wall)
-    progress.show(wall, done, aggregate.updates, aggregate.objective(), final=True)
-    return Result(app=app, ranks=tp.size if tp.is_mpi else 1, workers=W,
-                  staleness=staleness, rounds=done, updates=int(aggregate.updates),
-                  wall_s=wall, objective=float(aggregate.objective()), stop_reason=reason,
-                  model=model, extra=dict(aggregate.summary()), trace=trace,
-                  versions=np.array(versions, dtype=np.int64).reshape(-1, 3))
+    def _watch(self, w, r):
+        if not self.stall_warn or not self.tp.is_mpi:
+            return None
+
+        def warn(waited):
+            sys.stderr.write(f"[{self.app}] waiting {waited:.0f} s for worker {w} "
+                             f"(rank {w + 1}) to answer round {r}\n")
+            sys.stderr.flush()
+        return _transport.Watch(self.stall_warn, warn)
+
+    def _diverged(self, objective):
+        """NaN or infinite after a finite value, or further from the best value, in the
+        worse direction, than DIVERGE_FACTOR times the objective's scale."""
+        if not math.isfinite(objective):
+            return self.first is not None
+        worse = -objective if self.aggregate.maximize else objective
+        if self.first is None:
+            self.first = self.best = worse
+        self.best = min(self.best, worse)
+        scale = max(abs(self.first), abs(self.best), 1e-300)
+        return worse - self.best > DIVERGE_FACTOR * scale
+
+    def _log(self, now):
+        agg = self.aggregate
+        row = {"round": self.done, "wall_s": round(now, 6), "updates": agg.updates,
+               "objective": agg.objective()}
+        row.update(agg.trace())
+        self.trace.append(row)
+
+    # -- checkpoints -----------------------------------------------------------------
+    def checkpoint(self):
+        """Every rank's state at this round boundary (no round in flight). The pending
+        syncs are applied first: the workers would apply them before the next task."""
+        tp, tag = self.tp, f"r{self.done:012d}"
+        for w in range(self.W):
+            if self.pending[w]:
+                tp.send(w, ("step", None, self.pending[w], None))
+        self.pending = [[] for _ in range(self.W)]
+        for w in range(self.W):
+            tp.send(w, ("checkpoint", self.folder, f"{tag}-worker{w}.npz"))
+        loop = {"done": self.done, "elapsed": time.perf_counter() - self.t0,
+                "trace": json.dumps([{k: v.item() if isinstance(v, np.generic) else v
+                                      for k, v in row.items()} for row in self.trace]),
+                "versions": np.array(self.versions, np.int64).reshape(-1, 3),
+                "first": self.first, "best": self.best,
+                "last_log": self.last_log}
+        parts = [_ckpt.write_part(self.folder, f"{tag}-scheduler.npz", {
+            "schedule": _ckpt.encode(self.schedule.state(), type(self.schedule).__name__),
+            "aggregate": _ckpt.encode(self.aggregate.state(),
+                                      type(self.aggregate).__name__),
+            "engine": _ckpt.encode(loop, "engine")})]
+        parts += [tp.recv(w)[1] for w in range(self.W)]
+        _ckpt.write_manifest(self.folder, {
+            "round": self.done, "parts": parts, "checkpoint_every": self.every,
+            "flags": self.flags or {}, "engine": self._identity(), "time": time.time()})
+        self.last_ckpt = time.perf_counter()
+
+    # -- shutdown --------------------------------------------------------------------
+    def shutdown(self):
+        tp = self.tp
+        if self.every:
+            self.checkpoint()  # the final state: resumable with new stopping rules
+        for w in range(self.W):
+            if self.pending[w]:
+                tp.send(w, ("step", None, self.pending[w], None))
+            tp.send(w, ("collect",))
+        collected = [tp.recv(w)[1] for w in range(self.W)]
+        wall = time.perf_counter() - self.t0
+        agg = self.aggregate
+        model = agg.finish(collected)
+        # the last row is the final model's, as the summary (finish may score it exactly)
+        if self.trace and self.trace[-1]["round"] == self.done:
+            self.trace.pop()
+        self._log(wall)
+        self.progress.show(wall, self.done, agg.updates, agg.objective(), final=True)
+        return Result(app=self.app, ranks=tp.size if tp.is_mpi else 1, workers=self.W,
+                      staleness=self.staleness, rounds=self.done, updates=int(agg.updates),
+                      wall_s=wall, objective=float(agg.objective()),
+                      stop_reason=self.reason, model=model, extra=dict(agg.summary()),
+                      trace=self.trace, signal=self.signum,
+                      versions=np.array(self.versions, dtype=np.int64).reshape(-1, 3))
 
 
-def _serve(tp, update_cls):
-    host = _WorkerHost(update_cls)
+def _drive(tp, setup, **kw):
+    driver = _Driver(tp, setup, **kw)
+    driver.init()
+    driver.pipeline()
+    return driver.shutdown()
+
+
+def _serve(tp, update_cls, signals):
+    host = _WorkerHost(update_cls, signals)
     while True:
         msg = tp.recv_task()
         reply = host.handle(msg)
@@ -380,7 +696,8 @@ def _serve(tp, update_cls):
 
 
 def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=None,
-        tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None):
+        tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
+        checkpoint_every=None, resume=False, stall_warn=300.0, flags=None):
     """Run an app, in this process or, when launched by ``mpiexec -n N`` (N > 1), on N
     ranks: rank 0 schedules and aggregates, ranks 1..N-1 are the workers.
 
@@ -391,6 +708,14 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
 
     ``mpi``: None detects ``mpiexec`` from its environment; False forces one process.
 
+    ``checkpoint_every`` (seconds, needs ``out``) writes every rank's state to
+    ``out/checkpoint/`` at a round boundary; ``resume`` continues from it (``flags``, the
+    command line's, must match the checkpointed run's but for stopping rules and
+    output settings; a resume without ``checkpoint_every`` keeps the run's). SIGINT and
+    SIGTERM stop at the end of the round: stop_reason "interrupted", outputs written; a
+    second one aborts. A NaN, infinite or runaway objective stops the run ("diverged").
+    ``stall_warn``: seconds a scheduler waits for a worker before saying so (MPI).
+
     Returns a :class:`Result` on the scheduler rank and None on the workers. Under MPI
     an exception on any rank prints that rank's traceback (a :class:`DataError`: one
     line) and aborts the whole job.
@@ -399,20 +724,33 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
         raise DataError(f"staleness must be an integer >= 0, got {staleness}")
     if max_rounds < 0:
         raise DataError(f"max_rounds must be >= 0, got {max_rounds}")
-    if time_limit is not None and time_limit <= 0:
-        raise DataError(f"time_limit must be > 0 seconds, got {time_limit}")
-    if tol < 0:
-        raise DataError(f"tol must be >= 0, got {tol}")
+    for name, v in (("time_limit", time_limit), ("checkpoint_every", checkpoint_every),
+                    ("stall_warn", stall_warn)):
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise DataError(f"{name} must be a finite number > 0 (seconds), got {v}")
+    if not tol >= 0 or not math.isfinite(tol):
+        raise DataError(f"tol must be a finite number >= 0, got {tol}")
+    if (checkpoint_every or resume) and not out:
+        raise DataError("checkpoints need an output folder: pass --out DIR")
     kw = dict(staleness=int(staleness), max_rounds=int(max_rounds), time_limit=time_limit,
-              tol=tol, app=app, quiet=quiet, log_interval=log_interval)
+              tol=tol, app=app, quiet=quiet, log_interval=log_interval,
+              out=os.path.abspath(out) if out else None, checkpoint_every=checkpoint_every,
+              resume=bool(resume), flags=flags, stall_warn=stall_warn)
 
     if mpi is None:
         mpi = _transport.mpi_world_size() > 1
     _keep_freed_memory()
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
-    with threadpool_limits(limits=1):
-        return _run(setup, update, workers, mpi, out, kw)
+    with threadpool_limits(limits=1), _Signals() as signals:
+        result = _run(setup, update, workers, mpi, kw, signals)
+    if result is not None and result.stop_reason in ("interrupted", "diverged"):
+        what = (f"interrupted by {signal.Signals(result.signal).name}"
+                if result.stop_reason == "interrupted" else
+                f"stopped: the objective diverged ({result.objective:.6g})")
+        sys.stderr.write(f"[{app}] {what} at round {result.rounds}"
+                         + (f"; outputs in {out}" if out else "") + "\n")
+    return result
 
 
 def _keep_freed_memory():
@@ -431,29 +769,34 @@ def _keep_freed_memory():
         pass
 
 
-def _run(setup, update, workers, mpi, out, kw):
+def _run(setup, update, workers, mpi, kw, signals):
+    out = kw["out"]
     if mpi:
         tp = _transport.MPITransport()
         try:
             if tp.rank == 0:
-                result = _drive(tp, setup, **kw)
+                check_out(out)
+                result = _drive(tp, setup, signals=signals, **kw)
                 if out:
                     result.write(out)
             else:
-                _serve(tp, update)
+                _serve(tp, update, signals)
                 result = None
             tp.close()
             return result
         except BaseException as exc:  # any rank: end the whole job, never hang
+            if isinstance(exc, KeyboardInterrupt):
+                tp.abort("interrupted again: aborting", 130, brief=True)
             data_error = isinstance(exc, DataError)
             tp.abort(exc, 2 if data_error else 1, brief=data_error)
 
     workers = 1 if workers is None else workers
     if int(workers) != workers or workers < 1:
         raise DataError(f"workers must be an integer >= 1, got {workers}")
+    check_out(out)
     tp = _transport.InProcess(int(workers))
-    tp.handlers = [_WorkerHost(update).handle for _ in range(tp.n_workers)]
-    result = _drive(tp, setup, **kw)
+    tp.handlers = [_WorkerHost(update, signals).handle for _ in range(tp.n_workers)]
+    result = _drive(tp, setup, signals=signals, **kw)
     if out:
         result.write(out)
     return result

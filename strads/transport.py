@@ -140,11 +140,26 @@ class InProcess:
         for w in range(self.n_workers):
             self.send(w, msg)
 
-    def recv(self, w):
+    def recv(self, w, watch=None):
         return self._replies[w].popleft()
 
 
-def _wait(test, spin=True):
+class Watch:
+    """Calls ``warn(seconds waited)`` every ``seconds`` of one wait (a stalled peer)."""
+
+    def __init__(self, seconds, warn):
+        self.seconds, self.warn = seconds, warn
+        self.t0 = time.perf_counter()
+        self.next = self.t0 + seconds
+
+    def __call__(self):
+        now = time.perf_counter()
+        if now >= self.next:
+            self.next = now + self.seconds
+            self.warn(now - self.t0)
+
+
+def _wait(test, spin=True, watch=None):
     """Poll ``test()`` until true without spinning a core: yield the core while the wait
     is short (a reply is often microseconds away; only with ``spin``, a core for every
     rank), then sleep with back-off."""
@@ -158,6 +173,8 @@ def _wait(test, spin=True):
         else:
             time.sleep(delay)
             delay = min(2 * delay, MAX_SLEEP)
+            if watch is not None:
+                watch()
 
 
 def _spin_until(test, seconds):
@@ -251,18 +268,20 @@ class MPITransport:
         # messages per peer: posted to us (as its rings said), received, sent to it
         self._posted, self._received, self._sent = ([0] * self.size for _ in range(3))
 
-    def _wait_message(self, source, test):
+    def _wait_message(self, source, test, watch=None):
         """Wait for a message from ``source``: asleep on the doorbell where there is one."""
         if self._bells is None:
-            return _wait(test, self._spin)
+            return _wait(test, self._spin, watch)
         mine = self._bells[0]
         while not test():
             if self._posted[source] > self._received[source]:
                 # rung: the message is microseconds away (the sender's MPI or ours may
                 # still be moving it; measured 5-60 us), or a descheduled moment
-                return _wait(test, self._spin)
+                return _wait(test, self._spin, watch)
             rung, _, _ = select.select([mine], [], [], BELL_TIMEOUT)
             if not rung:
+                if watch is not None:
+                    watch()
                 continue
             # every ring so far (whole ones: 8 bytes each, written at once): (sender,
             # how many messages it has posted to us), or (-1 - rank, 0), a nudge: a
@@ -297,7 +316,7 @@ class MPITransport:
             except (BlockingIOError, BrokenPipeError):
                 pass
 
-    def _recv_from(self, source):
+    def _recv_from(self, source, watch=None):
         status = self.MPI.Status()
         found = []
 
@@ -308,7 +327,7 @@ class MPITransport:
                     found.append(m)
             return bool(found)
 
-        self._wait_message(source, probe)
+        self._wait_message(source, probe, watch)
         self._received[source] += 1
         frame = np.empty(status.Get_count(self.MPI.BYTE), dtype=np.uint8)
         req = found[0].Irecv([frame, self.MPI.BYTE])
@@ -343,8 +362,10 @@ class MPITransport:
         for w in range(self.n_workers):
             self._send_to(w + 1, None, frame)
 
-    def recv(self, w):
-        return self._recv_from(w + 1)
+    def recv(self, w, watch=None):
+        """The next message from worker ``w``; ``watch()`` is called now and then while
+        waiting (a :class:`Watch`)."""
+        return self._recv_from(w + 1, watch)
 
     # -- worker side ---------------------------------------------------------------
     def recv_task(self):
