@@ -4,14 +4,15 @@ against the public API (min 1/(2n) ||y - X b||^2 + lam/2 ||b||^2).
 Each round takes the next block of coefficients; every worker returns, over its rows,
 X_B' r and the block's Gram X_B' X_B; the scheduler solves the block exactly and sends
 the change back, and the workers update their residuals. Run it:
-    python apps/ridge.py                    # one process, 2 simulated workers
+    python apps/ridge.py --workers 2        # one process, 2 simulated workers
     mpiexec -n 4 python apps/ridge.py       # scheduler + 3 MPI workers
+It takes every engine flag of the built-in apps (strads.cli): --out, --staleness,
+--checkpoint-every, --resume, ...
 """
-import argparse
-
 import numpy as np
 
 import strads
+import strads.cli
 
 
 class Cyclic(strads.Schedule):
@@ -24,6 +25,8 @@ class Cyclic(strads.Schedule):
 
 
 class RidgeUpdate(strads.Update):
+    checkpoint_skip = ("X",)  # the data: setup() makes it again on --resume
+
     def __init__(self, shard):
         self.X, self.r = shard["X"], shard["y"].copy()  # residual y - X b, with b = 0
 
@@ -66,15 +69,20 @@ def fit(X, y, lam=0.1, block=8, **run_kw):
     return strads.run(setup, RidgeUpdate, app="ridge", **run_kw)
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lam", type=float, default=0.1)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--max-rounds", type=int, default=500)
-    args = ap.parse_args()
-    rng = np.random.default_rng(0)
+def main(argv=None):
+    p = strads.cli.parser("apps/ridge.py", __doc__.split("\n\n")[0], max_rounds=500,
+                          tol=1e-12)
+    p.add_argument("--lam", type=strads.cli.pos_float, default=0.1, help="the penalty")
+    p.add_argument("--block", type=strads.cli.pos_int, default=8, help="coordinates a round")
+    args = p.parse_args(argv)
+    if args.data:
+        p.error("--data: this example builds its own problem")
+    rng = np.random.default_rng(args.seed)
     X = rng.standard_normal((1000, 64))
     y = X @ rng.standard_normal(64) + rng.standard_normal(1000)
-    result = fit(X, y, args.lam, workers=args.workers, max_rounds=args.max_rounds, tol=1e-12)
-    if result is not None:  # the scheduler rank
-        print(f"objective {result.objective:.12g} after {result.rounds} rounds")
+    return strads.cli.main("ridge", lambda a: fit(X, y, a.lam, a.block,
+                                                  **strads.cli.engine_kwargs(a)), args)
+
+
+if __name__ == "__main__":
+    main()

@@ -46,10 +46,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser(module, description, max_rounds, tol):
+    """The engine flags, for an app's own to be added to (``module``: the app's module
+    name, or its script's path ending in .py)."""
+    run = f"python {module}" if module.endswith(".py") else f"python -m {module}"
     p = _Parser(
-        prog=f"python -m {module}", description=description,
+        prog=run, description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        epilog=f"Under MPI: mpiexec -n N python -m {module} [flags] runs the scheduler on "
+        epilog=f"Under MPI: mpiexec -n N {run} [flags] runs the scheduler on "
                "rank 0 and N-1 workers (--workers is then ignored).")
     g = p.add_argument_group("engine")
     g.add_argument("--data", metavar="PATH",

@@ -175,6 +175,8 @@ class _WorkerHost:
             if digest:
                 self.digest = _ckpt.digest(shard)
             self.update = self.update_cls(shard)
+            if digest:  # refuse a state that cannot be checkpointed now, not mid-run
+                _ckpt.encode(self.update.state(), type(self.update).__name__)
             return ("ready",)
         if kind == "step":
             _, round, syncs, task = msg
@@ -481,6 +483,9 @@ class _Driver:
         self.schedule.staleness = self.staleness
         if manifest is not None:
             self._restore(manifest)
+        elif self.every:  # refuse a state that cannot be checkpointed now, not mid-run
+            for piece in (self.schedule, self.aggregate):
+                _ckpt.encode(piece.state(), type(piece).__name__)
         self.t0 = time.perf_counter() - self.elapsed0
         self.last_ckpt = time.perf_counter()
         total = self.schedule.total_rounds  # after the staleness: it may depend on it
@@ -599,7 +604,7 @@ class _Driver:
             return None
 
         def warn(waited):
-            sys.stderr.write(f"[{self.app}] waiting {waited:.0f} s for worker {w} "
+            sys.stderr.write(f"[{self.app}] waiting {waited:.1f} s for worker {w} "
                              f"(rank {w + 1}) to answer round {r}\n")
             sys.stderr.flush()
         return _transport.Watch(self.stall_warn, warn)
@@ -730,6 +735,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
             raise DataError(f"{name} must be a finite number > 0 (seconds), got {v}")
     if not tol >= 0 or not math.isfinite(tol):
         raise DataError(f"tol must be a finite number >= 0, got {tol}")
+    if out is not None and not os.fspath(out):
+        raise DataError("--out '': not a folder name")
     if (checkpoint_every or resume) and not out:
         raise DataError("checkpoints need an output folder: pass --out DIR")
     kw = dict(staleness=int(staleness), max_rounds=int(max_rounds), time_limit=time_limit,

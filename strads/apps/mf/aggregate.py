@@ -24,6 +24,9 @@ from . import kernels as K
 
 
 class MFAggregate(Aggregate):
+    # the problem's shape, ids, ratings and held-out pairs: setup() rebuilds them
+    checkpoint_skip = ("lay", "reg", "ids", "train", "test", "cold_test")
+
     def __init__(self, layout, W, H, reg, problem, mean, rows):
         self.lay = layout
         m, n = problem.shape

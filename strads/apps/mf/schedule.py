@@ -25,6 +25,7 @@ from ...engine import Schedule
 
 class _Sweep(Schedule):
     method = None
+    checkpoint_skip = ("layout", "_sweep")  # setup() makes them again
 
     def __init__(self, layout, iters):
         self.iters, self.layout = iters, layout

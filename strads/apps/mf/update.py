@@ -50,6 +50,18 @@ class MFUpdate(Update):
             _Side(*shard["rows"], W[:, u0:u1].copy(), shard["reg_rows"]),
             _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
 
+    def state(self):
+        # the ratings' layout (indptr, idx), the regularisation and the held-out share are
+        # the shard's, rebuilt by setup(); G and scratch are buffers
+        return {"sync": self.sync, "scores": self.scores,
+                "sides": [{"res": s.res, "own": s.own, "pending": s.pending}
+                          for s in self.sides]}
+
+    def load_state(self, state):
+        self.sync, self.scores = state["sync"], state["scores"]
+        for side, st in zip(self.sides, state["sides"]):
+            side.res, side.own, side.pending = st["res"], st["own"], st["pending"]
+
     @classmethod
     def warmup(cls):
         indptr, idx = np.array([0, 1], np.int64), np.zeros(1, np.int32)

@@ -1,0 +1,398 @@
+"""Checkpoint and resume, interrupts, all-or-nothing outputs, --out checks, divergence,
+stall warnings: in one process, and for real under mpiexec (launched by the tests)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import strads
+from strads import checkpoint as ckpt
+
+from conftest import ROOT, child_env, mpiexec, run_cli
+
+sys.path.insert(0, str(ROOT / "apps"))
+import ridge  # noqa: E402
+
+# apps on small built-in problems: (module args, flags of a run of a few seconds at most)
+APPS = {
+    "lasso": ["strads.apps.lasso", "--schedule", "priority", "--tol", "0",
+              "--max-rounds", "400"],
+    "mf": ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "8000",
+           "--iters", "6", "--tol", "0"],
+    "lda": ["strads.apps.lda", "--n-docs", "200", "--n-words", "300", "--doc-length", "40",
+            "--sweeps", "12", "--tol", "0"],
+    "ridge": [str(ROOT / "apps" / "ridge.py"), "--max-rounds", "300", "--tol", "0"],
+}
+
+
+def cli(args, np_=None, timeout=180, **kw):
+    """``python -m module ...`` or ``python script.py ...``."""
+    if args[0].endswith(".py"):
+        cmd = [sys.executable, *args]
+        if np_:
+            cmd = [mpiexec(), "-n", str(np_), *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=child_env(), cwd=ROOT, **kw)
+    return run_cli(args, np=np_, timeout=timeout, **kw)
+
+
+def model(out):
+    with np.load(Path(out) / "model.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def assert_same_model(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def stop_rounds(args, rounds=9):
+    """The args with a stopping rule after ``rounds`` rounds: the first leg of a resume."""
+    args = list(args)
+    if "--max-rounds" in args:
+        i = args.index("--max-rounds")
+        return args[:i] + args[i + 2:] + ["--max-rounds", str(rounds)]
+    return args + ["--max-rounds", str(rounds)]
+
+
+@pytest.mark.parametrize("app", sorted(APPS))
+def test_resume_gives_the_uninterrupted_model_bit_for_bit(app, tmp_path):
+    base = APPS[app] + ["--quiet", "--workers", "2"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    p = cli(base + ["--out", str(full)])
+    assert p.returncode == 0, p.stderr
+    p = cli(stop_rounds(base) + ["--out", str(part), "--checkpoint-every", "0.001"])
+    assert p.returncode == 0, p.stderr
+    first = json.loads((part / "summary.json").read_text())
+    manifest = json.loads((part / "checkpoint" / "manifest.json").read_text())
+    assert manifest["round"] == first["rounds"] > 0
+    assert len(manifest["parts"]) == 3  # the scheduler's and one per worker
+    p = cli(base + ["--out", str(part), "--resume"])  # the original stopping rule
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((part / "summary.json").read_text())
+    assert summary["rounds"] == json.loads((full / "summary.json").read_text())["rounds"]
+    assert summary["rounds"] > first["rounds"]
+    assert_same_model(model(part), model(full))
+
+
+def test_resume_refuses_other_flags_and_bad_checkpoints(tmp_path):
+    out = tmp_path / "o"
+    base = APPS["lasso"] + ["--quiet", "--out", str(out)]
+    p = cli(["strads.apps.lasso", "--quiet", "--out", str(out), "--resume"])
+    assert p.returncode == 2 and "no checkpoint to resume from" in p.stderr
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert cli(base + ["--checkpoint-every", "0.001"]).returncode == 0
+    # stopping rules and output settings may change; the model's flags may not
+    p = cli(base + ["--resume", "--seed", "3", "--rho", "0.2", "--staleness", "1"])
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    for what in ("--seed 3 (was 0)", "--rho 0.2 (was 0.1)", "staleness 1 (was 0)"):
+        assert what in p.stderr
+    p = cli(base + ["--resume", "--max-rounds", "500", "--log-interval", "0"])
+    assert p.returncode == 0, p.stderr
+    # damaged: a part cut short, then one byte changed inside a part
+    folder = out / "checkpoint"
+    part = next(f for f in sorted(folder.iterdir()) if f.name.endswith("worker0.npz"))
+    data = part.read_bytes()
+    part.write_bytes(data[:-100])
+    p = cli(base + ["--resume"])
+    assert p.returncode == 2 and "damaged" in p.stderr and "Traceback" not in p.stderr
+    flipped = bytearray(data)
+    with np.load(__import__("io").BytesIO(data)) as zz:
+        r = zz["update:r"]
+    at = bytes(flipped).find(r.tobytes()[:64])  # inside the residual's stored bytes
+    assert at > 0
+    flipped[at + 3] ^= 0xFF
+    part.write_bytes(bytes(flipped))
+    p = cli(base + ["--resume"])
+    assert p.returncode == 2 and "damaged" in p.stderr and "Traceback" not in p.stderr
+    (folder / "manifest.json").write_text("{not json")
+    p = cli(base + ["--resume"])
+    assert p.returncode == 2 and "damaged checkpoint manifest" in p.stderr
+
+
+def test_resume_refuses_changed_data(tmp_path):
+    f = tmp_path / "d.svm"
+    rng = np.random.default_rng(0)
+    lines = [f"{rng.normal():.6f} " + " ".join(f"{j}:{rng.normal():.5f}" for j in
+                                               np.sort(rng.choice(50, 5, replace=False)) + 1)
+             for _ in range(80)]
+    f.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "o"
+    args = ["strads.apps.lasso", "--data", str(f), "--quiet", "--out", str(out)]
+    assert cli(args + ["--checkpoint-every", "0.001"]).returncode == 0
+    lines[3] = "1.5 2:0.5 7:1.25"
+    f.write_text("\n".join(lines) + "\n")
+    p = cli(args + ["--resume"])
+    assert p.returncode == 2 and "data differs from the checkpointed run" in p.stderr
+
+
+def test_checkpoint_refuses_state_it_cannot_keep_before_any_work(tmp_path):
+    class Odd(strads.Update):
+        def __init__(self, shard):
+            self.thing = object()
+
+        def update(self, task):
+            return 0
+
+    class A(strads.Aggregate):
+        def aggregate(self, round, task, partials):
+            self.updates += 1
+
+    with pytest.raises(strads.DataError, match=r"cannot checkpoint Odd.thing of type object"):
+        strads.run(lambda w: (ridge.Cyclic(4, 2), A(), [{}] * w), Odd, max_rounds=5,
+                   quiet=True, out=str(tmp_path / "o"), checkpoint_every=1)
+    assert not (tmp_path / "o").exists()
+
+
+def test_state_round_trip_keeps_types_and_bits():
+    class P(strads.Schedule):
+        checkpoint_skip = ("data",)
+
+    p = P()
+    rng = np.random.default_rng(5)
+    rng.random(3)
+    p.__dict__.update(a=np.arange(3.0), f=0.1 + 0.2, i=2**70, s="x", n=None, b=True,
+                      g=np.float32(1.5), t=(np.ones(2), [1, {"k": np.zeros(1)}]), rng=rng,
+                      d=__import__("collections").deque([1.0, 2.0], maxlen=4),
+                      data=np.ones(10), frozen=np.ones(3), f2=float("inf"))
+    p.frozen.flags.writeable = False
+    meta, arrays = ckpt.encode(p.state(), "P")
+    assert "data" not in meta and "frozen" not in meta
+    q = P()
+    q.load_state(ckpt.decode(json.loads(json.dumps(meta)), arrays))
+    assert q.f == 0.1 + 0.2 and q.i == 2**70 and q.s == "x" and q.n is None and q.b is True
+    assert q.f2 == float("inf") and type(q.g) is np.float32 and q.g == 1.5
+    assert isinstance(q.t, tuple) and isinstance(q.t[1], list) and q.t[1][1]["k"][0] == 0
+    assert q.d.maxlen == 4 and list(q.d) == [1.0, 2.0]
+    assert q.rng.random() == rng.random()  # the generator continues where it was
+
+
+def _pid_of_rank(out, rank):
+    """The pid of the process of MPI rank ``rank`` whose command line names ``out``."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(out).encode() in cmd and f"PMI_RANK={rank}".encode() in env \
+                and b"python" in cmd[0]:
+            return int(pid)
+    return None
+
+
+@pytest.mark.parametrize("victim", [2, 0])
+def test_kill_minus_9_of_a_rank_then_resume_under_mpiexec(victim, tmp_path):
+    """A real mpiexec run loses a rank to kill -9 after some checkpoints; resumed under
+    mpiexec it ends with the model of an uninterrupted run (in one process, 2 workers)."""
+    args = ["strads.apps.lasso", "--schedule", "priority", "--tol", "0", "--max-rounds",
+            "3000", "--quiet", "--log-interval", "0"]
+    ref = tmp_path / "ref"
+    assert cli(args + ["--workers", "2", "--out", str(ref)]).returncode == 0
+    out = tmp_path / "run"
+    cmd = [mpiexec(), "-n", "3", sys.executable, "-m", *args, "--out", str(out),
+           "--checkpoint-every", "0.05"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=child_env(), cwd=ROOT)
+    manifest = out / "checkpoint" / "manifest.json"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        if manifest.exists() and json.loads(manifest.read_text())["round"] > 50:
+            break
+        time.sleep(0.02)
+    pid = _pid_of_rank(out, victim)
+    assert pid is not None and proc.poll() is None, "the run ended before the kill"
+    os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert not (out / "summary.json").exists()  # no outputs of a run that did not end
+    at = json.loads(manifest.read_text())["round"]
+    assert 0 < at < 3000
+    p = subprocess.run(cmd[:-2] + ["--resume"], capture_output=True, text=True,
+                       timeout=120, env=child_env(), cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((out / "summary.json").read_text())["rounds"] == 3000
+    assert_same_model(model(out), model(ref))
+    # the trace goes on from the checkpoint: rounds increase, none repeated
+    rounds = np.loadtxt(out / "trace.csv", delimiter=",", skiprows=1, usecols=0)
+    assert (np.diff(rounds) > 0).all() and rounds[-1] == 3000
+
+
+def _interrupt(cmd, sig, out, after_round=20):
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env(), cwd=ROOT)
+    manifest = out / "checkpoint" / "manifest.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if manifest.exists() and json.loads(manifest.read_text())["round"] >= after_round:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before the signal"
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    return proc.returncode, stdout, stderr, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("np_, sig, code", [(None, signal.SIGINT, 130),
+                                            (None, signal.SIGTERM, 143),
+                                            (3, signal.SIGINT, 130),
+                                            (3, signal.SIGTERM, 143)])
+def test_a_signal_stops_at_a_round_with_outputs_and_a_checkpoint(np_, sig, code, tmp_path):
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "strads.apps.lasso", "--schedule", "priority", "--tol", "0",
+           "--max-rounds", "100000000", "--quiet", "--out", str(out),
+           "--checkpoint-every", "0.05"]
+    if np_:
+        cmd = [mpiexec(), "-n", str(np_), *cmd]
+    rc, stdout, stderr, took = _interrupt(cmd, sig, out)
+    assert rc == code, stderr
+    assert took < 10 and "Traceback" not in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted"
+    assert json.loads(stdout.strip().splitlines()[-1]) == summary  # mpiexec may say more
+    name = signal.Signals(sig).name
+    assert f"[lasso] interrupted by {name} at round {summary['rounds']}" in stderr
+    manifest = json.loads((out / "checkpoint" / "manifest.json").read_text())
+    assert manifest["round"] == summary["rounds"]  # the last checkpoint: where it stopped
+    assert model(out)["coef"].shape == (10000,)
+
+
+def test_outputs_are_all_or_nothing_and_follow_no_symlink(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((60, 6)), rng.standard_normal(60)
+    out = tmp_path / "o"
+    first = ridge.fit(X, y, max_rounds=5, quiet=True, out=str(out))
+    before = {f: (out / f).read_bytes() for f in ("summary.json", "trace.csv", "model.npz")}
+    (out / "mine.txt").write_text("keep me")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+
+    # a write that fails half-way leaves the previous results, complete
+    def broken_savez(f, **arrays):
+        f.write(b"PK partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", broken_savez)
+    with pytest.raises(OSError, match="No space"):
+        ridge.fit(X, y, max_rounds=9, quiet=True, out=str(out))
+    monkeypatch.undo()
+    for f, data in before.items():
+        assert (out / f).read_bytes() == data
+    assert sorted(os.listdir(tmp_path)) == ["o", "victim.txt"]  # no temporary left behind
+
+    # symlinks in OUT are replaced, never written through
+    (out / "model.npz").unlink()
+    (out / "model.npz").symlink_to(victim)
+    res = ridge.fit(X, y, max_rounds=9, quiet=True, out=str(out))
+    assert victim.read_text() == "precious"
+    assert not (out / "model.npz").is_symlink()
+    np.testing.assert_array_equal(model(out)["coef"], res.model["coef"])
+    assert (out / "mine.txt").read_text() == "keep me"  # the user's files stay
+    assert json.loads((out / "summary.json").read_text())["rounds"] == 9 != first.rounds
+    assert oct((out).stat().st_mode & 0o777) != "0o700"  # made as os.makedirs would
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda d: (d / "f").write_text("x") and d / "f", "exists and is not a folder"),
+    (lambda d: (d / "f").write_text("x") and d / "f" / "sub", "is a file, not a folder"),
+    (lambda d: Path("/proc/strads-out"), "cannot write in /proc"),
+    (lambda d: "", "not a folder name"),
+])
+def test_bad_out_is_refused_at_once(make, why, tmp_path):
+    out = make(tmp_path)
+    t0 = time.monotonic()
+    p = cli(["strads.apps.lasso", "--n-samples", "20000", "--n-features", "50000",
+             "--out", str(out)])
+    assert p.returncode == 2 and why in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert time.monotonic() - t0 < 10  # before the problem is built (tens of seconds)
+
+
+def test_checkpoint_and_resume_need_out():
+    p = cli(["strads.apps.lasso", "--checkpoint-every", "5"])
+    assert p.returncode == 2 and "pass --out DIR" in p.stderr
+    for bad in (["--max-rounds", "0"], ["--lambda", "inf"], ["--tol", "nan"],
+                ["--checkpoint-every", "-1"], ["--time-limit", "inf"]):
+        p = cli(["strads.apps.lasso", *bad])
+        assert p.returncode == 2 and "Traceback" not in p.stderr, bad
+
+
+class _Grow(strads.Aggregate):
+    """An objective that runs away (x2 a round from round 10), or turns NaN."""
+
+    def __init__(self, nan=False):
+        self.f, self.nan = 1.0, nan
+
+    def aggregate(self, round, task, partials):
+        self.updates += 1
+        if round >= 10:
+            self.f = float("nan") if self.nan else self.f * 2
+
+    def objective(self):
+        return self.f
+
+
+class _Nothing(strads.Update):
+    def update(self, task):
+        return 0
+
+
+class _Always(strads.Schedule):
+    def schedule(self, round):
+        return {}
+
+
+@pytest.mark.parametrize("nan, at", [(False, 30), (True, 11)])
+def test_a_diverging_objective_stops_the_run(nan, at, capsys):
+    res = strads.run(lambda w: (_Always(), _Grow(nan), [{}] * w), _Nothing,
+                     max_rounds=10**6, quiet=True)
+    assert res.stop_reason == "diverged" and res.rounds == at
+    assert f"[custom] stopped: the objective diverged" in capsys.readouterr().err
+    # a maximised objective (a log-likelihood) diverges downwards, not upwards
+    agg = _Grow()
+    agg.maximize = True
+    res = strads.run(lambda w: (_Always(), agg, [{}] * w), _Nothing, max_rounds=200,
+                     quiet=True)
+    assert res.stop_reason == "max_rounds"
+
+
+def test_diverging_cli_exits_3(tmp_path):
+    # Jacobi updates of a whole block of strongly correlated columns, unrelaxed, overshoot
+    p = cli(["strads.apps.lasso", "--schedule", "random", "--dense", "--n-samples", "200",
+             "--n-features", "200", "--corr", "0.95", "--block", "200", "--tol", "0",
+             "--max-rounds", "5000", "--quiet", "--out", str(tmp_path / "o")])
+    assert p.returncode == 3, p.stderr
+    assert "diverged" in p.stderr
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["stop_reason"] == \
+        "diverged"
+
+
+def test_stall_warning_names_the_worker(tmp_path):
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import time, strads\n"
+        "class S(strads.Schedule):\n"
+        "    def schedule(self, r): return {} if r < 3 else None\n"
+        "class U(strads.Update):\n"
+        "    def update(self, t):\n"
+        "        if self.shard['w'] == 1: time.sleep(1.5)\n"
+        "        return 0\n"
+        "class A(strads.Aggregate):\n"
+        "    def aggregate(self, r, t, p): pass\n"
+        "strads.run(lambda n: (S(), A(), [{'w': w} for w in range(n)]), U, quiet=True,\n"
+        "           stall_warn=0.5)\n")
+    p = subprocess.run([mpiexec(), "-n", "3", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=60, env=child_env())
+    assert p.returncode == 0, p.stderr
+    assert "s for worker 1 (rank 2) to answer round 0" in p.stderr
+    assert "worker 0" not in p.stderr
