@@ -14,8 +14,9 @@ Two transports share one interface:
 * :class:`MPITransport` puts the scheduler on rank 0 and one worker on each other rank.
 
 Waiting is polite: MPICH's blocking calls poll a core at full speed, which with more
-ranks than cores starves the ranks that compute. When every rank is on one host, each
-has a *doorbell* (a named pipe): a sender rings the receiver's after posting a message,
+ranks than cores starves the ranks that compute. When every rank is on one Linux host,
+each has a *doorbell* (an abstract-namespace datagram socket, which no file backs and
+which vanishes with its process): a sender rings the receiver's after posting a message,
 with the number of messages it has posted to it so far, and a rank waiting for a message
 sleeps in ``select`` until that sender has rung, using no CPU, then tests with short
 sleeps for the microseconds until MPI shows the message (polling with sleeps cost the MF
@@ -33,7 +34,6 @@ import pickle
 import select
 import socket
 import sys
-import tempfile
 import time
 import traceback
 from collections import deque
@@ -45,7 +45,7 @@ _ALIGN = 64
 YIELD_S = float(os.environ.get('STRADS_YIELD_S', 1e-3))
 MAX_SLEEP = float(os.environ.get('STRADS_MAX_SLEEP', 2e-4))
 # A sleeper wakes at least this often without a ring (a ring is lost only when the
-# receiver's pipe is full; every 2 ms measurably slowed the worker sharing a core with
+# receiver's socket buffer is full; every 2 ms measurably slowed the worker sharing a core with
 # the scheduler).
 BELL_TIMEOUT = 2e-2
 NUDGE_S = 1e-4
@@ -187,48 +187,69 @@ def _spin_until(test, seconds):
     return True
 
 
+class _Bells:
+    """This rank's doorbell and its peers': Linux abstract-namespace datagram sockets,
+    which exist only while a process holds them open, so a rank killed at any moment
+    leaves nothing behind (named pipes in the temp directory did, when a rank died
+    between making its pipe and the others opening it)."""
+
+    def __init__(self, token, rank):
+        self.token = token
+        self.mine = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.mine.setblocking(False)
+        self.mine.bind(self.address(rank))
+        self.out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.out.setblocking(False)
+
+    def address(self, r):
+        return f"\0strads-{self.token}-{r}".encode()
+
+    def fileno(self):
+        return self.mine.fileno()
+
+    def ring(self, dest, who, count):
+        try:
+            self.out.sendto(np.array([who, count], dtype="<i4").tobytes(), self.address(dest))
+        # full of rings the receiver has not read yet, or gone: that rank no longer
+        # waits for anything
+        except (BlockingIOError, ConnectionRefusedError, FileNotFoundError):
+            pass
+
+    def rings(self):
+        """Every ring so far, as (sender, count) rows."""
+        got = []
+        while True:
+            try:
+                got.append(self.mine.recv(64))
+            except (BlockingIOError, InterruptedError):
+                break
+        return np.frombuffer(b"".join(got), dtype="<i4").reshape(-1, 2)
+
+    def close(self):
+        self.mine.close()
+        self.out.close()
+
+
 def _doorbells(comm, hosts):
-    """(read end of this rank's doorbell, {rank: write end of its doorbell}) when every
-    rank runs on one host (``hosts``: each rank's) and named pipes work there, else None;
-    every rank gets the same answer (collective)."""
+    """This rank's :class:`_Bells` when every rank runs on one Linux host (``hosts``:
+    each rank's), else None; every rank gets the same answer (collective)."""
     from mpi4py import MPI
 
     rank = comm.Get_rank()
-    ok = (len(set(hosts)) == 1 and hasattr(os, "mkfifo")
+    ok = (len(set(hosts)) == 1 and sys.platform.startswith("linux")
           and os.environ.get("STRADS_DOORBELL", "1") != "0")
     token = comm.bcast(f"{os.getpid()}-{time.time_ns()}" if rank == 0 else None, root=0)
-
-    def path(r):
-        return os.path.join(tempfile.gettempdir(), f"strads-{token}-{r}.bell")
-
-    mine, peers, made = None, {}, False
-    try:
-        if ok:
-            try:
-                os.mkfifo(path(rank), 0o600)
-                made = True
-                # read-write: the pipe never reports end-of-file, whoever closes
-                mine = os.open(path(rank), os.O_RDWR | os.O_NONBLOCK)
-            except OSError:
-                ok = False
-        ok = comm.allreduce(ok, op=MPI.LAND)
-        if ok:
-            try:
-                for r in range(comm.Get_size()):
-                    if r != rank:
-                        peers[r] = os.open(path(r), os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                ok = False
-        ok = comm.allreduce(ok, op=MPI.LAND)  # also: every rank has opened its peers'
-    finally:
-        if made:  # the open ends keep working; nothing is left behind in the temp dir
-            os.unlink(path(rank))
-    if not ok:
-        for fd in [mine, *peers.values()]:
-            if fd is not None:
-                os.close(fd)
-        return None
-    return mine, peers, path(rank)
+    bells = None
+    if ok:
+        try:
+            bells = _Bells(token, rank)
+        except OSError:
+            ok = False
+    ok = comm.allreduce(ok, op=MPI.LAND)  # also: every rank's socket is bound
+    if not ok and bells is not None:
+        bells.close()
+        bells = None
+    return bells
 
 
 def _cores():
@@ -272,7 +293,7 @@ class MPITransport:
         """Wait for a message from ``source``: asleep on the doorbell where there is one."""
         if self._bells is None:
             return _wait(test, self._spin, watch)
-        mine = self._bells[0]
+        mine = self._bells
         while not test():
             if self._posted[source] > self._received[source]:
                 # rung: the message is microseconds away (the sender's MPI or ours may
@@ -283,11 +304,11 @@ class MPITransport:
                 if watch is not None:
                     watch()
                 continue
-            # every ring so far (whole ones: 8 bytes each, written at once): (sender,
+            # every ring so far (a datagram each): (sender,
             # how many messages it has posted to us), or (-1 - rank, 0), a nudge: a
             # receiver waits for our MPI to move a send of ours along (no single-copy
             # transfers). Rings for other senders count for their own waits.
-            rings = np.frombuffer(os.read(mine, 1 << 16), dtype="<i4").reshape(-1, 2)
+            rings = mine.rings()
             if (rings[:, 0] < 0).any():
                 # a receiver is moving a send of ours: without single-copy transfers the
                 # data moves only while both sides call MPI, so keep calling until done
@@ -309,12 +330,7 @@ class MPITransport:
 
     def _ring_bell(self, dest, who, count=0):
         if self._bells is not None:
-            try:
-                os.write(self._bells[1][dest], np.array([who, count], dtype="<i4").tobytes())
-            # full of rings the receiver has not read yet, or closed: that rank no
-            # longer waits for anything
-            except (BlockingIOError, BrokenPipeError):
-                pass
+            self._bells.ring(dest, who, count)
 
     def _recv_from(self, source, watch=None):
         status = self.MPI.Status()
@@ -379,8 +395,7 @@ class MPITransport:
             _wait(req.Test, self._spin)
         self._pending = []
         if self._bells is not None:
-            for fd in [self._bells[0], *self._bells[1].values()]:
-                os.close(fd)
+            self._bells.close()
             self._bells = None
 
     def abort(self, exc, code=1, brief=False):

@@ -396,3 +396,29 @@ def test_stall_warning_names_the_worker(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "s for worker 1 (rank 2) to answer round 0" in p.stderr
     assert "worker 0" not in p.stderr
+
+
+def test_no_doorbell_is_left_behind_by_a_rank_killed_during_start_up(tmp_path):
+    import tempfile
+    tmp = Path(tempfile.gettempdir())
+    before = set(tmp.glob("strads-*"))
+    out = tmp_path / "o"
+    for delay in (0.3, 0.8, 1.5):
+        cmd = [mpiexec(), "-n", "3", sys.executable, "-m", "strads.apps.lasso", "--quiet",
+               "--out", str(out)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=child_env(), cwd=ROOT)
+        deadline = time.monotonic() + delay
+        pid = None
+        while time.monotonic() < deadline or pid is None:
+            pid = pid or _pid_of_rank(out, 1)
+            if proc.poll() is not None or time.monotonic() > deadline + 20:
+                break
+            time.sleep(0.01)
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=60)
+    assert set(tmp.glob("strads-*")) == before
