@@ -227,7 +227,7 @@ def test_kill_minus_9_of_a_rank_then_resume_under_mpiexec(victim, tmp_path):
     assert (np.diff(rounds) > 0).all() and rounds[-1] == 3000
 
 
-def _interrupt(cmd, sig, out, after_round=20):
+def _interrupt(cmd, sig, out, after_round=20, rank=None):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env(), cwd=ROOT)
     manifest = out / "checkpoint" / "manifest.json"
@@ -238,23 +238,28 @@ def _interrupt(cmd, sig, out, after_round=20):
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before the signal"
     t0 = time.monotonic()
-    proc.send_signal(sig)
+    if rank is None:
+        proc.send_signal(sig)
+    else:  # one rank alone (a batch system's signal to one node, say)
+        os.kill(_pid_of_rank(out, rank), sig)
     stdout, stderr = proc.communicate(timeout=60)
     return proc.returncode, stdout, stderr, time.monotonic() - t0
 
 
-@pytest.mark.parametrize("np_, sig, code", [(None, signal.SIGINT, 130),
-                                            (None, signal.SIGTERM, 143),
-                                            (3, signal.SIGINT, 130),
-                                            (3, signal.SIGTERM, 143)])
-def test_a_signal_stops_at_a_round_with_outputs_and_a_checkpoint(np_, sig, code, tmp_path):
+@pytest.mark.parametrize("np_, sig, code, rank", [(None, signal.SIGINT, 130, None),
+                                                  (None, signal.SIGTERM, 143, None),
+                                                  (3, signal.SIGINT, 130, None),
+                                                  (3, signal.SIGTERM, 143, None),
+                                                  (3, signal.SIGTERM, 143, 2)])
+def test_a_signal_stops_at_a_round_with_outputs_and_a_checkpoint(np_, sig, code, rank,
+                                                                 tmp_path):
     out = tmp_path / "o"
     cmd = [sys.executable, "-m", "strads.apps.lasso", "--schedule", "priority", "--tol", "0",
            "--max-rounds", "100000000", "--quiet", "--out", str(out),
            "--checkpoint-every", "0.05"]
     if np_:
         cmd = [mpiexec(), "-n", str(np_), *cmd]
-    rc, stdout, stderr, took = _interrupt(cmd, sig, out)
+    rc, stdout, stderr, took = _interrupt(cmd, sig, out, rank=rank)
     assert rc == code, stderr
     assert took < 10 and "Traceback" not in stderr
     summary = json.loads((out / "summary.json").read_text())
