@@ -427,3 +427,11 @@ def test_no_doorbell_is_left_behind_by_a_rank_killed_during_start_up(tmp_path):
                 pass
         proc.wait(timeout=60)
     assert set(tmp.glob("strads-*")) == before
+
+
+def test_mf_refuses_a_staleness_it_cannot_use():
+    t0 = time.monotonic()
+    p = cli(["strads.apps.mf", "--staleness", "1000000000", "--quiet"])
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "staleness 1000000000: at most 15 is useful with rank 8 and block 1" in p.stderr
+    assert time.monotonic() - t0 < 30  # refused, not 10^9 empty rounds

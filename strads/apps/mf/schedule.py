@@ -9,7 +9,7 @@
   in flight, so the columns go in groups of ``max(group, s + 1)`` rounds: W's group,
   then H's group; H's column t is then never computed before W's column t was applied
   (a short last group joins the one before; with fewer columns than s + 1, empty rounds
-  pad the gap).
+  pad the gap; a staleness of twice the number of column blocks or more is refused).
   ``block`` columns per round (default 1) cut the number of rounds, and so the per-round
   latency under MPI, by that factor: a worker updates them one after the other (a side's
   columns do not interact), so a block of b makes the same updates as a group of b
@@ -20,7 +20,7 @@ One outer iteration is one sweep; the last round of a sweep is marked ``end``.
 """
 import numpy as np
 
-from ...engine import Schedule
+from ...engine import DataError, Schedule
 
 
 class _Sweep(Schedule):
@@ -65,6 +65,11 @@ class CCD(_Sweep):
         # at least staleness + 1 rounds a group, whatever the caller passed
         b, g = self.block, max(self.group, self.staleness + 1)
         blocks = [np.arange(t, min(t + b, lay.rank)) for t in range(0, lay.rank, b)]
+        if self.staleness >= 2 * len(blocks):  # more would add only empty rounds
+            raise DataError(f"staleness {self.staleness}: at most {2 * len(blocks) - 1} is "
+                            f"useful with rank {lay.rank} and block {b} (each extra round "
+                            "in flight is an empty round between a column and its "
+                            "dependent)")
         # chunks of g rounds per side; a short remainder joins the chunk before it, so
         # W's round of a column always runs at least g rounds before H's round of it
         chunks = [blocks[i:i + g] for i in range(0, len(blocks), g)]
