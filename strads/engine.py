@@ -159,9 +159,10 @@ class Aggregate(_Piece):
 class _WorkerHost:
     """Turns engine messages into calls on the app's Update object."""
 
-    def __init__(self, update_cls, signals):
+    def __init__(self, update_cls, signals, traffic=None):
         self.update_cls = update_cls
         self.signals = signals
+        self.traffic = traffic  # this rank's counters, under MPI
         self.update = None
         self.version = 0
         self.digest = None  # of the shard, when checkpoints are on: checked on resume
@@ -206,8 +207,17 @@ class _WorkerHost:
             self.version = host["version"]
             return ("restored",)
         if kind == "collect":
-            return ("collected", self.update.collect())
+            return ("collected", self.update.collect(),
+                    None if self.traffic is None else _rank_usage(self.traffic))
         raise RuntimeError(f"unknown engine message {kind!r}")
+
+
+def _rank_usage(traffic):
+    """A rank's traffic so far and its peak resident memory."""
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, B on macOS
+    return {**traffic, "peak_rss_mb": round(rss / (2**20 if sys.platform == "darwin"
+                                                   else 2**10), 1)}
 
 
 class _Signals:
@@ -253,6 +263,7 @@ class Result:
     trace: list = field(default_factory=list)
     versions: np.ndarray = None  # (round, worker, version) for every result
     signal: int = 0  # the signal that stopped the run (stop_reason "interrupted")
+    traffic: list = field(default_factory=list)  # per rank: bytes, messages, peak RSS
 
     def summary(self):
         s = {k: getattr(self, k) for k in
@@ -261,6 +272,7 @@ class Result:
         s["updates_per_s"] = self.updates / self.wall_s if self.wall_s > 0 else 0.0
         s["max_staleness_seen"] = int((self.versions[:, 0] - self.versions[:, 2]).max()
                                       if len(self.versions) else 0)
+        s["traffic"] = self.traffic
         s.update(self.extra)
         return s
 
@@ -665,7 +677,14 @@ class _Driver:
             if self.pending[w]:
                 tp.send(w, ("step", None, self.pending[w], None))
             tp.send(w, ("collect",))
-        collected = [tp.recv(w)[1] for w in range(self.W)]
+        # rank 0's, then each worker rank's (under MPI; one entry in one process), up to
+        # the collect request: what every rank sent, some rank received
+        traffic = [_rank_usage(tp.traffic)]
+        replies = [tp.recv(w) for w in range(self.W)]
+        collected = [r[1] for r in replies]
+        traffic += [r[2] for r in replies if r[2] is not None]
+        for rank, entry in enumerate(traffic):
+            entry["rank"] = rank
         wall = time.perf_counter() - self.t0
         agg = self.aggregate
         model = agg.finish(collected)
@@ -678,7 +697,7 @@ class _Driver:
                       staleness=self.staleness, rounds=self.done, updates=int(agg.updates),
                       wall_s=wall, objective=float(agg.objective()),
                       stop_reason=self.reason, model=model, extra=dict(agg.summary()),
-                      trace=self.trace, signal=self.signum,
+                      trace=self.trace, signal=self.signum, traffic=traffic,
                       versions=np.array(self.versions, dtype=np.int64).reshape(-1, 3))
 
 
@@ -690,7 +709,7 @@ def _drive(tp, setup, **kw):
 
 
 def _serve(tp, update_cls, signals):
-    host = _WorkerHost(update_cls, signals)
+    host = _WorkerHost(update_cls, signals, tp.traffic)
     while True:
         msg = tp.recv_task()
         reply = host.handle(msg)

@@ -121,12 +121,19 @@ def mpi_world_size():
     return 0
 
 
+def new_traffic():
+    """What a rank has sent and received (whole frames: pickle, buffers, framing)."""
+    return {"bytes_sent": 0, "bytes_received": 0, "messages_sent": 0, "messages_received": 0}
+
+
 class InProcess:
-    """W simulated workers in this process; ``handlers[w](msg)`` returns the reply or None."""
+    """W simulated workers in this process; ``handlers[w](msg)`` returns the reply or None.
+    Nothing crosses a process boundary, so its traffic stays zero."""
 
     is_mpi = False
 
     def __init__(self, n_workers):
+        self.traffic = new_traffic()
         self.n_workers = n_workers
         self.handlers = [None] * n_workers
         self._replies = [deque() for _ in range(n_workers)]
@@ -288,6 +295,7 @@ class MPITransport:
         self._bells = _doorbells(self.comm, hosts) if doorbell else None
         # messages per peer: posted to us (as its rings said), received, sent to it
         self._posted, self._received, self._sent = ([0] * self.size for _ in range(3))
+        self.traffic = new_traffic()
 
     def _wait_message(self, source, test, watch=None):
         """Wait for a message from ``source``: asleep on the doorbell where there is one."""
@@ -325,6 +333,8 @@ class MPITransport:
         frame = pack(msg) if frame is None else frame
         self._pending.append((self.comm.Isend([frame, self.MPI.BYTE], dest=dest, tag=TAG), frame))
         self._sent[dest] += 1
+        self.traffic["bytes_sent"] += frame.nbytes
+        self.traffic["messages_sent"] += 1
         self._ring_bell(dest, self.rank, self._sent[dest])
         self._sends_done()  # forget those complete; the rest progress in later waits
 
@@ -346,6 +356,8 @@ class MPITransport:
         self._wait_message(source, probe, watch)
         self._received[source] += 1
         frame = np.empty(status.Get_count(self.MPI.BYTE), dtype=np.uint8)
+        self.traffic["bytes_received"] += frame.nbytes
+        self.traffic["messages_received"] += 1
         req = found[0].Irecv([frame, self.MPI.BYTE])
         nudged = time.perf_counter()
 

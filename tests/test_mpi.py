@@ -105,3 +105,23 @@ def test_transport_keeps_order_and_sleeps_on_doorbells(doorbell):
         tp.close()
     finally:
         comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_traffic_accounting_balances():
+    """summary.json's traffic: one entry per rank; every byte and message that some rank
+    sent, some rank received (counted up to the collect request)."""
+    rank, size = world()
+    X, y, lam = _problem("sparse")
+    res = lasso.fit(X, y, lam=lam, quiet=True)
+    if rank != 0:
+        return
+    t = res.summary()["traffic"]
+    assert [e["rank"] for e in t] == list(range(size))
+    for a, b in (("bytes_sent", "bytes_received"), ("messages_sent", "messages_received")):
+        assert sum(e[a] for e in t) == sum(e[b] for e in t) > 0
+    assert all(e["peak_rss_mb"] > 10 for e in t)
+    # rank 0 sends every worker its shard: at least the data's bytes
+    assert t[0]["bytes_sent"] >= X.data.nbytes + X.indices.nbytes
+    one = lasso.fit(X, y, lam=lam, quiet=True, mpi=False, workers=size - 1)
+    assert len(one.summary()["traffic"]) == 1 and one.summary()["traffic"][0]["bytes_sent"] == 0
