@@ -60,7 +60,8 @@ def parser(module, description, max_rounds, tol):
     g.add_argument("--seed", type=nonneg_int, default=0,
                    help="seed of the schedule and of the built-in problem")
     g.add_argument("--workers", type=pos_int, default=1,
-                   help="simulated workers when run in one process")
+                   help="workers when run in one process, each on a thread of its own "
+                        "(the same model as mpiexec -n WORKERS+1)")
     g.add_argument("--staleness", type=nonneg_int, default=0,
                    help="rounds the scheduler may run ahead of the slowest result "
                         "(0: bulk-synchronous)")

@@ -721,7 +721,7 @@ def _serve(tp, update_cls, signals):
 
 def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=None,
         tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
-        checkpoint_every=None, resume=False, stall_warn=300.0, flags=None):
+        checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True):
     """Run an app, in this process or, when launched by ``mpiexec -n N`` (N > 1), on N
     ranks: rank 0 schedules and aggregates, ranks 1..N-1 are the workers.
 
@@ -739,6 +739,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
     SIGTERM stop at the end of the round: stop_reason "interrupted", outputs written; a
     second one aborts. A NaN, infinite or runaway objective stops the run ("diverged").
     ``stall_warn``: seconds a scheduler waits for a worker before saying so (MPI).
+    ``threads``: in one process, run each of the ``workers`` on a thread of its own
+    (the same result bit for bit; kernels that release the GIL run in parallel).
 
     Returns a :class:`Result` on the scheduler rank and None on the workers. Under MPI
     an exception on any rank prints that rank's traceback (a :class:`DataError`: one
@@ -769,7 +771,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
     with threadpool_limits(limits=1), _Signals() as signals:
-        result = _run(setup, update, workers, mpi, kw, signals)
+        result = _run(setup, update, workers, mpi, kw, signals, threads)
     if result is not None and result.stop_reason in ("interrupted", "diverged"):
         what = (f"interrupted by {signal.Signals(result.signal).name}"
                 if result.stop_reason == "interrupted" else
@@ -795,7 +797,7 @@ def _keep_freed_memory():
         pass
 
 
-def _run(setup, update, workers, mpi, kw, signals):
+def _run(setup, update, workers, mpi, kw, signals, threads):
     out = kw["out"]
     if mpi:
         tp = _transport.MPITransport()
@@ -820,9 +822,12 @@ def _run(setup, update, workers, mpi, kw, signals):
     if int(workers) != workers or workers < 1:
         raise DataError(f"workers must be an integer >= 1, got {workers}")
     check_out(out)
-    tp = _transport.InProcess(int(workers))
+    tp = _transport.InProcess(int(workers), threads=threads)
     tp.handlers = [_WorkerHost(update, signals).handle for _ in range(tp.n_workers)]
-    result = _drive(tp, setup, signals=signals, **kw)
+    try:
+        result = _drive(tp, setup, signals=signals, **kw)
+    finally:
+        tp.close()
     if out:
         result.write(out)
     return result

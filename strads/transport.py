@@ -128,27 +128,55 @@ def new_traffic():
 
 class InProcess:
     """W simulated workers in this process; ``handlers[w](msg)`` returns the reply or None.
-    Nothing crosses a process boundary, so its traffic stays zero."""
+
+    With ``threads`` each worker runs on a thread of its own (numba kernels that release
+    the GIL then use a core each): a message is copied, queued to its worker's thread,
+    and the scheduler goes on; ``recv(w)`` waits for that worker's next reply. Each
+    worker still handles its messages in order and the engine aggregates in worker
+    order, so the arithmetic is that of the sequential run, bit for bit. Nothing crosses
+    a process boundary, so its traffic stays zero."""
 
     is_mpi = False
 
-    def __init__(self, n_workers):
+    def __init__(self, n_workers, threads=False):
         self.traffic = new_traffic()
         self.n_workers = n_workers
         self.handlers = [None] * n_workers
         self._replies = [deque() for _ in range(n_workers)]
+        self._pools = None
+        if threads and n_workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pools = [ThreadPoolExecutor(1, thread_name_prefix=f"strads-worker-{w}")
+                           for w in range(n_workers)]
+
+    def _handle(self, w, msg):
+        reply = self.handlers[w](msg)
+        return None if reply is None else _copy(reply)
 
     def send(self, w, msg):
-        reply = self.handlers[w](_copy(msg))
+        if self._pools is not None:
+            self._replies[w].append(self._pools[w].submit(self._handle, w, _copy(msg)))
+            return
+        reply = self._handle(w, _copy(msg))
         if reply is not None:
-            self._replies[w].append(_copy(reply))
+            self._replies[w].append(reply)
 
     def send_all(self, msg):
         for w in range(self.n_workers):
             self.send(w, msg)
 
     def recv(self, w, watch=None):
-        return self._replies[w].popleft()
+        if self._pools is None:
+            return self._replies[w].popleft()
+        while True:  # a step without a task answers nothing: skip its None
+            reply = self._replies[w].popleft().result()
+            if reply is not None:
+                return reply
+
+    def close(self):
+        for pool in self._pools or ():
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._pools = None
 
 
 class Watch:

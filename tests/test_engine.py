@@ -105,3 +105,45 @@ def test_mpi_size_detection_reads_the_launcher(monkeypatch):
     assert transport.mpi_world_size() == 0
     monkeypatch.setenv("PMI_SIZE", "4")
     assert transport.mpi_world_size() == 4
+
+
+def test_threaded_workers_give_the_sequential_result_bit_for_bit():
+    """In one process each worker runs on a thread of its own; the model, the trace of
+    versions and the objective are those of the workers run one after the other."""
+    import threading
+
+    from strads.apps import lasso, lda, mf
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((200, 30))
+    y = X @ rng.standard_normal(30) + rng.standard_normal(200)
+    t = mf.make_problem(300, 150, 4000, seed=2)
+    C = (rng.random((60, 80)) < 0.1) * rng.integers(1, 4, (60, 80))
+    runs = {
+        "ridge": lambda **kw: ridge.fit(X, y, block=4, max_rounds=60, tol=0, **kw),
+        "lasso": lambda **kw: lasso.fit(X, y, lambda_ratio=0.05, schedule="priority",
+                                        block=8, max_rounds=300, tol=0, **kw),
+        "mf": lambda **kw: mf.fit(t.users, t.items, t.ratings, rank=4, iters=3, tol=0, **kw),
+        "lda": lambda **kw: lda.fit(C, n_topics=5, sweeps=4, **kw),
+    }
+    seen = set()
+    orig = strads.engine._WorkerHost.handle
+
+    def spy(self, msg):
+        seen.add(threading.current_thread().name)
+        return orig(self, msg)
+
+    for name, fit in runs.items():
+        for staleness in (0, 1):
+            seq = fit(workers=3, staleness=staleness, threads=False, quiet=True)
+            strads.engine._WorkerHost.handle = spy
+            try:
+                par = fit(workers=3, staleness=staleness, threads=True, quiet=True)
+            finally:
+                strads.engine._WorkerHost.handle = orig
+            assert seq.model.keys() == par.model.keys()
+            for k in seq.model:
+                np.testing.assert_array_equal(seq.model[k], par.model[k], err_msg=(name, k))
+            np.testing.assert_array_equal(seq.versions, par.versions)
+            assert seq.objective == par.objective or np.isnan(seq.objective)
+    assert {f"strads-worker-{w}_0" for w in range(3)} <= seen
