@@ -15,7 +15,7 @@ from ... import engine
 from ...engine import DataError
 from . import kernels as K
 from .aggregate import MFAggregate
-from .data import _lookup
+from .data import _lookup, fmt_bytes, physical_memory
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES
@@ -79,19 +79,32 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
         raise DataError(f"bias must be one of {BIAS}, got {bias!r}")
     if int(rank) != rank or rank < 1:
         raise DataError(f"rank must be an integer >= 1, got {rank}")
-    if not lam >= 0:
-        raise DataError(f"lambda must be >= 0, got {lam}")
+    if not (lam >= 0 and np.isfinite(lam)):
+        raise DataError(f"lambda must be a finite number >= 0, got {lam}")
     if int(inner) != inner or inner < 1:
         raise DataError(f"inner passes must be an integer >= 1, got {inner}")
     if int(block) != block or block < 1:
         raise DataError(f"block must be an integer >= 1, got {block}")
     if init not in INIT:
         raise DataError(f"init must be one of {INIT}, got {init!r}")
-    if init_scale is not None and not init_scale > 0:
-        raise DataError(f"init scale must be > 0, got {init_scale}")
+    if init_scale is not None and not (init_scale > 0 and np.isfinite(init_scale)):
+        raise DataError(f"init scale must be a finite number > 0, got {init_scale}")
+    if target_test_rmse is not None and not (target_test_rmse > 0
+                                             and np.isfinite(target_test_rmse)):
+        raise DataError(f"target test RMSE must be a finite number > 0, got "
+                        f"{target_test_rmse}")
     if iters is not None and (int(iters) != iters or iters < 1):
         raise DataError(f"iters must be an integer >= 1, got {iters}")
-    lay = Layout(int(rank), float(lam), bias == "full")
+    rank, biases = int(rank), bias == "full"
+    mem = physical_memory()
+    if schedule == "ccd" and mem is not None:
+        # the sweep is a list of its rounds, 8 bytes each (16 while it is built)
+        sweep = 2 * int(inner) * -(-rank // int(block)) + 2
+        if 16 * sweep > mem:
+            raise DataError(f"rank {rank} (--rank), inner {inner} (--inner), block "
+                            f"{block} (--block): a sweep of {sweep} rounds needs about "
+                            f"{fmt_bytes(16 * sweep)}, more than this machine's "
+                            f"{fmt_bytes(mem)} of memory")
 
     def setup(n_workers):
         p = data()
@@ -99,11 +112,19 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
         if n_workers > min(m, n):
             raise DataError(f"{n_workers} workers for {m} users and {n} items: each worker "
                             "needs users and items")
+        # before anything of the rank's size (the layout's column lists too) is allocated
+        _check_factor_memory(rank, biases, m, n, n_workers, schedule, block)
+        lay = Layout(rank, float(lam), biases)
         mean = float(p.ratings.mean()) if bias != "none" else 0.0
         cu = np.bincount(p.users, minlength=m)
         ci = np.bincount(p.items, minlength=n)
-        reg = {"W": lam * cu if weighted else np.full(m, float(lam)),
-               "H": lam * ci if weighted else np.full(n, float(lam))}
+        with np.errstate(over="ignore"):
+            reg = {"W": lam * cu if weighted else np.full(m, float(lam)),
+                   "H": lam * ci if weighted else np.full(n, float(lam))}
+        if not (np.isfinite(reg["W"]).all() and np.isfinite(reg["H"]).all()):
+            raise DataError(f"lambda {lam} (--lambda) times a row's up to "
+                            f"{max(cu.max(), ci.max())} ratings (--weighted-lambda) "
+                            "overflows")
         rng = np.random.default_rng([seed, 0x6D66, 2])
         W, H = np.zeros((lay.kk, m)), np.zeros((lay.kk, n))
         # W's free columns start at 0 and the bias columns at 0: no prediction yet
@@ -120,6 +141,11 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
         else:  # svd: unit rows; random: entries of variance 1 / rank
             scale = 1.0 if init == "svd" else np.sqrt(n / lay.rank)
         H[:lay.rank] = scale * Z
+        with np.errstate(over="ignore", invalid="ignore"):
+            penalty = float(reg["H"] @ (H[:lay.rank] ** 2).sum(axis=0))
+        if not np.isfinite(penalty):
+            raise DataError(f"lambda {lam} (--lambda) and starting scale {scale} "
+                            "(--init-scale): the starting penalty lambda ||H||^2 overflows")
         for s, c in lay.fixed.items():
             (W if s == "W" else H)[c] = 1.0
         uo, io = engine.split_balanced(cu, n_workers), engine.split_balanced(ci, n_workers)
@@ -141,6 +167,27 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
         return sched, agg, shards
 
     return setup
+
+
+def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1):
+    """Peak bytes of the factors at ``rank`` for m users and n items: the start (W, H
+    and the subspace iteration's R'R Z), the scheduler's transposed copy, every worker's
+    synced copy of both and its own rows, and each worker's gather buffer (ccd) or
+    per-row gather of the other side (als)."""
+    kk = rank + 2 * biases
+    full = kk * (m + n + 2)
+    per_worker = (max(m, n) * (1 + min(block, kk)) if schedule == "ccd"
+                  else max(m, n) * kk)
+    return 8 * (full * (3 + n_workers) + rank * (2 * n + m) + n_workers * per_worker)
+
+
+def _check_factor_memory(rank, biases, m, n, n_workers, schedule, block):
+    need = factor_bytes(rank, biases, m, n, n_workers, schedule, block)
+    mem = physical_memory()
+    if mem is not None and need > mem:
+        raise DataError(f"rank {rank} (--rank): the factors of {m} users and {n} items need "
+                        f"about {fmt_bytes(need)} with {n_workers} worker(s), more than this "
+                        f"machine's {fmt_bytes(mem)} of memory")
 
 
 def _part(csr, lo, hi):

@@ -63,6 +63,14 @@ def build_parser():
     return p
 
 
+def check_flags(args):
+    """What the flags alone can tell, before any file is read."""
+    if args.test_data and args.test_fraction:
+        raise engine.DataError("give --test-data or --test-fraction, not both")
+    if args.test_fraction is not None and args.test_fraction >= 1:
+        raise engine.DataError("--test-fraction must be below 1")
+
+
 def load(args):
     if args.data:
         train = read_ratings(args.data)
@@ -71,16 +79,13 @@ def load(args):
         train = make_problem(args.n_users, args.n_items, args.n_ratings, args.true_rank,
                              args.noise, args.alpha, args.seed)
         frac = 0.1 if args.test_fraction is None else args.test_fraction
-    if args.test_data and args.test_fraction:
-        raise engine.DataError("give --test-data or --test-fraction, not both")
-    if frac >= 1:
-        raise engine.DataError("--test-fraction must be below 1")
     test = read_ratings(args.test_data) if args.test_data else None
     return prepare(train, test, 0.0 if test is not None else frac, args.seed,
                    args.duplicates, args.cold_start)
 
 
 def run(args):
+    check_flags(args)
     setup = make_setup(lambda: load(args), rank=args.rank, lam=args.lam,
                        schedule=args.schedule, inner=args.inner, iters=args.iters,
                        bias=args.bias, weighted=args.weighted_lambda, init=args.init,
