@@ -47,7 +47,7 @@ def build_parser():
 
 
 def run(args):
-    if args.data:
+    if args.data is not None:
         data = lambda: load(args.data, args.target)  # noqa: E731
     else:
         data = lambda: make_problem(args.n_samples, args.n_features, args.density,  # noqa
@@ -59,7 +59,12 @@ def run(args):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    p = build_parser()
+    args = p.parse_args(argv)
+    if args.data is not None and not args.data.strip():
+        p.error("argument --data: empty path")
+    if args.target is not None and args.data is None:
+        p.error("--target needs --data (the built-in problem has its own target)")
     return cli.main(MODULE, run, args)
 
 
