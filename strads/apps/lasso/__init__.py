@@ -5,6 +5,9 @@ across workers, balanced by non-zeros; the scheduler chooses the coordinates of 
 round, sums the workers' partial inner products, soft-thresholds and sends the changes
 back, and every worker updates its residual.
 """
+import math
+import os
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -13,11 +16,68 @@ from ...engine import DataError
 from . import kernels as K
 from .aggregate import LassoAggregate
 from .data import check, load, make_problem
-from .schedule import SCHEDULES, Priority
+from .schedule import SCHEDULES, Priority, max_staleness
 from .update import LassoUpdate
 
 __all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "LassoUpdate",
-           "LassoAggregate", "SCHEDULES"]
+           "LassoAggregate", "SCHEDULES", "default_gram_budget", "gram_block_cap",
+           "max_staleness"]
+
+MiB = 1 << 20
+GRAM_BUDGET_MAX = 512  # MiB: the default Gram budget, unless memory is scarcer
+
+
+def _memory_limits():
+    """Bounds, in bytes, on what this process may use, those it can tell: its
+    address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,
+    if lower) divided among the MPI ranks of this host (MPI_LOCALNRANKS; else all the
+    job's ranks)."""
+    out = []
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            out.append(soft)
+    except (ImportError, ValueError, OSError):
+        pass
+    local = 1
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
+                "OMPI_COMM_WORLD_SIZE"):
+        if os.environ.get(var, "").isdigit():
+            local = max(1, int(os.environ[var]))
+            break
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        for path in ("/sys/fs/cgroup/memory.max",
+                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+            try:
+                with open(path) as f:
+                    text = f.read().strip()
+                if text.isdigit():
+                    phys = min(phys, int(text))
+            except OSError:
+                pass
+        out.append(phys // local)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return out
+
+
+def default_gram_budget():
+    """The default ``gram_budget`` in MiB: GRAM_BUDGET_MAX (512), or an eighth of the
+    memory this process may use (see :func:`_memory_limits`), if that is less."""
+    limits = _memory_limits()
+    return min([GRAM_BUDGET_MAX] + [b / 8 / MiB for b in limits])
+
+
+def gram_block_cap(gram_budget, n_workers):
+    """The most coordinates of one working-set block: its Gram matrix takes 8 m^2 bytes,
+    and one round may need W + 2 of them in one process (the scheduler receives one from
+    each of the W workers and sums them in place; a worker holds its own, the frame it
+    is sent in and, dense, the previous block's, kept for the overlap), so
+    m = floor(sqrt(gram_budget MiB / (8 (W + 2)))), at least 1."""
+    return max(1, int(math.isqrt(int(gram_budget * MiB / (8 * (n_workers + 2))))))
 
 
 def lambda_max(X, y):
@@ -57,9 +117,14 @@ def _read_only(a):
 
 
 def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
-               floor=0.1, full_every=None, seed=0):
+               floor=0.1, full_every=None, seed=0, *, gram_budget=None, time_limit=None):
     """``setup(n_workers)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is
-    only called on the scheduler rank."""
+    only called on the scheduler rank.
+
+    ``gram_budget`` (MiB; None: :func:`default_gram_budget`): working-set blocks are cut
+    to :func:`gram_block_cap` coordinates, so that one round's Gram matrices fit in it
+    in any one process. ``time_limit`` (seconds; pass the run's): the clock starts at
+    the first round, and block rounds return what they have once it has run out."""
     if schedule not in SCHEDULES:
         raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
     if block < 1:
@@ -72,6 +137,10 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         raise DataError(f"lambda must be >= 0, got {lam}")
     if lam is None and not lambda_ratio > 0:
         raise DataError(f"lambda ratio must be > 0, got {lambda_ratio}")
+    if gram_budget is not None and not (gram_budget > 0 and math.isfinite(gram_budget)):
+        raise DataError(f"gram budget must be a positive number of MiB, got {gram_budget}")
+    if time_limit is not None and not time_limit > 0:
+        raise DataError(f"time_limit must be > 0 seconds, got {time_limit}")
 
     def setup(n_workers):
         X, y = check(*data())
@@ -84,11 +153,14 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         agg = LassoAggregate(sq_norms, n, lam_, float(y @ y))
         every = full_every or p
         if schedule == "priority":
-            sched = Priority(agg, block, every, seed, X, rho, floor)
+            sched = Priority(agg, block, every, seed, X, rho, floor, time_limit)
         elif schedule == "working-set":
-            sched = SCHEDULES[schedule](agg)
+            budget = gram_budget if gram_budget is not None else default_gram_budget()
+            agg.block_cap = gram_block_cap(budget, n_workers)
+            sched = SCHEDULES[schedule](agg, max_block=agg.block_cap, block=block,
+                                        time_limit=time_limit)
         else:
-            sched = SCHEDULES[schedule](agg, block, every, seed)
+            sched = SCHEDULES[schedule](agg, block, every, seed, time_limit)
         cuts = split_rows(X, n_workers)
         shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
         return sched, agg, shards
@@ -97,10 +169,13 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
 
 
 def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
-        floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000, **run_kw):
+        floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000, gram_budget=None,
+        **run_kw):
     """Fit the Lasso; returns :class:`strads.Result` (``model['coef']``) on the scheduler
-    rank. ``run_kw`` goes to :func:`strads.run` (workers, staleness, time_limit, ...)."""
+    rank. ``run_kw`` goes to :func:`strads.run` (workers, staleness, time_limit, ...);
+    ``time_limit`` also to the schedule, so that a long block round stops in time."""
     setup = make_setup(lambda: (X, y), lam, lambda_ratio, schedule, block, rho, floor,
-                       full_every, seed)
+                       full_every, seed, gram_budget=gram_budget,
+                       time_limit=run_kw.get("time_limit"))
     return engine.run(setup, LassoUpdate, tol=tol, max_rounds=max_rounds, app="lasso",
                       **run_kw)

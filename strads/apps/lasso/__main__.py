@@ -34,6 +34,11 @@ def build_parser():
     a.add_argument("--full-every", type=cli.pos_int, default=None, metavar="UPDATES",
                    help="priority, round-robin, random: coordinate updates between "
                         "full rounds (duality gap, priorities); default: n_features")
+    a.add_argument("--gram-budget", type=cli.pos_float, default=None, metavar="MiB",
+                   help="working-set: memory one round's Gram matrices may take in one "
+                        "process; larger working sets are solved in pieces (default: the "
+                        "least of 512, 1/8 of ulimit -v, 1/8 of physical memory / ranks on "
+                        "the host)")
     g = p.add_argument_group("built-in problem (no --data)")
     g.add_argument("--n-samples", type=cli.pos_int, default=2000)
     g.add_argument("--n-features", type=cli.pos_int, default=10000)
@@ -54,7 +59,8 @@ def run(args):
                                     args.n_informative, args.corr, args.snr, args.dense,
                                     args.seed)[:2]
     setup = make_setup(data, args.lam, args.lambda_ratio, args.schedule, args.block,
-                       args.rho, args.floor, args.full_every, args.seed)
+                       args.rho, args.floor, args.full_every, args.seed,
+                       gram_budget=args.gram_budget, time_limit=args.time_limit)
     return engine.run(setup, LassoUpdate, app="lasso", **cli.engine_kwargs(args))
 
 

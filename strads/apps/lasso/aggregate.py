@@ -4,6 +4,7 @@ Objective 1/(2n) ||y - X b||^2 + lambda ||b||_1. The workers return x_j' r over 
 rows; the sum over workers gives each chosen coordinate its exact minimiser against the
 residual of the version the round was computed at.
 """
+import time
 from collections import deque
 
 import numpy as np
@@ -13,6 +14,8 @@ from . import kernels as K
 
 
 class LassoAggregate(Aggregate):
+    checkpoint_skip = ("deadline", "block_cap")  # setup() and the schedule set them again
+
     def __init__(self, sq_norms, n_samples, lam, y_sq):
         self.n, self.lam, self.y_sq = n_samples, float(lam), float(y_sq)
         self.thresh = n_samples * self.lam
@@ -36,6 +39,12 @@ class LassoAggregate(Aggregate):
         self.fulls = 0  # full rounds aggregated
         self.objective_rises = 0
         self.step = 1.0  # relaxation of the coordinate steps, lowered by the schedule
+        # time.perf_counter() past which a block solve returns what it has (set by the
+        # schedule from the run's time limit; None: no limit)
+        self.deadline = None
+        self.block_cap = None  # working-set: the most coordinates of one Gram block
+        self.pieces = 0  # block rounds that solved a piece of a working set cut to the cap
+        self.late_rounds = 0  # block rounds dropped: a worker's Gram missed the deadline
 
     def objective(self):
         return self.primal
@@ -64,8 +73,14 @@ class LassoAggregate(Aggregate):
             return None
         cols = task["cols"]
         before = np.count_nonzero(self.beta[cols])
-        if "G" in partials[0]:
-            delta = self._exact(cols, g, partials)
+        if task.get("gram"):
+            if all("G" in part or "Gi" in part for part in partials):
+                delta = self._exact(cols, g, partials)
+            else:  # the time limit passed while the workers built the Gram: no update
+                self.late_rounds += 1
+                delta = np.zeros(cols.shape[0])
+            if task.get("piece"):
+                self.pieces += 1
         else:
             delta = np.empty(cols.shape[0])
             self.l1 += K.soft_threshold_block(self.beta, cols, g, self.sq_norms, self.thresh,
@@ -82,19 +97,48 @@ class LassoAggregate(Aggregate):
     def _exact(self, cols, g, partials):
         """Solve the block's subproblem exactly (to a fraction of the current gap) from
         its Gram matrix: updates inside the block see each other, so any block is safe."""
-        G = partials[0]["G"]
-        for part in partials[1:]:
-            G += part["G"]
+        G = None
+        for part in partials:  # in worker order; a compact partial adds only non-zeros
+            if "G" in part:
+                if G is None:
+                    G = part["G"]  # this round's own copy: summed into in place
+                else:
+                    G += part["G"]
+            else:
+                if G is None:
+                    G = np.zeros((cols.shape[0], cols.shape[0]))
+                G.reshape(-1)[part["Gi"]] += part["Gv"]
         old = self.beta[cols]
         new = old.copy()
         # as skglm: solve to a fraction of the block's worst violation at the last full
         # round, so each block round makes real progress but none is wasted
         tol = max(0.3 * np.sqrt(self.prio[cols].max()), 1e-14 * np.sqrt(self.y_sq))
-        passes = K.gram_cd(G, g, new, self.thresh, tol, 100_000)
+        passes = self._solve(G, g, new, tol, MAX_PASSES)
         self.beta[cols] = new
         self.l1 += np.abs(new).sum() - np.abs(old).sum()
         self.updates += passes * cols.shape[0]
         return new - old
+
+    def _solve(self, G, q, b, tol, max_passes):
+        """:func:`kernels.gram_cd` in pieces of about SOLVE_OPS multiply-adds, looking at
+        the clock between them: past the deadline it returns the iterate it has (each
+        pass lowers the objective, so that is still progress). Without a deadline, one
+        piece. Same arithmetic either way."""
+        m = b.shape[0]
+        c = K.gram_c(G, q, b)
+        hist = np.empty((6, m))
+        state = np.zeros(1, dtype=np.int64)
+        per_call = max_passes if self.deadline is None else \
+            int(max(1, min(max_passes, SOLVE_OPS // max(m * m, 1))))
+        passes = 0
+        while passes < max_passes:
+            k, converged = K.gram_cd_passes(G, q, b, c, self.thresh, tol,
+                                            min(per_call, max_passes - passes), hist, state)
+            passes += k
+            if converged or (self.deadline is not None and
+                             time.perf_counter() >= self.deadline):
+                break
+        return passes
 
     def full_task(self):
         """A full round: x_j' r for every coordinate not yet screened out."""
@@ -135,6 +179,14 @@ class LassoAggregate(Aggregate):
         return {"coef": self.beta.copy(), "lambda": np.float64(self.lam)}
 
     def summary(self):
-        return {"lambda": self.lam, "nnz_coef": self.nnz,
-                "screened": int(self.screened.sum()),
-                "duality_gap": self.gap, "objective_rises": self.objective_rises}
+        s = {"lambda": self.lam, "nnz_coef": self.nnz,
+             "screened": int(self.screened.sum()),
+             "duality_gap": self.gap, "objective_rises": self.objective_rises}
+        if self.block_cap is not None:
+            s.update(gram_block_cap=self.block_cap, gram_pieces=self.pieces,
+                     late_rounds=self.late_rounds)
+        return s
+
+
+MAX_PASSES = 100_000  # passes of a block solve, at most
+SOLVE_OPS = 20_000_000  # multiply-adds of a block solve between two looks at the clock

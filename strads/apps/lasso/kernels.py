@@ -343,24 +343,27 @@ def _gram_objective(G, c, b, thresh):
 
 
 @njit(**_opts)
-def gram_cd(G, q, b, thresh, tol, max_passes):
-    """Cyclic coordinate descent on the block subproblem
-        min_b 1/2 b'Gb - c'b + thresh |b|_1,   c = q + G b0,
-    given q = X_B' r at b0 (kept equal to X_B' r = c - G b at the current b) and b = b0
-    on entry. Every 6 passes, Anderson extrapolation of the last iterates (as skglm),
-    kept only if it lowers the objective. Stops after a pass in which no coordinate moved
-    by more than ``tol`` in the norm of its column (|x_j| |d_j|). Returns passes.
-    """
+def gram_c(G, q, b):
+    """c = q + G b: the linear term of the block subproblem, from q = X_B' r at b."""
     m = b.shape[0]
     c = q.copy()
     for j in range(m):
         if b[j] != 0.0:
             for k in range(m):
                 c[k] += G[j, k] * b[j]
+    return c
+
+
+@njit(**_opts)
+def gram_cd_passes(G, q, b, c, thresh, tol, n_passes, hist, state):
+    """Up to ``n_passes`` passes of :func:`gram_cd`, resumable: ``c`` (from
+    :func:`gram_c` at the start), the Anderson history ``hist`` ((6, m)) and
+    ``state[0]`` (iterates in it) carry over between calls, so solving in pieces does
+    the same arithmetic as in one call. Returns (passes done, converged)."""
+    m = b.shape[0]
     K = 5
-    hist = np.empty((K + 1, m))
-    n_hist = 0
-    for it in range(max_passes):
+    n_hist = state[0]
+    for it in range(n_passes):
         worst = 0.0
         for j in range(m):
             gjj = G[j, j]
@@ -376,7 +379,8 @@ def gram_cd(G, q, b, thresh, tol, max_passes):
                     q[k] -= G[j, k] * d
                 worst = max(worst, abs(d) * np.sqrt(gjj))
         if worst <= tol:
-            return it + 1
+            state[0] = n_hist
+            return it + 1, True
         hist[n_hist] = b
         n_hist += 1
         if n_hist == K + 1:
@@ -391,7 +395,25 @@ def gram_cd(G, q, b, thresh, tol, max_passes):
                 if _gram_objective(G, c, acc, thresh) < _gram_objective(G, c, b, thresh):
                     b[:] = acc
                     q[:] = c - G @ b
-    return max_passes
+    state[0] = n_hist
+    return n_passes, False
+
+
+@njit(**_opts)
+def gram_cd(G, q, b, thresh, tol, max_passes):
+    """Cyclic coordinate descent on the block subproblem
+        min_b 1/2 b'Gb - c'b + thresh |b|_1,   c = q + G b0,
+    given q = X_B' r at b0 (kept equal to X_B' r = c - G b at the current b) and b = b0
+    on entry. Every 6 passes, Anderson extrapolation of the last iterates (as skglm),
+    kept only if it lowers the objective. Stops after a pass in which no coordinate moved
+    by more than ``tol`` in the norm of its column (|x_j| |d_j|). Returns passes.
+    (In pieces, e.g. to look at the clock between them: :func:`gram_cd_passes`.)
+    """
+    c = gram_c(G, q, b)
+    hist = np.empty((6, b.shape[0]))
+    state = np.zeros(1, dtype=np.int64)
+    passes, _ = gram_cd_passes(G, q, b, c, thresh, tol, max_passes, hist, state)
+    return passes
 
 
 # -- slicing CSC matrices without scipy's format round trips ------------------------------
@@ -427,9 +449,10 @@ def csc_sq_norms(indptr, data):
 
 
 @njit(**_opts)
-def gram_sparse(indptr, indices, data, cols, n_rows):
-    """X[:, cols]' X[:, cols] for CSC X, row by row: the cost is the sum over rows of the
-    square of the row's non-zeros within the block, far below a sparse product's."""
+def gram_sparse_rows(indptr, indices, data, cols, n_rows):
+    """The block's entries regrouped by row, for :func:`gram_sparse_add`:
+    ``(row_ptr, owner, val)``, row i's entries at row_ptr[i]:row_ptr[i+1], each with its
+    position in ``cols`` and its value."""
     m = cols.shape[0]
     row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
     for k in range(m):
@@ -446,10 +469,70 @@ def gram_sparse(indptr, indices, data, cols, n_rows):
             owner[fill[i]] = k
             val[fill[i]] = data[q]
             fill[i] += 1
-    G = np.zeros((m, m))
-    for i in range(n_rows):
+    return row_ptr, owner, val
+
+
+@njit(**_opts)
+def gram_sparse_add(row_ptr, owner, val, G, start, stop):
+    """G += the outer products of rows start:stop (a piece of :func:`gram_sparse`)."""
+    for i in range(start, stop):
         for a in range(row_ptr[i], row_ptr[i + 1]):
             ka, va = owner[a], val[a]
             for b in range(row_ptr[i], row_ptr[i + 1]):
                 G[ka, owner[b]] += va * val[b]
+
+
+@njit(**_opts)
+def gram_sparse(indptr, indices, data, cols, n_rows):
+    """X[:, cols]' X[:, cols] for CSC X, row by row: the cost is the sum over rows of the
+    square of the row's non-zeros within the block, far below a sparse product's."""
+    row_ptr, owner, val = gram_sparse_rows(indptr, indices, data, cols, n_rows)
+    G = np.zeros((cols.shape[0], cols.shape[0]))
+    gram_sparse_add(row_ptr, owner, val, G, 0, n_rows)
     return G
+
+
+@njit(**_opts)
+def gram_sparse_cols(indptr, indices, data, cols, row_ptr, owner, val, start, stop, acc,
+                     mark, touched, out_idx, out_val, n_out):
+    """The non-zeros of rows start:stop of the block's Gram matrix, without the dense
+    matrix: for each block column a, its rows' block entries (``row_ptr, owner, val``
+    from :func:`gram_sparse_rows`) are summed into ``acc`` (scratch of m, with ``mark``
+    (m, all -1 on the first call) and ``touched`` (m)), then written as flat indices
+    a * m + b and values from ``out_*[n_out]`` on. Returns the new n_out. Both triangles
+    are written; G[a, b] and G[b, a] are the same sum in the same (row) order, so the
+    matrix is exactly symmetric."""
+    m = cols.shape[0]
+    for a in range(start, stop):
+        j = cols[a]
+        n_t = 0
+        for q in range(indptr[j], indptr[j + 1]):
+            i = indices[q]
+            v = data[q]
+            for e in range(row_ptr[i], row_ptr[i + 1]):
+                b = owner[e]
+                if mark[b] != a:
+                    mark[b] = a
+                    acc[b] = 0.0
+                    touched[n_t] = b
+                    n_t += 1
+                acc[b] += v * val[e]
+        for t in range(n_t):
+            b = touched[t]
+            out_idx[n_out] = a * m + b
+            out_val[n_out] = acc[b]
+            n_out += 1
+    return n_out
+
+
+@njit(**_opts)
+def gram_sparse_col_costs(indptr, indices, cols, row_len):
+    """For each block column, the entries :func:`gram_sparse_cols` visits for it: the sum
+    of ``row_len`` (block entries of each row) over its rows."""
+    out = np.empty(cols.shape[0])
+    for a in range(cols.shape[0]):
+        s = 0.0
+        for q in range(indptr[cols[a]], indptr[cols[a] + 1]):
+            s += row_len[indices[q]]
+        out[a] = s
+    return out

@@ -12,27 +12,89 @@ them, for the duality gap and fresh priorities.
 
 Coordinates of a round still in flight (staleness > 0) are never chosen again until it is
 aggregated: their minimiser must be computed against the coefficient it will replace.
+So rounds in flight hold disjoint coordinates, and a staleness above
+:func:`max_staleness` could only add empty rounds: it is refused (a DataError) at the
+first schedule() call, when the engine has set ``self.staleness``.
+
+Time: with ``time_limit`` the schedule starts the clock at its first call and sets the
+aggregate's ``deadline`` (``time.perf_counter()``) and, in working-set tasks, a wall-clock
+``deadline`` (``time.time()``, comparable across ranks) that the workers' Gram builds
+and the scheduler's block solves look at between pieces of work.
 """
+import time
+
 import numpy as np
 import scipy.sparse as sp
 
-from ...engine import Schedule
+from ...engine import DataError, Schedule
 from . import kernels as K
 
 CALM_ROUNDS = 20  # rounds without an objective rise before the block or step grows back
 
 
-class _Base(Schedule):
-    def __init__(self, agg, block, full_every, seed):
-        self.agg, self.block = agg, int(block)
-        self.max_block, self.rises, self.calm = self.block, 0, 0
+def max_staleness(n_features, block):
+    """The largest useful staleness: rounds in flight hold disjoint coordinates, and
+    ceil(n_features / block) blocks of ``block`` coordinates (``--block``, at most
+    n_features) cover every feature; with the full round that is all the rounds that can
+    be in flight and hold work at once. (working-set keeps at most a block round and a
+    full round busy, so it gains nothing above staleness 1; the same bound applies.)"""
+    block = max(1, min(int(block), int(n_features)))
+    return -(-int(n_features) // block)
+
+
+class _Clocked(Schedule):
+    """What every Lasso schedule does at its first call: check the staleness, start the
+    clock of ``time_limit``. A checkpoint keeps the time used so far (a resumed run's
+    limit counts it, as the engine's does), not the clock itself or the limit, which
+    setup() gives again and a resumed run may change."""
+
+    checkpoint_skip = ("time_limit", "wall_deadline", "_started", "_clock0", "max_block",
+                       "min_size")
+    time_limit = None
+    wall_deadline = None
+    _started = False
+    _clock0 = None  # time.perf_counter() at the start, less the time a resumed run used
+    _used = 0.0  # seconds used before a resume
+
+    def _start(self, agg, n_features, block):
+        self._started = True
+        top = max_staleness(n_features, block)
+        if self.staleness > top:
+            raise DataError(
+                f"staleness {self.staleness} is above the useful maximum "
+                f"{top} = ceil({n_features} features / block {min(block, n_features)}): "
+                "rounds in flight hold disjoint coordinates, so more could only be empty "
+                f"(use a staleness of at most {top})")
+        self._clock0 = time.perf_counter() - self._used
+        if self.time_limit:
+            left = self.time_limit - self._used
+            agg.deadline = time.perf_counter() + left
+            self.wall_deadline = time.time() + left
+
+    def state(self):
+        state = super().state()
+        if self._clock0 is not None:
+            state["_used"] = time.perf_counter() - self._clock0
+        return state
+
+
+class _Base(_Clocked):
+    def __init__(self, agg, block, full_every, seed, time_limit=None):
+        self.agg = agg
         self.p = agg.beta.shape[0]
+        # never more than the features: the block halves on objective rises, and from a
+        # block far above n_features the halving would not shrink the rounds for long
+        self.block = max(1, min(int(block), self.p))
+        self.max_block, self.rises, self.calm = self.block, 0, 0
         self.full_every = int(full_every)
         self.rng = np.random.default_rng(seed)
         self.since_full = None  # updates scheduled since the last full round
+        self.time_limit = time_limit
 
     def schedule(self, round):
         agg = self.agg
+        if not self._started:
+            self._start(agg, self.p, self.block)
         if agg.objective_rises > self.rises:
             # The objective went up: the updates of one round, or of the rounds in
             # flight, interfere too much. Halve the block; at one coordinate, the step.
@@ -76,8 +138,10 @@ class Random(_Base):
 
 
 class Priority(_Base):
-    def __init__(self, agg, block, full_every, seed, X, rho, floor):
-        super().__init__(agg, block, full_every, seed)
+    checkpoint_skip = _Base.checkpoint_skip + ("cols",)  # the scheduler's copy of X
+
+    def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None):
+        super().__init__(agg, block, full_every, seed, time_limit)
         self.rho, self.floor = float(rho), float(floor)
         if sp.issparse(X):
             self.cols = (X.indptr, X.indices, X.data)
@@ -107,39 +171,85 @@ class Priority(_Base):
         return np.sort(cols)
 
 
-class WorkingSet(Schedule):
+class WorkingSet(_Clocked):
     """Working sets (as skglm and celer), scheduled by priority: after each full round
     the block is the current support plus the coordinates whose minimiser moves most
     (for a zero coefficient: its violation of the optimality condition), twice the
     support in size; the workers also return the block's Gram matrix and the scheduler
     solves the block exactly, so correlated coordinates in one block are safe. Full
-    rounds and block rounds alternate."""
+    rounds and block rounds alternate.
 
-    def __init__(self, agg, min_size=256):
-        self.agg, self.min_size = agg, min_size
+    Memory: a block has at most ``max_block`` coordinates (from the Gram budget, see
+    :func:`strads.apps.lasso.gram_block_cap`). A larger working set is cut into pieces
+    of at most that many, in order of priority (the support first), solved exactly one
+    after the other, each against the residual its predecessors left (block coordinate
+    descent: every piece lowers the objective); then the next full round."""
+
+    def __init__(self, agg, min_size=256, max_block=None, block=256, time_limit=None):
+        self.agg = agg
+        self.max_block = int(max_block) if max_block else None
+        self.min_size = min(min_size, self.max_block) if self.max_block else min_size
+        self.block, self.time_limit = block, time_limit  # block: the staleness bound only
         self.used = 0  # full rounds already turned into a block
         self.pending_full = True  # a full round is due (the first round is one)
+        self.pieces = []  # pieces of the current working set still to solve
+        self.n_pieces = 0  # pieces of the current working set (1: not cut)
 
     def schedule(self, round):
         agg = self.agg
+        if not self._started:
+            self._start(agg, agg.beta.shape[0], self.block)
+        if self.pieces:
+            if agg.busy.any():  # the previous piece is in flight: its changes come first
+                return self._wait()
+            return self._block(self.pieces.pop(0))
         if agg.fulls > self.used and not agg.busy.any():
             self.used = agg.fulls
             nonzero = agg.beta != 0
             size = max(self.min_size, 2 * int(np.count_nonzero(nonzero)))
             pool = np.flatnonzero(nonzero | (agg.prio > 0))
+            score = None
             if pool.shape[0] > size:
                 score = agg.prio[pool]
                 score[nonzero[pool]] = np.inf
-                pool = pool[np.argpartition(-score, size - 1)[:size]]
+                keep = np.argpartition(-score, size - 1)[:size]
+                pool, score = pool[keep], score[keep]
+            cap = self.max_block
+            if cap and pool.shape[0] > cap:
+                if score is None:
+                    score = agg.prio[pool]
+                    score[nonzero[pool]] = np.inf
+                # by priority, the support first; ties by index, so the cut is
+                # deterministic; each piece sorted (the workers' Gram cache wants it)
+                order = pool[np.lexsort((pool, -score))]
+                self.pieces = [np.sort(order[a:a + cap])
+                               for a in range(0, order.shape[0], cap)]
+                self.n_pieces = len(self.pieces)
+                return self._block(self.pieces.pop(0))
             cols = np.sort(pool)
             if cols.shape[0]:
-                agg.busy[cols] = True
-                self.pending_full = True
-                return {"cols": cols, "gram": True, "version": agg.done}
+                self.n_pieces = 1
+                return self._block(cols)
         if self.pending_full:
             self.pending_full = False
             return agg.full_task()
-        return {"cols": np.empty(0, np.int64), "version": agg.done}  # waiting (staleness)
+        return self._wait()
+
+    def _wait(self):
+        return {"cols": np.empty(0, np.int64), "version": self.agg.done}  # (staleness)
+
+    def _block(self, cols):
+        agg = self.agg
+        agg.busy[cols] = True
+        if not self.pieces:  # the last piece: the next full round may follow it
+            self.pending_full = True
+        task = {"cols": cols, "gram": True, "version": agg.done}
+        if self.n_pieces > 1:
+            # pieces do not overlap: a worker's cached Gram of the last one is no help
+            task.update(piece=True, cache=False)
+        if self.wall_deadline is not None:
+            task["deadline"] = self.wall_deadline
+        return task
 
 
 SCHEDULES = {"priority": Priority, "round-robin": RoundRobin, "random": Random,

@@ -1,4 +1,6 @@
 """Lasso worker: its rows of X (column-major), its y and its residual r = y - X b."""
+import time
+
 import numpy as np
 
 from ...engine import Update
@@ -28,6 +30,12 @@ class LassoUpdate(Update):
             fn(*X, r, cols, d)
         K.step_sparse(*csc, r, cols, d)
         K.gram_sparse(*csc, cols, 2)
+        rows = K.gram_sparse_rows(*csc, cols, 2)
+        K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2)
+        k = np.diff(rows[0]).astype(np.float64)
+        K.gram_sparse_col_costs(csc[0], csc[1], cols, k)
+        K.gram_sparse_cols(*csc, cols, *rows, 0, 1, np.zeros(1), np.full(1, -1), cols.copy(),
+                           np.zeros(1, np.int64), np.zeros(1), 0)
         K.step_dense(np.ones((2, 1), order="F"), r, cols, d)
 
     def apply(self, sync):
@@ -46,26 +54,118 @@ class LassoUpdate(Update):
         g = np.empty(cols.shape[0])
         grad(*self.X, self.r, cols, g)
         if task.get("gram"):  # the block's Gram over this worker's rows, for an exact solve
-            return {"g": g, "rss": self.rss, "G": self.gram(cols)}
+            if not task.get("cache", True):
+                self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
+            part = self.gram_part(cols, task.get("deadline"))
+            if part is None:  # the deadline passed while it was built: the round is void
+                return {"g": g, "rss": self.rss, "late": True}
+            return {"g": g, "rss": self.rss, **part}
         return {"g": g, "rss": self.rss}
 
-    def gram(self, cols):
-        """X_B' X_B over this worker's rows. Sparse: row by row, from scratch (cheap).
-        Dense: reusing the previous block's entries, since successive working sets mostly
-        overlap and each new column costs a pass over the rows for every block column."""
+    def gram_part(self, cols, deadline=None):
+        """The block's Gram matrix over this worker's rows, as a block round returns it:
+        ``{"G": G}``, or, when its non-zeros take under half the bytes (sparse X: few
+        rows are shared by two columns of a block), only those, ``{"Gi": flat indices,
+        "Gv": values}``; the scheduler adds either form into one matrix, bit for bit.
+        None if the clock passed ``deadline`` (``time.time()``) first: it is built in
+        pieces of about PIECE_OPS multiply-adds, with a look at the clock between them."""
+        m = cols.shape[0]
+        late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
         if self.sparse:
-            return K.gram_sparse(*self.X, cols, self.n_rows)
+            rows = K.gram_sparse_rows(*self.X, cols, self.n_rows)
+            k = np.diff(rows[0]).astype(np.float64)
+            if 16 * float(k @ k) < 4.0 * m * m:  # (sum k_i^2 bounds the non-zeros)
+                return self._gram_sparse_compact(cols, rows, k, late)
+            G = self._gram_sparse_dense(cols, rows, k, late)
+        else:
+            G = self._gram_dense(cols, late)
+        if G is None:
+            return None
+        nz = np.flatnonzero(G)
+        if 16 * nz.shape[0] < 4 * G.size:
+            return {"Gi": nz, "Gv": G.reshape(-1)[nz]}
+        return {"G": G}
+
+    def gram(self, cols, deadline=None):
+        """X_B' X_B over this worker's rows as a dense matrix (or None, as
+        :meth:`gram_part`). Sparse: row by row, from scratch. Dense: reusing the previous
+        block's entries, since successive working sets mostly overlap and each new
+        column costs a pass over the rows for every block column; the columns are
+        gathered a few at a time, never the whole block at once if it is large."""
+        late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
+        if self.sparse:
+            rows = K.gram_sparse_rows(*self.X, cols, self.n_rows)
+            return self._gram_sparse_dense(cols, rows, np.diff(rows[0]).astype(float), late)
+        return self._gram_dense(cols, late)
+
+    def _gram_sparse_compact(self, cols, rows, k, late):
+        m = cols.shape[0]
+        n_max = int(k @ k)
+        out_idx, out_val = np.empty(n_max, np.int64), np.empty(n_max)
+        acc, touched = np.empty(m), np.empty(m, np.int64)
+        mark = np.full(m, -1, np.int64)
+        cost = K.gram_sparse_col_costs(self.X[0], self.X[1], cols, k)
+        cum = np.concatenate([[0.0], np.cumsum(cost + 1.0)])  # work before each column
+        n_out, start = 0, 0
+        while start < m:
+            stop = int(np.searchsorted(cum, cum[start] + PIECE_OPS, side="right")) - 1
+            stop = min(max(stop, start + 1), m)
+            n_out = K.gram_sparse_cols(*self.X, cols, *rows, start, stop, acc, mark,
+                                       touched, out_idx, out_val, n_out)
+            start = stop
+            if start < m and late():
+                return None
+        return {"Gi": out_idx[:n_out], "Gv": out_val[:n_out]}
+
+    def _gram_sparse_dense(self, cols, rows, k, late):
+        m = cols.shape[0]
+        cum = np.concatenate([[0.0], np.cumsum(k * k + 1.0)])  # work before each row
+        G = np.zeros((m, m))
+        start = 0
+        while start < self.n_rows:
+            stop = int(np.searchsorted(cum, cum[start] + PIECE_OPS, side="right")) - 1
+            stop = min(max(stop, start + 1), self.n_rows)
+            K.gram_sparse_add(*rows, G, start, stop)
+            start = stop
+            if start < self.n_rows and late():
+                return None
+        return G
+
+    def _gram_dense(self, cols, late):
+        m = cols.shape[0]
+        X = self.X[0]
         old_cols, old = self.gram_cache
+        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))  # freed once copied
         pos = np.searchsorted(old_cols, cols)
         pos[pos == old_cols.shape[0]] = 0
-        hit = old_cols[pos] == cols if old_cols.shape[0] else np.zeros(cols.shape[0], bool)
-        G = np.empty((cols.shape[0], cols.shape[0]))
+        hit = old_cols[pos] == cols if old_cols.shape[0] else np.zeros(m, bool)
+        G = np.empty((m, m))
         G[np.ix_(hit, hit)] = old[np.ix_(pos[hit], pos[hit])]
+        del old
         new = np.flatnonzero(~hit)
-        if new.shape[0]:
-            Xb = self.X[0][:, cols]
-            part = Xb.T @ Xb[:, new]
-            G[:, new] = part
-            G[new, :] = part.T
+        n = max(self.n_rows, 1)
+        # the block's columns are gathered at once if they fit in GATHER_BYTES, else
+        # `width` at a time; a piece of new columns is about PIECE_OPS multiply-adds
+        # against the whole block (at least 16 columns, for BLAS to run at speed)
+        width = int(max(1, min(m, GATHER_BYTES // (8 * n))))
+        piece = int(max(1, min(max(16, PIECE_OPS // (n * max(m, 1))), width)))
+        Xb = X[:, cols] if width == m else None
+        for s in range(0, new.shape[0], piece):
+            P = new[s:s + piece]
+            if Xb is not None:
+                G[:, P] = Xb.T @ Xb[:, P]
+            else:
+                XP = X[:, cols[P]]
+                for a in range(0, m, width):
+                    G[a:a + width, P] = X[:, cols[a:a + width]].T @ XP
+            G[P, :] = G[:, P].T
+            if s + piece < new.shape[0] and late():
+                return None
         self.gram_cache = (cols.copy(), G)
         return G
+
+
+# a piece of a worker's Gram matrix between two looks at the clock (multiply-adds), and
+# the most memory its gathered dense columns may take
+PIECE_OPS = 50_000_000
+GATHER_BYTES = 64 << 20

@@ -1,0 +1,344 @@
+"""Lasso with bounded memory and time: the working-set Gram budget (blocks cut into
+pieces), the time limit honoured within a round, the Jacobi block clamp and the
+staleness bound."""
+import json
+import resource
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import Lasso
+
+import strads
+from strads.apps import lasso
+from strads.apps.lasso import kernels as K
+from strads.apps.lasso.aggregate import LassoAggregate
+from strads.apps.lasso.data import make_problem
+
+from conftest import ROOT, child_env, mpiexec, run_cli
+
+
+def problem(kind):
+    # the problems (and the tolerances) of tests/test_lasso.py
+    if kind == "dense":
+        X, y, _ = make_problem(120, 300, corr=0.5, n_informative=20, dense=True, seed=1)
+    else:
+        X, y, _ = make_problem(200, 800, density=0.05, corr=0.5, n_informative=30, seed=2)
+    return X, y, 0.05 * lasso.lambda_max(X, y)
+
+
+class _Recorder(strads.Schedule):
+    def __init__(self, inner):
+        self.inner, self.tasks = inner, []
+
+    def schedule(self, round):
+        self.inner.staleness = self.staleness
+        task = self.inner.schedule(round)
+        if task is not None:
+            self.tasks.append(task)
+        return task
+
+
+def _spy(setup, keep):
+    def spying(n_workers):
+        sched, agg, shards = setup(n_workers)
+        keep["sched"], keep["agg"] = _Recorder(sched), agg
+        return keep["sched"], agg, shards
+    return spying
+
+
+# -- the Gram budget ------------------------------------------------------------------
+def test_block_cap_formula_and_default_budget(monkeypatch):
+    # 8 m^2 bytes a Gram, W + 2 of them in one process
+    assert lasso.gram_block_cap(512, 2) == int(np.sqrt(512 * 2 ** 20 / 32))
+    assert lasso.gram_block_cap(1e-9, 4) == 1
+    assert lasso.default_gram_budget() <= 512
+    # under `ulimit -v 3500000` the default is an eighth of the address space
+    monkeypatch.setattr(resource, "getrlimit", lambda what: (3_500_000 * 1024,) * 2)
+    assert lasso.default_gram_budget() == pytest.approx(3_500_000 * 1024 / 8 / 2 ** 20)
+
+
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+@pytest.mark.parametrize("staleness", [0, 1])
+def test_small_budget_cuts_blocks_and_still_reaches_the_optimum(kind, staleness):
+    X, y, lam = problem(kind)
+    workers = 2
+    budget = 0.03  # MiB: blocks of at most gram_block_cap(0.03, 2) = 28 coordinates
+    cap = lasso.gram_block_cap(budget, workers)
+    keep = {}
+    setup = lasso.make_setup(lambda: (X, y), lam=lam, gram_budget=budget)
+    res = strads.run(_spy(setup, keep), lasso.LassoUpdate, workers=workers,
+                     staleness=staleness, tol=1e-10, max_rounds=200_000, quiet=True)
+    blocks = [t["cols"] for t in keep["sched"].tasks if t.get("gram")]
+    assert res.stop_reason == "tol"
+    assert res.extra["gram_block_cap"] == cap
+    assert max(len(b) for b in blocks) <= cap
+    # the working sets were larger than the cap: solved in pieces
+    assert res.extra["gram_pieces"] > 0
+    assert res.extra["nnz_coef"] > cap
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=1_000_000).fit(X, y)
+    f_sk = lasso.objective(X, y, sk.coef_, lam)
+    f = lasso.objective(X, y, res.model["coef"], lam)
+    assert abs(f - f_sk) <= 1e-6 * f_sk
+    assert res.extra["duality_gap"] <= 1e-9 * f
+    assert res.objective == pytest.approx(f, rel=1e-6)
+
+
+def test_default_budget_leaves_small_problems_uncut():
+    X, y, lam = problem("sparse")
+    res = lasso.fit(X, y, lam=lam, tol=1e-10, quiet=True)
+    assert res.stop_reason == "tol" and res.extra["gram_pieces"] == 0
+
+
+def test_bad_budget_is_one_data_error():
+    X, y, lam = problem("sparse")
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(strads.DataError, match="gram budget"):
+            lasso.fit(X, y, lam=lam, gram_budget=bad, quiet=True)
+
+
+_DRIVER = textwrap.dedent("""
+    import json, sys
+    from strads.apps import lasso
+    X, y = lasso.load(sys.argv[1])
+    budget = None if sys.argv[3] == "default" else float(sys.argv[3])
+    res = lasso.fit(X, y, lambda_ratio=0.1, time_limit=float(sys.argv[2]), tol=1e-14,
+                    gram_budget=budget, quiet=True)
+    if res is not None:
+        print(json.dumps({k: (v.item() if hasattr(v, "item") else v)
+                          for k, v in res.summary().items()}))
+""")
+
+
+@pytest.mark.timeout(120)
+def test_large_support_under_mpi_in_bounded_address_space(tmp_path):
+    """10,000 x 20,000 sparse, random labels: the support grows to ~6,000 and the
+    working sets to ~8,000, whose Gram matrix (0.5 GB, dense on the scheduler for its
+    solve) does not fit in the 1 GB of address space each rank gets (a rank starts at
+    about 0.6 GB): uncut, rank 0 runs out of memory. The default budget (an eighth of
+    the address space) cuts the blocks, and the run ends at its time limit, exit 0."""
+    rng = np.random.default_rng(1)
+    X = sp.random(10_000, 20_000, density=500_000 / 2e8, format="csr", random_state=rng)
+    y = rng.choice([-1.0, 1.0], size=10_000)
+    data = tmp_path / "mid.npz"
+    np.savez(data, data=X.data, indices=X.indices, indptr=X.indptr,
+             shape=np.array(X.shape), format=np.array("csr"), y=y)
+    (tmp_path / "drive.py").write_text(_DRIVER)
+    limit, address_space = 5.0, 1_000_000_000
+
+    def bounded():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    def mpirun(budget):
+        return subprocess.run([mpiexec(), "-n", "3", sys.executable,
+                               str(tmp_path / "drive.py"), str(data), str(limit), budget],
+                              capture_output=True, text=True, timeout=50, cwd=ROOT,
+                              env=child_env(), preexec_fn=bounded)
+
+    p = mpirun("default")
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = json.loads(p.stdout.strip().splitlines()[-1])
+    assert s["stop_reason"] == "time_limit"
+    assert s["wall_s"] < 2 * limit
+    assert s["gram_block_cap"] == lasso.gram_block_cap(address_space / 8 / 2 ** 20, 2)
+    assert s["gram_pieces"] > 0
+    for rank in s.get("traffic", []):  # the engine's per-rank figures, where it has them
+        assert rank["peak_rss_mb"] < address_space / 2 ** 20
+    # the control: without the cap the same run dies of memory
+    p = mpirun("1e6")
+    assert p.returncode != 0 and "Unable to allocate" in p.stderr, p.stderr[-3000:]
+
+
+# -- the time limit within a round ----------------------------------------------------
+@pytest.mark.timeout(120)
+def test_time_limit_stops_a_long_gram_round():
+    """Dense 12,000 x 2,000 with a first working set of all 2,000 coordinates: the
+    workers' Gram alone is 4.8e10 multiply-adds (several seconds); with a 0.5 s limit
+    the run stops within twice the limit (plus a second of start-up)."""
+    X, y, _ = make_problem(12_000, 2_000, corr=0.5, n_informative=50, dense=True, seed=5)
+    limit = 0.5
+    setup = lasso.make_setup(lambda: (X, y), lambda_ratio=0.01, time_limit=limit)
+
+    def one_big_block(n_workers):
+        sched, agg, shards = setup(n_workers)
+        sched.min_size = 2_000  # the first block: every coordinate that violates
+        return sched, agg, shards
+
+    t = time.perf_counter()
+    res = strads.run(one_big_block, lasso.LassoUpdate, time_limit=limit, tol=0,
+                     max_rounds=1000, quiet=True)
+    wall = time.perf_counter() - t
+    assert res.stop_reason == "time_limit"
+    assert res.wall_s < 2 * limit
+    assert wall < 2 * limit + 1.0
+    assert res.extra["late_rounds"] >= 1  # the round was dropped, not waited for
+    assert np.isfinite(res.objective)
+
+
+def test_block_solve_returns_at_the_deadline():
+    """A block solve that would run 100,000 passes (tol < 0: never converged) returns
+    once the aggregate's deadline passes, with the iterate of a one-piece solve of the
+    same number of passes (the pieces do the same arithmetic)."""
+    m = 1500
+    idx = np.arange(m)
+    G = 0.999 ** np.abs(idx[:, None] - idx[None, :])  # ill-conditioned: slow descent
+    rng = np.random.default_rng(0)
+    q0 = rng.standard_normal(m) * 10
+    agg = LassoAggregate(np.diag(G).copy(), m, 1e-3, 1.0)
+    agg.deadline = time.perf_counter() + 0.3
+    b, q = np.zeros(m), q0.copy()
+    t = time.perf_counter()
+    passes = agg._solve(G, q, b, -1.0, 100_000)
+    took = time.perf_counter() - t
+    assert took < 2 * 0.3 + 0.5
+    assert 0 < passes < 100_000
+    b1, q1 = np.zeros(m), q0.copy()
+    assert K.gram_cd(G, q1, b1, agg.thresh, -1.0, passes) == passes
+    np.testing.assert_array_equal(b, b1)
+    np.testing.assert_array_equal(q, q1)
+
+
+def test_sparse_gram_in_pieces_matches_scipy(monkeypatch):
+    from strads.apps.lasso import update
+
+    X, y, _ = make_problem(300, 200, density=0.1, seed=3)
+    w = lasso.LassoUpdate({"csc": (X.indptr, X.indices, X.data), "n_rows": 300, "y": y})
+    cols = np.arange(0, 200, 3)
+    Xb = X[:, cols].toarray()
+    monkeypatch.setattr(update, "PIECE_OPS", 50)  # many pieces
+    np.testing.assert_allclose(w.gram(cols), Xb.T @ Xb, rtol=1e-12, atol=1e-13)
+    assert w.gram(cols, deadline=time.time() - 1) is None  # late: given up after a piece
+    Xd = X.toarray()
+    wd = lasso.LassoUpdate({"X": Xd, "y": y})
+    monkeypatch.setattr(update, "GATHER_BYTES", 300 * 8 * 5)  # 5 columns at a time
+    np.testing.assert_allclose(wd.gram(cols), Xb.T @ Xb, rtol=1e-12, atol=1e-12)
+    cols2 = np.arange(1, 200, 2)  # overlaps the cached block
+    np.testing.assert_allclose(wd.gram(cols2), Xd[:, cols2].T @ Xd[:, cols2], rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_sparse_gram_sends_only_its_non_zeros(monkeypatch):
+    from strads.apps.lasso import update
+
+    X, y, _ = make_problem(300, 2000, density=0.005, corr=0.0, seed=4)
+    w = lasso.LassoUpdate({"csc": (X.indptr, X.indices, X.data), "n_rows": 300, "y": y})
+    cols = np.arange(0, 2000, 3)
+    m = len(cols)
+    monkeypatch.setattr(update, "PIECE_OPS", 50)  # many pieces
+    part = w.gram_part(cols)
+    assert set(part) == {"Gi", "Gv"} and len(part["Gi"]) < 0.1 * m * m
+    G = np.zeros((m, m))
+    G.reshape(-1)[part["Gi"]] = part["Gv"]
+    np.testing.assert_array_equal(G, w.gram(cols))  # bit for bit the dense build's
+    Xb = X[:, cols].toarray()
+    np.testing.assert_allclose(G, Xb.T @ Xb, rtol=1e-12, atol=1e-13)
+    assert w.gram_part(cols, deadline=time.time() - 1) is None  # late: after a piece
+    monkeypatch.setattr(update, "PIECE_OPS", 10 ** 9)
+    assert w.gram_part(cols, deadline=time.time() - 1) is not None  # one piece: done
+
+
+# -- Jacobi block clamp ---------------------------------------------------------------
+@pytest.mark.parametrize("schedule", ["priority", "round-robin", "random"])
+def test_jacobi_block_is_clamped_to_the_features(schedule):
+    X, y, lam = problem("dense")  # 300 features
+    keep = {}
+    setup = lasso.make_setup(lambda: (X, y), lam=lam, schedule=schedule, block=10 ** 6)
+    rises = []
+
+    class Watch(_Recorder):
+        def schedule(self, round):
+            task = super().schedule(round)
+            if task is not None and not task.get("full"):
+                rises.append((keep["agg"].objective_rises, len(task["cols"])))
+            return task
+
+    def watching(n_workers):
+        sched, agg, shards = setup(n_workers)
+        keep["sched"], keep["agg"] = Watch(sched), agg
+        return keep["sched"], agg, shards
+
+    res = strads.run(watching, lasso.LassoUpdate, max_rounds=300, tol=1e-8, quiet=True)
+    sched = keep["sched"].inner
+    assert sched.max_block == 300 and sched.block <= 300
+    assert max(n for _, n in rises) <= 300
+    assert np.isfinite(res.objective)
+    if schedule != "priority":  # (its dependency filter keeps the objective from rising)
+        # every coordinate at once overshoots on these correlated columns; the first
+        # block after the first rise is half the features, not min(10^6 / 2, 300)
+        first = next(k for k, (r, _) in enumerate(rises) if r > 0)
+        assert rises[first][1] <= 150
+
+
+# -- staleness ------------------------------------------------------------------------
+def test_max_staleness_rule():
+    assert lasso.max_staleness(800, 256) == 4
+    assert lasso.max_staleness(800, 800) == 1
+    assert lasso.max_staleness(800, 10 ** 6) == 1  # the block is clamped first
+    assert lasso.max_staleness(800, 1) == 800
+
+
+@pytest.mark.parametrize("schedule", ["working-set", "priority", "round-robin", "random"])
+def test_staleness_above_the_useful_maximum_is_refused(schedule):
+    X, y, lam = problem("sparse")  # 800 features
+    t = time.perf_counter()
+    with pytest.raises(strads.DataError, match=r"useful maximum 50 = ceil\(800 features "
+                                               r"/ block 16\)"):
+        lasso.fit(X, y, lam=lam, schedule=schedule, block=16, staleness=10 ** 9,
+                  quiet=True)
+    with pytest.raises(strads.DataError, match="useful maximum 50"):
+        lasso.fit(X, y, lam=lam, schedule=schedule, block=16, staleness=51, quiet=True)
+    assert time.perf_counter() - t < 10  # refused up front, not after 100,000 rounds
+    # at the maximum it runs, and uses it
+    res = lasso.fit(X, y, lam=lam, schedule=schedule, block=16, staleness=50, tol=0,
+                    max_rounds=300, quiet=True)
+    assert res.summary()["max_staleness_seen"] == 50 and np.isfinite(res.objective)
+
+
+def test_cli_refuses_huge_staleness_with_one_line():
+    p = run_cli(["strads.apps.lasso", "--staleness", "1000000000", "--quiet"], timeout=60)
+    assert p.returncode == 2
+    assert "useful maximum 40 = ceil(10000 features / block 256)" in p.stderr
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(120)
+def test_cli_refuses_huge_staleness_under_mpi():
+    p = run_cli(["strads.apps.lasso", "--staleness", "1000000000", "--quiet"], np=3,
+                timeout=100)
+    assert p.returncode == 2
+    assert "useful maximum 40" in p.stderr and "Traceback" not in p.stderr
+
+
+# -- checkpoints ----------------------------------------------------------------------
+def test_resume_mid_pieces_gives_the_uninterrupted_model(tmp_path):
+    """A checkpoint between the pieces of a cut working set: the resumed run solves the
+    remaining pieces and ends with the uninterrupted run's model, bit for bit; the time
+    limit is not part of the state (a resumed run may change it), the time used is."""
+    X, y, lam = problem("sparse")
+    keep = {}
+
+    def go(out, time_limit=None, **kw):
+        setup = lasso.make_setup(lambda: (X, y), lam=lam, gram_budget=0.03,
+                                 time_limit=time_limit)
+
+        def keeping(n_workers):  # (no recorder around it: the schedule is checkpointed)
+            sched, agg, shards = setup(n_workers)
+            keep["sched"] = sched
+            return sched, agg, shards
+        return strads.run(keeping, lasso.LassoUpdate, workers=2, tol=1e-10,
+                          quiet=True, out=str(out), time_limit=time_limit, **kw)
+
+    full = go(tmp_path / "full", max_rounds=200_000)
+    part = go(tmp_path / "part", 1000.0, max_rounds=12, checkpoint_every=1e-3)
+    assert part.stop_reason == "max_rounds" and part.extra["gram_pieces"] > 0
+    assert keep["sched"].pieces  # stopped between two pieces of a working set
+    resumed = go(tmp_path / "part", 600.0, max_rounds=200_000, resume=True,
+                 checkpoint_every=3600)
+    assert resumed.stop_reason == "tol" and resumed.rounds == full.rounds
+    np.testing.assert_array_equal(resumed.model["coef"], full.model["coef"])
+    sched = keep["sched"]
+    assert sched.time_limit == 600.0 and 0 < sched._used < 600
