@@ -3,6 +3,7 @@ garbage, missing or oversized input is refused with one line (``FILE:LINE: probl
 exit status 2, no traceback) before anything is allocated or fitted; the numba LIBSVM
 parser agrees with its Python reference line by line and with float() bit for bit."""
 import bz2
+import json
 import gzip
 import random
 import re
@@ -546,3 +547,26 @@ def test_line_messages_and_semantics(tmp_path):
     assert X.toarray().tolist() == [[1.5, 0, -2], [0, 0.001, 0]] and y.tolist() == [1, -1]
     X, y = load(write(tmp_path, "o.svm", b"1 1:1.5 3:-2\n-1 2:1e-3\n"))
     assert X.toarray().tolist() == [[1.5, 0, -2], [0, 0.001, 0]]
+
+
+def test_a_far_feature_index_costs_no_state_per_absent_feature(tmp_path):
+    """Two lines naming feature 5*10^7: the solve keeps only the non-empty columns (the
+    others are 0 at the optimum) and the model is that of the compact problem."""
+    far, near = tmp_path / "far.svm", tmp_path / "near.svm"
+    far.write_text("1 3:0.5 50000000:1.5\n-1 2:1.0 3:0.25\n0.5 2:-0.5\n")
+    near.write_text("1 2:0.5 3:1.5\n-1 1:1.0 2:0.25\n0.5 1:-0.5\n")
+    outs = []
+    for f in (far, near):
+        out = tmp_path / f.stem
+        p = run_cli(["strads.apps.lasso", "--data", str(f), "--lambda", "0.01", "--quiet",
+                     "--out", str(out)])
+        assert p.returncode == 0, p.stderr
+        outs.append((np.load(out / "model.npz")["coef"],
+                     json.loads((out / "summary.json").read_text())))
+    (cf, sf), (cn, sn) = outs
+    assert cf.shape == (50_000_000,) and cn.shape == (3,)
+    np.testing.assert_array_equal(cf[[1, 2, 49_999_999]], cn)
+    assert np.count_nonzero(cf) == np.count_nonzero(cn) > 0
+    assert sf["objective"] == sn["objective"]
+    assert sf["screened"] >= 50_000_000 - 3
+    assert sf["traffic"][0]["peak_rss_mb"] < 1500  # was 2.1 GB: 38 bytes a feature

@@ -14,7 +14,11 @@ from . import kernels as K
 
 
 class LassoAggregate(Aggregate):
-    checkpoint_skip = ("deadline", "block_cap")  # setup() and the schedule set them again
+    kept = None  # the columns solved, when X's empty columns were left out
+    n_features = None  # X's columns, empty ones too
+
+    # setup() and the schedule set them again
+    checkpoint_skip = ("deadline", "block_cap", "kept", "n_features")
 
     def __init__(self, sq_norms, n_samples, lam, y_sq):
         self.n, self.lam, self.y_sq = n_samples, float(lam), float(y_sq)
@@ -176,11 +180,16 @@ class LassoAggregate(Aggregate):
         return {"duality_gap": self.gap, "nnz_coef": self.nnz}
 
     def finish(self, collected):
-        return {"coef": self.beta.copy(), "lambda": np.float64(self.lam)}
+        coef = self.beta.copy()
+        if self.kept is not None:  # the empty columns, left out of the solve, are 0
+            coef = np.zeros(self.n_features)
+            coef[self.kept] = self.beta
+        return {"coef": coef, "lambda": np.float64(self.lam)}
 
     def summary(self):
+        empty = 0 if self.kept is None else self.n_features - self.kept.shape[0]
         s = {"lambda": self.lam, "nnz_coef": self.nnz,
-             "screened": int(self.screened.sum()),
+             "screened": int(self.screened.sum()) + empty,
              "duality_gap": self.gap, "objective_rises": self.objective_rises}
         if self.block_cap is not None:
             s.update(gram_block_cap=self.block_cap, gram_pieces=self.pieces,
