@@ -7,13 +7,16 @@ at a time and only the topic totals are shared. The sampler is exact collapsed G
 O(K_d + log K) per token, K_d the number of topics in the token's document (see
 kernels). A data-parallel (YahooLDA-style) schedule is the baseline.
 """
+import math
+
 import numpy as np
 
 from ... import engine
 from ...engine import DataError
 from .aggregate import InvariantError, LDAAggregate
+from .data import BYTES_PER_DOC, BYTES_PER_TOKEN, BYTES_PER_WORD, INT32_MAX
 from .data import check as check_corpus
-from .data import load, make_corpus
+from .data import gib, load, make_corpus, phys_mem
 from .schedule import SCHEDULES
 from . import kernels
 from .update import LDAUpdate, doc_loglik
@@ -42,39 +45,136 @@ def loglikelihood(word_topic, doc_topic, alpha, beta):
                  + (gammaln(doc_topic + alpha) - gammaln(alpha)).sum())
 
 
+# how a refusal names a parameter: the command line's flag, or fit()'s keyword
+_FLAGS = {"topics": "--topics", "alpha": "--alpha", "beta": "--beta", "sweeps": "--sweeps",
+          "staleness": "--staleness", "workers": "--workers"}
+_KWARGS = {"topics": "n_topics", "alpha": "alpha", "beta": "beta", "sweeps": "sweeps",
+           "staleness": "staleness", "workers": "workers"}
+
+
+def memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, staleness,
+                    schedule, max_slice):
+    """Peak bytes of a run, scheduler and workers together (as on one machine), by part:
+    ``{"tokens", "word-topic", "doc-topic", "per-topic", "other"}`` of the phase
+    that needs most: building the word-topic table (int64 counts, then int32), the
+    workers sorting their tokens (BYTES_PER_TOKEN a token, measured), the run, or the
+    end (the documents x topics model gathered from the workers). Fitted to tracemalloc
+    peaks of runs from 4M tokens (README, "Bad input")."""
+    T, VK, DK = n_tokens, n_words * n_topics, n_docs * n_topics
+    W, s1 = n_workers, staleness + 1
+    packed = min(VK, T) * 6 + n_words * 8  # word-topic table as (topic, count) pairs
+    if schedule == "model":  # every worker: a buffer of the largest slice
+        work = W * max_slice * n_topics * 4
+    else:  # every worker: the whole table and its copy of the round's start; the
+        # scheduler's table and the packed tables in flight
+        work = W * VK * 8 + VK * 4 + (W + 2) * packed
+    other = (n_docs * BYTES_PER_DOC + n_words * BYTES_PER_WORD + n_entries * 12
+             + W * 4096 + W * s1 * 512)  # buffers, rounds in flight, slices
+    # every worker: its sum tree (up to 32 bytes a topic), topic totals and their
+    # copies, the topic changes of its own rounds in flight
+    per_topic = W * n_topics * (64 + 8 * s1)
+    phases = [
+        {"tokens": T * 24, "word-topic": VK * 8},  # the int64 build (bincount)
+        {"tokens": T * 8, "word-topic": VK * 12},  # ... cast to int32
+        {"tokens": T * BYTES_PER_TOKEN, "word-topic": packed + work},  # workers start
+        {"tokens": T * 20, "word-topic": packed + work},  # the run
+        {"tokens": T * 20, "word-topic": packed + work + VK * 4,  # the end
+         "doc-topic": DK * 8 + DK * 4 // W}]
+    parts = max(phases, key=lambda d: sum(d.values()))
+    return {"tokens": parts["tokens"], "word-topic": parts["word-topic"],
+            "doc-topic": parts.get("doc-topic", 0), "per-topic": per_topic, "other": other}
+
+
+def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, staleness,
+                 schedule, max_slice, flag=None):
+    """Raise DataError naming the largest part when a run would not fit in this
+    machine's physical memory."""
+    mem = phys_mem()
+    if mem is None:
+        return
+    flag = flag or _KWARGS
+    parts = memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers,
+                            staleness, schedule, max_slice)
+    need = sum(parts.values())
+    if need <= mem:
+        return
+    topics = {"word-topic": f"the word-topic counts ({n_words:,} words x {n_topics:,} "
+                            "topics" + (f", a copy on each of {n_workers} workers" if
+                                        schedule == "data" and n_workers > 1 else "") + ")",
+              "doc-topic": f"the document-topic counts ({n_docs:,} documents x "
+                           f"{n_topics:,} topics)",
+              "per-topic": "the workers' per-topic arrays (sum trees, topic totals)"}
+    if max(parts, key=parts.get) in topics:  # the flag to turn down: name its parts
+        lead = f"{flag['topics']} {n_topics}: " + ", ".join(
+            f"{what} need {gib(parts[k])}" for k, what in topics.items() if parts[k] >= 2**20)
+    else:
+        lead = (f"data: the corpus's {n_tokens:,} tokens need {gib(parts['tokens'])}"
+                if parts["tokens"] >= parts["other"] else
+                f"data: {n_docs:,} documents, {n_words:,} words and {n_entries:,} "
+                f"(document, word) entries need {gib(parts['other'])}")
+    raise DataError(f"{lead}; the run would need about {gib(need)}, more than this "
+                    f"machine's {gib(mem)} of memory")
+
+
 def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50,
-               staleness=0, seed=0, check=False):
+               staleness=0, seed=0, check=False, cli=False):
     """``setup(n_workers)`` for :func:`strads.run`; ``data()`` gives ``(X, vocab)`` (a
     documents x words count matrix and the word list or None) and is only called on the
     scheduler rank. ``staleness`` must be the one given to run(): the model-parallel
     schedule cuts W (staleness + 1) vocabulary slices. ``check``: verify the count
-    invariants after every round (slow; for tests)."""
+    invariants after every round (slow; for tests). ``cli``: name the command line's
+    flags (else fit()'s keywords) in refusals.
+
+    Before anything is allocated, setup refuses (DataError, one line) a corpus with more
+    than 2^31 - 1 documents or words or a word or document of more tokens (32-bit ids
+    and counts), a staleness the schedule cannot use (see schedule.py) and a run whose
+    arrays would exceed this machine's physical memory (:func:`memory_estimate`)."""
+    flag = _FLAGS if cli else _KWARGS
     if schedule not in SCHEDULES:
         raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
-    if int(n_topics) != n_topics or n_topics < 1:
-        raise DataError(f"topics must be an integer >= 1, got {n_topics}")
-    if not alpha > 0 or not beta > 0:
-        raise DataError(f"alpha and beta must be > 0, got alpha={alpha}, beta={beta}")
+    if int(n_topics) != n_topics or not 1 <= n_topics <= INT32_MAX:
+        raise DataError(f"{flag['topics']} must be an integer from 1 to {INT32_MAX}, got "
+                        f"{n_topics}")
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if not (v > 0 and math.isfinite(v)):
+            raise DataError(f"{flag[name]} must be a finite number > 0, got {v}")
     if sweeps < 0:
-        raise DataError(f"sweeps must be >= 0, got {sweeps}")
-    K = int(n_topics)
+        raise DataError(f"{flag['sweeps']} must be >= 0, got {sweeps}")
+    if int(staleness) != staleness or staleness < 0:
+        raise DataError(f"{flag['staleness']} must be an integer >= 0, got {staleness}")
+    K, staleness = int(n_topics), int(staleness)
 
     def setup(n_workers):
         X, vocab = data()
         X = check_corpus(X, vocab)
         n_docs, V = X.shape
+        for n, what in ((n_docs, "documents"), (V, "words")):
+            if n > INT32_MAX:
+                raise DataError(f"data: {n} {what}: at most {INT32_MAX} (ids are 32-bit)")
         lengths = np.asarray(X.sum(axis=1)).ravel().astype(np.int64)
+        word_counts = np.asarray(X.sum(axis=0)).ravel().astype(np.int64)
+        for counts, what in ((lengths, "document"), (word_counts, "word")):
+            i = int(np.argmax(counts))
+            if counts[i] > INT32_MAX:
+                raise DataError(f"data: {what} {i} (0-based) has {counts[i]} tokens: at "
+                                f"most {INT32_MAX} (counts are 32-bit)")
         if n_workers > n_docs:
             raise DataError(f"{n_workers} workers for {n_docs} documents: each worker "
                             "needs documents")
+        if K * alpha == math.inf or V * beta == math.inf:
+            raise DataError(f"{flag['alpha']} x topics or {flag['beta']} x words overflows "
+                            f"({K} x {alpha}, {V} x {beta})")
+        sched_cls = SCHEDULES[schedule]
+        sched_cls.check_staleness(staleness, n_workers, V, sweeps, flag)
+        cuts = split_vocab(word_counts, n_workers * (staleness + 1))
+        check_memory(n_docs, V, int(lengths.sum()), X.nnz, K, n_workers, staleness,
+                     schedule, int(np.diff(cuts).max()), flag)
         words = np.repeat(X.indices, X.data).astype(np.int32)
         # the initial topics depend on the seed only, not on the number of workers
         z = np.random.default_rng(seed).integers(0, K, words.shape[0]).astype(np.int32)
         nwk = np.bincount(words.astype(np.int64) * K + z, minlength=V * K)
         nwk = nwk.reshape(V, K).astype(np.int32)
         nk = nwk.sum(axis=0, dtype=np.int64)
-        cuts = split_vocab(np.bincount(words, minlength=V), n_workers * (staleness + 1))
-        sched_cls = SCHEDULES[schedule]
         agg = LDAAggregate(nwk, nk, cuts, n_docs, alpha, beta, schedule, vocab, check)
         agg.loglik = agg.word_loglik() + initial_doc_loglik(lengths, z, K, alpha)
         sched = sched_cls(agg, n_workers, staleness, sweeps)

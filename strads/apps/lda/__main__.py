@@ -3,7 +3,7 @@ import numpy as np
 
 from ... import cli, engine
 from . import LDAUpdate, load, make_corpus, make_setup, top_words
-from .data import FORMATS
+from .data import FORMATS, check_corpus_size
 from .schedule import SCHEDULES
 
 MODULE = "strads.apps.lda"
@@ -47,16 +47,21 @@ def build_parser():
 
 
 def run(args):
+    true_topics = args.true_topics or args.topics
     if args.data:
         data = lambda: load(args.data, args.format, args.vocab, args.min_count)  # noqa
     else:
         def data():
-            X = make_corpus(args.n_docs, args.n_words, args.doc_length,
-                            args.true_topics or args.topics, args.alpha, args.true_beta,
-                            args.seed)[0]
+            X = make_corpus(args.n_docs, args.n_words, args.doc_length, true_topics,
+                            args.alpha, args.true_beta, args.seed)[0]
             return X, None
+    # the flags first (one line each), then the built-in corpus's size before it is drawn
     setup = make_setup(data, args.topics, args.alpha, args.beta, args.schedule, args.sweeps,
-                       args.staleness, args.seed)
+                       args.staleness, args.seed, cli=True)
+    if not args.data:
+        check_corpus_size(args.n_docs, args.n_words, args.doc_length, true_topics, {
+            "n_docs": "--n-docs", "n_words": "--n-words", "doc_length": "--doc-length",
+            "n_topics": "--true-topics" if args.true_topics else "--topics"})
     return engine.run(setup, LDAUpdate, app="lda", **cli.engine_kwargs(args))
 
 

@@ -7,6 +7,8 @@ sampler reads them in sequence. Each document's non-zero topic counts are a comp
 copy: the last global totals the scheduler sent plus this worker's own changes of the
 rounds they do not include yet.
 """
+from collections import deque
+
 import numpy as np
 
 from ...engine import Update
@@ -55,7 +57,11 @@ class LDAUpdate(Update):
             self.nwk = np.zeros((n_rows, self.K), np.int32)
         else:
             self.nwk = K.unpack(shard["nwk"], np.empty((shard["V"], self.K), np.int32))
-        self.pending = []  # (round, dnk, dnwk) of own rounds the last sync did not include
+        # (round, dnk, dnwk) of own rounds the last sync did not include, oldest first,
+        # and the sum of their dnk: a sync costs O(K) plus the rounds it retires, however
+        # many rounds are in flight (a list filtered in every sync cost O(staleness))
+        self.pending = deque()
+        self.pending_dnk = np.zeros(self.K, np.int64)
         P = 1 << max(0, int(self.K - 1).bit_length())
         self.tree = np.zeros(2 * P)
         self.cum = np.zeros(max(1, min(self.K, int(self.lengths.max(initial=0)))))
@@ -99,6 +105,7 @@ class LDAUpdate(Update):
             out = {"dnwk": dnwk, "tokens": tokens}
         out["dnk"] = self.nk - nk0
         self.pending.append((r, out["dnk"], dnwk))
+        self.pending_dnk += out["dnk"]
         if task["ll"]:
             out["ll_doc"] = doc_loglik(self.lengths, self.alpha, self.K, lambda a, t:
                                        K.sum_lgamma_lists(self.dmeta, self.dlist, a, t))
@@ -113,10 +120,9 @@ class LDAUpdate(Update):
         return out
 
     def apply(self, sync):
-        self.pending = [p for p in self.pending if p[0] > sync["round"]]
-        self.nk = sync["nk"].copy()
-        for _, dnk, _ in self.pending:
-            self.nk += dnk
+        while self.pending and self.pending[0][0] <= sync["round"]:
+            self.pending_dnk -= self.pending.popleft()[1]  # rounds come and go in order
+        self.nk = sync["nk"] + self.pending_dnk
         if "nwk" in sync:
             K.unpack(sync["nwk"], self.nwk)
             for _, _, dnwk in self.pending:
