@@ -15,8 +15,8 @@ Two transports share one interface:
 
 Waiting is polite: MPICH's blocking calls poll a core at full speed, which with more
 ranks than cores starves the ranks that compute. When every rank is on one Linux host,
-each has a *doorbell* (an abstract-namespace datagram socket, which no file backs and
-which vanishes with its process): a sender rings the receiver's after posting a message,
+each has a *doorbell* (an anonymous pipe, which no file backs, opened by its peers
+through /proc): a sender rings the receiver's after posting a message,
 with the number of messages it has posted to it so far, and a rank waiting for a message
 sleeps in ``select`` until that sender has rung, using no CPU, then tests with short
 sleeps for the microseconds until MPI shows the message (polling with sleeps cost the MF
@@ -45,7 +45,7 @@ _ALIGN = 64
 YIELD_S = float(os.environ.get('STRADS_YIELD_S', 1e-3))
 MAX_SLEEP = float(os.environ.get('STRADS_MAX_SLEEP', 2e-4))
 # A sleeper wakes at least this often without a ring (a ring is lost only when the
-# receiver's socket buffer is full; every 2 ms measurably slowed the worker sharing a core with
+# receiver's pipe is full; every 2 ms measurably slowed the worker sharing a core with
 # the scheduler).
 BELL_TIMEOUT = 2e-2
 NUDGE_S = 1e-4
@@ -223,64 +223,73 @@ def _spin_until(test, seconds):
 
 
 class _Bells:
-    """This rank's doorbell and its peers': Linux abstract-namespace datagram sockets,
-    which exist only while a process holds them open, so a rank killed at any moment
-    leaves nothing behind (named pipes in the temp directory did, when a rank died
-    between making its pipe and the others opening it)."""
+    """This rank's doorbell and its peers': anonymous pipes, which no file backs, so a
+    rank killed at any moment leaves nothing behind (named pipes in the temp directory
+    were left there when a rank died during start-up). A peer opens a rank's pipe
+    through ``/proc/PID/fd/N`` (Linux). A pipe holds 64 KiB, 8,192 rings (Linux's
+    datagram sockets, tried too, queue only 10, fewer than a staleness can put in
+    flight)."""
 
-    def __init__(self, token, rank):
-        self.token = token
-        self.mine = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.mine.setblocking(False)
-        self.mine.bind(self.address(rank))
-        self.out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.out.setblocking(False)
+    def __init__(self):
+        self.mine, self._keep = os.pipe()  # our own write end: never an end-of-file
+        os.set_blocking(self.mine, False)
+        self.peers = {}
 
-    def address(self, r):
-        return f"\0strads-{self.token}-{r}".encode()
+    def open_peers(self, ends, rank):
+        """``ends``: every rank's (pid, read end)."""
+        for r, (pid, fd) in enumerate(ends):
+            if r != rank:
+                self.peers[r] = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
 
     def fileno(self):
-        return self.mine.fileno()
+        return self.mine
 
     def ring(self, dest, who, count):
         try:
-            self.out.sendto(np.array([who, count], dtype="<i4").tobytes(), self.address(dest))
-        # full of rings the receiver has not read yet, or gone: that rank no longer
+            os.write(self.peers[dest], np.array([who, count], dtype="<i4").tobytes())
+        # full of rings the receiver has not read yet, or closed: that rank no longer
         # waits for anything
-        except (BlockingIOError, ConnectionRefusedError, FileNotFoundError):
+        except (BlockingIOError, BrokenPipeError):
             pass
 
     def rings(self):
-        """Every ring so far, as (sender, count) rows."""
-        got = []
-        while True:
-            try:
-                got.append(self.mine.recv(64))
-            except (BlockingIOError, InterruptedError):
-                break
-        return np.frombuffer(b"".join(got), dtype="<i4").reshape(-1, 2)
+        """Every ring so far (whole ones: 8 bytes each, written at once), as (sender,
+        count) rows."""
+        try:
+            got = os.read(self.mine, 1 << 16)
+        except BlockingIOError:
+            got = b""
+        return np.frombuffer(got, dtype="<i4").reshape(-1, 2)
 
     def close(self):
-        self.mine.close()
-        self.out.close()
+        for fd in [self.mine, self._keep, *self.peers.values()]:
+            os.close(fd)
+        self.peers = {}
 
 
 def _doorbells(comm, hosts):
     """This rank's :class:`_Bells` when every rank runs on one Linux host (``hosts``:
-    each rank's), else None; every rank gets the same answer (collective)."""
+    each rank's) and can open the others' pipes, else None; every rank gets the same
+    answer (collective)."""
     from mpi4py import MPI
 
     rank = comm.Get_rank()
     ok = (len(set(hosts)) == 1 and sys.platform.startswith("linux")
           and os.environ.get("STRADS_DOORBELL", "1") != "0")
-    token = comm.bcast(f"{os.getpid()}-{time.time_ns()}" if rank == 0 else None, root=0)
     bells = None
     if ok:
         try:
-            bells = _Bells(token, rank)
+            bells = _Bells()
         except OSError:
             ok = False
-    ok = comm.allreduce(ok, op=MPI.LAND)  # also: every rank's socket is bound
+    ok = comm.allreduce(ok, op=MPI.LAND)
+    if ok:
+        ends = comm.allgather((os.getpid(), bells.mine))
+        try:
+            bells.open_peers(ends, rank)
+        except OSError:
+            ok = False
+        ok = comm.allreduce(ok, op=MPI.LAND)  # also: every rank has opened its peers'
     if not ok and bells is not None:
         bells.close()
         bells = None
@@ -340,7 +349,7 @@ class MPITransport:
                 if watch is not None:
                     watch()
                 continue
-            # every ring so far (a datagram each): (sender,
+            # every ring so far (8 bytes each, written at once): (sender,
             # how many messages it has posted to us), or (-1 - rank, 0), a nudge: a
             # receiver waits for our MPI to move a send of ours along (no single-copy
             # transfers). Rings for other senders count for their own waits.

@@ -71,6 +71,8 @@ def test_custom_app_under_mpi():
 def test_transport_keeps_order_and_sleeps_on_doorbells(doorbell):
     """Bursts of messages of every size (eager to rendezvous) both ways arrive complete
     and in order, with the ranks sleeping on doorbells or polling."""
+    import os
+
     from mpi4py import MPI
 
     from strads import transport
@@ -80,8 +82,8 @@ def test_transport_keeps_order_and_sleeps_on_doorbells(doorbell):
     try:
         # the test job runs on one host, so doorbells are made when asked for
         assert (tp._bells is not None) == doorbell
-        if doorbell:  # an abstract socket: nothing in the file system
-            assert tp._bells.mine.getsockname().startswith(b"\0strads-")
+        if doorbell:  # an anonymous pipe, opened by the peers through /proc
+            assert os.readlink(f"/proc/self/fd/{tp._bells.mine}").startswith("pipe:")
         sizes = [0, 1, 1000, 20_000, 300_000, 7]
         if tp.rank == 0:
             for w in range(tp.n_workers):
