@@ -11,8 +11,9 @@ setup(
     install_requires=["numpy>=1.24", "scipy>=1.10", "numba>=0.59", "mpi4py>=4.0", "mpich",
                       "threadpoolctl>=3"],
     extras_require={
-        "test": ["pytest>=7", "pytest-mpi>=0.6", "pytest-timeout>=2", "scikit-learn>=1.3",
-                 "lda>=3"],
+        "sklearn": ["scikit-learn>=1.6"],
+        "test": ["pytest>=7", "pytest-mpi>=0.6", "pytest-timeout>=2", "scikit-learn>=1.6",
+                 "lda>=3", "pandas"],
         "bench": ["scikit-learn>=1.3", "skglm", "celer", "lda", "tomotopy", "libmf"],
     },
 )

@@ -9,3 +9,25 @@ from .engine import (Aggregate, DataError, Result, Schedule, StalenessError, Upd
 __all__ = ["Schedule", "Update", "Aggregate", "run", "Result", "DataError",
            "StalenessError", "split_balanced"]
 __version__ = "0.1.0"
+
+
+# scikit-learn estimators (strads.estimators), imported on first use so that
+# `import strads` does not need scikit-learn
+_ESTIMATORS = ("Lasso", "MatrixFactorization", "LDA")
+
+
+def __getattr__(name):
+    if name in _ESTIMATORS:
+        try:
+            from . import estimators
+        except ImportError as exc:
+            raise ImportError(f"strads.{name} needs scikit-learn (>= 1.6): "
+                              "pip install 'strads[sklearn]'") from exc
+        value = getattr(estimators, name)
+        globals()[name] = value  # later look-ups skip __getattr__
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_ESTIMATORS))

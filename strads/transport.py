@@ -450,18 +450,45 @@ class MPITransport:
     def abort(self, exc, code=1, brief=False):
         """End every rank of the job now, after printing why on this rank's stderr: its
         traceback, or (``brief``: bad input) its message alone."""
-        if brief:
-            print(f"error: {exc}", file=sys.stderr)
-        else:
-            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            print(f"### rank {self.rank} of {self.size} on {socket.gethostname()}\n{tb}",
-                  file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        # Give the launcher a moment to forward what we printed: MPI_Abort kills the
-        # job at once, and output still in the launcher's pipes would be lost.
-        time.sleep(0.3)
-        try:
-            self.comm.Abort(code)
-        finally:  # MPI_Abort may return before the launcher kills us: never unwind
-            os._exit(code)
+        _abort(self.comm, exc, code, brief)
+
+
+def _abort(comm, exc, code=1, brief=False):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if brief:
+        print(f"error: {exc}", file=sys.stderr)
+    else:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        print(f"### rank {rank} of {size} on {socket.gethostname()}\n{tb}", file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    # Give the launcher a moment to forward what we printed: MPI_Abort kills the job at
+    # once, and output still in the launcher's pipes would be lost.
+    time.sleep(0.3)
+    try:
+        comm.Abort(code)
+    finally:  # MPI_Abort may return before the launcher kills us: never unwind
+        os._exit(code)
+
+
+class Job:
+    """The whole MPI job, for the few collective steps outside the engine's loop (an
+    estimator telling the worker ranks whether another fit follows, and giving every
+    rank the fitted model): a broadcast from rank 0, and the job's end on an error."""
+
+    def __init__(self):
+        from mpi4py import MPI
+
+        self.comm = MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+
+    def bcast(self, obj):
+        return self.comm.bcast(obj, root=0)
+
+    def abort(self, exc):
+        _abort(self.comm, exc)
+
+
+def mpi_job():
+    """A :class:`Job` when launched by ``mpiexec`` with more than one rank, else None."""
+    return Job() if mpi_world_size() > 1 else None

@@ -127,3 +127,29 @@ def test_traffic_accounting_balances():
     assert t[0]["bytes_sent"] >= X.data.nbytes + X.indices.nbytes
     one = lasso.fit(X, y, lam=lam, quiet=True, mpi=False, workers=size - 1)
     assert len(one.summary()["traffic"]) == 1 and one.summary()["traffic"][0]["bytes_sent"] == 0
+
+
+@pytest.mark.mpi(min_size=2)
+def test_estimators_under_mpi_give_every_rank_the_fitted_model():
+    """The notebook code, unchanged under mpiexec: every rank calls fit(); every rank gets
+    the fitted estimator, the same as in one process with n_jobs = size - 1."""
+    import strads
+    from sklearn.linear_model import Lasso as SkLasso
+
+    rank, size = world()
+    X, y, _ = make_problem(200, 100, corr=0.3, n_informative=15, dense=True, seed=1)
+    alpha = 0.05 * lasso.lambda_max(X, y)
+    est = strads.Lasso(alpha=alpha, tol=1e-10, random_state=0).fit(X, y)
+    ref = strads.estimators.Lasso(alpha=alpha, tol=1e-10, random_state=0,
+                                  n_jobs=size - 1)
+    from strads import engine
+    saved = engine._transport.mpi_world_size
+    engine._transport.mpi_world_size = lambda: 0  # this rank alone, in one process
+    try:
+        ref.fit(X, y)
+    finally:
+        engine._transport.mpi_world_size = saved
+    np.testing.assert_array_equal(est.coef_, ref.coef_)
+    assert est.intercept_ == ref.intercept_
+    sk = SkLasso(alpha=alpha, tol=1e-12, max_iter=10**6).fit(X, y)
+    np.testing.assert_allclose(est.coef_, sk.coef_, rtol=1e-5, atol=1e-8)

@@ -1,0 +1,189 @@
+"""Fold-in of new documents against fitted topics (numba), for ``strads.estimators.LDA``.
+
+The topics are held fixed: ``phi[w, k] = p(word w | topic k)``, the fitted word-topic
+distribution (word-major, so one word's K probabilities are contiguous). Each document's
+tokens are sampled by collapsed Gibbs with the document's own topic counts only:
+
+    p(z_i = k | z_-i, w) ~ (n_dk^-i + alpha) phi[w_i, k]
+
+(the conditional of LDA with the word-topic distribution known). The first sweep starts
+from z_i ~ phi[w_i, :]; of ``n_iter`` sweeps the first half is burn-in and the counts of
+the others are averaged, so ``theta_d = (mean n_dk + alpha) / (n_d + K alpha)`` (rows sum
+to 1; an empty document gets the prior mean 1/K).
+
+Random numbers come from splitmix64 streams seeded from ``(seed, doc_offset + d)`` for
+document d alone, so the result does not depend on how documents are split into calls
+(threads, see :func:`fold_in_threads`), on numba's own generator, or on the platform.
+"""
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numba import njit
+
+_nb = dict(cache=True, nogil=True)
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+_TO_UNIT = 1.0 / 9007199254740992.0  # 2^-53
+
+
+@njit(inline="always")
+def _mix(z):
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@njit(inline="always")
+def _uniform(state):
+    """The next number in [0, 1) of the splitmix64 stream ``state`` (a 1-element uint64
+    array, advanced in place)."""
+    state[0] += _GOLDEN
+    return np.float64(_mix(state[0]) >> _S11) * _TO_UNIT
+
+
+@njit(inline="always")
+def _draw(cum, K, u):
+    """The first k with u < cum[k] (cum: increasing partial sums, u in [0, cum[K-1]))."""
+    lo, hi = 0, K - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if u < cum[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(**_nb)
+def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
+    """Topic mixtures of documents by collapsed Gibbs fold-in against fixed topics.
+
+    Parameters
+    ----------
+    doc_ptr : int64 array of shape (D + 1,)
+        Token offsets: document d's tokens are ``words[doc_ptr[d]:doc_ptr[d + 1]]``.
+    words : int32 or int64 array of shape (n_tokens,)
+        Word id of every token (a word that occurs c times in a document appears c
+        times), each in ``0 .. V-1``.
+    phi : float64 array of shape (V, K), C-contiguous
+        ``phi[w, k] = p(w | k)``; every row must have a positive entry.
+    alpha : float
+        Symmetric document-topic prior (> 0).
+    n_iter : int
+        Gibbs sweeps per document (>= 0); counts are averaged over the last
+        ``n_iter - n_iter // 2`` of them (with 0 sweeps: the initial draw).
+    seed : int
+        Seed (0 <= seed < 2^63) of the random streams.
+    doc_offset : int
+        Index of the first document in the whole collection (the streams are seeded per
+        document from ``seed`` and ``doc_offset + d``).
+
+    Returns
+    -------
+    theta : float64 array of shape (D, K)
+        ``(mean n_dk + alpha) / (n_d + K alpha)``; rows sum to 1.
+    """
+    D = doc_ptr.shape[0] - 1
+    K = phi.shape[1]
+    theta = np.empty((D, K))
+    max_len = 0
+    for d in range(D):
+        max_len = max(max_len, doc_ptr[d + 1] - doc_ptr[d])
+    z = np.empty(max_len, np.int64)
+    ndk = np.zeros(K, np.int64)
+    acc = np.zeros(K)
+    cum = np.empty(K)
+    state = np.zeros(1, np.uint64)
+    burn = n_iter // 2
+    base = _mix(np.uint64(seed) + _GOLDEN)
+    for d in range(D):
+        a, b = doc_ptr[d], doc_ptr[d + 1]
+        n = b - a
+        if n == 0:
+            theta[d, :] = 1.0 / K
+            continue
+        state[0] = _mix(base ^ _mix(np.uint64(doc_offset + d) * _GOLDEN + _GOLDEN))
+        ndk[:] = 0
+        acc[:] = 0.0
+        for t in range(n):  # start: z ~ phi[w, :]
+            w = words[a + t]
+            s = 0.0
+            for k in range(K):
+                s += phi[w, k]
+                cum[k] = s
+            k = _draw(cum, K, _uniform(state) * s)
+            z[t] = k
+            ndk[k] += 1
+        for it in range(n_iter):
+            for t in range(n):
+                w = words[a + t]
+                ndk[z[t]] -= 1
+                s = 0.0
+                for k in range(K):
+                    s += (ndk[k] + alpha) * phi[w, k]
+                    cum[k] = s
+                k = _draw(cum, K, _uniform(state) * s)
+                z[t] = k
+                ndk[k] += 1
+            if it >= burn:
+                for k in range(K):
+                    acc[k] += ndk[k]
+        samples = n_iter - burn
+        norm = n + K * alpha
+        for k in range(K):
+            mean = acc[k] / samples if samples > 0 else np.float64(ndk[k])
+            theta[d, k] = (mean + alpha) / norm
+    return theta
+
+
+@njit(**_nb)
+def doc_loglik(indptr, indices, counts, theta, phi):
+    """Per document, ``sum_w c_dw log(sum_k theta[d, k] phi[w, k])`` over a CSR
+    documents x words count matrix ``(indptr, indices, counts)``."""
+    D = indptr.shape[0] - 1
+    K = phi.shape[1]
+    out = np.zeros(D)
+    for d in range(D):
+        s = 0.0
+        for j in range(indptr[d], indptr[d + 1]):
+            w = indices[j]
+            p = 0.0
+            for k in range(K):
+                p += theta[d, k] * phi[w, k]
+            s += counts[j] * np.log(p)
+        out[d] = s
+    return out
+
+
+def tokens(X):
+    """``(doc_ptr, words)`` of a CSR count matrix with integer counts: each word id
+    repeated by its count, documents in order."""
+    counts = np.zeros(X.nnz + 1, np.int64)
+    np.cumsum(X.data, out=counts[1:])
+    doc_ptr = counts[X.indptr]  # token offsets of the documents
+    words = np.repeat(X.indices.astype(np.int32), X.data.astype(np.int64))
+    return doc_ptr, words
+
+
+def fold_in_threads(doc_ptr, words, phi, alpha, n_iter, seed, n_threads=1):
+    """:func:`fold_in` over contiguous ranges of documents balanced by tokens, each on a
+    thread of its own (the kernel releases the GIL); the same result for any
+    ``n_threads``."""
+    D = doc_ptr.shape[0] - 1
+    n_threads = max(1, min(int(n_threads), D))
+    if n_threads == 1:
+        return fold_in(doc_ptr, words, phi, alpha, n_iter, seed, 0)
+    cuts = np.searchsorted(doc_ptr, np.linspace(0, doc_ptr[-1], n_threads + 1)[1:-1])
+    cuts = np.unique(np.concatenate([[0], cuts, [D]])).astype(np.int64)
+
+    def part(i):
+        d0, d1 = int(cuts[i]), int(cuts[i + 1])
+        ptr = doc_ptr[d0:d1 + 1] - doc_ptr[d0]
+        return fold_in(ptr, words[doc_ptr[d0]:doc_ptr[d1]], phi, alpha, n_iter, seed, d0)
+
+    with ThreadPoolExecutor(len(cuts) - 1) as pool:
+        parts = list(pool.map(part, range(len(cuts) - 1)))
+    return np.concatenate(parts, axis=0)

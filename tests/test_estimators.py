@@ -1,0 +1,361 @@
+"""scikit-learn estimators (strads.estimators): scikit-learn's own estimator checks, the
+Lasso against sklearn.linear_model.Lasso, MF against its own model, LDA's fold-in."""
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.linear_model import Lasso as SkLasso  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+from strads.apps import lda as lda_app  # noqa: E402
+from strads.apps import mf as mf_app  # noqa: E402
+from strads.apps.lda import foldin  # noqa: E402
+from strads.estimators import LDA, Lasso, MatrixFactorization  # noqa: E402
+
+from conftest import ROOT, child_env  # noqa: E402
+
+
+def test_import_strads_does_not_import_sklearn():
+    code = "import sys, strads; import strads.apps.lda.foldin; print('sklearn' in sys.modules)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=child_env(), cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "False"
+
+
+# -- scikit-learn's checks -----------------------------------------------------------------
+@parametrize_with_checks([Lasso()])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_sklearn_array_api_check_in_a_fresh_interpreter():
+    """check_array_api_input needs SCIPY_ARRAY_API=1 before scipy is imported (the
+    check above skips itself without it): run the whole check_estimator there."""
+    code = textwrap.dedent("""
+        from sklearn.utils.estimator_checks import check_estimator
+        from strads.estimators import Lasso
+        res = check_estimator(Lasso(), on_fail=None)
+        bad = [(r["check_name"], repr(r["exception"])) for r in res
+               if r["status"] == "failed"]
+        api = [r["status"] for r in res if r["check_name"] == "check_array_api_input"]
+        print("FAILED", bad)
+        print("API", api)
+    """)
+    env = {**child_env(), "SCIPY_ARRAY_API": "1"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, env=env, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "FAILED []" in p.stdout, p.stdout
+    assert "API ['passed']" in p.stdout, p.stdout
+
+
+# -- parameters ----------------------------------------------------------------------------
+@pytest.mark.parametrize("est, changes", [
+    (Lasso(), dict(alpha=0.3, fit_intercept=False, schedule="priority", tol=1e-9,
+                   max_iter=50, n_jobs=2, staleness=1, random_state=3)),
+    (MatrixFactorization(), dict(n_components=4, alpha=0.1, weighted=False, biases="full",
+                                 schedule="als", max_iter=7, tol=0.0, n_jobs=-1,
+                                 random_state=5)),
+    (LDA(), dict(n_components=4, doc_topic_prior=0.5, topic_word_prior=0.2, max_iter=9,
+                 random_state=1, n_jobs=2, max_doc_update_iter=11)),
+])
+def test_get_set_params_and_clone_round_trip(est, changes):
+    params = est.get_params()
+    assert set(changes) <= set(params)
+    assert est.set_params(**changes) is est
+    assert {k: est.get_params()[k] for k in changes} == changes
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == est.get_params()
+    assert type(est)(**params).get_params() == params
+    assert repr(twin).startswith(type(est).__name__ + "(")
+
+
+# -- Lasso ---------------------------------------------------------------------------------
+def lasso_problem(n, p, density, offset, seed):
+    """Sparse non-negative-ish features (strongly correlated with the constant, the hard
+    case for an intercept) and a target with an offset."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, p, density=density, format="csr", random_state=seed,
+                  data_rvs=lambda k: 1 + rng.random(k))
+    w = np.zeros(p)
+    w[rng.choice(p, 6, replace=False)] = 2 * rng.standard_normal(6)
+    y = X @ w + offset + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+PROBLEMS = [(120, 40, 0.3, 3.0, 0), (80, 150, 0.1, -2.0, 1), (200, 30, 0.5, 0.5, 2)]
+
+
+@pytest.mark.parametrize("problem", PROBLEMS)
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("ratio", [0.02, 0.2])
+def test_lasso_matches_sklearn(problem, fit_intercept, sparse, ratio):
+    X, y = lasso_problem(*problem)
+    Xd = X.toarray()
+    yc = y - y.mean() if fit_intercept else y
+    Xc = Xd - Xd.mean(axis=0) if fit_intercept else Xd
+    alpha = ratio * np.abs(Xc.T @ yc).max() / X.shape[0]
+    ref = SkLasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-10,
+                  max_iter=1_000_000).fit(Xd, y)
+    est = Lasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-10)
+    assert est.fit(X if sparse else Xd, y) is est
+    scale = np.abs(ref.coef_).max()
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-5, atol=1e-7 * scale)
+    assert est.intercept_ == pytest.approx(ref.intercept_, rel=1e-5, abs=1e-7 * scale)
+    assert np.array_equal(est.coef_ != 0, ref.coef_ != 0)
+    assert est.n_iter_ >= 1 and 0 <= est.dual_gap_ <= 1e-9 * y.var()
+    np.testing.assert_allclose(est.predict(X), ref.predict(Xd), rtol=1e-6,
+                               atol=1e-6 * np.abs(y).max())
+    assert est.score(Xd, y) == pytest.approx(ref.score(Xd, y), abs=1e-8)
+
+
+def test_lasso_sparse_intercept_leaves_input_alone_and_matches_dense():
+    X, y = lasso_problem(150, 60, 0.2, 4.0, 3)
+    coo = sp.coo_matrix(X)
+    # a non-canonical COO: every entry split in two (duplicates sum, as scipy's)
+    dup = sp.coo_matrix((np.concatenate([coo.data / 2, coo.data / 2]),
+                         (np.tile(coo.row, 2), np.tile(coo.col, 2))), shape=X.shape)
+    before = (dup.data.copy(), dup.row.copy(), dup.col.copy())
+    a = Lasso(alpha=0.01, tol=1e-10).fit(dup, y)
+    assert all(np.array_equal(u, v) for u, v in zip(before, (dup.data, dup.row, dup.col)))
+    b = Lasso(alpha=0.01, tol=1e-10).fit(X.toarray(), y)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-6, atol=1e-9)
+    assert a.intercept_ == pytest.approx(b.intercept_, rel=1e-7)
+
+
+def test_lasso_workers_schedules_and_random_state():
+    X, y = lasso_problem(120, 40, 0.3, 1.0, 4)
+    ref = Lasso(alpha=0.01, tol=1e-10).fit(X, y)
+    Xd = X.toarray()  # centered by fit: the Jacobi schedules' easy case
+    for data, kw in ((X, dict(n_jobs=2)), (X, dict(n_jobs=-1)),
+                     (X, dict(schedule="priority", random_state=7)),
+                     (X, dict(schedule="priority", random_state=np.random.RandomState(1))),
+                     (Xd, dict(schedule="random", random_state=np.random.default_rng(2))),
+                     (Xd, dict(schedule="round-robin", staleness=1, n_jobs=2))):
+        est = Lasso(alpha=0.01, tol=1e-10, **kw).fit(data, y)
+        np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-5, atol=1e-7, err_msg=kw)
+        assert est.intercept_ == pytest.approx(ref.intercept_, rel=1e-6)
+    a = Lasso(alpha=0.01, schedule="priority", random_state=3, tol=1e-8).fit(X, y)
+    b = Lasso(alpha=0.01, schedule="priority", random_state=3, tol=1e-8).fit(X, y)
+    assert np.array_equal(a.coef_, b.coef_) and a.n_iter_ == b.n_iter_
+
+
+def test_lasso_bad_parameters_and_convergence_warning():
+    X, y = lasso_problem(50, 10, 0.5, 0.0, 5)
+    for bad in (dict(alpha=-1), dict(schedule="nope"), dict(max_iter=0), dict(n_jobs=0),
+                dict(random_state=-3), dict(tol=np.nan), dict(staleness=-1),
+                dict(staleness=2)):
+        with pytest.raises(ValueError):
+            Lasso(**bad).fit(X, y)
+    with pytest.raises(NotFittedError):
+        Lasso().predict(X)
+    with pytest.warns(Warning, match="did not converge"):
+        Lasso(alpha=1e-4, tol=1e-14, max_iter=2, schedule="round-robin").fit(X, y)
+
+
+# -- matrix factorization ------------------------------------------------------------------
+def ratings(m=50, n=35, k=3, density=0.4, seed=1):
+    rng = np.random.default_rng(seed)
+    U, V = rng.standard_normal((m, k)), rng.standard_normal((n, k))
+    u, i = np.nonzero(rng.random((m, n)) < density)
+    r = 3 + (U[u] * V[i]).sum(1) + 0.1 * rng.standard_normal(u.size)
+    return u, i, r
+
+
+@pytest.mark.parametrize("biases", ["none", "mean", "full"])
+def test_mf_is_the_app_model_and_predict_is_its_formula(biases):
+    u, i, r = ratings()
+    users, items = 1000 + 7 * u, 3 * i - 50  # arbitrary ids, remapped by the app
+    est = MatrixFactorization(n_components=3, alpha=0.05, biases=biases, max_iter=30,
+                              random_state=4).fit((users, items, r))
+    res = mf_app.fit(users, items, r, rank=3, lam=0.05, bias=biases, iters=30,
+                     weighted=True, seed=4, quiet=True)
+    M = res.model
+    assert np.array_equal(est.user_factors_, M["W"]) and np.array_equal(est.item_factors_,
+                                                                          M["H"])
+    assert np.array_equal(est.user_ids_, np.unique(users))
+    assert np.array_equal(est.item_ids_, np.unique(items))
+    assert est.objective_ == res.objective and est.n_iter_ >= 1
+    pu, pi = np.searchsorted(est.user_ids_, users), np.searchsorted(est.item_ids_, items)
+    want = (est.global_mean_ + est.user_bias_[pu] + est.item_bias_[pi]
+            + (est.user_factors_[pu] * est.item_factors_[pi]).sum(1))
+    np.testing.assert_allclose(est.predict(users, items), want, rtol=1e-12)
+    if biases == "full":
+        assert np.abs(est.user_bias_).max() > 0
+    else:
+        assert not est.user_bias_.any() and not est.item_bias_.any()
+    assert np.sqrt(np.mean((est.predict(users, items) - r) ** 2)) < 0.5
+    # unseen ids: the mean and whatever biases are known
+    got = est.predict([999, users[0]], [items[0], 10 ** 9])
+    np.testing.assert_allclose(got, [est.global_mean_ + est.item_bias_[pi[0]],
+                                     est.global_mean_ + est.user_bias_[pu[0]]])
+
+
+def test_mf_recommend_order_and_filter_seen():
+    u, i, r = ratings(seed=2)
+    R = sp.csr_matrix((r, (u, i)), shape=(u.max() + 4, i.max() + 1))  # 3 empty users
+    est = MatrixFactorization(n_components=3, alpha=0.05, biases="full",
+                              random_state=0).fit(R)
+    assert np.array_equal(est.user_ids_, np.unique(u))
+    for user in (0, 7, int(u.max())):
+        pos = int(np.searchsorted(est.user_ids_, user))
+        full = (est.global_mean_ + est.user_bias_[pos] + est.item_bias_
+                + est.item_factors_ @ est.user_factors_[pos])
+        items, scores = est.recommend(user, n=len(full), filter_seen=False)
+        assert np.array_equal(np.sort(items), est.item_ids_)
+        assert np.all(np.diff(scores) <= 0)
+        np.testing.assert_allclose(scores, full[np.searchsorted(est.item_ids_, items)])
+        np.testing.assert_allclose(est.predict(np.full(items.shape, user), items), scores,
+                                   rtol=1e-12)
+        seen = set(i[u == user])
+        items, scores = est.recommend(user, n=5)
+        assert len(items) == 5 and not seen & set(items.tolist())
+        unseen = np.array([j for j in range(len(full)) if est.item_ids_[j] not in seen])
+        best = unseen[np.argsort(-full[unseen], kind="stable")[:5]]
+        assert np.array_equal(items, est.item_ids_[best])
+        items, _ = est.recommend(user, n=10 ** 6)
+        assert len(items) == len(full) - len(seen)
+    with pytest.raises(ValueError, match="not in the training data"):
+        est.recommend(int(u.max()) + 2)
+    # the empty users' predictions: mean and item bias
+    np.testing.assert_allclose(est.predict([u.max() + 2], [0]),
+                               est.global_mean_ + est.item_bias_[0])
+
+
+def test_mf_input_validation():
+    u, i, r = ratings()
+    with pytest.raises(ValueError, match="[Dd]uplicate|twice|repeated"):
+        MatrixFactorization().fit((np.r_[u, u[:1]], np.r_[i, i[:1]], np.r_[r, r[:1]]))
+    with pytest.raises(TypeError, match="scipy.sparse"):
+        MatrixFactorization().fit(np.ones((4, 4)))
+    with pytest.raises(ValueError):
+        MatrixFactorization(biases="both").fit((u, i, r))
+    with pytest.raises(ValueError):
+        MatrixFactorization().fit(sp.csr_matrix((3, 3)))
+    with pytest.raises(NotFittedError):
+        MatrixFactorization().recommend(0)
+
+
+# -- LDA -----------------------------------------------------------------------------------
+def separated_corpus(n_docs=300, K=4, words_per_topic=30, length=60, seed=0):
+    """Each topic owns its own block of words; each document mixes mostly one topic."""
+    rng = np.random.default_rng(seed)
+    V = K * words_per_topic
+    X = np.zeros((n_docs, V), np.int64)
+    for d in range(n_docs):
+        theta = rng.dirichlet(np.full(K, 0.1))
+        z = rng.choice(K, length, p=theta)
+        w = z * words_per_topic + rng.integers(0, words_per_topic, length)
+        np.add.at(X[d], w, 1)
+    return sp.csr_matrix(X), V
+
+
+def test_lda_transform_recovers_topics_of_top_word_documents():
+    X, V = separated_corpus()
+    est = LDA(n_components=4, max_iter=60, random_state=0).fit(X)
+    assert est.components_.shape == (4, V)
+    counts = est.components_ - est.topic_word_prior_
+    np.testing.assert_allclose(counts, np.round(counts), atol=1e-9)
+    assert round(counts.sum()) == X.sum()  # every token counted once
+    T = est.transform(X)
+    np.testing.assert_allclose(T.sum(axis=1), 1.0)
+    assert T.shape == (X.shape[0], 4) and (T > 0).all()
+    top = est.top_words(n=10)
+    assert len(top) == 4 and all(len(t) == 10 for t in top)
+    for k in range(4):
+        doc = np.zeros((1, V), np.int64)
+        doc[0, [int(w) for w in top[k]]] = 3
+        mix = est.transform(doc)[0]
+        assert mix.argmax() == k and mix[k] > 0.8
+    vocab = [f"w{j}" for j in range(V)]
+    assert est.top_words(vocab, 3)[0] == [f"w{w}" for w in top[0][:3]]
+    # well separated: each fitted topic owns one block of words
+    blocks = {int(w) // 30 for t in top for w in t[:5]}
+    assert blocks == {0, 1, 2, 3}
+
+
+def test_lda_deterministic_with_random_state():
+    X, _ = separated_corpus(n_docs=120, seed=1)
+    a = LDA(n_components=4, max_iter=20, random_state=3).fit(X)
+    b = LDA(n_components=4, max_iter=20, random_state=3).fit(X)
+    c = LDA(n_components=4, max_iter=20, random_state=4).fit(X)
+    assert np.array_equal(a.components_, b.components_)
+    assert not np.array_equal(a.components_, c.components_)
+    assert np.array_equal(a.transform(X), b.transform(X))
+    assert np.array_equal(a.transform(X), a.transform(X))  # a fitted model: fixed seed
+    a.set_params(n_jobs=2)  # fold-in threads: the same mixtures
+    assert np.array_equal(a.transform(X), b.transform(X))
+    a.set_params(n_jobs=None)  # fit's workers: the chain depends on their number
+    np.testing.assert_allclose(a.fit_transform(X), b.doc_topic_)
+    np.testing.assert_allclose(b.doc_topic_.sum(axis=1), 1.0)
+
+
+def test_lda_is_the_app_model_and_scores():
+    X, _ = separated_corpus(n_docs=100, seed=2)
+    est = LDA(n_components=4, max_iter=15, doc_topic_prior=0.2, topic_word_prior=0.05,
+              random_state=9).fit(X)
+    res = lda_app.fit(X, n_topics=4, alpha=0.2, beta=0.05, sweeps=15, seed=9, quiet=True)
+    np.testing.assert_array_equal(est.components_, res.model["word_topic"].T + 0.05)
+    assert est.loglik_ == float(res.model["loglik"]) and est.n_iter_ == 15
+    ll = est.score(X)
+    assert ll < 0
+    assert est.perplexity(X) == pytest.approx(np.exp(-ll / X.sum()))
+    # defaults: the app's priors
+    d = LDA(n_components=4, max_iter=2, random_state=0).fit(X)
+    assert (d.doc_topic_prior_, d.topic_word_prior_) == (0.1, 0.01)
+
+
+def test_lda_input_validation():
+    X, V = separated_corpus(n_docs=30)
+    est = LDA(n_components=3, max_iter=3, random_state=0)
+    for bad in (-X.toarray(), X.toarray() + 0.5, np.full((3, V), np.nan)):
+        with pytest.raises(ValueError):
+            est.fit(bad)
+    with pytest.raises(NotFittedError):
+        est.transform(X)
+    est.fit(X)
+    with pytest.raises(ValueError, match="features"):
+        est.transform(X[:, :-1])
+    T = est.transform(np.zeros((2, V), np.int64))  # empty documents: the prior mean
+    np.testing.assert_allclose(T, 1 / 3)
+    with pytest.raises(ValueError):
+        est.perplexity(np.zeros((2, V), np.int64))
+
+
+def test_fold_in_kernel_matches_the_exact_posterior_of_one_token():
+    """One token: every sweep draws z from p(z | w) = phi[w, :] / sum (the doc count of
+    the other tokens is empty), so E[theta_k] = (alpha + p(k | w)) / (1 + K alpha)."""
+    rng = np.random.default_rng(0)
+    K, V, alpha = 4, 6, 0.3
+    phi = rng.dirichlet(np.ones(V), K).T.copy()  # (V, K)
+    doc_ptr = np.array([0, 1, 1, 2], np.int64)  # a one-token doc, an empty one, another
+    words = np.array([2, 5], np.int32)
+    theta = foldin.fold_in(doc_ptr, words, phi, alpha, 40000, 11, 0)
+    for d, w in ((0, 2), (2, 5)):
+        want = (alpha + phi[w] / phi[w].sum()) / (1 + K * alpha)
+        np.testing.assert_allclose(theta[d], want, atol=0.01)
+    np.testing.assert_allclose(theta[1], 1 / K)
+    # the same documents, split over threads or offset: the same per-document streams
+    again = foldin.fold_in_threads(doc_ptr, words, phi, alpha, 40000, 11, n_threads=3)
+    assert np.array_equal(theta, again)
+    tail = foldin.fold_in(doc_ptr[2:] - doc_ptr[2], words[1:], phi, alpha, 40000, 11, 2)
+    assert np.array_equal(theta[2:], tail)
+    assert not np.array_equal(theta, foldin.fold_in(doc_ptr, words, phi, alpha, 40000, 12))
+
+
+def test_estimators_do_not_warn_on_clean_input():
+    X, y = lasso_problem(60, 20, 0.3, 1.0, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Lasso(alpha=0.01).fit(X, y).predict(X)
