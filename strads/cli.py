@@ -37,6 +37,12 @@ def unit_float(s):
 
 
 class _Parser(argparse.ArgumentParser):
+    def format_help(self):
+        for action in self._actions:  # every flag shows its default, even without help
+            if action.help is None:
+                action.help = "(default: %(default)s)"
+        return super().format_help()
+
     def parse_args(self, *a, **kw):
         args = super().parse_args(*a, **kw)
         # each setting under its flag's name: a resumed run compares them

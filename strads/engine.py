@@ -400,7 +400,7 @@ class _Progress:
         eta = []
         if self.time_limit:
             eta.append(self.time_limit - now)
-        if self.max_rounds and round > 0:
+        if self.max_rounds and self.max_rounds < sys.maxsize and round > 0:
             eta.append(now / round * (self.max_rounds - round))
         eta_s = f"  eta<={max(0.0, min(eta)):.0f}s" if eta and not final else ""
         line = (f"[{self.app}] round {round}  {rate:,.0f} updates/s  "
@@ -719,7 +719,7 @@ def _serve(tp, update_cls, signals):
             return
 
 
-def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=None,
+def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit=None,
         tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
         checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True):
     """Run an app, in this process or, when launched by ``mpiexec -n N`` (N > 1), on N
@@ -731,6 +731,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
     the number of simulated workers in one process (ignored under MPI).
 
     ``mpi``: None detects ``mpiexec`` from its environment; False forces one process.
+    ``max_rounds`` None: no limit on rounds (the schedule, ``tol`` or ``time_limit``
+    ends the run).
 
     ``checkpoint_every`` (seconds, needs ``out``) writes every rank's state to
     ``out/checkpoint/`` at a round boundary; ``resume`` continues from it (``flags``, the
@@ -748,8 +750,10 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=100, time_limit=
     """
     if staleness < 0 or int(staleness) != staleness:
         raise DataError(f"staleness must be an integer >= 0, got {staleness}")
-    if max_rounds < 0:
-        raise DataError(f"max_rounds must be >= 0, got {max_rounds}")
+    if max_rounds is None:  # no limit: the schedule, tol or time_limit ends the run
+        max_rounds = sys.maxsize
+    if max_rounds < 0 or int(max_rounds) != max_rounds:
+        raise DataError(f"max_rounds must be an integer >= 0, got {max_rounds}")
     for name, v in (("time_limit", time_limit), ("checkpoint_every", checkpoint_every),
                     ("stall_warn", stall_warn)):
         if v is not None and not (v > 0 and math.isfinite(v)):

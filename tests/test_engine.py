@@ -147,3 +147,32 @@ def test_threaded_workers_give_the_sequential_result_bit_for_bit():
             np.testing.assert_array_equal(seq.versions, par.versions)
             assert seq.objective == par.objective or np.isnan(seq.objective)
     assert {f"strads-worker-{w}_0" for w in range(3)} <= seen
+
+
+def test_run_has_no_round_limit_by_default():
+    class Upto(strads.Schedule):
+        def schedule(self, round):
+            return {} if round < 250 else None
+
+    class Count(strads.Aggregate):
+        def aggregate(self, round, task, partials):
+            self.updates += 1
+
+    class Nothing(strads.Update):
+        def update(self, task):
+            return 0
+
+    res = strads.run(lambda w: (Upto(), Count(), [{}] * w), Nothing, quiet=True)
+    assert res.rounds == 250 and res.stop_reason == "schedule_done"  # not cut at 100
+
+
+@pytest.mark.parametrize("module", ["strads.apps.lasso", "strads.apps.mf",
+                                    "strads.apps.lda"])
+def test_help_shows_a_default_for_every_flag(module):
+    import importlib
+    p = importlib.import_module(module + ".__main__").build_parser()
+    text = " ".join(p.format_help().split())
+    for action in p._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.help and "%(default)s" in action.help or \
+                f"(default: {action.default})" in text, action.option_strings
