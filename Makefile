@@ -8,10 +8,15 @@ NP ?= 4
 
 .PHONY: run test test-serial test-mpi bench install clean
 
-$(STAMP): setup.py
+# editable_mode=compat: the checkout goes on sys.path (a .pth), so `python -m strads...`
+# also works from the folder that holds a clone named strads (with the default mode that
+# folder is taken for a namespace package first: "No module named strads.apps.lasso")
+EDITABLE := --config-settings editable_mode=compat
+
+$(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[test]"
 	touch $@
 
 install: $(STAMP)
@@ -31,7 +36,7 @@ test-mpi: $(STAMP)
 		--timeout=300 -p no:cacheprovider
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q -e ".[bench]"
+	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[bench]"
 	$(BIN)/python benchmarks/bench_lasso.py
 
 clean:

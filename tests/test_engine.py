@@ -176,3 +176,15 @@ def test_help_shows_a_default_for_every_flag(module):
         if action.option_strings and action.dest != "help":
             assert action.help and "%(default)s" in action.help or \
                 f"(default: {action.default})" in text, action.option_strings
+
+
+def test_runs_from_the_folder_holding_a_clone_named_strads(tmp_path):
+    """`python -m strads.apps.lasso` beside a checkout named strads: with the default
+    editable install that folder is an empty namespace package, found first."""
+    import subprocess
+    from conftest import ROOT, child_env
+    (tmp_path / "strads").symlink_to(ROOT, target_is_directory=True)
+    p = subprocess.run([sys.executable, "-m", "strads.apps.lasso", "--help"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, env=child_env())
+    assert p.returncode == 0, p.stderr
+    assert "usage: python -m strads.apps.lasso" in p.stdout
