@@ -84,7 +84,7 @@ def parser(module, description, max_rounds, tol):
                    help="wall time between rows of trace.csv")
     g.add_argument("--checkpoint-every", type=pos_float, default=None, metavar="SECONDS",
                    help="write every rank's state to OUT/checkpoint/ this often, at a round "
-                        "boundary, and at the end (needs --out; default: no checkpoints)")
+                        "boundary, and where a signal stops the run (needs --out; default: none)")
     g.add_argument("--resume", action="store_true",
                    help="continue from OUT/checkpoint/: same flags but for stopping rules, "
                         "--checkpoint-every, --quiet and --log-interval; bit for bit the "

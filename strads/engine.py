@@ -469,6 +469,7 @@ class _Driver:
         self.last_log = -math.inf
         self.first = self.best = None  # the objective's first and best finite values
         self.signum = 0
+        self.ckpt_round = None  # the round of the last checkpoint written
 
     # -- init ------------------------------------------------------------------------
     def init(self):
@@ -667,12 +668,13 @@ class _Driver:
             "round": self.done, "parts": parts, "checkpoint_every": self.every,
             "flags": self.flags or {}, "engine": self._identity(), "time": time.time()})
         self.last_ckpt = time.perf_counter()
+        self.ckpt_round = self.done
 
     # -- shutdown --------------------------------------------------------------------
     def shutdown(self):
         tp = self.tp
-        if self.every:
-            self.checkpoint()  # the final state: resumable with new stopping rules
+        if self.every and self.reason == "interrupted" and self.ckpt_round != self.done:
+            self.checkpoint()  # where it stopped: resumed, it goes on from here
         for w in range(self.W):
             if self.pending[w]:
                 tp.send(w, ("step", None, self.pending[w], None))

@@ -72,7 +72,7 @@ def test_resume_gives_the_uninterrupted_model_bit_for_bit(app, tmp_path):
     assert p.returncode == 0, p.stderr
     first = json.loads((part / "summary.json").read_text())
     manifest = json.loads((part / "checkpoint" / "manifest.json").read_text())
-    assert manifest["round"] == first["rounds"] > 0
+    assert 0 < manifest["round"] <= first["rounds"]  # the last boundary that was due
     assert len(manifest["parts"]) == 3  # the scheduler's and one per worker
     p = cli(base + ["--out", str(part), "--resume"])  # the original stopping rule
     assert p.returncode == 0, p.stderr
