@@ -30,6 +30,8 @@ def doc_loglik(lengths, alpha, n_topics, sum_counts):
 
 
 class LDAUpdate(Update):
+    # the worker's tokens (words, documents) and their layout: setup() gives them again
+    checkpoint_skip = ("words", "docs", "lengths", "cuts", "blocks")
     def __init__(self, shard):
         self.worker, self.seed = int(shard["worker"]), int(shard["seed"])
         self.K = int(shard["K"])
