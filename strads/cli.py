@@ -2,6 +2,7 @@
 import argparse
 import json
 import math
+import os
 import sys
 
 from .engine import DataError, _jsonable
@@ -117,9 +118,11 @@ def main(prog, fn, args):
     except DataError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:  # a second Ctrl-C: abort now
+    except KeyboardInterrupt:  # a second Ctrl-C: abort now, not after a worker's kernel
         print(f"{prog}: interrupted again: aborted", file=sys.stderr)
-        sys.exit(130)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(130)
     if result is not None:
         # non-finite figures as null: json.dumps would write NaN, which is not JSON
         print(json.dumps(_jsonable(result.summary()), default=float))

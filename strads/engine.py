@@ -832,8 +832,10 @@ def _run(setup, update, workers, mpi, kw, signals, threads):
     tp.handlers = [_WorkerHost(update, signals).handle for _ in range(tp.n_workers)]
     try:
         result = _drive(tp, setup, signals=signals, **kw)
-    finally:
-        tp.close()
+    except BaseException:
+        tp.close(wait=False)
+        raise
+    tp.close()
     if out:
         result.write(out)
     return result

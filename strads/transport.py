@@ -173,9 +173,11 @@ class InProcess:
             if reply is not None:
                 return reply
 
-    def close(self):
+    def close(self, wait=True):
+        """Stop the worker threads; ``wait=False`` (an error, a second Ctrl-C) leaves a
+        kernel still running to finish on its own."""
         for pool in self._pools or ():
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=wait, cancel_futures=True)
         self._pools = None
 
 

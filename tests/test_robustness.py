@@ -435,3 +435,49 @@ def test_mf_refuses_a_staleness_it_cannot_use():
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "staleness 1000000000: at most 15 is useful with rank 8 and block 1" in p.stderr
     assert time.monotonic() - t0 < 30  # refused, not 10^9 empty rounds
+
+
+@pytest.mark.parametrize("app", ["mf", "lda", "ridge"])
+def test_resume_under_mpiexec_gives_the_uninterrupted_model(app, tmp_path):
+    """First leg and resume under mpiexec -n 3; the model is the uninterrupted one (in one
+    process with 2 workers: the same bits as under mpiexec)."""
+    base = APPS[app] + ["--quiet"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert cli(base + ["--workers", "2", "--out", str(full)]).returncode == 0
+    p = cli(stop_rounds(base) + ["--out", str(part), "--checkpoint-every", "0.001"], np_=3)
+    assert p.returncode == 0, p.stderr
+    p = cli(base + ["--out", str(part), "--resume"], np_=3)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((part / "summary.json").read_text())["ranks"] == 3
+    assert_same_model(model(part), model(full))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_second_signal_aborts_at_once(workers, tmp_path):
+    """A kernel that does not return for long: the first Ctrl-C waits for the round's end,
+    the second ends the run now, with one line and exit 130."""
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import time, strads\n"
+        "class S(strads.Schedule):\n"
+        "    def schedule(self, r): return {}\n"
+        "class U(strads.Update):\n"
+        "    def update(self, t):\n"
+        "        time.sleep(30)\n"
+        "        return 0\n"
+        "class A(strads.Aggregate):\n"
+        "    def aggregate(self, r, t, p): pass\n"
+        "import strads.cli\n"
+        "strads.cli.main('slow', lambda a: strads.run(\n"
+        f"    lambda n: (S(), A(), [{{}}] * n), U, quiet=True, workers={workers}), None)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=child_env())
+    time.sleep(3)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert proc.poll() is None  # the first one waits for the round to end
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and time.monotonic() - t0 < 10
+    assert "interrupted again: aborted" in err and "Traceback" not in err
