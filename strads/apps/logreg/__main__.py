@@ -1,0 +1,79 @@
+"""python -m strads.apps.logreg [--data FILE] [flags]; see --help."""
+from ... import cli, engine
+from . import LogRegUpdate, load, make_problem, make_setup
+from .schedule import SCHEDULES
+
+MODULE = "strads.apps.logreg"
+
+
+def build_parser():
+    p = cli.parser(MODULE, "Sparse logistic regression, min (1/n) sum_i log(1 + "
+                   "exp(-y_i x_i'w)) + lambda ||w||_1 (labels: any two values, the "
+                   "smaller -> -1), by scheduled parallel coordinate descent. --data reads "
+                   "LIBSVM/svmlight text, MatrixMarket (.mtx, with --target) or .npz (X "
+                   "and y, or a scipy.sparse.save_npz matrix with --target).",
+                   max_rounds=100000, tol=1e-6)
+    a = p.add_argument_group("logreg")
+    a.add_argument("--target", metavar="PATH",
+                   help="labels for a .mtx or sparse .npz --data: .npy or one per line")
+    lam = a.add_mutually_exclusive_group()
+    lam.add_argument("--lambda", dest="lam", type=cli.pos_float, default=None,
+                     help="the penalty lambda")
+    lam.add_argument("--lambda-ratio", type=cli.pos_float, default=0.1,
+                     help="lambda as a fraction of lambda_max = ||X'y||_inf / (2n), y in "
+                          "{-1, +1} (when --lambda is not given)")
+    a.add_argument("--schedule", choices=sorted(SCHEDULES), default="working-set",
+                   help="working-set: priority-chosen working sets solved by prox-Newton "
+                        "steps from their weighted Gram matrix, with a line search; "
+                        "priority: STRADS priority sampling + dependency filter (--rho), "
+                        "one Newton step per coordinate; round-robin, random: baselines")
+    a.add_argument("--block", type=cli.pos_int, default=256,
+                   help="priority, round-robin, random: coordinates updated in parallel "
+                        "per round (at most)")
+    a.add_argument("--rho", type=cli.unit_float, default=0.1,
+                   help="priority: max |correlation| between coordinates of one round")
+    a.add_argument("--floor", type=cli.unit_float, default=0.1,
+                   help="priority: share of candidates drawn uniformly, so none starves")
+    a.add_argument("--full-every", type=cli.pos_int, default=None, metavar="UPDATES",
+                   help="priority, round-robin, random: coordinate updates between "
+                        "full rounds (duality gap, priorities); default: n_features")
+    g = p.add_argument_group("built-in problem (no --data)")
+    g.add_argument("--n-samples", type=cli.pos_int, default=2000)
+    g.add_argument("--n-features", type=cli.pos_int, default=10000)
+    g.add_argument("--density", type=cli.unit_float, default=0.01)
+    g.add_argument("--n-informative", type=cli.nonneg_int, default=100)
+    g.add_argument("--corr", type=cli.unit_float, default=0.5,
+                   help="correlation of neighbouring columns")
+    g.add_argument("--snr", type=cli.pos_float, default=3.0,
+                   help="||X w|| / ||noise|| before the labels are taken as signs")
+    g.add_argument("--dense", action="store_true", help="dense AR(1) design")
+    return p
+
+
+def run(args):
+    if args.data is not None:
+        data = lambda: load(args.data, args.target)  # noqa: E731
+        name = args.data
+    else:
+        data = lambda: make_problem(args.n_samples, args.n_features, args.density,  # noqa
+                                    args.n_informative, args.corr, args.snr, args.dense,
+                                    args.seed)[:2]
+        name = "built-in problem"
+    setup = make_setup(data, args.lam, args.lambda_ratio, args.schedule, args.block,
+                       args.rho, args.floor, args.full_every, args.seed, tol=args.tol,
+                       name=name)
+    return engine.run(setup, LogRegUpdate, app="logreg", **cli.engine_kwargs(args))
+
+
+def main(argv=None):
+    p = build_parser()
+    args = p.parse_args(argv)
+    if args.data is not None and not args.data.strip():
+        p.error("argument --data: empty path")
+    if args.target is not None and args.data is None:
+        p.error("--target needs --data (the built-in problem has its own target)")
+    return cli.main(MODULE, run, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,508 @@
+"""Sparse logistic regression on the scheduler rank: the coefficients, the working set's
+prox-Newton steps and line search, the Jacobi Newton steps, priorities and the duality
+gap.
+
+Objective P(w) = (1/n) sum_i log(1 + exp(-y_i x_i'w)) + lambda ||w||_1. The workers
+return sums over their rows, summed here in worker order: q = X'(y s) (s_i =
+sigmoid(-y_i x_i'w): q / n is the negative gradient), diagonal Hessian sums
+h = (X * X)'(s (1 - s)), a block's weighted Gram X_B' D X_B, loss sums.
+
+Duality gap (as celer and skglm): the dual of P is max_a (1/n) sum_i H(a_i) over
+a in [0, 1]^n with ||X'(y a)||_inf <= n lambda, H the binary entropy; the dual point
+a = c s, c = min(1, n lambda / ||q||_inf), is feasible, and exact at the optimum. The
+scale is known only once a full round's q is summed, so the entropy sum is computed
+by the workers in the round after it, from the margins they kept (``dual`` in the
+task); the gap is that of the full round's model. When it is at most ``tol`` times the
+objective the run stops, and that round's update, and any later one, is dropped: the
+model is the one the gap certifies.
+"""
+import math
+from collections import deque
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...engine import Aggregate
+from . import kernels as K
+
+EPS_TOL = 0.3  # a working set is solved to 0.3 of the worst violation (as skglm)
+ARMIJO = 1e-4  # sufficient decrease of the line search
+BACKOFF = 0.5 ** np.arange(1, 21)  # the line search's steps after t = 1 failed
+MAX_PN = 50  # prox-Newton steps on one working set, at most
+MAX_CD = 10_000  # coordinate-descent passes of one subproblem, at most
+MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
+
+
+class LogRegAggregate(Aggregate):
+    checkpoint_skip = ("tol", "block_cap", "min_size", "reuse")
+
+    def __init__(self, n_samples, sq_norms, lam, tol, min_size=32, block_cap=None,
+                 reuse=True):
+        self.n, self.lam = n_samples, float(lam)
+        self.thresh = n_samples * self.lam
+        self.sq_norms = sq_norms
+        self.norms = np.sqrt(sq_norms)
+        p = sq_norms.shape[0]
+        self.p = p
+        self.w = np.zeros(p)
+        self.busy = np.zeros(p, dtype=np.bool_)  # coordinates in an unaggregated round
+        self.prio = np.zeros(p)
+        self._tree = None
+        self.l1 = 0.0
+        self.nnz = 0
+        # ||w||_1 after each aggregated round from version l1_base on (Jacobi objective)
+        self.l1_at, self.l1_base = deque([0.0]), 0
+        self.done = 0
+        self.updates = 0
+        self.primal = math.log(2.0)  # at w = 0
+        self.gap = math.inf
+        self.fulls = 0
+        self.objective_rises = 0
+        self.step = 1.0  # relaxation of the Jacobi steps, lowered by the schedule
+        self.tol = float(tol)
+        self.stopped = False  # the gap certified the model: later updates are dropped
+        self.dual_c = None  # the dual scale, to be sent with the next task
+        self.dual_primal = math.nan  # the objective at that full round
+        self.last_full = None  # Jacobi: the last full round dispatched (the schedule's)
+        # working set
+        self.min_size, self.block_cap, self.reuse = int(min_size), block_cap, bool(reuse)
+        self.next = {"kind": "full"}  # the next task (None: wait for the round in flight)
+        self.ws = np.empty(0, np.int64)
+        self.G = None  # the block's Gram, kept for the next steps on the same block
+        self.d = None  # the pending direction on the block
+        self.delta = 0.0  # its predicted decrease g'd + lambda (|w + d| - |w|)
+        self.fresh = False  # the direction comes from a Gram computed at this point
+        self.tol_in = 0.0
+        self.ws_steps = 0
+        self.last_in = math.inf
+        self.newton_steps = 0
+        self.gram_rounds = 0
+        self.backtracks = 0
+        self.cd_passes = 0
+        self.slow = False  # a step from a kept Gram cut the violation by under half
+        self.G_cols = None  # the block the kept Gram belongs to
+        self.reused = 0  # working sets started from the kept Gram
+        self.extended = 0  # of which the Gram was extended by new columns
+        self.q_ws = None  # the full round's q on the block being extended
+        self.classes = None  # the two original labels (setup sets them)
+        self.last_primal = math.inf  # at the last full round
+        self.stalls = 0  # full rounds in a row with no decrease
+        self.exhausted = False  # nothing more to gain: the schedule ends the run
+
+    def objective(self):
+        return self.primal
+
+    def converged(self, tol):
+        self.tol = float(tol)
+        return self.stopped
+
+    def take_next(self):
+        """The working set's next task (None while a round is in flight)."""
+        task, self.next = self.next, None
+        return task
+
+    def attach_dual(self, task):
+        """Ask for the dual's entropy sum in ``task`` if a full round is waiting for it."""
+        if self.dual_c is not None:
+            task["dual"] = self.dual_c
+            self.dual_c = None
+        return task
+
+    # -- rounds --------------------------------------------------------------------------
+    def aggregate(self, round, task, partials):
+        self.done += 1
+        if self.stopped:
+            self.l1_at.append(self.l1)
+            return None
+        if "dual" in task:
+            ent = sum(p["ent"] for p in partials)
+            self.gap = max(self.dual_primal - ent / self.n, 0.0)
+            if self.tol > 0 and self.gap <= self.tol * self.dual_primal:
+                self.stopped = True
+                self.l1_at.append(self.l1)
+                return None
+        kind = task["kind"]
+        if kind == "block":
+            sync = self._jacobi(task, partials)
+        elif kind == "full":
+            sync = self._full(round, task, partials)
+        elif kind == "newton":
+            sync = self._newton(task, partials)
+        elif kind == "trial":
+            sync = self._trial(task, partials)
+        elif kind == "extend":
+            sync = self._extend(task, partials)
+        else:  # "wait"
+            sync = None
+        self.l1_at.append(self.l1)
+        return sync
+
+    def _primal_at(self, version, loss):
+        while self.l1_base < version:
+            self.l1_at.popleft()
+            self.l1_base += 1
+        return loss / self.n + self.lam * self.l1_at[0]
+
+    def _full(self, round, task, partials):
+        q = _sum(partials, "q")
+        loss = sum(p["loss"] for p in partials)
+        primal = self._primal_at(task["version"], loss)
+        if task.get("hess"):  # Jacobi: rises are counted, as for its block rounds
+            if primal > self.primal * (1 + 1e-9) and task["version"] > 0:
+                self.objective_rises += 1
+        self.primal = primal
+        self.fulls += 1
+        viol = np.empty(self.p)
+        top = K.violations(self.w, q, self.thresh, viol)
+        # the workers keep this round's margins for the dual until their next full
+        # round: if one is already in flight (staleness), this round's gap is skipped
+        if self.last_full is None or self.last_full == round:
+            self.dual_c = min(1.0, self.thresh / top) if top > 0 else 1.0
+            self.dual_primal = primal
+        if task.get("hess"):
+            K.full_priorities(self.w, q, _sum(partials, "h"), self.thresh, self.prio)
+            self._tree = None
+            return None
+        # working set: an outer iteration that lowered nothing (rounding: the gap cannot
+        # get to tol) five times in a row ends the run ("schedule_done")
+        self.stalls = self.stalls + 1 if primal >= self.last_primal else 0
+        self.last_primal = primal
+        if self.stalls >= MAX_STALLS:
+            self.exhausted = True
+        return self._choose_ws(viol, q)
+
+    # -- working set: prox-Newton ----------------------------------------------------------
+    def _choose_ws(self, viol, q):
+        """The support and the worst violators: max(min_size, 2 |support|) coordinates,
+        at most ``block_cap``; solved to EPS_TOL of the worst violation. When the kept
+        Gram covers the new block (the working set settles as the support does), the
+        first step is taken from it at once, with q from this full round: no Gram round
+        (its curvature is that of an earlier point: the line search checks the step, and
+        a failed or slow step gets a fresh Gram)."""
+        worst = float(viol.max()) if viol.shape[0] else 0.0
+        if (self.reuse and not self.slow and self.G is not None and worst > 0.0
+                and self.G_cols.shape[0] >= min(self.min_size, self.p)):
+            # the kept Gram's block holds the support (the inner loop only moved it) and
+            # every coordinate this round would have to solve (violation over EPS_TOL of
+            # the worst): keep it, and its Gram
+            outside = viol.copy()
+            outside[self.G_cols] = 0.0
+            if outside.max() <= EPS_TOL * worst:
+                self.ws = self.G_cols
+                self.tol_in = EPS_TOL * worst
+                self.ws_steps = 0
+                self.last_in = worst
+                self.fresh = False
+                self.reused += 1
+                return self._direction(self.ws, q[self.ws])
+        nonzero = self.w != 0
+        n_nz = int(np.count_nonzero(nonzero))
+        size = min(max(self.min_size, 2 * n_nz), self.p)
+        if self.block_cap:
+            size = min(size, self.block_cap)
+        pool = np.flatnonzero(nonzero | (viol > 0))
+        if pool.shape[0] > size:
+            score = viol[pool]
+            if n_nz <= size:
+                score[nonzero[pool]] = np.inf
+            keep = np.argpartition(-score, size - 1)[:size]
+            pool = pool[keep]
+        self.ws = np.sort(pool)
+        self.tol_in = EPS_TOL * worst
+        self.ws_steps = 0
+        self.last_in = worst
+        if self.ws.shape[0] == 0 or worst == 0.0:
+            self.G = None
+            self.next = {"kind": "full"}
+            return None
+        if self.reuse and not self.slow and self.G is not None:
+            G = _restrict(self.G, self.G_cols, self.ws)
+            if G is not None:
+                self.G, self.G_cols, self.fresh = G, self.ws, False
+                self.reused += 1
+                return self._direction(self.ws, q[self.ws])
+            form = _form(self.G)
+            if form in ("dense", "factor"):  # extend the kept Gram by the new columns
+                new = self.ws[~np.isin(self.ws, self.G_cols)]
+                if new.shape[0] <= self.ws.shape[0] // 4:
+                    self.q_ws = q[self.ws]
+                    self.next = {"kind": "extend", "cols": self.ws, "new": new,
+                                 "form": form}
+                    return None
+        self.G = None
+        self.next = {"kind": "newton", "cols": self.ws}
+        return None
+
+    def _extend(self, task, partials):
+        cols, new = task["cols"], task["new"]
+        keep = np.isin(cols, self.G_cols)
+        pos = np.searchsorted(self.G_cols, cols[keep])
+        if task["form"] == "factor":
+            _, ptr, rows, vals, _, n_rows = self.G
+            old = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, self.G_cols.shape[0]))
+            _, ptr, rows, vals, _, _ = _factor(partials, new.shape[0])
+            add = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, new.shape[0]))
+            F = sp.hstack([old[:, pos], add], format="csc")
+            order = np.argsort(np.concatenate([cols[keep], new]), kind="stable")
+            F = F[:, order]
+            F.sort_indices()
+            G = ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
+                 K.csc_sq_norms(F.indptr, F.data), n_rows)
+        else:
+            Gx = _sum(partials, "Gx")  # (k, m): the rows of the new columns
+            G = np.empty((cols.shape[0], cols.shape[0]))
+            G[np.ix_(keep, keep)] = self.G[np.ix_(pos, pos)]
+            at = np.searchsorted(cols, new)
+            G[at, :] = Gx
+            G[:, at] = Gx.T
+        self.G, self.G_cols, self.fresh = G, cols, False
+        self.reused += 1
+        self.extended += 1
+        q, self.q_ws = self.q_ws, None
+        return self._direction(cols, q)
+
+    def _newton(self, task, partials):
+        cols = task["cols"]
+        q = _sum(partials, "q")
+        self.gram_rounds += 1
+        if self._inner_done(cols, q, False):
+            return None
+        self.G, self.G_cols = _gram(partials, cols.shape[0]), cols
+        self.fresh, self.slow = True, False
+        return self._direction(cols, q)
+
+    def _inner_done(self, cols, q, after_step):
+        """The working set is solved (or has had its steps): a full round is next. After
+        a step from a kept (stale) Gram, ``slow`` says whether it cut the block's worst
+        violation by less than half: then the next step gets a fresh Gram."""
+        viol = np.empty(cols.shape[0])
+        K.violations(self.w[cols], q, self.thresh, viol)
+        worst = float(viol.max())
+        if after_step:
+            self.slow = not self.fresh and worst > 0.5 * self.last_in
+        self.last_in = worst
+        if worst <= self.tol_in or self.ws_steps >= MAX_PN:
+            self.next = {"kind": "full"}
+            return True
+        return False
+
+    def _direction(self, cols, q):
+        """Solve the quadratic model on the block from the kept Gram; the sync sending
+        the direction, and the trial round next (or a full round: no descent left)."""
+        b0 = self.w[cols]
+        b = b0.copy()
+        qq = q.copy()
+        tol = EPS_TOL * self.tol_in
+        G = self.G
+        form = _form(G)
+        if form == "factor":
+            self.cd_passes += K.cd_factor(*G[1:], qq, b, self.thresh, tol, MAX_CD)
+        elif form == "csr":
+            self.cd_passes += K.cd_csr(*G[1:], qq, b, self.thresh, tol, MAX_CD)
+        else:
+            self.cd_passes += K.cd_dense(G, qq, b, self.thresh, tol, MAX_CD)
+        d = b - b0
+        # predicted decrease, times n: -q'd + n lambda (|b|_1 - |b0|_1)
+        delta = K.predicted_decrease(q, b0, b, self.thresh)
+        if not delta < 0:
+            if self.fresh:
+                self.next = {"kind": "full"}
+                return None
+            self.next = {"kind": "newton", "cols": cols}  # from a fresh Gram
+            return None
+        self.d, self.delta = d, delta / self.n
+        self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1)}
+        return {"dcols": cols, "ddelta": d}
+
+    def _accepts(self, cols, t, diff, adiff):
+        """Armijo on the exact objective change at step t: (ok, change, l1 change)."""
+        b0 = self.w[cols]
+        dl1 = K.l1_change(b0, self.d, t)
+        change = diff / self.n + self.lam * dl1
+        # the rounding of the two sums
+        slack = 1e-14 * (adiff / self.n + self.lam * t * float(np.abs(self.d).sum()))
+        return change <= ARMIJO * t * self.delta + slack, change, dl1
+
+    def _commit(self, cols, t, change, dl1):
+        before = np.count_nonzero(self.w[cols])
+        self.w[cols] += t * self.d
+        self.l1 += dl1
+        self.nnz += np.count_nonzero(self.w[cols]) - before
+        self.primal += change
+        self.updates += cols.shape[0]
+        self.newton_steps += 1
+        self.ws_steps += 1
+
+    def _trial(self, task, partials):
+        cols = self.ws
+        steps = task["steps"]
+        diff = _sum(partials, "diff")
+        adiff = _sum(partials, "adiff")
+        if "cols" in task:  # t = 1, with q_B there
+            ok, change, dl1 = self._accepts(cols, 1.0, diff[0], adiff[0])
+            if not ok:
+                if self.fresh:
+                    self.backtracks += 1
+                    self.next = {"kind": "trial", "steps": BACKOFF}
+                    return None
+                self.next = {"kind": "newton", "cols": cols}  # the kept Gram is stale
+                return {"commit": 0.0}
+            self._commit(cols, 1.0, change, dl1)
+            q = _sum(partials, "q")
+            if self._inner_done(cols, q, True):
+                return {"commit": 1.0}
+            if not self.reuse or self.slow:  # (slow: from a kept, stale Gram)
+                self.next = {"kind": "newton", "cols": cols}
+                return {"commit": 1.0}
+            self.fresh = False
+            sync = self._direction(cols, q)
+            return {"commit": 1.0, **(sync or {})}
+        for k, t in enumerate(steps):
+            ok, change, dl1 = self._accepts(cols, float(t), diff[k], adiff[k])
+            if ok:
+                self._commit(cols, float(t), change, dl1)
+                self.next = {"kind": "newton", "cols": cols}
+                return {"commit": float(t)}
+        self.next = {"kind": "full"}  # no step decreases the objective: a new working set
+        return {"commit": 0.0}
+
+    # -- Jacobi schedules ------------------------------------------------------------------
+    def _jacobi(self, task, partials):
+        cols = task["cols"]
+        q = _sum(partials, "q")
+        h = _sum(partials, "h")
+        loss = sum(p["loss"] for p in partials)
+        primal = self._primal_at(task["version"], loss)
+        if primal > self.primal * (1 + 1e-9) and task["version"] > 0:
+            self.objective_rises += 1
+        self.primal = primal
+        before = np.count_nonzero(self.w[cols])
+        delta = np.empty(cols.shape[0])
+        self.l1 += K.newton_steps(self.w, cols, q, h, self.thresh, self.step, delta)
+        self.nnz += np.count_nonzero(self.w[cols]) - before
+        self.updates += cols.shape[0]
+        self.busy[cols] = False
+        if self._tree is not None:
+            K.tree_set(self._tree, cols, h * delta * delta)
+        moved = delta != 0.0
+        return {"cols": cols[moved], "delta": delta[moved]}
+
+    @property
+    def tree(self):
+        if self._tree is None:
+            self._tree = K.tree_build(self.prio)
+        return self._tree
+
+    # -- outputs ---------------------------------------------------------------------------
+    def trace(self):
+        return {"duality_gap": self.gap, "nnz_coef": self.nnz}
+
+    def finish(self, collected):
+        # the objective at the final model, from the workers' exact losses
+        loss = sum(float(c["loss"]) for c in collected)
+        self.primal = loss / self.n + self.lam * float(np.abs(self.w).sum())
+        model = {"coef": self.w.copy(), "lambda": np.float64(self.lam)}
+        if self.classes is not None:
+            model["classes"] = np.asarray(self.classes)
+        return model
+
+    def summary(self):
+        return {"lambda": self.lam, "nnz_coef": int(np.count_nonzero(self.w)),
+                "duality_gap": self.gap, "full_rounds": self.fulls,
+                "newton_steps": self.newton_steps, "gram_rounds": self.gram_rounds,
+                "line_search_backtracks": self.backtracks, "cd_passes": self.cd_passes,
+                "gram_reused": self.reused,
+                "gram_extended": self.extended,
+                "objective_rises": self.objective_rises}
+
+
+def _sum(partials, key):
+    """Sum of the partials' arrays ``key``, in worker order (into the first: each round's
+    partials are its own copies)."""
+    out = partials[0][key]
+    for part in partials[1:]:
+        out += part[key]
+    return out
+
+
+def _form(G):
+    """The kept Gram's form: "dense" (an (m, m) array), "csr" ("csr", ptr, idx, vals,
+    diag) or "factor" ("factor", ptr, rows, vals, column squared norms, n_rows: CSC of
+    F = D^1/2 X_B stacked over the workers, G = F'F); None if there is none."""
+    if G is None:
+        return None
+    return "dense" if isinstance(G, np.ndarray) else G[0]
+
+
+def _restrict(G, cols, new):
+    """The kept Gram ``G`` of block ``cols`` restricted to ``new`` (dense and factored:
+    any subset; CSR: the same block only), or None."""
+    if G is None or cols is None:
+        return None
+    if cols.shape == new.shape and np.array_equal(cols, new):
+        return G
+    form = _form(G)
+    if form == "csr":
+        return None
+    pos = np.searchsorted(cols, new)
+    pos[pos == cols.shape[0]] = 0
+    if not np.array_equal(cols[pos], new):
+        return None
+    if form == "factor":
+        _, ptr, rows, vals, _, n_rows = G
+        F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, cols.shape[0]))[:, pos]
+        F.sort_indices()
+        return ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
+                K.csc_sq_norms(F.indptr, F.data), n_rows)
+    return G[np.ix_(pos, pos)]
+
+
+def _factor(partials, m):
+    """The workers' factors D^1/2 X_B stacked in worker order (rows offset by the rows
+    of the workers before)."""
+    ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
+    offsets = np.empty(len(partials), dtype=np.int64)
+    base = rows = 0
+    for w, p in enumerate(partials):
+        ptrs[w] = p["Fp"] + base
+        base += p["Fi"].shape[0]
+        offsets[w] = rows
+        rows += int(p["Fn"])
+    idx = np.concatenate([p["Fi"] for p in partials])
+    val = np.concatenate([p["Fv"] for p in partials])
+    return ("factor", *K.factor_stack(ptrs, idx, val, offsets), rows)
+
+
+def _gram(partials, m):
+    """The block's Gram from the workers' parts, summed (or stacked) in worker order:
+    factored if every worker sent its factor, CSR if every one sent CSR, else dense."""
+    if all("Fp" in p for p in partials):
+        return _factor(partials, m)
+    if all("Gp" in p for p in partials):
+        if len(partials) == 1:
+            p = partials[0]
+            return ("csr", p["Gp"], p["Gi"], p["Gv"], K.csr_diag(p["Gp"], p["Gi"], p["Gv"]))
+        ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
+        base = 0
+        for w, p in enumerate(partials):
+            ptrs[w] = p["Gp"] + base
+            base += p["Gi"].shape[0]
+        idx = np.concatenate([p["Gi"] for p in partials])
+        val = np.concatenate([p["Gv"] for p in partials])
+        return ("csr", *K.csr_merge(ptrs, idx, val, m))
+    G = None
+    for p in partials:
+        if "G" in p:
+            A = p["G"]
+        elif "Gp" in p:
+            A = np.zeros((m, m))
+            rows = np.repeat(np.arange(m), np.diff(p["Gp"]))
+            A[rows, p["Gi"]] = p["Gv"]  # (each entry once within a worker's matrix)
+        else:
+            F = sp.csc_matrix((p["Fv"], p["Fi"], p["Fp"]), shape=(int(p["Fn"]), m))
+            A = (F.T @ F).toarray()
+        if G is None:
+            G = A
+        else:
+            G += A
+    return G

@@ -1,0 +1,728 @@
+"""Sparse logistic regression kernels: free numba functions over plain arrays, compiled
+once and cached on disk.
+
+Worker side: the per-sample quantities at the margins m = X w (loss, y * sigmoid,
+Hessian weights), partial gradients and diagonal Hessians over the worker's rows, the
+block's weighted Gram matrix X_B' D X_B, margin updates, the loss change at trial steps
+of a line search, and the entropy sum of the dual. Scheduler side: coordinate descent on
+the prox-Newton subproblem from a dense or CSR Gram matrix; the sum tree for priority
+sampling and the greedy correlation filter are the Lasso app's.
+
+Notation, per sample i: z_i = y_i m_i (y in {-1, +1}); loss l(z) = log(1 + exp(-z));
+s_i = sigmoid(-z_i) = -l'(z_i); Hessian weight s_i (1 - s_i); the gradient of
+(1/n) sum_i l(z_i) is -(1/n) X' (y * s), and the workers return q = X' (y * s), the
+negative gradient summed (not divided by n) over their rows.
+
+Sparse matrices are CSC triplets (indptr, indices, data) with sorted indices; dense ones
+Fortran-ordered 2-D arrays. The sparse loops index with unsigned integers: numba checks
+every signed index for wrap-around (a[-1]), and in these gathers that branch costs time.
+"""
+import numpy as np
+from numba import njit
+
+# the same as the Lasso's: the sum tree of priorities, the dependency filter, squared
+# norms and x_j' r of sparse columns
+from ..lasso.kernels import (csc_sq_norms, grad_sparse, select_dense,  # noqa: F401
+                             select_sparse, tree_build, tree_sample_distinct, tree_set)
+
+_opts = dict(cache=True, nogil=True, fastmath=False)
+_u = np.uint64
+#: -l'(z) steps beyond this use the plain difference of losses, not log1p(s expm1(.))
+_EXP_MAX = 700.0
+
+
+# -- per-sample functions -----------------------------------------------------------------
+@njit(**_opts)
+def log1pexp(x):
+    """log(1 + exp(x)) without overflow or loss of precision."""
+    if x > 0.0:
+        return x + np.log1p(np.exp(-x))
+    return np.log1p(np.exp(x))
+
+
+@njit(**_opts)
+def sigmoid(x):
+    """1 / (1 + exp(-x)), accurate in both tails."""
+    if x >= 0.0:
+        return 1.0 / (1.0 + np.exp(-x))
+    e = np.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(**_opts)
+def logistic_loss(y, m):
+    """sum_i log(1 + exp(-y_i m_i))."""
+    s = 0.0
+    for i in range(y.shape[0]):
+        s += log1pexp(-y[i] * m[i])
+    return s
+
+
+@njit(**_opts)
+def refresh(y, m, r, wts, ell):
+    """At the margins m: r_i = y_i s_i, wts_i = s_i (1 - s_i), ell_i = l(z_i), with one
+    exp and one log1p a sample; returns sum_i ell_i."""
+    total = 0.0
+    for i in range(y.shape[0]):
+        z = y[i] * m[i]
+        e = np.exp(-abs(z))
+        inv = 1.0 / (1.0 + e)
+        if z >= 0.0:  # s = e / (1 + e), 1 - s = 1 / (1 + e)
+            s, sbar = e * inv, inv
+            li = np.log1p(e)
+        else:
+            s, sbar = inv, e * inv
+            li = -z + np.log1p(e)
+        r[i] = y[i] * s
+        wts[i] = s * sbar
+        ell[i] = li
+        total += li
+    return total
+
+
+@njit(**_opts)
+def dual_entropy(z, c):
+    """sum_i H(c s_i), s_i = sigmoid(-z_i), H(a) = -a log a - (1 - a) log(1 - a): the
+    logistic dual (times n) at the rescaled point a = c s. 1 - c s is formed as
+    (1 - c) + c sigmoid(z), so it keeps its precision when s is near 1, and the log of
+    the larger of a and 1 - a is log1p(-the smaller)."""
+    total = 0.0
+    cbar = 1.0 - c
+    for i in range(z.shape[0]):
+        zi = z[i]
+        e = np.exp(-abs(zi))
+        inv = 1.0 / (1.0 + e)
+        if zi >= 0.0:
+            s, sbar = e * inv, inv
+        else:
+            s, sbar = inv, e * inv
+        a = c * s
+        abar = cbar + c * sbar
+        # each log of the larger of a, 1 - a through log1p of the smaller: precise
+        if a <= abar:
+            h = -abar * np.log1p(-a)
+            if a > 0.0:
+                h -= a * np.log(a)
+        else:
+            h = -a * np.log1p(-abar)
+            if abar > 0.0:
+                h -= abar * np.log(abar)
+        total += h
+    return total
+
+
+@njit(**_opts)
+def trial_losses(y, m, dm, steps, diff, adiff):
+    """Loss changes along the direction dm at each step t: diff[k] = sum_i
+    l(z_i + t_k y_i dm_i) - l(z_i), each term as log1p(s_i expm1(-t y_i dm_i)), exact
+    to rounding even when the change is tiny (no difference of two large sums);
+    adiff[k] = sum of the terms' magnitudes (the scale of its rounding)."""
+    n_t = steps.shape[0]
+    for k in range(n_t):
+        diff[k] = 0.0
+        adiff[k] = 0.0
+    for i in range(y.shape[0]):
+        if dm[i] == 0.0:
+            continue
+        z = y[i] * m[i]
+        dz = y[i] * dm[i]
+        s = sigmoid(-z)
+        for k in range(n_t):
+            d = steps[k] * dz
+            if -d < _EXP_MAX:
+                v = np.log1p(s * np.expm1(-d))
+            else:
+                v = log1pexp(-(z + d)) - log1pexp(-z)
+            diff[k] += v
+            adiff[k] += abs(v)
+
+
+# -- gradients and diagonal Hessians over a worker's rows ----------------------------------
+
+
+@njit(**_opts)
+def grad_all_sparse(indptr, indices, data, r, out):
+    # out = X' r
+    for j in range(out.shape[0]):
+        uj = _u(j)
+        s = 0.0
+        for q in range(indptr[uj], indptr[uj + _u(1)]):
+            uq = _u(q)
+            s += data[uq] * r[_u(indices[uq])]
+        out[j] = s
+
+
+@njit(**_opts)
+def grad_hess_sparse(indptr, indices, data, r, wts, cols, g, h):
+    # g[k] = X[:, j] @ r, h[k] = X[:, j]^2 @ wts, j = cols[k]
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        s = 0.0
+        t = 0.0
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            uq = _u(q)
+            i = _u(indices[uq])
+            v = data[uq]
+            s += v * r[i]
+            t += v * v * wts[i]
+        g[k] = s
+        h[k] = t
+
+
+@njit(**_opts)
+def grad_hess_dense(X, r, wts, cols, g, h):
+    n = X.shape[0]
+    for k in range(cols.shape[0]):
+        j = cols[k]
+        s = 0.0
+        t = 0.0
+        for i in range(n):
+            v = X[i, j]
+            s += v * r[i]
+            t += v * v * wts[i]
+        g[k] = s
+        h[k] = t
+
+
+# -- margins ------------------------------------------------------------------------------
+@njit(**_opts)
+def direction_sparse(indptr, indices, data, cols, delta, dm):
+    # dm = X[:, cols] @ delta (dm zeroed here)
+    for i in range(dm.shape[0]):
+        dm[i] = 0.0
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        dk = delta[k]
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            uq = _u(q)
+            dm[_u(indices[uq])] += dk * data[uq]
+
+
+@njit(**_opts)
+def step_sparse(indptr, indices, data, y, m, r, wts, ell, cols, delta, mark, touched):
+    """m += X[:, cols] @ delta, and r, wts, ell refreshed on the rows it touched only;
+    returns the change of sum ell. ``mark`` (all False) and ``touched`` are scratch of
+    n_rows; mark is left all False."""
+    n_t = 0
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        dk = delta[k]
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            uq = _u(q)
+            i = _u(indices[uq])
+            m[i] += dk * data[uq]
+            if not mark[i]:
+                mark[i] = True
+                touched[n_t] = i
+                n_t += 1
+    d_loss = 0.0
+    for t in range(n_t):
+        i = _u(touched[t])
+        mark[i] = False
+        z = y[i] * m[i]
+        e = np.exp(-abs(z))
+        inv = 1.0 / (1.0 + e)
+        if z >= 0.0:
+            s, sbar = e * inv, inv
+            li = np.log1p(e)
+        else:
+            s, sbar = inv, e * inv
+            li = -z + np.log1p(e)
+        r[i] = y[i] * s
+        wts[i] = s * sbar
+        d_loss += li - ell[i]
+        ell[i] = li
+    return d_loss
+
+
+# -- the block's weighted Gram matrix X_B' D X_B over a worker's rows ----------------------
+@njit(**_opts)
+def block_rows(indptr, indices, data, cols, n_rows):
+    """The block's entries regrouped by row: ``(row_ptr, owner, val)``, row i's entries
+    at row_ptr[i]:row_ptr[i+1], each with its position in ``cols`` and its value."""
+    m = cols.shape[0]
+    row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    for k in range(m):
+        for q in range(indptr[cols[k]], indptr[cols[k] + 1]):
+            row_ptr[indices[q] + 1] += 1
+    for i in range(n_rows):
+        row_ptr[i + 1] += row_ptr[i]
+    fill = row_ptr[:-1].copy()
+    owner = np.empty(row_ptr[-1], dtype=np.int64)
+    val = np.empty(row_ptr[-1])
+    for k in range(m):
+        for q in range(indptr[cols[k]], indptr[cols[k] + 1]):
+            i = indices[q]
+            owner[fill[i]] = k
+            val[fill[i]] = data[q]
+            fill[i] += 1
+    return row_ptr, owner, val
+
+
+@njit(**_opts)
+def wgram_rows_dense(row_ptr, owner, val, wts, m):
+    """Dense X_B' D X_B from the block's rows (cost: sum over rows of their block
+    entries squared)."""
+    G = np.zeros((m, m))
+    for i in range(row_ptr.shape[0] - 1):
+        w = wts[i]
+        if w == 0.0:
+            continue
+        for a in range(row_ptr[i], row_ptr[i + 1]):
+            ka = owner[a]
+            va = w * val[a]
+            for b in range(row_ptr[i], row_ptr[i + 1]):
+                G[ka, owner[b]] += va * val[b]
+    return G
+
+
+@njit(**_opts)
+def wgram_csr(indptr, indices, data, cols, row_ptr, owner, val, wts):
+    """X_B' D X_B as CSR ``(ptr, idx, vals)`` (each row's column indices in the order
+    its entries were first met, not sorted), without the dense matrix: row a sums, over
+    the rows of block column a, the block entries of that row (G[a, b] and G[b, a]: the
+    same terms in the same row order, equal up to the rounding of each product)."""
+    m = cols.shape[0]
+    cap = 0
+    for a in range(m):
+        j = cols[a]
+        for q in range(indptr[j], indptr[j + 1]):
+            i = indices[q]
+            cap += row_ptr[i + 1] - row_ptr[i]
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    idx = np.empty(cap, dtype=np.int64)
+    vals = np.empty(cap)
+    acc = np.zeros(m)
+    mark = np.full(m, -1, dtype=np.int64)
+    n_out = 0
+    for a in range(m):
+        j = cols[a]
+        start = n_out
+        for q in range(indptr[j], indptr[j + 1]):
+            i = indices[q]
+            v = data[q] * wts[i]
+            for e in range(row_ptr[i], row_ptr[i + 1]):
+                b = owner[e]
+                if mark[b] != a:
+                    mark[b] = a
+                    acc[b] = 0.0
+                    idx[n_out] = b
+                    n_out += 1
+                acc[b] += v * val[e]
+        for t in range(start, n_out):
+            vals[t] = acc[idx[t]]
+        ptr[a + 1] = n_out
+    return ptr, idx[:n_out].copy(), vals[:n_out].copy()
+
+
+@njit(**_opts)
+def csr_merge(ptrs, idx, val, m):
+    """The sum of W CSR matrices (m, m) given as ``ptrs`` (W, m + 1), each worker's
+    offsets into the concatenated ``idx`` and ``val``, summed in worker order; returns
+    ``(ptr, idx, val, diag)``."""
+    W = ptrs.shape[0]
+    cap = 0
+    for w in range(W):
+        cap += ptrs[w, m] - ptrs[w, 0]
+    out_ptr = np.zeros(m + 1, dtype=np.int64)
+    out_idx = np.empty(cap, dtype=np.int64)
+    out_val = np.empty(cap)
+    diag = np.zeros(m)
+    acc = np.zeros(m)
+    mark = np.full(m, -1, dtype=np.int64)
+    n_out = 0
+    for a in range(m):
+        start = n_out
+        for w in range(W):
+            for e in range(ptrs[w, a], ptrs[w, a + 1]):
+                b = idx[e]
+                if mark[b] != a:
+                    mark[b] = a
+                    acc[b] = val[e]
+                    out_idx[n_out] = b
+                    n_out += 1
+                else:
+                    acc[b] += val[e]
+        for t in range(start, n_out):
+            b = out_idx[t]
+            out_val[t] = acc[b]
+            if b == a:
+                diag[a] = acc[b]
+        out_ptr[a + 1] = n_out
+    return out_ptr, out_idx[:n_out], out_val[:n_out], diag
+
+
+@njit(**_opts)
+def csr_diag(ptr, idx, val):
+    m = ptr.shape[0] - 1
+    diag = np.zeros(m)
+    for a in range(m):
+        for e in range(ptr[a], ptr[a + 1]):
+            if idx[e] == a:
+                diag[a] += val[e]
+    return diag
+
+
+@njit(**_opts)
+def block_counts(indptr, indices, cols, count):
+    """(non-zeros of X_B, sum over rows of (block entries)^2): the sizes of the block's
+    Gram in factored form D^1/2 X_B and (a bound) as a matrix. ``count`` (n_rows, all
+    zero) is scratch, left all zero."""
+    nnz = 0
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            count[_u(indices[_u(q)])] += 1
+            nnz += 1
+    sq = 0
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            i = _u(indices[_u(q)])
+            c = count[i]
+            if c:
+                sq += c * c
+                count[i] = 0
+    return nnz, sq
+
+
+@njit(**_opts)
+def factor_cols(indptr, indices, data, cols, wts):
+    """The block's Gram in factored form over this worker's rows: F = D^1/2 X_B as CSC
+    ``(ptr, rows, vals)`` (G = F'F)."""
+    m = cols.shape[0]
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    for k in range(m):
+        ptr[k + 1] = ptr[k] + indptr[cols[k] + 1] - indptr[cols[k]]
+    rows = np.empty(ptr[m], dtype=np.int64)
+    vals = np.empty(ptr[m])
+    for k in range(m):
+        j = _u(cols[k])
+        e = ptr[k]
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            uq = _u(q)
+            i = indices[uq]
+            rows[e] = i
+            vals[e] = data[uq] * np.sqrt(wts[_u(i)])
+            e += 1
+    return ptr, rows, vals
+
+
+@njit(**_opts)
+def factor_stack(ptrs, rows, vals, offsets):
+    """The workers' factors, one below the other: column k of the result holds, in
+    worker order, worker w's column k with its rows shifted by offsets[w]. ``ptrs``
+    (W, m + 1) index the concatenated ``rows`` and ``vals``. Returns (ptr, rows, vals,
+    column squared norms)."""
+    W, m1 = ptrs.shape
+    m = m1 - 1
+    out_ptr = np.zeros(m + 1, dtype=np.int64)
+    for k in range(m):
+        c = 0
+        for w in range(W):
+            c += ptrs[w, k + 1] - ptrs[w, k]
+        out_ptr[k + 1] = out_ptr[k] + c
+    out_rows = np.empty(out_ptr[m], dtype=np.int64)
+    out_vals = np.empty(out_ptr[m])
+    h = np.zeros(m)
+    for k in range(m):
+        e = out_ptr[k]
+        s = 0.0
+        for w in range(W):
+            for q in range(ptrs[w, k], ptrs[w, k + 1]):
+                out_rows[e] = rows[q] + offsets[w]
+                v = vals[q]
+                out_vals[e] = v
+                s += v * v
+                e += 1
+        h[k] = s
+    return out_ptr, out_rows, out_vals, h
+
+
+@njit(**_opts)
+def wgram_nnz_bound(row_ptr):
+    """sum over rows of (block entries)^2: bounds the Gram's non-zeros and its cost."""
+    s = 0
+    for i in range(row_ptr.shape[0] - 1):
+        k = row_ptr[i + 1] - row_ptr[i]
+        s += k * k
+    return s
+
+
+# -- the prox-Newton subproblem on the scheduler -------------------------------------------
+@njit(**_opts)
+def _soft(z, h, thresh):
+    # argmin_b h/2 b^2 - z b + thresh |b|
+    if z > thresh:
+        return (z - thresh) / h
+    if z < -thresh:
+        return (z + thresh) / h
+    return 0.0
+
+
+@njit(**_opts)
+def newton_steps(w, cols, q, h, thresh, step, delta):
+    """One Newton step per coordinate of the block, all from the same point (Jacobi):
+    w_j <- w_j + step (S(h_j w_j + q_j, thresh) / h_j - w_j), h_j the diagonal Hessian
+    and q_j the negative gradient (both summed, not divided by n), thresh = n lambda.
+    ``delta`` gets the changes; returns the l1 change."""
+    d_l1 = 0.0
+    for k in range(cols.shape[0]):
+        j = cols[k]
+        old = w[j]
+        hj = h[k]
+        if hj <= 0.0:
+            delta[k] = 0.0
+            continue
+        new = _soft(q[k] + hj * old, hj, thresh)
+        new = old + step * (new - old)
+        delta[k] = new - old
+        w[j] = new
+        d_l1 += abs(new) - abs(old)
+    return d_l1
+
+
+@njit(**_opts)
+def full_priorities(w, q, h, thresh, prio):
+    """After a full round: each coordinate's priority h_j d_j^2, d_j its Newton step."""
+    for j in range(w.shape[0]):
+        hj = h[j]
+        if hj <= 0.0:
+            prio[j] = 0.0
+            continue
+        d = _soft(q[j] + hj * w[j], hj, thresh) - w[j]
+        prio[j] = hj * d * d
+
+
+@njit(**_opts)
+def violations(w, q, thresh, out):
+    """Distance of the negative gradient q (times n) to the subdifferential of
+    thresh |w_j|: |q_j - thresh sign(w_j)| on the support, (|q_j| - thresh)_+ off it.
+    Returns the largest |q_j|."""
+    top = 0.0
+    for j in range(w.shape[0]):
+        qj = q[j]
+        top = max(top, abs(qj))
+        if w[j] > 0.0:
+            out[j] = abs(qj - thresh)
+        elif w[j] < 0.0:
+            out[j] = abs(qj + thresh)
+        else:
+            out[j] = max(abs(qj) - thresh, 0.0)
+    return top
+
+
+@njit(**_opts)
+def l1_change(b0, d, t):
+    """||b0 + t d||_1 - ||b0||_1, term by term: exact to rounding of the change itself,
+    not of the norms (near the optimum the change is 1e-15 of the norm)."""
+    s = 0.0
+    for j in range(b0.shape[0]):
+        s += abs(b0[j] + t * d[j]) - abs(b0[j])
+    return s
+
+
+@njit(**_opts)
+def predicted_decrease(q, b0, b, thresh):
+    """sum_j -q_j d_j + thresh (|b_j| - |b0_j|), d = b - b0, term by term: times n, the
+    first-order change g'd + lambda (||b||_1 - ||b0||_1) of the objective."""
+    s = 0.0
+    for j in range(b0.shape[0]):
+        s += -q[j] * (b[j] - b0[j]) + thresh * (abs(b[j]) - abs(b0[j]))
+    return s
+
+
+@njit(**_opts)
+def _quad_dense(G, c, b, thresh):
+    # 1/2 b'Gb - c'b + thresh |b|_1
+    s = 0.0
+    m = b.shape[0]
+    for j in range(m):
+        if b[j] != 0.0:
+            t = 0.0
+            for k in range(m):
+                t += G[j, k] * b[k]
+            s += b[j] * (0.5 * t - c[j]) + thresh * abs(b[j])
+    return s
+
+
+@njit(**_opts)
+def _quad_csr(ptr, idx, val, c, b, thresh):
+    s = 0.0
+    for j in range(b.shape[0]):
+        if b[j] != 0.0:
+            t = 0.0
+            for e in range(ptr[j], ptr[j + 1]):
+                t += val[e] * b[idx[e]]
+            s += b[j] * (0.5 * t - c[j]) + thresh * abs(b[j])
+    return s
+
+
+@njit(**_opts)
+def _anderson(hist):
+    """Anderson extrapolation of the last K + 1 iterates (rows of hist), or an empty
+    array if the linear system is degenerate."""
+    K = hist.shape[0] - 1
+    U = hist[1:] - hist[:-1]
+    C = U @ U.T
+    C += (1e-12 * np.trace(C) + 1e-300) * np.eye(K)
+    z = np.linalg.solve(C, np.ones(K))
+    if not np.all(np.isfinite(z)) or z.sum() == 0.0:
+        return np.empty(0)
+    z /= z.sum()
+    return z @ hist[1:]
+
+
+@njit(**_opts)
+def cd_dense(G, q, b, thresh, tol, max_passes):
+    """Cyclic coordinate descent on the block subproblem
+        min_b 1/2 (b - b0)' G (b - b0) - q'(b - b0) + thresh |b|_1
+    (the quadratic model of the loss at b0 = b on entry, G = X_B' D X_B, q = X_B'(y s),
+    both summed over the rows), i.e. 1/2 b'Gb - c'b + thresh |b|_1 with c = q + G b0;
+    q is kept equal to c - G b. Every 6 passes, Anderson extrapolation of the last
+    iterates (as skglm), kept only if it lowers the subproblem's objective. Stops after a
+    pass in which no coordinate's gradient moved by more than ``tol`` (|d_j| G_jj).
+    Returns passes."""
+    m = b.shape[0]
+    c = q.copy()
+    for j in range(m):
+        if b[j] != 0.0:
+            for k in range(m):
+                c[k] += G[j, k] * b[j]
+    hist = np.empty((6, m))
+    n_hist = 0
+    for it in range(max_passes):
+        worst = 0.0
+        for j in range(m):
+            gjj = G[j, j]
+            if gjj <= 0.0:
+                continue
+            old = b[j]
+            new = _soft(q[j] + gjj * old, gjj, thresh)
+            d = new - old
+            if d != 0.0:
+                b[j] = new
+                for k in range(m):  # q -= G[:, j] d, read along row j (G is symmetric)
+                    q[k] -= G[j, k] * d
+                worst = max(worst, abs(d) * gjj)
+        if worst <= tol:
+            return it + 1
+        hist[n_hist] = b
+        n_hist += 1
+        if n_hist == 6:
+            n_hist = 0
+            acc = _anderson(hist)
+            if acc.shape[0] and (_quad_dense(G, c, acc, thresh)
+                                 < _quad_dense(G, c, b, thresh)):
+                b[:] = acc
+                q[:] = c - G @ b
+    return max_passes
+
+
+@njit(**_opts)
+def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
+    """:func:`cd_dense` with G in CSR form (symmetric; ``diag`` its diagonal)."""
+    m = b.shape[0]
+    c = q.copy()
+    for j in range(m):
+        if b[j] != 0.0:
+            for e in range(ptr[j], ptr[j + 1]):
+                c[idx[e]] += val[e] * b[j]
+    hist = np.empty((6, m))
+    n_hist = 0
+    for it in range(max_passes):
+        worst = 0.0
+        for j in range(m):
+            gjj = diag[j]
+            if gjj <= 0.0:
+                continue
+            old = b[j]
+            new = _soft(q[j] + gjj * old, gjj, thresh)
+            d = new - old
+            if d != 0.0:
+                b[j] = new
+                for e in range(ptr[j], ptr[j + 1]):
+                    q[idx[e]] -= val[e] * d
+                worst = max(worst, abs(d) * gjj)
+        if worst <= tol:
+            return it + 1
+        hist[n_hist] = b
+        n_hist += 1
+        if n_hist == 6:
+            n_hist = 0
+            acc = _anderson(hist)
+            if acc.shape[0] and (_quad_csr(ptr, idx, val, c, acc, thresh)
+                                 < _quad_csr(ptr, idx, val, c, b, thresh)):
+                b[:] = acc
+                for j in range(m):
+                    t = c[j]
+                    for e in range(ptr[j], ptr[j + 1]):
+                        t -= val[e] * b[idx[e]]
+                    q[j] = t
+    return max_passes
+
+
+@njit(**_opts)
+def _quad_factor(ptr, rows, vals, q, b0, b, thresh, u):
+    """1/2 ||F (b - b0)||^2 - q'(b - b0) + thresh |b|_1, with u = F (b - b0) filled in."""
+    for i in range(u.shape[0]):
+        u[i] = 0.0
+    s = 0.0
+    for j in range(b.shape[0]):
+        d = b[j] - b0[j]
+        s += thresh * abs(b[j]) - q[j] * d
+        if d != 0.0:
+            for e in range(ptr[j], ptr[j + 1]):
+                u[rows[e]] += vals[e] * d
+    t = 0.0
+    for i in range(u.shape[0]):
+        t += u[i] * u[i]
+    return s + 0.5 * t
+
+
+@njit(**_opts)
+def cd_factor(ptr, rows, vals, h, n_rows, q, b, thresh, tol, max_passes):
+    """:func:`cd_dense` with the Gram in factored form G = F'F, F (n_rows, m) CSC with
+    column squared norms h: each coordinate costs two passes over its column of F
+    (against u = F (b - b0)) instead of a row of G, far less when rows hold several of
+    the block's columns. ``q`` is left as on entry (the gradient is formed from u)."""
+    m = b.shape[0]
+    b0 = b.copy()
+    u = np.zeros(n_rows)
+    u2 = np.empty(n_rows)
+    hist = np.empty((6, m))
+    n_hist = 0
+    for it in range(max_passes):
+        worst = 0.0
+        for j in range(m):
+            hj = h[j]
+            if hj <= 0.0:
+                continue
+            g = q[j]
+            for e in range(ptr[j], ptr[j + 1]):
+                g -= vals[e] * u[rows[e]]
+            old = b[j]
+            new = _soft(g + hj * old, hj, thresh)
+            d = new - old
+            if d != 0.0:
+                b[j] = new
+                for e in range(ptr[j], ptr[j + 1]):
+                    u[rows[e]] += vals[e] * d
+                worst = max(worst, abs(d) * hj)
+        if worst <= tol:
+            return it + 1
+        hist[n_hist] = b
+        n_hist += 1
+        if n_hist == 6:
+            n_hist = 0
+            acc = _anderson(hist)
+            if acc.shape[0]:
+                f_acc = _quad_factor(ptr, rows, vals, q, b0, acc, thresh, u2)
+                f_b = _quad_factor(ptr, rows, vals, q, b0, b, thresh, u)
+                if f_acc < f_b:
+                    b[:] = acc
+                    u[:] = u2
+    return max_passes
+
+
+

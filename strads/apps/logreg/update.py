@@ -1,0 +1,237 @@
+"""Logistic regression worker: its rows of X (column-major), its labels y (+-1) and its
+margins m = X w, with the per-sample quantities at them (y * sigmoid(-y m), the Hessian
+weights, the losses).
+
+Tasks (``task["kind"]``):
+
+* ``full``: q = X' (y s) for every coordinate (and, with ``hess``, the diagonal Hessian
+  sums h = (X * X)' (s (1 - s))) and the loss; the margins are cached for the dual.
+* ``newton``: for the block ``cols``, q_B and the weighted Gram X_B' D X_B at the
+  current margins, in its most compact form (dense, CSR, or the factor D^1/2 X_B).
+* ``extend``: the Gram's parts for the block's ``new`` columns, with the weights of the
+  last fresh Gram (the scheduler keeps the rest of that Gram).
+* ``trial``: the loss change at each step t of ``steps`` along the pending direction
+  (sent in a sync as ``dcols``/``ddelta``: dm = X_B delta); with ``cols``, also q_B at
+  t = 1 (speculatively: a commit of t = 1 then adopts it without recomputing).
+* ``block`` (the Jacobi schedules): q_B, h_B and the loss.
+* any task may carry ``dual`` (a scale c): the entropy sum of the dual at c times the
+  sigmoids of the last full round.
+
+Syncs: ``commit`` t (m += t dm), then ``dcols``/``ddelta`` (a new pending direction), or
+``cols``/``delta`` (Jacobi: m += X_B delta at once).
+"""
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg.blas import dsyrk
+
+from ...engine import Update
+from . import kernels as K
+
+#: dense X: the block's gathered columns are kept between rounds up to this size
+XB_CACHE_BYTES = 256 << 20
+
+
+class LogRegUpdate(Update):
+    checkpoint_skip = ("xb",)  # a cache, gathered again on demand
+
+    def __init__(self, shard):
+        self.y = shard["y"]
+        self.sparse = "csc" in shard
+        if self.sparse:
+            self.X = shard["csc"]
+            self.n_rows, self.n_features = shard["n_rows"], self.X[0].shape[0] - 1
+        else:
+            self.X = (np.asfortranarray(shard["X"]),)
+            self.n_rows, self.n_features = self.X[0].shape
+        n = self.n_rows
+        self.m = np.zeros(n)
+        self.r, self.wts, self.ell = np.empty(n), np.empty(n), np.empty(n)
+        self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
+        self.dm = None  # the pending direction's margin change
+        self.spec = None  # (m, r, wts, ell, loss) at m + dm, from the last trial round
+        self.zc = None  # y * m at the last full round (the dual's point)
+        self.xb = (np.empty(0, np.int64), None)  # dense: the block's gathered columns
+        self.gram_w = None  # dense: the Hessian weights of the last fresh Gram
+        self.mark = np.zeros(n, dtype=np.bool_)
+        self.touched = np.empty(n, dtype=np.int64)
+        self.count = np.zeros(n, dtype=np.int64)  # scratch of block_counts
+
+    @classmethod
+    def warmup(cls):
+        y, m = np.array([1.0, -1.0]), np.zeros(2)
+        r, wts, ell = np.empty(2), np.empty(2), np.empty(2)
+        K.refresh(y, m, r, wts, ell)
+        K.dual_entropy(m, 0.5)
+        K.trial_losses(y, m, np.ones(2), np.ones(1), np.empty(1), np.empty(1))
+        cols, d = np.zeros(1, np.int64), np.ones(1)
+        for idx in (np.int32, np.int64):
+            csc = (np.array([0, 1], idx), np.zeros(1, idx), np.ones(1))
+            K.grad_sparse(*csc, r, cols, np.empty(1))
+            K.grad_all_sparse(*csc, r, np.empty(1))
+            K.grad_hess_sparse(*csc, r, wts, cols, np.empty(1), np.empty(1))
+            K.direction_sparse(*csc, cols, d, np.empty(2))
+            K.step_sparse(*csc, y, m.copy(), r.copy(), wts.copy(), ell.copy(), cols, d,
+                          np.zeros(2, np.bool_), np.empty(2, np.int64))
+            rows = K.block_rows(*csc, cols, 2)
+            K.wgram_nnz_bound(rows[0])
+            K.wgram_rows_dense(*rows, wts, 1)
+            K.wgram_csr(*csc, cols, *rows, wts)
+            K.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
+            K.factor_cols(*csc, cols, wts)
+        K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
+                          np.empty(1))
+
+    # -- syncs ---------------------------------------------------------------------------
+    def apply(self, sync):
+        if "commit" in sync:
+            t = float(sync["commit"])
+            if t == 1.0 and self.spec is not None:
+                self.m, self.r, self.wts, self.ell, self.loss = self.spec
+            elif t != 0.0:
+                self.m += t * self.dm
+                self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
+            self.dm, self.spec = None, None
+        if "dcols" in sync:
+            self.dm = self._times(sync["dcols"], sync["ddelta"])
+            self.spec = None
+        if "delta" in sync:  # Jacobi: apply at once
+            cols, delta = sync["cols"], sync["delta"]
+            if self.sparse:
+                self.loss += K.step_sparse(*self.X, self.y, self.m, self.r, self.wts,
+                                           self.ell, cols, delta, self.mark, self.touched)
+            else:
+                self.m += self._block(cols) @ delta
+                self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
+
+    def _times(self, cols, delta):
+        """X_B delta over this worker's rows."""
+        if self.sparse:
+            out = np.empty(self.n_rows)
+            K.direction_sparse(*self.X, cols, delta, out)
+            return out
+        return self._block(cols) @ delta
+
+    def _block(self, cols):
+        """Dense X[:, cols] (Fortran order), kept while the block stays the same."""
+        old_cols, Xb = self.xb
+        if Xb is not None and np.array_equal(old_cols, cols):
+            return Xb
+        Xb = np.asfortranarray(self.X[0][:, cols])
+        if Xb.nbytes <= XB_CACHE_BYTES:
+            self.xb = (cols.copy(), Xb)
+        return Xb
+
+    # -- tasks ---------------------------------------------------------------------------
+    def update(self, task):
+        out = {}
+        if "dual" in task:
+            out["ent"] = K.dual_entropy(self.zc, float(task["dual"]))
+        kind = task["kind"]
+        if kind == "full":
+            out.update(self._full(task.get("hess", False)))
+        elif kind == "newton":
+            cols = task["cols"]
+            out["q"] = self._grad(cols, self.r)
+            out.update(self._gram(cols))
+        elif kind == "extend":
+            out.update(self._extend(task["cols"], task["new"], task["form"]))
+        elif kind == "trial":
+            out.update(self._trial(task["steps"], task.get("cols")))
+        elif kind == "block":
+            cols = task["cols"]
+            g, h = np.empty(cols.shape[0]), np.empty(cols.shape[0])
+            if self.sparse:
+                K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
+            else:
+                K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
+            out.update(q=g, h=h, loss=self.loss)
+        return out
+
+    def _full(self, hess):
+        # recomputed from the margins: drops the drift of the Jacobi running sums
+        self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
+        self.zc = self.y * self.m
+        p = self.n_features
+        if hess:
+            g, h = np.empty(p), np.empty(p)
+            cols = np.arange(p)
+            if self.sparse:
+                K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
+            else:
+                K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
+            return {"q": g, "h": h, "loss": self.loss}
+        if self.sparse:
+            g = np.empty(p)
+            K.grad_all_sparse(*self.X, self.r, g)
+        else:
+            g = self.X[0].T @ self.r
+        return {"q": g, "loss": self.loss}
+
+    def _grad(self, cols, r):
+        if self.sparse:
+            g = np.empty(cols.shape[0])
+            K.grad_sparse(*self.X, r, cols, g)
+            return g
+        return self._block(cols).T @ r
+
+    def _gram(self, cols):
+        """X_B' D X_B over this worker's rows, in its most compact form: sparse X, as the
+        factor F = D^1/2 X_B {"Fp", "Fi", "Fv", "Fn"} (G = F'F) when that has under half
+        the Gram's non-zeros (a row holding k of the block's columns adds k entries to
+        F, k^2 to G), else as CSR {"Gp", "Gi", "Gv"} when under a quarter of its
+        entries can be non-zero, else dense {"G"}; dense X, dense."""
+        m = cols.shape[0]
+        self.gram_w = self.wts.copy()  # the weights of this Gram, for _extend
+        if self.sparse:
+            nnz_f, nnz_g = K.block_counts(self.X[0], self.X[1], cols, self.count)
+            if 2 * nnz_f < nnz_g:
+                return self._factor(cols, self.wts)
+            rows = K.block_rows(*self.X, cols, self.n_rows)
+            if 4 * nnz_g < m * m:
+                ptr, idx, val = K.wgram_csr(*self.X, cols, *rows, self.wts)
+                return {"Gp": ptr, "Gi": idx, "Gv": val}
+            return {"G": K.wgram_rows_dense(*rows, self.wts, m)}
+        Xb = self._block(cols)
+        W = np.asfortranarray(Xb * np.sqrt(self.wts)[:, None])
+        G = dsyrk(1.0, W, trans=1)  # the upper triangle of W'W
+        iu = np.tril_indices(m, -1)
+        G[iu] = G.T[iu]
+        return {"G": G}
+
+    def _factor(self, cols, wts):
+        ptr, rows, vals = K.factor_cols(*self.X, cols, wts)
+        return {"Fp": ptr, "Fi": rows, "Fv": vals, "Fn": self.n_rows}
+
+    def _extend(self, cols, new, form):
+        """The block's Gram for its ``new`` columns, with the weights D of this worker's
+        last fresh Gram, so that the kept Gram of the columns the block shares with the
+        last one and these parts are one Gram (of an earlier point: the scheduler's line
+        search checks the step taken from it): the factor's new columns D^1/2 X_new
+        (``form`` "factor"), or the rows X_new' D X_B (dense)."""
+        if form == "factor":
+            return self._factor(new, self.gram_w)
+        if self.sparse:
+            X = sp.csc_matrix((self.X[2], self.X[1], self.X[0]),
+                              shape=(self.n_rows, self.n_features))
+            Xn = X[:, new].multiply(self.gram_w[:, None]).tocsc()
+            return {"Gx": np.ascontiguousarray((Xn.T @ X[:, cols]).toarray())}
+        Xn = np.asfortranarray(self.X[0][:, new] * self.gram_w[:, None])
+        return {"Gx": np.ascontiguousarray(Xn.T @ self._block(cols))}
+
+    def _trial(self, steps, cols):
+        steps = np.asarray(steps, dtype=np.float64)
+        diff, adiff = np.empty(steps.shape[0]), np.empty(steps.shape[0])
+        K.trial_losses(self.y, self.m, self.dm, steps, diff, adiff)
+        out = {"diff": diff, "adiff": adiff}
+        self.spec = None
+        if cols is not None:  # q_B at t = 1, kept for a commit of t = 1
+            m1 = self.m + self.dm
+            r1, w1, l1 = np.empty(self.n_rows), np.empty(self.n_rows), np.empty(self.n_rows)
+            loss1 = K.refresh(self.y, m1, r1, w1, l1)
+            self.spec = (m1, r1, w1, l1, loss1)
+            out["q"] = self._grad(cols, r1)
+        return out
+
+    def collect(self):
+        # the loss at the final margins, exactly: the final objective
+        return {"loss": np.float64(K.logistic_loss(self.y, self.m))}

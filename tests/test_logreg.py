@@ -1,0 +1,397 @@
+"""Sparse logistic regression against liblinear (scikit-learn), its duality gap and
+kernels, its data formats and command line; under mpiexec, bit for bit against an
+in-process run (``mpiexec -n 3 python -m pytest tests/test_logreg.py --with-mpi
+--only-mpi``)."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+import strads
+from strads.apps import logreg
+from strads.apps.logreg import kernels as K
+from strads.apps.logreg.data import make_problem
+
+from conftest import run_cli, world
+
+SCHEDULES = ["working-set", "priority", "round-robin", "random"]
+
+
+def problem(kind):
+    # liblinear at tol 1e-10 stops in well under a second on these (on some problems it
+    # spins on rounding until max_iter)
+    if kind == "dense":
+        X, y, _ = make_problem(200, 100, corr=0.3, n_informative=15, dense=True, seed=1)
+    else:
+        X, y, _ = make_problem(300, 600, density=0.05, corr=0.5, n_informative=30, seed=2)
+    return X, y, 0.1 * logreg.lambda_max(X, y)
+
+
+def liblinear(X, y, lam):
+    from sklearn.linear_model import LogisticRegression
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # penalty= is deprecated in recent scikit-learn
+        # liblinear minimises C sum_i log(1 + exp(-y_i x_i'w)) + ||w||_1: the same
+        # minimiser as ours with C = 1 / (n lambda)
+        m = LogisticRegression(penalty="l1", solver="liblinear", C=1 / (X.shape[0] * lam),
+                               fit_intercept=False, tol=1e-10, max_iter=10**6).fit(X, y)
+    return m.coef_.ravel()
+
+
+_REF = {}
+
+
+def reference(kind):
+    """liblinear's coefficients and objective (cached per problem)."""
+    if kind not in _REF:
+        X, y, lam = problem(kind)
+        coef = liblinear(X, y, lam)
+        _REF[kind] = coef, logreg.objective(X, y, coef, lam)
+    return _REF[kind]
+
+
+def dual_value(X, y_pm, coef, lam):
+    """The dual objective at the rescaled dual point, in NumPy: (1/n) sum H(c s_i)."""
+    n = X.shape[0]
+    s = 1 / (1 + np.exp(y_pm * (X @ coef)))
+    c = min(1.0, lam / np.abs(X.T @ (y_pm * s) / n).max())
+    a = c * s
+    return float(np.mean(-a * np.log(a) - (1 - a) * np.log1p(-a)))
+
+
+# -- against liblinear --------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("workers", [1, 3])
+def test_objective_and_coefficients_match_liblinear(kind, schedule, workers):
+    X, y, lam = problem(kind)
+    coef_ref, f_ref = reference(kind)
+    res = logreg.fit(X, y, lam=lam, schedule=schedule, block=32, workers=workers,
+                     tol=1e-10, quiet=True, seed=3)
+    coef = res.model["coef"]
+    f = logreg.objective(X, y, coef, lam)
+    assert res.stop_reason == "tol"
+    assert abs(f - f_ref) <= 1e-6 * f_ref
+    # the objective the engine reports is the model's, not a running estimate
+    assert res.objective == pytest.approx(f, rel=1e-10)
+    assert 0 <= res.extra["duality_gap"] <= 1e-10 * f
+    # n > p (dense) and generic sparse data: the solution is unique
+    np.testing.assert_allclose(coef, coef_ref, rtol=0, atol=1e-5 * np.abs(coef_ref).max())
+    assert res.extra["nnz_coef"] == np.count_nonzero(coef) > 0
+    assert res.trace[-1]["nnz_coef"] == np.count_nonzero(coef)
+    np.testing.assert_array_equal(res.model["classes"], [-1.0, 1.0])
+    assert float(res.model["lambda"]) == lam
+
+
+def test_duality_gap_is_the_logistic_dual_and_a_certificate():
+    X, y, lam = problem("sparse")
+    _, f_ref = reference("sparse")
+    for tol in (1e-2, 1e-4):  # loose: the gap is far from zero
+        res = logreg.fit(X, y, lam=lam, tol=tol, quiet=True)
+        coef = res.model["coef"]
+        f = logreg.objective(X, y, coef, lam)
+        d = dual_value(X, y, coef, lam)
+        # the gap reported is that of the final model (the round that certified it
+        # made no change), with the dual computed as in NumPy
+        assert res.extra["duality_gap"] == pytest.approx(f - d, rel=1e-9, abs=1e-14)
+        assert d <= f_ref + 1e-12  # weak duality
+        assert f - f_ref <= res.extra["duality_gap"] <= tol * f  # a certificate
+
+
+def test_labels_any_two_values_smaller_to_minus_one():
+    X, y, lam = problem("dense")
+    base = logreg.fit(X, y, lam=lam, tol=1e-9, quiet=True)
+    for lo, hi in [(0, 1), (-3.5, 7), (2, 5)]:
+        labels = np.where(y > 0, hi, lo)
+        res = logreg.fit(X, labels, lam=lam, tol=1e-9, quiet=True)
+        np.testing.assert_array_equal(res.model["classes"], [lo, hi])
+        np.testing.assert_array_equal(res.model["coef"], base.model["coef"])
+    # swapped: the class that was +1 is now the smaller, -1: the signs flip
+    res = logreg.fit(X, np.where(y > 0, 0, 1), lam=lam, tol=1e-9, quiet=True)
+    np.testing.assert_allclose(res.model["coef"], -base.model["coef"], atol=1e-7)
+
+
+def test_lambda_max_is_the_smallest_lambda_with_zero_solution():
+    X, y, _ = problem("sparse")
+    lmax = logreg.lambda_max(X, y)
+    assert lmax == pytest.approx(np.abs(X.T @ y).max() / (2 * X.shape[0]), rel=1e-12)
+    res = logreg.fit(X, y, lam=lmax, quiet=True)
+    assert not res.model["coef"].any() and res.stop_reason == "tol"
+    assert res.objective == pytest.approx(np.log(2), rel=1e-12)
+    res = logreg.fit(X, y, lambda_ratio=0.999, quiet=True, tol=1e-9)
+    assert 0 < np.count_nonzero(res.model["coef"]) <= 3
+
+
+def test_staleness_bound_and_solution():
+    X, y, lam = problem("sparse")
+    _, f_ref = reference("sparse")
+    for schedule in ("working-set", "priority"):
+        res = logreg.fit(X, y, lam=lam, schedule=schedule, block=32, staleness=2,
+                         workers=2, tol=1e-9, quiet=True)
+        assert (res.versions[:, 0] - res.versions[:, 2]).max() == 2
+        assert abs(logreg.objective(X, y, res.model["coef"], lam) - f_ref) <= 1e-6 * f_ref
+
+
+def test_bad_input_in_python():
+    X, y, lam = problem("dense")
+    with pytest.raises(strads.DataError, match=r"3 distinct labels \(0, 1, 2\)"):
+        logreg.fit(X, np.arange(200) % 3)
+    with pytest.raises(strads.DataError, match="every label is 1"):
+        logreg.fit(X, np.ones(200))
+    with pytest.raises(strads.DataError, match="y has 3 entries but X has 200 rows"):
+        logreg.fit(X, y[:3])
+    with pytest.raises(strads.DataError, match="lambda must be a finite number > 0"):
+        logreg.fit(X, y, lam=0.0)
+    with pytest.raises(strads.DataError, match="workers for"):
+        two = [int(np.argmax(y < 0)), int(np.argmax(y > 0))]
+        logreg.fit(X[two], y[two], workers=3)
+
+
+# -- kernels ------------------------------------------------------------------------------
+def test_stable_loss_sigmoid_and_exact_loss_changes():
+    for x in (-800.0, -40.0, -1e-3, 0.0, 2.5, 40.0, 800.0):
+        ref = float(np.logaddexp(0.0, x))
+        assert K.log1pexp(x) == pytest.approx(ref, rel=1e-15)
+        assert K.sigmoid(x) == pytest.approx(float(np.exp(-np.logaddexp(0.0, -x))),
+                                             rel=1e-15)
+    assert K.sigmoid(-800.0) == 0.0 and K.sigmoid(-700.0) > 0 and K.log1pexp(800.0) == 800
+    rng = np.random.default_rng(0)
+    y = np.where(rng.random(50) < 0.5, -1.0, 1.0)
+    m = rng.normal(0, 5, 50)
+    dm = rng.normal(0, 1e-9, 50)  # a tiny step: the change is 1e-9 of the loss
+    dm[::7] = 0.0
+    steps = np.array([1.0, 0.5])
+    diff, adiff = np.empty(2), np.empty(2)
+    K.trial_losses(y, m, dm, steps, diff, adiff)
+    for k, t in enumerate(steps):
+        ld = np.longdouble
+        z, z1 = y.astype(ld) * m, y.astype(ld) * (m + t * dm.astype(ld))
+        exact = np.sum(np.log1p(np.exp(-z1)) - np.log1p(np.exp(-z)))
+        assert float(diff[k]) == pytest.approx(float(exact), rel=1e-6)
+    # a huge step on one sample: no overflow, the plain difference
+    K.trial_losses(np.ones(1), np.zeros(1), np.array([-1000.0]), np.ones(1), diff[:1],
+                   adiff[:1])
+    assert diff[0] == pytest.approx(1000.0 - np.log(2), rel=1e-12)
+    # the dual's entropy, with 1 - c s kept precise where s is near 1
+    z = np.array([-50.0, -3.0, 0.0, 4.0, 60.0])
+    s, sbar = 1 / (1 + np.exp(z)), 1 / (1 + np.exp(-z))  # s(-50) rounds to 1
+    for c in (1.0, 0.7):
+        a, abar = c * s, (1 - c) + c * sbar  # 1 - a, precise
+        ref = np.sum(-a * np.log(a) - abar * np.log(abar))
+        assert K.dual_entropy(z, c) == pytest.approx(ref, rel=1e-12)
+    # H(1 - e) = e (1 - log e) + O(e^2), though 1 - e rounds to 1
+    e = 1 / (1 + np.exp(50.0))
+    assert K.dual_entropy(np.array([-50.0]), 1.0) == pytest.approx(e * (1 - np.log(e)),
+                                                                  rel=1e-12)
+
+
+def test_gram_forms_agree():
+    """The worker's Gram in its three forms (factor, CSR, dense) and the scheduler's
+    merge of several workers' parts are the same matrix."""
+    from strads.apps.logreg.aggregate import _gram
+
+    X, y, _ = make_problem(80, 60, density=0.2, seed=4)
+    X = sp.csc_matrix(X)
+    cols = np.array([1, 5, 6, 20, 33, 59])
+    w = np.random.default_rng(1).random(80)
+    ref = (X[:, cols].T @ sp.diags(w) @ X[:, cols]).toarray()
+    csc = (X.indptr, X.indices, X.data)
+    rows = K.block_rows(*csc, cols, 80)
+    np.testing.assert_allclose(K.wgram_rows_dense(*rows, w, 6), ref, rtol=1e-12)
+    ptr, idx, val = K.wgram_csr(*csc, cols, *rows, w)
+    G = np.zeros((6, 6))
+    G[np.repeat(np.arange(6), np.diff(ptr)), idx] = val
+    np.testing.assert_allclose(G, ref, rtol=1e-12)
+    fp, fi, fv = K.factor_cols(*csc, cols, w)
+    F = sp.csc_matrix((fv, fi, fp), shape=(80, 6))
+    np.testing.assert_allclose((F.T @ F).toarray(), ref, rtol=1e-12)
+    # two workers' halves, each form, summed or stacked by the scheduler
+    parts = {}
+    for a, b in ((0, 40), (40, 80)):
+        Xw = X[a:b].tocsc()
+        cw = (Xw.indptr, Xw.indices, Xw.data)
+        rw = K.block_rows(*cw, cols, b - a)
+        p, i, v = K.wgram_csr(*cw, cols, *rw, w[a:b])
+        fp, fi, fv = K.factor_cols(*cw, cols, w[a:b])
+        parts.setdefault("csr", []).append({"Gp": p, "Gi": i, "Gv": v})
+        parts.setdefault("factor", []).append({"Fp": fp, "Fi": fi, "Fv": fv, "Fn": b - a})
+        parts.setdefault("dense", []).append({"G": K.wgram_rows_dense(*rw, w[a:b], 6)})
+    _, p, i, v, diag = _gram(parts["csr"], 6)
+    G = np.zeros((6, 6))
+    G[np.repeat(np.arange(6), np.diff(p)), i] = v
+    np.testing.assert_allclose(G, ref, rtol=1e-12)
+    np.testing.assert_allclose(diag, np.diag(ref), rtol=1e-12)
+    _, p, i, v, h, n = _gram(parts["factor"], 6)
+    F = sp.csc_matrix((v, i, p), shape=(n, 6))
+    np.testing.assert_allclose((F.T @ F).toarray(), ref, rtol=1e-12)
+    np.testing.assert_allclose(h, np.diag(ref), rtol=1e-12)
+    for mixed in (parts["dense"], [parts["csr"][0], parts["factor"][1]]):
+        np.testing.assert_allclose(_gram(mixed, 6), ref, rtol=1e-12)
+
+
+def test_subproblem_solvers_agree():
+    """Coordinate descent on the prox-Newton subproblem from a dense, CSR or factored
+    Gram reaches the same minimiser, and it satisfies the optimality conditions."""
+    rng = np.random.default_rng(2)
+    F = sp.random(40, 12, density=0.3, random_state=rng, format="csc")
+    G = (F.T @ F).toarray()
+    q = rng.normal(0, 1, 12)
+    b0 = rng.normal(0, 0.1, 12) * (rng.random(12) < 0.5)
+    thresh = 0.3
+    out = []
+    b = b0.copy()
+    K.cd_dense(G, q.copy(), b, thresh, 1e-13, 100_000)
+    out.append(b)
+    C = sp.csr_matrix(G)
+    b = b0.copy()
+    diag = np.diag(G).copy()
+    K.cd_csr(C.indptr.astype(np.int64), C.indices.astype(np.int64), C.data, diag,
+             q.copy(), b, thresh, 1e-13, 100_000)
+    out.append(b)
+    b = b0.copy()
+    K.cd_factor(F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data, diag, 40,
+                q, b, thresh, 1e-13, 100_000)
+    out.append(b)
+    for b in out[1:]:
+        np.testing.assert_allclose(b, out[0], atol=1e-9)
+    g = q - G @ (out[0] - b0)  # the model's negative gradient at the solution
+    on = out[0] != 0
+    np.testing.assert_allclose(g[on], thresh * np.sign(out[0][on]), atol=1e-9)
+    assert np.all(np.abs(g[~on]) <= thresh + 1e-9)
+
+
+# -- data formats -------------------------------------------------------------------------
+def test_mtx_npz_and_libsvm_files_give_the_same_fit(tmp_path):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y, _ = make_problem(120, 80, density=0.1, seed=6)
+    labels = np.where(y > 0, 1, 0)
+    scipy.io.mmwrite(str(tmp_path / "X.mtx"), X)
+    np.savetxt(tmp_path / "y.txt", labels, fmt="%d")
+    np.savez(tmp_path / "d.npz", X=X.toarray(), y=labels)
+    dump_svmlight_file(X, labels, str(tmp_path / "d.svm"))
+    lam = 0.05 * logreg.lambda_max(X, y)
+    fits = [logreg.fit(*logreg.load(str(tmp_path / "X.mtx"), str(tmp_path / "y.txt")),
+                       lam=lam, tol=1e-9, quiet=True),
+            logreg.fit(*logreg.load(str(tmp_path / "d.npz")), lam=lam, tol=1e-9,
+                       quiet=True),
+            logreg.fit(*logreg.load(str(tmp_path / "d.svm")), lam=lam, tol=1e-9,
+                       quiet=True)]
+    for res in fits:
+        np.testing.assert_allclose(res.model["coef"], fits[0].model["coef"], atol=1e-12)
+        np.testing.assert_array_equal(res.model["classes"], [0, 1])
+    ref = liblinear(X, y, lam)
+    f_ref = logreg.objective(X, y, ref, lam)
+    assert abs(fits[0].objective - f_ref) <= 1e-6 * f_ref
+
+
+# -- command line -------------------------------------------------------------------------
+def test_cli_writes_outputs(tmp_path):
+    out = tmp_path / "out"
+    p = run_cli(["strads.apps.logreg", "--n-samples", "300", "--n-features", "800",
+                 "--quiet", "--out", str(out), "--tol", "1e-8", "--lambda-ratio", "0.05"])
+    assert p.returncode == 0, p.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == json.loads(p.stdout.strip().splitlines()[-1])
+    for key in ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
+                "objective", "lambda", "nnz_coef", "duality_gap", "traffic"):
+        assert key in summary
+    assert summary["app"] == "logreg" and summary["stop_reason"] == "tol"
+    assert summary["duality_gap"] <= 1e-8 * summary["objective"]
+    header = (out / "trace.csv").read_text().splitlines()[0].split(",")
+    assert header == ["round", "wall_s", "updates", "objective", "duality_gap", "nnz_coef"]
+    model = np.load(out / "model.npz")
+    np.testing.assert_array_equal(model["classes"], [-1, 1])
+    X, y, _ = make_problem(300, 800)
+    lam = 0.05 * logreg.lambda_max(X, y)
+    assert float(model["lambda"]) == pytest.approx(lam, rel=1e-12)
+    assert logreg.objective(X, y, model["coef"], float(model["lambda"])) == \
+        pytest.approx(summary["objective"], rel=1e-10)
+    assert summary["nnz_coef"] == np.count_nonzero(model["coef"]) > 0
+
+
+def test_cli_reads_libsvm_with_01_labels(tmp_path):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y, _ = make_problem(150, 60, density=0.2, seed=7)
+    dump_svmlight_file(X, (y > 0).astype(int), str(tmp_path / "d.svm"))
+    out = tmp_path / "out"
+    p = run_cli(["strads.apps.logreg", "--data", str(tmp_path / "d.svm"), "--quiet",
+                 "--lambda", "0.01", "--tol", "1e-9", "--workers", "2", "--out", str(out)])
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    f_ref = logreg.objective(X, y, liblinear(X, y, 0.01), 0.01)
+    assert abs(summary["objective"] - f_ref) <= 1e-6 * f_ref
+    np.testing.assert_array_equal(np.load(out / "model.npz")["classes"], [0, 1])
+
+
+def refused(args, expected, tmp_path=None):
+    p = run_cli(["strads.apps.logreg", *args, "--quiet"], timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert expected in lines[0], p.stderr
+    return lines[0]
+
+
+def test_cli_refuses_bad_labels_and_lines_with_one_line(tmp_path):
+    (tmp_path / "three.svm").write_text("0 1:1\n1 2:1\n2 1:3\n1 2:2\n")
+    line = refused(["--data", str(tmp_path / "three.svm")], "3 distinct labels (0, 1, 2)")
+    assert str(tmp_path / "three.svm") in line and "sample 3" in line
+    (tmp_path / "one.svm").write_text("1 1:1\n1 2:1\n")
+    refused(["--data", str(tmp_path / "one.svm")], "every label is 1")
+    (tmp_path / "bad.svm").write_text("1 1:2\n0 3:abc\n")
+    refused(["--data", str(tmp_path / "bad.svm")], "bad.svm:2: '3:abc' is not index:value")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--lambda", "0"], "--lambda: a positive number must be > 0"),
+    (["--block", "0"], "--block: a positive integer must be > 0"),
+    (["--rho", "2"], "--rho: must be between 0 and 1"),
+    (["--schedule", "magic"], "invalid choice: 'magic'"),
+    (["--target", "y.txt"], "--target needs --data"),
+])
+def test_cli_rejects_bad_flags(flags, message):
+    p = run_cli(["strads.apps.logreg", "--quiet", *flags])
+    assert p.returncode == 2
+    assert message in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_cli_help_lists_every_flag():
+    p = run_cli(["strads.apps.logreg", "--help"])
+    assert p.returncode == 0
+    from strads.apps.logreg.__main__ import build_parser
+    flags = [o for a in build_parser()._actions for o in a.option_strings]
+    for flag in ("--lambda", "--lambda-ratio", "--schedule", "--rho", "--target",
+                 "--n-samples", "--dense", "--log-interval", "--workers"):
+        assert flag in flags
+    for flag in flags:
+        assert flag in p.stdout
+    assert "working-set" in p.stdout and "lambda_max" in p.stdout
+
+
+# -- under mpiexec ------------------------------------------------------------------------
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_logreg_under_mpi(kind, schedule):
+    rank, size = world()
+    X, y, lam = problem(kind)
+    kw = dict(lam=lam, schedule=schedule, block=32, tol=1e-9, quiet=True, seed=7)
+    res = logreg.fit(X, y, **kw)
+    if rank != 0:
+        assert res is None
+        return
+    assert res.ranks == size and res.workers == size - 1 and res.stop_reason == "tol"
+    local = logreg.fit(X, y, workers=size - 1, mpi=False, **kw)
+    np.testing.assert_array_equal(res.model["coef"], local.model["coef"])  # bit for bit
+    assert res.rounds == local.rounds and res.objective == local.objective
+    coef_ref, f_ref = reference(kind)
+    f = logreg.objective(X, y, res.model["coef"], lam)
+    assert abs(f - f_ref) <= 1e-6 * f_ref
