@@ -24,6 +24,8 @@ from numba import njit
 # norms and x_j' r of sparse columns
 from ..lasso.kernels import (csc_sq_norms, grad_sparse, select_dense,  # noqa: F401
                              select_sparse, tree_build, tree_sample_distinct, tree_set)
+# the block's entries regrouped by row, (row_ptr, owner, val), as the Lasso's sparse Gram
+from ..lasso.kernels import gram_sparse_rows as block_rows  # noqa: F401
 
 _opts = dict(cache=True, nogil=True, fastmath=False)
 _u = np.uint64
@@ -236,27 +238,6 @@ def step_sparse(indptr, indices, data, y, m, r, wts, ell, cols, delta, mark, tou
 
 
 # -- the block's weighted Gram matrix X_B' D X_B over a worker's rows ----------------------
-@njit(**_opts)
-def block_rows(indptr, indices, data, cols, n_rows):
-    """The block's entries regrouped by row: ``(row_ptr, owner, val)``, row i's entries
-    at row_ptr[i]:row_ptr[i+1], each with its position in ``cols`` and its value."""
-    m = cols.shape[0]
-    row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
-    for k in range(m):
-        for q in range(indptr[cols[k]], indptr[cols[k] + 1]):
-            row_ptr[indices[q] + 1] += 1
-    for i in range(n_rows):
-        row_ptr[i + 1] += row_ptr[i]
-    fill = row_ptr[:-1].copy()
-    owner = np.empty(row_ptr[-1], dtype=np.int64)
-    val = np.empty(row_ptr[-1])
-    for k in range(m):
-        for q in range(indptr[cols[k]], indptr[cols[k] + 1]):
-            i = indices[q]
-            owner[fill[i]] = k
-            val[fill[i]] = data[q]
-            fill[i] += 1
-    return row_ptr, owner, val
 
 
 @njit(**_opts)
@@ -723,6 +704,5 @@ def cd_factor(ptr, rows, vals, h, n_rows, q, b, thresh, tol, max_passes):
                     b[:] = acc
                     u[:] = u2
     return max_passes
-
 
 
