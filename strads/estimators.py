@@ -26,11 +26,12 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, RegressorMixin,
-                          TransformerMixin)
+from sklearn.base import (BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin,
+                          RegressorMixin, TransformerMixin)
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import safe_sparse_dot
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import (check_array, check_is_fitted, check_non_negative,
                                       validate_data)
 
@@ -401,6 +402,165 @@ class Lasso(RegressorMixin, BaseEstimator):
                           dtype=[np.float64, np.float32], reset=False)
         return np.asarray(safe_sparse_dot(X, self.coef_, dense_output=True)).ravel() \
             + self.intercept_
+
+
+# -- sparse logistic regression -----------------------------------------------------------
+class SparseLogisticRegression(ClassifierMixin, BaseEstimator):
+    """L1-penalised logistic regression by scheduled coordinate descent (the strads logreg
+    app).
+
+    Minimises ``(1/n) sum_i log(1 + exp(-y_i (x_i' w + c))) + alpha ||w||_1`` over two
+    classes (y in {-1, +1}: ``classes_[0]`` is -1). The intercept ``c`` is fitted as the
+    coefficient of a constant column of value ``intercept_scaling`` appended to X, so
+    its penalty is ``alpha |c| / intercept_scaling``: nearly, not exactly, unpenalised
+    (as liblinear's intercept).
+
+    Parameters
+    ----------
+    alpha : float, default=0.01
+        L1 penalty (the app's ``lambda``), > 0.
+    fit_intercept : bool, default=True
+        Fit an intercept (see above).
+    intercept_scaling : float, default=100.0
+        Value of the appended constant column.
+    schedule : {"working-set", "priority", "round-robin", "random"}, default="working-set"
+        The app's schedule (see the README's logistic regression section).
+    tol : float, default=1e-6
+        Stop when the duality gap is at most ``tol`` times the objective.
+    max_iter : int, default=100000
+        Most rounds of the engine.
+    n_jobs : int, default=None
+        Workers in one process, each on a thread of its own: None -> 1, -1 -> all cores.
+        Ignored under ``mpiexec`` (N-1 workers).
+    random_state : int, RandomState instance or None, default=None
+        The app's seed (randomised schedules only).
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two class labels, sorted.
+    coef_ : ndarray of shape (1, n_features)
+        The coefficients.
+    intercept_ : ndarray of shape (1,)
+        The intercept (0.0 without ``fit_intercept``).
+    n_iter_ : int
+        Rounds of the engine.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit (only when X has string column names).
+
+    See Also
+    --------
+    sklearn.linear_model.LogisticRegression : penalty="l1", solver="liblinear",
+        C = 1 / (n alpha) gives the same minimiser without intercept.
+    """
+
+    def __init__(self, alpha=0.01, fit_intercept=True, intercept_scaling=100.0,
+                 schedule="working-set", tol=1e-6, max_iter=100000, n_jobs=None,
+                 random_state=None):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.schedule = schedule
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def fit(self, X, y):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Labels of exactly two classes.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator (on every rank under ``mpiexec``).
+        """
+        from .apps import logreg
+
+        X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64)
+        check_classification_targets(y)
+        kind = type_of_target(y)
+        if kind != "binary":
+            raise ValueError("Only binary classification is supported. The type of the "
+                             f"target is {kind}.")
+        classes = np.unique(y)
+        if classes.shape[0] != 2:
+            raise ValueError(f"SparseLogisticRegression needs samples of exactly two "
+                             f"classes; got {classes.shape[0]} class(es): {classes[:5]}")
+        _check_number("alpha", self.alpha, 0, inclusive=False)
+        _check_number("intercept_scaling", self.intercept_scaling, 0, inclusive=False)
+        _check_number("tol", self.tol, 0)
+        _check_number("max_iter", self.max_iter, 1, integer=True)
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
+        _check_choice("schedule", self.schedule, logreg.SCHEDULES)
+        signs = np.where(y == classes[1], 1.0, -1.0)
+        Xa = X
+        if self.fit_intercept:
+            col = np.full((X.shape[0], 1), float(self.intercept_scaling))
+            Xa = sp.hstack([X, sp.csc_matrix(col)], format="csc") if sp.issparse(X) \
+                else np.hstack([X, col])
+        kw = dict(lam=float(self.alpha), schedule=self.schedule,
+                  seed=_seed(self.random_state), tol=float(self.tol),
+                  max_rounds=int(self.max_iter),
+                  workers=_n_workers(self.n_jobs, X.shape[0]), quiet=True)
+
+        def fit_scheduler(run):
+            res = run(logreg.fit, Xa, signs, **kw)
+            w = np.asarray(res.model["coef"], dtype=np.float64)
+            if self.tol > 0 and res.stop_reason != "tol":
+                warnings.warn(f"SparseLogisticRegression did not converge: the run stopped "
+                              f"by {res.stop_reason!r} after {res.rounds} rounds; raise "
+                              "max_iter or tol", ConvergenceWarning)
+            c = w[-1] * self.intercept_scaling if self.fit_intercept else 0.0
+            w = w[:-1] if self.fit_intercept else w
+            return {"classes_": classes, "coef_": w.reshape(1, -1),
+                    "intercept_": np.array([float(c)]), "n_iter_": int(res.rounds)}
+
+        attrs = _collective(fit_scheduler, lambda: logreg.fit(Xa, signs, **kw))
+        return _set(self, attrs)
+
+    def decision_function(self, X):
+        """``X @ coef_ + intercept_``: positive for ``classes_[1]``."""
+        check_is_fitted(self, "coef_")
+        X = validate_data(self, X, accept_sparse=["csr", "csc", "coo"],
+                          dtype=[np.float64, np.float32], reset=False)
+        return np.asarray(safe_sparse_dot(X, self.coef_[0], dense_output=True)).ravel() \
+            + self.intercept_[0]
+
+    def predict(self, X):
+        """The class of each sample."""
+        check_is_fitted(self, "coef_")
+        return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
+
+    def predict_proba(self, X):
+        """Probabilities of ``classes_[0]`` and ``classes_[1]`` (columns)."""
+        d = self.decision_function(X)
+        p1 = np.where(d >= 0, 1 / (1 + np.exp(-np.abs(d))), np.exp(-np.abs(d)) /
+                      (1 + np.exp(-np.abs(d))))
+        return np.column_stack([1 - p1, p1])
+
+    def predict_log_proba(self, X):
+        """Logarithms of :meth:`predict_proba`."""
+        d = self.decision_function(X)
+        # log sigmoid(d) = -log1p(exp(-d)), stably
+        lp1 = -np.logaddexp(0, -d)
+        lp0 = -np.logaddexp(0, d)
+        return np.column_stack([lp0, lp1])
 
 
 # -- matrix factorization ------------------------------------------------------------------

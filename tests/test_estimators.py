@@ -19,7 +19,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 from strads.apps import lda as lda_app  # noqa: E402
 from strads.apps import mf as mf_app  # noqa: E402
 from strads.apps.lda import foldin  # noqa: E402
-from strads.estimators import LDA, Lasso, MatrixFactorization  # noqa: E402
+from strads.estimators import (LDA, Lasso, MatrixFactorization,  # noqa: E402
+                               SparseLogisticRegression)
 
 from conftest import ROOT, child_env  # noqa: E402
 
@@ -33,7 +34,7 @@ def test_import_strads_does_not_import_sklearn():
 
 
 # -- scikit-learn's checks -----------------------------------------------------------------
-@parametrize_with_checks([Lasso()])
+@parametrize_with_checks([Lasso(), SparseLogisticRegression()])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -43,8 +44,9 @@ def test_sklearn_array_api_check_in_a_fresh_interpreter():
     check above skips itself without it): run the whole check_estimator there."""
     code = textwrap.dedent("""
         from sklearn.utils.estimator_checks import check_estimator
-        from strads.estimators import Lasso
+        from strads.estimators import Lasso, SparseLogisticRegression
         res = check_estimator(Lasso(), on_fail=None)
+        res += check_estimator(SparseLogisticRegression(), on_fail=None)
         bad = [(r["check_name"], repr(r["exception"])) for r in res
                if r["status"] == "failed"]
         api = [r["status"] for r in res if r["check_name"] == "check_array_api_input"]
@@ -56,7 +58,7 @@ def test_sklearn_array_api_check_in_a_fresh_interpreter():
                        timeout=300, env=env, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert "FAILED []" in p.stdout, p.stdout
-    assert "API ['passed']" in p.stdout, p.stdout
+    assert "API ['passed', 'passed']" in p.stdout, p.stdout
 
 
 # -- parameters ----------------------------------------------------------------------------
@@ -359,3 +361,47 @@ def test_estimators_do_not_warn_on_clean_input():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Lasso(alpha=0.01).fit(X, y).predict(X)
+
+
+# -- sparse logistic regression --------------------------------------------------------------
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sparse_logistic_regression_matches_liblinear_and_maps_labels(sparse):
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((300, 40))
+    w = np.zeros(40)
+    w[:5] = [2.0, -1.5, 1.0, 0.5, -2.0]
+    y01 = (X @ w + 0.5 * rng.standard_normal(300) > 0)
+    labels = np.where(y01, "spam", "ham")  # any two values
+    Xf = sp.csc_matrix(X) if sparse else X
+    alpha = 0.01
+    est = SparseLogisticRegression(alpha=alpha, fit_intercept=False, tol=1e-10).fit(
+        Xf, labels)
+    assert list(est.classes_) == ["ham", "spam"] and est.coef_.shape == (1, 40)
+    ref = LogisticRegression(penalty="l1", solver="liblinear", C=1 / (300 * alpha),
+                             fit_intercept=False, tol=1e-10, max_iter=10**6).fit(X, y01)
+
+    def f(coef):
+        z = np.where(y01, 1.0, -1.0) * (X @ coef)
+        return np.logaddexp(0, -z).mean() + alpha * np.abs(coef).sum()
+    assert abs(f(est.coef_[0]) - f(ref.coef_[0])) <= 1e-6 * f(ref.coef_[0])
+    np.testing.assert_allclose(est.coef_[0], ref.coef_[0], atol=1e-4)
+    d = est.decision_function(Xf)
+    np.testing.assert_array_equal(est.predict(Xf), np.where(d > 0, "spam", "ham"))
+    p = est.predict_proba(Xf)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    np.testing.assert_allclose(p[:, 1], 1 / (1 + np.exp(-d)), rtol=1e-12)
+    assert est.score(Xf, labels) > 0.85
+
+
+def test_sparse_logistic_regression_fits_an_intercept():
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((400, 10))
+    y = (X[:, 0] + 1.5 + 0.3 * rng.standard_normal(400) > 0).astype(int)  # mostly 1
+    with_c = SparseLogisticRegression(alpha=0.001).fit(X, y)
+    without = SparseLogisticRegression(alpha=0.001, fit_intercept=False).fit(X, y)
+    assert with_c.intercept_[0] > 1.0 and without.intercept_[0] == 0.0
+    assert with_c.score(X, y) > without.score(X, y)
+    with pytest.raises(ValueError, match="Only binary classification"):
+        SparseLogisticRegression().fit(X, np.arange(400) % 3)
