@@ -167,7 +167,7 @@ def test_run_has_no_round_limit_by_default():
 
 
 @pytest.mark.parametrize("module", ["strads.apps.lasso", "strads.apps.mf",
-                                    "strads.apps.lda"])
+                                    "strads.apps.logreg", "strads.apps.lda"])
 def test_help_shows_a_default_for_every_flag(module):
     import importlib
     p = importlib.import_module(module + ".__main__").build_parser()
