@@ -328,6 +328,7 @@ class MPITransport:
         self.size = self.comm.Get_size()
         self.n_workers = self.size - 1
         self._pending = []  # sends not yet known complete, with the buffers they read
+        _polite_barrier(self.comm)
         hosts = self.comm.allgather(socket.gethostname())
         # yielding between tests only helps when no other rank of this host needs the core
         self._spin = hosts.count(hosts[self.rank]) <= _cores()
@@ -455,6 +456,13 @@ class MPITransport:
         _abort(self.comm, exc, code, brief)
 
 
+def _polite_barrier(comm):
+    """Wait for every rank without spinning: MPICH's blocking collectives poll a core at
+    full speed, so ranks that reach a collective early (rank 0 still busy before a fit
+    every rank calls) would take the cores from the rank they wait for."""
+    _wait(comm.Ibarrier().Test, spin=False)
+
+
 def _abort(comm, exc, code=1, brief=False):
     rank, size = comm.Get_rank(), comm.Get_size()
     if brief:
@@ -485,6 +493,7 @@ class Job:
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
 
     def bcast(self, obj):
+        _polite_barrier(self.comm)
         return self.comm.bcast(obj, root=0)
 
     def abort(self, exc):
