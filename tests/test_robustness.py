@@ -362,7 +362,7 @@ def test_a_diverging_objective_stops_the_run(nan, at, capsys):
     res = strads.run(lambda w: (_Always(), _Grow(nan), [{}] * w), _Nothing,
                      max_rounds=10**6, quiet=True)
     assert res.stop_reason == "diverged" and res.rounds == at
-    assert f"[custom] stopped: the objective diverged" in capsys.readouterr().err
+    assert "[custom] stopped: the objective diverged" in capsys.readouterr().err
     # a maximised objective (a log-likelihood) diverges downwards, not upwards
     agg = _Grow()
     agg.maximize = True

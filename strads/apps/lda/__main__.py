@@ -1,5 +1,4 @@
 """python -m strads.apps.lda [--data FILE] [flags]; see --help."""
-import numpy as np
 
 from ... import cli, engine
 from . import LDAUpdate, load, make_corpus, make_setup, top_words
