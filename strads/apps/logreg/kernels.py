@@ -26,6 +26,7 @@ from ..lasso.kernels import (csc_sq_norms, grad_sparse, select_dense,  # noqa: F
                              select_sparse, tree_build, tree_sample_distinct, tree_set)
 # the block's entries regrouped by row, (row_ptr, owner, val), as the Lasso's sparse Gram
 from ..lasso.kernels import gram_sparse_rows as block_rows  # noqa: F401
+from ..lasso.kernels import _minimiser as _soft  # soft-thresholding  # noqa: F401
 
 _opts = dict(cache=True, nogil=True, fastmath=False)
 _u = np.uint64
@@ -431,14 +432,6 @@ def wgram_nnz_bound(row_ptr):
 
 
 # -- the prox-Newton subproblem on the scheduler -------------------------------------------
-@njit(**_opts)
-def _soft(z, h, thresh):
-    # argmin_b h/2 b^2 - z b + thresh |b|
-    if z > thresh:
-        return (z - thresh) / h
-    if z < -thresh:
-        return (z + thresh) / h
-    return 0.0
 
 
 @njit(**_opts)
