@@ -61,8 +61,8 @@ class RidgeAggregate(strads.Aggregate):
 
 
 def fit(X, y, lam=0.1, block=8, **run_kw):
-    def setup(n_workers):
-        rows = np.array_split(np.arange(X.shape[0]), n_workers)
+    def setup(ctx):
+        rows = np.array_split(np.arange(X.shape[0]), ctx.n_workers)
         shards = [{"X": np.asfortranarray(X[r]), "y": y[r]} for r in rows]
         return Cyclic(X.shape[1], block), RidgeAggregate(*X.shape, lam), shards
 

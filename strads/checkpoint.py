@@ -41,9 +41,11 @@ class CheckpointError(DataError):
 
 # -- state of an object ----------------------------------------------------------------
 def _is_piece(v):
+    """Another piece of the app, or the engine's: not this piece's state."""
     from .engine import Aggregate, Schedule, Update  # the engine imports this module
+    from .transport import Peers
 
-    return isinstance(v, (Schedule, Update, Aggregate))
+    return isinstance(v, (Schedule, Update, Aggregate, Peers))
 
 
 def _frozen(v):

@@ -107,7 +107,7 @@ def engine_kwargs(args):
     return dict(workers=args.workers, staleness=args.staleness, max_rounds=args.max_rounds,
                 time_limit=args.time_limit, tol=args.tol, out=args.out, quiet=args.quiet,
                 log_interval=args.log_interval, checkpoint_every=args.checkpoint_every,
-                resume=args.resume, stall_warn=args.stall_warn, flags=flags)
+                resume=args.resume, stall_warn=args.stall_warn, flags=flags, seed=args.seed)
 
 
 def main(prog, fn, args):

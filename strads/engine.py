@@ -6,13 +6,21 @@ The engine knows nothing of any app. An app gives three objects:
 * an :class:`Update` class (one instance per worker, holding that worker's shard) that
   turns a block into a partial result, and applies the aggregated changes it is sent,
 * an :class:`Aggregate` (on the scheduler rank) that combines the partial results of a
-  round, updates the model and says what the workers must apply.
+  round, updates what scheduling needs and says what the workers must apply.
+
+Control plane and data plane. The scheduler sends each round's task to every worker
+and gets their partial results back, combined along a tree of the workers (one message
+each way per round on rank 0, whatever the number of workers). Bulky exchanges (factor
+columns, vocabulary slices, partial sums) go among the workers themselves, through
+their collectives (``Update.peers``): a worker may keep part of the model, exchange it
+with its peers inside ``update`` and return nothing (None) to the scheduler, or a
+partial that its peers have already summed.
 
 Consistency. With ``staleness=s`` up to ``s + 1`` rounds are in flight: the schedule of
 round r is made, and the workers compute round r, after rounds ``0 .. r-s-1`` have been
 aggregated and applied. Workers count the syncs they applied (their *version*) and
-return it with every result; the engine records ``(round, worker, version)`` and raises
-if ``round - version`` ever exceeds ``s``. Results are aggregated strictly in round
+return it with every result; the engine records ``(round, newest version, oldest
+version)`` over the workers and raises if ``round - version`` ever exceeds ``s``. Results are aggregated strictly in round
 order, so a run is deterministic for a given seed, staleness and worker count, whatever
 the transport.
 
@@ -39,6 +47,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import checkpoint as _ckpt
+from . import _wait
 from . import transport as _transport
 from .errors import DataError, StalenessError
 
@@ -66,13 +75,25 @@ class _Piece:
         self.__dict__.update(state)
 
 
-class Schedule(_Piece):
-    """Chooses what the workers do next. Lives on the scheduler rank. The engine sets
-    ``self.staleness`` before the first call. ``total_rounds``, if the schedule knows
-    how many rounds it will make, gives the progress line its ETA."""
+@dataclass(frozen=True)
+class Context:
+    """What ``setup(ctx)`` is told of the run: the number of workers, the staleness (a
+    schedule may keep dependent blocks that far apart) and the run's seed."""
+    n_workers: int
+    staleness: int = 0
+    seed: int = 0
 
-    staleness = 0
+
+class Schedule(_Piece):
+    """Chooses what the workers do next. Lives on the scheduler rank; reads the
+    aggregate's state, never writes it. ``total_rounds``, if the schedule knows how many
+    rounds it will make, gives the progress line its ETA."""
+
     total_rounds = None
+
+    def begin(self, reports):
+        """Called once before the first round (and before a resume restores the state)
+        with every worker's :meth:`Update.report`, in worker order."""
 
     def schedule(self, round):
         """Return the task for ``round``: one message for every worker, or a list with
@@ -84,13 +105,23 @@ class Update(_Piece):
     """One worker's share of the data and the kernel that works on it.
 
     Constructed on the worker from its shard (whatever the app's setup put in it; arrays
-    arrive as buffers). ``apply`` receives each aggregated sync in order, ``update``
-    computes the partial result of one task, ``collect`` returns the worker's part of
-    the final model.
+    arrive as buffers; or a description, a file's byte range, that the worker reads
+    itself). ``apply`` receives each aggregated sync in order, ``update`` computes the
+    partial result of one task, ``collect`` returns the worker's part of the final model.
+    ``self.peers`` (set before ``__init__`` runs) are the workers' collectives
+    (:class:`strads.transport.Peers`: ``rank``, ``size``, ``allgather``, ``allreduce``,
+    ``bcast``, ``shift``), which every worker calls in the same order.
     """
+
+    peers = _transport.Peers()
 
     def __init__(self, shard):
         self.shard = shard
+
+    def report(self):
+        """Small facts for the scheduler once this worker is set up (its rows' count, a
+        dimension it read): the schedule's and the aggregate's ``begin`` get them."""
+        return None
 
     @classmethod
     def warmup(cls):
@@ -111,15 +142,18 @@ class Update(_Piece):
 class Aggregate(_Piece):
     """Combines the partial results of a round. Lives on the scheduler rank."""
 
+    def begin(self, reports):
+        """As :meth:`Schedule.begin`; called first."""
+
     #: number of parameter updates so far (the app increments it)
     updates = 0
     #: the objective is maximised (a log-likelihood): divergence is a fall, not a rise
     maximize = False
 
     def aggregate(self, round, task, partials):
-        """Combine the per-worker ``partials`` (a list, in worker order) of ``round``.
-        Return the sync every worker must apply (one message, a list of one per worker,
-        or None)."""
+        """Combine the per-worker ``partials`` (a list, in worker order; None for a worker
+        that returned None) of ``round``. Return the sync every worker must apply (one
+        message, a list of one per worker, or None)."""
         raise NotImplementedError
 
     def objective(self):
@@ -157,11 +191,12 @@ class Aggregate(_Piece):
 # Worker side
 # --------------------------------------------------------------------------------------
 class _WorkerHost:
-    """Turns engine messages into calls on the app's Update object."""
+    """Turns engine messages into calls on the app's Update object (worker ``w``)."""
 
-    def __init__(self, update_cls, signals, traffic=None):
+    def __init__(self, update_cls, signals, w, peers, traffic=None):
         self.update_cls = update_cls
         self.signals = signals
+        self.w, self.peers = w, peers
         self.traffic = traffic  # this rank's counters, under MPI
         self.update = None
         self.version = 0
@@ -169,35 +204,46 @@ class _WorkerHost:
 
     def handle(self, msg):
         kind = msg[0]
+        if kind == "warmup":
+            self.update_cls.warmup()
+            return ("warm",)
         if kind == "init":
             _, shard, warm, digest = msg
             if warm:
                 self.update_cls.warmup()
             if digest:
                 self.digest = _ckpt.digest(shard)
-            self.update = self.update_cls(shard)
+            update = self.update_cls.__new__(self.update_cls)
+            update.peers = self.peers  # before __init__: it may read its part with them
+            update.__init__(shard)
+            self.update = update
             if digest:  # refuse a state that cannot be checkpointed now, not mid-run
-                _ckpt.encode(self.update.state(), type(self.update).__name__)
-            return ("ready",)
+                _ckpt.encode(update.state(), type(update).__name__)
+            return ("ready", update.report())
         if kind == "step":
-            _, round, syncs, task = msg
+            _, round, syncs, task, each = msg
+            if each:  # one part per worker
+                syncs, task = syncs[self.w], task[self.w]
             for sync in syncs:
                 if sync is not None:
                     self.update.apply(sync)
                 self.version += 1
-            if task is None:
+            if round is None:  # syncs only
                 return None
-            return ("result", round, self.version, self.update.update(task),
-                    self.signals.signum)
+            partial = self.update.update(task) if task is not None else None
+            return (round, self.version, self.version, self.signals.signum,
+                    [] if partial is None else [(self.w, partial)])
         if kind == "checkpoint":
-            _, folder, name = msg
+            _, folder, tag = msg
+            name = f"{tag}-worker{self.w}.npz"
             host = {"version": self.version, "digest": self.digest}
             return ("checkpointed", _ckpt.write_part(folder, name, {
                 "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
                 "host": _ckpt.encode(host, "worker")}))
         if kind == "restore":
-            _, folder, entry, w = msg
-            parts = _ckpt.read_part(folder, entry)
+            _, folder, entries = msg
+            w = self.w
+            parts = _ckpt.read_part(folder, entries[w + 1])
             host = _ckpt.decode(*parts["host"])
             if host["digest"] != self.digest:
                 raise _ckpt.CheckpointError(
@@ -210,6 +256,14 @@ class _WorkerHost:
             return ("collected", self.update.collect(),
                     None if self.traffic is None else _rank_usage(self.traffic))
         raise RuntimeError(f"unknown engine message {kind!r}")
+
+
+def _merge(parts):
+    """Combine workers' results of one round (each: round, newest and oldest version,
+    signal, [(worker, partial)]), in any grouping: along the tree or all at once."""
+    return (parts[0][0], max(p[1] for p in parts), min(p[2] for p in parts),
+            max(p[3] for p in parts), sorted((x for p in parts for x in p[4]),
+                                             key=lambda x: x[0]))
 
 
 def _rank_usage(traffic):
@@ -452,8 +506,9 @@ class _Driver:
     rule) and :meth:`shutdown` (the workers' parts of the model, the result)."""
 
     def __init__(self, tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
-                 log_interval, out, checkpoint_every, resume, flags, stall_warn, signals):
-        self.tp, self.setup, self.W = tp, setup, tp.n_workers
+                 log_interval, out, checkpoint_every, resume, flags, stall_warn, signals,
+                 seed):
+        self.tp, self.setup, self.W, self.seed = tp, setup, tp.n_workers, seed
         self.staleness, self.max_rounds, self.time_limit, self.tol = (
             staleness, max_rounds, time_limit, tol)
         self.app, self.quiet, self.log_interval = app, quiet, log_interval
@@ -479,21 +534,26 @@ class _Driver:
             self._check_resume(manifest)
             if self.every is None:
                 self.every = manifest["checkpoint_every"]
-        self.schedule, self.aggregate, shards = self.setup(self.W)
+        ctx = Context(self.W, self.staleness, self.seed)
+        self.schedule, self.aggregate, shards = self.setup(ctx)
         if len(shards) != self.W:
             raise ValueError(f"setup returned {len(shards)} shards for {self.W} workers")
         digest = bool(self.every or self.resume)
         # The first worker compiles every kernel alone; the others then load them from
-        # its on-disk cache (in one process, the kernels are already there).
-        self.tp.send(0, ("init", shards[0], True, digest))
-        self.tp.recv(0)
-        for w in range(1, self.W):
-            self.tp.send(w, ("init", shards[w], self.tp.is_mpi, digest))
-        for w in range(1, self.W):
-            self.tp.recv(w)
-        del shards  # the workers hold them now: the scheduler need not keep a copy
-        # a schedule may keep dependent blocks this far apart
-        self.schedule.staleness = self.staleness
+        # its on-disk cache (in one process, the kernels are then there already). Then
+        # every worker gets its shard before any is waited for: setting up, the workers
+        # may meet in their collectives.
+        mpi = self.tp.is_mpi
+        if mpi:
+            self.tp.send(0, ("warmup",))
+            self.tp.recv(0)
+        for w in range(self.W):
+            self.tp.send(w, ("init", shards[w], mpi or w == 0, digest))
+            shards[w] = None  # the worker holds it now: the scheduler keeps no copy
+        shards = None
+        reports = [self.tp.recv(w)[1] for w in range(self.W)]
+        self.aggregate.begin(reports)
+        self.schedule.begin(reports)
         if manifest is not None:
             self._restore(manifest)
         elif self.every:  # refuse a state that cannot be checkpointed now, not mid-run
@@ -528,8 +588,7 @@ class _Driver:
         self.elapsed0 = loop["elapsed"]
         self.first, self.best = loop["first"], loop["best"]
         self.last_log = loop["last_log"]
-        for w in range(self.W):
-            self.tp.send(w, ("restore", self.folder, m["parts"][w + 1], w))
+        self.tp.broadcast(("restore", self.folder, m["parts"]))
         for w in range(self.W):
             self.tp.recv(w)
 
@@ -550,7 +609,6 @@ class _Driver:
                 draining = False
 
     def _dispatch(self):
-        tp, W = self.tp, self.W
         while (not self.stopping and self.r_next < self.max_rounds
                and len(self.inflight) <= self.staleness):
             if self.signals.signum:
@@ -561,16 +619,19 @@ class _Driver:
             if task is None:
                 self._stop("schedule_done")
                 break
-            tasks = _per_worker(task, W)
-            pend = self.pending
-            if all(t is tasks[0] and _same(p, pend[0]) for t, p in zip(tasks, pend)):
-                tp.send_all(("step", self.r_next, pend[0], tasks[0]))  # packed once
-            else:
-                for w in range(W):
-                    tp.send(w, ("step", self.r_next, pend[w], tasks[w]))
-            self.pending = [[] for _ in range(W)]
+            self._step(self.r_next, task)
             self.inflight.append((self.r_next, task))
             self.r_next += 1
+
+    def _step(self, round, task):
+        """Send every worker the syncs it has not applied yet and ``task`` (one message
+        for all of them when they are the same)."""
+        tasks, pend = _per_worker(task, self.W), self.pending
+        if all(t is tasks[0] and _same(p, pend[0]) for t, p in zip(tasks, pend)):
+            self.tp.broadcast(("step", round, pend[0], tasks[0], False))
+        else:
+            self.tp.broadcast(("step", round, pend, tasks, True))
+        self.pending = [[] for _ in range(self.W)]
 
     def _stop(self, reason):
         if not self.stopping:
@@ -578,18 +639,16 @@ class _Driver:
 
     def _collect_round(self):
         r, task = self.inflight.popleft()
-        partials, signum = [], 0
-        for w in range(self.W):
-            kind, rr, version, partial, sig = self.tp.recv(w, self._watch(w, r))
-            if rr != r:
-                raise RuntimeError(f"worker {w} answered round {rr}, expected {r}")
-            if r - version > self.staleness:
-                raise StalenessError(f"round {r} was computed by worker {w} at version "
-                                     f"{version}: {r - version} rounds stale > "
-                                     f"{self.staleness}")
-            self.versions.append((r, w, version))
-            partials.append(partial)
-            signum = signum or sig
+        rr, newest, oldest, signum, got = self.tp.gather(_merge, self._watch(r))
+        if rr != r:
+            raise RuntimeError(f"the workers answered round {rr}, expected {r}")
+        if r - oldest > self.staleness:
+            raise StalenessError(f"round {r} was computed by a worker at version "
+                                 f"{oldest}: {r - oldest} rounds stale > {self.staleness}")
+        self.versions.append((r, newest, oldest))
+        partials = [None] * self.W
+        for w, partial in got:
+            partials[w] = partial
         sync = self.aggregate.aggregate(r, task, partials)
         for w, s in enumerate(_per_worker(sync, self.W)):
             self.pending[w].append(s)
@@ -612,15 +671,11 @@ class _Driver:
             self._log(now)
         self.progress.show(now, self.done, self.aggregate.updates, objective)
 
-    def _watch(self, w, r):
+    def _watch(self, r):
         if not self.stall_warn or not self.tp.is_mpi:
             return None
-
-        def warn(waited):
-            sys.stderr.write(f"[{self.app}] waiting {waited:.1f} s for worker {w} "
-                             f"(rank {w + 1}) to answer round {r}\n")
-            sys.stderr.flush()
-        return _transport.Watch(self.stall_warn, warn)
+        return _stall_watch(self.app, self.stall_warn, r, 0, "the workers (rank 1 and "
+                            "those it waits for)")
 
     def _diverged(self, objective):
         """NaN or infinite after a finite value, or further from the best value, in the
@@ -646,12 +701,9 @@ class _Driver:
         """Every rank's state at this round boundary (no round in flight). The pending
         syncs are applied first: the workers would apply them before the next task."""
         tp, tag = self.tp, f"r{self.done:012d}"
-        for w in range(self.W):
-            if self.pending[w]:
-                tp.send(w, ("step", None, self.pending[w], None))
-        self.pending = [[] for _ in range(self.W)]
-        for w in range(self.W):
-            tp.send(w, ("checkpoint", self.folder, f"{tag}-worker{w}.npz"))
+        if any(self.pending):
+            self._step(None, None)
+        tp.broadcast(("checkpoint", self.folder, tag))
         loop = {"done": self.done, "elapsed": time.perf_counter() - self.t0,
                 "trace": json.dumps([{k: v.item() if isinstance(v, np.generic) else v
                                       for k, v in row.items()} for row in self.trace]),
@@ -675,10 +727,9 @@ class _Driver:
         tp = self.tp
         if self.every and self.reason == "interrupted" and self.ckpt_round != self.done:
             self.checkpoint()  # where it stopped: resumed, it goes on from here
-        for w in range(self.W):
-            if self.pending[w]:
-                tp.send(w, ("step", None, self.pending[w], None))
-            tp.send(w, ("collect",))
+        if any(self.pending):
+            self._step(None, None)
+        tp.broadcast(("collect",))
         # rank 0's, then each worker rank's (under MPI; one entry in one process), up to
         # the collect request: what every rank sent, some rank received
         traffic = [_rank_usage(tp.traffic)]
@@ -710,24 +761,47 @@ def _drive(tp, setup, **kw):
     return driver.shutdown()
 
 
-def _serve(tp, update_cls, signals):
-    host = _WorkerHost(update_cls, signals, tp.traffic)
+def _serve(tp, update_cls, signals, app, stall_warn):
+    """A worker rank's loop: its shard (and a warm-up) sent to it alone, then the
+    broadcasts, passed down the workers' tree; a round's result goes up the tree."""
+    host = _WorkerHost(update_cls, signals, tp.worker, tp.peers, tp.traffic)
     while True:
         msg = tp.recv_task()
+        tp.reply(host.handle(msg))
+        if msg[0] == "init":
+            break
+
+    while True:
+        msg = tp.recv_broadcast()
         reply = host.handle(msg)
-        if reply is not None:
+        if msg[0] == "step":
+            if reply is not None:
+                tp.reply_gathered(reply, _merge, stall_warn and (
+                    lambda c, r=reply[0]: _stall_watch(
+                        app, stall_warn, r, tp.rank, f"worker {c} (rank {c + 1})")))
+        elif reply is not None:
             tp.reply(reply)
         if msg[0] == "collect":
             return
 
 
+def _stall_watch(app, seconds, round, rank, whom):
+    def warn(waited):
+        what = f" to answer round {round}" if round is not None else ""
+        sys.stderr.write(f"[{app}] rank {rank} waiting {waited:.1f} s for {whom}{what}\n")
+        sys.stderr.flush()
+    return _wait.Watch(seconds, warn)
+
+
 def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit=None,
         tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
-        checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True):
+        checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True,
+        seed=0):
     """Run an app, in this process or, when launched by ``mpiexec -n N`` (N > 1), on N
     ranks: rank 0 schedules and aggregates, ranks 1..N-1 are the workers.
 
-    ``setup(n_workers)`` runs on the scheduler rank only and returns
+    ``setup(ctx)`` runs on the scheduler rank only, is told the run's :class:`Context`
+    (``ctx.n_workers``, ``ctx.staleness``, ``ctx.seed``: ``seed``) and returns
     ``(schedule, aggregate, shards)`` with one shard per worker; ``update`` is the
     :class:`Update` subclass the workers instantiate from their shard. ``workers`` is
     the number of simulated workers in one process (ignored under MPI).
@@ -769,7 +843,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     kw = dict(staleness=int(staleness), max_rounds=int(max_rounds), time_limit=time_limit,
               tol=tol, app=app, quiet=quiet, log_interval=log_interval,
               out=os.path.abspath(out) if out else None, checkpoint_every=checkpoint_every,
-              resume=bool(resume), flags=flags, stall_warn=stall_warn)
+              resume=bool(resume), flags=flags, stall_warn=stall_warn, seed=seed)
 
     if mpi is None:
         mpi = _transport.mpi_world_size() > 1
@@ -814,7 +888,7 @@ def _run(setup, update, workers, mpi, kw, signals, threads):
                 if out:
                     result.write(out)
             else:
-                _serve(tp, update, signals)
+                _serve(tp, update, signals, kw["app"], kw["stall_warn"])
                 result = None
             tp.close()
             return result
@@ -829,7 +903,8 @@ def _run(setup, update, workers, mpi, kw, signals, threads):
         raise DataError(f"workers must be an integer >= 1, got {workers}")
     check_out(out)
     tp = _transport.InProcess(int(workers), threads=threads)
-    tp.handlers = [_WorkerHost(update, signals).handle for _ in range(tp.n_workers)]
+    tp.handlers = [_WorkerHost(update, signals, w, tp.peers(w)).handle
+                   for w in range(tp.n_workers)]
     try:
         result = _drive(tp, setup, signals=signals, **kw)
     except BaseException:

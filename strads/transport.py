@@ -1,56 +1,48 @@
-"""Moving messages between the scheduler and the workers: the only module that uses MPI.
+"""Moving messages between the scheduler and the workers, and among the workers: the
+only module that uses MPI.
 
 A message is any picklable Python structure. It is pickled with protocol 5 and
 out-of-band buffers, so the pickle itself holds only the structure (keys, dtypes,
 shapes, small scalars) while every contiguous NumPy array -- also those inside
-scipy.sparse matrices -- travels as a raw buffer (``Isend``/``Irecv`` of bytes), never copied into
-the pickle (a strided view is pickled by value).
+scipy.sparse matrices -- travels as a raw buffer, never copied into the pickle (a
+strided view is pickled by value).
+
+Two planes. The *control plane* joins the scheduler (rank 0) and the workers: a message
+to one worker (:meth:`send`, :meth:`recv`: a worker's shard at the start, its part of the
+model at the end), and the rounds: :meth:`broadcast` hands one message to every worker
+and :meth:`gather` returns their replies, *combined* on the way by a function the caller
+gives. Under MPI both travel along a binary tree of the worker ranks rooted at rank 1,
+so rank 0 sends one message per round and receives one, however many workers there are.
+The *data plane* joins the workers alone (:class:`Peers`, an Update's ``self.peers``):
+allgather, allreduce (summed in rank order, so every rank holds the same floats),
+broadcast and a ring shift, for the bulky exchanges (factor columns, vocabulary slices).
 
 Two transports share one interface:
 
-* :class:`InProcess` simulates W workers in the calling process. A message to a worker
-  is handled at once and its reply queued, so a run is deterministic and does the same
-  arithmetic, in the same order, as under MPI.
-* :class:`MPITransport` puts the scheduler on rank 0 and one worker on each other rank.
+* :class:`InProcess` simulates W workers in the calling process, each on a thread of its
+  own (numba kernels release the GIL); the data plane meets at barriers. Each worker
+  handles its messages in order and the combining is done in worker order, so the
+  arithmetic is that of MPI, bit for bit.
+* :class:`MPITransport` puts the scheduler on rank 0 and worker w on rank w + 1.
 
-Waiting is polite: MPICH's blocking calls poll a core at full speed, which with more
-ranks than cores starves the ranks that compute. When every rank is on one Linux host,
-each has a *doorbell* (an anonymous pipe, which no file backs, opened by its peers
-through /proc): a sender rings the receiver's after posting a message,
-with the number of messages it has posted to it so far, and a rank waiting for a message
-sleeps in ``select`` until that sender has rung, using no CPU, then tests with short
-sleeps for the microseconds until MPI shows the message (polling with sleeps cost the MF
-scheduler 0.17 s of CPU in a 2.5 s run and added up to a sleep's length to every hop).
-Elsewhere (ranks on several hosts) a wait tests the request, yielding the core between
-tests for the first millisecond (only when the host has a core for every rank), then
-sleeping with exponential back-off from 10 us to 200 us. A transfer under way is tested
-without sleeping for up to 50 ms: without MPICH's single-copy transfers (CMA) the data
-moves in small steps, each needing both sides' MPI calls, and a receiver nudges a sender
-asleep on its doorbell. ``STRADS_YIELD_S`` and ``STRADS_MAX_SLEEP`` set the two
-thresholds, ``STRADS_DOORBELL=0`` turns doorbells off.
+Waiting never spins a core away from the ranks that compute (:mod:`strads._wait`).
 """
 import os
 import pickle
-import select
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections import deque
 
 import numpy as np
 
-TAG = 11
+from ._wait import Waiter, transfer, wait
+
+TAG = 11  # control plane: rank 0 and a worker, one to one
+TREE = 12  # control plane: the rounds, along the workers' tree
 _ALIGN = 64
-YIELD_S = float(os.environ.get('STRADS_YIELD_S', 1e-3))
-MAX_SLEEP = float(os.environ.get('STRADS_MAX_SLEEP', 2e-4))
-# A sleeper wakes at least this often without a ring (a ring is lost only when the
-# receiver's pipe is full; every 2 ms measurably slowed the worker sharing a core with
-# the scheduler).
-BELL_TIMEOUT = 2e-2
-NUDGE_S = 1e-4
-# the longest a rank keeps testing, without sleeping, a transfer under way
-TRANSFER_SPIN_S = 0.05
 
 
 def encode(obj):
@@ -122,8 +114,100 @@ def mpi_world_size():
 
 
 def new_traffic():
-    """What a rank has sent and received (whole frames: pickle, buffers, framing)."""
+    """What a rank has sent and received (whole frames: pickle, buffers, framing). A
+    collective counts as if every rank had sent its part to every other directly."""
     return {"bytes_sent": 0, "bytes_received": 0, "messages_sent": 0, "messages_received": 0}
+
+
+def _count(traffic, sent=0, received=0, n_sent=0, n_received=0):
+    traffic["bytes_sent"] += int(sent)
+    traffic["bytes_received"] += int(received)
+    traffic["messages_sent"] += int(n_sent)
+    traffic["messages_received"] += int(n_received)
+
+
+class Peers:
+    """The workers' data plane, as an Update sees it (``self.peers``): ``rank`` (this
+    worker's index) and ``size`` (the number of workers), and collectives that every
+    worker must call, in the same order. Messages are any picklable structure; arrays
+    travel as buffers and every worker receives its own copies."""
+
+    rank = 0
+    size = 1
+
+    def allgather(self, obj):
+        """Every worker's ``obj``, in worker order."""
+        return [obj]
+
+    def allreduce(self, array):
+        """The sum of every worker's ``array``, added in worker order: every worker holds
+        the same floats, in one process and under MPI."""
+        return _fold(self.allgather(array))
+
+    def bcast(self, obj, root=0):
+        """Worker ``root``'s ``obj``."""
+        return obj
+
+    def shift(self, obj, k=1):
+        """Pass ``obj`` k places round the ring: worker w sends to w + k and receives
+        from w - k (modulo ``size``), as STRADS hands vocabulary slices on."""
+        return obj
+
+
+def _fold(parts):
+    out = np.array(parts[0], copy=True)
+    for p in parts[1:]:
+        out += p
+    return out
+
+
+class _Group:
+    """The threads of one process's simulated workers, meeting at a barrier. A worker
+    that fails breaks the barrier, so the others stop waiting (its error is kept)."""
+
+    def __init__(self, n):
+        self.barrier = threading.Barrier(n)
+        self.slots = [None] * n
+        self.error = None
+
+    def fail(self, exc):
+        if self.error is None:
+            self.error = exc
+        self.barrier.abort()
+
+
+class _ThreadPeers(Peers):
+    def __init__(self, group, rank, size):
+        self.group, self.rank, self.size = group, rank, size
+
+    def _meet(self, obj):
+        """Every worker's obj (copied once, as if sent), then every worker's view of all."""
+        g = self.group
+        if g is None:
+            raise RuntimeError("the workers' collectives (self.peers) need worker threads: "
+                               "run with threads=True")
+        g.slots[self.rank] = _copy(obj)
+        g.barrier.wait()
+        got = list(g.slots)
+        g.barrier.wait()  # nobody overwrites a slot before every worker has read it
+        return got
+
+    def allgather(self, obj):
+        if self.size == 1:
+            return [_copy(obj)]
+        got = self._meet(obj)
+        return [x if w == self.rank else _copy(x) for w, x in enumerate(got)]
+
+    def bcast(self, obj, root=0):
+        if self.size == 1:
+            return _copy(obj)
+        got = self._meet(obj if self.rank == root else None)
+        return got[root] if self.rank == root else _copy(got[root])
+
+    def shift(self, obj, k=1):
+        if self.size == 1:
+            return _copy(obj)
+        return self._meet(obj)[(self.rank - k) % self.size]
 
 
 class InProcess:
@@ -132,9 +216,10 @@ class InProcess:
     With ``threads`` each worker runs on a thread of its own (numba kernels that release
     the GIL then use a core each): a message is copied, queued to its worker's thread,
     and the scheduler goes on; ``recv(w)`` waits for that worker's next reply. Each
-    worker still handles its messages in order and the engine aggregates in worker
-    order, so the arithmetic is that of the sequential run, bit for bit. Nothing crosses
-    a process boundary, so its traffic stays zero."""
+    worker still handles its messages in order and replies are combined in worker
+    order, so the arithmetic is that of the sequential run, bit for bit. Without
+    threads the workers run one after the other, and cannot use their collectives.
+    Nothing crosses a process boundary, so its traffic stays zero."""
 
     is_mpi = False
 
@@ -143,14 +228,24 @@ class InProcess:
         self.n_workers = n_workers
         self.handlers = [None] * n_workers
         self._replies = [deque() for _ in range(n_workers)]
-        self._pools = None
+        self._pools = self._group = None
         if threads and n_workers > 1:
             from concurrent.futures import ThreadPoolExecutor
             self._pools = [ThreadPoolExecutor(1, thread_name_prefix=f"strads-worker-{w}")
                            for w in range(n_workers)]
+            self._group = _Group(n_workers)
+
+    def peers(self, w):
+        """Worker ``w``'s data plane."""
+        return _ThreadPeers(self._group, w, self.n_workers)
 
     def _handle(self, w, msg):
-        reply = self.handlers[w](msg)
+        try:
+            reply = self.handlers[w](msg)
+        except BaseException as exc:
+            if self._group is not None:
+                self._group.fail(exc)
+            raise
         return None if reply is None else _copy(reply)
 
     def send(self, w, msg):
@@ -161,7 +256,7 @@ class InProcess:
         if reply is not None:
             self._replies[w].append(reply)
 
-    def send_all(self, msg):
+    def broadcast(self, msg):
         for w in range(self.n_workers):
             self.send(w, msg)
 
@@ -169,148 +264,34 @@ class InProcess:
         if self._pools is None:
             return self._replies[w].popleft()
         while True:  # a step without a task answers nothing: skip its None
-            reply = self._replies[w].popleft().result()
+            fut = self._replies[w].popleft()
+            try:
+                reply = fut.result()
+            except threading.BrokenBarrierError:
+                # another worker failed while this one waited for it: report that error
+                if self._group is not None and self._group.error is not None:
+                    raise self._group.error from None
+                raise
             if reply is not None:
                 return reply
+
+    def gather(self, combine, watch=None):
+        """Every worker's reply to the last broadcast, combined (worker order)."""
+        return combine([self.recv(w) for w in range(self.n_workers)])
 
     def close(self, wait=True):
         """Stop the worker threads; ``wait=False`` (an error, a second Ctrl-C) leaves a
         kernel still running to finish on its own."""
+        if self._group is not None and not wait:
+            self._group.barrier.abort()
         for pool in self._pools or ():
             pool.shutdown(wait=wait, cancel_futures=True)
         self._pools = None
 
 
-class Watch:
-    """Calls ``warn(seconds waited)`` every ``seconds`` of one wait (a stalled peer)."""
-
-    def __init__(self, seconds, warn):
-        self.seconds, self.warn = seconds, warn
-        self.t0 = time.perf_counter()
-        self.next = self.t0 + seconds
-
-    def __call__(self):
-        now = time.perf_counter()
-        if now >= self.next:
-            self.next = now + self.seconds
-            self.warn(now - self.t0)
-
-
-def _wait(test, spin=True, watch=None):
-    """Poll ``test()`` until true without spinning a core: yield the core while the wait
-    is short (a reply is often microseconds away; only with ``spin``, a core for every
-    rank), then sleep with back-off."""
-    if test():
-        return
-    t0 = time.perf_counter()
-    delay = 1e-5
-    while not test():
-        if spin and time.perf_counter() - t0 < YIELD_S:
-            os.sched_yield()
-        else:
-            time.sleep(delay)
-            delay = min(2 * delay, MAX_SLEEP)
-            if watch is not None:
-                watch()
-
-
-def _spin_until(test, seconds):
-    """Test, yielding the core between tests, until true (-> True) or ``seconds`` pass."""
-    t0 = time.perf_counter()
-    while not test():
-        if time.perf_counter() - t0 > seconds:
-            return False
-        os.sched_yield()
-    return True
-
-
-class _Bells:
-    """This rank's doorbell and its peers': anonymous pipes, which no file backs, so a
-    rank killed at any moment leaves nothing behind (named pipes in the temp directory
-    were left there when a rank died during start-up). A peer opens a rank's pipe
-    through ``/proc/PID/fd/N`` (Linux). A pipe holds 64 KiB, 8,192 rings (Linux's
-    datagram sockets, tried too, queue only 10, fewer than a staleness can put in
-    flight)."""
-
-    def __init__(self):
-        self.mine, self._keep = os.pipe()  # our own write end: never an end-of-file
-        os.set_blocking(self.mine, False)
-        self.peers = {}
-
-    def open_peers(self, ends, rank):
-        """``ends``: every rank's (pid, read end)."""
-        for r, (pid, fd) in enumerate(ends):
-            if r != rank:
-                self.peers[r] = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
-
-    def fileno(self):
-        return self.mine
-
-    def ring(self, dest, who, count):
-        try:
-            os.write(self.peers[dest], np.array([who, count], dtype="<i4").tobytes())
-        # full of rings the receiver has not read yet, or closed: that rank no longer
-        # waits for anything
-        except (BlockingIOError, BrokenPipeError):
-            pass
-
-    def rings(self):
-        """Every ring so far (whole ones: 8 bytes each, written at once), as (sender,
-        count) rows."""
-        try:
-            got = os.read(self.mine, 1 << 16)
-        except BlockingIOError:
-            got = b""
-        return np.frombuffer(got, dtype="<i4").reshape(-1, 2)
-
-    def close(self):
-        for fd in [self.mine, self._keep, *self.peers.values()]:
-            os.close(fd)
-        self.peers = {}
-
-
-def _doorbells(comm, hosts):
-    """This rank's :class:`_Bells` when every rank runs on one Linux host (``hosts``:
-    each rank's) and can open the others' pipes, else None; every rank gets the same
-    answer (collective)."""
-    from mpi4py import MPI
-
-    rank = comm.Get_rank()
-    ok = (len(set(hosts)) == 1 and sys.platform.startswith("linux")
-          and os.environ.get("STRADS_DOORBELL", "1") != "0")
-    bells = None
-    if ok:
-        try:
-            bells = _Bells()
-        except OSError:
-            ok = False
-    ok = comm.allreduce(ok, op=MPI.LAND)
-    if ok:
-        ends = comm.allgather((os.getpid(), bells.mine))
-        try:
-            bells.open_peers(ends, rank)
-        except OSError:
-            ok = False
-        ok = comm.allreduce(ok, op=MPI.LAND)  # also: every rank has opened its peers'
-    if not ok and bells is not None:
-        bells.close()
-        bells = None
-    return bells
-
-
-def _cores():
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def _fine_timer_slack():
-    # Linux rounds sleeps up by the timer slack (50 us by default); ask for 1 us.
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, ns
-    except Exception:  # not Linux: sleeps are merely coarser
-        pass
+def _tree(w, n):
+    """Worker w's parent and children in the binary tree of n workers (parent -1: rank 0)."""
+    return (w - 1) // 2 if w else -1, [c for c in (2 * w + 1, 2 * w + 2) if c < n]
 
 
 class MPITransport:
@@ -322,7 +303,6 @@ class MPITransport:
         from mpi4py import MPI
 
         self.MPI = MPI
-        _fine_timer_slack()
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
@@ -330,125 +310,95 @@ class MPITransport:
         self._pending = []  # sends not yet known complete, with the buffers they read
         _polite_barrier(self.comm)
         hosts = self.comm.allgather(socket.gethostname())
-        # yielding between tests only helps when no other rank of this host needs the core
-        self._spin = hosts.count(hosts[self.rank]) <= _cores()
-        self._bells = _doorbells(self.comm, hosts) if doorbell else None
-        # messages per peer: posted to us (as its rings said), received, sent to it
-        self._posted, self._received, self._sent = ([0] * self.size for _ in range(3))
+        self._waiter = Waiter(self.comm, hosts, self._sends_done, doorbell)
+        self._spin = self._waiter.spin
+        self._bells = self._waiter._bells
         self.traffic = new_traffic()
-
-    def _wait_message(self, source, test, watch=None):
-        """Wait for a message from ``source``: asleep on the doorbell where there is one."""
-        if self._bells is None:
-            return _wait(test, self._spin, watch)
-        mine = self._bells
-        while not test():
-            if self._posted[source] > self._received[source]:
-                # rung: the message is microseconds away (the sender's MPI or ours may
-                # still be moving it; measured 5-60 us), or a descheduled moment
-                return _wait(test, self._spin, watch)
-            rung, _, _ = select.select([mine], [], [], BELL_TIMEOUT)
-            if not rung:
-                if watch is not None:
-                    watch()
-                continue
-            # every ring so far (8 bytes each, written at once): (sender,
-            # how many messages it has posted to us), or (-1 - rank, 0), a nudge: a
-            # receiver waits for our MPI to move a send of ours along (no single-copy
-            # transfers). Rings for other senders count for their own waits.
-            rings = mine.rings()
-            if (rings[:, 0] < 0).any():
-                # a receiver is moving a send of ours: without single-copy transfers the
-                # data moves only while both sides call MPI, so keep calling until done
-                _spin_until(self._sends_done, TRANSFER_SPIN_S)
-            for r, k in rings[rings[:, 0] >= 0]:
-                self._posted[r] = max(self._posted[r], k)
+        # the workers' own communicator, for their data plane
+        _polite_barrier(self.comm)
+        wcomm = self.comm.Split(0 if self.rank else MPI.UNDEFINED, self.rank)
+        self.worker = self.rank - 1
+        if self.rank:
+            self.parent, self.children = _tree(self.worker, self.n_workers)
+            self.peers = _MPIPeers(wcomm, self.traffic, self._spin)
 
     def _sends_done(self):
         self._pending = [p for p in self._pending if not p[0].Test()]
         return not self._pending
 
     # -- point to point ------------------------------------------------------------
-    def _send_to(self, dest, msg, frame=None):
+    def _send_to(self, dest, msg, frame=None, tag=TAG):
         frame = pack(msg) if frame is None else frame
-        self._pending.append((self.comm.Isend([frame, self.MPI.BYTE], dest=dest, tag=TAG), frame))
-        self._sent[dest] += 1
-        self.traffic["bytes_sent"] += frame.nbytes
-        self.traffic["messages_sent"] += 1
-        self._ring_bell(dest, self.rank, self._sent[dest])
+        self._pending.append((self.comm.Isend([frame, self.MPI.BYTE], dest=dest, tag=tag),
+                              frame))
+        _count(self.traffic, sent=frame.nbytes, n_sent=1)
+        self._waiter.sent(dest)
         self._sends_done()  # forget those complete; the rest progress in later waits
+        return frame
 
-    def _ring_bell(self, dest, who, count=0):
-        if self._bells is not None:
-            self._bells.ring(dest, who, count)
-
-    def _recv_from(self, source, watch=None):
+    def _recv_from(self, source, watch=None, tag=TAG, raw=False):
         status = self.MPI.Status()
         found = []
 
         def probe():  # a matched message leaves the queue: never match a second
             if not found:
-                m = self.comm.improbe(source=source, tag=TAG, status=status)
+                m = self.comm.improbe(source=source, tag=tag, status=status)
                 if m is not None:
                     found.append(m)
             return bool(found)
 
-        self._wait_message(source, probe, watch)
-        self._received[source] += 1
+        self._waiter.message(source, probe, watch)
         frame = np.empty(status.Get_count(self.MPI.BYTE), dtype=np.uint8)
-        self.traffic["bytes_received"] += frame.nbytes
-        self.traffic["messages_received"] += 1
+        _count(self.traffic, received=frame.nbytes, n_received=1)
         req = found[0].Irecv([frame, self.MPI.BYTE])
-        nudged = time.perf_counter()
-
-        def received():
-            # Without single-copy transfers (CMA) a large message moves only while the
-            # sender calls MPI too: if it sleeps on its doorbell, nudge it now and then
-            nonlocal nudged
-            if req.Test():
-                return True
-            now = time.perf_counter()
-            if now - nudged > NUDGE_S:
-                nudged = now
-                self._ring_bell(source, -1 - self.rank)
-            return False
-
-        # under way: no ring will come for the rest of it. Test without sleeping for a
-        # while: without single-copy transfers the data moves in small steps, each
-        # needing both sides (2 MB: 0.3 ms with both testing, 43 ms with 0.1 ms sleeps)
-        if not _spin_until(received, TRANSFER_SPIN_S):
-            _wait(received, self._spin)
-        return unpack(frame)
+        self._waiter.receiving(source, req.Test)
+        return frame if raw else unpack(frame)
 
     # -- scheduler side ------------------------------------------------------------
     def send(self, w, msg):
+        """A message for worker ``w`` alone (its shard, a checkpoint's part name)."""
         self._send_to(w + 1, msg)
 
-    def send_all(self, msg):
-        """The same message to every worker, packed once."""
-        frame = pack(msg)
-        for w in range(self.n_workers):
-            self._send_to(w + 1, None, frame)
-
     def recv(self, w, watch=None):
-        """The next message from worker ``w``; ``watch()`` is called now and then while
+        """Worker ``w``'s next direct reply; ``watch()`` is called now and then while
         waiting (a :class:`Watch`)."""
         return self._recv_from(w + 1, watch)
 
+    def broadcast(self, msg):
+        """One message for every worker: one frame to the tree's root, rank 1."""
+        self._send_to(1, msg, tag=TREE)
+
+    def gather(self, combine, watch=None):
+        """The workers' replies to the last broadcast, combined along the tree."""
+        return self._recv_from(1, watch, tag=TREE)
+
     # -- worker side ---------------------------------------------------------------
     def recv_task(self):
+        """The next message sent to this worker alone."""
         return self._recv_from(0)
 
     def reply(self, msg):
         self._send_to(0, msg)
 
+    def recv_broadcast(self, watch=None):
+        """The next broadcast, passed on to this worker's children in the tree."""
+        frame = self._recv_from(self.parent + 1, watch, tag=TREE, raw=True)
+        for c in self.children:
+            self._send_to(c + 1, None, frame, tag=TREE)
+        return unpack(frame)
+
+    def reply_gathered(self, msg, combine, watch=None):
+        """Combine this worker's reply with its children's, and pass it up the tree."""
+        parts = [msg] + [self._recv_from(c + 1, watch and watch(c), tag=TREE)
+                         for c in self.children]
+        self._send_to(self.parent + 1, combine(parts), tag=TREE)
+
     def close(self):
         for req, _ in self._pending:
-            _wait(req.Test, self._spin)
+            wait(req.Test, self._spin)
         self._pending = []
-        if self._bells is not None:
-            self._bells.close()
-            self._bells = None
+        self._waiter.close()
+        self._bells = None
 
     def abort(self, exc, code=1, brief=False):
         """End every rank of the job now, after printing why on this rank's stderr: its
@@ -456,11 +406,73 @@ class MPITransport:
         _abort(self.comm, exc, code, brief)
 
 
+class _MPIPeers(Peers):
+    """The data plane on the workers' communicator: MPI's non-blocking collectives on
+    frames, waited for politely (a transfer under way is tested without sleeping)."""
+
+    def __init__(self, comm, traffic, spin):
+        from mpi4py import MPI
+        self.MPI, self.comm, self.traffic, self.spin = MPI, comm, traffic, spin
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+
+    def _wait(self, req):
+        transfer(req.Test, self.spin)
+
+    def allgather(self, obj):
+        frame = pack(obj)
+        if self.size == 1:
+            return [unpack(frame)]
+        mine, sizes = np.array([frame.nbytes], np.int64), np.empty(self.size, np.int64)
+        self._wait(self.comm.Iallgather(mine, sizes))
+        displs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        buf = np.empty(int(sizes.sum()), np.uint8)
+        self._wait(self.comm.Iallgatherv([frame, self.MPI.BYTE],
+                                         [buf, (sizes, displs), self.MPI.BYTE]))
+        n = self.size - 1
+        _count(self.traffic, sent=frame.nbytes * n, received=buf.nbytes - frame.nbytes,
+               n_sent=n, n_received=n)
+        return [unpack(buf[d:d + s]) for d, s in zip(displs, sizes)]
+
+    def bcast(self, obj, root=0):
+        mine = self.rank == root
+        frame = pack(obj) if mine else None
+        if self.size == 1:
+            return unpack(frame)
+        size = np.array([frame.nbytes if mine else 0], np.int64)
+        self._wait(self.comm.Ibcast(size, root=root))
+        if not mine:
+            frame = np.empty(int(size[0]), np.uint8)
+        self._wait(self.comm.Ibcast([frame, self.MPI.BYTE], root=root))
+        n = self.size - 1
+        _count(self.traffic, sent=frame.nbytes * n if mine else 0,
+               received=0 if mine else frame.nbytes, n_sent=n if mine else 0,
+               n_received=0 if mine else 1)
+        return unpack(frame)
+
+    def shift(self, obj, k=1):
+        frame = pack(obj)
+        if self.size == 1:
+            return unpack(frame)
+        dest, source = (self.rank + k) % self.size, (self.rank - k) % self.size
+        mine, size = np.array([frame.nbytes], np.int64), np.empty(1, np.int64)
+        reqs = [self.comm.Isend(mine, dest, tag=1), self.comm.Irecv(size, source, tag=1)]
+        self._wait(reqs[1])
+        got = np.empty(int(size[0]), np.uint8)
+        reqs += [self.comm.Isend([frame, self.MPI.BYTE], dest, tag=2),
+                 self.comm.Irecv([got, self.MPI.BYTE], source, tag=2)]
+        self._wait_all(reqs)  # (mine, frame and got live until here: the sends read them)
+        _count(self.traffic, sent=frame.nbytes, received=got.nbytes, n_sent=1, n_received=1)
+        return unpack(got)
+
+    def _wait_all(self, reqs):
+        transfer(lambda: self.MPI.Request.Testall(reqs), self.spin)
+
+
 def _polite_barrier(comm):
     """Wait for every rank without spinning: MPICH's blocking collectives poll a core at
     full speed, so ranks that reach a collective early (rank 0 still busy before a fit
     every rank calls) would take the cores from the rank they wait for."""
-    _wait(comm.Ibarrier().Test, spin=False)
+    wait(comm.Ibarrier().Test, spin=False)
 
 
 def _abort(comm, exc, code=1, brief=False):

@@ -31,10 +31,10 @@ class Agg(strads.Aggregate):
         return None
 
 
-def setup(n_workers):
+def setup(ctx):
     if WHERE == "setup":
         raise strads.DataError("input.txt:7: count -3 is negative")
-    return Sched(), Agg(), [{"w": w} for w in range(n_workers)]
+    return Sched(), Agg(), [{"w": w} for w in range(ctx.n_workers)]
 
 
 strads.run(setup, Upd, max_rounds=10_000_000, quiet=True)

@@ -87,7 +87,7 @@ def test_time_limit_and_schedule_end():
         def update(self, task):
             return {}
 
-    res = strads.run(lambda w: (Forever(), Count(), [{}] * w), Nothing, workers=2,
+    res = strads.run(lambda ctx: (Forever(), Count(), [{}] * ctx.n_workers), Nothing, workers=2,
                      max_rounds=10**9, time_limit=0.3, quiet=True)
     assert res.stop_reason == "time_limit" and 0.3 <= res.wall_s < 5
 
@@ -95,7 +95,7 @@ def test_time_limit_and_schedule_end():
         def schedule(self, round):
             return {} if round < 3 else None
 
-    res = strads.run(lambda w: (Three(), Count(), [{}] * w), Nothing, quiet=True)
+    res = strads.run(lambda ctx: (Three(), Count(), [{}] * ctx.n_workers), Nothing, quiet=True)
     assert res.stop_reason == "schedule_done" and res.rounds == 3 and res.updates == 3
 
 
@@ -162,7 +162,7 @@ def test_run_has_no_round_limit_by_default():
         def update(self, task):
             return 0
 
-    res = strads.run(lambda w: (Upto(), Count(), [{}] * w), Nothing, quiet=True)
+    res = strads.run(lambda ctx: (Upto(), Count(), [{}] * ctx.n_workers), Nothing, quiet=True)
     assert res.rounds == 250 and res.stop_reason == "schedule_done"  # not cut at 100
 
 
@@ -188,3 +188,37 @@ def test_runs_from_the_folder_holding_a_clone_named_strads(tmp_path):
                        capture_output=True, text=True, timeout=120, env=child_env())
     assert p.returncode == 0, p.stderr
     assert "usage: python -m strads.apps.lasso" in p.stdout
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_workers_collectives_match_numpy(workers):
+    """The data plane in one process (threads meeting at barriers): allreduce in worker
+    order, allgather, bcast from any root, ring shifts by 1 and 2; only worker 0 reports."""
+    import peer_app
+
+    res, agg = peer_app.fit(workers=workers)
+    x, last = peer_app.reference(workers)
+    np.testing.assert_array_equal(res.model["x"], x)  # the same additions, in order
+    np.testing.assert_array_equal(res.model["total"], last["total"])
+    np.testing.assert_array_equal(res.model["heads"], last["heads"])
+    assert res.model["b"] == last["b"]
+    assert agg.reports == [{"rows": 5, "rank": w} for w in range(workers)]
+
+
+def test_collectives_need_worker_threads_and_a_failing_worker_ends_the_run():
+    import peer_app
+
+    with pytest.raises(RuntimeError, match="need worker threads"):
+        peer_app.fit(workers=2, threads=False)
+
+    class Fails(peer_app.Mixing):
+        def update(self, task):
+            if self.peers.rank == 1 and task["r"] == 3:
+                raise ValueError("worker 1 fails in round 3")
+            return super().update(task)
+
+    def setup(ctx):
+        return peer_app.Rounds(7), peer_app.Keep(), peer_app.shards(ctx.n_workers)
+    # the others wait for worker 1 in a collective: they stop, and its error is the one
+    with pytest.raises(ValueError, match="worker 1 fails in round 3"):
+        strads.run(setup, Fails, workers=3, quiet=True)

@@ -68,8 +68,9 @@ def test_engine_rejects_a_result_older_than_the_bound(monkeypatch):
 
     def lagging(self, msg):
         reply = handle(self, msg)
-        if reply and reply[0] == "result" and reply[1] > 5:
-            reply = reply[:2] + (reply[2] - 2,) + reply[3:]  # claim older parameters
+        if msg[0] == "step" and reply and reply[0] > 5:
+            # (round, newest version, oldest version, ...): claim older parameters
+            reply = reply[:2] + (reply[2] - 2,) + reply[3:]
         return reply
 
     monkeypatch.setattr(engine._WorkerHost, "handle", lagging)
@@ -94,8 +95,8 @@ def _blocks(X, y, rho, seed):
                              block=32, rho=rho, seed=seed)
     rec = {}
 
-    def recording_setup(n_workers):
-        sched, agg, shards = setup(n_workers)
+    def recording_setup(ctx):
+        sched, agg, shards = setup(ctx)
         rec["s"], rec["kept"] = _Recorder(sched), agg.kept
         return rec["s"], agg, shards
 
@@ -331,8 +332,8 @@ def test_gap_safe_screening_only_drops_zeros_of_the_solution():
     setup = lasso.make_setup(lambda: (X, y), lam=lam)
     keep = {}
 
-    def spying_setup(n_workers):
-        sched, agg, shards = setup(n_workers)
+    def spying_setup(ctx):
+        sched, agg, shards = setup(ctx)
         keep["agg"] = agg
         return sched, agg, shards
 

@@ -36,7 +36,6 @@ class _Recorder(strads.Schedule):
         self.inner, self.tasks = inner, []
 
     def schedule(self, round):
-        self.inner.staleness = self.staleness
         task = self.inner.schedule(round)
         if task is not None:
             self.tasks.append(task)
@@ -44,8 +43,8 @@ class _Recorder(strads.Schedule):
 
 
 def _spy(setup, keep):
-    def spying(n_workers):
-        sched, agg, shards = setup(n_workers)
+    def spying(ctx):
+        sched, agg, shards = setup(ctx)
         keep["sched"], keep["agg"] = _Recorder(sched), agg
         return keep["sched"], agg, shards
     return spying
@@ -163,8 +162,8 @@ def test_time_limit_stops_a_long_gram_round():
     limit = 0.5
     setup = lasso.make_setup(lambda: (X, y), lambda_ratio=0.01, time_limit=limit)
 
-    def one_big_block(n_workers):
-        sched, agg, shards = setup(n_workers)
+    def one_big_block(ctx):
+        sched, agg, shards = setup(ctx)
         sched.min_size = 2_000  # the first block: every coordinate that violates
         return sched, agg, shards
 
@@ -256,8 +255,8 @@ def test_jacobi_block_is_clamped_to_the_features(schedule):
                 rises.append((keep["agg"].objective_rises, len(task["cols"])))
             return task
 
-    def watching(n_workers):
-        sched, agg, shards = setup(n_workers)
+    def watching(ctx):
+        sched, agg, shards = setup(ctx)
         keep["sched"], keep["agg"] = Watch(sched), agg
         return keep["sched"], agg, shards
 
@@ -325,8 +324,8 @@ def test_resume_mid_pieces_gives_the_uninterrupted_model(tmp_path):
         setup = lasso.make_setup(lambda: (X, y), lam=lam, gram_budget=0.03,
                                  time_limit=time_limit)
 
-        def keeping(n_workers):  # (no recorder around it: the schedule is checkpointed)
-            sched, agg, shards = setup(n_workers)
+        def keeping(ctx):  # (no recorder around it: the schedule is checkpointed)
+            sched, agg, shards = setup(ctx)
             keep["sched"] = sched
             return sched, agg, shards
         return strads.run(keeping, lasso.LassoUpdate, workers=2, tol=1e-10,

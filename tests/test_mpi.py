@@ -70,7 +70,8 @@ def test_custom_app_under_mpi():
 @pytest.mark.parametrize("doorbell", [True, False])
 def test_transport_keeps_order_and_sleeps_on_doorbells(doorbell):
     """Bursts of messages of every size (eager to rendezvous) both ways arrive complete
-    and in order, with the ranks sleeping on doorbells or polling."""
+    and in order, with the ranks sleeping on doorbells or polling; a broadcast reaches
+    every worker down the tree and their replies come back combined."""
     import os
 
     from mpi4py import MPI
@@ -85,11 +86,16 @@ def test_transport_keeps_order_and_sleeps_on_doorbells(doorbell):
         if doorbell:  # an anonymous pipe, opened by the peers through /proc
             assert os.readlink(f"/proc/self/fd/{tp._bells.mine}").startswith("pipe:")
         sizes = [0, 1, 1000, 20_000, 300_000, 7]
+        big = np.arange(300_000.0)
+
+        def combine(parts):  # lists of (worker, array): joined, in worker order
+            return sorted((x for p in parts for x in p), key=lambda x: x[0])
+
         if tp.rank == 0:
             for w in range(tp.n_workers):
                 for k, n in enumerate(sizes):
                     tp.send(w, ("msg", k, np.arange(n, dtype=np.float64) + w))
-            tp.send_all(("all", len(sizes), np.arange(300_000.0)))  # one frame for all
+            tp.broadcast(("all", len(sizes), big))  # one frame, down the workers' tree
             for w in range(tp.n_workers):
                 for k, n in enumerate(sizes + [300_000]):  # each answered with two
                     for part in range(2):
@@ -97,13 +103,18 @@ def test_transport_keeps_order_and_sleeps_on_doorbells(doorbell):
                         assert (tag, kk, pp) == ("echo", k, part)
                         base = np.arange(n) + (w if k < len(sizes) else 0)
                         np.testing.assert_array_equal(x, base + part)
+            got = tp.gather(combine)  # one message, up the tree
+            assert [w for w, _ in got] == list(range(tp.n_workers))
+            for w, x in got:
+                np.testing.assert_array_equal(x, big + w)
         else:
             for k, n in enumerate(sizes + [300_000]):
-                tag, kk, x = tp.recv_task()
+                tag, kk, x = tp.recv_task() if k < len(sizes) else tp.recv_broadcast()
                 assert (tag, kk) == ("msg" if k < len(sizes) else "all", k)
                 assert x.shape == (n,)
                 tp.reply(("echo", k, 0, x))
                 tp.reply(("echo", k, 1, x + 1))
+            tp.reply_gathered([(tp.worker, x + tp.worker)], combine)
         tp.close()
     finally:
         comm.Free()
@@ -153,3 +164,30 @@ def test_estimators_under_mpi_give_every_rank_the_fitted_model():
     assert est.intercept_ == ref.intercept_
     sk = SkLasso(alpha=alpha, tol=1e-12, max_iter=10**6).fit(X, y)
     np.testing.assert_allclose(est.coef_, sk.coef_, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_workers_collectives_under_mpi_match_one_process():
+    """The data plane on the workers' communicator: the same floats as the threads of
+    one process and as NumPy; rank 0 sends one message a round and receives one."""
+    import peer_app
+
+    rank, size = world()
+    res, agg = peer_app.fit(rounds=40)
+    if rank != 0:
+        assert res is None
+        return
+    local, _ = peer_app.fit(rounds=40, workers=size - 1, mpi=False)
+    x, last = peer_app.reference(size - 1, rounds=40)
+    for model in (res.model, local.model):
+        np.testing.assert_array_equal(model["x"], x)
+        np.testing.assert_array_equal(model["total"], last["total"])
+        np.testing.assert_array_equal(model["heads"], last["heads"])
+    assert agg.reports == [{"rows": 5, "rank": w} for w in range(size - 1)]
+    t = res.summary()["traffic"]
+    for a, b in (("bytes_sent", "bytes_received"), ("messages_sent", "messages_received")):
+        assert sum(e[a] for e in t) == sum(e[b] for e in t) > 0
+    # rank 0: the shards (one message each), the warm-up, then one message each way a
+    # round, and the collect request
+    assert t[0]["messages_sent"] == (size - 1) + 1 + 40 + 1
+    assert t[0]["messages_received"] == 1 + (size - 1) + 40

@@ -146,7 +146,7 @@ def test_checkpoint_refuses_state_it_cannot_keep_before_any_work(tmp_path):
             self.updates += 1
 
     with pytest.raises(strads.DataError, match=r"cannot checkpoint Odd.thing of type object"):
-        strads.run(lambda w: (ridge.Cyclic(4, 2), A(), [{}] * w), Odd, max_rounds=5,
+        strads.run(lambda ctx: (ridge.Cyclic(4, 2), A(), [{}] * ctx.n_workers), Odd, max_rounds=5,
                    quiet=True, out=str(tmp_path / "o"), checkpoint_every=1)
     assert not (tmp_path / "o").exists()
 
@@ -359,14 +359,14 @@ class _Always(strads.Schedule):
 
 @pytest.mark.parametrize("nan, at", [(False, 30), (True, 11)])
 def test_a_diverging_objective_stops_the_run(nan, at, capsys):
-    res = strads.run(lambda w: (_Always(), _Grow(nan), [{}] * w), _Nothing,
+    res = strads.run(lambda ctx: (_Always(), _Grow(nan), [{}] * ctx.n_workers), _Nothing,
                      max_rounds=10**6, quiet=True)
     assert res.stop_reason == "diverged" and res.rounds == at
     assert "[custom] stopped: the objective diverged" in capsys.readouterr().err
     # a maximised objective (a log-likelihood) diverges downwards, not upwards
     agg = _Grow()
     agg.maximize = True
-    res = strads.run(lambda w: (_Always(), agg, [{}] * w), _Nothing, max_rounds=200,
+    res = strads.run(lambda ctx: (_Always(), agg, [{}] * ctx.n_workers), _Nothing, max_rounds=200,
                      quiet=True)
     assert res.stop_reason == "max_rounds"
 
@@ -394,7 +394,7 @@ def test_stall_warning_names_the_worker(tmp_path):
         "        return 0\n"
         "class A(strads.Aggregate):\n"
         "    def aggregate(self, r, t, p): pass\n"
-        "strads.run(lambda n: (S(), A(), [{'w': w} for w in range(n)]), U, quiet=True,\n"
+        "strads.run(lambda c: (S(), A(), [{'w': w} for w in range(c.n_workers)]), U, quiet=True,\n"
         "           stall_warn=0.5)\n")
     p = subprocess.run([mpiexec(), "-n", "3", sys.executable, str(script)],
                        capture_output=True, text=True, timeout=60, env=child_env())
@@ -469,7 +469,7 @@ def test_a_second_signal_aborts_at_once(workers, tmp_path):
         "    def aggregate(self, r, t, p): pass\n"
         "import strads.cli\n"
         "strads.cli.main('slow', lambda a: strads.run(\n"
-        f"    lambda n: (S(), A(), [{{}}] * n), U, quiet=True, workers={workers}), None)\n")
+        f"    lambda c: (S(), A(), [{{}}] * c.n_workers), U, quiet=True, workers={workers}), None)\n")
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=child_env())
     time.sleep(3)

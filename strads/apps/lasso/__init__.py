@@ -118,7 +118,7 @@ def _read_only(a):
 
 def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
                floor=0.1, full_every=None, seed=0, *, gram_budget=None, time_limit=None):
-    """``setup(n_workers)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is
+    """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is
     only called on the scheduler rank.
 
     ``gram_budget`` (MiB; None: :func:`default_gram_budget`): working-set blocks are cut
@@ -142,7 +142,8 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
     if time_limit is not None and not time_limit > 0:
         raise DataError(f"time_limit must be > 0 seconds, got {time_limit}")
 
-    def setup(n_workers):
+    def setup(ctx):
+        n_workers, staleness = ctx.n_workers, ctx.staleness
         X, y = check(*data())
         n, p_all = X.shape
         if n_workers > n:
@@ -161,14 +162,15 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         agg.kept, agg.n_features = kept, p_all
         every = full_every or p
         if schedule == "priority":
-            sched = Priority(agg, block, every, seed, X, rho, floor, time_limit)
+            sched = Priority(agg, block, every, seed, X, rho, floor, time_limit,
+                             staleness)
         elif schedule == "working-set":
             budget = gram_budget if gram_budget is not None else default_gram_budget()
             agg.block_cap = gram_block_cap(budget, n_workers)
             sched = SCHEDULES[schedule](agg, max_block=agg.block_cap, block=block,
-                                        time_limit=time_limit)
+                                        time_limit=time_limit, staleness=staleness)
         else:
-            sched = SCHEDULES[schedule](agg, block, every, seed, time_limit)
+            sched = SCHEDULES[schedule](agg, block, every, seed, time_limit, staleness)
         cuts = split_rows(X, n_workers)
         shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
         return sched, agg, shards
@@ -186,4 +188,4 @@ def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, 
                        full_every, seed, gram_budget=gram_budget,
                        time_limit=run_kw.get("time_limit"))
     return engine.run(setup, LassoUpdate, tol=tol, max_rounds=max_rounds, app="lasso",
-                      **run_kw)
+                      seed=seed, **run_kw)

@@ -14,7 +14,7 @@ Coordinates of a round still in flight (staleness > 0) are never chosen again un
 aggregated: their minimiser must be computed against the coefficient it will replace.
 So rounds in flight hold disjoint coordinates, and a staleness above
 :func:`max_staleness` could only add empty rounds: it is refused (a DataError) at the
-first schedule() call, when the engine has set ``self.staleness``.
+first schedule() call (the staleness is the run's, given by setup).
 
 Time: with ``time_limit`` the schedule starts the clock at its first call and sets the
 aggregate's ``deadline`` (``time.perf_counter()``) and, in working-set tasks, a wall-clock
@@ -50,6 +50,7 @@ class _Clocked(Schedule):
 
     checkpoint_skip = ("time_limit", "wall_deadline", "_started", "_clock0", "max_block",
                        "min_size")
+    staleness = 0
     time_limit = None
     wall_deadline = None
     _started = False
@@ -79,8 +80,8 @@ class _Clocked(Schedule):
 
 
 class _Base(_Clocked):
-    def __init__(self, agg, block, full_every, seed, time_limit=None):
-        self.agg = agg
+    def __init__(self, agg, block, full_every, seed, time_limit=None, staleness=0):
+        self.agg, self.staleness = agg, staleness
         self.p = agg.beta.shape[0]
         # never more than the features: the block halves on objective rises, and from a
         # block far above n_features the halving would not shrink the rounds for long
@@ -140,8 +141,9 @@ class Random(_Base):
 class Priority(_Base):
     checkpoint_skip = _Base.checkpoint_skip + ("cols",)  # the scheduler's copy of X
 
-    def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None):
-        super().__init__(agg, block, full_every, seed, time_limit)
+    def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
+                 staleness=0):
+        super().__init__(agg, block, full_every, seed, time_limit, staleness)
         self.rho, self.floor = float(rho), float(floor)
         if sp.issparse(X):
             self.cols = (X.indptr, X.indices, X.data)
@@ -185,8 +187,9 @@ class WorkingSet(_Clocked):
     after the other, each against the residual its predecessors left (block coordinate
     descent: every piece lowers the objective); then the next full round."""
 
-    def __init__(self, agg, min_size=256, max_block=None, block=256, time_limit=None):
-        self.agg = agg
+    def __init__(self, agg, min_size=256, max_block=None, block=256, time_limit=None,
+                 staleness=0):
+        self.agg, self.staleness = agg, staleness
         self.max_block = int(max_block) if max_block else None
         self.min_size = min(min_size, self.max_block) if self.max_block else min_size
         self.block, self.time_limit = block, time_limit  # block: the staleness bound only

@@ -117,11 +117,11 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
 
 
 def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50,
-               staleness=0, seed=0, check=False, cli=False):
-    """``setup(n_workers)`` for :func:`strads.run`; ``data()`` gives ``(X, vocab)`` (a
+               seed=0, check=False, cli=False):
+    """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, vocab)`` (a
     documents x words count matrix and the word list or None) and is only called on the
-    scheduler rank. ``staleness`` must be the one given to run(): the model-parallel
-    schedule cuts W (staleness + 1) vocabulary slices. ``check``: verify the count
+    scheduler rank. The model-parallel schedule cuts W (staleness + 1) vocabulary slices
+    (the run's staleness, ``ctx.staleness``). ``check``: verify the count
     invariants after every round (slow; for tests). ``cli``: name the command line's
     flags (else fit()'s keywords) in refusals.
 
@@ -140,11 +140,10 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
             raise DataError(f"{flag[name]} must be a finite number > 0, got {v}")
     if sweeps < 0:
         raise DataError(f"{flag['sweeps']} must be >= 0, got {sweeps}")
-    if int(staleness) != staleness or staleness < 0:
-        raise DataError(f"{flag['staleness']} must be an integer >= 0, got {staleness}")
-    K, staleness = int(n_topics), int(staleness)
+    K = int(n_topics)
 
-    def setup(n_workers):
+    def setup(ctx):
+        n_workers, staleness = ctx.n_workers, ctx.staleness
         X, vocab = data()
         X = check_corpus(X, vocab)
         n_docs, V = X.shape
@@ -210,11 +209,11 @@ def fit(X, *, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50, se
     (``model['word_topic']``, ``model['doc_topic']``) on the scheduler rank. ``run_kw``
     goes to :func:`strads.run` (workers, time_limit, tol, out, quiet, mpi, ...)."""
     setup = make_setup(lambda: (X, vocab), n_topics, alpha, beta, schedule, sweeps,
-                       staleness, seed, check)
+                       seed, check)
     if max_rounds is None:  # the schedule ends the run after its sweeps
         max_rounds = 10 ** 9
     return engine.run(setup, LDAUpdate, staleness=staleness, max_rounds=max_rounds,
-                      app="lda", **run_kw)
+                      app="lda", seed=seed, **run_kw)
 
 
 def top_words(word_topic, vocab=None, n=10):

@@ -56,7 +56,7 @@ def run(args):
             return X, None
     # the flags first (one line each), then the built-in corpus's size before it is drawn
     setup = make_setup(data, args.topics, args.alpha, args.beta, args.schedule, args.sweeps,
-                       args.staleness, args.seed, cli=True)
+                       args.seed, cli=True)
     if not args.data:
         check_corpus_size(args.n_docs, args.n_words, args.doc_length, true_topics, {
             "n_docs": "--n-docs", "n_words": "--n-words", "doc_length": "--doc-length",

@@ -62,7 +62,7 @@ def gram_block_cap(n_workers, budget=GRAM_BUDGET):
 def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
                floor=0.1, full_every=None, seed=0, *, tol=1e-6, name="data",
                ws_min=WS_MIN, reuse_hessian=True, gram_budget=GRAM_BUDGET):
-    """``setup(n_workers)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` (y: any
+    """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` (y: any
     two label values) and is only called on the scheduler rank. ``tol``: the gap's
     stopping tolerance (also given to the engine: the aggregate drops the update of the
     round that certifies the model)."""
@@ -85,7 +85,8 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
     if not ws_min >= 1:
         raise DataError(f"ws_min must be >= 1, got {ws_min}")
 
-    def setup(n_workers):
+    def setup(ctx):
+        n_workers, staleness = ctx.n_workers, ctx.staleness
         X, y, classes = check(*data(), name=name)
         n, p = X.shape
         if n_workers > n:
@@ -100,11 +101,11 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         agg.classes = classes
         every = full_every or p
         if schedule == "working-set":
-            sched = WorkingSet(agg, block)
+            sched = WorkingSet(agg, block, staleness)
         elif schedule == "priority":
-            sched = Priority(agg, block, every, seed, X, rho, floor)
+            sched = Priority(agg, block, every, seed, X, rho, floor, staleness)
         else:
-            sched = SCHEDULES[schedule](agg, block, every, seed)
+            sched = SCHEDULES[schedule](agg, block, every, seed, staleness)
         cuts = split_rows(X, n_workers)
         shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
         return sched, agg, shards
@@ -123,4 +124,4 @@ def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, 
                        full_every, seed, tol=tol, ws_min=ws_min,
                        reuse_hessian=reuse_hessian)
     return engine.run(setup, LogRegUpdate, tol=tol, max_rounds=max_rounds, app="logreg",
-                      **run_kw)
+                      seed=seed, **run_kw)

@@ -33,6 +33,7 @@ def max_staleness(n_features, block):
 
 
 class _Checked(Schedule):
+    staleness = 0
     _started = False
     checkpoint_skip = ("_started",)
 
@@ -52,8 +53,8 @@ class WorkingSet(_Checked):
     depends on the last, so one round is in flight at a time: with a staleness the
     schedule sends empty rounds while it waits."""
 
-    def __init__(self, agg, block=256):
-        self.agg, self.block = agg, block
+    def __init__(self, agg, block=256, staleness=0):
+        self.agg, self.block, self.staleness = agg, block, staleness
 
     def schedule(self, round):
         agg = self.agg
@@ -69,7 +70,8 @@ class WorkingSet(_Checked):
 
 
 class _Jacobi(_Checked):
-    def __init__(self, agg, block, full_every, seed):
+    def __init__(self, agg, block, full_every, seed, staleness=0):
+        self.staleness = staleness
         self.agg = agg
         self.p = agg.p
         self.block = max(1, min(int(block), self.p))
@@ -129,8 +131,8 @@ class Priority(_Jacobi):
     # the scheduler's copy of X (setup() gives it again) and scratch left as found
     checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "head", "seen")
 
-    def __init__(self, agg, block, full_every, seed, X, rho, floor):
-        super().__init__(agg, block, full_every, seed)
+    def __init__(self, agg, block, full_every, seed, X, rho, floor, staleness=0):
+        super().__init__(agg, block, full_every, seed, staleness)
         self.rho, self.floor = float(rho), float(floor)
         if sp.issparse(X):
             self.cols = (X.indptr, X.indices, X.data)

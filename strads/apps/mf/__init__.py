@@ -64,7 +64,7 @@ def _compressed(users, items, vals, m, n):
 def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias="mean",
                weighted=False, init_scale=None, seed=0, target_test_rmse=None, group=1,
                init="svd", block=1):
-    """``setup(n_workers)`` for :func:`strads.run`; ``data()`` returns a prepared
+    """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
     :class:`Problem` and is only called on the scheduler rank. ``group``: ccd columns
     per group (at least the run's staleness + 1, which the schedule sees itself) and
     ``block``: ccd columns per round (see :mod:`.schedule`).
@@ -106,7 +106,8 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                             f"{fmt_bytes(16 * sweep)}, more than this machine's "
                             f"{fmt_bytes(mem)} of memory")
 
-    def setup(n_workers):
+    def setup(ctx):
+        n_workers = ctx.n_workers
         p = data()
         m, n = p.shape
         if n_workers > min(m, n):
@@ -161,9 +162,9 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                 "test": tests[w]})
         agg.target_test_rmse = target_test_rmse
         if schedule == "ccd":
-            sched = SCHEDULES[schedule](lay, iters, inner, group, block)
+            sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
         else:
-            sched = SCHEDULES[schedule](lay, iters)
+            sched = SCHEDULES[schedule](lay, iters, ctx.staleness)
         return sched, agg, shards
 
     return setup
@@ -213,7 +214,8 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=1.0,
                        iters=iters, bias=bias, weighted=weighted, init=init,
                        init_scale=init_scale, seed=seed, target_test_rmse=target_test_rmse,
                        block=block)
-    return engine.run(setup, MFUpdate, tol=tol, max_rounds=max_rounds, app="mf", **run_kw)
+    return engine.run(setup, MFUpdate, tol=tol, max_rounds=max_rounds, app="mf", seed=seed,
+                      **run_kw)
 
 
 def predict(model, users, items, unknown="error"):

@@ -5,7 +5,7 @@
   ``inner`` times, for t = 0..k-1 (the bias columns first, one side each).
   Dependency structure: W's column t and H's column t conflict (each is solved against
   the other), columns of one side do not (a worker updates its residual in place, so
-  they run as Gauss-Seidel). With staleness s (set by the engine), up to s+1 rounds are
+  they run as Gauss-Seidel). With staleness s (the run's), up to s+1 rounds are
   in flight, so the columns go in groups of ``max(group, s + 1)`` rounds: W's group,
   then H's group; H's column t is then never computed before W's column t was applied
   (a short last group joins the one before; with fewer columns than s + 1, empty rounds
@@ -25,18 +25,11 @@ from ...engine import DataError, Schedule
 
 class _Sweep(Schedule):
     method = None
-    checkpoint_skip = ("layout", "_sweep")  # setup() makes them again
+    checkpoint_skip = ("layout", "sweep")  # setup() makes them again
 
-    def __init__(self, layout, iters):
-        self.iters, self.layout = iters, layout
-        self._sweep = None
-
-    @property
-    def sweep(self):
-        # made on first use: the engine sets self.staleness before the first round
-        if self._sweep is None:
-            self._sweep = self.rounds(self.layout)
-        return self._sweep
+    def __init__(self, layout, iters, staleness=0):
+        self.iters, self.layout, self.staleness = iters, layout, staleness
+        self.sweep = self.rounds(layout)
 
     @property
     def total_rounds(self):
@@ -54,9 +47,9 @@ class _Sweep(Schedule):
 class CCD(_Sweep):
     method = "ccd"
 
-    def __init__(self, layout, iters, inner=1, group=1, block=1):
+    def __init__(self, layout, iters, inner=1, group=1, block=1, staleness=0):
         self.inner, self.group, self.block = int(inner), int(group), int(block)
-        super().__init__(layout, iters)
+        super().__init__(layout, iters, staleness)
 
     def rounds(self, lay):
         seq = []
