@@ -187,7 +187,7 @@ def test_workers_collectives_under_mpi_match_one_process():
     t = res.summary()["traffic"]
     for a, b in (("bytes_sent", "bytes_received"), ("messages_sent", "messages_received")):
         assert sum(e[a] for e in t) == sum(e[b] for e in t) > 0
-    # rank 0: the shards (one message each), the warm-up, then one message each way a
-    # round, and the collect request
-    assert t[0]["messages_sent"] == (size - 1) + 1 + 40 + 1
+    # rank 0: the warm-up, the shards (one message each), then one message each way a
+    # round, the last round's syncs and the collect request
+    assert t[0]["messages_sent"] == 1 + (size - 1) + 40 + 1 + 1
     assert t[0]["messages_received"] == 1 + (size - 1) + 40

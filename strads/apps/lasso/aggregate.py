@@ -18,7 +18,7 @@ class LassoAggregate(Aggregate):
     n_features = None  # X's columns, empty ones too
 
     # setup() and the schedule set them again
-    checkpoint_skip = ("deadline", "block_cap", "kept", "n_features")
+    checkpoint_skip = ("block_cap", "kept", "n_features")
 
     def __init__(self, sq_norms, n_samples, lam, y_sq):
         self.n, self.lam, self.y_sq = n_samples, float(lam), float(y_sq)
@@ -26,7 +26,6 @@ class LassoAggregate(Aggregate):
         self.sq_norms = sq_norms
         p = sq_norms.shape[0]
         self.beta = np.zeros(p)
-        self.busy = np.zeros(p, dtype=np.bool_)  # coordinates in an unaggregated round
         self.screened = np.zeros(p, dtype=np.bool_)  # proven zero at the optimum
         self.prio = np.zeros(p)
         self._tree = None  # sum tree over prio, built when a schedule samples from it
@@ -42,10 +41,6 @@ class LassoAggregate(Aggregate):
         self.gap = np.inf
         self.fulls = 0  # full rounds aggregated
         self.objective_rises = 0
-        self.step = 1.0  # relaxation of the coordinate steps, lowered by the schedule
-        # time.perf_counter() past which a block solve returns what it has (set by the
-        # schedule from the run's time limit; None: no limit)
-        self.deadline = None
         self.block_cap = None  # working-set: the most coordinates of one Gram block
         self.pieces = 0  # block rounds that solved a piece of a working set cut to the cap
         self.late_rounds = 0  # block rounds dropped: a worker's Gram missed the deadline
@@ -79,7 +74,7 @@ class LassoAggregate(Aggregate):
         before = np.count_nonzero(self.beta[cols])
         if task.get("gram"):
             if all("G" in part or "Gi" in part for part in partials):
-                delta = self._exact(cols, g, partials)
+                delta = self._exact(cols, g, partials, task.get("deadline"))
             else:  # the time limit passed while the workers built the Gram: no update
                 self.late_rounds += 1
                 delta = np.zeros(cols.shape[0])
@@ -88,17 +83,16 @@ class LassoAggregate(Aggregate):
         else:
             delta = np.empty(cols.shape[0])
             self.l1 += K.soft_threshold_block(self.beta, cols, g, self.sq_norms, self.thresh,
-                                              self.step, delta)
+                                              task.get("step", 1.0), delta)
             self.updates += cols.shape[0]
         self.l1_at.append(self.l1)
         self.nnz += np.count_nonzero(self.beta[cols]) - before
-        self.busy[cols] = False
         if self._tree is not None:
             K.tree_set(self._tree, cols, self.sq_norms[cols] * delta * delta)
         moved = delta != 0.0
         return {"cols": cols[moved], "delta": delta[moved]}
 
-    def _exact(self, cols, g, partials):
+    def _exact(self, cols, g, partials, deadline=None):
         """Solve the block's subproblem exactly (to a fraction of the current gap) from
         its Gram matrix: updates inside the block see each other, so any block is safe."""
         G = None
@@ -117,30 +111,30 @@ class LassoAggregate(Aggregate):
         # as skglm: solve to a fraction of the block's worst violation at the last full
         # round, so each block round makes real progress but none is wasted
         tol = max(0.3 * np.sqrt(self.prio[cols].max()), 1e-14 * np.sqrt(self.y_sq))
-        passes = self._solve(G, g, new, tol, MAX_PASSES)
+        passes = self._solve(G, g, new, tol, MAX_PASSES, deadline)
         self.beta[cols] = new
         self.l1 += np.abs(new).sum() - np.abs(old).sum()
         self.updates += passes * cols.shape[0]
         return new - old
 
-    def _solve(self, G, q, b, tol, max_passes):
+    def _solve(self, G, q, b, tol, max_passes, deadline=None):
         """:func:`kernels.gram_cd` in pieces of about SOLVE_OPS multiply-adds, looking at
-        the clock between them: past the deadline it returns the iterate it has (each
+        the clock between them: past ``deadline`` (``time.time()``, the task's: the run's
+        time limit) it returns the iterate it has (each
         pass lowers the objective, so that is still progress). Without a deadline, one
         piece. Same arithmetic either way."""
         m = b.shape[0]
         c = K.gram_c(G, q, b)
         hist = np.empty((6, m))
         state = np.zeros(1, dtype=np.int64)
-        per_call = max_passes if self.deadline is None else \
+        per_call = max_passes if deadline is None else \
             int(max(1, min(max_passes, SOLVE_OPS // max(m * m, 1))))
         passes = 0
         while passes < max_passes:
             k, converged = K.gram_cd_passes(G, q, b, c, self.thresh, tol,
                                             min(per_call, max_passes - passes), hist, state)
             passes += k
-            if converged or (self.deadline is not None and
-                             time.perf_counter() >= self.deadline):
+            if converged or (deadline is not None and time.time() >= deadline):
                 break
         return passes
 

@@ -16,12 +16,16 @@ So rounds in flight hold disjoint coordinates, and a staleness above
 :func:`max_staleness` could only add empty rounds: it is refused (a DataError) at the
 first schedule() call (the staleness is the run's, given by setup).
 
-Time: with ``time_limit`` the schedule starts the clock at its first call and sets the
-aggregate's ``deadline`` (``time.perf_counter()``) and, in working-set tasks, a wall-clock
-``deadline`` (``time.time()``, comparable across ranks) that the workers' Gram builds
-and the scheduler's block solves look at between pieces of work.
+Time: with ``time_limit`` the schedule starts the clock at its first call and puts, in
+working-set tasks, a wall-clock ``deadline`` (``time.time()``, comparable across ranks)
+that the workers' Gram builds and the aggregate's block solves look at between pieces
+of work.
+
+A schedule reads the aggregate's state and never writes it: the coordinates in flight
+(``busy``) and the step are the schedule's own; a round's step travels in its task.
 """
 import time
+from collections import deque
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,6 +61,19 @@ class _Clocked(Schedule):
     _clock0 = None  # time.perf_counter() at the start, less the time a resumed run used
     _used = 0.0  # seconds used before a resume
 
+    def _begin_round(self, round):
+        """Free the coordinates of the rounds the aggregate has taken since the last call
+        (it takes them in order: ``agg.done`` of them so far)."""
+        self._round = round
+        done = self.agg.done
+        while self._flight and self._flight[0][0] < done:
+            self.busy[self._flight.popleft()[1]] = False
+
+    def _hold(self, cols):
+        """``cols`` are in flight from this round until the aggregate has taken it."""
+        self.busy[cols] = True
+        self._flight.append((self._round, cols))
+
     def _start(self, agg, n_features, block):
         self._started = True
         top = max_staleness(n_features, block)
@@ -68,9 +85,7 @@ class _Clocked(Schedule):
                 f"(use a staleness of at most {top})")
         self._clock0 = time.perf_counter() - self._used
         if self.time_limit:
-            left = self.time_limit - self._used
-            agg.deadline = time.perf_counter() + left
-            self.wall_deadline = time.time() + left
+            self.wall_deadline = time.time() + self.time_limit - self._used
 
     def state(self):
         state = super().state()
@@ -82,6 +97,9 @@ class _Clocked(Schedule):
 class _Base(_Clocked):
     def __init__(self, agg, block, full_every, seed, time_limit=None, staleness=0):
         self.agg, self.staleness = agg, staleness
+        self.busy = np.zeros(agg.beta.shape[0], dtype=np.bool_)  # in an unaggregated round
+        self._flight = deque()  # (round, its coordinates) not yet aggregated
+        self.step = 1.0  # relaxation of the coordinate steps
         self.p = agg.beta.shape[0]
         # never more than the features: the block halves on objective rises, and from a
         # block far above n_features the halving would not shrink the rounds for long
@@ -96,6 +114,7 @@ class _Base(_Clocked):
         agg = self.agg
         if not self._started:
             self._start(agg, self.p, self.block)
+        self._begin_round(round)
         if agg.objective_rises > self.rises:
             # The objective went up: the updates of one round, or of the rounds in
             # flight, interfere too much. Halve the block; at one coordinate, the step.
@@ -103,13 +122,13 @@ class _Base(_Clocked):
             if self.block > 1:
                 self.block //= 2
             else:
-                agg.step = max(agg.step / 2, 1 / 1024)
+                self.step = max(self.step / 2, 1 / 1024)
         else:
             self.calm += 1
             if self.calm >= CALM_ROUNDS:  # grow back gently once it has been calm a while
                 self.calm = 0
-                if agg.step < 1:
-                    agg.step = min(1.0, 2 * agg.step)
+                if self.step < 1:
+                    self.step = min(1.0, 2 * self.step)
                 else:
                     self.block = min(self.block + max(1, self.block // 4), self.max_block)
         if self.since_full is None or self.since_full >= self.full_every:
@@ -117,11 +136,11 @@ class _Base(_Clocked):
             return agg.full_task()
         cols = self.choose(min(self.block, self.p))
         self.since_full += cols.shape[0]
-        agg.busy[cols] = True
-        return {"cols": cols, "version": agg.done}
+        self._hold(cols)
+        return {"cols": cols, "version": agg.done, "step": self.step}
 
     def free(self, cols):
-        return cols[~self.agg.busy[cols]]
+        return cols[~self.busy[cols]]
 
 
 class RoundRobin(_Base):
@@ -169,7 +188,7 @@ class Priority(_Base):
         cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
         self.rng.shuffle(cand)
         # busy doubles as the filter's "already taken" mask
-        cols = self.select(*self.cols, self.agg.norms, cand, self.rho, b, self.agg.busy)
+        cols = self.select(*self.cols, self.agg.norms, cand, self.rho, b, self.busy)
         return np.sort(cols)
 
 
@@ -190,6 +209,8 @@ class WorkingSet(_Clocked):
     def __init__(self, agg, min_size=256, max_block=None, block=256, time_limit=None,
                  staleness=0):
         self.agg, self.staleness = agg, staleness
+        self.busy = np.zeros(agg.beta.shape[0], dtype=np.bool_)  # in an unaggregated round
+        self._flight = deque()  # (round, its coordinates) not yet aggregated
         self.max_block = int(max_block) if max_block else None
         self.min_size = min(min_size, self.max_block) if self.max_block else min_size
         self.block, self.time_limit = block, time_limit  # block: the staleness bound only
@@ -202,11 +223,12 @@ class WorkingSet(_Clocked):
         agg = self.agg
         if not self._started:
             self._start(agg, agg.beta.shape[0], self.block)
+        self._begin_round(round)
         if self.pieces:
-            if agg.busy.any():  # the previous piece is in flight: its changes come first
+            if self.busy.any():  # the previous piece is in flight: its changes come first
                 return self._wait()
             return self._block(self.pieces.pop(0))
-        if agg.fulls > self.used and not agg.busy.any():
+        if agg.fulls > self.used and not self.busy.any():
             self.used = agg.fulls
             nonzero = agg.beta != 0
             size = max(self.min_size, 2 * int(np.count_nonzero(nonzero)))
@@ -243,7 +265,7 @@ class WorkingSet(_Clocked):
 
     def _block(self, cols):
         agg = self.agg
-        agg.busy[cols] = True
+        self._hold(cols)
         if not self.pieces:  # the last piece: the next full round may follow it
             self.pending_full = True
         task = {"cols": cols, "gram": True, "version": agg.done}

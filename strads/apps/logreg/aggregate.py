@@ -45,7 +45,6 @@ class LogRegAggregate(Aggregate):
         p = sq_norms.shape[0]
         self.p = p
         self.w = np.zeros(p)
-        self.busy = np.zeros(p, dtype=np.bool_)  # coordinates in an unaggregated round
         self.prio = np.zeros(p)
         self._tree = None
         self.l1 = 0.0
@@ -58,15 +57,16 @@ class LogRegAggregate(Aggregate):
         self.gap = math.inf
         self.fulls = 0
         self.objective_rises = 0
-        self.step = 1.0  # relaxation of the Jacobi steps, lowered by the schedule
         self.tol = float(tol)
         self.stopped = False  # the gap certified the model: later updates are dropped
-        self.dual_c = None  # the dual scale, to be sent with the next task
-        self.dual_primal = math.nan  # the objective at that full round
-        self.last_full = None  # Jacobi: the last full round dispatched (the schedule's)
+        # the dual scale of the last full round (round dual_round, objective dual_primal),
+        # for the schedule to send with its next task; duals: how many so far
+        self.dual_c, self.dual_round, self.duals = None, None, 0
+        self.dual_primal = math.nan
         # working set
         self.min_size, self.block_cap, self.reuse = int(min_size), block_cap, bool(reuse)
-        self.next = {"kind": "full"}  # the next task (None: wait for the round in flight)
+        self.plans = 0  # tasks planned so far: the schedule takes each once (by number)
+        self.next = {"kind": "full"}
         self.ws = np.empty(0, np.int64)
         self.G = None  # the block's Gram, kept for the next steps on the same block
         self.d = None  # the pending direction on the block
@@ -96,17 +96,14 @@ class LogRegAggregate(Aggregate):
         self.tol = float(tol)
         return self.stopped
 
-    def take_next(self):
-        """The working set's next task (None while a round is in flight)."""
-        task, self.next = self.next, None
-        return task
+    @property
+    def next(self):
+        """The working set's next task: plan number ``plans``."""
+        return self._next
 
-    def attach_dual(self, task):
-        """Ask for the dual's entropy sum in ``task`` if a full round is waiting for it."""
-        if self.dual_c is not None:
-            task["dual"] = self.dual_c
-            self.dual_c = None
-        return task
+    @next.setter
+    def next(self, task):
+        self._next, self.plans = task, self.plans + 1
 
     # -- rounds --------------------------------------------------------------------------
     def aggregate(self, round, task, partials):
@@ -156,9 +153,9 @@ class LogRegAggregate(Aggregate):
         top = K.violations(self.w, q, self.thresh, viol)
         # the workers keep this round's margins for the dual until their next full
         # round: if one is already in flight (staleness), this round's gap is skipped
-        if self.last_full is None or self.last_full == round:
-            self.dual_c = min(1.0, self.thresh / top) if top > 0 else 1.0
-            self.dual_primal = primal
+        # (sent only if no later full round has gone out: see the schedule)
+        self.dual_c = min(1.0, self.thresh / top) if top > 0 else 1.0
+        self.dual_primal, self.dual_round, self.duals = primal, round, self.duals + 1
         if task.get("hess"):
             K.full_priorities(self.w, q, _sum(partials, "h"), self.thresh, self.prio)
             self._tree = None
@@ -378,10 +375,10 @@ class LogRegAggregate(Aggregate):
         self.primal = primal
         before = np.count_nonzero(self.w[cols])
         delta = np.empty(cols.shape[0])
-        self.l1 += K.newton_steps(self.w, cols, q, h, self.thresh, self.step, delta)
+        self.l1 += K.newton_steps(self.w, cols, q, h, self.thresh, task.get("step", 1.0),
+                                  delta)
         self.nnz += np.count_nonzero(self.w[cols]) - before
         self.updates += cols.shape[0]
-        self.busy[cols] = False
         if self._tree is not None:
             K.tree_set(self._tree, cols, h * delta * delta)
         moved = delta != 0.0

@@ -16,6 +16,8 @@ duality gap, see :mod:`.aggregate`). Coordinates of a round still in flight are 
 chosen again until it is aggregated; a staleness above :func:`max_staleness` could only
 add empty rounds and is refused at the first call.
 """
+from collections import deque
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -33,9 +35,15 @@ def max_staleness(n_features, block):
 
 
 class _Checked(Schedule):
+    """What the logreg schedules share: the staleness check, and the task plans and
+    dual requests they take from the aggregate (read, never written: each is numbered,
+    and the schedule keeps the number of the last it took)."""
     staleness = 0
     _started = False
     checkpoint_skip = ("_started",)
+    _plans_taken = 0
+    _duals_taken = 0
+    last_full = None  # Jacobi: the last full round dispatched
 
     def _start(self, p, block):
         self._started = True
@@ -45,6 +53,25 @@ class _Checked(Schedule):
                 f"staleness {self.staleness} is above the useful maximum {top} = "
                 f"ceil({p} features / block {min(block, p)}): rounds in flight hold "
                 f"disjoint coordinates, so more could only be empty (use at most {top})")
+
+    def _take_plan(self):
+        """The aggregate's next task if this schedule has not taken it yet, else None."""
+        agg = self.agg
+        if agg.plans == self._plans_taken or agg.next is None:
+            return None
+        self._plans_taken = agg.plans
+        return dict(agg.next)
+
+    def _attach_dual(self, task):
+        """Ask for the dual's entropy sum in ``task`` if a full round is waiting for it,
+        and no later full round has gone out since (the workers keep the margins of
+        their last full round only)."""
+        agg = self.agg
+        if agg.duals > self._duals_taken:
+            self._duals_taken = agg.duals
+            if self.last_full is None or self.last_full == agg.dual_round:
+                task["dual"] = agg.dual_c
+        return task
 
 
 class WorkingSet(_Checked):
@@ -62,11 +89,11 @@ class WorkingSet(_Checked):
             self._start(agg.p, self.block)
         if agg.exhausted:
             return None
-        task = agg.take_next()
+        task = self._take_plan()
         if task is None:
             task = {"kind": "wait"}
         task["version"] = agg.done
-        return agg.attach_dual(task)
+        return self._attach_dual(task)
 
 
 class _Jacobi(_Checked):
@@ -74,6 +101,9 @@ class _Jacobi(_Checked):
         self.staleness = staleness
         self.agg = agg
         self.p = agg.p
+        self.busy = np.zeros(agg.p, dtype=np.bool_)  # in an unaggregated round
+        self._flight = deque()  # (round, its coordinates) not yet aggregated
+        self.step = 1.0  # relaxation of the Jacobi steps
         self.block = max(1, min(int(block), self.p))
         self.max_block, self.rises, self.calm = self.block, 0, 0
         self.full_every = int(full_every)
@@ -84,6 +114,9 @@ class _Jacobi(_Checked):
         agg = self.agg
         if not self._started:
             self._start(self.p, self.block)
+        done = agg.done  # the aggregate has taken rounds 0 .. done - 1: free their columns
+        while self._flight and self._flight[0][0] < done:
+            self.busy[self._flight.popleft()[1]] = False
         if agg.objective_rises > self.rises:
             # parallel (or stale) Newton steps interfere: halve the block; at one
             # coordinate, the step
@@ -91,26 +124,29 @@ class _Jacobi(_Checked):
             if self.block > 1:
                 self.block //= 2
             else:
-                agg.step = max(agg.step / 2, 1 / 1024)
+                self.step = max(self.step / 2, 1 / 1024)
         else:
             self.calm += 1
             if self.calm >= CALM_ROUNDS:
                 self.calm = 0
-                if agg.step < 1:
-                    agg.step = min(1.0, 2 * agg.step)
+                if self.step < 1:
+                    self.step = min(1.0, 2 * self.step)
                 else:
                     self.block = min(self.block + max(1, self.block // 4), self.max_block)
         if self.since_full is None or self.since_full >= self.full_every:
             self.since_full = 0
-            agg.last_full = round
-            return agg.attach_dual({"kind": "full", "hess": True, "version": agg.done})
+            task = self._attach_dual({"kind": "full", "hess": True, "version": agg.done})
+            self.last_full = round
+            return task
         cols = self.choose(min(self.block, self.p))
         self.since_full += cols.shape[0]
-        agg.busy[cols] = True
-        return agg.attach_dual({"kind": "block", "cols": cols, "version": agg.done})
+        self.busy[cols] = True
+        self._flight.append((round, cols))
+        return self._attach_dual({"kind": "block", "cols": cols, "version": agg.done,
+                                  "step": self.step})
 
     def free(self, cols):
-        return cols[~self.agg.busy[cols]]
+        return cols[~self.busy[cols]]
 
 
 class RoundRobin(_Jacobi):
@@ -152,10 +188,10 @@ class Priority(_Jacobi):
         self.rng.shuffle(cand)
         if self.head is not None:
             cols = K.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
-                                   self.agg.busy, self.head)
+                                   self.busy, self.head)
         else:
             cols = K.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
-                                  self.agg.busy)
+                                  self.busy)
         return np.sort(cols)
 
 
