@@ -1,8 +1,10 @@
 """Round trips through the MPI transport: the scheduler sends one message to every
-worker and waits for each one's small reply, as in an engine round.
+worker and waits for each one's small reply: directly to each (``--direct``), or as
+an engine round does, down the workers' tree and back up it, combined (default).
 
     mpiexec -n 3 python benchmarks/bench_transport.py             # 2 MB, 200 rounds
     mpiexec -n 4 python benchmarks/bench_transport.py --bytes 80 --rounds 2000
+    mpiexec -n 4 python benchmarks/bench_transport.py --bytes 80 --rounds 2000 --direct
     STRADS_DOORBELL=0 mpiexec -n 3 python benchmarks/bench_transport.py   # polling
 
 Prints the wall time and the scheduler's CPU time per round.
@@ -19,7 +21,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bytes", type=int, default=2_000_000)
     ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--direct", action="store_true",
+                    help="one message to each worker, each one's reply (no tree)")
     a = ap.parse_args()
+
+    def combine(parts):
+        return [x for p in parts for x in p]
     engine._keep_freed_memory()  # as strads.run does
     tp = transport.MPITransport()
     x = np.random.default_rng(0).random(max(a.bytes // 8, 1))
@@ -29,19 +36,30 @@ def main():
             tp.recv(w)
         t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(a.rounds):
-            for w in range(tp.n_workers):
-                tp.send(w, ("x", x))
-            for w in range(tp.n_workers):
-                tp.recv(w)
+            if a.direct:
+                for w in range(tp.n_workers):
+                    tp.send(w, ("x", x))
+                for w in range(tp.n_workers):
+                    tp.recv(w)
+            else:
+                tp.broadcast(("x", x))
+                tp.gather(combine)
         wall = (time.perf_counter() - t0) / a.rounds
         cpu = (time.process_time() - c0) / a.rounds
-        print(f"doorbells {'on' if tp._bells is not None else 'off'}: {x.nbytes} B to "
+        print(f"{'direct' if a.direct else 'tree'}, doorbells "
+              f"{'on' if tp._bells is not None else 'off'}: {x.nbytes} B to "
               f"{tp.n_workers} workers and back: {wall * 1e6:.0f} us a round, scheduler "
               f"CPU {cpu * 1e6:.0f} us a round")
     else:
-        for _ in range(a.rounds + 1):
-            tp.recv_task()
-            tp.reply(("ok",))
+        tp.recv_task()
+        tp.reply(("ok",))
+        for _ in range(a.rounds):
+            if a.direct:
+                tp.recv_task()
+                tp.reply(("ok",))
+            else:
+                tp.recv_broadcast()
+                tp.reply_gathered([("ok", tp.worker)], combine)
     tp.close()
 
 

@@ -91,7 +91,7 @@ def parser(module, description, max_rounds, tol):
                         "--checkpoint-every, --quiet and --log-interval; bit for bit the "
                         "uninterrupted run at --staleness 0")
     g.add_argument("--stall-warn", type=pos_float, default=300.0, metavar="SECONDS",
-                   help="under MPI: say which worker the scheduler has waited for this long")
+                   help="under MPI: say which worker a rank has waited for this long")
     return p
 
 
