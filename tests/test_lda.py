@@ -12,6 +12,7 @@ import strads
 from strads.apps import lda as app
 from strads.apps.lda import kernels as K
 from strads.apps.lda.data import load, make_corpus
+from strads.engine import Context
 from conftest import run_cli, world
 
 REUTERS = os.path.join(os.path.dirname(__import__("lda").__file__), "tests", "reuters.ldac")
@@ -179,6 +180,66 @@ def test_bad_matrix():
         app.fit(np.zeros((3, 4), int), quiet=True, mpi=False)
 
 
+@pytest.mark.parametrize("schedule", ["model", "data"])
+def test_scheduler_keeps_nothing_of_model_size(schedule):
+    """After setup the scheduler's pieces hold counters and sizes only: the word-topic
+    counts and the tokens are in the shards (the workers')."""
+    X, _, _ = small_corpus()
+    setup = app.make_setup(lambda: (X, None), n_topics=7, schedule=schedule, sweeps=3)
+    sched, agg, shards = setup(Context(n_workers=3, staleness=1))
+    for piece in (sched, agg):
+        for k, v in vars(piece).items():
+            assert not isinstance(v, (np.ndarray, list, tuple, dict)), (piece, k)
+    key = "nwk" if schedule == "data" else "slices"
+    assert all(key in s for s in shards)
+
+
+def test_scheduler_bytes_per_round_do_not_grow_with_workers(tmp_path):
+    """Rank 0 sends one task and receives one reply a round whatever the number of
+    workers: its bytes per round (the difference of two runs' over the difference of
+    their rounds, which leaves the shards out) are the same under mpiexec -n 3 and -n 5,
+    and small (no word-topic counts pass through it)."""
+    per_round = {}
+    for np_ in (3, 5):
+        got = []
+        for sweeps in (2, 4):
+            out = tmp_path / f"n{np_}s{sweeps}"
+            p = run_cli(["strads.apps.lda", "--quiet", "--n-docs", "100", "--n-words", "200",
+                         "--doc-length", "20", "--sweeps", str(sweeps), "--top-words", "0",
+                         "--out", str(out)], np=np_, timeout=120)
+            assert p.returncode == 0, p.stderr
+            s = json.loads((out / "summary.json").read_text())
+            t = s["traffic"][0]
+            assert t["rank"] == 0 and len(s["traffic"]) == np_
+            got.append((s["rounds"], t["bytes_sent"] + t["bytes_received"]))
+        (r0, b0), (r1, b1) = got
+        assert r1 - r0 == 2 * (np_ - 1)
+        per_round[np_] = (b1 - b0) / (r1 - r0)
+    assert max(per_round.values()) < 512, per_round
+    # frames are 64-byte aligned; a sweep's last round also brings the log-likelihood
+    assert abs(per_round[3] - per_round[5]) <= 64, per_round
+
+
+@pytest.mark.parametrize("schedule,staleness", [("model", 2), ("data", 1)])
+def test_resume_with_the_model_on_the_workers(schedule, staleness, tmp_path):
+    """A checkpoint keeps the workers' slices (several a worker at staleness 2) or tables:
+    resumed, the run ends with the uninterrupted run's model, bit for bit."""
+    base = ["strads.apps.lda", "--quiet", "--n-docs", "100", "--n-words", "120",
+            "--doc-length", "20", "--sweeps", "6", "--workers", "2", "--top-words", "0",
+            "--schedule", schedule, "--staleness", str(staleness)]
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert run_cli(base + ["--out", str(full)]).returncode == 0
+    p = run_cli(base + ["--out", str(part), "--max-rounds", "5", "--checkpoint-every",
+                        "0.001"])
+    assert p.returncode == 0, p.stderr
+    p = run_cli(base + ["--out", str(part), "--resume"])
+    assert p.returncode == 0, p.stderr
+    with np.load(full / "model.npz") as a, np.load(part / "model.npz") as b:
+        assert a.files == b.files
+        for k in a.files:
+            assert np.array_equal(a[k], b[k]), k
+
+
 # ----------------------------------------------------------------------------- readers
 def test_readers(tmp_path):
     (tmp_path / "docword.t.txt").write_text("3\n4\n4\n1 1 2\n1 3 1\n3 4 5\n3 4 1\n")
@@ -264,12 +325,13 @@ def test_cli_bad_input(tmp_path):
 
 # ----------------------------------------------------------------------------- MPI
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("schedule,staleness", [("model", 0), ("model", 1), ("data", 0)])
+@pytest.mark.parametrize("schedule,staleness", [("model", 0), ("model", 1), ("model", 2),
+                                                ("data", 0), ("data", 2)])
 def test_mpi_matches_in_process(schedule, staleness):
     rank, size = world()
     X, _, _ = small_corpus()
     kw = dict(n_topics=5, sweeps=3, schedule=schedule, staleness=staleness, quiet=True,
-              check=True)
+              check=True, log_interval=0.0)  # a trace row every round
     res = app.fit(X, **kw)  # every rank; invariants checked after every round
     if rank == 0:
         ref = app.fit(X, workers=size - 1, mpi=False, **kw)
@@ -278,6 +340,9 @@ def test_mpi_matches_in_process(schedule, staleness):
             assert np.array_equal(res.model[key], ref.model[key]), key
         assert res.model["loglik"] == ref.model["loglik"]
         assert np.isclose(res.trace[-1]["loglik"], ref.model["loglik"], rtol=1e-12)
+        # every sweep's log-likelihood, added up by the workers, to the bit
+        assert [r["loglik"] for r in res.trace] == [r["loglik"] for r in ref.trace]
+        assert res.summary()["max_staleness_seen"] == staleness
     else:
         assert res is None
 

@@ -408,7 +408,7 @@ def test_api_memory_refusals_name_the_keyword():
     # the data schedule keeps a copy of the table on every worker: refused at a K the
     # model schedule fits (computed only: that run would take most of the memory)
     X = sp.csr_matrix(np.ones((2, 300), int))
-    K = PHYS // (300 * 20) + 1
+    K = PHYS // (300 * 16) + 1  # 2 workers x (table + the round's start) x 4 bytes
     est = app.memory_estimate(2, 300, 600, 600, K, 2, 0, "model", 150)
     assert sum(est.values()) < PHYS
     with memory_cap(), pytest.raises(strads.DataError, match="a copy on each of 2 workers"):

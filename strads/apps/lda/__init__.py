@@ -3,9 +3,13 @@ Lee et al. 2014; Yuan et al. 2015).
 
 Documents are split across workers (balanced by tokens); the vocabulary is cut into
 slices that rotate among them, so each slice's word-topic counts are held by one worker
-at a time and only the topic totals are shared. The sampler is exact collapsed Gibbs at
-O(K_d + log K) per token, K_d the number of topics in the token's document (see
-kernels). A data-parallel (YahooLDA-style) schedule is the baseline.
+at a time and passed on to the next worker among the workers themselves; only the topic
+totals are shared, added up among the workers every round. The scheduler (rank 0) keeps
+counters and the log-likelihood history only: after setup it holds nothing of the
+corpus's or the model's size, and its bytes per round do not grow with the workers. The
+sampler is exact collapsed Gibbs at O(K_d + log K) per token, K_d the number of topics in
+the token's document (see kernels). A data-parallel (YahooLDA-style) schedule, whose
+workers reconcile their copies of the table among themselves, is the baseline.
 """
 import math
 
@@ -19,7 +23,7 @@ from .data import check as check_corpus
 from .data import gib, load, make_corpus, phys_mem
 from .schedule import SCHEDULES
 from . import kernels
-from .update import LDAUpdate, doc_loglik
+from .update import LDAUpdate
 
 __all__ = ["fit", "make_setup", "loglikelihood", "load", "make_corpus", "top_words",
            "LDAUpdate", "LDAAggregate", "SCHEDULES", "InvariantError"]
@@ -56,29 +60,37 @@ def memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, s
                     schedule, max_slice):
     """Peak bytes of a run, scheduler and workers together (as on one machine), by part:
     ``{"tokens", "word-topic", "doc-topic", "per-topic", "other"}`` of the phase
-    that needs most: building the word-topic table (int64 counts, then int32), the
-    workers sorting their tokens (BYTES_PER_TOKEN a token, measured), the run, or the
-    end (the documents x topics model gathered from the workers). Fitted to tracemalloc
-    peaks of runs from 4M tokens (README, "Bad input")."""
+    that needs most: the scheduler building the word-topic table in setup (int64 counts,
+    then int32), the workers sorting their tokens (BYTES_PER_TOKEN a token, measured),
+    the run (the table on the workers alone), or the end (the model put together on the
+    scheduler from the workers' parts). Fitted to tracemalloc peaks of runs from 4M
+    tokens (README, "Bad input")."""
     T, VK, DK = n_tokens, n_words * n_topics, n_docs * n_topics
     W, s1 = n_workers, staleness + 1
     packed = min(VK, T) * 6 + n_words * 8  # word-topic table as (topic, count) pairs
-    if schedule == "model":  # every worker: a buffer of the largest slice
-        work = W * max_slice * n_topics * 4
-    else:  # every worker: the whole table and its copy of the round's start; the
-        # scheduler's table and the packed tables in flight
-        work = W * VK * 8 + VK * 4 + (W + 2) * packed
+    buffers = W * max_slice * n_topics * 4  # model: every worker's slice in hand
+    if schedule == "model":
+        # the slices, packed, spread over the workers (and the shards' copies on the way
+        # in, or a slice on its way round the ring); every worker's buffer
+        start = run = 2 * packed + buffers
+        end = packed + buffers
+    else:
+        # every worker: the whole table (from one packed copy per shard), its copy of
+        # the round's start and every worker's packed changes of the round
+        start = W * VK * 4 + (W + 1) * packed
+        run = W * VK * 8 + W * (min(VK, 2 * T) * 6 + W * n_words * 8)
+        end = W * VK * 4
     other = (n_docs * BYTES_PER_DOC + n_words * BYTES_PER_WORD + n_entries * 12
              + W * 4096 + W * s1 * 512)  # buffers, rounds in flight, slices
     # every worker: its sum tree (up to 32 bytes a topic), topic totals and their
-    # copies, the topic changes of its own rounds in flight
-    per_topic = W * n_topics * (64 + 8 * s1)
+    # copies, the topic changes of the round gathered from every worker
+    per_topic = W * n_topics * (64 + 8 * W)
     phases = [
         {"tokens": T * 24, "word-topic": VK * 8},  # the int64 build (bincount)
         {"tokens": T * 8, "word-topic": VK * 12},  # ... cast to int32
-        {"tokens": T * BYTES_PER_TOKEN, "word-topic": packed + work},  # workers start
-        {"tokens": T * 20, "word-topic": packed + work},  # the run
-        {"tokens": T * 20, "word-topic": packed + work + VK * 4,  # the end
+        {"tokens": T * BYTES_PER_TOKEN, "word-topic": start},  # workers start
+        {"tokens": T * 20, "word-topic": run},  # the run
+        {"tokens": T * 20, "word-topic": end + VK * 4 + packed,  # the end
          "doc-topic": DK * 8 + DK * 4 // W}]
     parts = max(phases, key=lambda d: sum(d.values()))
     return {"tokens": parts["tokens"], "word-topic": parts["word-topic"],
@@ -120,9 +132,10 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
                seed=0, check=False, cli=False):
     """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, vocab)`` (a
     documents x words count matrix and the word list or None) and is only called on the
-    scheduler rank. The model-parallel schedule cuts W (staleness + 1) vocabulary slices
-    (the run's staleness, ``ctx.staleness``). ``check``: verify the count
-    invariants after every round (slow; for tests). ``cli``: name the command line's
+    scheduler rank, which builds the initial word-topic table, hands it to the workers in
+    their shards and keeps none of it. The model-parallel schedule cuts W (staleness + 1)
+    vocabulary slices (the run's staleness, ``ctx.staleness``). ``check``: verify the
+    count invariants after every round, on the workers (slow; for tests). ``cli``: name the command line's
     flags (else fit()'s keywords) in refusals.
 
     Before anything is allocated, setup refuses (DataError, one line) a corpus with more
@@ -174,33 +187,37 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         nwk = np.bincount(words.astype(np.int64) * K + z, minlength=V * K)
         nwk = nwk.reshape(V, K).astype(np.int32)
         nk = nwk.sum(axis=0, dtype=np.int64)
-        agg = LDAAggregate(nwk, nk, cuts, n_docs, alpha, beta, schedule, vocab, check)
-        agg.loglik = agg.word_loglik() + initial_doc_loglik(lengths, z, K, alpha)
-        sched = sched_cls(agg, n_workers, staleness, sweeps)
+        agg = LDAAggregate(V, K, n_docs, int(lengths.sum()), alpha, beta, schedule, vocab,
+                           check)
+        sched = sched_cls(V, n_workers, staleness, sweeps)
         doc_cuts = engine.split_balanced(lengths, n_workers)
         tok = np.concatenate([[0], np.cumsum(lengths)])
-        packed = kernels.pack(nwk) if schedule == "data" else None  # one copy for all
+        s1 = staleness + 1
+        if schedule == "data":
+            table = kernels.pack(nwk)  # one copy for all: every worker keeps the table
+        else:  # each slice packed once: its first holder gets it
+            table = [kernels.pack(nwk[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+        del nwk
         shards = []
         for w in range(n_workers):
             d0, d1 = doc_cuts[w], doc_cuts[w + 1]
             t0, t1 = tok[d0], tok[d1]
-            shards.append({"worker": w, "seed": seed, "K": K, "alpha": alpha, "beta": beta,
-                           "V": V, "check": check, "d0": int(d0),
-                           "lengths": lengths[d0:d1], "words": words[t0:t1], "z": z[t0:t1],
-                           "cuts": cuts, "nk": nk,
-                           "nwk": packed})
+            shard = {"worker": w, "n_workers": n_workers, "s1": s1, "mode": schedule,
+                     "seed": seed, "K": K, "alpha": alpha, "beta": beta, "V": V,
+                     "check": check, "n_tokens": int(tok[-1]), "d0": int(d0),
+                     "lengths": lengths[d0:d1], "words": words[t0:t1], "z": z[t0:t1],
+                     "cuts": cuts, "nk": nk}
+            if schedule == "data":
+                shard["nwk"] = table
+            else:  # the slices worker w samples first, one per group (slice_of(w, g))
+                shard["slices"] = [table[g * n_workers + w] for g in range(s1)]
+            shards.append(shard)
+        # rank 0 keeps nothing of the corpus's or the model's size once the workers have
+        # their shards: the engine drops each shard as it is sent
+        del table, words, z, X
         return sched, agg, shards
 
     return setup
-
-
-def initial_doc_loglik(lengths, z, n_topics, alpha):
-    docs = np.repeat(np.arange(lengths.shape[0], dtype=np.int32), lengths)
-    dmeta = np.empty((lengths.shape[0], 2), np.int64)
-    dlist = np.empty((z.shape[0], 2), np.int32)
-    kernels.doc_lists(lengths, docs, z, dmeta, dlist, n_topics)
-    return doc_loglik(lengths, alpha, n_topics, lambda a, t: kernels.sum_lgamma_lists(
-        dmeta, dlist, a, t))
 
 
 def fit(X, *, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50, seed=0,
