@@ -167,8 +167,8 @@ def test_expensive_held_out_scoring_is_rationed(monkeypatch):
 @pytest.mark.parametrize("workers,staleness", [(1, 0), (3, 0), (2, 1)])
 def test_workers_score_each_iteration_exactly(workers, staleness):
     """The workers score the held-out set at every iteration end (their shares, from
-    their synced factors; unseen users' pairs on the scheduler): each figure is the
-    exact RMSE of the model after that many iterations."""
+    their synced factors; unseen users' pairs too, from the factors' extra entry): each
+    figure is the exact RMSE of the model after that many iterations."""
     t = mf.make_problem(300, 200, 5000, rank=3, seed=6)
     rng = np.random.default_rng(0)
     test = (np.concatenate([t.users[:300], [10_000, 10_001]]),  # two unseen users
@@ -423,8 +423,8 @@ def test_ccd_sweep_covers_every_column_and_keeps_partners_apart(rank, group, blo
         if bias:
             expect = np.append(expect, lay.user_bias if side == "W" else lay.item_bias)
         assert sorted(done) == sorted(expect)
-    # with group = staleness + 1, H's column t is computed only after W's column t (of
-    # the same pass) has been applied: at least `group` rounds later
+    # H's column t is computed at least `group` rounds after W's column t (of the same
+    # pass)
     for pos, (side, cols) in enumerate(seq):
         for t in cols:
             if side == "H" and t < rank:

@@ -3,9 +3,13 @@
 Minimises sum over observed ratings of (r_ui - mu - w_u.h_i)^2 + lambda (||W||^2 + ||H||^2)
 (optionally with user and item biases, or lambda weighted by each row's rating count).
 Users and items are split across workers, balanced by ratings; each worker keeps its
-users' ratings by row and its items' ratings by column, both as residuals. A round
-updates one factor column of one side; the aggregate assembles it and syncs it back.
+users' ratings by row and its items' ratings by column, both as residuals, and a synced
+copy of both factors. A round updates one block of factor columns of one side: the
+workers exchange their rows of it among themselves (:mod:`.update`), and worker 0 alone
+sends the scheduler the round's small sums (:mod:`.aggregate`), so the scheduler's
+traffic per round does not grow with the number of workers or the factors' size.
 """
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,9 +69,9 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                weighted=False, init_scale=None, seed=0, target_test_rmse=None, group=1,
                init="svd", block=1):
     """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
-    :class:`Problem` and is only called on the scheduler rank. ``group``: ccd columns
-    per group (at least the run's staleness + 1, which the schedule sees itself) and
-    ``block``: ccd columns per round (see :mod:`.schedule`).
+    :class:`Problem` and is only called on the scheduler rank, which keeps nothing of
+    its size once setup returns (the shards go to the workers). ``group``: ccd columns
+    per group and ``block``: ccd columns per round (see :mod:`.schedule`).
 
     Start: W = 0 and H's rank rows orthonormal (times ``init_scale``), spanning R'R Z for
     a Gaussian Z chosen by ``seed`` (``init='svd'``: one step of randomized subspace
@@ -127,39 +131,54 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                             f"{max(cu.max(), ci.max())} ratings (--weighted-lambda) "
                             "overflows")
         rng = np.random.default_rng([seed, 0x6D66, 2])
-        W, H = np.zeros((lay.kk, m)), np.zeros((lay.kk, n))
-        # W's free columns start at 0 and the bias columns at 0: no prediction yet
+        # W starts at 0, the bias columns too: no prediction yet, the residuals are the
+        # ratings less the mean. H (transposed) has one extra entry per column, an unseen
+        # item's (cold start, policy mean): 0 but for the fixed column's 1.
+        H = np.zeros((lay.kk, n + 1))
         res = p.ratings - mean
         rows, cols = _compressed(p.users, p.items, res, m, n)
+        del res
         Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)  # rows of norm about 1
         if init == "svd":
             # one step of randomized subspace iteration: H starts in the span of R'R Z
             R = sp.csr_matrix((rows[2], rows[1], rows[0]), shape=(m, n))
             Z = np.ascontiguousarray((R.T @ (R @ Z.T)).T)
+            del R
             K.orthonormalize(Z)
         if init_scale is not None:
             scale = init_scale
         else:  # svd: unit rows; random: entries of variance 1 / rank
             scale = 1.0 if init == "svd" else np.sqrt(n / lay.rank)
-        H[:lay.rank] = scale * Z
+        H[:lay.rank, :n] = scale * Z
+        del Z
         with np.errstate(over="ignore", invalid="ignore"):
-            penalty = float(reg["H"] @ (H[:lay.rank] ** 2).sum(axis=0))
+            penalty = float(reg["H"] @ (H[:lay.rank, :n] ** 2).sum(axis=0))
         if not np.isfinite(penalty):
             raise DataError(f"lambda {lam} (--lambda) and starting scale {scale} "
                             "(--init-scale): the starting penalty lambda ||H||^2 overflows")
-        for s, c in lay.fixed.items():
-            (W if s == "W" else H)[c] = 1.0
+        if biases:
+            H[lay.user_bias] = 1.0
+        # the starting objective's pieces and held-out score, while the data is here: the
+        # scheduler keeps nothing of its size
+        sq = {"W": np.zeros(lay.kk), "H": np.array([K.wsumsq(reg["H"], H[t, :n])
+                                                    for t in range(lay.kk)])}
+        if biases:
+            sq["W"][lay.item_bias] = K.wsumsq(reg["W"], np.ones(m))
+        e = p.test_ratings - mean
+        agg = MFAggregate(lay, (m, n), mean, int(rows[2].shape[0]), int(e.shape[0]),
+                          p.cold, K.wsumsq(None, rows[2]), sq,
+                          math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
+                          else float("nan"))
         uo, io = engine.split_balanced(cu, n_workers), engine.split_balanced(ci, n_workers)
-        agg = MFAggregate(lay, W, H, reg, p, mean, rows)
-        tests = agg.test_shares(n_workers)
         shards = []
-        for w in range(n_workers):
+        for w, test in enumerate(_test_shares(p, mean, n_workers)):
             (u0, u1), (i0, i1) = uo[w:w + 2], io[w:w + 2]
             shards.append({
-                "W": W, "H": H, "users": (int(u0), int(u1)), "items": (int(i0), int(i1)),
+                "layout": lay, "shape": (m, n), "H": H,
+                "users": (int(u0), int(u1)), "items": (int(i0), int(i1)),
                 "rows": _part(rows, u0, u1), "cols": _part(cols, i0, i1),
-                "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1],
-                "test": tests[w]})
+                "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1], "test": test,
+                "user_ids": p.user_ids[u0:u1], "item_ids": p.item_ids[i0:i1]})
         agg.target_test_rmse = target_test_rmse
         if schedule == "ccd":
             sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
@@ -170,16 +189,31 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
     return setup
 
 
+def _test_shares(p, mean, n_workers):
+    """Each worker's share of the held-out pairs (users, items, rating less the mean), in
+    contiguous runs of the (user, item) order: the scoring then reads the factors in
+    order. Cold pairs point at the synced factors' extra entry, which every worker has."""
+    order = np.lexsort((p.test_items, p.test_users))
+    return [(p.test_users[k].astype(np.int32), p.test_items[k].astype(np.int32),
+             p.test_ratings[k] - mean) for k in np.array_split(order, n_workers)]
+
+
 def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1):
-    """Peak bytes of the factors at ``rank`` for m users and n items: the start (W, H
-    and the subspace iteration's R'R Z), the scheduler's transposed copy, every worker's
-    synced copy of both and its own rows, and each worker's gather buffer (ccd) or
-    per-row gather of the other side (als)."""
+    """Peak bytes of the factors at ``rank`` for m users and n items, all ranks on this
+    machine. The model lives on the workers: each has a synced copy of both factors, its
+    own rows, a round's exchange (its frame, everyone's rows, the assembled columns:
+    ``block`` columns for ccd, all of a side for als) and the ccd gather buffer, or at the
+    end the row-major copies its exact RSS reads. The scheduler holds H and the subspace
+    iteration's R'R Z at the start, and the gathered rows and the model file's arrays at
+    the end."""
     kk = rank + 2 * biases
     full = kk * (m + n + 2)
-    per_worker = (max(m, n) * (1 + min(block, kk)) if schedule == "ccd"
-                  else max(m, n) * kk)
-    return 8 * (full * (3 + n_workers) + rank * (2 * n + m) + n_workers * per_worker)
+    big = max(m, n)
+    b = min(block, kk) if schedule == "ccd" else kk
+    rounds = 3 * b * big + (big * (1 + b) if schedule == "ccd" else 0)
+    per_worker = full + max(rounds, full)
+    scheduler = max(kk * (n + 1) + rank * (2 * n + m), 3 * full)
+    return 8 * (n_workers * per_worker + full + scheduler)
 
 
 def _check_factor_memory(rank, biases, m, n, n_workers, schedule, block):
@@ -207,9 +241,16 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=1.0,
     to :func:`strads.run` (workers, staleness, time_limit, mpi, ...)."""
     train = from_arrays(users, items, ratings, "ratings")
     held = from_arrays(*test, name="test") if test is not None else None
-    # prepared in setup, so only the scheduler rank does it under MPI
-    problem = lambda: prepare(train, held, test_fraction, seed, duplicates,  # noqa: E731
-                              cold_start)
+    # prepared in setup, so only the scheduler rank does it under MPI; setup takes the
+    # triplets out of the box, so that the scheduler holds no copy of them during the run
+    box = [train, held]
+    del train, held
+
+    def problem():
+        t, h = box
+        box[:] = [None, None]
+        return prepare(t, h, test_fraction, seed, duplicates, cold_start)
+
     setup = make_setup(problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
                        iters=iters, bias=bias, weighted=weighted, init=init,
                        init_scale=init_scale, seed=seed, target_test_rmse=target_test_rmse,

@@ -5,11 +5,14 @@
   ``inner`` times, for t = 0..k-1 (the bias columns first, one side each).
   Dependency structure: W's column t and H's column t conflict (each is solved against
   the other), columns of one side do not (a worker updates its residual in place, so
-  they run as Gauss-Seidel). With staleness s (the run's), up to s+1 rounds are
-  in flight, so the columns go in groups of ``max(group, s + 1)`` rounds: W's group,
-  then H's group; H's column t is then never computed before W's column t was applied
-  (a short last group joins the one before; with fewer columns than s + 1, empty rounds
-  pad the gap; a staleness of twice the number of column blocks or more is refused).
+  they run as Gauss-Seidel). The workers exchange a round's columns inside the round,
+  and each handles its rounds in order, so every round is solved against all rounds
+  before it whatever the staleness: no grouping by staleness is needed, and the model
+  does not depend on it (staleness only lets the scheduler's work overlap the next
+  rounds). ``group`` (default 1) still orders the columns in groups of that many
+  rounds: W's group, then H's group (a short last group joins the one before; with
+  fewer columns than the group, empty rounds pad the gap). A staleness of twice the
+  number of column blocks or more is refused: more rounds in flight gain nothing.
   ``block`` columns per round (default 1) cut the number of rounds, and so the per-round
   latency under MPI, by that factor: a worker updates them one after the other (a side's
   columns do not interact), so a block of b makes the same updates as a group of b
@@ -55,16 +58,13 @@ class CCD(_Sweep):
         seq = []
         if lay.biases:
             seq += [("W", np.array([lay.user_bias])), ("H", np.array([lay.item_bias]))]
-        # at least staleness + 1 rounds a group, whatever the caller passed
-        b, g = self.block, max(self.group, self.staleness + 1)
+        b, g = self.block, self.group
         blocks = [np.arange(t, min(t + b, lay.rank)) for t in range(0, lay.rank, b)]
         if self.staleness >= 2 * len(blocks):  # more would add only empty rounds
             raise DataError(f"staleness {self.staleness}: at most {2 * len(blocks) - 1} is "
-                            f"useful with rank {lay.rank} and block {b} (each extra round "
-                            "in flight is an empty round between a column and its "
-                            "dependent)")
-        # chunks of g rounds per side; a short remainder joins the chunk before it, so
-        # W's round of a column always runs at least g rounds before H's round of it
+                            f"useful with rank {lay.rank} and block {b} (rounds in flight "
+                            "beyond a sweep's columns gain nothing)")
+        # chunks of g rounds per side; a short remainder joins the chunk before it
         chunks = [blocks[i:i + g] for i in range(0, len(blocks), g)]
         if len(chunks) > 1 and len(chunks[-1]) < g:
             last = chunks.pop()

@@ -1,10 +1,18 @@
 """MF worker: the residuals of its users' ratings by row and of its items' ratings by
-column, its own factor rows, and synced copies of both full factors.
+column, its own factor rows, and synced copies of both full factors (the model lives on
+the workers; the scheduler keeps only the objective's pieces).
 
-The row residuals reflect the worker's own W entries and the synced H; the column
-residuals the synced W and its own H entries. A sync (new columns of W or H) is
-therefore owed to the residual copy of the *other* side; it is kept pending and folded
-into the next update of that side, in the same pass over the ratings.
+A round updates some columns of one side: every worker solves its own rows of them,
+then the workers exchange their rows' new values (one allgather, which also carries the
+small figures: RSS, the columns' penalties, held-out scores) and each assembles the full
+columns in worker order. The row residuals reflect the worker's own W entries and the
+synced H; the column residuals the synced W and its own H entries. A round's new columns
+are therefore owed to the residual copy of the *other* side; they are kept pending and
+folded into the next update of that side, in the same pass over the ratings.
+
+Each synced factor has one extra entry per column (index m or n): the factor of an
+unseen id (cold start, policy mean), 0 but for the fixed bias column's 1, so a worker
+scores cold held-out pairs like the others.
 """
 import time
 
@@ -40,25 +48,39 @@ class _Side:
 
 class MFUpdate(Update):
     def __init__(self, shard):
-        W, H = shard["W"], shard["H"]  # full initial factors, transposed (rank x m|n)
-        u0, u1 = shard["users"]
-        i0, i1 = shard["items"]
+        lay = shard["layout"]
+        m, n = shard["shape"]
+        (u0, u1), (i0, i1) = shard["users"], shard["items"]
+        H = shard["H"]  # the starting H, transposed (kk x n + 1)
+        if not H.flags.writeable:
+            H = H.copy()
+        W = np.zeros((lay.kk, m + 1))  # W starts at 0 (make_setup's start)
+        for s, c in lay.fixed.items():
+            (W if s == "W" else H)[c] = 1.0
+        self.size = (m, n)
         self.sync = [W, H]
+        indptr, idx, y = shard["rows"]
+        # the training ratings less the mean, for the exact final RSS: W = 0 at the start,
+        # so they are also the starting residuals
+        self.y = y
         self.test = shard["test"]  # this worker's share of the held-out pairs
-        self.scores = []  # (sum of squared errors, seconds) of the syncs marked "score"
+        self.ids = (shard["user_ids"], shard["item_ids"])
+        self.scores = []  # (iteration or None, sse, seconds): sent with the next round
+        self.score_next = False  # the scheduler asked for a score after the next round
         self.sides = [
-            _Side(*shard["rows"], W[:, u0:u1].copy(), shard["reg_rows"]),
+            _Side(indptr, idx, y.copy(), W[:, u0:u1].copy(), shard["reg_rows"]),
             _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
 
     def state(self):
-        # the ratings' layout (indptr, idx), the regularisation and the held-out share are
-        # the shard's, rebuilt by setup(); G and scratch are buffers
-        return {"sync": self.sync, "scores": self.scores,
+        # the ratings' layout (indptr, idx), the ratings, the regularisation, the ids and
+        # the held-out share are the shard's, rebuilt by setup(); G and scratch are buffers
+        return {"sync": self.sync, "scores": self.scores, "score_next": self.score_next,
                 "sides": [{"res": s.res, "own": s.own, "pending": s.pending}
                           for s in self.sides]}
 
     def load_state(self, state):
         self.sync, self.scores = state["sync"], state["scores"]
+        self.score_next = state["score_next"]
         for side, st in zip(self.sides, state["sides"]):
             side.res, side.own, side.pending = st["res"], st["own"], st["pending"]
 
@@ -71,41 +93,32 @@ class MFUpdate(Update):
         K.apply_cols(indptr, idx, res, own, cols, other)
         K.als_step(indptr, idx, res, own, cols, other, reg)
         K.predict_pairs(own, other, idx, idx, res)
+        K.rss_rows(indptr, idx, res, np.ones((1, 2)), np.ones((1, 2)))
         K.wsumsq(None, res)
+        K.wsumsq(reg, res)
 
     def apply(self, sync):
-        s = SIDES.index(sync["side"])
-        cols, vals = sync["cols"], sync["vals"]
-        delta = vals - self.sync[s][cols]
-        self.sync[s][cols] = vals
-        target = self.sides[1 - s]
-        target.apply_pending()  # the next step folds in only the latest sync
-        target.pending = (cols, delta)
-        if sync.get("score"):  # the held-out error of the model as of this sync
-            t0 = time.perf_counter()
-            users, items, ratings = self.test
-            out = np.empty(users.shape[0])
-            K.predict_pairs(self.sync[0], self.sync[1], users, items, out)
-            out -= ratings
-            self.scores.append((K.wsumsq(None, out), time.perf_counter() - t0))
+        if sync.get("score"):  # the held-out error of the model after the next round
+            self.score_next = True
 
     def update(self, task):
         s = SIDES.index(task["side"])
         side, other, cols = self.sides[s], self.sync[1 - s], task["cols"]
+        n_other = self.size[1 - s]
         rss = None  # an empty round (padding between dependent columns) changes nothing
         if task["method"] == "ccd":
             # the columns one after the other (Gauss-Seidel); the first folds in the
-            # other side's last sync
+            # other side's last round
             for t in cols:
                 p = side.pending
                 tps = p[0] if p is not None else np.zeros(0, np.int64)
                 # one buffer per side, reused: a fresh one per step would cost a page
                 # fault per 4 KiB of the other side's size, which more workers don't share
-                shape = (other.shape[1], 1 + tps.shape[0])
+                shape = (n_other, 1 + tps.shape[0])
                 if side.G is None or side.G.shape != shape:
                     side.G = np.empty(shape)
                 G = side.G
-                G[:, 0] = other[t]
+                G[:, 0] = other[t, :n_other]
                 if p is not None:
                     G[:, 1:] = p[1].T
                 rss = K.ccd_step(side.indptr, side.idx, side.res, side.own, int(t), G,
@@ -114,5 +127,66 @@ class MFUpdate(Update):
         else:
             side.apply_pending()
             rss = K.als_step(side.indptr, side.idx, side.res, side.own, cols, other, side.reg)
+        sq = np.array([K.wsumsq(side.reg, side.own[c]) for c in cols])
         scores, self.scores = self.scores, []
-        return {"vals": side.own[cols], "rss": rss, "test": scores}
+        got = self.peers.allgather({"vals": side.own[cols], "rss": rss, "sq": sq,
+                                    "test": scores})
+        self._take(s, cols, [g["vals"] for g in got])
+        if task["end"] or self.score_next:  # scored now, sent with the next round
+            self.score_next = False
+            self.scores.append((task["iter"] + 1 if task["end"] else None,
+                                *self._score()))
+        if self.peers.rank:
+            return None
+        # worker 0 speaks for all: the sums in worker order, the same on every worker
+        total = got[0]["sq"].copy()
+        for g in got[1:]:
+            total += g["sq"]
+        return {"rss": None if rss is None else sum(g["rss"] for g in got), "sq": total,
+                "test": [(it, sum(g["test"][k][1] for g in got),
+                          max(g["test"][k][2] for g in got))
+                         for k, (it, _, _) in enumerate(got[0]["test"])]}
+
+    def _take(self, s, cols, parts):
+        """The round's columns of side s, from every worker's rows (worker order): into
+        the synced copy, and owed to the residual copy of the other side. Slice by slice,
+        never assembled apart: a round's columns are copied once."""
+        n, F = self.size[s], self.sync[s]
+        delta = np.empty((cols.shape[0], n))
+        off = 0
+        for part in parts:
+            k = part.shape[1]
+            if part.shape[0] != cols.shape[0] or off + k > n:
+                raise RuntimeError(f"a worker sent rows {part.shape} at {off} of side {s} "
+                                   f"({cols.shape[0]} columns of {n})")
+            for j, c in enumerate(cols):
+                np.subtract(part[j], F[c, off:off + k], out=delta[j, off:off + k])
+                F[c, off:off + k] = part[j]
+            off += k
+        if off != n:
+            raise RuntimeError(f"the workers sent {off} rows of side {s}, expected {n}")
+        target = self.sides[1 - s]
+        target.apply_pending()  # the next step folds in only the latest round's
+        target.pending = (cols, delta)
+
+    def _score(self):
+        """(sum of squared held-out errors of this worker's share, seconds)."""
+        t0 = time.perf_counter()
+        users, items, ratings = self.test
+        out = np.empty(users.shape[0])
+        K.predict_pairs(self.sync[0], self.sync[1], users, items, out)
+        out -= ratings
+        return K.wsumsq(None, out), time.perf_counter() - t0
+
+    def collect(self):
+        """This worker's rows of W and H, their penalties per column, and the exact RSS of
+        its training rows and squared error of its held-out share."""
+        rows, cols = self.sides
+        W = np.ascontiguousarray(rows.own.T)
+        H = np.ascontiguousarray(self.sync[1].T)
+        rss = K.rss_rows(rows.indptr, rows.idx, self.y, W, H)
+        sq = {name: np.array([K.wsumsq(side.reg, side.own[c])
+                              for c in range(side.own.shape[0])])
+              for name, side in zip(SIDES, self.sides)}
+        return {"W": rows.own, "H": cols.own, "sq": sq, "rss": rss,
+                "sse": self._score()[0], "user_ids": self.ids[0], "item_ids": self.ids[1]}
