@@ -167,6 +167,13 @@ def digest(obj):
     return crc
 
 
+def snapshot(pieces):
+    """``pieces`` ({piece: (meta, arrays)}) with copies of the arrays: what is written
+    while the run goes on changing the originals."""
+    return {piece: (meta, {k: np.array(v, copy=True) for k, v in arrays.items()})
+            for piece, (meta, arrays) in pieces.items()}
+
+
 def write_part(folder, name, pieces):
     """Write ``pieces`` ({piece: (meta, arrays)}) as ``folder/name`` atomically; returns
     the manifest's entry for it."""

@@ -201,6 +201,8 @@ class _WorkerHost:
         self.update = None
         self.version = 0
         self.digest = None  # of the shard, when checkpoints are on: checked on resume
+        self._writer = None  # the thread writing this worker's checkpoint part
+        self._written = []  # (worker, tag, manifest entry) of parts on disk, not yet told
 
     def handle(self, msg):
         kind = msg[0]
@@ -232,14 +234,19 @@ class _WorkerHost:
                 return None
             partial = self.update.update(task) if task is not None else None
             return (round, self.version, self.version, self.signals.signum,
-                    [] if partial is None else [(self.w, partial)])
+                    [] if partial is None else [(self.w, partial)], self._durable())
         if kind == "checkpoint":
+            # a copy of the state now; written to disk while the run goes on, and told
+            # to the scheduler with a later result, which then writes the manifest
             _, folder, tag = msg
-            name = f"{tag}-worker{self.w}.npz"
+            self._join_writer()
             host = {"version": self.version, "digest": self.digest}
-            return ("checkpointed", _ckpt.write_part(folder, name, {
+            pieces = _ckpt.snapshot({
                 "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
-                "host": _ckpt.encode(host, "worker")}))
+                "host": _ckpt.encode(host, "worker")})
+            self._writer = _Writer(folder, f"{tag}-worker{self.w}.npz", pieces,
+                                   (self.w, tag))
+            return None
         if kind == "restore":
             _, folder, entries = msg
             w = self.w
@@ -253,17 +260,56 @@ class _WorkerHost:
             self.version = host["version"]
             return ("restored",)
         if kind == "collect":
+            self._join_writer()
             return ("collected", self.update.collect(),
-                    None if self.traffic is None else _rank_usage(self.traffic))
+                    None if self.traffic is None else _rank_usage(self.traffic),
+                    self._durable())
         raise RuntimeError(f"unknown engine message {kind!r}")
+
+    def _join_writer(self):
+        if self._writer is not None:
+            self._written.append(self._writer.join())
+            self._writer = None
+
+    def _durable(self):
+        """The parts written since the last result (a writer that failed raises here)."""
+        if self._writer is not None and not self._writer.is_alive():
+            self._join_writer()
+        done, self._written = self._written, []
+        return done
+
+
+class _Writer(threading.Thread):
+    """Writes one checkpoint part in the background; ``join()`` returns (who, tag,
+    manifest entry) or raises the writer's error."""
+
+    def __init__(self, folder, name, pieces, who):
+        super().__init__(name="strads-checkpoint", daemon=True)
+        self.args_, self.who, self.entry, self.error = (folder, name, pieces), who, None, None
+        self.start()
+
+    def run(self):
+        try:
+            self.entry = _ckpt.write_part(*self.args_)
+        except BaseException as exc:  # told on the next result: the run then ends
+            self.error = exc
+        self.args_ = None  # the snapshot's memory goes as soon as it is on disk
+
+    def join(self, timeout=None):
+        super().join(timeout)
+        if self.error is not None:
+            raise self.error
+        return (*self.who, self.entry)
 
 
 def _merge(parts):
     """Combine workers' results of one round (each: round, newest and oldest version,
-    signal, [(worker, partial)]), in any grouping: along the tree or all at once."""
+    signal, [(worker, partial)], [checkpoint parts written]), in any grouping: along the
+    tree or all at once."""
     return (parts[0][0], max(p[1] for p in parts), min(p[2] for p in parts),
             max(p[3] for p in parts), sorted((x for p in parts for x in p[4]),
-                                             key=lambda x: x[0]))
+                                             key=lambda x: x[0]),
+            [x for p in parts for x in p[5]])
 
 
 def _rank_usage(traffic):
@@ -524,7 +570,8 @@ class _Driver:
         self.last_log = -math.inf
         self.first = self.best = None  # the objective's first and best finite values
         self.signum = 0
-        self.ckpt_round = None  # the round of the last checkpoint written
+        self.ckpt_round = None  # the round of the last checkpoint begun
+        self.ckpt_wait = None  # a checkpoint begun whose workers' parts are not all written
 
     # -- init ------------------------------------------------------------------------
     def init(self):
@@ -601,7 +648,7 @@ class _Driver:
             if not self.inflight:
                 break
             self._collect_round()
-            if (self.every and not self.stopping
+            if (self.every and not self.stopping and self.ckpt_wait is None
                     and time.perf_counter() - self.last_ckpt >= self.every):
                 draining = True
             if draining and not self.inflight:
@@ -639,7 +686,8 @@ class _Driver:
 
     def _collect_round(self):
         r, task = self.inflight.popleft()
-        rr, newest, oldest, signum, got = self.tp.gather(_merge, self._watch(r))
+        rr, newest, oldest, signum, got, written = self.tp.gather(_merge, self._watch(r))
+        self._written(written)
         if rr != r:
             raise RuntimeError(f"the workers answered round {rr}, expected {r}")
         if r - oldest > self.staleness:
@@ -699,7 +747,10 @@ class _Driver:
     # -- checkpoints -----------------------------------------------------------------
     def checkpoint(self):
         """Every rank's state at this round boundary (no round in flight). The pending
-        syncs are applied first: the workers would apply them before the next task."""
+        syncs are applied first: the workers would apply them before the next task. The
+        workers copy their state and write it while the run goes on; the manifest, which
+        makes the checkpoint the one to resume from, follows when every part is on disk
+        (:meth:`_written`), and no checkpoint begins before the last one is complete."""
         tp, tag = self.tp, f"r{self.done:012d}"
         if any(self.pending):
             self._step(None, None)
@@ -715,12 +766,23 @@ class _Driver:
             "aggregate": _ckpt.encode(self.aggregate.state(),
                                       type(self.aggregate).__name__),
             "engine": _ckpt.encode(loop, "engine")})]
-        parts += [tp.recv(w)[1] for w in range(self.W)]
-        _ckpt.write_manifest(self.folder, {
-            "round": self.done, "parts": parts, "checkpoint_every": self.every,
-            "flags": self.flags or {}, "engine": self._identity(), "time": time.time()})
+        self.ckpt_wait = {"tag": tag, "round": self.done, "parts": parts + [None] * self.W}
         self.last_ckpt = time.perf_counter()
         self.ckpt_round = self.done
+
+    def _written(self, written):
+        """Workers' parts now on disk: the manifest once all of them are."""
+        wait = self.ckpt_wait
+        for w, tag, entry in written:
+            if wait is None or tag != wait["tag"]:
+                raise RuntimeError(f"worker {w} wrote checkpoint {tag}, none was pending")
+            wait["parts"][w + 1] = entry
+        if wait is not None and all(p is not None for p in wait["parts"]):
+            _ckpt.write_manifest(self.folder, {
+                "round": wait["round"], "parts": wait["parts"],
+                "checkpoint_every": self.every, "flags": self.flags or {},
+                "engine": self._identity(), "time": time.time()})
+            self.ckpt_wait = None
 
     # -- shutdown --------------------------------------------------------------------
     def shutdown(self):
@@ -736,6 +798,9 @@ class _Driver:
         replies = [tp.recv(w) for w in range(self.W)]
         collected = [r[1] for r in replies]
         traffic += [r[2] for r in replies if r[2] is not None]
+        self._written([x for r in replies for x in r[3]])  # every part is written now
+        if self.ckpt_wait is not None:
+            raise RuntimeError("a checkpoint's parts were never all written")
         for rank, entry in enumerate(traffic):
             entry["rank"] = rank
         wall = time.perf_counter() - self.t0

@@ -481,3 +481,55 @@ def test_a_second_signal_aborts_at_once(workers, tmp_path):
     _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130 and time.monotonic() - t0 < 10
     assert "interrupted again: aborted" in err and "Traceback" not in err
+
+
+def test_workers_write_their_parts_while_the_run_goes_on(tmp_path, monkeypatch):
+    """A checkpoint's worker parts are written in the background: rounds go on while a
+    slow disk takes them, the manifest follows once every part is there, and a part that
+    cannot be written ends the run with its error."""
+    from strads import checkpoint as ckpt
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((200, 8)), rng.standard_normal(200)
+    seen, written = {"rounds": 0}, []
+    part, manifest = ckpt.write_part, ckpt.write_manifest
+
+    class Counting(ridge.RidgeAggregate):
+        def aggregate(self, round, task, partials):
+            seen["rounds"] = round + 1
+            return super().aggregate(round, task, partials)
+
+    class Slow(ridge.RidgeUpdate):
+        def update(self, task):
+            time.sleep(0.002)
+            return super().update(task)
+
+    def setup(ctx):
+        rows = np.array_split(np.arange(200), ctx.n_workers)
+        return ridge.Cyclic(8, 2), Counting(200, 8, 0.1), [
+            {"X": np.asfortranarray(X[r]), "y": y[r]} for r in rows]
+
+    def slow_part(folder, name, pieces):
+        if "worker" in name:
+            time.sleep(0.3)
+        return part(folder, name, pieces)
+
+    def counted_manifest(folder, m):
+        written.append((m["round"], seen["rounds"]))
+        return manifest(folder, m)
+
+    monkeypatch.setattr(ckpt, "write_part", slow_part)
+    monkeypatch.setattr(ckpt, "write_manifest", counted_manifest)
+    strads.run(setup, Slow, workers=2, max_rounds=400, tol=0, quiet=True,
+               out=str(tmp_path / "o"), checkpoint_every=0.05)
+    assert written and all(done >= r for r, done in written)
+    assert any(done > r for r, done in written)  # rounds ran while the parts were written
+
+    def broken_part(folder, name, pieces):
+        if "worker" in name:
+            raise OSError(28, "No space left on device")
+        return part(folder, name, pieces)
+    monkeypatch.setattr(ckpt, "write_part", broken_part)
+    with pytest.raises(OSError, match="No space left"):
+        strads.run(setup, Slow, workers=2, max_rounds=400, tol=0, quiet=True,
+                   out=str(tmp_path / "p"), checkpoint_every=0.05)
