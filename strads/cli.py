@@ -60,7 +60,8 @@ def parser(module, description, max_rounds, tol):
         prog=run, description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog=f"Under MPI: mpiexec -n N {run} [flags] runs the scheduler on "
-               "rank 0 and N-1 workers (--workers is then ignored).")
+               "rank 0 and N-1 workers (--workers is then ignored); with --scheduler "
+               "replicated, N workers that each run the schedule.")
     g = p.add_argument_group("engine")
     g.add_argument("--data", metavar="PATH",
                    help="input file; none: the built-in deterministic synthetic problem")
@@ -90,6 +91,10 @@ def parser(module, description, max_rounds, tol):
                    help="continue from OUT/checkpoint/: same flags but for stopping rules, "
                         "--checkpoint-every, --quiet and --log-interval; bit for bit the "
                         "uninterrupted run at --staleness 0")
+    g.add_argument("--scheduler", choices=("rank", "replicated"), default="rank",
+                   help="under MPI: 'rank' (rank 0 schedules, the others are workers) or "
+                        "'replicated' (leaderless: every rank is a worker and runs the "
+                        "schedule on agreed state, checked every round by a digest)")
     g.add_argument("--stall-warn", type=pos_float, default=300.0, metavar="SECONDS",
                    help="under MPI: say which worker a rank has waited for this long")
     return p
@@ -107,7 +112,8 @@ def engine_kwargs(args):
     return dict(workers=args.workers, staleness=args.staleness, max_rounds=args.max_rounds,
                 time_limit=args.time_limit, tol=args.tol, out=args.out, quiet=args.quiet,
                 log_interval=args.log_interval, checkpoint_every=args.checkpoint_every,
-                resume=args.resume, stall_warn=args.stall_warn, flags=flags, seed=args.seed)
+                resume=args.resume, stall_warn=args.stall_warn, flags=flags, seed=args.seed,
+                scheduler=args.scheduler)
 
 
 def main(prog, fn, args):
@@ -125,7 +131,8 @@ def main(prog, fn, args):
         os._exit(130)
     if result is not None:
         # non-finite figures as null: json.dumps would write NaN, which is not JSON
-        print(json.dumps(_jsonable(result.summary()), default=float))
+        if result.rank == 0:  # (leaderless: every rank has the result; rank 0 prints it)
+            print(json.dumps(_jsonable(result.summary()), default=float))
         sys.stdout.flush()
         if result.stop_reason == "interrupted":
             sys.exit(128 + result.signal)

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -364,6 +365,7 @@ class Result:
     versions: np.ndarray = None  # (round, worker, version) for every result
     signal: int = 0  # the signal that stopped the run (stop_reason "interrupted")
     traffic: list = field(default_factory=list)  # per rank: bytes, messages, peak RSS
+    rank: int = 0  # leaderless: the rank that holds this copy (rank 0 prints and writes)
 
     def summary(self):
         s = {k: getattr(self, k) for k in
@@ -555,6 +557,13 @@ class _Driver:
                  log_interval, out, checkpoint_every, resume, flags, stall_warn, signals,
                  seed):
         self.tp, self.setup, self.W, self.seed = tp, setup, tp.n_workers, seed
+        # leaderless: every rank runs this loop on agreed state (transport.Replicated)
+        self.rep = getattr(tp, "replicated", False)
+        self.writes = not self.rep or tp.rank == 0  # the scheduler's part, the manifest
+        self.digests, self.digest, self.digest_checks = {}, 0, 0
+        self.fault = _fault(tp) if self.rep else None
+        if self.rep:
+            tp.flags = self._flags
         self.staleness, self.max_rounds, self.time_limit, self.tol = (
             staleness, max_rounds, time_limit, tol)
         self.app, self.quiet, self.log_interval = app, quiet, log_interval
@@ -591,7 +600,7 @@ class _Driver:
         # every worker gets its shard before any is waited for: setting up, the workers
         # may meet in their collectives.
         mpi = self.tp.is_mpi
-        if mpi:
+        if mpi and not self.rep:  # (leaderless: every rank warms its own worker up)
             self.tp.send(0, ("warmup",))
             self.tp.recv(0)
         for w in range(self.W):
@@ -648,17 +657,31 @@ class _Driver:
             if not self.inflight:
                 break
             self._collect_round()
-            if (self.every and not self.stopping and self.ckpt_wait is None
-                    and time.perf_counter() - self.last_ckpt >= self.every):
+            if self.every and not self.stopping and self._checkpoint_due():
                 draining = True
             if draining and not self.inflight:
                 self.checkpoint()
                 draining = False
 
+    def _checkpoint_due(self):
+        if self.rep:  # what the ranks' clocks agreed at the last round's results
+            return bool(self.tp.agreed and self.tp.agreed[2])
+        return self.ckpt_wait is None and time.perf_counter() - self.last_ckpt >= self.every
+
+    def _flags(self):
+        """Leaderless: what this rank's signals and clocks say now, and the digest of
+        what it scheduled for the round being gathered (shared with its results)."""
+        now = time.perf_counter()
+        return (self.signals.signum,
+                int(bool(self.time_limit and now - self.t0 >= self.time_limit)),
+                int(bool(self.every and self.ckpt_wait is None
+                         and now - self.last_ckpt >= self.every)),
+                self.digests.pop(self.inflight[0][0]))
+
     def _dispatch(self):
         while (not self.stopping and self.r_next < self.max_rounds
                and len(self.inflight) <= self.staleness):
-            if self.signals.signum:
+            if self.signals.signum and not self.rep:  # (leaderless: agreed, below)
                 self._stop("interrupted")
                 self.signum = self.signals.signum
                 break
@@ -666,6 +689,10 @@ class _Driver:
             if task is None:
                 self._stop("schedule_done")
                 break
+            if self.rep:
+                if self.fault == self.r_next:
+                    task = _perturbed(task)
+                self.digests[self.r_next] = _ckpt.digest(task)
             self._step(self.r_next, task)
             self.inflight.append((self.r_next, task))
             self.r_next += 1
@@ -685,8 +712,11 @@ class _Driver:
             self.stopping, self.reason = True, reason
 
     def _collect_round(self):
-        r, task = self.inflight.popleft()
+        r, task = self.inflight[0]
         rr, newest, oldest, signum, got, written = self.tp.gather(_merge, self._watch(r))
+        self.inflight.popleft()
+        if self.rep:
+            self._check_digests(r)
         self._written(written)
         if rr != r:
             raise RuntimeError(f"the workers answered round {rr}, expected {r}")
@@ -703,7 +733,7 @@ class _Driver:
         self.done = r + 1
         now = time.perf_counter() - self.t0
         objective = self.aggregate.objective()
-        signum = self.signals.signum or signum
+        signum = signum if self.rep else self.signals.signum or signum
         if signum:
             self._stop("interrupted")
             self.signum = self.signum or signum
@@ -712,12 +742,30 @@ class _Driver:
         elif not self.stopping:
             if self.aggregate.converged(self.tol):
                 self._stop("tol")
-            elif self.time_limit and now >= self.time_limit:
+            elif self.time_limit and (self.tp.agreed[1] if self.rep
+                                      else now >= self.time_limit):
                 self._stop("time_limit")
         if now - self.last_log >= self.log_interval or self.done == 1:
             self.last_log = now
             self._log(now)
         self.progress.show(now, self.done, self.aggregate.updates, objective)
+
+    def _check_digests(self, r):
+        """Leaderless: every rank scheduled the same round r, or the job ends here."""
+        rows = self.tp.allgather_flags
+        digests = [f[3] for f in rows]
+        if len(set(digests)) > 1:
+            ref = max(set(digests), key=digests.count)  # the most ranks' (rank 0's on a tie)
+            if digests.count(ref) == digests.count(digests[0]):
+                ref = digests[0]
+            odd = [k for k, d in enumerate(digests) if d != ref]
+            raise ScheduleDivergence(
+                f"round {r}: the ranks scheduled different work: rank(s) "
+                f"{', '.join(map(str, odd))} differ from rank(s) "
+                f"{', '.join(str(k) for k, d in enumerate(digests) if d == ref)} "
+                f"(schedule digests {', '.join(f'{d:08x}' for d in digests)})")
+        self.digest = zlib.crc32(digests[0].to_bytes(4, "little"), self.digest)
+        self.digest_checks += 1
 
     def _watch(self, r):
         if not self.stall_warn or not self.tp.is_mpi:
@@ -761,11 +809,14 @@ class _Driver:
                 "versions": np.array(self.versions, np.int64).reshape(-1, 3),
                 "first": self.first, "best": self.best,
                 "last_log": self.last_log}
-        parts = [_ckpt.write_part(self.folder, f"{tag}-scheduler.npz", {
+        pieces = {
             "schedule": _ckpt.encode(self.schedule.state(), type(self.schedule).__name__),
             "aggregate": _ckpt.encode(self.aggregate.state(),
                                       type(self.aggregate).__name__),
-            "engine": _ckpt.encode(loop, "engine")})]
+            "engine": _ckpt.encode(loop, "engine")}
+        # leaderless: every rank holds the same state; rank 0 writes it
+        parts = [_ckpt.write_part(self.folder, f"{tag}-scheduler.npz", pieces)
+                 if self.writes else {}]
         self.ckpt_wait = {"tag": tag, "round": self.done, "parts": parts + [None] * self.W}
         self.last_ckpt = time.perf_counter()
         self.ckpt_round = self.done
@@ -778,10 +829,11 @@ class _Driver:
                 raise RuntimeError(f"worker {w} wrote checkpoint {tag}, none was pending")
             wait["parts"][w + 1] = entry
         if wait is not None and all(p is not None for p in wait["parts"]):
-            _ckpt.write_manifest(self.folder, {
-                "round": wait["round"], "parts": wait["parts"],
-                "checkpoint_every": self.every, "flags": self.flags or {},
-                "engine": self._identity(), "time": time.time()})
+            if self.writes:
+                _ckpt.write_manifest(self.folder, {
+                    "round": wait["round"], "parts": wait["parts"],
+                    "checkpoint_every": self.every, "flags": self.flags or {},
+                    "engine": self._identity(), "time": time.time()})
             self.ckpt_wait = None
 
     # -- shutdown --------------------------------------------------------------------
@@ -794,7 +846,7 @@ class _Driver:
         tp.broadcast(("collect",))
         # rank 0's, then each worker rank's (under MPI; one entry in one process), up to
         # the collect request: what every rank sent, some rank received
-        traffic = [_rank_usage(tp.traffic)]
+        traffic = [] if self.rep else [_rank_usage(tp.traffic)]  # (leaderless: the workers')
         replies = [tp.recv(w) for w in range(self.W)]
         collected = [r[1] for r in replies]
         traffic += [r[2] for r in replies if r[2] is not None]
@@ -811,12 +863,44 @@ class _Driver:
             self.trace.pop()
         self._log(wall)
         self.progress.show(wall, self.done, agg.updates, agg.objective(), final=True)
+        extra = dict(agg.summary())
+        if self.rep:
+            extra.update(scheduler="replicated", schedule_digest=f"{self.digest:08x}",
+                         digest_checks=self.digest_checks)
         return Result(app=self.app, ranks=tp.size if tp.is_mpi else 1, workers=self.W,
                       staleness=self.staleness, rounds=self.done, updates=int(agg.updates),
                       wall_s=wall, objective=float(agg.objective()),
-                      stop_reason=self.reason, model=model, extra=dict(agg.summary()),
+                      stop_reason=self.reason, model=model, extra=extra,
                       trace=self.trace, signal=self.signum, traffic=traffic,
                       versions=np.array(self.versions, dtype=np.int64).reshape(-1, 3))
+
+
+class ScheduleDivergence(RuntimeError):
+    """Leaderless scheduling: the ranks did not schedule the same work."""
+
+
+def _fault(tp):
+    """The round at which STRADS_FAULT=diverge:RANK:ROUND makes this rank perturb what
+    it schedules (for tests and demos), or None."""
+    spec = os.environ.get("STRADS_FAULT", "")
+    kind, _, rest = spec.partition(":")
+    if kind != "diverge":
+        return None
+    try:
+        rank, round = map(int, rest.split(":"))
+    except ValueError:
+        raise DataError(f"STRADS_FAULT={spec!r}: expected diverge:RANK:ROUND") from None
+    return round if rank == tp.rank else None
+
+
+def _perturbed(task):
+    """What a schedule fed different inputs would have made: the task with one more key
+    (a list of per-worker tasks: the first one's)."""
+    if isinstance(task, list):
+        return [_perturbed(task[0])] + task[1:]
+    if isinstance(task, dict):
+        return {**task, "strads_fault": 1}
+    return (task, "strads_fault")
 
 
 def _drive(tp, setup, **kw):
@@ -861,7 +945,7 @@ def _stall_watch(app, seconds, round, rank, whom):
 def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit=None,
         tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
         checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True,
-        seed=0):
+        seed=0, scheduler="rank"):
     """Run an app, in this process or, when launched by ``mpiexec -n N`` (N > 1), on N
     ranks: rank 0 schedules and aggregates, ranks 1..N-1 are the workers.
 
@@ -885,7 +969,14 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     ``threads``: in one process, run each of the ``workers`` on a thread of its own
     (the same result bit for bit; kernels that release the GIL run in parallel).
 
-    Returns a :class:`Result` on the scheduler rank and None on the workers. Under MPI
+    ``scheduler``: under MPI, ``"rank"`` (rank 0 schedules, the others are workers) or
+    ``"replicated"`` (leaderless: all N ranks are workers and each runs the schedule and
+    the aggregate on state agreed through collectives; each round every rank's digest of
+    what it scheduled is compared, and a difference ends the job naming the round and
+    the ranks; ``setup`` then runs on every rank). In one process both are the same.
+
+    Returns a :class:`Result` on the scheduler rank (leaderless: on every rank) and None
+    on the workers. Under MPI
     an exception on any rank prints that rank's traceback (a :class:`DataError`: one
     line) and aborts the whole job.
     """
@@ -905,6 +996,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
         raise DataError("--out '': not a folder name")
     if (checkpoint_every or resume) and not out:
         raise DataError("checkpoints need an output folder: pass --out DIR")
+    if scheduler not in SCHEDULERS:
+        raise DataError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
     kw = dict(staleness=int(staleness), max_rounds=int(max_rounds), time_limit=time_limit,
               tol=tol, app=app, quiet=quiet, log_interval=log_interval,
               out=os.path.abspath(out) if out else None, checkpoint_every=checkpoint_every,
@@ -916,7 +1009,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
     with threadpool_limits(limits=1), _Signals() as signals:
-        result = _run(setup, update, workers, mpi, kw, signals, threads)
+        result = _run(setup, update, workers, mpi, kw, signals, threads, scheduler)
     if result is not None and result.stop_reason in ("interrupted", "diverged"):
         what = (f"interrupted by {signal.Signals(result.signal).name}"
                 if result.stop_reason == "interrupted" else
@@ -924,6 +1017,10 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
         sys.stderr.write(f"[{app}] {what} at round {result.rounds}"
                          + (f"; outputs in {out}" if out else "") + "\n")
     return result
+
+
+def _polite_barrier_all(tp):
+    _transport._polite_barrier(tp.comm)
 
 
 def _keep_freed_memory():
@@ -942,8 +1039,33 @@ def _keep_freed_memory():
         pass
 
 
-def _run(setup, update, workers, mpi, kw, signals, threads):
+SCHEDULERS = ("rank", "replicated")
+
+
+def _run(setup, update, workers, mpi, kw, signals, threads, scheduler="rank"):
     out = kw["out"]
+    if mpi and scheduler == "replicated":
+        tp = _transport.Replicated()
+        try:
+            check_out(out)
+            host = _WorkerHost(update, signals, tp.rank, tp.peers, tp.traffic)
+            tp.handler = host.handle
+            if tp.rank:
+                kw = {**kw, "quiet": True}  # rank 0 shows the progress
+            result = _drive(tp, setup, signals=signals, **kw)
+            result.rank = tp.rank
+            if out and tp.rank == 0:
+                result.write(out)
+            _polite_barrier_all(tp)
+            return result
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                tp.abort("interrupted again: aborting", 130, brief=True)
+            if isinstance(exc, ScheduleDivergence) and tp.rank:
+                time.sleep(1.0)  # every rank found it: rank 0 says so, once
+                os._exit(1)
+            brief = isinstance(exc, (DataError, ScheduleDivergence))
+            tp.abort(exc, 2 if isinstance(exc, DataError) else 1, brief=brief)
     if mpi:
         tp = _transport.MPITransport()
         try:

@@ -406,6 +406,77 @@ class MPITransport:
         _abort(self.comm, exc, code, brief)
 
 
+class Replicated:
+    """No scheduler rank: every rank is worker ``rank`` and also runs the scheduler's
+    loop on state that the ranks agree on. Whatever the loop sends a worker is handled
+    at once by this rank's own worker (``handler``) if it is for it; a reply is shared
+    with every rank by one allgather (on a communicator of its own), so every rank
+    combines the same replies in the same order. ``flags()`` (the loop's) rides along
+    with each round's results: what a rank's own clock or signals say, agreed as the
+    largest value over the ranks (:attr:`agreed`)."""
+
+    is_mpi = True
+    replicated = True
+
+    def __init__(self, comm=None):
+        from mpi4py import MPI
+
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.n_workers, self.worker = self.size, self.rank
+        self.traffic = new_traffic()
+        hosts = self.comm.allgather(socket.gethostname())
+        self._spin = hosts.count(hosts[self.rank]) <= _wait_cores()
+        _polite_barrier(self.comm)
+        self.peers = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
+        self._agree = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
+        self.handler = None
+        self.flags = lambda: ()
+        self.agreed = ()
+        self._mine = deque()  # this rank's replies not yet shared
+        self._shared = []
+
+    def _handle(self, msg):
+        reply = self.handler(msg)
+        if reply is not None:
+            self._mine.append(reply)
+
+    def send(self, w, msg):
+        if w == self.worker:
+            self._handle(msg)
+
+    def broadcast(self, msg):
+        self._handle(msg)
+
+    def recv(self, w, watch=None):
+        """Worker ``w``'s reply; the loop asks for them in worker order, and the first
+        shares every rank's."""
+        if w == 0:
+            self._shared = self._agree.allgather(self._mine.popleft())
+        return self._shared[w]
+
+    def gather(self, combine, watch=None):
+        got = self._agree.allgather((self._mine.popleft(), tuple(self.flags())))
+        self.allgather_flags = [f for _, f in got]
+        self.agreed = tuple(max(col) for col in zip(*self.allgather_flags))
+        return combine([r for r, _ in got])
+
+    def allgather(self, obj):
+        """Every rank's ``obj`` (the loop's own agreement checks)."""
+        return self._agree.allgather(obj)
+
+    def close(self):
+        pass
+
+    def abort(self, exc, code=1, brief=False):
+        _abort(self.comm, exc, code, brief)
+
+
+def _wait_cores():
+    from ._wait import _cores
+    return _cores()
+
+
 class _MPIPeers(Peers):
     """The data plane on the workers' communicator: MPI's non-blocking collectives on
     frames, waited for politely (a transfer under way is tested without sleeping)."""

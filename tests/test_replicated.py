@@ -1,0 +1,82 @@
+"""Leaderless scheduling (``--scheduler replicated``): every rank is a worker and runs the
+schedule and the aggregate on agreed state; the model is that of one process with as
+many workers, bit for bit; a rank that schedules differently ends the job."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from strads.apps import lasso
+from strads.apps.lasso.data import make_problem
+
+from conftest import ROOT, child_env, mpiexec, world
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+import ridge  # noqa: E402
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("staleness", [0, 1])
+def test_replicated_equals_one_process_with_as_many_workers(staleness):
+    import peer_app
+
+    rank, size = world()
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 24))
+    y = X @ rng.standard_normal(24) + rng.standard_normal(300)
+    Xl, yl, _ = make_problem(300, 300, density=0.05, corr=0.3, n_informative=20, seed=2)
+    lam = 0.05 * lasso.lambda_max(Xl, yl)
+    runs = {
+        "ridge": lambda **kw: ridge.fit(X, y, lam=0.1, block=5, max_rounds=200, tol=0,
+                                        quiet=True, staleness=staleness, **kw),
+        "lasso": lambda **kw: lasso.fit(Xl, yl, lam=lam, schedule="priority", block=32,
+                                        tol=1e-9, quiet=True, seed=7,
+                                        staleness=staleness, **kw),
+        "peers": lambda **kw: peer_app.fit(rounds=30, staleness=staleness, **kw)[0],
+    }
+    for name, fit in runs.items():
+        res = fit(scheduler="replicated")
+        assert res is not None and res.rank == rank  # every rank holds the result
+        assert res.ranks == size and res.workers == size
+        assert res.extra["scheduler"] == "replicated"
+        assert res.extra["digest_checks"] == res.rounds
+        if rank == 0:
+            one = fit(workers=size, mpi=False)
+            assert one.model.keys() == res.model.keys()
+            for k in one.model:
+                np.testing.assert_array_equal(res.model[k], one.model[k], err_msg=(name, k))
+            assert res.rounds == one.rounds and res.objective == one.objective
+
+
+def test_a_rank_that_schedules_differently_ends_the_job(tmp_path):
+    """STRADS_FAULT=diverge:RANK:ROUND makes that rank schedule differently: the job
+    ends within seconds, non-zero, with one line naming the round and the ranks."""
+    p = subprocess.run([mpiexec(), "-n", "3", sys.executable, str(ROOT / "apps" / "ridge.py"),
+                        "--scheduler", "replicated", "--quiet", "--max-rounds", "400",
+                        "--tol", "0", "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=60,
+                       env={**child_env(), "STRADS_FAULT": "diverge:2:17"})
+    assert p.returncode != 0
+    lines = [ln for ln in p.stderr.splitlines() if "scheduled different work" in ln]
+    assert len(lines) == 1, p.stderr
+    assert "round 17" in lines[0] and "rank(s) 2 differ from rank(s) 0, 1" in lines[0]
+    assert not (tmp_path / "o" / "model.npz").exists()  # no outputs from a diverged job
+
+
+def test_replicated_runs_to_the_end_with_the_same_digest_on_every_run(tmp_path):
+    import json
+
+    digests = []
+    for k in range(2):
+        p = subprocess.run([mpiexec(), "-n", "3", sys.executable,
+                            str(ROOT / "apps" / "ridge.py"), "--scheduler", "replicated",
+                            "--quiet", "--out", str(tmp_path / f"o{k}")],
+                           capture_output=True, text=True, timeout=60, env=child_env())
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.count('"app": "ridge"') == 1  # rank 0 prints the summary
+        s = json.loads((tmp_path / f"o{k}" / "summary.json").read_text())
+        assert s["ranks"] == s["workers"] == 3 and s["digest_checks"] == s["rounds"]
+        digests.append(s["schedule_digest"])
+    assert digests[0] == digests[1]
