@@ -95,6 +95,11 @@ def parser(module, description, max_rounds, tol):
                    help="under MPI: 'rank' (rank 0 schedules, the others are workers) or "
                         "'replicated' (leaderless: every rank is a worker and runs the "
                         "schedule on agreed state, checked every round by a digest)")
+    g.add_argument("--rebalance", action="store_true",
+                   help="move rows (samples, documents) from slow workers to fast ones, "
+                        "by their measured seconds of work")
+    g.add_argument("--rebalance-every", type=pos_float, default=5.0, metavar="SECONDS",
+                   help="with --rebalance: measure and move this often")
     g.add_argument("--stall-warn", type=pos_float, default=300.0, metavar="SECONDS",
                    help="under MPI: say which worker a rank has waited for this long")
     return p
@@ -102,7 +107,8 @@ def parser(module, description, max_rounds, tol):
 
 #: engine flags that never change what a run computes: not compared on --resume
 _NOT_COMPARED = ("workers", "out", "quiet", "log_interval", "checkpoint_every", "resume",
-                 "stall_warn", "max_rounds", "time_limit", "tol", "flag_names")
+                 "stall_warn", "max_rounds", "time_limit", "tol", "flag_names",
+                 "rebalance_every")
 
 
 def engine_kwargs(args):
@@ -113,7 +119,8 @@ def engine_kwargs(args):
                 time_limit=args.time_limit, tol=args.tol, out=args.out, quiet=args.quiet,
                 log_interval=args.log_interval, checkpoint_every=args.checkpoint_every,
                 resume=args.resume, stall_warn=args.stall_warn, flags=flags, seed=args.seed,
-                scheduler=args.scheduler)
+                scheduler=args.scheduler, rebalance=args.rebalance,
+                rebalance_every=args.rebalance_every)
 
 
 def main(prog, fn, args):

@@ -124,6 +124,20 @@ class Update(_Piece):
         dimension it read): the schedule's and the aggregate's ``begin`` get them."""
         return None
 
+    # -- rebalancing (``--rebalance``): optional; an app that moves rows defines all three
+    #: the number of rows (samples, documents) this worker holds, or None: cannot move
+    rows = None
+
+    def give(self, end, count):
+        """Remove this worker's first (``end="head"``) or last (``"tail"``) ``count`` rows
+        and return them (any picklable structure: arrays travel as buffers)."""
+        raise NotImplementedError
+
+    def take(self, end, rows):
+        """Add rows another worker gave, before its first row (``"head"``) or after its
+        last (``"tail"``): the rows stay in one contiguous order over the workers."""
+        raise NotImplementedError
+
     @classmethod
     def warmup(cls):
         """Compile every kernel (numba, ``cache=True``). The first worker runs this
@@ -194,7 +208,7 @@ class Aggregate(_Piece):
 class _WorkerHost:
     """Turns engine messages into calls on the app's Update object (worker ``w``)."""
 
-    def __init__(self, update_cls, signals, w, peers, traffic=None):
+    def __init__(self, update_cls, signals, w, peers, traffic=None, rank=None):
         self.update_cls = update_cls
         self.signals = signals
         self.w, self.peers = w, peers
@@ -204,6 +218,9 @@ class _WorkerHost:
         self.digest = None  # of the shard, when checkpoints are on: checked on resume
         self._writer = None  # the thread writing this worker's checkpoint part
         self._written = []  # (worker, tag, manifest entry) of parts on disk, not yet told
+        self.busy = 0.0  # seconds spent in update() since the last rebalance
+        # STRADS_FAULT=slow:RANK:FACTOR: FACTOR on that MPI rank (one process: worker)
+        self.slow = _slow_fault(w if rank is None else rank)
 
     def handle(self, msg):
         kind = msg[0]
@@ -211,7 +228,7 @@ class _WorkerHost:
             self.update_cls.warmup()
             return ("warm",)
         if kind == "init":
-            _, shard, warm, digest = msg
+            _, shard, warm, digest, rebalance = msg
             if warm:
                 self.update_cls.warmup()
             if digest:
@@ -220,6 +237,9 @@ class _WorkerHost:
             update.peers = self.peers  # before __init__: it may read its part with them
             update.__init__(shard)
             self.update = update
+            if rebalance and update.rows is None:
+                raise DataError(f"--rebalance: {type(update).__name__} cannot hand rows "
+                                "over (it defines no rows, give and take)")
             if digest:  # refuse a state that cannot be checkpointed now, not mid-run
                 _ckpt.encode(update.state(), type(update).__name__)
             return ("ready", update.report())
@@ -233,7 +253,13 @@ class _WorkerHost:
                 self.version += 1
             if round is None:  # syncs only
                 return None
+            t0 = time.perf_counter()
             partial = self.update.update(task) if task is not None else None
+            dt = time.perf_counter() - t0
+            if self.slow != 1:  # FACTOR times as long per unit of work
+                time.sleep((self.slow - 1) * dt)
+                dt *= self.slow
+            self.busy += dt
             return (round, self.version, self.version, self.signals.signum,
                     [] if partial is None else [(self.w, partial)], self._durable())
         if kind == "checkpoint":
@@ -260,12 +286,37 @@ class _WorkerHost:
             self.update.load_state(_ckpt.decode(*parts["update"]))
             self.version = host["version"]
             return ("restored",)
+        if kind == "timing":
+            busy, self.busy = self.busy, 0.0
+            return ("timing", busy, self.update.rows)
+        if kind == "rebalance":
+            self._rebalance(*msg[1:])
+            return ("rebalanced", self.update.rows)
         if kind == "collect":
             self._join_writer()
             return ("collected", self.update.collect(),
                     None if self.traffic is None else _rank_usage(self.traffic),
                     self._durable())
         raise RuntimeError(f"unknown engine message {kind!r}")
+
+    def _rebalance(self, old, new):
+        """Move rows to and from the neighbours so that worker w holds ``new[w]`` rows:
+        cut k moves from sum(old[:k]) to sum(new[:k]), never past a neighbour's range."""
+        w, up, peers = self.w, self.update, self.peers
+        c_old, c_new = np.cumsum([0] + list(old)), np.cumsum([0] + list(new))
+        left = int(c_new[w] - c_old[w])  # > 0: give my first rows to w - 1
+        right = int(c_new[w + 1] - c_old[w + 1])  # > 0: take w + 1's first rows
+        to_right = up.give("tail", -right) if right < 0 else None
+        to_left = up.give("head", left) if left > 0 else None
+        from_left = peers.shift(to_right, 1)  # what w - 1 gives away at its tail
+        from_right = peers.shift(to_left, -1)  # what w + 1 gives away at its head
+        if left < 0:
+            up.take("head", from_left)
+        if right > 0:
+            up.take("tail", from_right)
+        if up.rows != new[w]:
+            raise RuntimeError(f"worker {w} holds {up.rows} rows after rebalancing, "
+                               f"expected {new[w]}")
 
     def _join_writer(self):
         if self._writer is not None:
@@ -555,13 +606,15 @@ class _Driver:
 
     def __init__(self, tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
                  log_interval, out, checkpoint_every, resume, flags, stall_warn, signals,
-                 seed):
+                 seed, rebalance=False, rebalance_every=5.0):
         self.tp, self.setup, self.W, self.seed = tp, setup, tp.n_workers, seed
         # leaderless: every rank runs this loop on agreed state (transport.Replicated)
         self.rep = getattr(tp, "replicated", False)
         self.writes = not self.rep or tp.rank == 0  # the scheduler's part, the manifest
         self.digests, self.digest, self.digest_checks = {}, 0, 0
         self.fault = _fault(tp) if self.rep else None
+        self.rebal, self.rebal_every = rebalance, rebalance_every
+        self.rebalances, self.rows = 0, None
         if self.rep:
             tp.flags = self._flags
         self.staleness, self.max_rounds, self.time_limit, self.tol = (
@@ -604,7 +657,7 @@ class _Driver:
             self.tp.send(0, ("warmup",))
             self.tp.recv(0)
         for w in range(self.W):
-            self.tp.send(w, ("init", shards[w], mpi or w == 0, digest))
+            self.tp.send(w, ("init", shards[w], mpi or w == 0, digest, self.rebal))
             shards[w] = None  # the worker holds it now: the scheduler keeps no copy
         shards = None
         reports = [self.tp.recv(w)[1] for w in range(self.W)]
@@ -616,7 +669,7 @@ class _Driver:
             for piece in (self.schedule, self.aggregate):
                 _ckpt.encode(piece.state(), type(piece).__name__)
         self.t0 = time.perf_counter() - self.elapsed0
-        self.last_ckpt = time.perf_counter()
+        self.last_ckpt = self.last_rebal = time.perf_counter()
         total = self.schedule.total_rounds  # after the staleness: it may depend on it
         self.progress = _Progress(self.app, self.quiet,
                                   min(self.max_rounds, total or self.max_rounds),
@@ -657,16 +710,42 @@ class _Driver:
             if not self.inflight:
                 break
             self._collect_round()
-            if self.every and not self.stopping and self._checkpoint_due():
+            if not self.stopping and ((self.every and self._checkpoint_due())
+                                      or (self.rebal and self._rebalance_due())):
                 draining = True
             if draining and not self.inflight:
-                self.checkpoint()
+                if self.every and self._checkpoint_due():
+                    self.checkpoint()
+                if self.rebal and self._rebalance_due():
+                    self.rebalance()
                 draining = False
 
     def _checkpoint_due(self):
         if self.rep:  # what the ranks' clocks agreed at the last round's results
             return bool(self.tp.agreed and self.tp.agreed[2])
         return self.ckpt_wait is None and time.perf_counter() - self.last_ckpt >= self.every
+
+    def _rebalance_due(self):
+        if self.rep:
+            return bool(self.tp.agreed and self.tp.agreed[4])
+        return time.perf_counter() - self.last_rebal >= self.rebal_every
+
+    def rebalance(self):
+        """At a round boundary: every worker's seconds of work since the last time, and
+        rows moved from the slow to the fast (:func:`_plan`; a rule on the agreed
+        measurements, so every rank of a leaderless run makes the same plan)."""
+        if any(self.pending):
+            self._step(None, None)
+        self.tp.broadcast(("timing",))
+        got = [self.tp.recv(w) for w in range(self.W)]
+        rows, busy = [g[2] for g in got], [g[1] for g in got]
+        new = _plan(rows, busy)
+        self.rows = rows
+        if new is not None:
+            self.tp.broadcast(("rebalance", rows, new))
+            self.rows = [self.tp.recv(w)[1] for w in range(self.W)]
+            self.rebalances += 1
+        self.last_rebal = time.perf_counter()
 
     def _flags(self):
         """Leaderless: what this rank's signals and clocks say now, and the digest of
@@ -676,7 +755,8 @@ class _Driver:
                 int(bool(self.time_limit and now - self.t0 >= self.time_limit)),
                 int(bool(self.every and self.ckpt_wait is None
                          and now - self.last_ckpt >= self.every)),
-                self.digests.pop(self.inflight[0][0]))
+                self.digests.pop(self.inflight[0][0]),
+                int(bool(self.rebal and now - self.last_rebal >= self.rebal_every)))
 
     def _dispatch(self):
         while (not self.stopping and self.r_next < self.max_rounds
@@ -864,6 +944,8 @@ class _Driver:
         self._log(wall)
         self.progress.show(wall, self.done, agg.updates, agg.objective(), final=True)
         extra = dict(agg.summary())
+        if self.rebal:
+            extra.update(rebalances=self.rebalances, rows_per_worker=self.rows)
         if self.rep:
             extra.update(scheduler="replicated", schedule_digest=f"{self.digest:08x}",
                          digest_checks=self.digest_checks)
@@ -893,6 +975,42 @@ def _fault(tp):
     return round if rank == tp.rank else None
 
 
+def _slow_fault(me):
+    """STRADS_FAULT=slow:RANK:FACTOR: the factor by which the worker on RANK (under
+    MPI; in one process, worker RANK) takes longer per unit of work, else 1."""
+    spec = os.environ.get("STRADS_FAULT", "")
+    kind, _, rest = spec.partition(":")
+    if kind != "slow":
+        return 1
+    try:
+        rank, factor = rest.split(":")
+        rank, factor = int(rank), float(factor)
+    except ValueError:
+        raise DataError(f"STRADS_FAULT={spec!r}: expected slow:RANK:FACTOR") from None
+    if not factor >= 1:
+        raise DataError(f"STRADS_FAULT={spec!r}: the factor must be >= 1")
+    return factor if me == rank else 1
+
+
+def _plan(rows, busy, balanced=1.1):
+    """New rows per worker from their rows and seconds of work: shares proportional to
+    their speeds (rows per second), each cut kept inside its neighbours' old ranges (rows
+    move between neighbours only, every worker keeps one); None when the slowest is
+    within ``balanced`` of the fastest, or a worker did no work."""
+    rows, busy = np.asarray(rows, np.float64), np.asarray(busy, np.float64)
+    if len(rows) < 2 or (busy <= 0).any() or busy.max() <= balanced * busy.min():
+        return None
+    speed = rows / busy
+    target = np.concatenate([[0.0], np.cumsum(rows.sum() * speed / speed.sum())])
+    old = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+    cuts = old.copy()
+    for k in range(1, len(rows)):
+        cuts[k] = min(max(int(round(target[k])), old[k - 1] + 1, cuts[k - 1] + 1),
+                      old[k + 1] - 1)
+    new = np.diff(cuts).astype(np.int64)
+    return None if (new == rows).all() else [int(x) for x in new]
+
+
 def _perturbed(task):
     """What a schedule fed different inputs would have made: the task with one more key
     (a list of per-worker tasks: the first one's)."""
@@ -913,7 +1031,7 @@ def _drive(tp, setup, **kw):
 def _serve(tp, update_cls, signals, app, stall_warn):
     """A worker rank's loop: its shard (and a warm-up) sent to it alone, then the
     broadcasts, passed down the workers' tree; a round's result goes up the tree."""
-    host = _WorkerHost(update_cls, signals, tp.worker, tp.peers, tp.traffic)
+    host = _WorkerHost(update_cls, signals, tp.worker, tp.peers, tp.traffic, tp.rank)
     while True:
         msg = tp.recv_task()
         tp.reply(host.handle(msg))
@@ -945,7 +1063,7 @@ def _stall_watch(app, seconds, round, rank, whom):
 def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit=None,
         tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
         checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True,
-        seed=0, scheduler="rank"):
+        seed=0, scheduler="rank", rebalance=False, rebalance_every=5.0):
     """Run an app, in this process or, when launched by ``mpiexec -n N`` (N > 1), on N
     ranks: rank 0 schedules and aggregates, ranks 1..N-1 are the workers.
 
@@ -968,6 +1086,10 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     ``stall_warn``: seconds a scheduler waits for a worker before saying so (MPI).
     ``threads``: in one process, run each of the ``workers`` on a thread of its own
     (the same result bit for bit; kernels that release the GIL run in parallel).
+
+    ``rebalance``: every ``rebalance_every`` seconds (at a round boundary) the workers'
+    seconds of work are gathered and rows move from slow workers to fast ones (the app's
+    Update defines ``rows``, ``give`` and ``take``).
 
     ``scheduler``: under MPI, ``"rank"`` (rank 0 schedules, the others are workers) or
     ``"replicated"`` (leaderless: all N ranks are workers and each runs the schedule and
@@ -996,12 +1118,19 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
         raise DataError("--out '': not a folder name")
     if (checkpoint_every or resume) and not out:
         raise DataError("checkpoints need an output folder: pass --out DIR")
+    if rebalance and checkpoint_every:
+        raise DataError("--rebalance and --checkpoint-every cannot be used together yet "
+                        "(a checkpoint keeps the rows where setup put them)")
+    if not (rebalance_every > 0 and math.isfinite(rebalance_every)):
+        raise DataError(f"rebalance_every must be a finite number > 0 (seconds), got "
+                        f"{rebalance_every}")
     if scheduler not in SCHEDULERS:
         raise DataError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
     kw = dict(staleness=int(staleness), max_rounds=int(max_rounds), time_limit=time_limit,
               tol=tol, app=app, quiet=quiet, log_interval=log_interval,
               out=os.path.abspath(out) if out else None, checkpoint_every=checkpoint_every,
-              resume=bool(resume), flags=flags, stall_warn=stall_warn, seed=seed)
+              resume=bool(resume), flags=flags, stall_warn=stall_warn, seed=seed,
+              rebalance=bool(rebalance), rebalance_every=float(rebalance_every))
 
     if mpi is None:
         mpi = _transport.mpi_world_size() > 1
@@ -1048,7 +1177,7 @@ def _run(setup, update, workers, mpi, kw, signals, threads, scheduler="rank"):
         tp = _transport.Replicated()
         try:
             check_out(out)
-            host = _WorkerHost(update, signals, tp.rank, tp.peers, tp.traffic)
+            host = _WorkerHost(update, signals, tp.rank, tp.peers, tp.traffic, tp.rank)
             tp.handler = host.handle
             if tp.rank:
                 kw = {**kw, "quiet": True}  # rank 0 shows the progress

@@ -1,0 +1,63 @@
+"""--rebalance: workers' seconds of work gathered, rows moved from slow to fast."""
+import numpy as np
+import pytest
+
+import strads
+from strads import engine
+
+import rebalance_app
+from conftest import world
+
+
+def test_plan_gives_shares_by_speed_and_moves_rows_between_neighbours_only():
+    assert engine._plan([100, 100], [1.0, 1.05]) is None  # balanced enough
+    assert engine._plan([100, 100], [0.0, 1.0]) is None  # no work measured
+    new = engine._plan([100, 100, 100], [1.0, 4.0, 1.0])  # worker 1 four times slower
+    assert sum(new) == 300 and new[1] < 100 and new[0] > 100 and new[2] > 100
+    # a cut never passes a neighbour's old range, and every worker keeps a row
+    new = engine._plan([10, 10, 10], [1.0, 1000.0, 1.0])
+    assert new == [19, 1, 10] or (min(new) >= 1 and sum(new) == 30)
+    cuts = np.cumsum([0, 10, 10, 10])
+    got = np.cumsum([0] + new)
+    assert all(cuts[k - 1] < got[k] < cuts[k + 1] for k in range(1, 3))
+
+
+def _check(res, X, y, slow):
+    exact = np.linalg.solve(X.T @ X + X.shape[0] * 0.1 * np.eye(X.shape[1]), X.T @ y)
+    np.testing.assert_allclose(res.model["coef"], exact, rtol=1e-8, atol=1e-10)
+    rows = res.extra["rows_per_worker"]
+    assert res.extra["rebalances"] >= 1 and sum(rows) == X.shape[0]
+    assert rows[slow] < min(r for w, r in enumerate(rows) if w != slow)
+
+
+def test_rebalance_moves_rows_off_a_slow_worker_in_one_process(monkeypatch):
+    monkeypatch.setenv("STRADS_FAULT", "slow:1:6")  # one process: worker 1
+    X, y = rebalance_app.problem()
+    res = rebalance_app.fit(X, y, workers=3, max_rounds=400, tol=0, quiet=True,
+                            rebalance=True, rebalance_every=0.05)
+    _check(res, X, y, slow=1)
+
+
+def test_rebalance_needs_an_app_that_moves_rows_and_no_checkpoints(tmp_path):
+    import ridge
+    X, y = rebalance_app.problem()
+    with pytest.raises(strads.DataError, match="cannot hand rows over"):
+        ridge.fit(X, y, workers=2, max_rounds=5, quiet=True, rebalance=True)
+    with pytest.raises(strads.DataError, match="cannot be used together"):
+        rebalance_app.fit(X, y, workers=2, max_rounds=5, quiet=True, rebalance=True,
+                          checkpoint_every=1.0, out=str(tmp_path))
+
+
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.parametrize("scheduler", ["rank", "replicated"])
+def test_rebalance_under_mpi(monkeypatch, scheduler):
+    rank, size = world()
+    slow = 1  # worker 1: rank 2 with a scheduler rank, rank 1 without
+    monkeypatch.setenv("STRADS_FAULT", f"slow:{slow + (scheduler == 'rank')}:6")
+    X, y = rebalance_app.problem()
+    res = rebalance_app.fit(X, y, max_rounds=400, tol=0, quiet=True, rebalance=True,
+                            rebalance_every=0.05, scheduler=scheduler)
+    if res is None:
+        assert scheduler == "rank" and rank > 0
+        return
+    _check(res, X, y, slow=slow)
