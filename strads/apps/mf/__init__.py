@@ -19,13 +19,14 @@ from ... import engine
 from ...engine import DataError
 from . import kernels as K
 from .aggregate import MFAggregate
-from .data import _lookup, fmt_bytes, physical_memory
+from .data import _lookup, _problem_plan, fmt_bytes, physical_memory
+from .data import Layout as FileLayout
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES
 from .update import MFUpdate
 
-__all__ = ["fit", "predict", "make_setup", "prepare", "read_ratings", "make_problem",
+__all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "read_ratings", "make_problem",
            "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
            "Layout", "BIAS", "INIT", "DUPLICATES", "COLD_START"]
 
@@ -65,18 +66,8 @@ def _compressed(users, items, vals, m, n):
     return [(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data) for X in (A, B)]
 
 
-def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias="mean",
-               weighted=False, init_scale=None, seed=0, target_test_rmse=None, group=1,
-               init="svd", block=1):
-    """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
-    :class:`Problem` and is only called on the scheduler rank, which keeps nothing of
-    its size once setup returns (the shards go to the workers). ``group``: ccd columns
-    per group and ``block``: ccd columns per round (see :mod:`.schedule`).
-
-    Start: W = 0 and H's rank rows orthonormal (times ``init_scale``), spanning R'R Z for
-    a Gaussian Z chosen by ``seed`` (``init='svd'``: one step of randomized subspace
-    iteration on the centred ratings R, so the first sweep starts near the top singular
-    directions), or Z itself (``'random'``, default scale: entries of variance 1/rank)."""
+def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
+                   target_test_rmse, iters):
     if schedule not in SCHEDULES:
         raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
     if bias not in BIAS:
@@ -99,7 +90,6 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                         f"{target_test_rmse}")
     if iters is not None and (int(iters) != iters or iters < 1):
         raise DataError(f"iters must be an integer >= 1, got {iters}")
-    rank, biases = int(rank), bias == "full"
     mem = physical_memory()
     if schedule == "ccd" and mem is not None:
         # the sweep is a list of its rounds, 8 bytes each (16 while it is built)
@@ -109,6 +99,66 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                             f"{block} (--block): a sweep of {sweep} rounds needs about "
                             f"{fmt_bytes(16 * sweep)}, more than this machine's "
                             f"{fmt_bytes(mem)} of memory")
+    return int(rank), bias == "full"
+
+
+def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.0,
+                        duplicates="error", cold_start="error", rank=8, lam=1.0,
+                        schedule="ccd", inner=1, iters=None, bias="mean", weighted=False,
+                        init_scale=None, seed=0, target_test_rmse=None, group=1,
+                        init="svd", block=1):
+    """``setup(ctx)`` for :func:`strads.run` that reads nothing but the lines before the
+    first rating on the scheduler rank: each worker reads its own part of the file
+    ``train`` (and of the held-out file ``test``), or generates its part of the built-in
+    problem (``builtin``: make_problem's arguments), and the workers agree on the id
+    maps, duplicates, the held-out split, counts, mean and the start among themselves
+    (:mod:`.load`); the scheduler gets the starting figures from their reports."""
+    rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init,
+                                  init_scale, target_test_rmse, iters)
+    if duplicates not in DUPLICATES:
+        raise DataError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
+    if cold_start not in COLD_START:
+        raise DataError(f"cold_start must be one of {COLD_START}, got {cold_start!r}")
+    if not 0 <= test_fraction < 1:
+        raise DataError(f"test fraction must be in [0, 1), got {test_fraction}")
+    options = dict(rank=rank, lam=float(lam), bias=bias, weighted=bool(weighted),
+                   schedule=schedule, block=int(block), init=init, init_scale=init_scale,
+                   seed=seed, duplicates=duplicates, cold_start=cold_start,
+                   test_fraction=0.0 if test is not None else float(test_fraction))
+
+    def setup(ctx):
+        lay_tr = FileLayout(train) if train is not None else None
+        if builtin is not None:
+            _problem_plan(*builtin)  # its refusals, before the workers start
+        lay_te = FileLayout(test) if test is not None else None
+        lay = Layout(rank, float(lam), biases)
+        agg = MFAggregate(lay, None, 0.0, 0, 0, 0, 0.0, None, float("nan"))
+        agg.target_test_rmse = target_test_rmse
+        if schedule == "ccd":
+            sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
+        else:
+            sched = SCHEDULES[schedule](lay, iters, ctx.staleness)
+        desc = {"load": {"train": lay_tr, "test": lay_te, "builtin": builtin,
+                         "options": options}}
+        return sched, agg, [desc] * ctx.n_workers
+
+    return setup
+
+
+def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias="mean",
+               weighted=False, init_scale=None, seed=0, target_test_rmse=None, group=1,
+               init="svd", block=1):
+    """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
+    :class:`Problem` and is only called on the scheduler rank, which keeps nothing of
+    its size once setup returns (the shards go to the workers). ``group``: ccd columns
+    per group and ``block``: ccd columns per round (see :mod:`.schedule`).
+
+    Start: W = 0 and H's rank rows orthonormal (times ``init_scale``), spanning R'R Z for
+    a Gaussian Z chosen by ``seed`` (``init='svd'``: one step of randomized subspace
+    iteration on the centred ratings R, so the first sweep starts near the top singular
+    directions), or Z itself (``'random'``, default scale: entries of variance 1/rank)."""
+    rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
+                                  target_test_rmse, iters)
 
     def setup(ctx):
         n_workers = ctx.n_workers

@@ -1,7 +1,7 @@
 """python -m strads.apps.mf [--data FILE] [flags]; see --help."""
 from ... import cli, engine
 from . import (BIAS, COLD_START, DUPLICATES, INIT, MFUpdate, make_problem,
-               make_setup, prepare)
+               make_parallel_setup, prepare)
 from .data import read_ratings
 from .schedule import SCHEDULES
 
@@ -85,12 +85,22 @@ def load(args):
 
 
 def run(args):
+    """Each worker reads its part of --data (and --test-data) or generates its part of
+    the built-in problem: the scheduler rank reads only the lines before the ratings."""
     check_flags(args)
-    setup = make_setup(lambda: load(args), rank=args.rank, lam=args.lam,
-                       schedule=args.schedule, inner=args.inner, iters=args.iters,
-                       bias=args.bias, weighted=args.weighted_lambda, init=args.init,
-                       init_scale=args.init_scale, seed=args.seed,
-                       target_test_rmse=args.target_test_rmse, block=args.block)
+    if args.data:
+        frac, builtin = args.test_fraction or 0.0, None
+    else:
+        frac = 0.1 if args.test_fraction is None else args.test_fraction
+        builtin = (args.n_users, args.n_items, args.n_ratings, args.true_rank, args.noise,
+                   args.alpha, args.seed)
+    setup = make_parallel_setup(
+        args.data or None, args.test_data or None, builtin, test_fraction=frac,
+        duplicates=args.duplicates, cold_start=args.cold_start, rank=args.rank,
+        lam=args.lam, schedule=args.schedule, inner=args.inner, iters=args.iters,
+        bias=args.bias, weighted=args.weighted_lambda, init=args.init,
+        init_scale=args.init_scale, seed=args.seed, target_test_rmse=args.target_test_rmse,
+        block=args.block)
     return engine.run(setup, MFUpdate, app="mf", **cli.engine_kwargs(args))
 
 

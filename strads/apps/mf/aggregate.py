@@ -35,7 +35,8 @@ class MFAggregate(Aggregate):
         self.lay = layout
         self.shape, self.mean, self.cold = shape, mean, cold
         self.n_train, self.n_test = n_train, n_test
-        self.sq = {s: np.array(sq[s], dtype=np.float64) for s in ("W", "H")}
+        self.sq = None if sq is None else {s: np.array(sq[s], dtype=np.float64)
+                                           for s in ("W", "H")}
         self.rss = rss
         self.last_test_rmse = test_rmse
         # no score between iteration ends until one has come back and told its cost
@@ -48,6 +49,22 @@ class MFAggregate(Aggregate):
         self._final = None
         self._last_round = -1
         self._last_end = None  # (round, iteration) of the last iteration end
+
+    def begin(self, reports):
+        """With parallel loading (the shape still None) the starting figures come from
+        the workers' reports: their sums, added in worker order."""
+        if self.shape is not None or not reports or reports[0] is None:
+            return
+        r0 = reports[0]
+        self.shape, self.mean, self.cold = tuple(r0["shape"]), r0["mean"], r0["cold"]
+        self.n_train, self.n_test = r0["n_train"], r0["n_test"]
+        sqW = reports[0]["sqW"].copy()
+        for r in reports[1:]:
+            sqW += r["sqW"]
+        self.sq = {"W": sqW, "H": np.array(r0["sqH"], dtype=np.float64)}
+        self.rss = sum(r["rss"] for r in reports)
+        sse = sum(r["sse"] for r in reports)
+        self.last_test_rmse = math.sqrt(sse / self.n_test) if self.n_test else float("nan")
 
     def aggregate(self, round, task, partials):
         p = partials[0]  # worker 0's, for all (the others return None)

@@ -48,6 +48,10 @@ class _Side:
 
 class MFUpdate(Update):
     def __init__(self, shard):
+        self._report = None
+        if "load" in shard:  # a description: read (or generate) this worker's part
+            from .load import load
+            shard, self._report = load(self.peers, shard["load"])
         lay = shard["layout"]
         m, n = shard["shape"]
         (u0, u1), (i0, i1) = shard["users"], shard["items"]
@@ -70,6 +74,10 @@ class MFUpdate(Update):
         self.sides = [
             _Side(indptr, idx, y.copy(), W[:, u0:u1].copy(), shard["reg_rows"]),
             _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
+
+    def report(self):
+        """What this worker read (the scheduler keeps the sums): see load.load."""
+        return self._report
 
     def state(self):
         # the ratings' layout (indptr, idx), the ratings, the regularisation, the ids and

@@ -1,0 +1,162 @@
+"""MF parallel loading: each worker reads its part of --data (or generates its part of the
+built-in problem); the results are those of one process with W workers bit for bit under
+mpiexec, do not depend on W, and bad input is refused with the same one line."""
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+import strads
+from strads.apps import mf
+from strads.apps.mf import __main__ as mf_cli
+from strads.apps.mf import data as D
+
+from conftest import run_cli
+
+
+def udata(path, m=60, n=40, count=900, seed=2, dup=False):
+    rng = np.random.default_rng(seed)
+    keys = rng.choice(m * n, count, replace=False)
+    u, i = 7 * (keys // n) + 3, 5 * (keys % n) - 40
+    r = np.round(rng.uniform(0.5, 5, count), 2)
+    lines = [f"{a}\t{b}\t{float(c)!r}\t8812{k}\n" for k, (a, b, c) in enumerate(zip(u, i, r))]
+    if dup:
+        lines.append(lines[3].replace("\t8812", "\t9"))
+    path.write_text("".join(lines))
+    return u, i, r
+
+
+def in_process(args, w):
+    return mf_cli.run(mf_cli.build_parser().parse_args(args + ["--workers", str(w),
+                                                               "--quiet"]))
+
+
+ARGS = ["--rank", "3", "--iters", "3", "--tol", "0", "--bias", "full"]
+
+
+def test_parallel_read_equals_the_serial_reader(tmp_path):
+    """What the workers read and agree on (ids, split, counts) is the one-process
+    reader's, for any W; the split does not depend on W."""
+    f = tmp_path / "u.data"
+    udata(f)
+    t = D.read_ratings(str(f))
+    p = D.prepare(t, test_fraction=0.2, seed=4)
+    runs = [in_process(["--data", str(f), "--test-fraction", "0.2", "--seed", "4"] + ARGS,
+                       w) for w in (1, 2, 3)]
+    for res in runs:
+        np.testing.assert_array_equal(res.model["user_ids"], p.user_ids)
+        np.testing.assert_array_equal(res.model["item_ids"], p.item_ids)
+        assert res.extra["n_train"] == len(p.ratings)
+        assert res.extra["n_test"] == len(p.test_ratings)
+        e = p.test_ratings - mf.predict(res.model, p.user_ids[p.test_users],
+                                        p.item_ids[p.test_items])
+        assert res.extra["test_rmse"] == pytest.approx(np.sqrt(np.mean(e ** 2)), rel=1e-10)
+        for k in ("W", "H", "user_bias", "item_bias", "mean"):
+            np.testing.assert_array_equal(res.model[k], runs[0].model[k], err_msg=k)
+    # the same model as fit() on the arrays (shards built on rank 0), up to rounding
+    ref = mf.fit(t.users, t.items, t.ratings, test_fraction=0.2, seed=4, rank=3, iters=3,
+                 tol=0, bias="full", workers=2, quiet=True)
+    np.testing.assert_allclose(runs[1].model["W"], ref.model["W"], rtol=1e-8, atol=1e-10)
+    assert runs[1].objective == pytest.approx(ref.objective, rel=1e-10)
+
+
+@pytest.mark.parametrize("wrap", ["plain", "gzip", "crlf-bom"])
+def test_mpiexec_equals_in_process_bit_for_bit(tmp_path, wrap):
+    f = tmp_path / "u.data"
+    udata(f)
+    if wrap == "gzip":
+        f.write_bytes(gzip.compress(f.read_bytes()))
+    if wrap == "crlf-bom":
+        f.write_bytes(b"\xef\xbb\xbf" + f.read_bytes().replace(b"\n", b"\r\n"))
+    args = ["--data", str(f), "--test-fraction", "0.1"] + ARGS
+    models = []
+    for w in (1, 2, 3):
+        out = tmp_path / f"mpi{w}"
+        p = run_cli(["strads.apps.mf"] + args + ["--quiet", "--out", str(out)], np=w + 1,
+                    timeout=120)
+        assert p.returncode == 0, p.stderr
+        s = json.loads((out / "summary.json").read_text())
+        one = in_process(args, w)
+        with np.load(out / "model.npz") as z:
+            for k in z.files:
+                np.testing.assert_array_equal(z[k], one.model[k], err_msg=k)
+            models.append({k: z[k] for k in z.files})
+        for k in ("objective", "train_rmse", "test_rmse", "objective_per_iter"):
+            assert s[k] == one.summary()[k], k
+    for M in models[1:]:
+        for k in ("W", "H", "user_ids", "item_ids"):
+            np.testing.assert_array_equal(M[k], models[0][k], err_msg=k)
+
+
+@pytest.mark.parametrize("text,extra,message", [
+    ("1\t2\t3\n4\t5\t1\n" * 3 + "7\t8\tx\n", [], "f:7: rating 'x' is not a number"),
+    ("".join(f"{k}\t{k % 5}\t3\n" for k in range(1, 40)) + "3\t3\t5\n", [],
+     "f:40: duplicate rating of user 3, item 3 (first at line 3); pass duplicates='last' "
+     "or 'mean' (--duplicates) to keep one"),
+    ("".join(f"{k}\t{k % 5}\t3\n" for k in range(1, 40)) + "1\t2\t1e200\n", [],
+     "f:40: rating 1e+200 is too large: the sum of squared ratings overflows"),
+    ("%%MatrixMarket matrix coordinate real general\n9 9 30\n"
+     + "".join(f"{k % 9 + 1} {k // 9 + 1} 2\n" for k in range(29)), [],
+     "f: the size line (line 2) announces 30 entries, the file has 29"),
+    ("%%MatrixMarket matrix coordinate real general\n9 9 30\n"
+     + "".join(f"{k % 9 + 1} {k // 9 + 1} 2\n" for k in range(25)) + "1 10 2\n"
+     + "".join(f"{k % 9 + 1} {k // 9 + 5} 2\n" for k in range(4)), [],
+     "f:28: column 10 is outside 1..9"),
+])
+@pytest.mark.parametrize("w", [1, 2, 3])
+def test_bad_input_same_line_for_any_worker_count(tmp_path, monkeypatch, text, extra,
+                                                  message, w):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "f").write_text(text)
+    with pytest.raises(strads.DataError) as e:
+        D.prepare(D.read_ratings("f"))
+    assert str(e.value) == message
+    with pytest.raises(strads.DataError) as e:
+        in_process(["--data", "f", "--rank", "1", "--iters", "1"] + extra, w)
+    assert str(e.value) == message
+    (tmp_path / "f").write_bytes(gzip.compress(text.encode()))
+    with pytest.raises(strads.DataError) as e:
+        in_process(["--data", "f", "--rank", "1", "--iters", "1"] + extra, w)
+    assert str(e.value) == message
+
+
+def test_cold_start_and_duplicates_in_the_test_file(tmp_path):
+    tr, te = tmp_path / "train.tsv", tmp_path / "test.tsv"
+    tr.write_text("1\t10\t4\n2\t10\t2\n2\t11\t3\n3\t11\t1\n")
+    te.write_text("1\t11\t5\n4\t10\t1\n")
+    for w in (1, 2):
+        with pytest.raises(strads.DataError, match=r"test.tsv:2: user 4 has no training "
+                                                   r"rating \(cold start\)"):
+            in_process(["--data", str(tr), "--test-data", str(te), "--rank", "1"], w)
+        res = in_process(["--data", str(tr), "--test-data", str(te), "--rank", "1",
+                          "--cold-start", "skip"], w)
+        assert res.extra["cold_start_test"] == 1 and res.extra["n_test"] == 1
+    te.write_text("1\t11\t5\n3\t10\t1\n1\t11\t4\n")
+    with pytest.raises(strads.DataError, match=r"test.tsv:3: duplicate rating of user 1, "
+                                               r"item 11 \(first at line 1\)"):
+        in_process(["--data", str(tr), "--test-data", str(te), "--rank", "1"], 2)
+
+
+def test_built_in_problem_parts_make_the_whole():
+    whole = D.make_problem(9000, 700, 40000, seed=3)
+    parts = [D.make_problem_part(9000, 700, 40000, seed=3, part=k, n_parts=3)
+             for k in range(3)]
+    for name in ("users", "items", "ratings", "pos"):
+        np.testing.assert_array_equal(np.concatenate([getattr(p, name) for p in parts]),
+                                      getattr(whole, name))
+    np.testing.assert_array_equal(whole.pos, np.arange(40000))
+
+
+def test_scheduler_reads_no_data_and_stays_smallest(tmp_path):
+    """Under mpiexec -n 3 rank 0 reads only the lines before the ratings: its peak RSS
+    is at most the smallest worker's."""
+    f = tmp_path / "u.data"
+    udata(f, m=3000, n=500, count=200_000)
+    out = tmp_path / "run"
+    p = run_cli(["strads.apps.mf", "--data", str(f), "--rank", "4", "--iters", "1",
+                 "--quiet", "--out", str(out)], np=3, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rss = [t["peak_rss_mb"] for t in json.loads((out / "summary.json").read_text())
+           ["traffic"]]
+    assert len(rss) == 3 and rss[0] <= min(rss[1:]), rss
