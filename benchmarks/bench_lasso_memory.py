@@ -15,6 +15,14 @@ else resource.getrusage of each rank's process, read by a small wrapper).
     python benchmarks/bench_lasso_memory.py                     # ratios 0.1 and 0.01
     python benchmarks/bench_lasso_memory.py --ratios 0.1 --limit-kb 3500000 --np 3
     python benchmarks/bench_lasso_memory.py --trivial           # only: does a run start?
+
+Parallel loading (--data LIBSVM: every worker reads its own byte range, rank 0 never
+holds the data): ``--parallel-load`` writes a ~40 MB LIBSVM file (25,000 x 50,000 at
+density 0.002, make_problem + dump_svmlight_file) and runs ``mpiexec -n 5`` on it for
+--rounds rounds; prints every rank's peak RSS from summary.json's ``traffic`` and each
+worker's parse speed (its part's bytes / the time read_part took, timed in-process).
+
+    python benchmarks/bench_lasso_memory.py --parallel-load [--np 5] [--rounds 20]
 """
 import argparse
 import json
@@ -116,6 +124,83 @@ def run(n_ranks, limit_kb, args, timeout):
     return code, wall, rss, summary, err[-2000:]
 
 
+def make_svm(path, n=25_000, p=50_000, density=0.002, seed=0):
+    if os.path.exists(path):
+        return
+    from sklearn.datasets import dump_svmlight_file
+    from strads.apps.lasso import make_problem
+
+    X, y, _ = make_problem(n, p, density=density, n_informative=200, seed=seed)
+    dump_svmlight_file(X, y, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def parse_speed(path, W):
+    """MB/s of each of W workers' read_part over its own byte range, in one process (the
+    workers on threads; each timed alone, after a warm-up that compiles the parsers)."""
+    import threading
+
+    from strads import parts, transport
+    from strads.apps.lasso import loading
+
+    desc = loading.shard(path, None)
+
+    def once():
+        group = transport._Group(W)
+        took = [0.0] * W
+
+        def work(w):
+            t = time.perf_counter()
+            loading.read_part(transport._ThreadPeers(group, w, W), desc)
+            took[w] = time.perf_counter() - t
+        ts = [threading.Thread(target=work, args=(w,)) for w in range(W)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return took
+    once()
+    took = once()
+    sizes = [(lambda lo_hi: lo_hi[1] - lo_hi[0])(parts.line_range(path, w, W))
+             for w in range(W)]
+    return [s / t / 1e6 for s, t in zip(sizes, took)]
+
+
+def parallel_load(a):
+    path = "/tmp/bench_lasso_parallel.svm"
+    t = time.perf_counter()
+    make_svm(path)
+    size = os.path.getsize(path)
+    print(f"data: {path} ({size / 1e6:.0f} MB, {time.perf_counter() - t:.1f} s to make "
+          "or find)")
+    out = tempfile.mkdtemp(prefix="bench_lasso_parallel_")
+    cmd = [mpiexec(), "-n", str(a.np), sys.executable, "-m", "strads.apps.lasso", "--data",
+           path, "--max-rounds", str(a.rounds), "--quiet", "--out", out]
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    wall = time.perf_counter() - t
+    print(f"mpiexec -n {a.np} ... --data {path} --max-rounds {a.rounds}: exit "
+          f"{p.returncode}, {wall:.1f} s")
+    if p.returncode:
+        print(p.stderr[-3000:])
+        return
+    s = json.load(open(os.path.join(out, "summary.json")))
+    shutil.rmtree(out, ignore_errors=True)
+    for r in s["traffic"]:
+        print(f"  rank {r['rank']}: peak RSS {r['peak_rss_mb']:.1f} MiB")
+    rss = [r["peak_rss_mb"] for r in s["traffic"]]
+    print(f"  rank 0 {rss[0]:.1f} MiB <= smallest worker {min(rss[1:]):.1f} MiB: "
+          f"{rss[0] <= min(rss[1:])}")
+    W = a.np - 1
+    speeds = parse_speed(path, W)
+    print(f"  parse speed per worker (read_part, {W} threads, MB/s): "
+          + ", ".join(f"{v:.0f}" for v in speeds))
+    print(f"  parse speed, one worker reading the whole file: {parse_speed(path, 1)[0]:.0f} "
+          "MB/s")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="/tmp/big.npz")
@@ -126,7 +211,15 @@ def main():
     ap.add_argument("--extra", default="", help="more flags for the app, quoted")
     ap.add_argument("--trivial", action="store_true",
                     help="only check that a small built-in run starts under the limit")
+    ap.add_argument("--parallel-load", action="store_true",
+                    help="rank 0's and the workers' peak RSS with --data LIBSVM (np 5)")
+    ap.add_argument("--rounds", type=int, default=20, help="--parallel-load: rounds")
     a = ap.parse_args()
+    if a.parallel_load:
+        if a.np == 3:
+            a.np = 5
+        parallel_load(a)
+        return
 
     t = time.perf_counter()
     code, wall, rss, summary, err = run(a.np, a.limit_kb, ["--max-rounds", "5", "--quiet"],

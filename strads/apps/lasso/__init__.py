@@ -14,14 +14,15 @@ import scipy.sparse as sp
 from ... import engine
 from ...engine import DataError
 from . import kernels as K
+from . import loading
 from .aggregate import LassoAggregate
 from .data import check, load, make_problem
 from .schedule import SCHEDULES, Priority, max_staleness
 from .update import LassoUpdate
 
 __all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "LassoUpdate",
-           "LassoAggregate", "SCHEDULES", "default_gram_budget", "gram_block_cap",
-           "max_staleness"]
+           "LassoAggregate", "SCHEDULES", "make_setup", "make_file_setup",
+           "default_gram_budget", "gram_block_cap", "max_staleness"]
 
 MiB = 1 << 20
 GRAM_BUDGET_MAX = 512  # MiB: the default Gram budget, unless memory is scarcer
@@ -116,15 +117,7 @@ def _read_only(a):
     return v
 
 
-def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
-               floor=0.1, full_every=None, seed=0, *, gram_budget=None, time_limit=None):
-    """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is
-    only called on the scheduler rank.
-
-    ``gram_budget`` (MiB; None: :func:`default_gram_budget`): working-set blocks are cut
-    to :func:`gram_block_cap` coordinates, so that one round's Gram matrices fit in it
-    in any one process. ``time_limit`` (seconds; pass the run's): the clock starts at
-    the first round, and block rounds return what they have once it has run out."""
+def _check_flags(schedule, block, rho, floor, lam, lambda_ratio, gram_budget, time_limit):
     if schedule not in SCHEDULES:
         raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
     if block < 1:
@@ -142,6 +135,32 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
     if time_limit is not None and not time_limit > 0:
         raise DataError(f"time_limit must be > 0 seconds, got {time_limit}")
 
+
+def _schedule(agg, schedule, block, full_every, seed, X, rho, floor, time_limit, staleness,
+              gram_budget, n_workers):
+    """The schedule of ``agg`` (complete: its size is known); ``X`` only for priority."""
+    every = full_every or agg.beta.shape[0]
+    if schedule == "priority":
+        return Priority(agg, block, every, seed, X, rho, floor, time_limit, staleness)
+    if schedule == "working-set":
+        budget = gram_budget if gram_budget is not None else default_gram_budget()
+        agg.block_cap = gram_block_cap(budget, n_workers)
+        return SCHEDULES[schedule](agg, max_block=agg.block_cap, block=block,
+                                   time_limit=time_limit, staleness=staleness)
+    return SCHEDULES[schedule](agg, block, every, seed, time_limit, staleness)
+
+
+def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
+               floor=0.1, full_every=None, seed=0, *, gram_budget=None, time_limit=None):
+    """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is
+    only called on the scheduler rank.
+
+    ``gram_budget`` (MiB; None: :func:`default_gram_budget`): working-set blocks are cut
+    to :func:`gram_block_cap` coordinates, so that one round's Gram matrices fit in it
+    in any one process. ``time_limit`` (seconds; pass the run's): the clock starts at
+    the first round, and block rounds return what they have once it has run out."""
+    _check_flags(schedule, block, rho, floor, lam, lambda_ratio, gram_budget, time_limit)
+
     def setup(ctx):
         n_workers, staleness = ctx.n_workers, ctx.staleness
         X, y = check(*data())
@@ -154,26 +173,71 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         if sp.issparse(X) and X.nnz and np.diff(X.indptr).min() == 0:
             kept = np.flatnonzero(np.diff(X.indptr))
             X = X[:, kept]
-        p = X.shape[1]
         lam_ = lam if lam is not None else lambda_ratio * lambda_max(X, y)
         sq_norms = K.csc_sq_norms(X.indptr, X.data) if sp.issparse(X) \
             else np.einsum("ij,ij->j", X, X)
         agg = LassoAggregate(sq_norms, n, lam_, float(y @ y))
         agg.kept, agg.n_features = kept, p_all
-        every = full_every or p
-        if schedule == "priority":
-            sched = Priority(agg, block, every, seed, X, rho, floor, time_limit,
-                             staleness)
-        elif schedule == "working-set":
-            budget = gram_budget if gram_budget is not None else default_gram_budget()
-            agg.block_cap = gram_block_cap(budget, n_workers)
-            sched = SCHEDULES[schedule](agg, max_block=agg.block_cap, block=block,
-                                        time_limit=time_limit, staleness=staleness)
-        else:
-            sched = SCHEDULES[schedule](agg, block, every, seed, time_limit, staleness)
+        sched = _schedule(agg, schedule, block, full_every, seed, X, rho, floor, time_limit,
+                          staleness, gram_budget, n_workers)
         cuts = split_rows(X, n_workers)
         shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
         return sched, agg, shards
+
+    return setup
+
+
+class _Later(engine.Schedule):
+    """A schedule built in ``begin``, once the aggregate knows the problem's size from
+    the workers' reports (parallel loading: the scheduler never reads the file)."""
+
+    def __init__(self, build):
+        self.build, self.inner = build, None
+
+    def begin(self, reports):
+        self.inner = self.build()
+        self.inner.begin(reports)
+
+    @property
+    def total_rounds(self):
+        return getattr(self.inner, "total_rounds", None)
+
+    def schedule(self, round):
+        return self.inner.schedule(round)
+
+    def state(self):
+        return self.inner.state()
+
+    def load_state(self, state):
+        self.inner.load_state(state)
+
+
+def make_file_setup(path, target=None, lam=None, lambda_ratio=0.1, schedule="working-set",
+                    block=256, rho=0.1, floor=0.1, full_every=None, seed=0, *,
+                    gram_budget=None, time_limit=None):
+    """``setup(ctx)`` for ``--data PATH``: every worker reads its own part of the file
+    (:mod:`.loading`: LIBSVM and MatrixMarket coordinate text, plain or gzip) and rank 0
+    completes its aggregate and schedule from what the workers report. ``.npz`` and
+    dense MatrixMarket files are read on rank 0 and split (:func:`make_setup`).
+
+    The priority schedule's dependency filter, which reads columns of X on the scheduler
+    when it has them, runs on the workers here: a round's task holds the candidates, the
+    workers sum their Gram matrix (an allreduce) and keep the same ones, in the same
+    greedy order, and return the gradient of those with the columns chosen."""
+    _check_flags(schedule, block, rho, floor, lam, lambda_ratio, gram_budget, time_limit)
+    whole = make_setup(lambda: load(path, target), lam, lambda_ratio, schedule, block, rho,
+                       floor, full_every, seed, gram_budget=gram_budget,
+                       time_limit=time_limit)
+
+    def setup(ctx):
+        if loading.needs_rank0(path):
+            return whole(ctx)
+        agg = LassoAggregate.later(lam, lambda_ratio)
+        sched = _Later(lambda: _schedule(agg, schedule, block, full_every, seed, None, rho,
+                                         floor, time_limit, ctx.staleness, gram_budget,
+                                         ctx.n_workers))
+        desc = loading.shard(path, target)
+        return sched, agg, [desc] * ctx.n_workers
 
     return setup
 

@@ -1,6 +1,6 @@
 """python -m strads.apps.lasso [--data FILE] [flags]; see --help."""
 from ... import cli, engine
-from . import LassoUpdate, load, make_problem, make_setup
+from . import LassoUpdate, make_file_setup, make_problem, make_setup
 from .schedule import SCHEDULES
 
 MODULE = "strads.apps.lasso"
@@ -10,7 +10,10 @@ def build_parser():
     p = cli.parser(MODULE, "Lasso, min 1/(2n)||y - Xb||^2 + lambda||b||_1, by scheduled "
                    "parallel coordinate descent. --data reads LIBSVM/svmlight text, "
                    "MatrixMarket (.mtx, with --target) or .npz (X and y, or a "
-                   "scipy.sparse.save_npz matrix with --target).",
+                   "scipy.sparse.save_npz matrix with --target). Each worker reads its own "
+                   "part of a LIBSVM or MatrixMarket coordinate file (gzip: each worker "
+                   "decompresses the whole file and keeps its part); .npz and dense "
+                   "MatrixMarket files are read on rank 0.",
                    max_rounds=100000, tol=1e-6)
     a = p.add_argument_group("lasso")
     a.add_argument("--target", metavar="PATH",
@@ -52,15 +55,16 @@ def build_parser():
 
 
 def run(args):
-    if args.data is not None:
-        data = lambda: load(args.data, args.target)  # noqa: E731
-    else:
+    kw = dict(gram_budget=args.gram_budget, time_limit=args.time_limit)
+    flags = (args.lam, args.lambda_ratio, args.schedule, args.block, args.rho, args.floor,
+             args.full_every, args.seed)
+    if args.data is not None:  # every worker reads its own part of the file
+        setup = make_file_setup(args.data, args.target, *flags, **kw)
+    else:  # the built-in problem, generated on rank 0
         data = lambda: make_problem(args.n_samples, args.n_features, args.density,  # noqa
                                     args.n_informative, args.corr, args.snr, args.dense,
                                     args.seed)[:2]
-    setup = make_setup(data, args.lam, args.lambda_ratio, args.schedule, args.block,
-                       args.rho, args.floor, args.full_every, args.seed,
-                       gram_budget=args.gram_budget, time_limit=args.time_limit)
+        setup = make_setup(data, *flags, **kw)
     return engine.run(setup, LassoUpdate, app="lasso", **cli.engine_kwargs(args))
 
 

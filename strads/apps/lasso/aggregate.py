@@ -17,8 +17,29 @@ class LassoAggregate(Aggregate):
     kept = None  # the columns solved, when X's empty columns were left out
     n_features = None  # X's columns, empty ones too
 
-    # setup() and the schedule set them again
-    checkpoint_skip = ("block_cap", "kept", "n_features")
+    # setup() and the schedule (or begin(), from the workers' reports) set them again
+    checkpoint_skip = ("block_cap", "kept", "n_features", "_pending")
+    _pending = None  # (lambda, lambda ratio) until begin() completes a later() aggregate
+
+    @classmethod
+    def later(cls, lam, lambda_ratio):
+        """An aggregate completed in :meth:`begin` from worker 0's report (parallel
+        loading: the scheduler never holds X): n, the column norms, X'y (lambda_max,
+        when ``lam`` is None), y'y, the kept columns and the number of features."""
+        agg = cls.__new__(cls)
+        agg._pending = (lam, lambda_ratio)
+        return agg
+
+    def begin(self, reports):
+        if self._pending is None:
+            return
+        lam, ratio = self._pending
+        f = reports[0]
+        n = f["n"]
+        if lam is None:  # lambda_max = ||X'y||_inf / n
+            lam = ratio * float(np.abs(f["xty"]).max() / n)
+        self.__init__(f["sq_norms"], n, lam, f["yy"])
+        self.kept, self.n_features = f["kept"], f["n_features"]
 
     def __init__(self, sq_norms, n_samples, lam, y_sq):
         self.n, self.lam, self.y_sq = n_samples, float(lam), float(y_sq)
@@ -70,7 +91,8 @@ class LassoAggregate(Aggregate):
             self._full(g, rss, sum(part["ry"] for part in partials), version)
             self.l1_at.append(self.l1)
             return None
-        cols = task["cols"]
+        # (priority with parallel loading: the workers chose among the task's candidates)
+        cols = partials[0].get("cols", task["cols"])
         before = np.count_nonzero(self.beta[cols])
         if task.get("gram"):
             if all("G" in part or "Gi" in part for part in partials):

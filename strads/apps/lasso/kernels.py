@@ -328,6 +328,35 @@ def select_dense(X, norms, cand, rho, max_block, taken):
     return chosen[:m]
 
 
+@njit(**_opts)
+def select_gram(G, norms, rho, max_block):
+    """As :func:`select_dense`, from the candidates' Gram matrix ``G`` (over every row)
+    and their ``norms``: the positions in the candidate list of those kept. The
+    candidates are distinct and none is taken (the caller filtered them)."""
+    chosen = np.empty(max_block, dtype=np.int64)
+    m = 0
+    rejected = 0
+    for c in range(G.shape[0]):
+        if m == max_block:
+            break
+        if norms[c] == 0.0:
+            continue
+        ok = True
+        if rho < 1.0:
+            for k in range(m):
+                if abs(G[c, chosen[k]]) > rho * norms[c] * norms[chosen[k]]:
+                    ok = False
+                    break
+            if not ok:
+                rejected += 1
+                if rejected > m + 16:  # the block is about as full as the filter allows
+                    break
+        if ok:
+            chosen[m] = c
+            m += 1
+    return chosen[:m]
+
+
 # -- exact block solves from the block's Gram matrix ---------------------------------------
 @njit(**_opts)
 def _gram_objective(G, c, b, thresh):

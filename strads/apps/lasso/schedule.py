@@ -164,7 +164,10 @@ class Priority(_Base):
                  staleness=0):
         super().__init__(agg, block, full_every, seed, time_limit, staleness)
         self.rho, self.floor = float(rho), float(floor)
-        if sp.issparse(X):
+        self.remote = X is None  # parallel loading: the workers hold X and filter
+        if self.remote:
+            self.cols = None
+        elif sp.issparse(X):
             self.cols = (X.indptr, X.indices, X.data)
             head = np.full(X.shape[0], -1, dtype=np.int64)
             self.select = lambda *a: K.select_sparse(*a, head)
@@ -172,6 +175,14 @@ class Priority(_Base):
             self.cols = (X,)
             self.select = K.select_dense
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
+
+    def schedule(self, round):
+        task = super().schedule(round)
+        if self.remote and not task.get("full"):
+            # the workers sum the candidates' Gram matrix and keep, in the same greedy
+            # order, those with |correlation| <= rho with every one kept before them
+            task["select"] = (self.rho, self._b)
+        return task
 
     def choose(self, b):
         # a quarter more candidates than the block: each one costs the scheduler random
@@ -187,6 +198,12 @@ class Priority(_Base):
         n_prio = K.tree_sample_distinct(tree, self.rng.random(n_prio), cand, self.seen)
         cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
         self.rng.shuffle(cand)
+        if self.remote:  # distinct, free, non-empty candidates, in draw order
+            self._b = b
+            cand = cand[~self.busy[cand]]
+            _, first = np.unique(cand, return_index=True)
+            cand = cand[np.sort(first)]
+            return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask
         cols = self.select(*self.cols, self.agg.norms, cand, self.rho, b, self.busy)
         return np.sort(cols)

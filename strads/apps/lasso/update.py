@@ -5,10 +5,20 @@ import numpy as np
 
 from ...engine import Update
 from . import kernels as K
+from . import loading
 
 
 class LassoUpdate(Update):
+    checkpoint_skip = ("facts", "norms")  # (__init__ makes them again)
+
     def __init__(self, shard):
+        """``shard``: this worker's rows (``csc`` or ``X``, and ``y``), or a file's
+        description (``file``), whose part this worker reads (:mod:`.loading`)."""
+        self.facts = self.norms = None
+        if "file" in shard:
+            shard = loading.read_part(self.peers, shard)
+            self.facts = shard["facts"]
+            self.norms = np.sqrt(shard["sq_norms"])  # (priority's filter, on the workers)
         self.y = shard["y"]
         self.sparse = "csc" in shard
         if self.sparse:
@@ -20,6 +30,9 @@ class LassoUpdate(Update):
         self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
         self.r = self.y.copy()
         self.rss = float(self.r @ self.r)
+
+    def report(self):
+        return self.facts
 
     @classmethod
     def warmup(cls):
@@ -37,6 +50,7 @@ class LassoUpdate(Update):
         K.gram_sparse_cols(*csc, cols, *rows, 0, 1, np.zeros(1), np.full(1, -1), cols.copy(),
                            np.zeros(1, np.int64), np.zeros(1), 0)
         K.step_dense(np.ones((2, 1), order="F"), r, cols, d)
+        K.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1)
 
     def apply(self, sync):
         step = K.step_sparse if self.sparse else K.step_dense
@@ -51,8 +65,20 @@ class LassoUpdate(Update):
             self.rss = float(self.r @ self.r)  # drop the drift of the running sum
             return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y)}
         cols = task["cols"]
+        chosen = None
+        if task.get("select"):  # the dependency filter over the candidates ``cols``
+            rho, b = task["select"]
+            if self.sparse:
+                G = K.gram_sparse(*self.X, cols, self.n_rows)
+            else:
+                Xc = self.X[0][:, cols]
+                G = Xc.T @ Xc
+            G = self.peers.allreduce(G)  # identical on every worker: the same choice
+            cols = chosen = np.sort(cols[K.select_gram(G, self.norms[cols], rho, b)])
         g = np.empty(cols.shape[0])
         grad(*self.X, self.r, cols, g)
+        if chosen is not None:
+            return {"g": g, "rss": self.rss, "cols": chosen}
         if task.get("gram"):  # the block's Gram over this worker's rows, for an exact solve
             if not task.get("cache", True):
                 self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
