@@ -60,10 +60,15 @@ DIVERGE_FACTOR = 1e6
 # The three pieces of an app
 # --------------------------------------------------------------------------------------
 class _Piece:
-    """What the three pieces share: their state, for checkpoints."""
+    """What the three pieces share: their state, for checkpoints, and their clock."""
 
     #: attributes that setup() rebuilds identically (data), left out of checkpoints
     checkpoint_skip = ()
+
+    #: The time (seconds since the epoch) a schedule's or an aggregate's decisions read.
+    #: In a leaderless run the engine replaces it by the ranks' agreed time (the latest
+    #: of their clocks at the last round's results), so that every rank decides alike.
+    clock = staticmethod(time.time)
 
     def state(self):
         """What a checkpoint keeps: by default every attribute that can change (arrays,
@@ -669,7 +674,11 @@ class _Driver:
             for piece in (self.schedule, self.aggregate):
                 _ckpt.encode(piece.state(), type(piece).__name__)
         self.t0 = time.perf_counter() - self.elapsed0
-        self.last_ckpt = self.last_rebal = time.perf_counter()
+        if self.rep:  # the ranks' agreed clock: the latest of their clocks
+            self.agreed_now = max(self.tp.allgather(time.time()))
+            self.wall0 = self.agreed_now - self.elapsed0
+            self.schedule.clock = self.aggregate.clock = lambda: self.agreed_now
+        self.last_ckpt = self.last_rebal = self._now()
         total = self.schedule.total_rounds  # after the staleness: it may depend on it
         self.progress = _Progress(self.app, self.quiet,
                                   min(self.max_rounds, total or self.max_rounds),
@@ -720,15 +729,17 @@ class _Driver:
                     self.rebalance()
                 draining = False
 
+    def _now(self):
+        """Seconds of the run so far: in a leaderless run, by the agreed clock."""
+        if self.rep:
+            return self.agreed_now - self.wall0
+        return time.perf_counter() - self.t0
+
     def _checkpoint_due(self):
-        if self.rep:  # what the ranks' clocks agreed at the last round's results
-            return bool(self.tp.agreed and self.tp.agreed[2])
-        return self.ckpt_wait is None and time.perf_counter() - self.last_ckpt >= self.every
+        return self.ckpt_wait is None and self._now() - self.last_ckpt >= self.every
 
     def _rebalance_due(self):
-        if self.rep:
-            return bool(self.tp.agreed and self.tp.agreed[4])
-        return time.perf_counter() - self.last_rebal >= self.rebal_every
+        return self._now() - self.last_rebal >= self.rebal_every
 
     def rebalance(self):
         """At a round boundary: every worker's seconds of work since the last time, and
@@ -745,18 +756,13 @@ class _Driver:
             self.tp.broadcast(("rebalance", rows, new))
             self.rows = [self.tp.recv(w)[1] for w in range(self.W)]
             self.rebalances += 1
-        self.last_rebal = time.perf_counter()
+        self.last_rebal = self._now()
 
     def _flags(self):
-        """Leaderless: what this rank's signals and clocks say now, and the digest of
-        what it scheduled for the round being gathered (shared with its results)."""
-        now = time.perf_counter()
-        return (self.signals.signum,
-                int(bool(self.time_limit and now - self.t0 >= self.time_limit)),
-                int(bool(self.every and self.ckpt_wait is None
-                         and now - self.last_ckpt >= self.every)),
-                self.digests.pop(self.inflight[0][0]),
-                int(bool(self.rebal and now - self.last_rebal >= self.rebal_every)))
+        """Leaderless: this rank's signal and clock now, and the digest of what it
+        scheduled for the round being gathered (shared with its results; the first two
+        agreed as the largest over the ranks)."""
+        return (self.signals.signum, time.time(), self.digests.pop(self.inflight[0][0]))
 
     def _dispatch(self):
         while (not self.stopping and self.r_next < self.max_rounds
@@ -797,6 +803,7 @@ class _Driver:
         self.inflight.popleft()
         if self.rep:
             self._check_digests(r)
+            self.agreed_now = max(self.agreed_now, self.tp.agreed[1])
         self._written(written)
         if rr != r:
             raise RuntimeError(f"the workers answered round {rr}, expected {r}")
@@ -811,7 +818,7 @@ class _Driver:
         for w, s in enumerate(_per_worker(sync, self.W)):
             self.pending[w].append(s)
         self.done = r + 1
-        now = time.perf_counter() - self.t0
+        now = self._now()
         objective = self.aggregate.objective()
         signum = signum if self.rep else self.signals.signum or signum
         if signum:
@@ -822,8 +829,7 @@ class _Driver:
         elif not self.stopping:
             if self.aggregate.converged(self.tol):
                 self._stop("tol")
-            elif self.time_limit and (self.tp.agreed[1] if self.rep
-                                      else now >= self.time_limit):
+            elif self.time_limit and now >= self.time_limit:
                 self._stop("time_limit")
         if now - self.last_log >= self.log_interval or self.done == 1:
             self.last_log = now
@@ -833,7 +839,7 @@ class _Driver:
     def _check_digests(self, r):
         """Leaderless: every rank scheduled the same round r, or the job ends here."""
         rows = self.tp.allgather_flags
-        digests = [f[3] for f in rows]
+        digests = [f[2] for f in rows]
         if len(set(digests)) > 1:
             ref = max(set(digests), key=digests.count)  # the most ranks' (rank 0's on a tie)
             if digests.count(ref) == digests.count(digests[0]):
@@ -883,7 +889,7 @@ class _Driver:
         if any(self.pending):
             self._step(None, None)
         tp.broadcast(("checkpoint", self.folder, tag))
-        loop = {"done": self.done, "elapsed": time.perf_counter() - self.t0,
+        loop = {"done": self.done, "elapsed": self._now(),
                 "trace": json.dumps([{k: v.item() if isinstance(v, np.generic) else v
                                       for k, v in row.items()} for row in self.trace]),
                 "versions": np.array(self.versions, np.int64).reshape(-1, 3),
@@ -898,7 +904,7 @@ class _Driver:
         parts = [_ckpt.write_part(self.folder, f"{tag}-scheduler.npz", pieces)
                  if self.writes else {}]
         self.ckpt_wait = {"tag": tag, "round": self.done, "parts": parts + [None] * self.W}
-        self.last_ckpt = time.perf_counter()
+        self.last_ckpt = self._now()
         self.ckpt_round = self.done
 
     def _written(self, written):

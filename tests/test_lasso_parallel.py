@@ -18,7 +18,6 @@ from sklearn.linear_model import Lasso
 import strads
 from strads import transport
 from strads.apps import lasso
-from strads.apps.lasso import data as D
 from strads.apps.lasso import loading
 from strads.apps.lasso.data import load, make_problem
 

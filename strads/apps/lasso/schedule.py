@@ -24,7 +24,6 @@ of work.
 A schedule reads the aggregate's state and never writes it: the coordinates in flight
 (``busy``) and the step are the schedule's own; a round's step travels in its task.
 """
-import time
 from collections import deque
 
 import numpy as np
@@ -58,7 +57,7 @@ class _Clocked(Schedule):
     time_limit = None
     wall_deadline = None
     _started = False
-    _clock0 = None  # time.perf_counter() at the start, less the time a resumed run used
+    _clock0 = None  # self.clock() at the start, less the time a resumed run used
     _used = 0.0  # seconds used before a resume
 
     def _begin_round(self, round):
@@ -83,14 +82,14 @@ class _Clocked(Schedule):
                 f"{top} = ceil({n_features} features / block {min(block, n_features)}): "
                 "rounds in flight hold disjoint coordinates, so more could only be empty "
                 f"(use a staleness of at most {top})")
-        self._clock0 = time.perf_counter() - self._used
+        self._clock0 = self.clock() - self._used  # (leaderless: the agreed time)
         if self.time_limit:
-            self.wall_deadline = time.time() + self.time_limit - self._used
+            self.wall_deadline = self._clock0 + self.time_limit
 
     def state(self):
         state = super().state()
         if self._clock0 is not None:
-            state["_used"] = time.perf_counter() - self._clock0
+            state["_used"] = self.clock() - self._clock0
         return state
 
 

@@ -18,7 +18,6 @@ for a trace row logged since the last request or a target RMSE to stop at, and w
 scoring stays under 5% of the time since the last request.
 """
 import math
-import time
 
 import numpy as np
 
@@ -40,7 +39,7 @@ class MFAggregate(Aggregate):
         self.rss = rss
         self.last_test_rmse = test_rmse
         # no score between iteration ends until one has come back and told its cost
-        self._asked_at, self._score_cost = time.perf_counter(), math.inf
+        self._asked_at, self._score_cost = self.clock(), math.inf
         self._rows_since_ask = False
         self._checked = 0  # iteration objectives already compared
         self.updates = 0
@@ -75,7 +74,7 @@ class MFAggregate(Aggregate):
             self.rss = p["rss"]
         self.updates += cols.shape[0] * self.shape[0 if s == "W" else 1]
         self._last_round = round
-        now = time.perf_counter()
+        now = self.clock()  # (leaderless: the ranks' agreed time)
         if task["end"]:  # the workers score it anyway
             self.iters = it = task["iter"] + 1
             self.iter_objective.append(self.objective())
