@@ -230,8 +230,10 @@ def write_manifest(folder, manifest):
     os.replace(tmp, path)
     _fsync_dir(folder)
     keep = {MANIFEST} | {p["file"] for p in manifest["parts"]}
+    mine = f"r{manifest['round']:012d}"
     for name in os.listdir(folder):  # parts of older checkpoints, and torn writes
-        if name not in keep:
+        # (a later checkpoint's, which a leaderless rank may already be writing, stay)
+        if name not in keep and not (name[:1] == "r" and name[:13] > mine):
             try:
                 os.unlink(os.path.join(folder, name))
             except OSError:
