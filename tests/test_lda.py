@@ -182,16 +182,31 @@ def test_bad_matrix():
 
 @pytest.mark.parametrize("schedule", ["model", "data"])
 def test_scheduler_keeps_nothing_of_model_size(schedule):
-    """After setup the scheduler's pieces hold counters and sizes only: the word-topic
-    counts and the tokens are in the shards (the workers')."""
+    """After setup the scheduler's pieces hold counters and sizes only: the documents
+    are in the shards (the workers'), which build the word-topic counts themselves; for
+    a file or the built-in corpus the shards are descriptions (no array at all)."""
     X, _, _ = small_corpus()
     setup = app.make_setup(lambda: (X, None), n_topics=7, schedule=schedule, sweeps=3)
     sched, agg, shards = setup(Context(n_workers=3, staleness=1))
     for piece in (sched, agg):
         for k, v in vars(piece).items():
             assert not isinstance(v, (np.ndarray, list, tuple, dict)), (piece, k)
-    key = "nwk" if schedule == "data" else "slices"
-    assert all(key in s for s in shards)
+    assert sum(int(s["source"]["counts"].sum()) for s in shards) == int(X.sum())
+    assert not any(k in s for s in shards for k in ("nwk", "slices", "words", "z"))
+
+    def arrays(obj):
+        if isinstance(obj, dict):
+            return any(arrays(v) for v in obj.values())
+        if isinstance(obj, (list, tuple)):
+            return any(arrays(v) for v in obj)
+        return isinstance(obj, np.ndarray)
+
+    for source in (app.corpus_source(100, 50, 10, 3), app.file_source(REUTERS)):
+        setup = app.make_setup(source, n_topics=7, schedule=schedule, sweeps=3)
+        sched, agg, shards = setup(Context(n_workers=3, staleness=1))
+        assert len(shards) == 3 and not arrays(shards)
+        for piece in (sched, agg):
+            assert not arrays(vars(piece)), piece
 
 
 def test_scheduler_bytes_per_round_do_not_grow_with_workers(tmp_path):

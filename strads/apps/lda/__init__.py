@@ -12,6 +12,7 @@ the token's document (see kernels). A data-parallel (YahooLDA-style) schedule, w
 workers reconcile their copies of the table among themselves, is the baseline.
 """
 import math
+import os
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from .schedule import SCHEDULES
 from . import kernels
 from .update import LDAUpdate
 
-__all__ = ["fit", "make_setup", "loglikelihood", "load", "make_corpus", "top_words",
+__all__ = ["fit", "make_setup", "file_source", "corpus_source", "loglikelihood", "load", "make_corpus", "top_words",
            "LDAUpdate", "LDAAggregate", "SCHEDULES", "InvariantError"]
 
 
@@ -128,20 +129,48 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
                     f"machine's {gib(mem)} of memory")
 
 
+def file_source(path, fmt="auto", vocab=None, min_count=2):
+    """What :func:`make_setup` hands the workers for a corpus file: each worker reads
+    its part (:func:`strads.apps.lda.data.read_part`); rank 0 never opens it."""
+    path = os.fspath(path)
+    try:  # a resumed run's workers check the input is unchanged (the shard's digest)
+        st = os.stat(path)
+        stamp = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = None
+    return {"kind": "file", "path": path, "fmt": fmt, "vocab": vocab,
+            "min_count": min_count, "stamp": stamp}
+
+
+def corpus_source(n_docs=1000, n_words=1000, doc_length=100, n_topics=10, alpha=0.1,
+                  beta=0.05, seed=0):
+    """What :func:`make_setup` hands the workers for the built-in corpus: each worker
+    draws its own documents (:func:`strads.apps.lda.data.corpus_part`; the corpus of
+    :func:`make_corpus` with these arguments)."""
+    return {"kind": "corpus", "args": (int(n_docs), int(n_words), int(doc_length),
+                                       int(n_topics), float(alpha), float(beta), int(seed))}
+
+
 def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50,
                seed=0, check=False, cli=False):
-    """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, vocab)`` (a
-    documents x words count matrix and the word list or None) and is only called on the
-    scheduler rank, which builds the initial word-topic table, hands it to the workers in
-    their shards and keeps none of it. The model-parallel schedule cuts W (staleness + 1)
-    vocabulary slices (the run's staleness, ``ctx.staleness``). ``check``: verify the
-    count invariants after every round, on the workers (slow; for tests). ``cli``: name the command line's
-    flags (else fit()'s keywords) in refusals.
+    """``setup(ctx)`` for :func:`strads.run`. ``data``: either a description the workers
+    read or draw themselves (:func:`file_source`, :func:`corpus_source`: rank 0 holds
+    nothing of the corpus, not even for a moment), or a function giving ``(X, vocab)``
+    (a documents x words count matrix and the word list or None), called on the
+    scheduler rank only, which checks X and hands each worker its rows. The workers
+    then agree on the word counts, cut W (staleness + 1) vocabulary slices alike
+    (the model schedule; ``ctx.staleness``), draw the initial topics of each document
+    from ``seed`` and put the initial word-topic counts together among themselves.
+    ``check``: verify the count invariants after every round, on the workers (slow;
+    for tests). ``cli``: name the command line's flags (else fit()'s keywords) in
+    refusals.
 
-    Before anything is allocated, setup refuses (DataError, one line) a corpus with more
-    than 2^31 - 1 documents or words or a word or document of more tokens (32-bit ids
-    and counts), a staleness the schedule cannot use (see schedule.py) and a run whose
-    arrays would exceed this machine's physical memory (:func:`memory_estimate`)."""
+    Before the model is allocated, a corpus with more than 2^31 - 1 documents or words
+    or a word or document of more tokens (32-bit ids and counts), a staleness the
+    schedule cannot use (see schedule.py) and a run whose arrays would exceed this
+    machine's physical memory (:func:`memory_estimate`) are refused (DataError, one
+    line): on rank 0 for a matrix, on the workers (as soon as they know the corpus's
+    size) for a description."""
     flag = _FLAGS if cli else _KWARGS
     if schedule not in SCHEDULES:
         raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
@@ -157,6 +186,14 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
 
     def setup(ctx):
         n_workers, staleness = ctx.n_workers, ctx.staleness
+        sched_cls = SCHEDULES[schedule]
+        base = {"s1": staleness + 1, "mode": schedule, "seed": seed, "K": K,
+                "alpha": alpha, "beta": beta, "check": check, "sweeps": sweeps,
+                "flag": flag}
+        if isinstance(data, dict):  # the workers read or draw it: sizes come in begin()
+            agg = LDAAggregate(None, K, None, None, alpha, beta, schedule, None, check)
+            sched = sched_cls(None, n_workers, staleness, sweeps)
+            return sched, agg, [{**base, "source": data} for _ in range(n_workers)]
         X, vocab = data()
         X = check_corpus(X, vocab)
         n_docs, V = X.shape
@@ -176,45 +213,23 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         if K * alpha == math.inf or V * beta == math.inf:
             raise DataError(f"{flag['alpha']} x topics or {flag['beta']} x words overflows "
                             f"({K} x {alpha}, {V} x {beta})")
-        sched_cls = SCHEDULES[schedule]
         sched_cls.check_staleness(staleness, n_workers, V, sweeps, flag)
         cuts = split_vocab(word_counts, n_workers * (staleness + 1))
-        check_memory(n_docs, V, int(lengths.sum()), X.nnz, K, n_workers, staleness,
+        n_tokens = int(lengths.sum())
+        check_memory(n_docs, V, n_tokens, X.nnz, K, n_workers, staleness,
                      schedule, int(np.diff(cuts).max()), flag)
-        words = np.repeat(X.indices, X.data).astype(np.int32)
-        # the initial topics depend on the seed only, not on the number of workers
-        z = np.random.default_rng(seed).integers(0, K, words.shape[0]).astype(np.int32)
-        nwk = np.bincount(words.astype(np.int64) * K + z, minlength=V * K)
-        nwk = nwk.reshape(V, K).astype(np.int32)
-        nk = nwk.sum(axis=0, dtype=np.int64)
-        agg = LDAAggregate(V, K, n_docs, int(lengths.sum()), alpha, beta, schedule, vocab,
-                           check)
+        agg = LDAAggregate(V, K, n_docs, n_tokens, alpha, beta, schedule, vocab, check)
         sched = sched_cls(V, n_workers, staleness, sweeps)
         doc_cuts = engine.split_balanced(lengths, n_workers)
-        tok = np.concatenate([[0], np.cumsum(lengths)])
-        s1 = staleness + 1
-        if schedule == "data":
-            table = kernels.pack(nwk)  # one copy for all: every worker keeps the table
-        else:  # each slice packed once: its first holder gets it
-            table = [kernels.pack(nwk[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
-        del nwk
         shards = []
-        for w in range(n_workers):
-            d0, d1 = doc_cuts[w], doc_cuts[w + 1]
-            t0, t1 = tok[d0], tok[d1]
-            shard = {"worker": w, "n_workers": n_workers, "s1": s1, "mode": schedule,
-                     "seed": seed, "K": K, "alpha": alpha, "beta": beta, "V": V,
-                     "check": check, "n_tokens": int(tok[-1]), "d0": int(d0),
-                     "lengths": lengths[d0:d1], "words": words[t0:t1], "z": z[t0:t1],
-                     "cuts": cuts, "nk": nk}
-            if schedule == "data":
-                shard["nwk"] = table
-            else:  # the slices worker w samples first, one per group (slice_of(w, g))
-                shard["slices"] = [table[g * n_workers + w] for g in range(s1)]
-            shards.append(shard)
-        # rank 0 keeps nothing of the corpus's or the model's size once the workers have
-        # their shards: the engine drops each shard as it is sent
-        del table, words, z, X
+        for w in range(n_workers):  # each worker's rows; it builds its tokens itself
+            d0, d1 = int(doc_cuts[w]), int(doc_cuts[w + 1])
+            rows = X[d0:d1]
+            shards.append({**base, "source": {
+                "kind": "rows", "d0": d0, "indptr": rows.indptr.astype(np.int64),
+                "indices": rows.indices.astype(np.int32), "counts": rows.data,
+                "n_docs": n_docs, "n_words": V, "n_tokens": n_tokens, "nnz": X.nnz}})
+        del X, rows
         return sched, agg, shards
 
     return setup

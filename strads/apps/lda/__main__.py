@@ -1,7 +1,7 @@
 """python -m strads.apps.lda [--data FILE] [flags]; see --help."""
 
 from ... import cli, engine
-from . import LDAUpdate, load, make_corpus, make_setup, top_words
+from . import LDAUpdate, corpus_source, file_source, make_setup, top_words
 from .data import FORMATS, check_corpus_size
 from .schedule import SCHEDULES
 
@@ -47,13 +47,13 @@ def build_parser():
 
 def run(args):
     true_topics = args.true_topics or args.topics
+    # the workers read the file or draw the built-in corpus themselves: rank 0 holds
+    # nothing of it
     if args.data:
-        data = lambda: load(args.data, args.format, args.vocab, args.min_count)  # noqa
+        data = file_source(args.data, args.format, args.vocab, args.min_count)
     else:
-        def data():
-            X = make_corpus(args.n_docs, args.n_words, args.doc_length, true_topics,
-                            args.alpha, args.true_beta, args.seed)[0]
-            return X, None
+        data = corpus_source(args.n_docs, args.n_words, args.doc_length, true_topics,
+                             args.alpha, args.true_beta, args.seed)
     # the flags first (one line each), then the built-in corpus's size before it is drawn
     setup = make_setup(data, args.topics, args.alpha, args.beta, args.schedule, args.sweeps,
                        args.seed, cli=True)

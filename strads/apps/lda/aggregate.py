@@ -41,6 +41,9 @@ class LDAAggregate(Aggregate):
         self.t0 = self.t1 = None
 
     def begin(self, reports):
+        # the corpus's sizes, as the workers agreed on them (they read or drew it)
+        r = reports[0]
+        self.V, self.n_docs, self.n_tokens = r["n_words"], r["n_docs"], r["n_tokens"]
         # the initial state's log-likelihood, added as the rounds' are
         self.loglik = (sum(r["ll"][0] for r in reports) + sum(r["ll"][1] for r in reports))
         if self.t0 is None:  # the sampler's clock: from the first round on
@@ -87,8 +90,9 @@ class LDAAggregate(Aggregate):
         model = {"word_topic": wt, "doc_topic": ndk, "topic_totals": nk,
                  "alpha": np.float64(self.alpha), "beta": np.float64(self.beta),
                  "loglik": np.float64(self.loglik)}
-        if self.vocab is not None:
-            model["vocab"] = np.asarray(self.vocab, dtype=str)
+        vocab = self.vocab if self.vocab is not None else collected[0].get("vocab")
+        if vocab is not None:
+            model["vocab"] = np.asarray(vocab, dtype=str)
         return model
 
     def summary(self):

@@ -300,3 +300,53 @@ def unpack(packed, out):
     out[:] = 0
     add_packed(*packed, out)
     return out
+
+
+# ---------------------------------------------------------------------------- set-up
+@njit(**_opts)
+def initial_topics(lengths, d0, key, n_topics, z):
+    """The initial topics of documents d0, d0 + 1, ... (``lengths`` tokens each):
+    uniform, from a stream of document d0 + i's own (splitmix64 from ``key`` and the
+    document's index), so they do not depend on which worker holds the document."""
+    t = 0
+    for i in range(lengths.shape[0]):
+        s = np.uint64(key) + np.uint64(d0 + i) * _M1
+        s, _ = _next(s)
+        for j in range(lengths[i]):
+            s, u = _next(s)
+            k = int(u * n_topics)
+            z[t] = k if k < n_topics else n_topics - 1
+            t += 1
+
+
+@njit(**_opts)
+def pack_tokens(words, z, v0, n_rows, n_topics):
+    """The word-topic counts of tokens sorted by word (words v0 .. v0 + n_rows - 1),
+    packed as :func:`pack` packs a table (topics in order within a row)."""
+    n = words.shape[0]
+    scratch = np.zeros(n_topics, np.int32)
+    touched = np.empty(min(n_topics, n + 1), np.int64)
+    indptr = np.zeros(n_rows + 1, np.int64)
+    idx = np.empty(n, np.int32)
+    cnt = np.empty(n, np.int32)
+    q = 0
+    t = 0
+    for r in range(n_rows):
+        w = v0 + r
+        nt = 0
+        while t < n and words[t] == w:
+            k = z[t]
+            if scratch[k] == 0:
+                touched[nt] = k
+                nt += 1
+            scratch[k] += 1
+            t += 1
+        tt = np.sort(touched[:nt])
+        for j in range(nt):
+            k = tt[j]
+            idx[q] = k
+            cnt[q] = scratch[k]
+            scratch[k] = 0
+            q += 1
+        indptr[r + 1] = q
+    return indptr, idx[:q].copy(), cnt[:q].copy()

@@ -22,7 +22,7 @@ no more than the V words: every further slice is empty, adds an empty round to e
 sweep and a slice held by every worker. ``data``: at most ``sweeps - 1`` (at least
 0): a run has only ``sweeps`` rounds to keep in flight.
 """
-from ...engine import DataError, Schedule
+from ...engine import DataError, Schedule  # noqa: F401
 
 
 def _refuse(staleness, most, why, flag):
@@ -36,7 +36,17 @@ def slice_of(worker, round, n_workers, s1):
     return (round % s1) * n_workers + (worker + round // s1) % n_workers
 
 
-class ModelParallel(Schedule):
+class _LDASchedule(Schedule):
+    def begin(self, reports):
+        """The vocabulary's size, once known (from the workers when they read the
+        corpus; they refused a staleness beyond it already, naming the flag)."""
+        V = reports[0]["n_words"]
+        if V is not None:
+            self.check_staleness(self.s1 - 1, self.W, V, self.sweeps,
+                                 {"staleness": "staleness"})
+
+
+class ModelParallel(_LDASchedule):
     @staticmethod
     def max_staleness(n_workers, n_words, sweeps):
         return max(0, n_words // n_workers - 1)
@@ -50,9 +60,8 @@ class ModelParallel(Schedule):
                     f"for {n_workers} worker{'s' if n_workers > 1 else ''}", flag)
 
     def __init__(self, n_words, n_workers, staleness, sweeps):
-        self.check_staleness(staleness, n_workers, n_words, sweeps,
-                             {"staleness": "staleness"})
         self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
+        self.begin([{"n_words": n_words}])
         self.per_sweep = n_workers * self.s1
         self.total_rounds = sweeps * self.per_sweep
 
@@ -65,7 +74,7 @@ class ModelParallel(Schedule):
         return {"round": round, "ll": round % self.per_sweep == self.per_sweep - 1}
 
 
-class DataParallel(Schedule):
+class DataParallel(_LDASchedule):
     @staticmethod
     def max_staleness(n_workers, n_words, sweeps):
         return max(0, sweeps - 1)
@@ -79,8 +88,8 @@ class DataParallel(Schedule):
                     f"{most + 1} round{'s' if most else ''} in flight", flag)
 
     def __init__(self, n_words, n_workers, staleness, sweeps):
-        self.check_staleness(staleness, n_workers, n_words, sweeps,
-                             {"staleness": "staleness"})
+        self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
+        self.begin([{"n_words": n_words}])
         self.total_rounds = sweeps  # a sweep a round
 
     def schedule(self, round):

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from ...engine import Update
+from ...engine import DataError, Update
 from . import kernels as K
 from .schedule import slice_of
 
@@ -50,21 +50,55 @@ def totals_loglik(nk, n_words, beta):
 
 class LDAUpdate(Update):
     # the worker's tokens (words, documents) and their layout: setup() gives them again
-    checkpoint_skip = ("words", "docs", "lengths", "cuts", "blocks", "beta_table")
+    checkpoint_skip = ("words", "docs", "lengths", "cuts", "blocks", "beta_table", "vocab")
 
     def __init__(self, shard):
-        self.worker, self.seed = int(shard["worker"]), int(shard["seed"])
-        self.W, self.s1 = int(shard["n_workers"]), int(shard["s1"])
+        """The worker reads or draws its own documents (``shard["source"]``: a file's
+        description, the built-in corpus's parameters, or rows of a matrix rank 0 was
+        given), then the workers agree with their collectives on what setup once
+        computed from the whole corpus: the word counts (allreduce), the vocabulary
+        slices (cut alike on every worker), the refusals that need the corpus's size,
+        the topic totals; each slice's initial counts are summed over the workers by
+        its first holder."""
+        from . import data
+        peers = self.peers
+        src = shard["source"]
+        if src["kind"] == "file":
+            part = data.read_part(src["path"], src["fmt"], src["vocab"], src["min_count"],
+                                  peers)
+        elif src["kind"] == "corpus":
+            part = data.corpus_part(*src["args"], peers=peers)
+        else:  # rows of a matrix given to rank 0
+            part = data.Part(src["d0"], src["indptr"], src["indices"], src["counts"],
+                             src["n_docs"], src["n_words"], src["n_tokens"], src["nnz"],
+                             None)
+        self.worker, self.seed = peers.rank, int(shard["seed"])
+        self.W, self.s1 = peers.size, int(shard["s1"])
         self.mode = str(shard["mode"])
-        self.K, self.V = int(shard["K"]), int(shard["V"])
+        self.K, self.V = int(shard["K"]), int(part.n_words)
         self.alpha, self.beta = float(shard["alpha"]), float(shard["beta"])
-        self.vbeta = float(shard["V"]) * self.beta
+        self.vbeta = float(self.V) * self.beta
         self.check = bool(shard["check"])
-        self.n_tokens = int(shard["n_tokens"])
-        self.d0 = int(shard["d0"])
-        self.lengths = np.asarray(shard["lengths"], dtype=np.int64)
-        words = np.asarray(shard["words"], dtype=np.int32)
-        z = np.asarray(shard["z"], dtype=np.int32)
+        self.n_tokens, self.n_docs = int(part.n_tokens), int(part.n_docs)
+        self.d0 = int(part.d0)
+        self.vocab = part.vocab if self.worker == 0 else None
+        self.lengths = part.lengths
+        word_counts = np.zeros(self.V, np.int64)
+        from .parse import accumulate
+        accumulate(part.indices, part.counts, word_counts)
+        word_counts = peers.allreduce(word_counts)
+        i = int(np.argmax(self.lengths)) if self.lengths.shape[0] else 0
+        longest = peers.allgather((int(self.lengths.max(initial=0)), -(self.d0 + i)))
+        try:
+            self.cuts = self._check(word_counts, max(longest), part.nnz, shard)
+        except DataError as e:
+            data._refuse_all(peers, e)
+        del word_counts
+        words = np.repeat(part.indices, part.counts).astype(np.int32)
+        del part
+        z = np.empty(words.shape[0], np.int32)
+        key = np.random.SeedSequence([self.seed, 3]).generate_state(1, np.uint64)[0]
+        K.initial_topics(self.lengths, self.d0, key, self.K, z)
         n_docs = self.lengths.shape[0]
         docs = np.repeat(np.arange(n_docs, dtype=np.int32), self.lengths)
         self.dmeta = np.empty((n_docs, 2), np.int64)
@@ -74,29 +108,83 @@ class LDAUpdate(Update):
         K.doc_lists(self.lengths, docs, z, self.dmeta, self.dlist, self.K)
         order = np.argsort(words, kind="stable")
         self.words, self.docs, self.z = words[order], docs[order], z[order]
-        self.cuts = np.asarray(shard["cuts"], dtype=np.int64)
+        del order, words, docs, z
         self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
-        self.nk = np.array(shard["nk"], dtype=np.int64)
+        self.nk = peers.allreduce(np.bincount(self.z, minlength=self.K).astype(np.int64))
         self.beta_table = K.lgamma_table(self.beta, 4096)
         # the slices whose word half of the log-likelihood (and check sums) this worker
         # adds up in the data schedule: those it would hold first in the model schedule
         self.share = [slice_of(self.worker, g, self.W, self.s1) for g in range(self.s1)]
         if self.mode == "model":
-            # slot g: (slice id, packed counts) of the group-g slice this worker samples
-            # next; ids travel with the counts, to check the rotation
-            self.held = [[int(m), tuple(np.array(a) for a in t)]
-                         for m, t in zip(self.share, shard["slices"])]
             n_rows = int(np.diff(self.cuts).max(initial=0))
             self.nwk = np.zeros((n_rows, self.K), np.int32)  # the slice in hand
+            self.held = self._first_slices()
         else:
-            self.nwk = K.unpack(shard["nwk"], np.empty((self.V, self.K), np.int32))
+            mine = K.pack_tokens(self.words, self.z, 0, self.V, self.K)
+            self.nwk = np.zeros((self.V, self.K), np.int32)
+            for part in peers.allgather(mine):  # every worker's counts, in worker order
+                K.add_packed(*part, self.nwk)
         P = 1 << max(0, int(self.K - 1).bit_length())
         self.tree = np.zeros(2 * P)
         self.cum = np.zeros(max(1, min(self.K, int(self.lengths.max(initial=0)))))
 
+    def _check(self, word_counts, longest, nnz, shard):
+        """What setup refused when it saw the whole corpus, now on every worker alike
+        (before the model is allocated); -> the vocabulary slices."""
+        from . import check_memory, split_vocab
+        from .data import INT32_MAX
+        from .schedule import SCHEDULES
+        flag = shard["flag"]
+        if longest[0] > INT32_MAX:
+            raise DataError(f"data: document {-longest[1]} (0-based) has {longest[0]} "
+                            f"tokens: at most {INT32_MAX} (counts are 32-bit)")
+        i = int(np.argmax(word_counts))
+        if word_counts[i] > INT32_MAX:
+            raise DataError(f"data: word {i} (0-based) has {word_counts[i]} tokens: at "
+                            f"most {INT32_MAX} (counts are 32-bit)")
+        if self.W > self.n_docs:
+            raise DataError(f"{self.W} workers for {self.n_docs} documents: each worker "
+                            "needs documents")
+        if self.K * self.alpha == math.inf or self.V * self.beta == math.inf:
+            raise DataError(f"{flag['alpha']} x topics or {flag['beta']} x words overflows "
+                            f"({self.K} x {self.alpha}, {self.V} x {self.beta})")
+        SCHEDULES[self.mode].check_staleness(self.s1 - 1, self.W, self.V,
+                                             int(shard["sweeps"]), flag)
+        cuts = split_vocab(word_counts, self.W * self.s1)
+        check_memory(self.n_docs, self.V, self.n_tokens, nnz, self.K, self.W, self.s1 - 1,
+                     self.mode, int(np.diff(cuts).max()), flag)
+        return cuts
+
+    def _first_slices(self):
+        """The s + 1 slices this worker holds first (slice g W + w for group g), their
+        counts summed over every worker's tokens: each worker packs its counts of every
+        slice and hands them to the slice's holder (W - 1 ring shifts)."""
+        W, me, s1, cuts = self.W, self.worker, self.s1, self.cuts
+        packs = [K.pack_tokens(self.words[self.blocks[m]:self.blocks[m + 1]],
+                               self.z[self.blocks[m]:self.blocks[m + 1]], cuts[m],
+                               cuts[m + 1] - cuts[m], self.K) for m in range(W * s1)]
+        got = [None] * W
+        for k in range(W):
+            send = [packs[g * W + (me + k) % W] for g in range(s1)]
+            got[(me - k) % W] = send if k == 0 else self.peers.shift(send, k)
+            for g in range(s1):
+                packs[g * W + (me + k) % W] = None
+        held = []
+        for g in range(s1):
+            m = g * W + me
+            rows = self.nwk[:cuts[m + 1] - cuts[m]]
+            rows[:] = 0
+            for w in range(W):  # in worker order
+                K.add_packed(*got[w][g], rows)
+                got[w][g] = None
+            held.append([int(m), K.pack(rows)])
+        return held
+
     def report(self):
-        """The initial state's log-likelihood pieces (rank 0 adds them in worker order)."""
-        return {"ll": self._loglik_parts()}
+        """The initial state's log-likelihood pieces (rank 0 adds them in worker order)
+        and the corpus's sizes the workers agreed on."""
+        return {"ll": self._loglik_parts(), "n_words": self.V, "n_docs": self.n_docs,
+                "n_tokens": self.n_tokens}
 
     @classmethod
     def warmup(cls):
@@ -111,6 +199,10 @@ class LDAUpdate(Update):
             K.doc_topic_dense(dmeta, dlist, 2)
         K.unpack(K.pack(np.ones((1, 2), np.int32)), np.empty((1, 2), np.int32))
         K.sum_lgamma(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2))
+        K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
+        K.pack_tokens(z, z, 0, 1, 2)
+        from .data import warmup
+        warmup()
 
     def _sample(self, round, m, nwk):
         b0, b1 = self.blocks[m], self.blocks[m + 1]
@@ -222,8 +314,10 @@ class LDAUpdate(Update):
         return None
 
     def collect(self):
-        return {"d0": self.d0, "ndk": self.doc_topic(), "nk": self.nk,
-                "rows": self._mine()}
+        out = {"d0": self.d0, "ndk": self.doc_topic(), "nk": self.nk, "rows": self._mine()}
+        if self.vocab is not None:  # worker 0, for a file that names its words
+            out["vocab"] = self.vocab
+        return out
 
     def doc_topic(self):
         return K.doc_topic_dense(self.dmeta, self.dlist, self.K)
