@@ -61,3 +61,24 @@ def test_rebalance_under_mpi(monkeypatch, scheduler):
         assert scheduler == "rank" and rank > 0
         return
     _check(res, X, y, slow=slow)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_lasso_moves_samples_off_a_slow_worker_and_still_reaches_the_optimum(monkeypatch,
+                                                                          dense):
+    from sklearn.linear_model import Lasso
+
+    from strads.apps import lasso
+    from strads.apps.lasso.data import make_problem
+
+    monkeypatch.setenv("STRADS_FAULT", "slow:1:6")
+    X, y, _ = make_problem(600, 200, density=0.05, corr=0.3, n_informative=20,
+                           dense=dense, seed=3)
+    lam = 0.05 * lasso.lambda_max(X, y)
+    res = lasso.fit(X, y, lam=lam, schedule="priority", block=16, workers=3, tol=1e-10,
+                    max_rounds=20_000, quiet=True, rebalance=True, rebalance_every=0.05)
+    rows = res.extra["rows_per_worker"]
+    assert res.extra["rebalances"] >= 1 and sum(rows) == 600 and rows[1] < min(rows[0], rows[2])
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=1_000_000).fit(X, y)
+    f, f_sk = (lasso.objective(X, y, b, lam) for b in (res.model["coef"], sk.coef_))
+    assert abs(f - f_sk) <= 1e-6 * f_sk

@@ -2,6 +2,7 @@
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...engine import Update
 from . import kernels as K
@@ -33,6 +34,46 @@ class LassoUpdate(Update):
 
     def report(self):
         return self.facts
+
+    # -- rebalancing: rows (samples) handed to a neighbour (engine.Update.give/take) --
+    @property
+    def rows(self):
+        return self.n_rows
+
+    def _rows(self):
+        """This worker's rows of X, as a matrix that slices by row."""
+        if self.sparse:
+            indptr, idx, data = self.X
+            return sp.csc_matrix((data, idx, indptr),
+                                 shape=(self.n_rows, self.n_features)).tocsr()
+        return self.X[0]
+
+    def _keep(self, X, y, r):
+        if self.sparse:
+            X = sp.csc_matrix(X)
+            X.sort_indices()  # the kernels read each column's rows in order
+            self.X = (X.indptr, X.indices, X.data)
+        else:
+            self.X = (np.asfortranarray(X),)
+        self.n_rows, self.y, self.r = X.shape[0], y, r
+        self.rss = float(r @ r)
+        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
+
+    def give(self, end, count):
+        X, n = self._rows(), self.n_rows
+        out, keep = ((slice(0, count), slice(count, n)) if end == "head"
+                     else (slice(n - count, n), slice(0, n - count)))
+        rows = {"X": X[out], "y": self.y[out].copy(), "r": self.r[out].copy()}
+        self._keep(X[keep], self.y[keep].copy(), self.r[keep].copy())
+        return rows
+
+    def take(self, end, rows):
+        parts = [rows, {"X": self._rows(), "y": self.y, "r": self.r}]
+        if end == "tail":
+            parts.reverse()
+        stack = sp.vstack if self.sparse else np.vstack
+        self._keep(stack([p["X"] for p in parts]), np.concatenate([p["y"] for p in parts]),
+                   np.concatenate([p["r"] for p in parts]))
 
     @classmethod
     def warmup(cls):
