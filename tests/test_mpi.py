@@ -52,16 +52,21 @@ def test_lasso_under_mpi(kind, schedule, staleness):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_custom_app_under_mpi():
+@pytest.mark.parametrize("staleness", [0, 2])
+def test_custom_app_under_mpi(staleness):
     rank, size = world()
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 24))
     y = X @ rng.standard_normal(24) + rng.standard_normal(300)
-    res = ridge.fit(X, y, lam=0.1, block=5, max_rounds=400, tol=0, quiet=True)
+    res = ridge.fit(X, y, lam=0.1, block=5, max_rounds=400, tol=0, quiet=True,
+                    staleness=staleness)
     if rank == 0:
         exact = np.linalg.solve(X.T @ X + 300 * 0.1 * np.eye(24), X.T @ y)
         np.testing.assert_allclose(res.model["coef"], exact, rtol=1e-8, atol=1e-10)
         assert res.workers == size - 1
+        local = ridge.fit(X, y, lam=0.1, block=5, max_rounds=400, tol=0, quiet=True,
+                          staleness=staleness, workers=size - 1, mpi=False)
+        np.testing.assert_array_equal(res.model["coef"], local.model["coef"])  # bit for bit
     else:
         assert res is None
 
