@@ -342,3 +342,20 @@ def test_resume_from_a_checkpoint_with_parallel_loading(tmp_path):
     resumed = go(tmp_path / "part", max_rounds=100_000, resume=True)
     assert resumed.stop_reason == "tol" and resumed.rounds == full.rounds
     assert resumed.model["coef"].tobytes() == full.model["coef"].tobytes()
+
+
+def test_scheduler_reads_no_data_and_stays_smallest(tmp_path):
+    """Under mpiexec -n 3, rank 0 only looks at the file's name: its peak RSS is at most
+    the smallest worker's (a 20 MB LIBSVM file)."""
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y, _ = make_problem(20_000, 20_000, density=0.003, n_informative=50, seed=0)
+    f = tmp_path / "x.svm"
+    dump_svmlight_file(X, y, str(f))
+    out = tmp_path / "run"
+    p = run_cli(["strads.apps.lasso", "--data", str(f), "--max-rounds", "10", "--quiet",
+                 "--out", str(out)], np=3, timeout=180)
+    assert p.returncode == 0, p.stderr
+    rss = [t["peak_rss_mb"] for t in json.loads((out / "summary.json").read_text())
+           ["traffic"]]
+    assert len(rss) == 3 and rss[0] <= min(rss[1:]), rss
