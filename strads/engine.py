@@ -223,7 +223,7 @@ class _WorkerHost:
         self.digest = None  # of the shard, when checkpoints are on: checked on resume
         self._writer = None  # the thread writing this worker's checkpoint part
         self._written = []  # (worker, tag, manifest entry) of parts on disk, not yet told
-        self.busy = 0.0  # seconds spent in update() since the last rebalance
+        self.busy = 0.0  # seconds of update() work since the last rebalance
         # STRADS_FAULT=slow:RANK:FACTOR: FACTOR on that MPI rank (one process: worker)
         self.slow = _slow_fault(w if rank is None else rank)
 
@@ -258,9 +258,10 @@ class _WorkerHost:
                 self.version += 1
             if round is None:  # syncs only
                 return None
-            t0 = time.perf_counter()
+            t0, waited = time.perf_counter(), self.peers.waited
             partial = self.update.update(task) if task is not None else None
-            dt = time.perf_counter() - t0
+            # its own work: less the time it waited for the others in their collectives
+            dt = time.perf_counter() - t0 - (self.peers.waited - waited)
             if self.slow != 1:  # FACTOR times as long per unit of work
                 time.sleep((self.slow - 1) * dt)
                 dt *= self.slow
@@ -998,16 +999,20 @@ def _slow_fault(me):
     return factor if me == rank else 1
 
 
-def _plan(rows, busy, balanced=1.1):
+def _plan(rows, busy, balanced=1.1, damping=0.5):
     """New rows per worker from their rows and seconds of work: shares proportional to
-    their speeds (rows per second), each cut kept inside its neighbours' old ranges (rows
-    move between neighbours only, every worker keeps one); None when the slowest is
-    within ``balanced`` of the fastest, or a worker did no work."""
+    their speeds (rows per second), each cut moved ``damping`` of the way there (a
+    round's time is not all per row, and measurements are noisy: a full step
+    overshoots and lets rows wander between equally fast workers), and kept inside its
+    neighbours' old ranges (rows move between neighbours only, every worker keeps one);
+    None when the slowest is within ``balanced`` of the fastest, or a worker did no work."""
     rows, busy = np.asarray(rows, np.float64), np.asarray(busy, np.float64)
     if len(rows) < 2 or (busy <= 0).any() or busy.max() <= balanced * busy.min():
         return None
     speed = rows / busy
-    target = np.concatenate([[0.0], np.cumsum(rows.sum() * speed / speed.sum())])
+    ideal = np.concatenate([[0.0], np.cumsum(rows.sum() * speed / speed.sum())])
+    start = np.concatenate([[0.0], np.cumsum(rows)])
+    target = start + damping * (ideal - start)
     old = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
     cuts = old.copy()
     for k in range(1, len(rows)):

@@ -134,6 +134,8 @@ class Peers:
 
     rank = 0
     size = 1
+    #: seconds spent waiting in these collectives (a worker's own work is the rest)
+    waited = 0.0
 
     def allgather(self, obj):
         """Every worker's ``obj``, in worker order."""
@@ -187,9 +189,11 @@ class _ThreadPeers(Peers):
             raise RuntimeError("the workers' collectives (self.peers) need worker threads: "
                                "run with threads=True")
         g.slots[self.rank] = _copy(obj)
+        t0 = time.perf_counter()
         g.barrier.wait()
         got = list(g.slots)
         g.barrier.wait()  # nobody overwrites a slot before every worker has read it
+        self.waited += time.perf_counter() - t0
         return got
 
     def allgather(self, obj):
@@ -487,7 +491,9 @@ class _MPIPeers(Peers):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
 
     def _wait(self, req):
+        t0 = time.perf_counter()
         transfer(req.Test, self.spin)
+        self.waited += time.perf_counter() - t0
 
     def allgather(self, obj):
         frame = pack(obj)
@@ -536,7 +542,9 @@ class _MPIPeers(Peers):
         return unpack(got)
 
     def _wait_all(self, reqs):
+        t0 = time.perf_counter()
         transfer(lambda: self.MPI.Request.Testall(reqs), self.spin)
+        self.waited += time.perf_counter() - t0
 
 
 def _polite_barrier(comm):

@@ -128,6 +128,93 @@ class LDAUpdate(Update):
         self.tree = np.zeros(2 * P)
         self.cum = np.zeros(max(1, min(self.K, int(self.lengths.max(initial=0)))))
 
+    # -- rebalancing (--rebalance): documents move between neighbouring workers --------
+    # A document carries its tokens (words, topics z) and its (topic, count) list. The
+    # word-topic counts (the slices, or the data schedule's copy) and the topic totals
+    # stay as they are: they are counted by word over every worker's tokens, whichever
+    # worker holds a document. The tokens stay sorted by (word, document), each
+    # (word, document)'s tokens in their order, so a document given and taken back leaves
+    # the state as it was; d0 follows the first document held (collect() places the
+    # worker's doc-topic rows by it).
+    @property
+    def rows(self):
+        """The number of documents this worker holds."""
+        return int(self.lengths.shape[0])
+
+    def _offsets(self):
+        return np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+
+    def give(self, end, count):
+        """Remove the first (``"head"``) or last (``"tail"``) ``count`` documents, with
+        their tokens and topic lists, and return them."""
+        D, count = self.rows, int(count)
+        if end not in ("head", "tail") or not 0 <= count <= D:
+            raise ValueError(f"give({end!r}, {count}) of {D} documents")
+        lo, hi = (0, count) if end == "head" else (D - count, D)
+        off = self._offsets()
+        moved = (self.docs >= lo) & (self.docs < hi)  # word-major order kept
+        keep = ~moved
+        out = {"lengths": self.lengths[lo:hi].copy(),
+               "words": self.words[moved], "z": self.z[moved],
+               "docs": (self.docs[moved] - lo).astype(np.int32),
+               "m": self.dmeta[lo:hi, 1].copy(), "dlist": self.dlist[off[lo]:off[hi]].copy()}
+        docs = self.docs[keep]
+        if end == "head":
+            docs -= count
+            self.d0 += count
+            self.lengths, m = self.lengths[hi:].copy(), self.dmeta[hi:, 1].copy()
+            self.dlist = self.dlist[off[hi]:].copy()
+        else:
+            self.lengths, m = self.lengths[:lo].copy(), self.dmeta[:lo, 1].copy()
+            self.dlist = self.dlist[:off[lo]].copy()
+        self.words, self.docs, self.z = self.words[keep], docs.astype(np.int32), self.z[keep]
+        self._relayout(m)
+        return out
+
+    def take(self, end, rows):
+        """Add documents another worker gave before the first (``"head"``) or after the
+        last (``"tail"``) one held."""
+        if end not in ("head", "tail"):
+            raise ValueError(f"take({end!r}, ...)")
+        n, D = int(rows["lengths"].shape[0]), self.rows
+        mine = {"lengths": self.lengths, "words": self.words, "z": self.z, "docs": self.docs,
+                "m": self.dmeta[:, 1], "dlist": self.dlist}
+        if end == "head":
+            parts = [rows, {**mine, "docs": self.docs + np.int32(n)}]
+            self.d0 -= n
+        else:
+            parts = [mine, {**rows, "docs": np.asarray(rows["docs"]) + np.int32(D)}]
+        cat = {k: np.concatenate([np.asarray(p[k]) for p in parts])
+               for k in ("lengths", "words", "z", "docs", "m")}
+        dtype = np.result_type(*(np.asarray(p["dlist"]).dtype for p in parts))
+        self.dlist = np.concatenate([np.asarray(p["dlist"]).astype(dtype, copy=False)
+                                     for p in parts]).reshape(-1, 2)
+        # both parts are sorted by (word, document): a stable sort by word merges them
+        order = np.argsort(cat["words"], kind="stable")
+        self.words = cat["words"][order].astype(np.int32, copy=False)
+        self.z = cat["z"][order].astype(np.int32, copy=False)
+        self.docs = cat["docs"][order].astype(np.int32, copy=False)
+        self.lengths = cat["lengths"].astype(np.int64, copy=False)
+        self._relayout(cat["m"])
+
+    def _relayout(self, m):
+        """Everything indexed by the tokens or the local documents, after a move: the
+        slices' token blocks, each document's list offset (its tokens' start) and list
+        length ``m``, the lists' width (16-bit when they fit, as at the start) and the
+        sampler's per-document buffer."""
+        n_docs = self.lengths.shape[0]
+        self.dmeta = np.empty((n_docs, 2), np.int64)
+        self.dmeta[:, 0] = self._offsets()[:-1]
+        self.dmeta[:, 1] = m
+        longest = int(self.lengths.max(initial=0))
+        small = self.K <= 65536 and longest < 65536
+        self.dlist = self.dlist.astype(np.uint16 if small else np.int32, copy=False)
+        if self.dlist.shape[0] != self.z.shape[0]:
+            raise RuntimeError(f"worker {self.worker}: {self.dlist.shape[0]} list slots "
+                               f"for {self.z.shape[0]} tokens after a move")
+        self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
+        self.cum = np.zeros(max(1, min(self.K, longest)))
+
     def _check(self, word_counts, longest, nnz, shard):
         """What setup refused when it saw the whole corpus, now on every worker alike
         (before the model is allocated); -> the vocabulary slices."""
