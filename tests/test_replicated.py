@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from strads.apps import lasso, mf
+from strads.apps import lasso, lda, mf
 from strads.apps.lasso.data import make_problem
 
 from conftest import ROOT, child_env, mpiexec, world
@@ -28,6 +28,7 @@ def test_replicated_equals_one_process_with_as_many_workers(staleness):
     y = X @ rng.standard_normal(24) + rng.standard_normal(300)
     Xl, yl, _ = make_problem(300, 300, density=0.05, corr=0.3, n_informative=20, seed=2)
     t = mf.make_problem(1500, 400, 20000, seed=2)
+    C = (rng.random((60, 80)) < 0.1) * rng.integers(1, 4, (60, 80))
     lam = 0.05 * lasso.lambda_max(Xl, yl)
     runs = {
         "ridge": lambda **kw: ridge.fit(X, y, lam=0.1, block=5, max_rounds=200, tol=0,
@@ -39,6 +40,8 @@ def test_replicated_equals_one_process_with_as_many_workers(staleness):
         "mf": lambda **kw: mf.fit(t.users, t.items, t.ratings, rank=4, iters=3, tol=0,
                                   quiet=True, staleness=staleness, test_fraction=0.1,
                                   log_interval=0, **kw),
+        "lda": lambda **kw: lda.fit(C, n_topics=5, sweeps=4, staleness=staleness,
+                                    quiet=True, **kw),
         "lasso-time": lambda **kw: lasso.fit(Xl, yl, lam=lam, tol=1e-9, quiet=True,
                                              time_limit=60, staleness=staleness, **kw),
     }
