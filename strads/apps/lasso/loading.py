@@ -507,10 +507,12 @@ def _target_part(peers, path, cuts):
 
 
 # -- a worker's part, and the facts it reports --------------------------------------------
-def read_part(peers, shard):
-    """This worker's rows of ``shard["file"]`` (and of its target): a shard as
-    :func:`strads.apps.lasso.row_block` makes them, with ``y``, and the facts worker 0
-    reports (``facts``; the other workers' is their row count)."""
+def read_rows(peers, shard):
+    """This worker's rows of ``shard["file"]`` (and of its target), as every worker
+    agreed on them: ``csc`` (the kept columns only), ``n_rows``, ``y`` (the file's
+    values), ``first`` (this worker's first row), ``n`` (samples), ``n_features`` (the
+    file's columns) and ``kept`` (the non-empty ones, None if every one is). The Lasso's
+    :func:`read_part` and the logistic regression app's build on it."""
     path, target = shard["file"], shard.get("target")
     if kind_of(path) == "mtx":
         csc, n_rows, y, n, p, kept, first, cuts = _mtx_part(peers, path)
@@ -524,7 +526,19 @@ def read_part(peers, shard):
     else:
         refuse_on_first(peers, f"{path}: holds no target vector; pass it with --target "
                         "FILE" if y is None else None)
-    indptr, indices, data = csc
+    return {"csc": csc, "n_rows": n_rows, "y": y, "first": first, "n": n,
+            "n_features": p, "kept": kept}
+
+
+def read_part(peers, shard):
+    """This worker's rows of ``shard["file"]`` (and of its target): a shard as
+    :func:`strads.apps.lasso.row_block` makes them, with ``y``, and the facts worker 0
+    reports (``facts``; the other workers' is their row count)."""
+    rows = read_rows(peers, shard)
+    n_rows, y, first, n, p, kept = (rows[k] for k in ("n_rows", "y", "first", "n",
+                                                      "n_features", "kept"))
+    indptr, indices, data = rows["csc"]
+    del rows
     sq = peers.allreduce(K.csc_sq_norms(indptr, data))
     X = sp.csc_matrix((data, indices, indptr), shape=(n_rows, indptr.shape[0] - 1),
                       copy=False)

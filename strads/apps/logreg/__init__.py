@@ -17,15 +17,16 @@ import scipy.sparse as sp
 
 from ... import engine
 from ...engine import DataError
-from ..lasso import row_block, split_rows
+from ..lasso import _Later, row_block, split_rows
 from . import kernels as K
+from . import loading
 from .aggregate import LogRegAggregate
 from .data import check, load, make_problem
 from .schedule import SCHEDULES, Priority, WorkingSet, max_staleness
 from .update import LogRegUpdate
 
 __all__ = ["fit", "lambda_max", "objective", "load", "check", "make_problem",
-           "make_setup", "LogRegUpdate", "LogRegAggregate", "SCHEDULES", "max_staleness"]
+           "make_setup", "make_file_setup", "LogRegUpdate", "LogRegAggregate", "SCHEDULES", "max_staleness"]
 
 MiB = 1 << 20
 GRAM_BUDGET = 512  # MiB: one round's Gram matrices in any one process, at most
@@ -66,6 +67,76 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
     two label values) and is only called on the scheduler rank. ``tol``: the gap's
     stopping tolerance (also given to the engine: the aggregate drops the update of the
     round that certifies the model)."""
+    _check_flags(lam, lambda_ratio, schedule, block, rho, floor, full_every, ws_min)
+
+    def setup(ctx):
+        n_workers, staleness = ctx.n_workers, ctx.staleness
+        X, y, classes = check(*data(), name=name)
+        n, p = X.shape
+        if n_workers > n:
+            raise DataError(f"{n_workers} workers for {n} samples: each worker needs rows")
+        q0 = X.T @ y
+        lam_ = lam if lam is not None else lambda_ratio * float(np.abs(q0).max()) / (2 * n)
+        sq_norms = K.csc_sq_norms(X.indptr, X.data) if sp.issparse(X) \
+            else np.einsum("ij,ij->j", X, X)
+        agg = LogRegAggregate(n, sq_norms, lam_, tol, min_size=ws_min,
+                              block_cap=gram_block_cap(n_workers, gram_budget),
+                              reuse=reuse_hessian)
+        agg.classes = classes
+        sched = _schedule(agg, schedule, block, full_every, seed, X, rho, floor, staleness)
+        cuts = split_rows(X, n_workers)
+        shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+        return sched, agg, shards
+
+    return setup
+
+
+def _schedule(agg, schedule, block, full_every, seed, X, rho, floor, staleness):
+    """The schedule of ``agg`` (complete: its size is known); ``X`` only for priority
+    (None: the workers run its filter)."""
+    every = full_every or agg.p
+    if schedule == "working-set":
+        return WorkingSet(agg, block, staleness)
+    if schedule == "priority":
+        return Priority(agg, block, every, seed, X, rho, floor, staleness)
+    return SCHEDULES[schedule](agg, block, every, seed, staleness)
+
+
+def make_file_setup(path, target=None, lam=None, lambda_ratio=0.1, schedule="working-set",
+                    block=256, rho=0.1, floor=0.1, full_every=None, seed=0, *, tol=1e-6,
+                    name=None, ws_min=WS_MIN, reuse_hessian=True, gram_budget=GRAM_BUDGET):
+    """``setup(ctx)`` for ``--data PATH``: every worker reads its own part of the file
+    (:mod:`.loading`, the Lasso app's reader: LIBSVM and MatrixMarket coordinate text,
+    plain or gzip), the workers agree on the two labels, and rank 0 completes its
+    aggregate and schedule from what worker 0 reports (n, the column norms, X'y, the
+    labels). ``.npz`` and dense MatrixMarket files are read on rank 0 and split
+    (:func:`make_setup`). X's empty columns are left out of the solve (their
+    coefficients are 0).
+
+    The priority schedule's dependency filter, which reads columns of X on the scheduler
+    when it has them, runs on the workers here: a round's task holds the candidates, the
+    workers sum their Gram matrix (an allreduce) and keep the same ones, in the same
+    greedy order, and return the Newton sums of those with the columns chosen."""
+    _check_flags(lam, lambda_ratio, schedule, block, rho, floor, full_every, ws_min)
+    name = name or path
+    whole = make_setup(lambda: load(path, target), lam, lambda_ratio, schedule, block, rho,
+                       floor, full_every, seed, tol=tol, name=name, ws_min=ws_min,
+                       reuse_hessian=reuse_hessian, gram_budget=gram_budget)
+
+    def setup(ctx):
+        if loading.needs_rank0(path):
+            return whole(ctx)
+        agg = LogRegAggregate.later(lam, lambda_ratio, tol, min_size=ws_min,
+                                    block_cap=gram_block_cap(ctx.n_workers, gram_budget),
+                                    reuse=reuse_hessian)
+        sched = _Later(lambda: _schedule(agg, schedule, block, full_every, seed, None, rho,
+                                         floor, ctx.staleness))
+        return sched, agg, [loading.shard(path, target, name)] * ctx.n_workers
+
+    return setup
+
+
+def _check_flags(lam, lambda_ratio, schedule, block, rho, floor, full_every, ws_min):
     if schedule not in SCHEDULES:
         raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
     if block < 1:
@@ -84,33 +155,6 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
         raise DataError(f"full_every must be >= 1, got {full_every}")
     if not ws_min >= 1:
         raise DataError(f"ws_min must be >= 1, got {ws_min}")
-
-    def setup(ctx):
-        n_workers, staleness = ctx.n_workers, ctx.staleness
-        X, y, classes = check(*data(), name=name)
-        n, p = X.shape
-        if n_workers > n:
-            raise DataError(f"{n_workers} workers for {n} samples: each worker needs rows")
-        q0 = X.T @ y
-        lam_ = lam if lam is not None else lambda_ratio * float(np.abs(q0).max()) / (2 * n)
-        sq_norms = K.csc_sq_norms(X.indptr, X.data) if sp.issparse(X) \
-            else np.einsum("ij,ij->j", X, X)
-        agg = LogRegAggregate(n, sq_norms, lam_, tol, min_size=ws_min,
-                              block_cap=gram_block_cap(n_workers, gram_budget),
-                              reuse=reuse_hessian)
-        agg.classes = classes
-        every = full_every or p
-        if schedule == "working-set":
-            sched = WorkingSet(agg, block, staleness)
-        elif schedule == "priority":
-            sched = Priority(agg, block, every, seed, X, rho, floor, staleness)
-        else:
-            sched = SCHEDULES[schedule](agg, block, every, seed, staleness)
-        cuts = split_rows(X, n_workers)
-        shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
-        return sched, agg, shards
-
-    return setup
 
 
 def fit(X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,

@@ -1,6 +1,6 @@
 """python -m strads.apps.logreg [--data FILE] [flags]; see --help."""
 from ... import cli, engine
-from . import LogRegUpdate, load, make_problem, make_setup
+from . import LogRegUpdate, make_file_setup, make_problem, make_setup
 from .schedule import SCHEDULES
 
 MODULE = "strads.apps.logreg"
@@ -11,7 +11,10 @@ def build_parser():
                    "exp(-y_i x_i'w)) + lambda ||w||_1 (labels: any two values, the "
                    "smaller -> -1), by scheduled parallel coordinate descent. --data reads "
                    "LIBSVM/svmlight text, MatrixMarket (.mtx, with --target) or .npz (X "
-                   "and y, or a scipy.sparse.save_npz matrix with --target).",
+                   "and y, or a scipy.sparse.save_npz matrix with --target). Each worker "
+                   "reads its own part of a LIBSVM or MatrixMarket coordinate file (gzip: each worker "
+                   "decompresses the whole file and keeps its part); .npz and dense "
+                   "MatrixMarket files are read on rank 0.",
                    max_rounds=100000, tol=1e-6)
     a = p.add_argument_group("logreg")
     a.add_argument("--target", metavar="PATH",
@@ -51,17 +54,16 @@ def build_parser():
 
 
 def run(args):
-    if args.data is not None:
-        data = lambda: load(args.data, args.target)  # noqa: E731
-        name = args.data
-    else:
+    flags = (args.lam, args.lambda_ratio, args.schedule, args.block, args.rho, args.floor,
+             args.full_every, args.seed)
+    if args.data is not None:  # every worker reads its own part of the file
+        setup = make_file_setup(args.data, args.target, *flags, tol=args.tol,
+                                name=args.data)
+    else:  # the built-in problem, generated on rank 0
         data = lambda: make_problem(args.n_samples, args.n_features, args.density,  # noqa
                                     args.n_informative, args.corr, args.snr, args.dense,
                                     args.seed)[:2]
-        name = "built-in problem"
-    setup = make_setup(data, args.lam, args.lambda_ratio, args.schedule, args.block,
-                       args.rho, args.floor, args.full_every, args.seed, tol=args.tol,
-                       name=name)
+        setup = make_setup(data, *flags, tol=args.tol, name="built-in problem")
     return engine.run(setup, LogRegUpdate, app="logreg", **cli.engine_kwargs(args))
 
 

@@ -34,7 +34,35 @@ MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
 
 
 class LogRegAggregate(Aggregate):
-    checkpoint_skip = ("tol", "block_cap", "min_size", "reuse")
+    kept = None  # the columns solved, when X's empty columns were left out (--data)
+    n_features = None  # X's columns, empty ones too
+    # setup() (or begin(), from the workers' reports) sets them again
+    checkpoint_skip = ("tol", "block_cap", "min_size", "reuse", "kept", "n_features",
+                       "_pending")
+    _pending = None  # __init__'s arguments but n and the norms, until begin() completes it
+
+    @classmethod
+    def later(cls, lam, lambda_ratio, tol, min_size=32, block_cap=None, reuse=True):
+        """An aggregate completed in :meth:`begin` from worker 0's report (parallel
+        loading: the scheduler never holds X): n, the column norms, q0 = X'y (lambda_max,
+        when ``lam`` is None), the two labels, the kept columns and the number of
+        features."""
+        agg = cls.__new__(cls)
+        agg._pending = (lam, lambda_ratio, tol, min_size, block_cap, reuse)
+        return agg
+
+    def begin(self, reports):
+        if self._pending is None:
+            return
+        lam, ratio, tol, min_size, block_cap, reuse = self._pending
+        f = reports[0]
+        n = f["n"]
+        if lam is None:  # lambda_max = ||X'y||_inf / (2n)
+            lam = ratio * float(np.abs(f["q0"]).max()) / (2 * n)
+        self.__init__(n, f["sq_norms"], lam, tol, min_size=min_size, block_cap=block_cap,
+                      reuse=reuse)
+        self.classes = f["classes"]
+        self.kept, self.n_features = f["kept"], f["n_features"]
 
     def __init__(self, n_samples, sq_norms, lam, tol, min_size=32, block_cap=None,
                  reuse=True):
@@ -365,7 +393,7 @@ class LogRegAggregate(Aggregate):
 
     # -- Jacobi schedules ------------------------------------------------------------------
     def _jacobi(self, task, partials):
-        cols = task["cols"]
+        cols = partials[0].get("cols", task["cols"])  # (the workers' filter chose them)
         q = _sum(partials, "q")
         h = _sum(partials, "h")
         loss = sum(p["loss"] for p in partials)
@@ -398,7 +426,11 @@ class LogRegAggregate(Aggregate):
         # the objective at the final model, from the workers' exact losses
         loss = sum(float(c["loss"]) for c in collected)
         self.primal = loss / self.n + self.lam * float(np.abs(self.w).sum())
-        model = {"coef": self.w.copy(), "lambda": np.float64(self.lam)}
+        coef = self.w.copy()
+        if self.kept is not None:  # the empty columns, left out of the solve, are 0
+            coef = np.zeros(self.n_features)
+            coef[self.kept] = self.w
+        model = {"coef": coef, "lambda": np.float64(self.lam)}
         if self.classes is not None:
             model["classes"] = np.asarray(self.classes)
         return model

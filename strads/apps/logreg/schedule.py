@@ -170,13 +170,24 @@ class Priority(_Jacobi):
     def __init__(self, agg, block, full_every, seed, X, rho, floor, staleness=0):
         super().__init__(agg, block, full_every, seed, staleness)
         self.rho, self.floor = float(rho), float(floor)
-        if sp.issparse(X):
+        self.remote = X is None  # parallel loading: the workers hold X and filter
+        if self.remote:
+            self.cols = self.head = None
+        elif sp.issparse(X):
             self.cols = (X.indptr, X.indices, X.data)
             self.head = np.full(X.shape[0], -1, dtype=np.int64)
         else:
             self.cols = (X,)
             self.head = None
         self.seen = np.zeros(self.p, dtype=np.bool_)
+
+    def schedule(self, round):
+        task = super().schedule(round)
+        if self.remote and task["kind"] == "block":
+            # the workers sum the candidates' Gram matrix and keep, in the same greedy
+            # order, those with |correlation| <= rho with every one kept before them
+            task["select"] = (self.rho, self._b)
+        return task
 
     def choose(self, b):
         n_cand = 5 * b // 4
@@ -186,6 +197,12 @@ class Priority(_Jacobi):
         n_prio = K.tree_sample_distinct(tree, self.rng.random(n_prio), cand, self.seen)
         cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
         self.rng.shuffle(cand)
+        if self.remote:  # distinct, free, non-empty candidates, in draw order
+            self._b = b
+            cand = cand[~self.busy[cand]]
+            _, first = np.unique(cand, return_index=True)
+            cand = cand[np.sort(first)]
+            return cand[self.agg.norms[cand] > 0]
         if self.head is not None:
             cols = K.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
                                    self.busy, self.head)

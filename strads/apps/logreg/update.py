@@ -25,16 +25,25 @@ import scipy.sparse as sp
 from scipy.linalg.blas import dsyrk
 
 from ...engine import Update
+from ..lasso import kernels as LK
 from . import kernels as K
+from . import loading
 
 #: dense X: the block's gathered columns are kept between rounds up to this size
 XB_CACHE_BYTES = 256 << 20
 
 
 class LogRegUpdate(Update):
-    checkpoint_skip = ("xb",)  # a cache, gathered again on demand
+    checkpoint_skip = ("xb", "facts", "norms")  # a cache; (__init__ makes them again)
 
     def __init__(self, shard):
+        """``shard``: this worker's rows (``csc`` or ``X``, and ``y`` in {-1, +1}), or a
+        file's description (``file``), whose part this worker reads (:mod:`.loading`)."""
+        self.facts = self.norms = None
+        if "file" in shard:
+            shard = loading.read_part(self.peers, shard)
+            self.facts = shard["facts"]
+            self.norms = np.sqrt(shard["sq_norms"])  # (priority's filter, on the workers)
         self.y = shard["y"]
         self.sparse = "csc" in shard
         if self.sparse:
@@ -55,6 +64,9 @@ class LogRegUpdate(Update):
         self.mark = np.zeros(n, dtype=np.bool_)
         self.touched = np.empty(n, dtype=np.int64)
         self.count = np.zeros(n, dtype=np.int64)  # scratch of block_counts
+
+    def report(self):
+        return self.facts
 
     @classmethod
     def warmup(cls):
@@ -80,6 +92,8 @@ class LogRegUpdate(Update):
             K.factor_cols(*csc, cols, wts)
         K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
                           np.empty(1))
+        LK.gram_sparse(np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1), cols, 2)
+        LK.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1)  # (priority with --data)
 
     # -- syncs ---------------------------------------------------------------------------
     def apply(self, sync):
@@ -139,6 +153,9 @@ class LogRegUpdate(Update):
             out.update(self._trial(task["steps"], task.get("cols")))
         elif kind == "block":
             cols = task["cols"]
+            if "select" in task:  # the dependency filter over the candidates ``cols``
+                cols = self._select(cols, *task["select"])
+                out["cols"] = cols
             g, h = np.empty(cols.shape[0]), np.empty(cols.shape[0])
             if self.sparse:
                 K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
@@ -146,6 +163,19 @@ class LogRegUpdate(Update):
                 K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
             out.update(q=g, h=h, loss=self.loss)
         return out
+
+    def _select(self, cand, rho, b):
+        """Priority's filter when the scheduler holds no X (parallel loading): the
+        candidates' Gram matrix summed over the workers (the same on every one), and
+        those kept, greedily in draw order, whose |correlation| with every one kept
+        before them is <= rho (sorted)."""
+        if self.sparse:
+            G = LK.gram_sparse(*self.X, cand, self.n_rows)
+        else:
+            Xc = self.X[0][:, cand]
+            G = Xc.T @ Xc
+        G = self.peers.allreduce(G)
+        return np.sort(cand[LK.select_gram(G, self.norms[cand], rho, b)])
 
     def _full(self, hess):
         # recomputed from the margins: drops the drift of the Jacobi running sums

@@ -1,0 +1,291 @@
+"""Logistic regression parallel loading (--data): each worker reads its own part of the
+file with the Lasso app's reader, and the workers agree on the two labels, the column
+norms and X'y. The parts, put together, are the whole-file reader's matrix and -1/+1
+labels for any number of workers; a bad line or a third label anywhere gets the
+whole-file reader's one line; the CLI's model reaches the in-memory fit's and
+liblinear's optimum, and is the same bit for bit in one process with W workers and
+under ``mpiexec -n W+1``."""
+import json
+import threading
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+import strads
+from strads import transport
+from strads.apps import logreg
+from strads.apps.logreg import loading
+from strads.apps.logreg.data import make_problem
+
+from conftest import run_cli
+from test_logreg import liblinear
+
+X0, Y0, _ = make_problem(60, 25, density=0.2, seed=11)
+L0 = np.where(Y0 > 0, 7, 3)  # any two label values: 3 -> -1, 7 -> +1
+
+
+def svm_text(X, y):
+    X = sp.csr_matrix(X)
+    lines = []
+    for i in range(X.shape[0]):
+        a, b = X.indptr[i], X.indptr[i + 1]
+        feats = " ".join(f"{j + 1}:{float(v)!r}"
+                         for j, v in zip(X.indices[a:b], X.data[a:b]))
+        lines.append(f"{float(y[i])!r} {feats}".rstrip())
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write(tmp_path, name, data):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+def read_parts(path, target=None, W=2):
+    """Every worker's read_part(), each on a thread with the in-process collectives
+    (as ``--workers W``): the parts, or the DataError the run ends with."""
+    group = transport._Group(W)
+    out = [None] * W
+    desc = loading.shard(path, target)
+
+    def work(w):
+        try:
+            out[w] = loading.read_part(transport._ThreadPeers(group, w, W), desc)
+        except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
+            group.fail(e)
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(W)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if group.error is not None:
+        raise group.error
+    return out
+
+
+def same_as_check(path, target=None, workers=(1, 2, 3)):
+    """For every W, the parts put together are load() + check()'s X and -1/+1 labels
+    and the facts are right; or every W raises their message (returned)."""
+    try:
+        X, y, classes = logreg.check(*logreg.load(path, target), name=path)
+    except strads.DataError as e:
+        for W in workers:
+            with pytest.raises(strads.DataError) as mine:
+                read_parts(path, target, W)
+            assert str(mine.value) == str(e), W
+        return str(e)
+    X = sp.csc_matrix(X)
+    for W in workers:
+        parts = read_parts(path, target, W)
+        f = parts[0]["facts"]
+        cols = np.flatnonzero(np.diff(X.indptr))
+        assert (f["kept"] is None) == (cols.shape[0] == X.shape[1])
+        blocks = [sp.csc_matrix((pt["csc"][2], pt["csc"][1], pt["csc"][0]),
+                                shape=(pt["n_rows"], pt["csc"][0].shape[0] - 1))
+                  for pt in parts]
+        Xp = sp.vstack(blocks, format="csc")
+        Xk = X[:, cols]
+        assert Xp.shape == Xk.shape and (Xp != Xk).nnz == 0
+        yp = np.concatenate([pt["y"] for pt in parts])
+        assert yp.tobytes() == y.tobytes()
+        assert f["n"] == X.shape[0] and f["n_features"] == X.shape[1]
+        np.testing.assert_array_equal(f["classes"], classes)
+        np.testing.assert_allclose(f["sq_norms"], np.asarray(Xk.multiply(Xk).sum(0)).ravel(),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(f["q0"], Xk.T @ y, rtol=1e-10, atol=1e-12)
+        for pt in parts:  # every worker holds the summed norms (priority's filter)
+            assert pt["sq_norms"].tobytes() == parts[0]["sq_norms"].tobytes()
+    return None
+
+
+# -- the parts are the whole file -----------------------------------------------------
+def test_libsvm_and_mtx_parts_are_the_whole_file(tmp_path):
+    plain = svm_text(X0, L0)
+    assert same_as_check(write(tmp_path, "d.svm", plain)) is None
+    assert same_as_check(write(tmp_path, "pm.svm", svm_text(X0, Y0))) is None
+    wide = b"1 1:0.5 50000:1.5\n0 2:1 3:2\n1 3:1\n0 1:2\n"  # empty columns left out
+    assert same_as_check(write(tmp_path, "wide.svm", wide)) is None
+    path = str(tmp_path / "X.mtx")
+    scipy.io.mmwrite(path, X0, precision=17)
+    ytxt = write(tmp_path, "y.txt", "".join(f"{v}\n" for v in L0).encode())
+    np.save(tmp_path / "y.npy", L0.astype(float))
+    for target in (ytxt, str(tmp_path / "y.npy")):
+        assert same_as_check(path, target) is None
+
+
+@pytest.mark.parametrize("at", [0, 20, 45, 59])  # in worker 0's part .. the last one's
+def test_a_third_label_anywhere_is_refused_as_the_whole_file(tmp_path, at):
+    labels = L0.astype(float)
+    labels[at] = 5.0
+    msg = same_as_check(write(tmp_path, "d.svm", svm_text(X0, labels)))
+    assert msg is not None and "3 distinct labels (3, 5, 7)" in msg
+    many = np.arange(60, dtype=float)  # a regression target: 60 distinct values
+    msg = same_as_check(write(tmp_path, "r.svm", svm_text(X0, many)))
+    assert "60 distinct labels (0, 1, 2, 3, 4, ...)" in msg and "sample 3 has a third" in msg
+
+
+def test_a_single_label_is_refused(tmp_path):
+    msg = same_as_check(write(tmp_path, "d.svm", svm_text(X0, np.ones(60))))
+    assert msg.endswith("every label is 1: logistic regression needs samples of two "
+                        "classes")
+
+
+@pytest.mark.parametrize("line", [1, 25, 60])
+def test_a_bad_line_in_any_part_gives_the_whole_file_message(tmp_path, line):
+    lines = svm_text(X0, L0).splitlines(keepends=True)
+    lines[line - 1] = b"1 2:x\n"
+    msg = same_as_check(write(tmp_path, "d.svm", b"".join(lines)))
+    assert msg == f"{tmp_path / 'd.svm'}:{line}: '2:x' is not index:value"
+
+
+# -- the command line ------------------------------------------------------------------
+def _fit(args, out, np_=None):
+    p = run_cli(["strads.apps.logreg", *args, "--quiet", "--out", str(out)], np=np_,
+                timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    model = np.load(out / "model.npz")
+    return model, json.loads((out / "summary.json").read_text())
+
+
+def _refused(args, np_=None):
+    p = run_cli(["strads.apps.logreg", *args, "--quiet", "--max-rounds", "3"], np=np_,
+                timeout=200)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    errs = [ln for ln in p.stderr.splitlines() if "error:" in ln]
+    assert len(errs) == 1, p.stderr
+    return errs[0]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("fmt, workers", [("svm", (1, 2, 3)), ("mtx", (2,))])
+def test_cli_reaches_the_optimum_and_same_bits_under_mpi(tmp_path, fmt, workers):
+    X, y, _ = make_problem(300, 600, density=0.05, corr=0.5, n_informative=30, seed=2)
+    labels = np.where(y > 0, 1, 0)
+    if fmt == "svm":
+        data = [write(tmp_path, "d.svm", svm_text(X, labels))]
+    else:
+        scipy.io.mmwrite(str(tmp_path / "X.mtx"), X, precision=17)
+        np.savetxt(tmp_path / "y.txt", labels, fmt="%d")
+        data = [str(tmp_path / "X.mtx"), "--target", str(tmp_path / "y.txt")]
+    Xr, yr = logreg.load(*data[::2])
+    lam = 0.1 * logreg.lambda_max(Xr, yr)
+    mem = logreg.fit(Xr, yr, lambda_ratio=0.1, tol=1e-10, workers=2, quiet=True)
+    f_ref = logreg.objective(Xr, yr, liblinear(Xr, yr, lam), lam)
+    args = ["--data", *data, "--lambda-ratio", "0.1", "--tol", "1e-10"]
+    for W in workers:
+        one, s1 = _fit(args + ["--workers", str(W)], tmp_path / f"one{W}")
+        mpi, s2 = _fit(args, tmp_path / f"mpi{W}", np_=W + 1)
+        assert one["coef"].tobytes() == mpi["coef"].tobytes(), W
+        assert s1["objective"] == s2["objective"] and s1["rounds"] == s2["rounds"]
+        assert s2["ranks"] == W + 1 and s1["stop_reason"] == "tol"
+        assert float(one["lambda"]) == pytest.approx(lam, rel=1e-12)
+        np.testing.assert_array_equal(one["classes"], [0, 1])
+        assert one["coef"].shape == (X.shape[1],)
+        f = logreg.objective(Xr, yr, one["coef"], float(one["lambda"]))
+        assert f == pytest.approx(s1["objective"], rel=1e-12)
+        assert f == pytest.approx(mem.objective, rel=1e-9)
+        assert abs(f - f_ref) <= 1e-6 * f_ref
+        np.testing.assert_allclose(one["coef"], mem.model["coef"], atol=1e-6)
+
+
+@pytest.mark.timeout(300)
+def test_cli_bad_line_and_third_label_are_one_line_also_under_mpi(tmp_path):
+    lines = svm_text(X0, L0).splitlines(keepends=True)
+    lines[50] = b"1 2:x\n"  # in the last worker's part
+    path = write(tmp_path, "d.svm", b"".join(lines))
+    expected = f"error: {path}:51: '2:x' is not index:value"
+    assert _refused(["--data", path, "--workers", "3"]).endswith(expected)
+    assert _refused(["--data", path], np_=4).endswith(expected)
+    labels = L0.astype(float)
+    labels[40] = 5.0
+    path = write(tmp_path, "three.svm", svm_text(X0, labels))
+    expected = (f"error: {path}: 3 distinct labels (3, 5, 7): logistic regression needs "
+                "exactly two (sample 41 has a third, 5)")
+    assert _refused(["--data", path, "--workers", "3"]).endswith(expected)
+    assert _refused(["--data", path], np_=4).endswith(expected)
+
+
+@pytest.mark.timeout(300)
+def test_priority_filter_runs_on_the_workers(tmp_path):
+    """With --data the scheduler holds no X: the workers sum the candidates' Gram matrix
+    and choose the block. Every round's block keeps |correlation| <= rho, the model
+    reaches liblinear's objective, and is the same bits under MPI."""
+    X, y, _ = make_problem(200, 300, density=0.05, corr=0.7, n_informative=20, seed=3)
+    path = write(tmp_path, "d.svm", svm_text(X, y))
+    Xr, yr = logreg.load(path)
+    lam, rho = 0.1 * logreg.lambda_max(Xr, yr), 0.2
+    setup = logreg.make_file_setup(path, lam=lam, schedule="priority", block=32, rho=rho,
+                                   tol=1e-9)
+    blocks = []
+
+    def spying(ctx):
+        sched, agg, shards = setup(ctx)
+        inner = agg.aggregate
+
+        def aggregate(round, task, partials):
+            if "cols" in partials[0]:
+                assert all(pt["cols"].tobytes() == partials[0]["cols"].tobytes()
+                           for pt in partials)
+                assert np.isin(partials[0]["cols"], task["cols"]).all()
+                blocks.append(partials[0]["cols"])
+            return inner(round, task, partials)
+        agg.aggregate = aggregate
+        return sched, agg, shards
+    res = strads.run(spying, logreg.LogRegUpdate, workers=3, tol=1e-9, max_rounds=100_000,
+                     quiet=True)
+    assert res.stop_reason == "tol" and len(blocks) > 5
+    Xd = Xr.toarray()
+    nrm = np.linalg.norm(Xd, axis=0)
+    for cols in blocks:
+        C = np.abs(Xd[:, cols].T @ Xd[:, cols]) / np.outer(nrm[cols], nrm[cols])
+        np.fill_diagonal(C, 0)
+        assert C.max() <= rho + 1e-12
+    f_ref = logreg.objective(Xr, yr, liblinear(Xr, yr, lam), lam)
+    assert abs(logreg.objective(Xr, yr, res.model["coef"], lam) - f_ref) <= 1e-6 * f_ref
+    args = ["--data", path, "--schedule", "priority", "--block", "32", "--rho", str(rho),
+            "--lambda", repr(lam), "--tol", "1e-9"]
+    one, s1 = _fit(args + ["--workers", "2"], tmp_path / "one")
+    mpi, s2 = _fit(args, tmp_path / "mpi", np_=3)
+    assert one["coef"].tobytes() == mpi["coef"].tobytes() and s1["rounds"] == s2["rounds"]
+
+
+def test_empty_columns_and_npz_on_rank0(tmp_path):
+    """Features absent from the file are left out of the solve and 0 in the model; an
+    .npz file is still read on rank 0 and split (the same optimum)."""
+    far = write(tmp_path, "far.svm", b"1 3:0.5 5000:1.5\n0 2:1.0 3:0.25\n1 2:-0.5\n"
+                                      b"0 3:2 4:1\n")
+    model, s = _fit(["--data", far, "--lambda", "0.01", "--workers", "2", "--tol", "1e-10"],
+                    tmp_path / "far")
+    Xr, yr = logreg.load(far)
+    mem = logreg.fit(Xr, yr, lam=0.01, tol=1e-10, workers=2, quiet=True)
+    assert model["coef"].shape == (5000,) and np.count_nonzero(model["coef"]) > 0
+    assert s["objective"] == pytest.approx(mem.objective, rel=1e-9)
+    np.savez(tmp_path / "d.npz", X=X0.toarray(), y=L0)
+    a, _ = _fit(["--data", str(tmp_path / "d.npz"), "--workers", "2", "--tol", "1e-10"],
+                tmp_path / "npz")
+    b, _ = _fit(["--data", write(tmp_path, "d.svm", svm_text(X0, L0)), "--workers", "2",
+                 "--tol", "1e-10"], tmp_path / "svm")
+    np.testing.assert_allclose(a["coef"], b["coef"], atol=1e-7)
+    np.testing.assert_array_equal(a["classes"], b["classes"])
+
+
+def test_resume_from_a_checkpoint_with_parallel_loading(tmp_path):
+    """The workers read their parts again on resume; the schedule built in begin() is
+    restored; the model is the uninterrupted run's, bit for bit."""
+    path = write(tmp_path, "d.svm", svm_text(X0, L0))
+
+    def go(out, **kw):
+        setup = logreg.make_file_setup(path, lambda_ratio=0.05, tol=1e-10, ws_min=4)
+        return strads.run(setup, logreg.LogRegUpdate, workers=2, tol=1e-10, quiet=True,
+                          out=str(out), **kw)
+
+    full = go(tmp_path / "full", max_rounds=100_000)
+    part = go(tmp_path / "part", max_rounds=6, checkpoint_every=1e-3)
+    assert part.stop_reason == "max_rounds"
+    resumed = go(tmp_path / "part", max_rounds=100_000, resume=True)
+    assert resumed.stop_reason == "tol" and resumed.rounds == full.rounds
+    assert resumed.model["coef"].tobytes() == full.model["coef"].tobytes()
+    np.testing.assert_array_equal(resumed.model["classes"], [3, 7])
