@@ -567,10 +567,12 @@ class SparseLogisticRegression(ClassifierMixin, BaseEstimator):
 class MatrixFactorization(BaseEstimator):
     """Explicit-feedback matrix factorization by scheduled CCD++ (the strads MF app).
 
-    Minimises ``sum over ratings (r_ui - mu - b_u - b_i - w_u . h_i)^2 + lambda
-    (||W||^2 + ||H||^2 [+ ||b||^2])`` (see :func:`strads.apps.mf.fit`), where each
-    user's (item's) penalty is ``alpha`` times its number of ratings with ``weighted``
-    (ALS-WR's and LIBMF's objective), else ``alpha``.
+    Minimises ``sum over ratings (r_ui - mu - b_u - b_i - w_u . h_i)^2 + sum_u reg_u
+    (||w_u||^2 [+ b_u^2]) + sum_i reg_i (||h_i||^2 [+ b_i^2])`` (see
+    :mod:`strads.apps.mf`), where by default (``weighted=True``) ``reg_u = alpha * n_u``
+    and ``reg_i = alpha * n_i``, ``n_u`` (``n_i``) the number of training ratings of user
+    ``u`` (item ``i``): the per-rating weighted lambda of LIBMF, ALS-WR and Spark's ALS;
+    with ``weighted=False``, ``reg_u = reg_i = alpha``.
 
     Parameters
     ----------
@@ -579,8 +581,9 @@ class MatrixFactorization(BaseEstimator):
     alpha : float, default=1.0
         L2 penalty (the app's ``lam``), >= 0.
     weighted : bool, default=True
-        Penalise each user and item by ``alpha`` times its number of ratings (the app's
-        ``weighted``).
+        Penalise each user and item by ``alpha`` times its number of training ratings
+        (the app's ``weighted``, ``--lambda-weighting count``); False: by ``alpha``
+        alone (``--lambda-weighting none``).
     biases : {"none", "mean", "full"}, default="mean"
         The app's ``bias``: no offset, the global mean ``mu``, or ``mu`` plus fitted
         user and item biases.

@@ -405,3 +405,16 @@ def test_sparse_logistic_regression_fits_an_intercept():
     assert with_c.score(X, y) > without.score(X, y)
     with pytest.raises(ValueError, match="Only binary classification"):
         SparseLogisticRegression().fit(X, np.arange(400) % 3)
+
+
+def test_mf_default_objective_is_the_apps_weighted_default():
+    # one default for both: lambda times each row's number of ratings
+    u, i, r = ratings()
+    est = MatrixFactorization(n_components=3, alpha=0.05, max_iter=5,
+                              random_state=4).fit((u, i, r))
+    res = mf_app.fit(u, i, r, rank=3, lam=0.05, iters=5, seed=4, quiet=True)
+    unweighted = mf_app.fit(u, i, r, rank=3, lam=0.05, iters=5, seed=4, quiet=True,
+                            weighted=False)
+    assert est.weighted is True and mf_app.WEIGHTED is True
+    assert np.array_equal(est.user_factors_, res.model["W"])
+    assert not np.allclose(est.user_factors_, unweighted.model["W"])

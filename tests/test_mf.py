@@ -12,7 +12,8 @@ from strads.apps.mf import data as D
 
 from conftest import run_cli
 
-LAM = 1.0
+LAM = 1.0  # the unweighted objective's lambda (weighted=False)
+LAM_W = 0.05  # the weighted (default) objective's: times each row's rating count
 
 
 def small_problem(m=40, n=30, k=3, density=0.5, seed=1):
@@ -24,16 +25,29 @@ def small_problem(m=40, n=30, k=3, density=0.5, seed=1):
     return u, i, r
 
 
-def numpy_objective(u, i, r, W, H, lam, mu=0.0, bu=None, bi=None):
+def penalties(u, i, lam, weighted, m=None, n=None):
+    """Each user's and item's penalty: lam times its number of ratings (weighted, the
+    app's default) or lam."""
+    m = u.max() + 1 if m is None else m
+    n = i.max() + 1 if n is None else n
+    if weighted:
+        return lam * np.bincount(u, minlength=m), lam * np.bincount(i, minlength=n)
+    return np.full(m, float(lam)), np.full(n, float(lam))
+
+
+def numpy_objective(u, i, r, W, H, lam, mu=0.0, bu=None, bi=None, weighted=False):
     bu = np.zeros(W.shape[0]) if bu is None else bu
     bi = np.zeros(H.shape[0]) if bi is None else bi
     e = r - mu - bu[u] - bi[i] - (W[u] * H[i]).sum(1)
-    return e @ e + lam * ((W ** 2).sum() + (H ** 2).sum() + bu @ bu + bi @ bi)
+    ru, ri = penalties(u, i, lam, weighted, W.shape[0], H.shape[0])
+    return e @ e + ru @ ((W ** 2).sum(1) + bu ** 2) + ri @ ((H ** 2).sum(1) + bi ** 2)
 
 
-def numpy_als(u, i, r, k, lam, bias, max_iter=5000):
-    """Dense masked ALS (with exact bias steps), run until the objective stops moving."""
+def numpy_als(u, i, r, k, lam, bias, max_iter=5000, weighted=False):
+    """Dense masked ALS (with exact bias steps), run until the objective stops moving;
+    ``weighted``: each row's penalty is lam times its number of ratings."""
     m, n = u.max() + 1, i.max() + 1
+    ru, ri = penalties(u, i, lam, weighted, m, n)
     mask = np.zeros((m, n), bool)
     mask[u, i] = True
     mu = r.mean() if bias != "none" else 0.0
@@ -47,14 +61,14 @@ def numpy_als(u, i, r, k, lam, bias, max_iter=5000):
         T = R - (bu[:, None] + bi[None, :]) * full
         for a in range(m):
             Ha = H[mask[a]]
-            W[a] = np.linalg.solve(Ha.T @ Ha + lam * np.eye(k), Ha.T @ T[a, mask[a]])
+            W[a] = np.linalg.solve(Ha.T @ Ha + ru[a] * np.eye(k), Ha.T @ T[a, mask[a]])
         for b in range(n):
             Wb = W[mask[:, b]]
-            H[b] = np.linalg.solve(Wb.T @ Wb + lam * np.eye(k), Wb.T @ T[mask[:, b], b])
+            H[b] = np.linalg.solve(Wb.T @ Wb + ri[b] * np.eye(k), Wb.T @ T[mask[:, b], b])
         if full:
-            bu = ((R - W @ H.T - bi) * mask).sum(1) / (mask.sum(1) + lam)
-            bi = ((R - W @ H.T - bu[:, None]) * mask).sum(0) / (mask.sum(0) + lam)
-        f = numpy_objective(u, i, r, W, H, lam, mu, bu, bi)
+            bu = ((R - W @ H.T - bi) * mask).sum(1) / (mask.sum(1) + ru)
+            bi = ((R - W @ H.T - bu[:, None]) * mask).sum(0) / (mask.sum(0) + ri)
+        f = numpy_objective(u, i, r, W, H, lam, mu, bu, bi, weighted)
         if prev is not None and abs(prev - f) <= 1e-15 * f:
             break
         prev = f
@@ -63,20 +77,51 @@ def numpy_als(u, i, r, k, lam, bias, max_iter=5000):
 
 @pytest.mark.parametrize("bias", ["mean", "full"])
 @pytest.mark.parametrize("schedule", ["ccd", "als"])
-def test_reaches_numpy_reference_objective(schedule, bias):
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_reaches_numpy_reference_objective(schedule, bias, weighted):
     u, i, r = small_problem()
-    ref = numpy_als(u, i, r, 3, LAM, bias)
-    res = mf.fit(u, i, r, rank=3, lam=LAM, bias=bias, schedule=schedule, iters=5000,
-                 tol=1e-14, workers=3, quiet=True)
+    lam = LAM if not weighted else LAM_W
+    ref = numpy_als(u, i, r, 3, lam, bias, weighted=weighted)
+    # the weighted objective is the default: not passed
+    res = mf.fit(u, i, r, rank=3, lam=lam, bias=bias, schedule=schedule, iters=5000,
+                 tol=1e-14, workers=3, quiet=True, **({} if weighted else {"weighted": False}))
     assert res.stop_reason == "tol"
     assert abs(res.objective - ref) <= 1e-6 * ref
     M = res.model
-    mine = numpy_objective(u, i, r, M["W"], M["H"], LAM, M["mean"], M["user_bias"],
-                           M["item_bias"])
+    mine = numpy_objective(u, i, r, M["W"], M["H"], lam, M["mean"], M["user_bias"],
+                           M["item_bias"], weighted)
     assert mine == pytest.approx(res.objective, rel=1e-12)
     np.testing.assert_allclose(mf.predict(M, u, i),
                                M["mean"] + M["user_bias"][u] + M["item_bias"][i]
                                + (M["W"][u] * M["H"][i]).sum(1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("schedule", ["ccd", "als"])
+def test_default_minimises_the_weighted_objective(schedule):
+    """With no weighting option the model is a stationary point of the per-rating
+    weighted objective (lambda n_u, lambda n_i), not of the unweighted one: the gradient
+    in every w_u, h_i and bias vanishes."""
+    u, i, r = small_problem(seed=3)
+    lam = 0.1
+    res = mf.fit(u, i, r, rank=3, lam=lam, bias="full", schedule=schedule, iters=5000,
+                 tol=1e-14, workers=2, quiet=True)
+    M = res.model
+    W, H, bu, bi = M["W"], M["H"], M["user_bias"], M["item_bias"]
+    e = r - M["mean"] - bu[u] - bi[i] - (W[u] * H[i]).sum(1)
+    cu, ci = np.bincount(u), np.bincount(i)
+    # half the gradient of the weighted objective
+    gW = lam * cu[:, None] * W - np.stack([np.bincount(u, e * H[i, t]) for t in range(3)], 1)
+    gH = lam * ci[:, None] * H - np.stack([np.bincount(i, e * W[u, t]) for t in range(3)], 1)
+    gbu, gbi = lam * cu * bu - np.bincount(u, e), lam * ci * bi - np.bincount(i, e)
+    scale = np.abs(np.bincount(u, np.abs(r - M["mean"]))).max()
+    for g in (gW, gH, gbu, gbi):
+        assert np.abs(g).max() <= 1e-6 * scale
+    # the unweighted objective's gradient does not vanish there
+    assert np.abs(lam * W - (lam * cu[:, None] * W - gW)).max() > 1e-2 * scale
+    assert res.objective == pytest.approx(
+        numpy_objective(u, i, r, W, H, lam, M["mean"], bu, bi, weighted=True), rel=1e-12)
+    assert abs(res.objective - numpy_als(u, i, r, 3, lam, "full", weighted=True)) \
+        <= 1e-6 * res.objective
 
 
 @pytest.mark.parametrize("schedule,inner", [("ccd", 1), ("ccd", 3), ("als", 1)])
@@ -92,8 +137,8 @@ def test_objective_non_increasing_per_iteration(schedule, inner):
 
 def test_weighted_lambda_objective():
     u, i, r = small_problem(seed=2)
-    res = mf.fit(u, i, r, rank=3, lam=0.1, weighted=True, bias="none", iters=30, tol=0,
-                 quiet=True)
+    res = mf.fit(u, i, r, rank=3, lam=0.1, bias="none", iters=30, tol=0,
+                 quiet=True)  # weighted: the default
     M = res.model
     cu, ci = np.bincount(u), np.bincount(i)
     e = r - (M["W"][u] * M["H"][i]).sum(1)
@@ -430,3 +475,128 @@ def test_ccd_sweep_covers_every_column_and_keeps_partners_apart(rank, group, blo
             if side == "H" and t < rank:
                 w = max(q for q in range(pos) if seq[q][0] == "W" and t in seq[q][1])
                 assert pos - w >= group
+
+
+# -- lambda weighting and early stopping ---------------------------------------------------
+def test_cli_lambda_weighting(tmp_path):
+    """--lambda-weighting count is the default (--weighted-lambda a no-op that says so);
+    none is fit(weighted=False)."""
+    base = ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "5000",
+            "--rank", "4", "--iters", "3", "--quiet", "--lambda", "0.05"]
+    t = mf.make_problem(400, 200, 5000)
+    models = {}
+    for name, extra in (("default", []), ("old", ["--weighted-lambda"]),
+                        ("count", ["--lambda-weighting", "count"]),
+                        ("none", ["--lambda-weighting", "none"])):
+        p = run_cli(base + extra + ["--out", str(tmp_path / name)])
+        assert p.returncode == 0, p.stderr
+        models[name] = np.load(tmp_path / name / "model.npz")
+    for name in ("old", "count"):
+        np.testing.assert_array_equal(models[name]["W"], models["default"]["W"])
+    for name, weighted in (("default", True), ("none", False)):
+        ref = mf.fit(t.users, t.items, t.ratings, rank=4, lam=0.05, weighted=weighted,
+                     iters=3, test_fraction=0.1, quiet=True)
+        np.testing.assert_allclose(models[name]["W"], ref.model["W"], rtol=1e-12,
+                                   atol=1e-14)
+    assert not np.allclose(models["none"]["W"], models["default"]["W"])
+    p = run_cli(base + ["--weighted-lambda", "--lambda-weighting", "none"])
+    assert p.returncode == 2
+    assert p.stderr.strip().endswith("--weighted-lambda contradicts --lambda-weighting none")
+    h = run_cli(["strads.apps.mf", "--help"]).stdout
+    assert "--lambda-weighting count is the default" in " ".join(h.split())
+
+
+# the built-in problem's CLI size and an over-fitting lambda: the held-out RMSE is best
+# after 2 or 3 iterations, then rises
+ES_CLI = ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "8000",
+          "--lambda", "0.005", "--iters", "12", "--tol", "0", "--quiet"]
+ES_KW = dict(rank=8, lam=0.005, iters=12, tol=0, test_fraction=0.1, quiet=True)
+
+
+@pytest.mark.parametrize("schedule,workers,staleness", [("ccd", 1, 0), ("ccd", 3, 1),
+                                                        ("als", 2, 0)])
+def test_early_stop_returns_the_best_iteration(schedule, workers, staleness):
+    t = mf.make_problem(400, 200, 8000)
+    kw = dict(ES_KW, schedule=schedule, workers=workers)
+    full = mf.fit(t.users, t.items, t.ratings, **kw)
+    per_iter = np.array(full.extra["test_rmse_per_iter"])
+    best = int(np.argmin(per_iter)) + 1  # the first of equal minima
+    assert best + 2 < 12
+    res = mf.fit(t.users, t.items, t.ratings, early_stop=2, staleness=staleness, **kw)
+    x = res.extra
+    assert res.stop_reason == "tol" and x["early_stopped"] is True
+    assert x["best_iteration"] == best and x["iterations"] == best + 2 and x["early_stop"] == 2
+    assert x["test_rmse_per_iter"] == full.extra["test_rmse_per_iter"][:best + 2]
+    # the model is the best iteration's, bit for bit, and so are its figures
+    ref = mf.fit(t.users, t.items, t.ratings, **dict(kw, iters=best))
+    for key in ("W", "H", "user_bias", "item_bias"):
+        np.testing.assert_array_equal(res.model[key], ref.model[key], err_msg=key)
+    assert res.objective == ref.objective
+    assert x["test_rmse"] == ref.extra["test_rmse"] == per_iter[best - 1]
+    assert x["train_rmse"] == ref.extra["train_rmse"]
+    assert res.trace[-1]["test_rmse"] == x["test_rmse"]
+    # not triggered: the run goes on to --iters, and still returns the best model
+    slow = mf.fit(t.users, t.items, t.ratings, early_stop=100, **kw)
+    assert slow.extra["early_stopped"] is False and slow.extra["iterations"] == 12
+    assert slow.extra["best_iteration"] == best and slow.stop_reason == "schedule_done"
+    np.testing.assert_array_equal(slow.model["W"], ref.model["W"])
+
+
+def test_early_stop_needs_a_held_out_set(tmp_path):
+    t = mf.make_problem(400, 200, 8000)
+    with pytest.raises(strads.DataError, match="early stopping needs a held-out set"):
+        mf.fit(t.users, t.items, t.ratings, early_stop=2, quiet=True)
+    with pytest.raises(strads.DataError, match="early_stop must be an integer >= 1"):
+        mf.fit(t.users, t.items, t.ratings, early_stop=0, test_fraction=0.1, quiet=True)
+    f = tmp_path / "r.tsv"
+    f.write_text("".join(f"{a}\t{b}\t{c}\n" for a, b, c in
+                         zip(t.users[:500], t.items[:500], t.ratings[:500])))
+    p = run_cli(["strads.apps.mf", "--data", str(f), "--early-stop", "2", "--quiet"])
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("strads.apps.mf: error: --early-stop 2 needs a held-out set: "
+                                "give --test-fraction or --test-data")
+    p = run_cli(ES_CLI + ["--early-stop", "2", "--test-fraction", "0"])
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    p = run_cli(["strads.apps.mf", "--early-stop", "0"])
+    assert p.returncode == 2 and "--early-stop" in p.stderr
+
+
+def test_early_stop_cli_under_mpiexec_and_resumed_equals_in_process(tmp_path):
+    args = ES_CLI + ["--early-stop", "2"]
+    p = run_cli(args + ["--workers", "2", "--out", str(tmp_path / "one")])
+    assert p.returncode == 0, p.stderr
+    p = run_cli(args + ["--out", str(tmp_path / "mpi")], np=3, timeout=120)
+    assert p.returncode == 0, p.stderr
+    # stopped with checkpoints (legs of more rounds, each resumed, until one after the
+    # first iteration end, 16 rounds, holds a best copy: a loaded machine may finish a
+    # checkpoint late), then resumed to the end
+    part = tmp_path / "part"
+    for k, rounds in enumerate((40, 44, 48, 52, 56, 60)):
+        p = run_cli(args + ["--workers", "2", "--out", str(part), "--max-rounds",
+                            str(rounds), "--checkpoint-every", "0.001"]
+                    + (["--resume"] if k else []))
+        assert p.returncode == 0, p.stderr
+        if json.loads((part / "checkpoint" / "manifest.json").read_text())["round"] > 16:
+            break
+    assert json.loads((part / "checkpoint" / "manifest.json").read_text())["round"] > 16
+    p = run_cli(args + ["--workers", "2", "--out", str(part), "--resume"])
+    assert p.returncode == 0, p.stderr
+    s = {d: json.loads((tmp_path / d / "summary.json").read_text())
+         for d in ("one", "mpi", "part")}
+    assert s["one"]["early_stopped"] is True and s["one"]["stop_reason"] == "tol"
+    assert s["one"]["iterations"] == s["one"]["best_iteration"] + 2
+    for d in ("mpi", "part"):
+        for key in ("best_iteration", "iterations", "early_stopped", "test_rmse",
+                    "train_rmse", "objective", "test_rmse_per_iter", "rounds"):
+            assert s[d][key] == s["one"][key], (d, key)
+    a = np.load(tmp_path / "one" / "model.npz")
+    for d in ("mpi", "part"):
+        b = np.load(tmp_path / d / "model.npz")
+        for key in a.files:
+            np.testing.assert_array_equal(b[key], a[key], err_msg=(d, key))
+    # and the built-in problem's model equals fit()'s at its best iteration
+    t = mf.make_problem(400, 200, 8000)
+    ref = mf.fit(t.users, t.items, t.ratings, **dict(ES_KW, workers=2,
+                                                     iters=s["one"]["best_iteration"]))
+    np.testing.assert_allclose(a["W"], ref.model["W"], rtol=1e-12, atol=1e-14)
+    assert s["one"]["test_rmse"] == pytest.approx(ref.extra["test_rmse"], rel=1e-12)

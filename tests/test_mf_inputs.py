@@ -391,11 +391,11 @@ def test_built_in_problem_sizes_and_skew(memory):
 def test_overflowing_penalty_and_arrays(memory):
     u, i, r = ratings(12, 10, 60)
     with pytest.raises(strads.DataError, match=r"lambda 1e\+308 \(--lambda\) times a row's "
-                                               r"up to \d+ ratings \(--weighted-lambda\) "
-                                               "overflows"):
-        mf.fit(u, i, r, lam=1e308, weighted=True, quiet=True)
+                                               r"up to \d+ ratings \(--lambda-weighting "
+                                               r"count\) overflows"):
+        mf.fit(u, i, r, lam=1e308, quiet=True)  # weighted: the default
     with pytest.raises(strads.DataError, match="the starting penalty lambda"):
-        mf.fit(u, i, r, lam=1e308, quiet=True)
+        mf.fit(u, i, r, lam=1e308, weighted=False, quiet=True)
     with pytest.raises(strads.DataError, match="the starting penalty lambda"):
         mf.fit(u, i, r, init_scale=1e300, quiet=True)
     for bad in (float("inf"), float("nan")):

@@ -30,3 +30,26 @@ def test_mpi_matches_in_process(schedule, staleness, bias):
     np.testing.assert_allclose(res.extra["test_rmse_per_iter"],
                                ref.extra["test_rmse_per_iter"], rtol=1e-12)
     np.testing.assert_array_equal(res.versions, ref.versions)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("schedule,staleness", [("ccd", 0), ("ccd", 1), ("als", 0)])
+def test_mpi_early_stop_matches_in_process(schedule, staleness):
+    """fit(early_stop=2) under mpiexec: the same best iteration, stop and model, bit for
+    bit, as in one process with as many workers."""
+    rank, size = world()
+    t = mf.make_problem(400, 200, 8000)
+    kw = dict(rank=8, lam=0.005, schedule=schedule, iters=12, tol=0, test_fraction=0.1,
+              staleness=staleness, early_stop=2, quiet=True)
+    res = mf.fit(t.users, t.items, t.ratings, **kw)
+    if rank != 0:
+        assert res is None
+        return
+    ref = mf.fit(t.users, t.items, t.ratings, workers=size - 1, mpi=False, **kw)
+    assert res.extra["early_stopped"] and res.stop_reason == "tol"
+    for key in ("best_iteration", "iterations", "test_rmse", "train_rmse",
+                "test_rmse_per_iter"):
+        assert res.extra[key] == ref.extra[key], key
+    for key in ("W", "H", "user_bias", "item_bias"):
+        np.testing.assert_array_equal(res.model[key], ref.model[key], err_msg=key)
+    assert res.objective == ref.objective

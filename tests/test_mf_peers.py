@@ -23,8 +23,9 @@ def test_staleness_changes_nothing_and_reaches_the_reference(schedule):
     # rounds before it, whatever the staleness
     u, i, r = small_problem()
     ref = numpy_als(u, i, r, 3, LAM, "full")
-    runs = [mf.fit(u, i, r, rank=3, lam=LAM, bias="full", schedule=schedule, iters=5000,
-                   tol=1e-14, workers=3, staleness=s, quiet=True) for s in (0, 1, 2)]
+    runs = [mf.fit(u, i, r, rank=3, lam=LAM, weighted=False, bias="full", schedule=schedule,
+                   iters=5000, tol=1e-14, workers=3, staleness=s, quiet=True)
+            for s in (0, 1, 2)]
     for s, res in enumerate(runs):
         assert res.stop_reason == "tol"
         assert res.summary()["max_staleness_seen"] == s

@@ -1,13 +1,27 @@
 """Matrix factorization by scheduled rank-one coordinate descent (CCD++, Yu et al. 2012).
 
-Minimises sum over observed ratings of (r_ui - mu - w_u.h_i)^2 + lambda (||W||^2 + ||H||^2)
-(optionally with user and item biases, or lambda weighted by each row's rating count).
+Minimises, over the training ratings R (a set of (u, i) pairs),
+
+    sum_{(u,i) in R} (r_ui - mu - b_u - b_i - w_u.h_i)^2
+        + sum_u reg_u (||w_u||^2 [+ b_u^2]) + sum_i reg_i (||h_i||^2 [+ b_i^2])
+
+with, by default (``weighted=True``, ``--lambda-weighting count``), reg_u = lambda * n_u
+and reg_i = lambda * n_i, n_u (n_i) the number of training ratings of user u (item i):
+the per-rating weighted lambda of LIBMF, ALS-WR and Spark's ALS. With ``weighted=False``
+(``--lambda-weighting none``) reg_u = reg_i = lambda. ``mu`` is the global mean (bias
+'mean', 'full'; 0 with 'none'), b_u and b_i exist with bias 'full' only.
+
 Users and items are split across workers, balanced by ratings; each worker keeps its
 users' ratings by row and its items' ratings by column, both as residuals, and a synced
 copy of both factors. A round updates one block of factor columns of one side: the
 workers exchange their rows of it among themselves (:mod:`.update`), and worker 0 alone
 sends the scheduler the round's small sums (:mod:`.aggregate`), so the scheduler's
 traffic per round does not grow with the number of workers or the factors' size.
+
+Early stopping (``early_stop=N``, ``--early-stop N``): the held-out RMSE is scored at
+every iteration end; the run stops once it has not improved for N iterations, and the
+model returned is the best iteration's (each worker keeps a copy of its rows of W and H
+at the best iteration: the factor rows' memory twice).
 """
 import math
 from dataclasses import dataclass, field
@@ -28,10 +42,16 @@ from .update import MFUpdate
 
 __all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "read_ratings", "make_problem",
            "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
-           "Layout", "BIAS", "INIT", "DUPLICATES", "COLD_START"]
+           "Layout", "BIAS", "INIT", "DUPLICATES", "COLD_START", "LAMBDA_WEIGHTING",
+           "WEIGHTED"]
 
 BIAS = ("none", "mean", "full")
 INIT = ("svd", "random")
+#: The penalty's weighting, declared once: "count" (the default, ``weighted=True``):
+#: lambda times each user's (item's) number of training ratings; "none"
+#: (``weighted=False``): lambda alone. The CLI's --lambda-weighting takes these names.
+LAMBDA_WEIGHTING = ("count", "none")
+WEIGHTED = True
 
 
 @dataclass
@@ -67,7 +87,7 @@ def _compressed(users, items, vals, m, n):
 
 
 def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
-                   target_test_rmse, iters):
+                   target_test_rmse, iters, early_stop=None):
     if schedule not in SCHEDULES:
         raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
     if bias not in BIAS:
@@ -90,6 +110,9 @@ def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
                         f"{target_test_rmse}")
     if iters is not None and (int(iters) != iters or iters < 1):
         raise DataError(f"iters must be an integer >= 1, got {iters}")
+    if early_stop is not None and (isinstance(early_stop, bool) or early_stop < 1
+                                   or int(early_stop) != early_stop):
+        raise DataError(f"early_stop must be an integer >= 1 (iterations), got {early_stop}")
     mem = physical_memory()
     if schedule == "ccd" and mem is not None:
         # the sweep is a list of its rounds, 8 bytes each (16 while it is built)
@@ -104,17 +127,18 @@ def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
 
 def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.0,
                         duplicates="error", cold_start="error", rank=8, lam=1.0,
-                        schedule="ccd", inner=1, iters=None, bias="mean", weighted=False,
+                        schedule="ccd", inner=1, iters=None, bias="mean", weighted=WEIGHTED,
                         init_scale=None, seed=0, target_test_rmse=None, group=1,
-                        init="svd", block=1):
+                        init="svd", block=1, early_stop=None):
     """``setup(ctx)`` for :func:`strads.run` that reads nothing but the lines before the
     first rating on the scheduler rank: each worker reads its own part of the file
     ``train`` (and of the held-out file ``test``), or generates its part of the built-in
     problem (``builtin``: make_problem's arguments), and the workers agree on the id
     maps, duplicates, the held-out split, counts, mean and the start among themselves
-    (:mod:`.load`); the scheduler gets the starting figures from their reports."""
+    (:mod:`.load`); the scheduler gets the starting figures from their reports.
+    ``weighted`` and ``early_stop``: as in :func:`fit`."""
     rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init,
-                                  init_scale, target_test_rmse, iters)
+                                  init_scale, target_test_rmse, iters, early_stop)
     if duplicates not in DUPLICATES:
         raise DataError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
     if cold_start not in COLD_START:
@@ -124,7 +148,8 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
     options = dict(rank=rank, lam=float(lam), bias=bias, weighted=bool(weighted),
                    schedule=schedule, block=int(block), init=init, init_scale=init_scale,
                    seed=seed, duplicates=duplicates, cold_start=cold_start,
-                   test_fraction=0.0 if test is not None else float(test_fraction))
+                   test_fraction=0.0 if test is not None else float(test_fraction),
+                   early_stop=None if early_stop is None else int(early_stop))
 
     def setup(ctx):
         lay_tr = FileLayout(train) if train is not None else None
@@ -134,6 +159,7 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         lay = Layout(rank, float(lam), biases)
         agg = MFAggregate(lay, None, 0.0, 0, 0, 0, 0.0, None, float("nan"))
         agg.target_test_rmse = target_test_rmse
+        agg.early_stop = options["early_stop"]
         if schedule == "ccd":
             sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
         else:
@@ -146,8 +172,8 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
 
 
 def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias="mean",
-               weighted=False, init_scale=None, seed=0, target_test_rmse=None, group=1,
-               init="svd", block=1):
+               weighted=WEIGHTED, init_scale=None, seed=0, target_test_rmse=None, group=1,
+               init="svd", block=1, early_stop=None):
     """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
     :class:`Problem` and is only called on the scheduler rank, which keeps nothing of
     its size once setup returns (the shards go to the workers). ``group``: ccd columns
@@ -156,9 +182,11 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
     Start: W = 0 and H's rank rows orthonormal (times ``init_scale``), spanning R'R Z for
     a Gaussian Z chosen by ``seed`` (``init='svd'``: one step of randomized subspace
     iteration on the centred ratings R, so the first sweep starts near the top singular
-    directions), or Z itself (``'random'``, default scale: entries of variance 1/rank)."""
+    directions), or Z itself (``'random'``, default scale: entries of variance 1/rank).
+    ``weighted`` and ``early_stop``: as in :func:`fit`."""
     rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
-                                  target_test_rmse, iters)
+                                  target_test_rmse, iters, early_stop)
+    early_stop = None if early_stop is None else int(early_stop)
 
     def setup(ctx):
         n_workers = ctx.n_workers
@@ -168,7 +196,10 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
             raise DataError(f"{n_workers} workers for {m} users and {n} items: each worker "
                             "needs users and items")
         # before anything of the rank's size (the layout's column lists too) is allocated
-        _check_factor_memory(rank, biases, m, n, n_workers, schedule, block)
+        _check_factor_memory(rank, biases, m, n, n_workers, schedule, block, early_stop)
+        if early_stop is not None and p.test_ratings.shape[0] == 0:
+            raise DataError(f"early stopping ({early_stop} iterations) needs held-out "
+                            "ratings: the held-out set is empty")
         lay = Layout(rank, float(lam), biases)
         mean = float(p.ratings.mean()) if bias != "none" else 0.0
         cu = np.bincount(p.users, minlength=m)
@@ -178,8 +209,8 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                    "H": lam * ci if weighted else np.full(n, float(lam))}
         if not (np.isfinite(reg["W"]).all() and np.isfinite(reg["H"]).all()):
             raise DataError(f"lambda {lam} (--lambda) times a row's up to "
-                            f"{max(cu.max(), ci.max())} ratings (--weighted-lambda) "
-                            "overflows")
+                            f"{max(cu.max(), ci.max())} ratings (--lambda-weighting "
+                            "count) overflows")
         rng = np.random.default_rng([seed, 0x6D66, 2])
         # W starts at 0, the bias columns too: no prediction yet, the residuals are the
         # ratings less the mean. H (transposed) has one extra entry per column, an unseen
@@ -228,8 +259,10 @@ def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias=
                 "users": (int(u0), int(u1)), "items": (int(i0), int(i1)),
                 "rows": _part(rows, u0, u1), "cols": _part(cols, i0, i1),
                 "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1], "test": test,
-                "user_ids": p.user_ids[u0:u1], "item_ids": p.item_ids[i0:i1]})
+                "user_ids": p.user_ids[u0:u1], "item_ids": p.item_ids[i0:i1],
+                "early_stop": early_stop})
         agg.target_test_rmse = target_test_rmse
+        agg.early_stop = early_stop
         if schedule == "ccd":
             sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
         else:
@@ -248,7 +281,7 @@ def _test_shares(p, mean, n_workers):
              p.test_ratings[k] - mean) for k in np.array_split(order, n_workers)]
 
 
-def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1):
+def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1, early_stop=None):
     """Peak bytes of the factors at ``rank`` for m users and n items, all ranks on this
     machine. The model lives on the workers: each has a synced copy of both factors, its
     own rows, a round's exchange (its frame, everyone's rows, the assembled columns:
@@ -263,11 +296,12 @@ def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1):
     rounds = 3 * b * big + (big * (1 + b) if schedule == "ccd" else 0)
     per_worker = full + max(rounds, full)
     scheduler = max(kk * (n + 1) + rank * (2 * n + m), 3 * full)
-    return 8 * (n_workers * per_worker + full + scheduler)
+    best = kk * (m + n) + n_workers * kk * n if early_stop else 0
+    return 8 * (n_workers * per_worker + full + scheduler + best)
 
 
-def _check_factor_memory(rank, biases, m, n, n_workers, schedule, block):
-    need = factor_bytes(rank, biases, m, n, n_workers, schedule, block)
+def _check_factor_memory(rank, biases, m, n, n_workers, schedule, block, early_stop=None):
+    need = factor_bytes(rank, biases, m, n, n_workers, schedule, block, early_stop)
     mem = physical_memory()
     if mem is not None and need > mem:
         raise DataError(f"rank {rank} (--rank): the factors of {m} users and {n} items need "
@@ -282,13 +316,23 @@ def _part(csr, lo, hi):
 
 
 def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=1.0,
-        schedule="ccd", inner=1, block=1, iters=20, bias="mean", weighted=False,
+        schedule="ccd", inner=1, block=1, iters=20, bias="mean", weighted=WEIGHTED,
         init="svd", init_scale=None, duplicates="error", cold_start="error", seed=0, tol=1e-6,
-        max_rounds=10 ** 9, target_test_rmse=None, **run_kw):
+        max_rounds=10 ** 9, target_test_rmse=None, early_stop=None, **run_kw):
     """Factorize ratings given as three arrays (raw integer ids are remapped); ``test`` is
     an optional ``(users, items, ratings)`` held-out set. Returns :class:`strads.Result`
     on the scheduler rank (``model`` as in model.npz, see :func:`predict`). ``run_kw`` goes
-    to :func:`strads.run` (workers, staleness, time_limit, mpi, ...)."""
+    to :func:`strads.run` (workers, staleness, time_limit, mpi, ...).
+
+    ``weighted`` (default True): each user's (item's) penalty is ``lam`` times its number
+    of training ratings (LIBMF's, ALS-WR's and Spark ALS's objective, see the module's
+    docstring); False: ``lam`` alone. ``early_stop=N``: stop once the held-out RMSE
+    (scored at every iteration end) has not improved for N iterations, and return the
+    best iteration's model (``extra['best_iteration']``, ``extra['early_stopped']``;
+    stop_reason "tol"); needs ``test`` or ``test_fraction > 0``."""
+    if early_stop is not None and test is None and not test_fraction:
+        raise DataError("early stopping needs a held-out set: give test=(users, items, "
+                        "ratings) or test_fraction > 0")
     train = from_arrays(users, items, ratings, "ratings")
     held = from_arrays(*test, name="test") if test is not None else None
     # prepared in setup, so only the scheduler rank does it under MPI; setup takes the
@@ -304,7 +348,7 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=1.0,
     setup = make_setup(problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
                        iters=iters, bias=bias, weighted=weighted, init=init,
                        init_scale=init_scale, seed=seed, target_test_rmse=target_test_rmse,
-                       block=block)
+                       block=block, early_stop=early_stop)
     return engine.run(setup, MFUpdate, tol=tol, max_rounds=max_rounds, app="mf", seed=seed,
                       **run_kw)
 

@@ -1,7 +1,7 @@
 """python -m strads.apps.mf [--data FILE] [flags]; see --help."""
 from ... import cli, engine
-from . import (BIAS, COLD_START, DUPLICATES, INIT, MFUpdate, make_problem,
-               make_parallel_setup, prepare)
+from . import (BIAS, COLD_START, DUPLICATES, INIT, LAMBDA_WEIGHTING, MFUpdate,
+               make_problem, make_parallel_setup, prepare)
 from .data import read_ratings
 from .schedule import SCHEDULES
 
@@ -9,22 +9,34 @@ MODULE = "strads.apps.mf"
 
 
 def build_parser():
-    p = cli.parser(MODULE, "Matrix factorization (explicit ratings), min sum (r - mu - "
-                   "w_u.h_i)^2 + lambda(||W||^2 + ||H||^2), by scheduled rank-one coordinate "
-                   "descent (CCD++) or ALS. --data reads MatrixMarket coordinate files or "
+    p = cli.parser(MODULE, "Matrix factorization (explicit ratings) by scheduled rank-one "
+                   "coordinate descent (CCD++) or ALS. Minimises sum over training ratings "
+                   "of (r_ui - mu - b_u - b_i - w_u.h_i)^2 + sum_u reg_u (||w_u||^2 + b_u^2) "
+                   "+ sum_i reg_i (||h_i||^2 + b_i^2), where by default (--lambda-weighting "
+                   "count) reg_u = lambda * n_u and reg_i = lambda * n_i, n_u (n_i) the "
+                   "number of training ratings of user u (item i): the per-rating weighted "
+                   "lambda of LIBMF, ALS-WR and Spark's ALS; --lambda-weighting none: reg = "
+                   "lambda. mu is the global mean (--bias mean, full), b_u, b_i exist with "
+                   "--bias full only. --data reads MatrixMarket coordinate files or "
                    "'user item rating [timestamp]' lines (tab, comma or space separated, "
                    "optional header: MovieLens u.data, ratings.csv); ids are remapped.",
                    max_rounds=10 ** 9, tol=1e-6)
     a = p.add_argument_group("mf")
     a.add_argument("--rank", type=cli.pos_int, default=8, help="factor rank k")
     a.add_argument("--lambda", dest="lam", type=cli.nonneg_float, default=1.0,
-                   help="L2 penalty on W and H")
+                   help="L2 penalty lambda: user u's term is lambda * n_u * (||w_u||^2 + "
+                        "b_u^2) with --lambda-weighting count, lambda * (||w_u||^2 + b_u^2) "
+                        "with none; items alike")
+    a.add_argument("--lambda-weighting", choices=LAMBDA_WEIGHTING, default="count",
+                   help="count: each user's (item's) penalty is lambda times its number of "
+                        "training ratings (LIBMF, ALS-WR, Spark ALS); none: lambda alone, "
+                        "the same for every row")
     a.add_argument("--weighted-lambda", action="store_true",
-                   help="penalise each user's (item's) factors by lambda times its number "
-                        "of ratings (as LIBMF's SGD and ALS-WR do)")
+                   help="accepted for old command lines, does nothing: --lambda-weighting "
+                        "count is the default")
     a.add_argument("--bias", choices=BIAS, default="mean",
                    help="none; mean: subtract the global mean; full: also user and item "
-                        "biases (penalised by lambda)")
+                        "biases (penalised with their row's factors)")
     a.add_argument("--schedule", choices=sorted(SCHEDULES), default="ccd",
                    help="ccd: CCD++ rank-one blocks; als: alternating least squares "
                         "(baseline) on the same layout")
@@ -52,6 +64,13 @@ def build_parser():
                         "skip them, or predict from the mean and known biases")
     a.add_argument("--target-test-rmse", type=cli.pos_float, default=None,
                    help="stop once the held-out RMSE is at or below this")
+    a.add_argument("--early-stop", metavar="N", type=cli.pos_int, default=None,
+                   help="stop once the held-out RMSE (scored at every iteration end) has "
+                        "not improved for N iterations, and write the best iteration's "
+                        "model (summary.json: best_iteration, early_stopped; stop_reason "
+                        "tol). Needs a held-out set (--test-fraction or --test-data). Each "
+                        "worker keeps a copy of its rows of W and H at the best iteration: "
+                        "the factor rows' memory doubles")
     g = p.add_argument_group("built-in problem (no --data)")
     g.add_argument("--n-users", type=cli.pos_int, default=3000)
     g.add_argument("--n-items", type=cli.pos_int, default=1500)
@@ -69,6 +88,19 @@ def check_flags(args):
         raise engine.DataError("give --test-data or --test-fraction, not both")
     if args.test_fraction is not None and args.test_fraction >= 1:
         raise engine.DataError("--test-fraction must be below 1")
+    if args.weighted_lambda and args.lambda_weighting != "count":
+        raise engine.DataError("--weighted-lambda contradicts --lambda-weighting "
+                               f"{args.lambda_weighting}")
+    if args.early_stop is not None and not args.test_data and not _test_fraction(args):
+        raise engine.DataError(f"--early-stop {args.early_stop} needs a held-out set: give "
+                               "--test-fraction or --test-data")
+
+
+def _test_fraction(args):
+    """--test-fraction, or its default: 0.1 for the built-in problem, 0 with --data."""
+    if args.test_fraction is not None:
+        return args.test_fraction
+    return 0.0 if args.data else 0.1
 
 
 def load(args):
@@ -98,9 +130,9 @@ def run(args):
         args.data or None, args.test_data or None, builtin, test_fraction=frac,
         duplicates=args.duplicates, cold_start=args.cold_start, rank=args.rank,
         lam=args.lam, schedule=args.schedule, inner=args.inner, iters=args.iters,
-        bias=args.bias, weighted=args.weighted_lambda, init=args.init,
+        bias=args.bias, weighted=args.lambda_weighting == "count", init=args.init,
         init_scale=args.init_scale, seed=args.seed, target_test_rmse=args.target_test_rmse,
-        block=args.block)
+        block=args.block, early_stop=args.early_stop)
     return engine.run(setup, MFUpdate, app="mf", **cli.engine_kwargs(args))
 
 

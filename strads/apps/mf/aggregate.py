@@ -16,6 +16,13 @@ next round's results. Every iteration end is scored; other rounds only when a sy
 marked ``score`` asks (the score is then of the model after the worker's next round):
 for a trace row logged since the last request or a target RMSE to stop at, and while
 scoring stays under 5% of the time since the last request.
+
+Early stopping (``early_stop`` = N): the workers add up an iteration end's scores at once
+and worker 0 sends the sum with that round (``end_test``); :meth:`converged` returns True
+once the held-out RMSE has not improved (strictly) for N iterations, so the engine's
+stop_reason is "tol" and the summary says ``early_stopped``. The workers keep their rows
+of the best iteration and send them at the end: the model file and the final figures
+are the best iteration's (``best_iteration``).
 """
 import math
 
@@ -48,6 +55,9 @@ class MFAggregate(Aggregate):
         self._final = None
         self._last_round = -1
         self._last_end = None  # (round, iteration) of the last iteration end
+        # early stopping: the patience (None: off), the best iteration and its held-out sum
+        self.early_stop = None
+        self.best_iteration, self.best_sse, self.early_stopped = None, math.inf, False
 
     def begin(self, reports):
         """With parallel loading (the shape still None) the starting figures come from
@@ -81,6 +91,8 @@ class MFAggregate(Aggregate):
             self.iter_test_rmse.append(float("nan"))  # until the workers' scores come in
             self._last_end = (round, it)
             self._asked_at, self._rows_since_ask = now, False
+            if p.get("end_test") is not None:  # early stopping: this end's score, now
+                self._scored_end(*p["end_test"])
             return None
         # between iteration ends, a score is only worth its cost when someone will look
         # at it: a trace row logged since the last one, or a target to stop at
@@ -96,6 +108,14 @@ class MFAggregate(Aggregate):
         for it, sse, cost in scores:
             self._score_cost = cost
             self._record(math.sqrt(sse / self.n_test) if self.n_test else float("nan"), it)
+
+    def _scored_end(self, it, sse, cost):
+        """An iteration end's held-out sum, added up by the workers (the same number
+        they compare): the best so far if strictly lower, as on the workers."""
+        self._score_cost = cost
+        self._record(math.sqrt(sse / self.n_test), it)
+        if sse < self.best_sse:
+            self.best_sse, self.best_iteration = sse, it
 
     def _record(self, rmse, it):
         self.last_test_rmse = rmse
@@ -120,9 +140,15 @@ class MFAggregate(Aggregate):
     def converged(self, tol):
         """Relative objective change over the last outer iteration at most ``tol`` (> 0),
         checked once per iteration; or the last held-out score (see the module's
-        docstring) at or below ``target_test_rmse``, whatever ``tol``."""
+        docstring) at or below ``target_test_rmse``, whatever ``tol``; or, with
+        ``early_stop`` = N, N iterations since the best held-out RMSE, whatever ``tol``
+        (``early_stopped`` tells this rule from the others)."""
         if self.target_test_rmse is not None and \
                 self.last_test_rmse <= self.target_test_rmse:
+            return True
+        if self.early_stop is not None and self.best_iteration is not None and \
+                self.iters - self.best_iteration >= self.early_stop:
+            self.early_stopped = True
             return True
         o = self.iter_objective
         if tol <= 0:
@@ -156,10 +182,19 @@ class MFAggregate(Aggregate):
             self.sq[s] = sq
         sse = sum(c["sse"] for c in collected)
         rmse = math.sqrt(sse / self.n_test) if self.n_test else float("nan")
-        # the score of the last iteration end never came back if no round followed it:
-        # it is this one
-        last = self._last_end
-        self._record(rmse, last[1] if last and last[0] == self._last_round else None)
+        best = [c["best_iteration"] for c in collected]
+        if self.early_stop is not None:
+            # the best iteration's model (the workers' decision, on the same sums); every
+            # iteration end's score came back with its round
+            if any(b != self.best_iteration for b in best):
+                raise RuntimeError(f"the workers' best iterations {best} differ from the "
+                                   f"scheduler's {self.best_iteration}")
+            self.last_test_rmse = rmse
+        else:
+            # the score of the last iteration end never came back if no round followed
+            # it: it is this one
+            last = self._last_end
+            self._record(rmse, last[1] if last and last[0] == self._last_round else None)
         self._final = None
         self._final = self.objective()
         zeros = lambda k: np.zeros(k)  # noqa: E731
@@ -178,7 +213,10 @@ class MFAggregate(Aggregate):
                 "n_users": m, "n_items": n, "n_train": self.n_train,
                 "n_test": self.n_test, "cold_start_test": self.cold,
                 "objective_per_iter": _finite(self.iter_objective),
-                "test_rmse_per_iter": _finite(self.iter_test_rmse)}
+                "test_rmse_per_iter": _finite(self.iter_test_rmse),
+                **({} if self.early_stop is None else {
+                    "early_stop": self.early_stop, "best_iteration": self.best_iteration,
+                    "early_stopped": self.early_stopped})}
 
 
 def _finite(xs):

@@ -316,7 +316,7 @@ def load(peers, desc):
                              "needs users and items")
     try:
         _check_factor_memory(o["rank"], o["bias"] == "full", m, n, W, o["schedule"],
-                             o["block"])
+                             o["block"], o.get("early_stop"))
     except DataError as e:
         _raise_one(peers, 0, str(e))
 
@@ -328,6 +328,9 @@ def load(peers, desc):
                            test[2].shape[0]))
     n_train = sum(g[0] for g in got)
     n_test = sum(g[3] for g in got)
+    if o.get("early_stop") is not None and n_test == 0:
+        _raise_one(peers, 0, f"--early-stop {o['early_stop']} needs held-out ratings: the "
+                             "held-out set is empty")
     mean = math.fsum(np.concatenate([g[1] for g in got])) / n_train \
         if o["bias"] != "none" else 0.0
     lam, weighted = o["lam"], o["weighted"]
@@ -339,7 +342,7 @@ def load(peers, desc):
     if bad:
         _raise_one(peers, 0, f"lambda {lam} (--lambda) times a row's up to "
                              f"{max(max(g[2] for g in got), int(ci.max()))} ratings "
-                             "(--weighted-lambda) overflows")
+                             "(--lambda-weighting count) overflows")
     io = engine.split_balanced(ci, W)
     i0, i1 = int(io[me]), int(io[me + 1])
 
@@ -403,5 +406,6 @@ def load(peers, desc):
     shard = {"layout": lay, "shape": (m, n), "H": H, "users": (u0, u1), "items": (i0, i1),
              "rows": rows, "cols": cols, "reg_rows": reg_rows,
              "reg_cols": reg_H[i0:i1].copy(), "test": test,
-             "user_ids": user_ids[u0:u1].copy(), "item_ids": item_ids[i0:i1].copy()}
+             "user_ids": user_ids[u0:u1].copy(), "item_ids": item_ids[i0:i1].copy(),
+             "early_stop": o.get("early_stop")}
     return shard, report

@@ -13,6 +13,14 @@ folded into the next update of that side, in the same pass over the ratings.
 Each synced factor has one extra entry per column (index m or n): the factor of an
 unseen id (cold start, policy mean), 0 but for the fixed bias column's 1, so a worker
 scores cold held-out pairs like the others.
+
+Early stopping (shard ``early_stop``): at every iteration end the workers score their
+shares and add them up at once (one more small allgather per iteration, in worker
+order, so every worker and the scheduler see the same sum); a worker whose iteration
+beats the best so far copies its own rows of W and H (its part of the model: twice the
+factor rows' memory). :meth:`MFUpdate.collect` then sends the best rows, their
+penalties, the exact RSS (from the best H, gathered among the workers) and the held-out
+error of the best iteration.
 """
 import time
 
@@ -49,9 +57,11 @@ class _Side:
 class MFUpdate(Update):
     def __init__(self, shard):
         self._report = None
+        self.early_stop = shard.get("early_stop")
         if "load" in shard:  # a description: read (or generate) this worker's part
             from .load import load
             shard, self._report = load(self.peers, shard["load"])
+            self.early_stop = shard.get("early_stop")
         lay = shard["layout"]
         m, n = shard["shape"]
         (u0, u1), (i0, i1) = shard["users"], shard["items"]
@@ -71,6 +81,9 @@ class MFUpdate(Update):
         self.ids = (shard["user_ids"], shard["item_ids"])
         self.scores = []  # (iteration or None, sse, seconds): sent with the next round
         self.score_next = False  # the scheduler asked for a score after the next round
+        # early stopping: the best held-out sum over all workers so far, and (iteration,
+        # this worker's rows of W, of H, its held-out share's squared error) then
+        self.best_sse, self.best = float("inf"), None
         self.sides = [
             _Side(indptr, idx, y.copy(), W[:, u0:u1].copy(), shard["reg_rows"]),
             _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
@@ -84,11 +97,13 @@ class MFUpdate(Update):
         # the held-out share are the shard's, rebuilt by setup(); G and scratch are buffers
         return {"sync": self.sync, "scores": self.scores, "score_next": self.score_next,
                 "sides": [{"res": s.res, "own": s.own, "pending": s.pending}
-                          for s in self.sides]}
+                          for s in self.sides],
+                "best_sse": self.best_sse, "best": self.best}
 
     def load_state(self, state):
         self.sync, self.scores = state["sync"], state["scores"]
         self.score_next = state["score_next"]
+        self.best_sse, self.best = state["best_sse"], state["best"]
         for side, st in zip(self.sides, state["sides"]):
             side.res, side.own, side.pending = st["res"], st["own"], st["pending"]
 
@@ -140,7 +155,11 @@ class MFUpdate(Update):
         got = self.peers.allgather({"vals": side.own[cols], "rss": rss, "sq": sq,
                                     "test": scores})
         self._take(s, cols, [g["vals"] for g in got])
-        if task["end"] or self.score_next:  # scored now, sent with the next round
+        end = None
+        if task["end"] and self.early_stop:  # scored and added up now, sent now
+            self.score_next = False
+            end = self._score_end(task["iter"] + 1)
+        elif task["end"] or self.score_next:  # scored now, sent with the next round
             self.score_next = False
             self.scores.append((task["iter"] + 1 if task["end"] else None,
                                 *self._score()))
@@ -153,7 +172,26 @@ class MFUpdate(Update):
         return {"rss": None if rss is None else sum(g["rss"] for g in got), "sq": total,
                 "test": [(it, sum(g["test"][k][1] for g in got),
                           max(g["test"][k][2] for g in got))
-                         for k, (it, _, _) in enumerate(got[0]["test"])]}
+                         for k, (it, _, _) in enumerate(got[0]["test"])],
+                "end_test": end}
+
+    def _score_end(self, it):
+        """Early stopping, at iteration ``it``'s end: every worker's held-out share
+        scored and added up (worker order, as the scheduler would); a new best (strictly
+        lower sum) is kept. Returns (it, the sum, the slowest worker's seconds)."""
+        sse, cost = self._score()
+        got = self.peers.allgather((sse, cost))
+        total = sum(g[0] for g in got)
+        if total < self.best_sse:
+            self.best_sse = total
+            rows, cols = self.sides
+            if self.best is None:
+                self.best = [it, rows.own.copy(), cols.own.copy(), sse]
+            else:
+                self.best[0], self.best[3] = it, sse
+                np.copyto(self.best[1], rows.own)
+                np.copyto(self.best[2], cols.own)
+        return it, total, max(g[1] for g in got)
 
     def _take(self, s, cols, parts):
         """The round's columns of side s, from every worker's rows (worker order): into
@@ -188,13 +226,26 @@ class MFUpdate(Update):
 
     def collect(self):
         """This worker's rows of W and H, their penalties per column, and the exact RSS of
-        its training rows and squared error of its held-out share."""
+        its training rows and squared error of its held-out share: of the best
+        iteration's model with early stopping (once an iteration has ended), else of the
+        model now."""
         rows, cols = self.sides
-        W = np.ascontiguousarray(rows.own.T)
-        H = np.ascontiguousarray(self.sync[1].T)
+        if self.early_stop:
+            # every worker takes part (the same test on all: each has seen every end)
+            best = self.best
+            parts = self.peers.allgather(None if best is None else best[2])
+        if self.early_stop and best is not None:
+            it, own_W, own_H, sse = best
+            H = np.ascontiguousarray(np.concatenate(parts, axis=1).T)
+            del parts
+        else:
+            it, own_W, own_H, sse = None, rows.own, cols.own, None
+            H = np.ascontiguousarray(self.sync[1].T)
+        W = np.ascontiguousarray(own_W.T)
         rss = K.rss_rows(rows.indptr, rows.idx, self.y, W, H)
-        sq = {name: np.array([K.wsumsq(side.reg, side.own[c])
-                              for c in range(side.own.shape[0])])
-              for name, side in zip(SIDES, self.sides)}
-        return {"W": rows.own, "H": cols.own, "sq": sq, "rss": rss,
-                "sse": self._score()[0], "user_ids": self.ids[0], "item_ids": self.ids[1]}
+        del W, H
+        sq = {name: np.array([K.wsumsq(side.reg, own[c]) for c in range(own.shape[0])])
+              for name, side, own in zip(SIDES, self.sides, (own_W, own_H))}
+        return {"W": own_W, "H": own_H, "sq": sq, "rss": rss,
+                "sse": self._score()[0] if sse is None else sse, "best_iteration": it,
+                "user_ids": self.ids[0], "item_ids": self.ids[1]}
