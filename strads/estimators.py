@@ -578,8 +578,8 @@ class MatrixFactorization(BaseEstimator):
     ----------
     n_components : int, default=8
         Rank ``k`` of the factors (the app's ``rank``).
-    alpha : float, default=1.0
-        L2 penalty (the app's ``lam``), >= 0.
+    alpha : float, default=0.1
+        L2 penalty (the app's ``lam``), >= 0 (0.1: LIBMF's default, per rating).
     weighted : bool, default=True
         Penalise each user and item by ``alpha`` times its number of training ratings
         (the app's ``weighted``, ``--lambda-weighting count``); False: by ``alpha``
@@ -633,7 +633,7 @@ class MatrixFactorization(BaseEstimator):
     3
     """
 
-    def __init__(self, n_components=8, alpha=1.0, weighted=True, biases="mean",
+    def __init__(self, n_components=8, alpha=0.1, weighted=True, biases="mean",
                  schedule="ccd", max_iter=20, tol=1e-6, n_jobs=None, random_state=None):
         self.n_components = n_components
         self.alpha = alpha

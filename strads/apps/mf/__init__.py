@@ -126,7 +126,7 @@ def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
 
 
 def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.0,
-                        duplicates="error", cold_start="error", rank=8, lam=1.0,
+                        duplicates="error", cold_start="error", rank=8, lam=0.1,
                         schedule="ccd", inner=1, iters=None, bias="mean", weighted=WEIGHTED,
                         init_scale=None, seed=0, target_test_rmse=None, group=1,
                         init="svd", block=1, early_stop=None):
@@ -171,7 +171,7 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
     return setup
 
 
-def make_setup(data, rank=8, lam=1.0, schedule="ccd", inner=1, iters=None, bias="mean",
+def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None, bias="mean",
                weighted=WEIGHTED, init_scale=None, seed=0, target_test_rmse=None, group=1,
                init="svd", block=1, early_stop=None):
     """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
@@ -315,7 +315,7 @@ def _part(csr, lo, hi):
     return indptr[lo:hi + 1] - a, idx[a:b], vals[a:b].copy()
 
 
-def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=1.0,
+def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
         schedule="ccd", inner=1, block=1, iters=20, bias="mean", weighted=WEIGHTED,
         init="svd", init_scale=None, duplicates="error", cold_start="error", seed=0, tol=1e-6,
         max_rounds=10 ** 9, target_test_rmse=None, early_stop=None, **run_kw):

@@ -23,10 +23,10 @@ def build_parser():
                    max_rounds=10 ** 9, tol=1e-6)
     a = p.add_argument_group("mf")
     a.add_argument("--rank", type=cli.pos_int, default=8, help="factor rank k")
-    a.add_argument("--lambda", dest="lam", type=cli.nonneg_float, default=1.0,
-                   help="L2 penalty lambda: user u's term is lambda * n_u * (||w_u||^2 + "
-                        "b_u^2) with --lambda-weighting count, lambda * (||w_u||^2 + b_u^2) "
-                        "with none; items alike")
+    a.add_argument("--lambda", dest="lam", type=cli.nonneg_float, default=0.1,
+                   help="L2 penalty lambda (0.1: LIBMF's default, per rating): user u's "
+                        "term is lambda * n_u * (||w_u||^2 + b_u^2) with --lambda-weighting "
+                        "count, lambda * (||w_u||^2 + b_u^2) with none; items alike")
     a.add_argument("--lambda-weighting", choices=LAMBDA_WEIGHTING, default="count",
                    help="count: each user's (item's) penalty is lambda times its number of "
                         "training ratings (LIBMF, ALS-WR, Spark ALS); none: lambda alone, "
