@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-test
 MPIEXEC := $(BIN)/mpiexec
 NP ?= 4
 
-.PHONY: run test test-serial test-mpi bench install clean
+.PHONY: run test test-serial test-mpi bench reproduce install clean
 
 # editable_mode=compat: the checkout goes on sys.path (a .pth), so `python -m strads...`
 # also works from the folder that holds a clone named strads (with the default mode that
@@ -38,6 +38,12 @@ test-mpi: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[bench]"
 	$(BIN)/python benchmarks/bench_lasso.py
+
+# the papers' comparisons as figures and DIR/REPORT.md (about 2 hours; `python -m
+# strads.reproduce --quick --out DIR`: under 20 minutes on 2 cores)
+reproduce: $(STAMP)
+	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[reproduce]"
+	$(BIN)/python -m strads.reproduce --out reproduce-out
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
