@@ -267,6 +267,12 @@ class LDAUpdate(Update):
             held.append([int(m), K.pack(rows)])
         return held
 
+    def state(self):
+        state = super().state()
+        if self.mode == "model":  # the slice in hand: unpacked afresh every round
+            state.pop("nwk", None)
+        return state
+
     def report(self):
         """The initial state's log-likelihood pieces (rank 0 adds them in worker order)
         and the corpus's sizes the workers agreed on."""

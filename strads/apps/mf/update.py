@@ -94,18 +94,28 @@ class MFUpdate(Update):
 
     def state(self):
         # the ratings' layout (indptr, idx), the ratings, the regularisation, the ids and
-        # the held-out share are the shard's, rebuilt by setup(); G and scratch are buffers
-        return {"sync": self.sync, "scores": self.scores, "score_next": self.score_next,
+        # the held-out share are the shard's, rebuilt by setup(); G and scratch are
+        # buffers; the synced factors are every worker's own rows side by side (each
+        # round's columns are assembled from them), gathered again on load
+        return {"scores": self.scores, "score_next": self.score_next,
                 "sides": [{"res": s.res, "own": s.own, "pending": s.pending}
                           for s in self.sides],
                 "best_sse": self.best_sse, "best": self.best}
 
     def load_state(self, state):
-        self.sync, self.scores = state["sync"], state["scores"]
+        self.scores = state["scores"]
         self.score_next = state["score_next"]
         self.best_sse, self.best = state["best_sse"], state["best"]
         for side, st in zip(self.sides, state["sides"]):
             side.res, side.own, side.pending = st["res"], st["own"], st["pending"]
+        for s, side in enumerate(self.sides):  # (collective: every worker loads at once)
+            F, off = self.sync[s], 0
+            for part in self.peers.allgather(side.own):
+                F[:, off:off + part.shape[1]] = part
+                off += part.shape[1]
+            if off != self.size[s]:
+                raise RuntimeError(f"the workers' rows of side {s} add up to {off}, "
+                                   f"expected {self.size[s]}")
 
     @classmethod
     def warmup(cls):
