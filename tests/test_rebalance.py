@@ -27,7 +27,8 @@ def _check(res, X, y, slow):
     np.testing.assert_allclose(res.model["coef"], exact, rtol=1e-8, atol=1e-10)
     rows = res.extra["rows_per_worker"]
     assert res.extra["rebalances"] >= 1 and sum(rows) == X.shape[0]
-    assert rows[slow] < min(r for w, r in enumerate(rows) if w != slow)
+    share = X.shape[0] // len(rows)  # where setup put them
+    assert rows[slow] < share // 2 and rows[slow] <= min(rows)
 
 
 def test_rebalance_moves_rows_off_a_slow_worker_in_one_process(monkeypatch):
@@ -75,10 +76,15 @@ def test_lasso_moves_samples_off_a_slow_worker_and_still_reaches_the_optimum(mon
     X, y, _ = make_problem(600, 200, density=0.05, corr=0.3, n_informative=20,
                            dense=dense, seed=3)
     lam = 0.05 * lasso.lambda_max(X, y)
-    res = lasso.fit(X, y, lam=lam, schedule="priority", block=16, workers=3, tol=1e-10,
-                    max_rounds=20_000, quiet=True, rebalance=True, rebalance_every=0.05)
+    # a fixed number of rounds (no tolerance): long enough for several rebalances on
+    # any machine, whatever converges first
+    res = lasso.fit(X, y, lam=lam, schedule="priority", block=16, workers=3, tol=0,
+                    max_rounds=6_000, quiet=True, rebalance=True, rebalance_every=0.02)
     rows = res.extra["rows_per_worker"]
-    assert res.extra["rebalances"] >= 1 and sum(rows) == 600 and rows[1] < min(rows[0], rows[2])
+    # off the slow worker (at tiny rows a round's fixed cost dominates, so how the
+    # others split is noise)
+    assert res.extra["rebalances"] >= 1 and sum(rows) == 600
+    assert rows[1] < 100 and rows[1] <= min(rows[0], rows[2])
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=1_000_000).fit(X, y)
     f, f_sk = (lasso.objective(X, y, b, lam) for b in (res.model["coef"], sk.coef_))
     assert abs(f - f_sk) <= 1e-6 * f_sk
