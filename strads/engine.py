@@ -1159,10 +1159,6 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     return result
 
 
-def _polite_barrier_all(tp):
-    _transport._polite_barrier(tp.comm)
-
-
 def _keep_freed_memory():
     """Every round allocates and frees arrays of the same few sizes (messages, gather
     buffers). glibc unmaps each freed block of a few MiB, or trims it off the heap, and
@@ -1196,7 +1192,7 @@ def _run(setup, update, workers, mpi, kw, signals, threads, scheduler="rank"):
             result.rank = tp.rank
             if out and tp.rank == 0:
                 result.write(out)
-            _polite_barrier_all(tp)
+            tp.close()
             return result
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):

@@ -470,7 +470,8 @@ class Replicated:
         return self._agree.allgather(obj)
 
     def close(self):
-        pass
+        """Rank 0 may still be writing the outputs: every rank waits for the others."""
+        _polite_barrier(self.comm)
 
     def abort(self, exc, code=1, brief=False):
         _abort(self.comm, exc, code, brief)
