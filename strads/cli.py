@@ -60,8 +60,9 @@ def parser(module, description, max_rounds, tol):
         prog=run, description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog=f"Under MPI: mpiexec -n N {run} [flags] runs the scheduler on "
-               "rank 0 and N-1 workers (--workers is then ignored); with --scheduler "
-               "replicated, N workers that each run the schedule.")
+               "rank 0 and N-1 workers (--workers is then ignored); with --schedulers "
+               "K, K scheduler ranks and N-K workers; with --scheduler replicated, N "
+               "workers that each run the schedule.")
     g = p.add_argument_group("engine")
     g.add_argument("--data", metavar="PATH",
                    help="input file; none: the built-in deterministic synthetic problem")
@@ -95,6 +96,10 @@ def parser(module, description, max_rounds, tol):
                    help="under MPI: 'rank' (rank 0 schedules, the others are workers) or "
                         "'replicated' (leaderless: every rank is a worker and runs the "
                         "schedule on agreed state, checked every round by a digest)")
+    g.add_argument("--schedulers", type=pos_int, default=1, metavar="K",
+                   help="with --scheduler rank: K scheduler ranks (0..K-1), each "
+                        "scheduling a part of the parameters at the same time; the others "
+                        "are workers (apps whose schedule splits: lasso)")
     g.add_argument("--rebalance", action="store_true",
                    help="move rows (samples, documents) from slow workers to fast ones, "
                         "by their measured seconds of work")
@@ -119,7 +124,8 @@ def engine_kwargs(args):
                 time_limit=args.time_limit, tol=args.tol, out=args.out, quiet=args.quiet,
                 log_interval=args.log_interval, checkpoint_every=args.checkpoint_every,
                 resume=args.resume, stall_warn=args.stall_warn, flags=flags, seed=args.seed,
-                scheduler=args.scheduler, rebalance=args.rebalance,
+                scheduler=args.scheduler, schedulers=args.schedulers,
+                rebalance=args.rebalance,
                 rebalance_every=args.rebalance_every)
 
 

@@ -84,10 +84,13 @@ class _Piece:
 @dataclass(frozen=True)
 class Context:
     """What ``setup(ctx)`` is told of the run: the number of workers, the staleness (a
-    schedule may keep dependent blocks that far apart) and the run's seed."""
+    schedule may keep dependent blocks that far apart), the run's seed, and the number
+    of scheduler ranks (``--schedulers``: setup then returns one schedule per scheduler
+    rank, see :meth:`Schedule.combine`)."""
     n_workers: int
     staleness: int = 0
     seed: int = 0
+    n_schedulers: int = 1
 
 
 class Schedule(_Piece):
@@ -104,6 +107,19 @@ class Schedule(_Piece):
     def schedule(self, round):
         """Return the task for ``round``: one message for every worker, or a list with
         one message per worker, or None when there is nothing left to do."""
+        raise NotImplementedError
+
+    # -- several scheduler ranks (``--schedulers K``): optional. setup() returns K
+    # schedules, each scheduling its part (a range of coordinates); they run on ranks
+    # 0..K-1 at the same time and read no aggregate, only what it tells them.
+    def feedback(self, news):
+        """With several schedulers: what the aggregate told this schedule after a round
+        (:meth:`Aggregate.feedback`), in round order, before its next ``schedule``."""
+
+    @staticmethod
+    def combine(parts):
+        """With several schedulers: one round's task from their ``schedule(round)``
+        answers, in scheduler order (None: the run ends)."""
         raise NotImplementedError
 
 
@@ -179,6 +195,11 @@ class Aggregate(_Piece):
     def objective(self):
         """The objective of the current model (for logs, traces and ``tol``)."""
         return float("nan")
+
+    def feedback(self, round, task, sync):
+        """With several schedulers: what they must know of aggregated ``round`` (one
+        message for all of them, a list of one per scheduler, or None)."""
+        return None
 
     def converged(self, tol):
         """Asked after every aggregated round until the run is stopping, whatever
@@ -335,6 +356,93 @@ class _WorkerHost:
             self._join_writer()
         done, self._written = self._written, []
         return done
+
+
+class _SchedulerHost:
+    """Turns engine messages into calls on one of the schedules of ``--schedulers K``."""
+
+    schedule = None
+
+    def handle(self, msg):
+        kind = msg[0]
+        if kind == "init":
+            _, self.schedule, reports = msg
+            self.schedule.begin(reports)
+            return ("ready",)
+        if kind == "schedule":
+            _, round, news = msg
+            for n in news:
+                self.schedule.feedback(n)
+            return ("part", self.schedule.schedule(round))
+        raise RuntimeError(f"unknown engine message {kind!r}")
+
+
+class _Split(Schedule):
+    """The driver's schedule with ``--schedulers K``: schedule 0 runs here, schedule k
+    on rank k (in one process: here too, each with copies of what it is sent, as under
+    MPI). A round asks every one for its part, at the same time, with the aggregate's
+    news since its last part, and combines their answers."""
+
+    def __init__(self, parts, tp):
+        self.parts, self.tp, self.K = list(parts), tp, len(parts)
+        self.combine = type(parts[0]).combine
+        self.first = parts[0]
+        self.hosts = [_SchedulerHost() for _ in range(self.K)]
+        self.news = [[] for _ in range(self.K)]
+        self.replies = {}
+
+    def _send(self, k, msg):
+        if k and self.tp.is_mpi:
+            self.tp.to_scheduler(k, msg)
+        else:  # what it would have received: its own copy (schedule 0's too)
+            self.replies[k] = self.hosts[k].handle(_transport._copy(msg))
+
+    def _recv(self, k):
+        if k and self.tp.is_mpi:
+            return self.tp.from_scheduler(k)
+        reply = self.replies.pop(k)
+        return _transport._copy(reply) if k else reply
+
+    def begin(self, reports):
+        for k in range(self.K - 1, -1, -1):  # the others first: they start at once
+            self._send(k, ("init", self.parts[k], reports))
+            self.parts[k] = None  # scheduler k holds it now
+        for k in range(self.K):
+            self._recv(k)
+
+    @property
+    def total_rounds(self):
+        return self.first.total_rounds
+
+    def hear(self, news):
+        for k, n in enumerate(_per_worker(news, self.K)):
+            if n is not None:
+                self.news[k].append(n)
+
+    def schedule(self, round):
+        for k in range(self.K - 1, -1, -1):
+            self._send(k, ("schedule", round, self.news[k]))
+            self.news[k] = []
+        return self.combine([self._recv(k)[1] for k in range(self.K)])
+
+    def close(self):
+        """The scheduler ranks' traffic, once they have stopped (MPI)."""
+        if not self.tp.is_mpi:
+            return []
+        for k in range(1, self.K):
+            self.tp.to_scheduler(k, ("stop",))
+        return [self.tp.from_scheduler(k) for k in range(1, self.K)]
+
+
+def _schedule_serve(tp):
+    """A scheduler rank's loop (``--schedulers K``, ranks 1..K-1)."""
+    host = _SchedulerHost()
+    while True:
+        msg = tp.recv_scheduling()
+        if msg[0] == "stop":
+            tp.reply_scheduling(_rank_usage(tp.traffic))
+            return
+        tp.reply_scheduling(host.handle(msg))
 
 
 class _Writer(threading.Thread):
@@ -612,8 +720,9 @@ class _Driver:
 
     def __init__(self, tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
                  log_interval, out, checkpoint_every, resume, flags, stall_warn, signals,
-                 seed, rebalance=False, rebalance_every=5.0):
+                 seed, rebalance=False, rebalance_every=5.0, schedulers=1):
         self.tp, self.setup, self.W, self.seed = tp, setup, tp.n_workers, seed
+        self.K = schedulers
         # leaderless: every rank runs this loop on agreed state (transport.Replicated)
         self.rep = getattr(tp, "replicated", False)
         self.writes = not self.rep or tp.rank == 0  # the scheduler's part, the manifest
@@ -649,10 +758,20 @@ class _Driver:
             self._check_resume(manifest)
             if self.every is None:
                 self.every = manifest["checkpoint_every"]
-        ctx = Context(self.W, self.staleness, self.seed)
+        ctx = Context(self.W, self.staleness, self.seed, self.K)
         self.schedule, self.aggregate, shards = self.setup(ctx)
         if len(shards) != self.W:
             raise ValueError(f"setup returned {len(shards)} shards for {self.W} workers")
+        if self.K > 1:
+            parts = self.schedule
+            if isinstance(parts, Schedule):
+                raise DataError(f"--schedulers {self.K}: this app's schedule does not split "
+                                f"over scheduler ranks ({type(parts).__name__}); use "
+                                "--schedulers 1")
+            if len(parts) != self.K:
+                raise ValueError(f"setup returned {len(parts)} schedules for {self.K} "
+                                 "schedulers")
+            self.schedule = _Split(parts, self.tp)
         digest = bool(self.every or self.resume)
         # The first worker compiles every kernel alone; the others then load them from
         # its on-disk cache (in one process, the kernels are then there already). Then
@@ -816,6 +935,8 @@ class _Driver:
         for w, partial in got:
             partials[w] = partial
         sync = self.aggregate.aggregate(r, task, partials)
+        if self.K > 1:
+            self.schedule.hear(self.aggregate.feedback(r, task, sync))
         for w, s in enumerate(_per_worker(sync, self.W)):
             self.pending[w].append(s)
         self.done = r + 1
@@ -857,7 +978,7 @@ class _Driver:
     def _watch(self, r):
         if not self.stall_warn or not self.tp.is_mpi:
             return None
-        return _stall_watch(self.app, self.stall_warn, r, 0, "the workers (rank 1 and "
+        return _stall_watch(self.app, self.stall_warn, r, 0, f"the workers (rank {self.K} and "
                             "those it waits for)")
 
     def _diverged(self, objective):
@@ -935,6 +1056,8 @@ class _Driver:
         # the collect request: what every rank sent, some rank received
         traffic = [] if self.rep else [_rank_usage(tp.traffic)]  # (leaderless: the workers')
         replies = [tp.recv(w) for w in range(self.W)]
+        if self.K > 1:  # then the other scheduler ranks'
+            traffic += self.schedule.close()
         collected = [r[1] for r in replies]
         traffic += [r[2] for r in replies if r[2] is not None]
         self._written([x for r in replies for x in r[3]])  # every part is written now
@@ -956,6 +1079,8 @@ class _Driver:
         if self.rep:
             extra.update(scheduler="replicated", schedule_digest=f"{self.digest:08x}",
                          digest_checks=self.digest_checks)
+        if self.K > 1:
+            extra.update(schedulers=self.K)
         return Result(app=self.app, ranks=tp.size if tp.is_mpi else 1, workers=self.W,
                       staleness=self.staleness, rounds=self.done, updates=int(agg.updates),
                       wall_s=wall, objective=float(agg.objective()),
@@ -1056,7 +1181,7 @@ def _serve(tp, update_cls, signals, app, stall_warn):
             if reply is not None:
                 tp.reply_gathered(reply, _merge, stall_warn and (
                     lambda c, r=reply[0]: _stall_watch(
-                        app, stall_warn, r, tp.rank, f"worker {c} (rank {c + 1})")))
+                        app, stall_warn, r, tp.rank, f"worker {c} (rank {c + tp.offset})")))
         elif reply is not None:
             tp.reply(reply)
         if msg[0] == "collect":
@@ -1074,7 +1199,7 @@ def _stall_watch(app, seconds, round, rank, whom):
 def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit=None,
         tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
         checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True,
-        seed=0, scheduler="rank", rebalance=False, rebalance_every=5.0):
+        seed=0, scheduler="rank", rebalance=False, rebalance_every=5.0, schedulers=1):
     """Run an app, in this process or, when launched by ``mpiexec -n N`` (N > 1), on N
     ranks: rank 0 schedules and aggregates, ranks 1..N-1 are the workers.
 
@@ -1108,6 +1233,14 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     what it scheduled is compared, and a difference ends the job naming the round and
     the ranks; ``setup`` then runs on every rank). In one process both are the same.
 
+    ``schedulers`` (K, ``"rank"`` only): ranks 0..K-1 schedule, ranks K..N-1 are the
+    workers. ``setup`` (on rank 0) is told ``ctx.n_schedulers`` and returns K schedules,
+    one per scheduler rank (a part of the parameters each); each round every one
+    schedules its part at the same time, from what the aggregate (on rank 0) told it
+    (:meth:`Aggregate.feedback`, :meth:`Schedule.feedback`), and :meth:`Schedule.combine`
+    makes the round's task. In one process the K schedules run in turn, with the same
+    result bit for bit.
+
     Returns a :class:`Result` on the scheduler rank (leaderless: on every rank) and None
     on the workers. Under MPI
     an exception on any rank prints that rank's traceback (a :class:`DataError`: one
@@ -1137,14 +1270,28 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
                         f"{rebalance_every}")
     if scheduler not in SCHEDULERS:
         raise DataError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
+    if int(schedulers) != schedulers or schedulers < 1:
+        raise DataError(f"schedulers must be an integer >= 1, got {schedulers}")
+    if schedulers > 1 and scheduler == "replicated":
+        raise DataError("--schedulers applies to --scheduler rank (with replicated, every "
+                        "rank schedules)")
+    if schedulers > 1 and (checkpoint_every or resume):
+        raise DataError("--schedulers > 1 and checkpoints cannot be used together yet (a "
+                        "checkpoint holds one schedule)")
     kw = dict(staleness=int(staleness), max_rounds=int(max_rounds), time_limit=time_limit,
               tol=tol, app=app, quiet=quiet, log_interval=log_interval,
               out=os.path.abspath(out) if out else None, checkpoint_every=checkpoint_every,
               resume=bool(resume), flags=flags, stall_warn=stall_warn, seed=seed,
-              rebalance=bool(rebalance), rebalance_every=float(rebalance_every))
+              rebalance=bool(rebalance), rebalance_every=float(rebalance_every),
+              schedulers=int(schedulers))
 
     if mpi is None:
         mpi = _transport.mpi_world_size() > 1
+    if mpi and schedulers > 1 and scheduler == "rank" and \
+            schedulers >= _transport.mpi_world_size():
+        raise DataError(f"--schedulers {schedulers} under mpiexec -n "
+                        f"{_transport.mpi_world_size()}: no rank is left for a worker "
+                        f"(ranks 0..{schedulers - 1} schedule)")
     _keep_freed_memory()
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
@@ -1203,13 +1350,16 @@ def _run(setup, update, workers, mpi, kw, signals, threads, scheduler="rank"):
             brief = isinstance(exc, (DataError, ScheduleDivergence))
             tp.abort(exc, 2 if isinstance(exc, DataError) else 1, brief=brief)
     if mpi:
-        tp = _transport.MPITransport()
+        tp = _transport.MPITransport(schedulers=kw["schedulers"])
         try:
             if tp.rank == 0:
                 check_out(out)
                 result = _drive(tp, setup, signals=signals, **kw)
                 if out:
                     result.write(out)
+            elif tp.rank < kw["schedulers"]:
+                _schedule_serve(tp)
+                result = None
             else:
                 _serve(tp, update, signals, kw["app"], kw["stall_warn"])
                 result = None

@@ -11,7 +11,7 @@ Two planes. The *control plane* joins the scheduler (rank 0) and the workers: a 
 to one worker (:meth:`send`, :meth:`recv`: a worker's shard at the start, its part of the
 model at the end), and the rounds: :meth:`broadcast` hands one message to every worker
 and :meth:`gather` returns their replies, *combined* on the way by a function the caller
-gives. Under MPI both travel along a binary tree of the worker ranks rooted at rank 1,
+gives. Under MPI both travel along a binary tree of the worker ranks rooted at worker 0,
 so rank 0 sends one message per round and receives one, however many workers there are.
 The *data plane* joins the workers alone (:class:`Peers`, an Update's ``self.peers``):
 allgather, allreduce (summed in rank order, so every rank holds the same floats),
@@ -23,7 +23,8 @@ Two transports share one interface:
   own (numba kernels release the GIL); the data plane meets at barriers. Each worker
   handles its messages in order and the combining is done in worker order, so the
   arithmetic is that of MPI, bit for bit.
-* :class:`MPITransport` puts the scheduler on rank 0 and worker w on rank w + 1.
+* :class:`MPITransport` puts the scheduler on rank 0 and worker w on rank w + 1 (with
+  K scheduler ranks, on ranks 0..K-1 and w + K).
 
 Waiting never spins a core away from the ranks that compute (:mod:`strads._wait`).
 """
@@ -42,6 +43,7 @@ from ._wait import Waiter, transfer, wait
 
 TAG = 11  # control plane: rank 0 and a worker, one to one
 TREE = 12  # control plane: the rounds, along the workers' tree
+SCHED = 13  # rank 0 and another scheduler rank (``schedulers`` > 1)
 _ALIGN = 64
 
 
@@ -299,18 +301,22 @@ def _tree(w, n):
 
 
 class MPITransport:
-    """Rank 0 is the scheduler, rank w+1 runs worker w."""
+    """Rank 0 is the scheduler, rank w+1 runs worker w; with ``schedulers`` K > 1,
+    ranks 1..K-1 schedule too (they talk to rank 0 alone) and rank w+K runs worker w."""
 
     is_mpi = True
 
-    def __init__(self, comm=None, doorbell=True):
+    def __init__(self, comm=None, doorbell=True, schedulers=1):
         from mpi4py import MPI
 
         self.MPI = MPI
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        self.n_workers = self.size - 1
+        self.offset = schedulers  # worker w's rank is w + offset
+        self.n_workers = self.size - schedulers
+        if self.n_workers < 1:
+            raise ValueError(f"{schedulers} scheduler ranks in {self.size}: no worker")
         self._pending = []  # sends not yet known complete, with the buffers they read
         _polite_barrier(self.comm)
         hosts = self.comm.allgather(socket.gethostname())
@@ -320,11 +326,15 @@ class MPITransport:
         self.traffic = new_traffic()
         # the workers' own communicator, for their data plane
         _polite_barrier(self.comm)
-        wcomm = self.comm.Split(0 if self.rank else MPI.UNDEFINED, self.rank)
-        self.worker = self.rank - 1
-        if self.rank:
+        wcomm = self.comm.Split(0 if self.rank >= self.offset else MPI.UNDEFINED, self.rank)
+        self.worker = self.rank - self.offset
+        if self.worker >= 0:
             self.parent, self.children = _tree(self.worker, self.n_workers)
             self.peers = _MPIPeers(wcomm, self.traffic, self._spin)
+
+    def _wrank(self, w):
+        """The rank of worker ``w`` (-1: rank 0, the tree's parent of its root)."""
+        return 0 if w < 0 else w + self.offset
 
     def _sends_done(self):
         self._pending = [p for p in self._pending if not p[0].Test()]
@@ -361,20 +371,34 @@ class MPITransport:
     # -- scheduler side ------------------------------------------------------------
     def send(self, w, msg):
         """A message for worker ``w`` alone (its shard, a checkpoint's part name)."""
-        self._send_to(w + 1, msg)
+        self._send_to(self._wrank(w), msg)
 
     def recv(self, w, watch=None):
         """Worker ``w``'s next direct reply; ``watch()`` is called now and then while
         waiting (a :class:`Watch`)."""
-        return self._recv_from(w + 1, watch)
+        return self._recv_from(self._wrank(w), watch)
 
     def broadcast(self, msg):
-        """One message for every worker: one frame to the tree's root, rank 1."""
-        self._send_to(1, msg, tag=TREE)
+        """One message for every worker: one frame to the tree's root, worker 0."""
+        self._send_to(self._wrank(0), msg, tag=TREE)
 
     def gather(self, combine, watch=None):
         """The workers' replies to the last broadcast, combined along the tree."""
-        return self._recv_from(1, watch, tag=TREE)
+        return self._recv_from(self._wrank(0), watch, tag=TREE)
+
+    def to_scheduler(self, k, msg):
+        """A message for scheduler rank ``k`` (1..K-1)."""
+        self._send_to(k, msg, tag=SCHED)
+
+    def from_scheduler(self, k, watch=None):
+        return self._recv_from(k, watch, tag=SCHED)
+
+    # -- another scheduler rank's side -----------------------------------------------
+    def recv_scheduling(self):
+        return self._recv_from(0, tag=SCHED)
+
+    def reply_scheduling(self, msg):
+        self._send_to(0, msg, tag=SCHED)
 
     # -- worker side ---------------------------------------------------------------
     def recv_task(self):
@@ -386,16 +410,16 @@ class MPITransport:
 
     def recv_broadcast(self, watch=None):
         """The next broadcast, passed on to this worker's children in the tree."""
-        frame = self._recv_from(self.parent + 1, watch, tag=TREE, raw=True)
+        frame = self._recv_from(self._wrank(self.parent), watch, tag=TREE, raw=True)
         for c in self.children:
-            self._send_to(c + 1, None, frame, tag=TREE)
+            self._send_to(self._wrank(c), None, frame, tag=TREE)
         return unpack(frame)
 
     def reply_gathered(self, msg, combine, watch=None):
         """Combine this worker's reply with its children's, and pass it up the tree."""
-        parts = [msg] + [self._recv_from(c + 1, watch and watch(c), tag=TREE)
+        parts = [msg] + [self._recv_from(self._wrank(c), watch and watch(c), tag=TREE)
                          for c in self.children]
-        self._send_to(self.parent + 1, combine(parts), tag=TREE)
+        self._send_to(self._wrank(self.parent), combine(parts), tag=TREE)
 
     def close(self):
         for req, _ in self._pending:

@@ -17,6 +17,7 @@ from . import kernels as K
 from . import loading
 from .aggregate import LassoAggregate
 from .data import check, load, make_problem
+from . import split
 from .schedule import SCHEDULES, Priority, max_staleness
 from .update import LassoUpdate
 
@@ -150,6 +151,30 @@ def _schedule(agg, schedule, block, full_every, seed, X, rho, floor, time_limit,
     return SCHEDULES[schedule](agg, block, every, seed, time_limit, staleness)
 
 
+def _part(view, k, p, schedule, block, seed, rho, floor, time_limit, staleness):
+    """Scheduler k's schedule of its range (``--schedulers``; :class:`split.Part` builds
+    it where it runs): the range's share of the block, a seed of its own; priority's
+    dependency filter on the workers. Its full rounds are the part's to decide
+    (full_every: unused)."""
+    b = max(1, round(block * view.beta.shape[0] / p))
+    seed = np.random.SeedSequence([seed, k])
+    if schedule == "priority":
+        return Priority(view, b, 1, seed, None, rho, floor, time_limit, staleness)
+    return SCHEDULES[schedule](view, b, 1, seed, time_limit, staleness)
+
+
+def _parts(agg, ctx, schedule, block, full_every, seed, rho, floor, time_limit,
+           sq_norms=None):
+    """The K schedules of ``--schedulers K``, one per range of coordinates."""
+    if schedule == "working-set":
+        raise DataError(f"--schedulers {ctx.n_schedulers}: the working-set schedule "
+                        "solves its blocks exactly on rank 0 and does not split; use "
+                        "--schedule priority, round-robin or random, or --schedulers 1")
+    agg.n_parts = K_ = ctx.n_schedulers
+    args = (schedule, block, seed, rho, floor, time_limit, ctx.staleness)
+    return [split.Part(k, K_, _part, args, full_every, sq_norms) for k in range(K_)]
+
+
 def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=256, rho=0.1,
                floor=0.1, full_every=None, seed=0, *, gram_budget=None, time_limit=None):
     """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is
@@ -178,10 +203,17 @@ def make_setup(data, lam=None, lambda_ratio=0.1, schedule="working-set", block=2
             else np.einsum("ij,ij->j", X, X)
         agg = LassoAggregate(sq_norms, n, lam_, float(y @ y))
         agg.kept, agg.n_features = kept, p_all
-        sched = _schedule(agg, schedule, block, full_every, seed, X, rho, floor, time_limit,
-                          staleness, gram_budget, n_workers)
+        if ctx.n_schedulers > 1:
+            sched = _parts(agg, ctx, schedule, block, full_every, seed, rho, floor,
+                           time_limit, sq_norms)
+        else:
+            sched = _schedule(agg, schedule, block, full_every, seed, X, rho, floor,
+                              time_limit, staleness, gram_budget, n_workers)
         cuts = split_rows(X, n_workers)
         shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+        if ctx.n_schedulers > 1 and schedule == "priority":  # (the filter's norms)
+            for shard in shards:
+                shard["sq_norms"] = _read_only(sq_norms)
         return sched, agg, shards
 
     return setup
@@ -233,6 +265,9 @@ def make_file_setup(path, target=None, lam=None, lambda_ratio=0.1, schedule="wor
         if loading.needs_rank0(path):
             return whole(ctx)
         agg = LassoAggregate.later(lam, lambda_ratio)
+        if ctx.n_schedulers > 1:  # (their ranges' norms from worker 0's report)
+            return (_parts(agg, ctx, schedule, block, full_every, seed, rho, floor,
+                           time_limit), agg, [loading.shard(path, target)] * ctx.n_workers)
         sched = _Later(lambda: _schedule(agg, schedule, block, full_every, seed, None, rho,
                                          floor, time_limit, ctx.staleness, gram_budget,
                                          ctx.n_workers))

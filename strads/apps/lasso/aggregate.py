@@ -11,6 +11,7 @@ import numpy as np
 
 from ...engine import Aggregate
 from . import kernels as K
+from . import split
 
 
 class LassoAggregate(Aggregate):
@@ -18,7 +19,9 @@ class LassoAggregate(Aggregate):
     n_features = None  # X's columns, empty ones too
 
     # setup() and the schedule (or begin(), from the workers' reports) set them again
-    checkpoint_skip = ("block_cap", "kept", "n_features", "_pending")
+    checkpoint_skip = ("block_cap", "kept", "n_features", "_pending", "n_parts", "last")
+    n_parts = 1  # scheduler ranks (--schedulers): > 1, the schedules learn from feedback()
+    last = None  # (coordinates, new priorities) of the last block round, for feedback()
     _pending = None  # (lambda, lambda ratio) until begin() completes a later() aggregate
 
     @classmethod
@@ -111,8 +114,13 @@ class LassoAggregate(Aggregate):
         self.nnz += np.count_nonzero(self.beta[cols]) - before
         if self._tree is not None:
             K.tree_set(self._tree, cols, self.sq_norms[cols] * delta * delta)
+        if self.n_parts > 1:
+            self.last = (cols, self.sq_norms[cols] * delta * delta)
         moved = delta != 0.0
         return {"cols": cols[moved], "delta": delta[moved]}
+
+    def feedback(self, round, task, sync):
+        return split.news(self, task, self.n_parts)
 
     def _exact(self, cols, g, partials, deadline=None):
         """Solve the block's subproblem exactly (to a fraction of the current gap) from

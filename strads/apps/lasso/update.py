@@ -20,6 +20,8 @@ class LassoUpdate(Update):
             shard = loading.read_part(self.peers, shard)
             self.facts = shard["facts"]
             self.norms = np.sqrt(shard["sq_norms"])  # (priority's filter, on the workers)
+        elif "sq_norms" in shard:  # (--schedulers: the filter runs on the workers)
+            self.norms = np.sqrt(shard["sq_norms"])
         self.y = shard["y"]
         self.sparse = "csc" in shard
         if self.sparse:

@@ -11,6 +11,7 @@ sampler is exact collapsed Gibbs at O(K_d + log K) per token, K_d the number of 
 the token's document (see kernels). A data-parallel (YahooLDA-style) schedule, whose
 workers reconcile their copies of the table among themselves, is the baseline.
 """
+import copy
 import math
 import os
 
@@ -22,7 +23,7 @@ from .aggregate import InvariantError, LDAAggregate
 from .data import BYTES_PER_DOC, BYTES_PER_TOKEN, BYTES_PER_WORD, INT32_MAX
 from .data import check as check_corpus
 from .data import gib, load, make_corpus, phys_mem
-from .schedule import SCHEDULES
+from .schedule import SCHEDULES, Group
 from . import kernels
 from .update import LDAUpdate
 
@@ -151,6 +152,14 @@ def corpus_source(n_docs=1000, n_words=1000, doc_length=100, n_topics=10, alpha=
                                        int(n_topics), float(alpha), float(beta), int(seed))}
 
 
+def _split(sched, ctx):
+    """The schedule, or with ``--schedulers K`` its K groups (schedule.Group)."""
+    K = ctx.n_schedulers
+    if K == 1:
+        return sched
+    return [Group(copy.deepcopy(sched), k, K) for k in range(K)]
+
+
 def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50,
                seed=0, check=False, cli=False):
     """``setup(ctx)`` for :func:`strads.run`. ``data``: either a description the workers
@@ -192,7 +201,7 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
                 "flag": flag}
         if isinstance(data, dict):  # the workers read or draw it: sizes come in begin()
             agg = LDAAggregate(None, K, None, None, alpha, beta, schedule, None, check)
-            sched = sched_cls(None, n_workers, staleness, sweeps)
+            sched = _split(sched_cls(None, n_workers, staleness, sweeps), ctx)
             return sched, agg, [{**base, "source": data} for _ in range(n_workers)]
         X, vocab = data()
         X = check_corpus(X, vocab)
@@ -219,7 +228,7 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         check_memory(n_docs, V, n_tokens, X.nnz, K, n_workers, staleness,
                      schedule, int(np.diff(cuts).max()), flag)
         agg = LDAAggregate(V, K, n_docs, n_tokens, alpha, beta, schedule, vocab, check)
-        sched = sched_cls(V, n_workers, staleness, sweeps)
+        sched = _split(sched_cls(V, n_workers, staleness, sweeps), ctx)
         doc_cuts = engine.split_balanced(lengths, n_workers)
         shards = []
         for w in range(n_workers):  # each worker's rows; it builds its tokens itself

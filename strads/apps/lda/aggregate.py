@@ -51,6 +51,8 @@ class LDAAggregate(Aggregate):
 
     def aggregate(self, round, task, partials):
         part = partials[0]  # the sums of every worker's (the others answer None)
+        if isinstance(task, list):  # (--schedulers: one entry per worker, alike but the slice)
+            task = task[0]
         self.updates += part["tokens"]
         if self.check and part["invariant"] is not None:
             raise InvariantError(f"after round {round}: {part['invariant']}")

@@ -98,4 +98,39 @@ class DataParallel(_LDASchedule):
         return {"round": round, "ll": True}
 
 
+class Group(Schedule):
+    """``--schedulers K``: scheduler k names, every round, the slice that each worker of
+    its group (workers ``k W // K`` to ``(k + 1) W // K - 1``) samples; the K lists make
+    the round's task, one entry per worker. The slices' rotation is fixed by the ring
+    they move along, so the run is one scheduler's, bit for bit: there is little
+    scheduling work here to share (the counts live on the workers); each worker checks
+    that it holds the slice named."""
+
+    def __init__(self, inner, k, n_parts):
+        self.inner, self.k, self.n_parts = inner, k, n_parts
+
+    @property
+    def total_rounds(self):
+        return self.inner.total_rounds
+
+    def begin(self, reports):
+        self.inner.begin(reports)
+
+    def schedule(self, round):
+        task = self.inner.schedule(round)
+        if task is None:
+            return None
+        W, k, n = self.inner.W, self.k, self.n_parts
+        group = range(k * W // n, (k + 1) * W // n)
+        if isinstance(self.inner, ModelParallel):
+            return [{**task, "slice": self.inner.slice_of(w, round)} for w in group]
+        return [task for _ in group]
+
+    @staticmethod
+    def combine(parts):
+        if any(p is None for p in parts):
+            return None
+        return [t for p in parts for t in p]
+
+
 SCHEDULES = {"model": ModelParallel, "data": DataParallel}

@@ -328,7 +328,7 @@ class LDAUpdate(Update):
         mine = {}
         if self.mode == "model":
             g = r % self.s1
-            m = slice_of(self.worker, r, self.W, self.s1)
+            m = task.get("slice", slice_of(self.worker, r, self.W, self.s1))
             if self.held[g][0] != m:
                 raise RuntimeError(f"worker {self.worker} holds slice {self.held[g][0]} "
                                    f"in round {r}, expected {m}: the rotation broke")

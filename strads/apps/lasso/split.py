@@ -1,0 +1,132 @@
+"""The Lasso schedule over K scheduler ranks (``--schedulers K``), as STRADS' several
+schedulers: scheduler k owns the k-th contiguous range of coordinates and runs the
+chosen schedule (priority, round-robin, random) on it alone, with a block of its share
+of ``--block``; a round updates the union of the K blocks. Each scheduler keeps the
+priorities of its range only, learnt from the aggregate's news after every round
+(:meth:`LassoAggregate.feedback`); no scheduler holds X: ``priority``'s dependency
+filter runs on the workers, over the union of the K schedulers' candidates (as with
+``--data``: they sum the candidates' Gram matrix and keep the same ones).
+
+What differs from one scheduler (so the iterates differ; the optimum does not):
+
+* the candidates reach the filter interleaved, one from each range in turn (it keeps
+  the earlier of two that conflict);
+* priority draws are made per range, in proportion to the block shares, not over all
+  coordinates at once;
+* full rounds come when the updates aggregated since the last full round reach
+  ``--full-every`` (one scheduler counts those it scheduled), a rule every scheduler
+  applies to the same news, so they agree; they compute x_j' r for every coordinate
+  (the screened ones too: a scheduler does not know the others' screening);
+* a round's step is the smallest of the K schedules' steps.
+"""
+import numpy as np
+
+from ...engine import Schedule
+from . import kernels as K
+
+
+def ranges(p, n_parts):
+    """The coordinate ranges of ``n_parts`` schedulers: boundaries 0 = b_0 < ... = p."""
+    return np.array([k * p // n_parts for k in range(n_parts + 1)], dtype=np.int64)
+
+
+class View:
+    """What a Lasso schedule reads of the aggregate, for one range of coordinates: kept
+    up to date from the aggregate's news instead of read from it."""
+
+    def __init__(self, sq_norms):
+        p = sq_norms.shape[0]
+        self.norms = np.sqrt(sq_norms)
+        self.beta = np.broadcast_to(0.0, (p,))  # (a schedule reads its shape only)
+        self.prio = np.zeros(p)
+        self._tree = None
+        self.done = self.objective_rises = self.updates = self.fulls = 0
+        self.updates_at_full = 0  # the aggregate's updates when the last full round ended
+
+    @property
+    def tree(self):
+        if self._tree is None:
+            self._tree = K.tree_build(self.prio)
+        return self._tree
+
+    def full_task(self):
+        return {"full": True, "cols": None, "version": self.done}
+
+    def hear(self, news):
+        self.done, self.objective_rises = news["done"], news["rises"]
+        self.updates = news["updates"]
+        if "prio" in news:  # a full round: every priority anew
+            self.prio, self._tree = news["prio"], None
+            self.fulls += 1
+            self.updates_at_full = self.updates
+        elif self._tree is not None:
+            K.tree_set(self._tree, news["cols"], news["vals"])
+
+
+class Part(Schedule):
+    """Scheduler k's schedule, built where it runs (``begin``) by ``make(view, k, p,
+    *args)`` from the squared column norms (given, or worker 0's report with parallel
+    loading)."""
+
+    def __init__(self, k, n_parts, make, args, full_every, sq_norms=None):
+        self.k, self.n_parts, self.make, self.args = k, n_parts, make, args
+        self.full_every, self.sq_norms = full_every, sq_norms
+        self.inner = self.view = None
+        self.full_round = None  # the round of the last full round scheduled
+
+    def begin(self, reports):
+        sq = self.sq_norms if self.sq_norms is not None else reports[0]["sq_norms"]
+        p = sq.shape[0]
+        self.lo, hi = (int(b) for b in ranges(p, self.n_parts)[self.k:self.k + 2])
+        self.view = View(np.ascontiguousarray(sq[self.lo:hi]))
+        self.full_every = self.full_every or p
+        self.inner = self.make(self.view, self.k, p, *self.args)
+        self.sq_norms = None
+
+    def feedback(self, news):
+        self.view.hear(news)
+
+    def schedule(self, round):
+        v, inner = self.view, self.inner
+        full = self.full_round is None or (
+            v.done > self.full_round and v.updates - v.updates_at_full >= self.full_every)
+        if full:
+            self.full_round = round
+        inner.since_full = inner.full_every if full else 0  # (its own rule, overridden)
+        task = inner.schedule(round)
+        if not task.get("full"):
+            task["cols"] = task["cols"] + self.lo
+        return task
+
+    @staticmethod
+    def combine(parts):
+        if parts[0].get("full"):  # they agree on full rounds
+            return parts[0]
+        cols = [t["cols"] for t in parts]
+        task = {"cols": np.concatenate(cols), "version": parts[0]["version"],
+                "step": min(t["step"] for t in parts)}
+        if "select" in parts[0]:  # candidates for the workers' filter: interleaved
+            turn = np.concatenate([np.arange(c.shape[0]) for c in cols])
+            part = np.repeat(np.arange(len(cols)), [c.shape[0] for c in cols])
+            task["cols"] = task["cols"][np.lexsort((part, turn))]
+            task["select"] = (parts[0]["select"][0], sum(t["select"][1] for t in parts))
+        return task
+
+
+def news(agg, task, n_parts):
+    """:meth:`LassoAggregate.feedback`: the round's count, objective rises and updates
+    for every scheduler, and the priorities of its range: all of them after a full
+    round, else those the round changed (``agg.last``: the coordinates updated and
+    their new priorities)."""
+    p = agg.beta.shape[0]
+    b = ranges(p, n_parts)
+    base = {"done": agg.done, "rises": agg.objective_rises, "updates": agg.updates}
+    if task.get("full"):
+        return [{**base, "prio": agg.prio[b[k]:b[k + 1]].copy()} for k in range(n_parts)]
+    cols, vals = agg.last
+    owner = np.searchsorted(b, cols, side="right") - 1
+    out = []
+    for k in range(n_parts):
+        mine = owner == k
+        out.append({**base, "cols": cols[mine] - b[k], "vals": vals[mine]})
+    return out
