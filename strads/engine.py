@@ -968,8 +968,8 @@ class _Driver:
                 ref = digests[0]
             odd = [k for k, d in enumerate(digests) if d != ref]
             raise ScheduleDivergence(
-                f"round {r}: the ranks scheduled different work: rank(s) "
-                f"{', '.join(map(str, odd))} differ from rank(s) "
+                f"the schedules diverged at round {r}: the ranks scheduled different "
+                f"work: rank(s) {', '.join(map(str, odd))} differ from rank(s) "
                 f"{', '.join(str(k) for k, d in enumerate(digests) if d == ref)} "
                 f"(schedule digests {', '.join(f'{d:08x}' for d in digests)})")
         self.digest = zlib.crc32(digests[0].to_bytes(4, "little"), self.digest)
