@@ -63,6 +63,42 @@ def test_conditional_is_exact_collapsed_gibbs(n_topics, alpha, dtype):
     assert nk.sum() == nk_i.sum() + 1 and nwk.min() >= 0
 
 
+@pytest.mark.parametrize("n_topics,alpha,dtype", [(4, 0.5, np.uint16), (13, 0.05, np.int32),
+                                                   (24, 0.2, np.uint16)])
+def test_dense_conditional_is_exact_collapsed_gibbs(n_topics, alpha, dtype):
+    """The same check for the dense sampler (few topics): its draw walks eight topics at
+    a time (13 and 24 topics: a partial and whole last group)."""
+    rng = np.random.default_rng(2)
+    beta, V = 0.3, 3
+    doc_z = rng.integers(0, n_topics, 9).astype(np.int32)
+    doc_w = rng.integers(0, V, 9).astype(np.int32)
+    i = 4
+    nwk = rng.integers(0, 5, (V, n_topics)).astype(np.int32)
+    np.add.at(nwk, (doc_w, doc_z), 1)
+    nk = nwk.sum(axis=0).astype(np.int64)
+    ndk = np.zeros((1, n_topics), dtype)
+    K.doc_table(np.array([doc_z.size]), doc_z, ndk)
+    ndk_i = np.bincount(np.delete(doc_z, i), minlength=n_topics)
+    nwk_i, nk_i = nwk[doc_w[i]].copy(), nk.copy()
+    nwk_i[doc_z[i]] -= 1
+    nk_i[doc_z[i]] -= 1
+    p = (ndk_i + alpha) * (nwk_i + beta) / (nk_i + V * beta)
+    p /= p.sum()
+    n = 30000
+    hist = np.zeros(n_topics)
+    words, docs, z = doc_w[i:i + 1], np.zeros(1, np.int32), doc_z[i:i + 1].copy()
+    buf = np.zeros((3, n_topics))
+    for t in range(n):
+        K.sample_dense(words, docs, z, ndk, nwk, 0, nk, alpha, beta, V * beta,
+                       np.uint64(t * 7919 + 1), *buf)
+        hist[z[0]] += 1
+    assert chisquare(hist, p * n).pvalue > 1e-4
+    now = ndk[0].astype(np.int64)
+    now[z[0]] -= 1
+    assert np.array_equal(now, ndk_i)
+    assert nk.sum() == nk_i.sum() + 1 and nwk.min() >= 0
+
+
 def test_loglik_matches_lda_package():
     import lda
 
@@ -128,8 +164,16 @@ def test_recovers_true_topics():
     assert tv[rows, cols].mean() < 0.1, tv[rows, cols]
 
 
-def test_reuters_loglik_within_1pct_of_lda_package():
+@pytest.mark.parametrize("dense", [True, False])
+def test_reuters_loglik_within_1pct_of_lda_package(dense, monkeypatch):
+    """Both layouts of the doc-topic counts (the dense table at 20 topics, and the
+    compact lists, forced) are exact samplers of the chain the lda package runs."""
     import lda
+
+    from strads.apps.lda import update
+
+    if not dense:
+        monkeypatch.setattr(update, "DENSE_MAX_K", 0)
 
     X = lda.datasets.load_reuters()
     ref = lda.LDA(n_topics=20, n_iter=100, alpha=0.1, eta=0.01, random_state=1).fit(X)

@@ -73,14 +73,21 @@ def _workers(X, W=2, schedule="model"):
 
 
 def _state(u):
-    lists = [u.dlist[a:a + m].tolist() for a, m in u.dmeta]
     held = [(m, [np.asarray(a).tolist() for a in t]) for m, t in getattr(u, "held", [])]
-    return {"d0": u.d0, "rows": u.rows, "lengths": u.lengths.tolist(),
-            "words": u.words.tolist(), "docs": u.docs.tolist(), "z": u.z.tolist(),
-            "blocks": u.blocks.tolist(), "dmeta": u.dmeta.tolist(), "lists": lists,
-            "dtype": str(u.dlist.dtype), "n_slots": u.dlist.shape[0], "nk": u.nk.tolist(),
-            "nwk": u.nwk.tolist() if u.mode == "data" else None, "held": held,
-            "cum": u.cum.shape, "ndk": u.doc_topic().tolist()}
+    out = {"d0": u.d0, "rows": u.rows, "lengths": u.lengths.tolist(),
+           "words": u.words.tolist(), "docs": u.docs.tolist(), "z": u.z.tolist(),
+           "blocks": u.blocks.tolist(), "dtype": str(_table(u).dtype), "nk": u.nk.tolist(),
+           "nwk": u.nwk.tolist() if u.mode == "data" else None, "held": held,
+           "scratch": [np.shape(x) for x in (u.tree, u.cum)], "ndk": u.doc_topic().tolist()}
+    if not u.dense:
+        out.update(lists=[u.dlist[a:a + m].tolist() for a, m in u.dmeta],
+                   dmeta=u.dmeta.tolist(), n_slots=u.dlist.shape[0])
+    return out
+
+
+def _table(u):
+    """The worker's doc-topic counts as stored: the dense table, or the compact lists."""
+    return u.ndk if u.dense else u.dlist
 
 
 def _global(ups):
@@ -91,8 +98,13 @@ def _global(ups):
             np.concatenate([u.lengths for u in ups]))
 
 
+@pytest.mark.parametrize("dense", [True, False])
 @pytest.mark.parametrize("schedule", ["model", "data"])
-def test_give_and_take_back_leaves_the_state_identical(schedule):
+def test_give_and_take_back_leaves_the_state_identical(schedule, dense, monkeypatch):
+    from strads.apps.lda import update
+
+    if not dense:  # the compact lists
+        monkeypatch.setattr(update, "DENSE_MAX_K", 0)
     # a document of more than 65,535 tokens: its worker's topic lists are 32-bit, the
     # other's 16-bit, until the document moves
     rng = np.random.default_rng(0)
@@ -102,6 +114,7 @@ def test_give_and_take_back_leaves_the_state_identical(schedule):
     X = sp.csr_matrix(X)
     ups, round, pool = _workers(X, 2, schedule)
     try:
+        assert all(u.dense == dense for u in ups)
         assert 30 in range(ups[1].d0, X.shape[0])  # the long document is worker 1's
         for r in range(3):  # mix the topics (and the lists' order) a little
             round(r)
@@ -114,7 +127,7 @@ def test_give_and_take_back_leaves_the_state_identical(schedule):
             ndk, lengths = _global(ups)
             assert np.array_equal(ndk, ndk0) and np.array_equal(lengths, len0)
             if -big <= k:
-                assert str(a.dlist.dtype) == "uint16" and str(b.dlist.dtype) == "int32"
+                assert str(_table(a).dtype) == "uint16" and str(_table(b).dtype) == "int32"
             a.take("tail", b.give("head", k))
             assert [_state(u) for u in ups] == before
         for k in (1, 4, b.rows - 1):  # worker 1's first k documents to worker 0 and back
@@ -122,7 +135,7 @@ def test_give_and_take_back_leaves_the_state_identical(schedule):
             ndk, lengths = _global(ups)
             assert np.array_equal(ndk, ndk0) and np.array_equal(lengths, len0)
             if k > big >= 0:  # the long document went to worker 0, and its lists' width
-                assert str(a.dlist.dtype) == "int32" and str(b.dlist.dtype) == "uint16"
+                assert str(_table(a).dtype) == "int32" and str(_table(b).dtype) == "uint16"
             b.take("head", a.give("tail", k))
             assert [_state(u) for u in ups] == before
         # a move that stays: the sampler, the invariants and the log-likelihood go on

@@ -48,9 +48,23 @@ def totals_loglik(nk, n_words, beta):
     return float(nk.shape[0] * lg(vb) - lg(nk + vb).sum())
 
 
+def dense_topics(n_topics, n_tokens, n_docs):
+    """Whether the documents' topic counts are a dense table, sampled by
+    :func:`kernels.sample_dense` (O(K) a token, in SIMD lanes), rather than compact
+    lists sampled by :func:`kernels.sample_block` (O(K_d + log K)): for up to
+    DENSE_MAX_K topics, and no more than DENSE_PER_TOKEN times the mean document's
+    length (short documents have few distinct topics, which the lists exploit)."""
+    return n_topics <= DENSE_MAX_K and n_topics * n_docs <= DENSE_PER_TOKEN * n_tokens
+
+
+DENSE_MAX_K = 256
+DENSE_PER_TOKEN = 4
+
+
 class LDAUpdate(Update):
     # the worker's tokens (words, documents) and their layout: setup() gives them again
-    checkpoint_skip = ("words", "docs", "lengths", "cuts", "blocks", "beta_table", "vocab")
+    checkpoint_skip = ("words", "docs", "lengths", "cuts", "blocks", "beta_table", "vocab",
+                       "dense")
 
     def __init__(self, shard):
         """The worker reads or draws its own documents (``shard["source"]``: a file's
@@ -101,11 +115,18 @@ class LDAUpdate(Update):
         K.initial_topics(self.lengths, self.d0, key, self.K, z)
         n_docs = self.lengths.shape[0]
         docs = np.repeat(np.arange(n_docs, dtype=np.int32), self.lengths)
-        self.dmeta = np.empty((n_docs, 2), np.int64)
-        # (topic, count) pairs: 16-bit when they fit, to halve the memory traffic
+        # 16-bit counts when they fit, to halve the memory traffic
         small = self.K <= 65536 and self.lengths.max(initial=0) < 65536
-        self.dlist = np.empty((z.shape[0], 2), np.uint16 if small else np.int32)
-        K.doc_lists(self.lengths, docs, z, self.dmeta, self.dlist, self.K)
+        self.dense = dense_topics(self.K, self.n_tokens, self.n_docs)
+        if self.dense:  # a dense documents x topics table
+            self.dmeta = self.dlist = None
+            self.ndk = np.zeros((n_docs, self.K), np.uint16 if small else np.int32)
+            K.doc_table(self.lengths, z, self.ndk)
+        else:  # each document's (topic, count) pairs
+            self.ndk = None
+            self.dmeta = np.empty((n_docs, 2), np.int64)
+            self.dlist = np.empty((z.shape[0], 2), np.uint16 if small else np.int32)
+            K.doc_lists(self.lengths, docs, z, self.dmeta, self.dlist, self.K)
         order = np.argsort(words, kind="stable")
         self.words, self.docs, self.z = words[order], docs[order], z[order]
         del order, words, docs, z
@@ -124,9 +145,17 @@ class LDAUpdate(Update):
             self.nwk = np.zeros((self.V, self.K), np.int32)
             for part in peers.allgather(mine):  # every worker's counts, in worker order
                 K.add_packed(*part, self.nwk)
-        P = 1 << max(0, int(self.K - 1).bit_length())
-        self.tree = np.zeros(2 * P)
-        self.cum = np.zeros(max(1, min(self.K, int(self.lengths.max(initial=0)))))
+        self._scratch()
+
+    def _scratch(self):
+        """The sampler's buffers: the F+ tree and a document's cumulative sums, or the
+        dense sampler's three per-topic vectors."""
+        if self.dense:
+            self.tree, self.cum = np.zeros((3, self.K)), None
+        else:
+            P = 1 << max(0, int(self.K - 1).bit_length())
+            self.tree = np.zeros(2 * P)
+            self.cum = np.zeros(max(1, min(self.K, int(self.lengths.max(initial=0)))))
 
     # -- rebalancing (--rebalance): documents move between neighbouring workers --------
     # A document carries its tokens (words, topics z) and its (topic, count) list. The
@@ -156,17 +185,28 @@ class LDAUpdate(Update):
         keep = ~moved
         out = {"lengths": self.lengths[lo:hi].copy(),
                "words": self.words[moved], "z": self.z[moved],
-               "docs": (self.docs[moved] - lo).astype(np.int32),
-               "m": self.dmeta[lo:hi, 1].copy(), "dlist": self.dlist[off[lo]:off[hi]].copy()}
+               "docs": (self.docs[moved] - lo).astype(np.int32)}
+        if self.dense:
+            out["ndk"] = self.ndk[lo:hi].copy()
+        else:
+            out.update(m=self.dmeta[lo:hi, 1].copy(),
+                       dlist=self.dlist[off[lo]:off[hi]].copy())
         docs = self.docs[keep]
+        m = None
         if end == "head":
             docs -= count
             self.d0 += count
-            self.lengths, m = self.lengths[hi:].copy(), self.dmeta[hi:, 1].copy()
-            self.dlist = self.dlist[off[hi]:].copy()
+            self.lengths = self.lengths[hi:].copy()
+            if self.dense:
+                self.ndk = self.ndk[hi:].copy()
+            else:
+                m, self.dlist = self.dmeta[hi:, 1].copy(), self.dlist[off[hi]:].copy()
         else:
-            self.lengths, m = self.lengths[:lo].copy(), self.dmeta[:lo, 1].copy()
-            self.dlist = self.dlist[:off[lo]].copy()
+            self.lengths = self.lengths[:lo].copy()
+            if self.dense:
+                self.ndk = self.ndk[:lo].copy()
+            else:
+                m, self.dlist = self.dmeta[:lo, 1].copy(), self.dlist[:off[lo]].copy()
         self.words, self.docs, self.z = self.words[keep], docs.astype(np.int32), self.z[keep]
         self._relayout(m)
         return out
@@ -177,25 +217,33 @@ class LDAUpdate(Update):
         if end not in ("head", "tail"):
             raise ValueError(f"take({end!r}, ...)")
         n, D = int(rows["lengths"].shape[0]), self.rows
-        mine = {"lengths": self.lengths, "words": self.words, "z": self.z, "docs": self.docs,
-                "m": self.dmeta[:, 1], "dlist": self.dlist}
+        mine = {"lengths": self.lengths, "words": self.words, "z": self.z, "docs": self.docs}
+        if self.dense:
+            mine["ndk"] = self.ndk
+        else:
+            mine.update(m=self.dmeta[:, 1], dlist=self.dlist)
         if end == "head":
             parts = [rows, {**mine, "docs": self.docs + np.int32(n)}]
             self.d0 -= n
         else:
             parts = [mine, {**rows, "docs": np.asarray(rows["docs"]) + np.int32(D)}]
-        cat = {k: np.concatenate([np.asarray(p[k]) for p in parts])
-               for k in ("lengths", "words", "z", "docs", "m")}
-        dtype = np.result_type(*(np.asarray(p["dlist"]).dtype for p in parts))
-        self.dlist = np.concatenate([np.asarray(p["dlist"]).astype(dtype, copy=False)
-                                     for p in parts]).reshape(-1, 2)
+        keys = ("lengths", "words", "z", "docs") + (() if self.dense else ("m",))
+        cat = {k: np.concatenate([np.asarray(p[k]) for p in parts]) for k in keys}
+        table = "ndk" if self.dense else "dlist"
+        dtype = np.result_type(*(np.asarray(p[table]).dtype for p in parts))
+        joined = np.concatenate([np.asarray(p[table]).astype(dtype, copy=False)
+                                 for p in parts])
+        if self.dense:
+            self.ndk = joined.reshape(-1, self.K)
+        else:
+            self.dlist = joined.reshape(-1, 2)
         # both parts are sorted by (word, document): a stable sort by word merges them
         order = np.argsort(cat["words"], kind="stable")
         self.words = cat["words"][order].astype(np.int32, copy=False)
         self.z = cat["z"][order].astype(np.int32, copy=False)
         self.docs = cat["docs"][order].astype(np.int32, copy=False)
         self.lengths = cat["lengths"].astype(np.int64, copy=False)
-        self._relayout(cat["m"])
+        self._relayout(cat.get("m"))
 
     def _relayout(self, m):
         """Everything indexed by the tokens or the local documents, after a move: the
@@ -203,17 +251,23 @@ class LDAUpdate(Update):
         length ``m``, the lists' width (16-bit when they fit, as at the start) and the
         sampler's per-document buffer."""
         n_docs = self.lengths.shape[0]
-        self.dmeta = np.empty((n_docs, 2), np.int64)
-        self.dmeta[:, 0] = self._offsets()[:-1]
-        self.dmeta[:, 1] = m
         longest = int(self.lengths.max(initial=0))
         small = self.K <= 65536 and longest < 65536
-        self.dlist = self.dlist.astype(np.uint16 if small else np.int32, copy=False)
-        if self.dlist.shape[0] != self.z.shape[0]:
-            raise RuntimeError(f"worker {self.worker}: {self.dlist.shape[0]} list slots "
-                               f"for {self.z.shape[0]} tokens after a move")
+        if self.dense:
+            self.ndk = self.ndk.astype(np.uint16 if small else np.int32, copy=False)
+            if self.ndk.shape[0] != n_docs:
+                raise RuntimeError(f"worker {self.worker}: {self.ndk.shape[0]} table rows "
+                                   f"for {n_docs} documents after a move")
+        else:
+            self.dmeta = np.empty((n_docs, 2), np.int64)
+            self.dmeta[:, 0] = self._offsets()[:-1]
+            self.dmeta[:, 1] = m
+            self.dlist = self.dlist.astype(np.uint16 if small else np.int32, copy=False)
+            if self.dlist.shape[0] != self.z.shape[0]:
+                raise RuntimeError(f"worker {self.worker}: {self.dlist.shape[0]} list slots "
+                                   f"for {self.z.shape[0]} tokens after a move")
         self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
-        self.cum = np.zeros(max(1, min(self.K, longest)))
+        self._scratch()
 
     def _check(self, word_counts, longest, nnz, shard):
         """What setup refused when it saw the whole corpus, now on every worker alike
@@ -290,6 +344,12 @@ class LDAUpdate(Update):
                            0.1, 0.1, np.uint64(1), np.zeros(4), np.zeros(2))
             K.sum_lgamma_lists(dmeta, dlist, 0.1, K.lgamma_table(0.1, 2))
             K.doc_topic_dense(dmeta, dlist, 2)
+            ndk = np.zeros((1, 2), dtype)
+            K.doc_table(np.array([2], np.int64), z, ndk)
+            K.sum_lgamma(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2))
+            K.sample_dense(np.zeros(2, np.int32), docs, z, ndk, np.array([[2, 0]], np.int32),
+                           0, np.array([2, 0], np.int64), 0.1, 0.1, 0.1, np.uint64(1),
+                           np.zeros(2), np.zeros(2), np.zeros(2))
         K.unpack(K.pack(np.ones((1, 2), np.int32)), np.empty((1, 2), np.int32))
         K.sum_lgamma(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2))
         K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
@@ -299,6 +359,11 @@ class LDAUpdate(Update):
 
     def _sample(self, round, m, nwk):
         b0, b1 = self.blocks[m], self.blocks[m + 1]
+        if self.dense:
+            K.sample_dense(self.words[b0:b1], self.docs[b0:b1], self.z[b0:b1], self.ndk,
+                           nwk, self.cuts[m], self.nk, self.alpha, self.beta, self.vbeta,
+                           round_seed(self.seed, self.worker, round), *self.tree)
+            return int(b1 - b0)
         K.sample_block(self.words[b0:b1], self.docs[b0:b1], self.z[b0:b1], self.dmeta,
                        self.dlist, nwk, self.cuts[m], self.nk,
                        self.alpha, self.beta, self.vbeta,
@@ -319,6 +384,7 @@ class LDAUpdate(Update):
         if self.worker == 0:
             word += totals_loglik(self.nk, self.V, self.beta)
         doc = doc_loglik(self.lengths, self.alpha, self.K, lambda a, t:
+                         K.sum_lgamma(self.ndk.ravel(), a, t) if self.dense else
                          K.sum_lgamma_lists(self.dmeta, self.dlist, a, t))
         return word, doc
 
@@ -413,4 +479,6 @@ class LDAUpdate(Update):
         return out
 
     def doc_topic(self):
+        if self.dense:
+            return self.ndk.astype(np.int32)
         return K.doc_topic_dense(self.dmeta, self.dlist, self.K)
