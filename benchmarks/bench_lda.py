@@ -79,6 +79,37 @@ def peer_tomotopy(X, K, sweeps):
     return X.sum() * sweeps / wall, app.loglikelihood(wt, dt, ALPHA, BETA)
 
 
+def stdlib_docstrings(min_words=20):
+    """A real corpus that ships with Python: every docstring of a module, class or
+    function of the standard library with at least ``min_words`` words is a document;
+    words are lowercase letter runs, English stop words and words in fewer than 3
+    documents left out (scikit-learn's CountVectorizer)."""
+    import ast
+    import sysconfig
+    from pathlib import Path
+
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    docs = []
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
+        if "test" in path.parts or "site-packages" in path.parts:
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef)):
+                text = ast.get_docstring(node)
+                if text and len(text.split()) >= min_words:
+                    docs.append(text)
+    vec = CountVectorizer(token_pattern=r"(?u)\b[a-zA-Z]{2,}\b", stop_words="english",
+                          min_df=3, lowercase=True)
+    X = vec.fit_transform(docs).tocsr()
+    return X[np.asarray(X.sum(axis=1)).ravel() > 0]
+
+
 def rel(a, b):
     return (a - b) / abs(b)
 
@@ -150,7 +181,8 @@ def main():
     p.add_argument("--small", action="store_true", help="a quick run")
     p.add_argument("--sweeps", type=int, default=None)
     p.add_argument("--lda-sweeps-1000", type=int, default=None)
-    p.add_argument("--skip", default="", help="comma list of parts to skip: one,mpi,sched")
+    p.add_argument("--skip", default="", help="comma list of parts to skip: one (= synthetic,real), mpi, "
+                   "sched")
     a = p.parse_args()
     small = a.small
     n_docs = 5000 if small else 20000
@@ -161,15 +193,19 @@ def main():
                    "--true-topics", "50", "--alpha", str(ALPHA), "--beta", str(BETA)]
     skip = set(a.skip.split(","))
     t0 = time.time()
-    if "one" not in skip:
+    if not {"one", "synthetic"} & skip:
         X = make_corpus(corpus["n_docs"], corpus["n_words"], corpus["doc_length"],
                         corpus["n_topics"], ALPHA, 0.05, 0)[0]
         one_process("synthetic", X, (100, 1000), sweeps, {1000: lda1000})
+    if not {"one", "real"} & skip:
         import lda
 
         R = __import__("scipy.sparse").sparse.csr_matrix(lda.datasets.load_reuters())
         one_process("Reuters (lda package)", R, (20, 100, 1000), 20 if small else 100,
                     {1000: 5 if small else 20})
+        S = stdlib_docstrings()
+        one_process("Python standard library docstrings", S, (20, 100, 1000),
+                    20 if small else 100, {1000: 5 if small else 20})
     if "mpi" not in skip:
         scaling(corpus_args, 1000, 3 if small else 10)
     if "sched" not in skip:

@@ -279,12 +279,15 @@ def test_scheduler_bytes_per_round_do_not_grow_with_workers(tmp_path):
     assert abs(per_round[3] - per_round[5]) <= 64, per_round
 
 
-@pytest.mark.parametrize("schedule,staleness", [("model", 2), ("data", 1)])
-def test_resume_with_the_model_on_the_workers(schedule, staleness, tmp_path):
-    """A checkpoint keeps the workers' slices (several a worker at staleness 2) or tables:
-    resumed, the run ends with the uninterrupted run's model, bit for bit."""
+@pytest.mark.parametrize("schedule,staleness,workers", [("model", 2, 2), ("data", 1, 2),
+                                                      ("model", 0, 1)])
+def test_resume_with_the_model_on_the_workers(schedule, staleness, workers, tmp_path):
+    """A checkpoint keeps the workers' slices (several a worker at staleness 2; one
+    worker's one slice, kept unpacked) or tables: resumed, the run ends with the
+    uninterrupted run's model, bit for bit."""
     base = ["strads.apps.lda", "--quiet", "--n-docs", "100", "--n-words", "120",
-            "--doc-length", "20", "--sweeps", "6", "--workers", "2", "--top-words", "0",
+            "--doc-length", "20", "--sweeps", "6", "--workers", str(workers),
+            "--top-words", "0",
             "--schedule", schedule, "--staleness", str(staleness)]
     full, part = tmp_path / "full", tmp_path / "part"
     assert run_cli(base + ["--out", str(full)]).returncode == 0

@@ -48,23 +48,29 @@ def totals_loglik(nk, n_words, beta):
     return float(nk.shape[0] * lg(vb) - lg(nk + vb).sum())
 
 
-def dense_topics(n_topics, n_tokens, n_docs):
+def dense_topics(n_topics, n_tokens, n_docs, n_workers):
     """Whether the documents' topic counts are a dense table, sampled by
     :func:`kernels.sample_dense` (O(K) a token, in SIMD lanes), rather than compact
-    lists sampled by :func:`kernels.sample_block` (O(K_d + log K)): for up to
+    lists sampled by :func:`kernels.sample_block` (O(K_d + log K)). Tokens are visited
+    word by word, so each reads a random document's counts: the table wins while a
+    worker's share of it stays in cache (DENSE_MAX_BYTES, 16-bit counts), for up to
     DENSE_MAX_K topics, and no more than DENSE_PER_TOKEN times the mean document's
-    length (short documents have few distinct topics, which the lists exploit)."""
-    return n_topics <= DENSE_MAX_K and n_topics * n_docs <= DENSE_PER_TOKEN * n_tokens
+    length (short documents have few distinct topics, which the lists exploit).
+    Decided from the corpus's sizes, so every worker decides alike."""
+    per_worker = -(-n_docs // max(1, n_workers))
+    return (n_topics <= DENSE_MAX_K and n_topics * n_docs <= DENSE_PER_TOKEN * n_tokens
+            and 2 * n_topics * per_worker <= DENSE_MAX_BYTES)
 
 
 DENSE_MAX_K = 256
 DENSE_PER_TOKEN = 4
+DENSE_MAX_BYTES = 512 << 10
 
 
 class LDAUpdate(Update):
     # the worker's tokens (words, documents) and their layout: setup() gives them again
     checkpoint_skip = ("words", "docs", "lengths", "cuts", "blocks", "beta_table", "vocab",
-                       "dense")
+                       "dense", "resident")
 
     def __init__(self, shard):
         """The worker reads or draws its own documents (``shard["source"]``: a file's
@@ -117,7 +123,7 @@ class LDAUpdate(Update):
         docs = np.repeat(np.arange(n_docs, dtype=np.int32), self.lengths)
         # 16-bit counts when they fit, to halve the memory traffic
         small = self.K <= 65536 and self.lengths.max(initial=0) < 65536
-        self.dense = dense_topics(self.K, self.n_tokens, self.n_docs)
+        self.dense = dense_topics(self.K, self.n_tokens, self.n_docs, self.W)
         if self.dense:  # a dense documents x topics table
             self.dmeta = self.dlist = None
             self.ndk = np.zeros((n_docs, self.K), np.uint16 if small else np.int32)
@@ -136,10 +142,14 @@ class LDAUpdate(Update):
         # the slices whose word half of the log-likelihood (and check sums) this worker
         # adds up in the data schedule: those it would hold first in the model schedule
         self.share = [slice_of(self.worker, g, self.W, self.s1) for g in range(self.s1)]
+        # one worker, one slice: the slice never leaves, so it is never packed
+        self.resident = self.mode == "model" and self.W == 1 and self.s1 == 1
         if self.mode == "model":
             n_rows = int(np.diff(self.cuts).max(initial=0))
             self.nwk = np.zeros((n_rows, self.K), np.int32)  # the slice in hand
             self.held = self._first_slices()
+            if self.resident:  # the one slice never moves: kept unpacked, sampled in place
+                K.unpack(self.held[0][1], self.nwk)
         else:
             mine = K.pack_tokens(self.words, self.z, 0, self.V, self.K)
             self.nwk = np.zeros((self.V, self.K), np.int32)
@@ -324,7 +334,10 @@ class LDAUpdate(Update):
     def state(self):
         state = super().state()
         if self.mode == "model":  # the slice in hand: unpacked afresh every round
-            state.pop("nwk", None)
+            if self.resident:  # (or the one slice itself, kept unpacked)
+                state.pop("held", None)
+            else:
+                state.pop("nwk", None)
         return state
 
     def report(self):
@@ -373,6 +386,8 @@ class LDAUpdate(Update):
     def _mine(self):
         """(first word, packed counts) of every slice this worker answers for."""
         if self.mode == "model":
+            if self.resident:
+                return [(0, K.pack(self.nwk))]
             return [(int(self.cuts[m]), t) for m, t in self.held]
         return [(int(self.cuts[m]), K.pack(self.nwk[self.cuts[m]:self.cuts[m + 1]]))
                 for m in self.share]
@@ -380,7 +395,11 @@ class LDAUpdate(Update):
     def _loglik_parts(self):
         """(word half over this worker's slices, document half over its documents); worker
         0's word half includes the topic totals' term."""
-        word = sum(K.sum_lgamma(t[2], self.beta, self.beta_table) for _, t in self._mine())
+        if self.resident:  # (the same sum: the non-zero counts in the same order)
+            word = K.sum_lgamma(self.nwk.ravel(), self.beta, self.beta_table)
+        else:
+            word = sum(K.sum_lgamma(t[2], self.beta, self.beta_table)
+                       for _, t in self._mine())
         if self.worker == 0:
             word += totals_loglik(self.nk, self.V, self.beta)
         doc = doc_loglik(self.lengths, self.alpha, self.K, lambda a, t:
@@ -398,9 +417,12 @@ class LDAUpdate(Update):
             if self.held[g][0] != m:
                 raise RuntimeError(f"worker {self.worker} holds slice {self.held[g][0]} "
                                    f"in round {r}, expected {m}: the rotation broke")
-            rows = K.unpack(self.held[g][1], self.nwk[:self.cuts[m + 1] - self.cuts[m]])
-            tokens = self._sample(r, m, rows)
-            self.held[g][1] = K.pack(rows)
+            if self.resident:
+                tokens = self._sample(r, m, self.nwk)
+            else:
+                rows = K.unpack(self.held[g][1], self.nwk[:self.cuts[m + 1] - self.cuts[m]])
+                tokens = self._sample(r, m, rows)
+                self.held[g][1] = K.pack(rows)
         else:  # data-parallel: every slice, against this worker's copy of the table
             nwk0 = self.nwk.copy()
             tokens = sum(self._sample(r, m, self.nwk[self.cuts[m]:self.cuts[m + 1]])
@@ -418,7 +440,7 @@ class LDAUpdate(Update):
             self.nk += part["dnk"]
             if w != self.worker and "dnwk" in part:
                 K.add_packed(*part["dnwk"], self.nwk)
-        if self.mode == "model":  # to the worker that samples this slice next
+        if self.mode == "model" and not self.resident:  # to the worker that samples it next
             self.held[g] = list(peers.shift(self.held[g], -1))
         if not (task["ll"] or self.check):
             return None if self.worker else {"tokens": sum(p["tokens"] for p in got)}
