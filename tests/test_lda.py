@@ -23,24 +23,50 @@ def small_corpus(seed=3, n_docs=120, n_words=80, length=30, topics=4):
 
 
 # ----------------------------------------------------------------------------- sampler
-@pytest.mark.parametrize("n_topics,alpha,dtype", [(4, 0.5, np.uint16), (5, 0.05, np.int32)])
-def test_conditional_is_exact_collapsed_gibbs(n_topics, alpha, dtype):
-    """Resampling one token again and again draws iid from p(z_i | z_-i): compare the
-    histogram with the exact conditional by a chi-square test."""
-    rng = np.random.default_rng(1)
-    beta, V = 0.3, 3
-    doc_z = np.array([0, 1, 1, 3 % n_topics, 2, 0], np.int32)  # one document
-    doc_w = np.array([1, 0, 2, 1, 1, 2], np.int32)
-    i = 3  # the token resampled; its word is 1
-    # word-topic counts: this document's tokens plus other documents' (fixed)
-    nwk = rng.integers(0, 5, (V, n_topics)).astype(np.int32)
-    np.add.at(nwk, (doc_w, doc_z), 1)
-    nk = nwk.sum(axis=0).astype(np.int64)
+def _lists(doc_z, n_topics, dtype):
+    """One document's compact (topic, count) list and the F+ sampler on it."""
     dmeta, dlist = np.empty((1, 2), np.int64), np.empty((doc_z.size, 2), dtype)
     K.doc_lists(np.array([doc_z.size]), np.zeros(doc_z.size, np.int32), doc_z, dmeta, dlist,
                 n_topics)
     P = 1 << (n_topics - 1).bit_length()
     tree, cum = np.zeros(2 * P), np.zeros(n_topics)
+
+    def sample(words, docs, z, nwk, nk, alpha, beta, vbeta, seed):
+        K.sample_block(words, docs, z, dmeta, dlist, nwk, 0, nk, alpha, beta, vbeta, seed,
+                       tree, cum)
+    return sample, lambda: K.doc_topic_dense(dmeta, dlist, n_topics)[0].astype(np.int64)
+
+
+def _table(doc_z, n_topics, dtype):
+    """One document's row of the dense table and the dense sampler on it."""
+    ndk = np.zeros((1, n_topics), dtype)
+    K.doc_table(np.array([doc_z.size]), doc_z, ndk)
+    buf = np.zeros((3, n_topics))
+
+    def sample(words, docs, z, nwk, nk, alpha, beta, vbeta, seed):
+        K.sample_dense(words, docs, z, ndk, nwk, 0, nk, alpha, beta, vbeta, seed, *buf)
+    return sample, lambda: ndk[0].astype(np.int64)
+
+
+# the dense sampler walks eight topics at a time: 13 and 24 topics end in a partial and
+# a whole group
+@pytest.mark.parametrize("layout,n_topics,alpha,dtype", [
+    (_lists, 4, 0.5, np.uint16), (_lists, 5, 0.05, np.int32), (_table, 4, 0.5, np.uint16),
+    (_table, 13, 0.05, np.int32), (_table, 24, 0.2, np.uint16)])
+def test_conditional_is_exact_collapsed_gibbs(layout, n_topics, alpha, dtype):
+    """Resampling one token again and again draws iid from p(z_i | z_-i): compare the
+    histogram with the exact conditional by a chi-square test (both samplers: the
+    compact lists with the F+ tree, and the dense table)."""
+    rng = np.random.default_rng(1)
+    beta, V = 0.3, 3
+    doc_z = rng.integers(0, n_topics, 9).astype(np.int32)  # one document
+    doc_w = rng.integers(0, V, 9).astype(np.int32)
+    i = 3  # the token resampled
+    # word-topic counts: this document's tokens plus other documents' (fixed)
+    nwk = rng.integers(0, 5, (V, n_topics)).astype(np.int32)
+    np.add.at(nwk, (doc_w, doc_z), 1)
+    nk = nwk.sum(axis=0).astype(np.int64)
+    sample, doc_counts = layout(doc_z, n_topics, dtype)
     # the exact conditional, from the counts without token i
     ndk = np.bincount(np.delete(doc_z, i), minlength=n_topics)
     nwk_i, nk_i = nwk[doc_w[i]].copy(), nk.copy()
@@ -48,54 +74,17 @@ def test_conditional_is_exact_collapsed_gibbs(n_topics, alpha, dtype):
     nk_i[doc_z[i]] -= 1
     p = (ndk + alpha) * (nwk_i + beta) / (nk_i + V * beta)
     p /= p.sum()
-    n = 20000
-    hist = np.zeros(n_topics)
-    words, docs, z = doc_w[i:i + 1], np.zeros(1, np.int32), doc_z[i:i + 1].copy()
-    for t in range(n):
-        K.sample_block(words, docs, z, dmeta, dlist, nwk, 0, nk, alpha, beta, V * beta,
-                       np.uint64(t * 7919 + 1), tree, cum)
-        hist[z[0]] += 1
-    assert chisquare(hist, p * n).pvalue > 1e-4
-    # the document's other counts are as they were
-    ndk_now = K.doc_topic_dense(dmeta, dlist, n_topics)[0]
-    ndk_now[z[0]] -= 1
-    assert np.array_equal(ndk_now, ndk)
-    assert nk.sum() == nk_i.sum() + 1 and nwk.min() >= 0
-
-
-@pytest.mark.parametrize("n_topics,alpha,dtype", [(4, 0.5, np.uint16), (13, 0.05, np.int32),
-                                                   (24, 0.2, np.uint16)])
-def test_dense_conditional_is_exact_collapsed_gibbs(n_topics, alpha, dtype):
-    """The same check for the dense sampler (few topics): its draw walks eight topics at
-    a time (13 and 24 topics: a partial and whole last group)."""
-    rng = np.random.default_rng(2)
-    beta, V = 0.3, 3
-    doc_z = rng.integers(0, n_topics, 9).astype(np.int32)
-    doc_w = rng.integers(0, V, 9).astype(np.int32)
-    i = 4
-    nwk = rng.integers(0, 5, (V, n_topics)).astype(np.int32)
-    np.add.at(nwk, (doc_w, doc_z), 1)
-    nk = nwk.sum(axis=0).astype(np.int64)
-    ndk = np.zeros((1, n_topics), dtype)
-    K.doc_table(np.array([doc_z.size]), doc_z, ndk)
-    ndk_i = np.bincount(np.delete(doc_z, i), minlength=n_topics)
-    nwk_i, nk_i = nwk[doc_w[i]].copy(), nk.copy()
-    nwk_i[doc_z[i]] -= 1
-    nk_i[doc_z[i]] -= 1
-    p = (ndk_i + alpha) * (nwk_i + beta) / (nk_i + V * beta)
-    p /= p.sum()
     n = 30000
     hist = np.zeros(n_topics)
     words, docs, z = doc_w[i:i + 1], np.zeros(1, np.int32), doc_z[i:i + 1].copy()
-    buf = np.zeros((3, n_topics))
     for t in range(n):
-        K.sample_dense(words, docs, z, ndk, nwk, 0, nk, alpha, beta, V * beta,
-                       np.uint64(t * 7919 + 1), *buf)
+        sample(words, docs, z, nwk, nk, alpha, beta, V * beta, np.uint64(t * 7919 + 1))
         hist[z[0]] += 1
     assert chisquare(hist, p * n).pvalue > 1e-4
-    now = ndk[0].astype(np.int64)
+    # the document's other counts are as they were
+    now = doc_counts()
     now[z[0]] -= 1
-    assert np.array_equal(now, ndk_i)
+    assert np.array_equal(now, ndk)
     assert nk.sum() == nk_i.sum() + 1 and nwk.min() >= 0
 
 
