@@ -446,6 +446,42 @@ def test_block_of_columns_is_a_group_of_single_column_rounds():
                                    atol=1e-12)
 
 
+@pytest.mark.parametrize("kw,workers", [
+    (dict(block=4, bias="full"), 1), (dict(block=4, bias="full"), 3), (dict(block=8), 2),
+    (dict(block=3, inner=2, bias="full"), 1), (dict(block=8, early_stop=1), 3)])
+def test_block_kernel_equals_its_columns_one_after_the_other(monkeypatch, kw, workers):
+    """ccd_block (a block's columns tile by tile of rows) makes the numbers of ccd_step
+    called for each column in turn, bit for bit, with several tiles too."""
+    from strads.apps.mf import kernels as K
+    t = mf.make_problem(700, 300, 9000, seed=3)
+    p = D.prepare(t, test_fraction=0.1, seed=0)
+
+    def columns(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
+        rss, n = None, delta.shape[1]
+        scratch = np.empty(max(int(np.diff(indptr).max()), 1))
+        for c, t in enumerate(cols):
+            if c == 0:  # the first folds in the other side's pending changes
+                G, fold = np.column_stack([other[t, :n], delta.T]), tps
+            else:
+                G, fold = other[t, :n][:, None], np.zeros(0, np.int64)
+            rss = K.ccd_step(indptr, idx, res, own, int(t), np.ascontiguousarray(G), reg,
+                             fold, scratch)
+        return rss
+
+    def fit():
+        return strads.run(mf.make_setup(lambda: p, rank=8, iters=4, **kw), mf.MFUpdate,
+                          workers=workers, quiet=True, tol=0)
+
+    monkeypatch.setattr(K, "BLOCK_TILE", 64)  # several tiles per side
+    fused = fit()
+    monkeypatch.setattr(K, "ccd_block", columns)
+    ref = fit()
+    for key in ref.model:
+        np.testing.assert_array_equal(fused.model[key], ref.model[key])
+    assert fused.extra["objective_per_iter"] == ref.extra["objective_per_iter"]
+    assert fused.extra["test_rmse"] == ref.extra["test_rmse"]
+
+
 def test_cli_bad_input_under_mpiexec_ends_job(tmp_path):
     f = tmp_path / "bad.tsv"
     f.write_text("1\t2\t3\n1\t2\t4\n")

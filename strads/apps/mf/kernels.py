@@ -44,7 +44,17 @@ def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
         rr = 0.0
         rv = 0.0
         vv = 0.0
-        if P == 1:  # the usual case, kept free of the inner loop
+        if P == 0:  # a block's later columns: nothing to fold (the same sums as below)
+            for q in range(lo, hi):
+                uq = _u(q)
+                j = _u(idx[uq])
+                r = res[uq]
+                vj = G[j, 0]
+                scratch[_u(q - lo)] = vj
+                rr += r * r
+                rv += r * vj
+                vv += vj * vj
+        elif P == 1:  # the usual case, kept free of the inner loop
             w0 = wp[0]
             for q in range(lo, hi):
                 uq = _u(q)
@@ -78,6 +88,93 @@ def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
             for q in range(lo, hi):
                 res[_u(q)] -= step * scratch[_u(q - lo)]
         rss += rr - 2.0 * step * rv + step * step * vv
+    return rss
+
+
+# ratings per tile of ccd_block (their residuals and indices, 12 bytes each, stay in L2)
+BLOCK_TILE = 16384
+
+
+@njit(**_opts)
+def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
+    """:func:`ccd_step` for the columns ``cols`` one after the other (a block), tile by
+    tile of rows (about ``tile`` ratings): every column's steps over a tile while its
+    ratings are in L2, instead of one pass over all the ratings per column. A row's
+    steps read only its own ratings and the other side's (fixed) columns, so the
+    numbers are those of ``ccd_step`` called for each column in turn, bit for bit.
+
+    ``other`` is the other side's synced factor, transposed (``other[t]`` its column t,
+    gathered from directly: the rows in use stay in L1 while a tile is read);
+    ``delta[p]`` its change of column ``tps[p]`` not yet in ``res``, folded in first,
+    change after change as ccd_step does, but change by change over the tile, so the
+    ratings' chains of subtractions overlap (ccd_step's general path, rating by
+    rating, is a chain of P dependent subtractions). Each row's step of column c is
+    applied to its residuals in the pass of column c + 1 (the same subtraction that
+    ccd_step's second pass makes, skipped as there when the step is 0), the last
+    column's in a pass of its own. Returns the RSS after the last column."""
+    b = cols.shape[0]
+    P = tps.shape[0]
+    m = indptr.shape[0] - 1
+    steps = np.empty(m)
+    rss = 0.0
+    a0 = 0
+    while a0 < m:
+        a1 = a0 + 1
+        while a1 < m and indptr[a1 + 1] - indptr[a0] <= tile:
+            a1 += 1
+        for p in range(P):
+            d = delta[p]
+            tp = tps[p]
+            for a in range(a0, a1):
+                wp = own[tp, a]
+                for q in range(indptr[a], indptr[a + 1]):
+                    uq = _u(q)
+                    res[uq] = res[uq] - wp * d[_u(idx[uq])]
+        for c in range(b):
+            t = cols[c]
+            v = other[t]
+            vp = other[cols[c - 1]] if c > 0 else v
+            for a in range(a0, a1):
+                lo, hi = indptr[a], indptr[a + 1]
+                sp = steps[a] if c > 0 else 0.0
+                rr = 0.0
+                rv = 0.0
+                vv = 0.0
+                if sp != 0.0:
+                    for q in range(lo, hi):
+                        uq = _u(q)
+                        j = _u(idx[uq])
+                        r = res[uq] - sp * vp[j]
+                        res[uq] = r
+                        vj = v[j]
+                        rr += r * r
+                        rv += r * vj
+                        vv += vj * vj
+                else:
+                    for q in range(lo, hi):
+                        uq = _u(q)
+                        r = res[uq]
+                        vj = v[_u(idx[uq])]
+                        rr += r * r
+                        rv += r * vj
+                        vv += vj * vj
+                s = own[t, a]
+                den = reg[a] + vv
+                z = (rv + s * vv) / den if den > 0.0 else 0.0
+                step = z - s
+                own[t, a] = z
+                steps[a] = step
+                if c == b - 1:
+                    rss += rr - 2.0 * step * rv + step * step * vv
+        if b > 0:
+            v = other[cols[b - 1]]
+            for a in range(a0, a1):
+                sp = steps[a]
+                if sp != 0.0:
+                    for q in range(indptr[a], indptr[a + 1]):
+                        uq = _u(q)
+                        res[uq] -= sp * v[_u(idx[uq])]
+        a0 = a1
     return rss
 
 

@@ -123,6 +123,8 @@ class MFUpdate(Update):
         res, own, other = np.ones(1), np.ones((2, 1)), np.ones((2, 1))
         reg, cols = np.ones(1), np.zeros(1, np.int64)
         K.ccd_step(indptr, idx, res, own, 0, np.ones((1, 2)), reg, cols, np.ones(1))
+        K.ccd_block(indptr, idx, res, own, np.zeros(2, np.int64), other, reg, cols, other,
+                    K.BLOCK_TILE)
         K.apply_cols(indptr, idx, res, own, cols, other)
         K.als_step(indptr, idx, res, own, cols, other, reg)
         K.predict_pairs(own, other, idx, idx, res)
@@ -139,7 +141,16 @@ class MFUpdate(Update):
         side, other, cols = self.sides[s], self.sync[1 - s], task["cols"]
         n_other = self.size[1 - s]
         rss = None  # an empty round (padding between dependent columns) changes nothing
-        if task["method"] == "ccd":
+        if task["method"] == "ccd" and cols.shape[0] > 1:
+            # a block: the columns one after the other (Gauss-Seidel), tile by tile, the
+            # first folding in the other side's last round (ccd_block)
+            p = side.pending
+            if p is None:
+                p = (np.zeros(0, np.int64), np.zeros((0, n_other)))
+            rss = K.ccd_block(side.indptr, side.idx, side.res, side.own, cols, other,
+                              side.reg, p[0], p[1], K.BLOCK_TILE)
+            side.pending = None
+        elif task["method"] == "ccd":
             # the columns one after the other (Gauss-Seidel); the first folds in the
             # other side's last round
             for t in cols:
@@ -162,8 +173,9 @@ class MFUpdate(Update):
             rss = K.als_step(side.indptr, side.idx, side.res, side.own, cols, other, side.reg)
         sq = np.array([K.wsumsq(side.reg, side.own[c]) for c in cols])
         scores, self.scores = self.scores, []
-        got = self.peers.allgather({"vals": side.own[cols], "rss": rss, "sq": sq,
-                                    "test": scores})
+        mine = {"vals": side.own[cols], "rss": rss, "sq": sq, "test": scores}
+        # alone, the exchange is the worker's own fresh values (side.own[cols] is a copy)
+        got = [mine] if self.peers.size == 1 else self.peers.allgather(mine)
         self._take(s, cols, [g["vals"] for g in got])
         end = None
         if task["end"] and self.early_stop:  # scored and added up now, sent now
