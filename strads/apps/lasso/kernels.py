@@ -357,6 +357,90 @@ def select_gram(G, norms, rho, max_block):
     return chosen[:m]
 
 
+# -- a priority round: candidates and the dense filter's cache -----------------------------
+@njit(**_opts)
+def priority_candidates(tree, u, n_cand, n_prio, p, seen, cand):
+    """A priority round's ``n_cand`` candidates into ``cand``, from the uniforms ``u``
+    (at least n_prio + n_cand of them): first up to ``n_prio`` distinct draws by priority
+    (:func:`tree_sample_distinct`, in the order drawn; none if every priority is 0),
+    then uniform draws over 0..p-1 for the rest. Returns the number of uniforms used."""
+    m = 0
+    used = 0
+    if n_prio > 0 and tree[1] > 0.0:
+        m = tree_sample_distinct(tree, u[:n_prio], cand, seen)
+        used = n_prio
+    for t in range(m, n_cand):
+        j = np.int64(u[used] * p)
+        cand[t] = j if j < p else p - 1
+        used += 1
+    return used
+
+
+@njit(**_dense)
+def select_dense_cached(X, norms, cand, rho, max_block, taken, known, conf, kept):
+    """:func:`select_dense` (the same greedy rule, the same kept set), with a cache of its
+    decisions: bit k of row j of ``known`` ((p, W) uint64, W = ceil(p / 64)) says the
+    pair (j, k) has been computed, the same bit of ``conf`` that |x_j' x_k| > rho |x_j|
+    |x_k|. A candidate is checked against the kept ones with W word operations; only
+    pairs never seen before cost an inner product over the rows, and each pair is
+    computed once in a run (a pair met the other way round reuses the decision; the
+    uncached filter would compare rho |x_k| |x_j| instead, which can differ only in the
+    last bit). ``kept`` ((W,) uint64, all 0) is scratch, restored."""
+    n = X.shape[0]
+    W = kept.shape[0]
+    chosen = np.empty(max_block, dtype=np.int64)
+    one = np.uint64(1)
+    m = 0
+    rejected = 0
+    for c in range(cand.shape[0]):
+        if m == max_block:
+            break
+        j = cand[c]
+        if taken[j] or norms[j] == 0.0:
+            continue
+        wj = j >> 6
+        bj = one << np.uint64(j & 63)
+        ok = True
+        if rho < 1.0 and m > 0:
+            unknown = np.uint64(0)
+            for w in range(W):
+                if conf[j, w] & kept[w]:
+                    ok = False
+                    break
+                unknown |= kept[w] & ~known[j, w]
+            if ok and unknown:
+                lim = rho * norms[j]
+                for t in range(m):
+                    k = chosen[t]
+                    wk = k >> 6
+                    bk = one << np.uint64(k & 63)
+                    if known[j, wk] & bk:
+                        continue
+                    s = 0.0
+                    for i in range(n):
+                        s += X[i, j] * X[i, k]
+                    known[j, wk] |= bk
+                    known[k, wj] |= bj
+                    if abs(s) > lim * norms[k]:
+                        conf[j, wk] |= bk
+                        conf[k, wj] |= bj
+                        ok = False
+                        break
+            if not ok:
+                rejected += 1
+                if rejected > m + 16:  # the block is about as full as the filter allows
+                    break
+        if ok:
+            chosen[m] = j
+            taken[j] = True
+            kept[wj] |= bj
+            m += 1
+    for k in range(m):
+        taken[chosen[k]] = False
+        kept[chosen[k] >> 6] = np.uint64(0)
+    return chosen[:m]
+
+
 # -- exact block solves from the block's Gram matrix ---------------------------------------
 @njit(**_opts)
 def _gram_objective(G, c, b, thresh):

@@ -3,8 +3,10 @@ computes their inner products over its rows); a full round now and then computes
 them, for the duality gap and fresh priorities.
 
 * ``priority`` (STRADS): sample candidates with probability growing with the squared
-  change of their last update, mixed with a uniform floor so none starves; keep a
-  candidate only if its absolute correlation with every one already kept is <= rho.
+  change of their last update, then a uniform floor so none starves; keep a candidate,
+  priority draws first, only if its absolute correlation with every one already kept
+  is <= rho. Its full rounds also come as soon as the priorities are spent (see
+  :class:`Priority`).
 * ``round-robin``: the next block of coordinates in order.
 * ``random``: a uniformly random block (Shotgun).
 * ``working-set``: the support plus the worst violators after each full round, solved
@@ -120,6 +122,8 @@ class _Base(_Clocked):
             self.rises, self.calm = agg.objective_rises, 0
             if self.block > 1:
                 self.block //= 2
+                if self.damp_with_block:
+                    self.step = max(self.step / 2, 1 / 1024)
             else:
                 self.step = max(self.step / 2, 1 / 1024)
         else:
@@ -130,13 +134,22 @@ class _Base(_Clocked):
                     self.step = min(1.0, 2 * self.step)
                 else:
                     self.block = min(self.block + max(1, self.block // 4), self.max_block)
-        if self.since_full is None or self.since_full >= self.full_every:
+        if self.since_full is None or self.since_full >= self.full_every or \
+                self._refresh_due():
             self.since_full = 0
+            self._full_at = round
             return agg.full_task()
         cols = self.choose(min(self.block, self.p))
         self.since_full += cols.shape[0]
         self._hold(cols)
         return {"cols": cols, "version": agg.done, "step": self.step}
+
+    _full_at = -1  # the round of the last full round scheduled
+    damp_with_block = False  # on an objective rise, halve the step with the block too
+
+    def _refresh_due(self):
+        """A full round before ``full_every`` updates (priority: see there)."""
+        return False
 
     def free(self, cols):
         return cols[~self.busy[cols]]
@@ -157,23 +170,66 @@ class Random(_Base):
 
 
 class Priority(_Base):
-    checkpoint_skip = _Base.checkpoint_skip + ("cols",)  # the scheduler's copy of X
+    """STRADS' schedule: candidates drawn by priority (distinct, heavier ones likelier),
+    then ``floor`` of them uniformly; the dependency filter keeps them greedily, in that
+    order, while their |correlation| with every one kept before is <= rho.
+
+    What makes it fast in time, not only in updates (``benchmarks/bench_lasso.py``; a
+    round costs the engine's fixed overhead plus the draws and the filter, so what
+    counts is how few rounds reach the target and how cheap each is):
+
+    * full rounds also come as soon as the priorities they gave are spent: once the
+      updates since the last one reach the number of coordinates it gave a priority to
+      and the sum tree's mass has fallen to REFRESH of what it held after it (what it
+      pointed to is done; what should move next, only a full round can tell), and still
+      at most ``full_every`` updates apart. On the sparse problem (a) the rounds to the
+      target went from 7,323 to under 500;
+    * the filter sees the priority draws first, in the order drawn, then the uniform
+      ones, so the block fills with the coordinates that move most (on the dense (c):
+      952 rounds to the target became about 600);
+    * dense X: the filter's decisions are cached (:func:`kernels.select_dense_cached`,
+      two bits per pair of coordinates, when 2 p^2 / 8 bytes fit FILTER_CACHE_BYTES):
+      a pair's inner product over the rows is computed once in a run, not in every
+      round that holds both (the filter cost O(block^2 n) a round);
+    * the draws: one numba call, from uniforms taken from ``self.rng`` in chunks
+      (numpy's calls cost a tenth of a round), and no more candidates than the filter
+      will read.
+    """
+    checkpoint_skip = _Base.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_kept")
 
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
         super().__init__(agg, block, full_every, seed, time_limit, staleness)
         self.rho, self.floor = float(rho), float(floor)
         self.remote = X is None  # parallel loading: the workers hold X and filter
+        self.dense = False
         if self.remote:
             self.cols = None
         elif sp.issparse(X):
             self.cols = (X.indptr, X.indices, X.data)
-            head = np.full(X.shape[0], -1, dtype=np.int64)
-            self.select = lambda *a: K.select_sparse(*a, head)
+            self._head = np.full(X.shape[0], -1, dtype=np.int64)
         else:
             self.cols = (X,)
-            self.select = K.select_dense
+            self.dense = True
+        self._known = self._conf = self._kept = None  # the dense filter's cache
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
+        self._u = np.empty(0)  # uniforms drawn from self.rng, used from _u_pos on
+        self._u_pos = 0
+        self._fulls_seen = 0
+        self._n_kept = self.block  # kept by the filter in the last round
+        self._mass0 = 0.0  # the sum tree's mass after the last full round
+        self._active0 = 0  # coordinates with a priority after it
+
+    def _refresh_due(self):
+        agg = self.agg
+        if agg.done <= self._full_at:  # the last full round is not aggregated yet
+            return False
+        if agg.fulls != self._fulls_seen:  # its priorities: the mass to spend
+            self._fulls_seen = agg.fulls
+            self._mass0 = float(agg.tree[1])
+            self._active0 = int(np.count_nonzero(agg.prio))
+        return (self._mass0 > 0.0 and self.since_full >= max(self._active0, 1)
+                and agg.tree[1] <= REFRESH * self._mass0)
 
     def schedule(self, round):
         task = super().schedule(round)
@@ -183,20 +239,29 @@ class Priority(_Base):
             task["select"] = (self.rho, self._b)
         return task
 
+    def _uniforms(self, k):
+        if self._u_pos + k > self._u.shape[0]:
+            self._u = np.concatenate([self._u[self._u_pos:],
+                                      self.rng.random(max(k, RANDOM_CHUNK))])
+            self._u_pos = 0
+        return self._u[self._u_pos:]
+
     def choose(self, b):
         # a quarter more candidates than the block: each one costs the scheduler random
         # reads of its column, and with distinct draws few are lost to the filter (on
         # problem (a) of the benchmark, 2b candidates took 1.09x round-robin's time and
-        # 1.25b 0.92x, for the same number of updates within 15%)
-        n_cand = 5 * b // 4
+        # 1.25b 0.92x, for the same number of updates within 15%); and at most twice
+        # what the filter kept last round, plus 64: it stops once its rejections exceed
+        # its keeps by 16, and draws beyond those would go unread
+        n_cand = min(5 * b // 4, 2 * self._n_kept + 64)
+        n_prio = n_cand - int(round(self.floor * n_cand))  # the rest: uniform
         cand = np.empty(n_cand, dtype=np.int64)
-        tree = self.agg.tree
-        n_prio = self.rng.binomial(n_cand, 1 - self.floor) if tree[1] > 0 else 0
         # distinct draws: with peaked priorities, draws with replacement repeat the few
-        # top coordinates and the block ends up a fraction of its size
-        n_prio = K.tree_sample_distinct(tree, self.rng.random(n_prio), cand, self.seen)
-        cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
-        self.rng.shuffle(cand)
+        # top coordinates and the block ends up a fraction of its size; a light leaf
+        # drawn twice costs its draw, and a uniform one takes its place
+        u = self._uniforms(2 * n_cand)
+        self._u_pos += K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p,
+                                             self.seen, cand)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
             self._b = b
             cand = cand[~self.busy[cand]]
@@ -204,8 +269,36 @@ class Priority(_Base):
             cand = cand[np.sort(first)]
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask
-        cols = self.select(*self.cols, self.agg.norms, cand, self.rho, b, self.busy)
+        if not self.dense:
+            cols = K.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b, self.busy,
+                                   self._head)
+        elif self._cache():
+            cols = K.select_dense_cached(*self.cols, self.agg.norms, cand, self.rho, b,
+                                         self.busy, self._known, self._conf, self._kept)
+        else:
+            cols = K.select_dense(*self.cols, self.agg.norms, cand, self.rho, b, self.busy)
+        self._n_kept = cols.shape[0]
         return np.sort(cols)
+
+    def _cache(self):
+        """The dense filter's cache, made at the first round (and again after a resume:
+        it holds decisions only, not state; each is the same computed again)."""
+        if self._known is None:
+            words = -(-self.p // 64)
+            if 2 * 8 * words * self.p > FILTER_CACHE_BYTES:
+                return False
+            self._known = np.zeros((self.p, words), dtype=np.uint64)
+            self._conf = np.zeros((self.p, words), dtype=np.uint64)
+            self._kept = np.zeros(words, dtype=np.uint64)
+        return True
+
+
+# priority: a full round once the sum tree's mass is below this share of its mass after
+# the last one (and enough updates were made); uniforms drawn at a time; the most memory
+# the dense filter's cache may take (bytes: 2 p^2 / 8, p <= 16,384)
+REFRESH = 0.1
+RANDOM_CHUNK = 1 << 14
+FILTER_CACHE_BYTES = 64 << 20
 
 
 class WorkingSet(_Clocked):

@@ -13,16 +13,20 @@ What differs from one scheduler (so the iterates differ; the optimum does not):
   the earlier of two that conflict);
 * priority draws are made per range, in proportion to the block shares, not over all
   coordinates at once;
-* full rounds come when the updates aggregated since the last full round reach
-  ``--full-every`` (one scheduler counts those it scheduled), a rule every scheduler
-  applies to the same news, so they agree; they compute x_j' r for every coordinate
-  (the screened ones too: a scheduler does not know the others' screening);
+* full rounds come by one scheduler's rules (``--full-every`` updates; for
+  ``priority`` also once the priorities the last full round gave are spent, see
+  :class:`~.schedule.Priority`), but on the aggregate's counts (the updates aggregated,
+  the priorities' total mass, which it tracks for them), which every scheduler reads
+  from the same news, so they agree (scheduler 0's full task, the one a round takes,
+  leaves out the coordinates screened out, as one scheduler's does: the aggregate
+  tells it which);
 * a round's step is the smallest of the K schedules' steps.
 """
 import numpy as np
 
 from ...engine import Schedule
 from . import kernels as K
+from .schedule import REFRESH
 
 
 def ranges(p, n_parts):
@@ -42,6 +46,11 @@ class View:
         self._tree = None
         self.done = self.objective_rises = self.updates = self.fulls = 0
         self.updates_at_full = 0  # the aggregate's updates when the last full round ended
+        # every coordinate's priority mass now, after the last full round, and the
+        # coordinates that full round gave a priority to (all ranges: the aggregate's)
+        self.mass = self.mass0 = 0.0
+        self.active0 = 0
+        self.full_cols = None  # a full round's coordinates (scheduler 0; None: all)
 
     @property
     def tree(self):
@@ -50,15 +59,17 @@ class View:
         return self._tree
 
     def full_task(self):
-        return {"full": True, "cols": None, "version": self.done}
+        return {"full": True, "cols": self.full_cols, "version": self.done}
 
     def hear(self, news):
         self.done, self.objective_rises = news["done"], news["rises"]
-        self.updates = news["updates"]
+        self.updates, self.mass = news["updates"], news["mass"]
         if "prio" in news:  # a full round: every priority anew
             self.prio, self._tree = news["prio"], None
             self.fulls += 1
             self.updates_at_full = self.updates
+            self.mass0, self.active0 = news["mass0"], news["active0"]
+            self.full_cols = news.get("full_cols")
         elif self._tree is not None:
             K.tree_set(self._tree, news["cols"], news["vals"])
 
@@ -81,6 +92,8 @@ class Part(Schedule):
         self.view = View(np.ascontiguousarray(sq[self.lo:hi]))
         self.full_every = self.full_every or p
         self.inner = self.make(self.view, self.k, p, *self.args)
+        self.inner._refresh_due = lambda: False  # (this part decides, below, for all)
+        self.refresh = self.args[0] == "priority"
         self.sq_norms = None
 
     def feedback(self, news):
@@ -88,8 +101,10 @@ class Part(Schedule):
 
     def schedule(self, round):
         v, inner = self.view, self.inner
-        full = self.full_round is None or (
-            v.done > self.full_round and v.updates - v.updates_at_full >= self.full_every)
+        since = v.updates - v.updates_at_full
+        full = self.full_round is None or (v.done > self.full_round and (
+            since >= self.full_every or (self.refresh and v.mass0 > 0.0 and since >=
+                                         max(v.active0, 1) and v.mass <= REFRESH * v.mass0)))
         if full:
             self.full_round = round
         inner.since_full = inner.full_every if full else 0  # (its own rule, overridden)
@@ -120,10 +135,21 @@ def news(agg, task, n_parts):
     their new priorities)."""
     p = agg.beta.shape[0]
     b = ranges(p, n_parts)
-    base = {"done": agg.done, "rises": agg.objective_rises, "updates": agg.updates}
     if task.get("full"):
-        return [{**base, "prio": agg.prio[b[k]:b[k + 1]].copy()} for k in range(n_parts)]
-    cols, vals = agg.last
+        agg.live = agg.prio.copy()
+        agg.mass = float(agg.live.sum())
+        full = {"mass0": agg.mass, "active0": int(np.count_nonzero(agg.live))}
+    else:
+        cols, vals = agg.last
+        agg.mass += float(vals.sum() - agg.live[cols].sum())
+        agg.live[cols] = vals
+    base = {"done": agg.done, "rises": agg.objective_rises, "updates": agg.updates,
+            "mass": agg.mass}
+    if task.get("full"):
+        out = [{**base, **full, "prio": agg.prio[b[k]:b[k + 1]].copy()}
+               for k in range(n_parts)]
+        out[0]["full_cols"] = agg.full_task()["cols"]  # (its full task is the round's)
+        return out
     owner = np.searchsorted(b, cols, side="right") - 1
     out = []
     for k in range(n_parts):

@@ -1,0 +1,203 @@
+"""Memory-bound kernels against this machine's streaming bandwidth, measured in one run.
+
+For each kernel: the bytes it must move between memory and the core (counted below, each
+array it reads or writes taken once, at its own size), divided by its best time of N,
+as a percentage of the streaming bandwidth (numpy's sum of a large float64 array, best
+of N, measured before every kernel in the same run). The issue's goal is >= 30%. All
+data are several times the last-level cache (32 MiB here), so they come from memory.
+
+Bytes counted (n rows, p columns, nnz non-zeros; int32 indices as the apps keep them):
+
+* stream: ``a.sum()`` over a float64 array: its size.
+* Lasso ``x_j' r`` over every column (a full round, :func:`lasso.kernels.grad_sparse`),
+  CSC: indptr 4 (p + 1) + indices 4 nnz + values 8 nnz + r 8 n + out 8 p.
+  Dense (:func:`lasso.kernels.grad_dense`, Fortran order): X 8 n p + r 8 n + out 8 p.
+* MF ``ccd_step`` (one rank-one half-step over a worker's CSR ratings, m rows, the
+  other side's column and P pending changes packed in G, n_other x (1 + P)): indptr
+  8 (m + 1) + item index 4 nnz + residual 8 nnz read and 8 nnz written + own row t
+  8 m read and 8 m written + reg 8 m + G 8 (1 + P) n_other. (Its second pass over a row
+  reads the row again from L1/L2: not counted.)
+* LDA ``sample_block`` at K = 1,000 (one Gibbs pass, tokens sorted by word): per token
+  its word and document (4 + 4), its topic (4 read, 4 written), its document's
+  (start, length) (16 read, 8 written) and the document's (topic, count) list, K_d
+  entries of 2 x 2 bytes (uint16) read, K_d the mean over tokens of their document's
+  distinct topics, measured after ``--lda-burn-in`` sweeps; per distinct word its row of
+  the word-topic counts, 4 K bytes read (the two counts a token changes are in that
+  row, in cache); the topic totals 8 K once.
+
+    python benchmarks/bench_kernels.py            # best of 5
+    python benchmarks/bench_kernels.py --reps 3 --scale 0.5
+
+Other jobs on the machine slow the kernels and the reference alike only if they run at
+the same moment: the best of N of each, the stream measured next to each kernel, and the
+ratio to the best stream are what to quote.
+"""
+import argparse
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from strads.apps.lasso import kernels as LK
+from strads.apps.lda import kernels as DK
+from strads.apps.mf import kernels as MK
+
+GB = 1e9
+
+
+def best_time(fn, reps, setup=None):
+    """Best wall time of ``reps`` calls of ``fn`` (``setup()`` before each, untimed)."""
+    best = np.inf
+    for _ in range(reps):
+        if setup is not None:
+            setup()
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+class Stream:
+    """numpy's sum of a float64 array of ``nbytes``: the reference bandwidth."""
+
+    def __init__(self, nbytes):
+        self.a = np.ones(nbytes // 8)
+        self.best = 0.0
+
+    def measure(self, reps):
+        t = best_time(self.a.sum, reps)
+        bw = self.a.nbytes / t
+        self.best = max(self.best, bw)
+        return bw
+
+
+def lasso_sparse(scale, rng):
+    n, p = int(50_000 * scale), 400_000
+    nnz_col = 25  # 10M non-zeros at scale 1: 120 MB of indices and values
+    X = sp.random(n, p, density=nnz_col / n, format="csc", random_state=rng,
+                  dtype=np.float64)
+    X.sort_indices()
+    X.indices = X.indices.astype(np.int32)
+    X.indptr = X.indptr.astype(np.int32)
+    r = rng.standard_normal(n)
+    cols = np.arange(p)
+    out = np.empty(p)
+    nbytes = 4 * (p + 1) + 12 * X.nnz + 8 * n + 8 * p
+    args = (X.indptr, X.indices, X.data, r, cols, out)
+    LK.grad_sparse(*args)
+    return (f"Lasso x_j'r sparse {n} x {p}, {X.nnz / 1e6:.1f}M nnz",
+            lambda: LK.grad_sparse(*args), nbytes, None)
+
+
+def lasso_dense(scale, rng):
+    n, p = int(4_000 * scale), 10_000  # 320 MB at scale 1
+    X = np.asfortranarray(rng.standard_normal((n, p)))
+    r = rng.standard_normal(n)
+    cols = np.arange(p)
+    out = np.empty(p)
+    args = (X, r, cols, out)
+    LK.grad_dense(*args)
+    return (f"Lasso x_j'r dense {n} x {p}", lambda: LK.grad_dense(*args),
+            8 * n * p + 8 * n + 8 * p, None)
+
+
+def mf_ccd(scale, rng, pending):
+    m, n_other, nnz = int(200_000 * scale), 20_000, int(10_000_000 * scale)
+    rows = np.sort(rng.integers(0, m, nnz))
+    indptr = np.searchsorted(rows, np.arange(m + 1)).astype(np.int64)
+    idx = rng.integers(0, n_other, nnz).astype(np.int32)
+    res0 = rng.standard_normal(nnz)
+    res = res0.copy()
+    rank = 8
+    own = rng.standard_normal((rank, m)) * 0.1
+    P = 1 if pending else 0
+    G = rng.standard_normal((n_other, 1 + P)) * 0.1
+    reg = np.full(m, 0.05)
+    tps = np.arange(P, dtype=np.int64)
+    scratch = np.empty(int(np.diff(indptr).max()))
+    args = (indptr, idx, res, own, 2, G, reg, tps, scratch)
+    MK.ccd_step(*args)
+    nbytes = 8 * (m + 1) + (4 + 16) * nnz + 24 * m + 8 * (1 + P) * n_other
+
+    def reset():  # the same residuals every time (the step changes them in place)
+        res[:] = res0
+    return (f"MF ccd_step {m} rows, {nnz / 1e6:.0f}M ratings, P = {P}",
+            lambda: MK.ccd_step(*args), nbytes, reset)
+
+
+def lda_block(scale, rng, burn_in, K=1000):
+    from strads.apps.lda.data import make_corpus
+
+    # bench_lda.py's synthetic corpus (20,000 words, documents of 200 tokens, 50 topics)
+    n_docs = int(10_000 * scale)
+    C = make_corpus(n_docs, 20_000, 200, 50, 0.1, 0.05, 0)[0].tocsr()
+    lengths = np.asarray(C.sum(axis=1)).ravel().astype(np.int64)
+    # tokens in document order, then visited word by word (within a word, by document)
+    doc_of = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(C.indptr))
+    words_doc = np.repeat(C.indices.astype(np.int32), C.data.astype(np.int64))
+    docs_doc = np.repeat(doc_of, C.data.astype(np.int64))
+    n = words_doc.shape[0]
+    z_doc = rng.integers(0, K, n).astype(np.int32)
+    dmeta = np.empty((n_docs, 2), np.int64)
+    dlist = np.empty((n, 2), np.uint16)
+    DK.doc_lists(lengths, docs_doc, z_doc, dmeta, dlist, K)
+    order = np.lexsort((docs_doc, words_doc))
+    words, docs, z = words_doc[order], docs_doc[order], z_doc[order].copy()
+    V = C.shape[1]
+    nwk = np.zeros((V, K), np.int32)
+    np.add.at(nwk, (words, z), 1)
+    nk = np.bincount(z, minlength=K).astype(np.int64)
+    alpha, beta = 0.1, 0.01
+    P = 1
+    while P < K:
+        P *= 2
+    tree = np.zeros(2 * P)
+    cum = np.zeros(max(1, min(K, int(lengths.max()))))
+    seed = [np.uint64(7)]
+
+    def one_pass():
+        seed[0] += np.uint64(1)
+        DK.sample_block(words, docs, z, dmeta, dlist, nwk, 0, nk, alpha, beta, V * beta,
+                        seed[0], tree, cum)
+    for _ in range(burn_in):  # the documents' lists shrink to their topics
+        one_pass()
+    kd = float((dmeta[docs, 1]).mean())  # K_d over tokens, each token its document's
+    n_runs = int(np.count_nonzero(np.diff(words)) + 1)
+    nbytes = n * (4 + 4 + 8 + 16 + 8) + int(n * kd * 4) + n_runs * 4 * K + 8 * K
+    return (f"LDA sample_block K = {K}, {n / 1e6:.1f}M tokens (K_d {kd:.0f})", one_pass,
+            nbytes, None)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--lda-burn-in", type=int, default=10, metavar="SWEEPS",
+                    help="Gibbs sweeps before the LDA sampler is timed (default 10)")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    stream = Stream(512 << 20)
+    print(f"stream: numpy sum of {stream.a.nbytes >> 20} MiB, best of {args.reps}; "
+          "each kernel best of the same")
+    stream.measure(args.reps)
+    makers = [lambda: lasso_sparse(args.scale, rng), lambda: lasso_dense(args.scale, rng),
+              lambda: mf_ccd(args.scale, rng, False), lambda: mf_ccd(args.scale, rng, True),
+              lambda: lda_block(args.scale, rng, args.lda_burn_in)]
+    rows = []
+    for make in makers:
+        name, fn, nbytes, setup = make()
+        near = stream.measure(args.reps)
+        t = best_time(fn, args.reps, setup)
+        rows.append((name, nbytes, t, near))
+    ref = stream.best
+    print(f"streaming bandwidth (best): {ref / GB:.1f} GB/s")
+    print(f"{'kernel':58s} {'MB moved':>9s} {'best s':>8s} {'GB/s':>6s} {'% stream':>8s}"
+          f" {'% stream next to it':>20s}")
+    for name, nbytes, t, near in rows:
+        bw = nbytes / t
+        print(f"{name:58s} {nbytes / 1e6:9.1f} {t:8.4f} {bw / GB:6.2f} "
+              f"{100 * bw / ref:7.1f}% {100 * bw / near:19.1f}%")
+
+
+if __name__ == "__main__":
+    main()

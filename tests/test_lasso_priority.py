@@ -1,0 +1,158 @@
+"""The priority schedule's parts: candidates, the dense filter's cache, and full rounds
+that come when the priorities are spent."""
+import numpy as np
+import pytest
+
+import strads
+from strads.apps import lasso
+from strads.apps.lasso import kernels as K
+from strads.apps.lasso import schedule as S
+from strads.apps.lasso.data import make_problem
+
+
+def test_candidates_are_priority_draws_then_uniform():
+    rng = np.random.default_rng(0)
+    p = 500
+    prio = np.zeros(p)
+    heavy = rng.choice(p, 40, replace=False)
+    prio[heavy] = rng.random(40) + 0.1
+    tree = K.tree_build(prio)
+    before = tree.copy()
+    seen = np.zeros(p, bool)
+    cand = np.empty(60, np.int64)
+    u = rng.random(120)
+    used = K.priority_candidates(tree, u, 60, 50, p, seen, cand)
+    # the 40 leaves with a priority come first (distinct: heavy leaves leave the tree
+    # once drawn), the rest are uniform draws, each from one uniform
+    m = int(np.isin(cand, heavy).sum())
+    assert len(set(cand[:m].tolist())) == m and np.isin(cand[:m], heavy).all()
+    assert m >= 35 and used == 50 + (60 - m)
+    assert ((cand >= 0) & (cand < p)).all()
+    assert np.array_equal(tree, before) and not seen.any()
+    # no priority at all (every leaf 0): every candidate uniform, no draw from the tree
+    empty = K.tree_build(np.zeros(p))
+    assert K.priority_candidates(empty, u, 60, 50, p, seen, cand) == 60
+    np.testing.assert_array_equal(cand, np.minimum((u[:60] * p).astype(np.int64), p - 1))
+
+
+@pytest.mark.parametrize("rho", [0.05, 0.2, 0.5, 1.0])
+def test_the_dense_filter_cache_keeps_the_same_columns(rho):
+    """The cached filter keeps exactly what the uncached one keeps, round after round,
+    with coordinates taken by rounds in flight and empty columns among the candidates;
+    every pair it caches is right."""
+    X, _, _ = make_problem(80, 300, corr=0.7, dense=True, seed=4)
+    X[:, 17] = 0.0
+    norms = np.linalg.norm(X, axis=0)
+    p = X.shape[1]
+    words = -(-p // 64)
+    known = np.zeros((p, words), np.uint64)
+    conf = np.zeros((p, words), np.uint64)
+    kept = np.zeros(words, np.uint64)
+    rng = np.random.default_rng(1)
+    C = np.abs(X.T @ X)
+    for _ in range(200):
+        cand = rng.integers(0, p, 80)
+        cand[::7] = 17
+        taken = rng.random(p) < 0.05
+        b = int(rng.integers(1, 60))
+        want = K.select_dense(X, norms, cand, rho, b, taken.copy())
+        t2 = taken.copy()
+        got = K.select_dense_cached(X, norms, cand, rho, b, t2, known, conf, kept)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(t2, taken) and not kept.any()  # scratch restored
+    def unpack(a):
+        return np.unpackbits(a.view(np.uint8), axis=1, bitorder="little")[:, :p] == 1
+    bits, cbits = unpack(known), unpack(conf)
+    assert bits.any() == (rho < 1)  # (rho 1: no filter, nothing computed)
+    assert (bits == bits.T).all() and not (cbits & ~bits).any()
+    i, j = np.nonzero(bits)
+    np.testing.assert_array_equal(cbits[i, j], C[i, j] > rho * norms[i] * norms[j])
+
+
+def _tasks(X, y, **kw):
+    setup = lasso.make_setup(lambda: (X, y), schedule="priority", **kw)
+    rec = {}
+
+    def recording(ctx):
+        sched, agg, shards = setup(ctx)
+        inner = sched.schedule
+
+        def schedule(round):
+            task = inner(round)
+            rec.setdefault("tasks", []).append(
+                ("full" if task.get("full") else task["cols"].shape[0]))
+            return task
+        sched.schedule = schedule
+        rec["sched"] = sched
+        return sched, agg, shards
+    res = strads.run(recording, lasso.LassoUpdate, tol=1e-9, max_rounds=50_000, quiet=True)
+    return res, rec["tasks"], rec["sched"].full_every
+
+
+def test_full_rounds_come_when_the_priorities_are_spent():
+    X, y, _ = make_problem(400, 4000, density=0.01, corr=0.5, n_informative=40, seed=5)
+    res, tasks, every = _tasks(X, y, lambda_ratio=0.05, block=64)
+    assert res.stop_reason == "tol" and every == np.count_nonzero(X.getnnz(axis=0))
+    gaps, n = [], 0
+    for t in tasks[1:]:
+        if t == "full":
+            gaps.append(n)
+            n = 0
+        else:
+            n += t
+    # most full rounds come well before full_every (the non-empty features) updates,
+    # none after it
+    assert len(gaps) >= 3 and max(gaps) <= every + 64
+    assert sum(g < every / 2 for g in gaps) >= len(gaps) // 2
+    # with the refresh off, the full rounds are full_every updates apart
+    old = S.REFRESH
+    try:
+        S.REFRESH = 0.0
+        res0, tasks0, _ = _tasks(X, y, lambda_ratio=0.05, block=64)
+    finally:
+        S.REFRESH = old
+    assert res0.stop_reason == "tol"
+    assert res.rounds < res0.rounds  # (the point of it)
+    n, gaps0 = 0, []
+    for t in tasks0[1:]:
+        if t == "full":
+            gaps0.append(n)
+            n = 0
+        else:
+            n += t
+    assert all(g >= every for g in gaps0)
+
+
+def test_full_every_still_bounds_the_full_rounds():
+    X, y, _ = make_problem(300, 1000, density=0.02, corr=0.5, n_informative=20, seed=6)
+    res, tasks, every = _tasks(X, y, lambda_ratio=0.05, block=32, full_every=150)
+    assert every == 150
+    n = 0
+    for t in tasks[1:]:
+        if t == "full":
+            assert n <= 150 + 32
+            n = 0
+        else:
+            n += t
+    f = lasso.objective(X, y, res.model["coef"], res.model["lambda"])
+    assert res.stop_reason == "tol" and np.isfinite(f)
+
+
+def test_the_filter_cache_is_left_out_of_checkpoints_and_refused_when_too_large():
+    X, y, _ = make_problem(60, 200, corr=0.5, dense=True, seed=2)
+    setup = lasso.make_setup(lambda: (X, y), schedule="priority", lambda_ratio=0.1)
+    sched, agg, _ = setup(strads.engine.Context(n_workers=1))
+    sched.schedule(0)  # (a full round)
+    agg.aggregate(0, agg.full_task(), [{"g": X.T @ y, "rss": float(y @ y),
+                                       "ry": float(y @ y)}])
+    sched.schedule(1)
+    assert sched._known is not None and sched._known.shape == (200, 4)
+    state = sched.state()
+    assert not {"_known", "_conf", "_kept", "_head", "cols"} & set(state)
+    old = S.FILTER_CACHE_BYTES
+    try:
+        S.FILTER_CACHE_BYTES = 1000
+        sched2, _, _ = setup(strads.engine.Context(n_workers=1))
+        assert not sched2._cache() and sched2._known is None
+    finally:
+        S.FILTER_CACHE_BYTES = old
