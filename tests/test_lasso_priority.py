@@ -156,3 +156,17 @@ def test_the_filter_cache_is_left_out_of_checkpoints_and_refused_when_too_large(
         assert not sched2._cache() and sched2._known is None
     finally:
         S.FILTER_CACHE_BYTES = old
+
+
+def test_without_the_filter_it_still_converges():
+    """rho 1 (no dependency filter): rounds of the heaviest movers overshoot; halving the
+    step with the block on each rise keeps the run from diverging."""
+    X, y, _ = make_problem(50, 200, n_informative=10, corr=0.6, snr=3, dense=True, seed=0)
+    lam = lasso.lambda_max(X, y) / 20
+    res = lasso.fit(X, y, lam=lam, schedule="priority", rho=1.0, tol=1e-6,
+                    max_rounds=200_000, quiet=True, log_interval=0)
+    assert res.stop_reason == "tol" and res.extra["objective_rises"] > 0
+    from sklearn.linear_model import Lasso
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+    f_sk = lasso.objective(X, y, sk.coef_, lam)
+    assert lasso.objective(X, y, res.model["coef"], lam) == pytest.approx(f_sk, rel=1e-5)
