@@ -36,7 +36,9 @@ def build_parser():
                    help="priority: share of candidates drawn uniformly, so none starves")
     a.add_argument("--full-every", type=cli.pos_int, default=None, metavar="UPDATES",
                    help="priority, round-robin, random: coordinate updates between "
-                        "full rounds (duality gap, priorities); default: n_features")
+                        "full rounds (duality gap, priorities), at most; priority also "
+                        "makes one once the last one's priorities are spent; default: "
+                        "n_features")
     a.add_argument("--gram-budget", type=cli.pos_float, default=None, metavar="MiB",
                    help="working-set: memory one round's Gram matrices may take in one "
                         "process; larger working sets are solved in pieces (default: the "
