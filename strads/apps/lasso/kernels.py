@@ -21,14 +21,26 @@ _u = np.uint64
 
 @njit(**_opts)
 def grad_sparse(indptr, indices, data, r, cols, out):
-    # out[k] = X[:, cols[k]] @ r
+    # out[k] = X[:, cols[k]] @ r, in four lanes (entry a + 4i + l in lane l, added
+    # (0 + 1) + (2 + 3)): four chains of additions in flight instead of one
     for k in range(cols.shape[0]):
         j = _u(cols[k])
-        s = 0.0
-        for q in range(indptr[j], indptr[j + _u(1)]):
-            uq = _u(q)
-            s += data[uq] * r[_u(indices[uq])]
-        out[k] = s
+        q = _u(indptr[j])
+        end = _u(indptr[j + _u(1)])
+        s0 = s1 = s2 = s3 = 0.0
+        while q + _u(4) <= end:
+            s0 += data[q] * r[_u(indices[q])]
+            s1 += data[q + _u(1)] * r[_u(indices[q + _u(1)])]
+            s2 += data[q + _u(2)] * r[_u(indices[q + _u(2)])]
+            s3 += data[q + _u(3)] * r[_u(indices[q + _u(3)])]
+            q += _u(4)
+        if q < end:
+            s0 += data[q] * r[_u(indices[q])]
+        if q + _u(1) < end:
+            s1 += data[q + _u(1)] * r[_u(indices[q + _u(1)])]
+        if q + _u(2) < end:
+            s2 += data[q + _u(2)] * r[_u(indices[q + _u(2)])]
+        out[k] = (s0 + s1) + (s2 + s3)
 
 
 @njit(**_dense)
