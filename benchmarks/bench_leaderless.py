@@ -35,7 +35,7 @@ MODES = {  # app: flags (built-in problems, a fixed amount of work)
     "lasso": ["--schedule", "priority", "--n-features", "20000", "--max-rounds", "3000",
               "--tol", "0"],
     "mf": ["--n-users", "100000", "--n-items", "20000", "--n-ratings", "3000000",
-           "--iters", "5", "--tol", "0"],
+           "--iters", "5", "--tol", "0", "--bias", "mean"],
     "lda": ["--n-docs", "20000", "--n-words", "5000", "--sweeps", "10", "--topics", "100"],
 }
 REBALANCE = {

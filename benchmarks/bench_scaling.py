@@ -23,7 +23,8 @@ MF = dict(m=20_000, n=5_000, nnz=500_000, k=16)
 LDA = dict(D=2_000, V=5_000, L=100, K=100)
 RUNS = {
     "mf": (["strads.apps.mf", "--n-users", str(MF["m"]), "--n-items", str(MF["n"]),
-            "--n-ratings", str(MF["nnz"]), "--rank", str(MF["k"]), "--tol", "0"],
+            "--n-ratings", str(MF["nnz"]), "--rank", str(MF["k"]), "--tol", "0",
+            "--bias", "mean"],
            "--iters", (1, 3)),
     "lda": (["strads.apps.lda", "--n-docs", str(LDA["D"]), "--n-words", str(LDA["V"]),
              "--doc-length", str(LDA["L"]), "--topics", str(LDA["K"]), "--tol", "0",

@@ -584,9 +584,9 @@ class MatrixFactorization(BaseEstimator):
         Penalise each user and item by ``alpha`` times its number of training ratings
         (the app's ``weighted``, ``--lambda-weighting count``); False: by ``alpha``
         alone (``--lambda-weighting none``).
-    biases : {"none", "mean", "full"}, default="mean"
-        The app's ``bias``: no offset, the global mean ``mu``, or ``mu`` plus fitted
-        user and item biases.
+    biases : {"none", "mean", "full"}, default="full"
+        The app's ``bias`` (its default, ``strads.apps.mf.BIAS_DEFAULT``): no offset, the
+        global mean ``mu``, or ``mu`` plus fitted user and item biases.
     schedule : {"ccd", "als"}, default="ccd"
         CCD++ rank-one updates, or alternating least squares.
     max_iter : int, default=20
@@ -633,7 +633,7 @@ class MatrixFactorization(BaseEstimator):
     3
     """
 
-    def __init__(self, n_components=8, alpha=0.1, weighted=True, biases="mean",
+    def __init__(self, n_components=8, alpha=0.1, weighted=True, biases="full",
                  schedule="ccd", max_iter=20, tol=1e-6, n_jobs=None, random_state=None):
         self.n_components = n_components
         self.alpha = alpha

@@ -175,6 +175,21 @@ def ratings(m=50, n=35, k=3, density=0.4, seed=1):
     return u, i, r
 
 
+def test_mf_defaults_are_the_apps():
+    """The estimator's, fit()'s and the CLI's defaults of the model are the app's one
+    declaration (scikit-learn wants literal defaults in __init__)."""
+    import inspect
+
+    from strads.apps.mf.__main__ import build_parser
+    est = MatrixFactorization()
+    fit_defaults = inspect.signature(mf_app.fit).parameters
+    args = build_parser().parse_args([])
+    assert est.biases == fit_defaults["bias"].default == args.bias == mf_app.BIAS_DEFAULT
+    assert est.weighted == fit_defaults["weighted"].default == mf_app.WEIGHTED
+    assert est.alpha == fit_defaults["lam"].default == args.lam
+    assert est.n_components == fit_defaults["rank"].default == args.rank
+
+
 @pytest.mark.parametrize("biases", ["none", "mean", "full"])
 def test_mf_is_the_app_model_and_predict_is_its_formula(biases):
     u, i, r = ratings()

@@ -359,7 +359,7 @@ def test_more_ratings_than_memory_holds(tmp_path, memory):
 
 def test_rank_factors_beyond_memory(memory):
     u, i, r = ratings(12, 10, 60)
-    lay = (4, False, 12, 10, 2, "ccd", 1)  # rank, biases, users, items, workers, ...
+    lay = (4, True, 12, 10, 2, "ccd", 1)  # rank, biases, users, items, workers, ...
     need = mf.factor_bytes(*lay)
     memory(need - 1)
     with pytest.raises(strads.DataError, match=r"^rank 4 \(--rank\): the factors of 12 "

@@ -9,7 +9,8 @@ with, by default (``weighted=True``, ``--lambda-weighting count``), reg_u = lamb
 and reg_i = lambda * n_i, n_u (n_i) the number of training ratings of user u (item i):
 the per-rating weighted lambda of LIBMF, ALS-WR and Spark's ALS. With ``weighted=False``
 (``--lambda-weighting none``) reg_u = reg_i = lambda. ``mu`` is the global mean (bias
-'mean', 'full'; 0 with 'none'), b_u and b_i exist with bias 'full' only.
+'mean', 'full'; 0 with 'none'), b_u and b_i exist with bias 'full' only (the default,
+``BIAS_DEFAULT``).
 
 Users and items are split across workers, balanced by ratings; each worker keeps its
 users' ratings by row and its items' ratings by column, both as residuals, and a synced
@@ -42,10 +43,13 @@ from .update import MFUpdate
 
 __all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "read_ratings", "make_problem",
            "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
-           "Layout", "BIAS", "INIT", "DUPLICATES", "COLD_START", "LAMBDA_WEIGHTING",
-           "WEIGHTED"]
+           "Layout", "BIAS", "BIAS_DEFAULT", "INIT", "DUPLICATES", "COLD_START",
+           "LAMBDA_WEIGHTING", "WEIGHTED"]
 
 BIAS = ("none", "mean", "full")
+#: The default bias, declared once: the global mean plus fitted user and item biases,
+#: the model of Koren et al. (2009), Surprise's SVD and most rating libraries.
+BIAS_DEFAULT = "full"
 INIT = ("svd", "random")
 #: The penalty's weighting, declared once: "count" (the default, ``weighted=True``):
 #: lambda times each user's (item's) number of training ratings; "none"
@@ -127,9 +131,9 @@ def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
 
 def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.0,
                         duplicates="error", cold_start="error", rank=8, lam=0.1,
-                        schedule="ccd", inner=1, iters=None, bias="mean", weighted=WEIGHTED,
-                        init_scale=None, seed=0, target_test_rmse=None, group=1,
-                        init="svd", block=1, early_stop=None):
+                        schedule="ccd", inner=1, iters=None, bias=BIAS_DEFAULT,
+                        weighted=WEIGHTED, init_scale=None, seed=0, target_test_rmse=None,
+                        group=1, init="svd", block=1, early_stop=None):
     """``setup(ctx)`` for :func:`strads.run` that reads nothing but the lines before the
     first rating on the scheduler rank: each worker reads its own part of the file
     ``train`` (and of the held-out file ``test``), or generates its part of the built-in
@@ -171,9 +175,9 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
     return setup
 
 
-def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None, bias="mean",
-               weighted=WEIGHTED, init_scale=None, seed=0, target_test_rmse=None, group=1,
-               init="svd", block=1, early_stop=None):
+def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
+               bias=BIAS_DEFAULT, weighted=WEIGHTED, init_scale=None, seed=0,
+               target_test_rmse=None, group=1, init="svd", block=1, early_stop=None):
     """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
     :class:`Problem` and is only called on the scheduler rank, which keeps nothing of
     its size once setup returns (the shards go to the workers). ``group``: ccd columns
@@ -316,7 +320,7 @@ def _part(csr, lo, hi):
 
 
 def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
-        schedule="ccd", inner=1, block=1, iters=20, bias="mean", weighted=WEIGHTED,
+        schedule="ccd", inner=1, block=1, iters=20, bias=BIAS_DEFAULT, weighted=WEIGHTED,
         init="svd", init_scale=None, duplicates="error", cold_start="error", seed=0, tol=1e-6,
         max_rounds=10 ** 9, target_test_rmse=None, early_stop=None, **run_kw):
     """Factorize ratings given as three arrays (raw integer ids are remapped); ``test`` is

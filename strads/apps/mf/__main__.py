@@ -1,6 +1,6 @@
 """python -m strads.apps.mf [--data FILE] [flags]; see --help."""
 from ... import cli, engine
-from . import (BIAS, COLD_START, DUPLICATES, INIT, LAMBDA_WEIGHTING, MFUpdate,
+from . import (BIAS, BIAS_DEFAULT, COLD_START, DUPLICATES, INIT, LAMBDA_WEIGHTING, MFUpdate,
                make_problem, make_parallel_setup, prepare)
 from .data import read_ratings
 from .schedule import SCHEDULES
@@ -34,8 +34,8 @@ def build_parser():
     a.add_argument("--weighted-lambda", action="store_true",
                    help="accepted for old command lines, does nothing: --lambda-weighting "
                         "count is the default")
-    a.add_argument("--bias", choices=BIAS, default="mean",
-                   help="none; mean: subtract the global mean; full: also user and item "
+    a.add_argument("--bias", choices=BIAS, default=BIAS_DEFAULT,
+                   help="none; mean: subtract the global mean; full (the default): also user and item "
                         "biases (penalised with their row's factors)")
     a.add_argument("--schedule", choices=sorted(SCHEDULES), default="ccd",
                    help="ccd: CCD++ rank-one blocks; als: alternating least squares "
