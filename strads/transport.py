@@ -84,21 +84,30 @@ def unpack(frame):
     return decode(parts[0].tobytes(), [memoryview(p) for p in parts[1:]])
 
 
+_SCALARS = (int, float, str, bool, bytes, type(None), np.generic)
+_PLAIN = frozenset((int, float, str, bool, bytes, type(None), np.float64, np.int64))
+
+
 def _copy(obj):
     """What a receiver sees: the same structure with its own copies of the arrays (a
     read-only array is the sender's promise that it never changes, and is shared).
     Plain containers of arrays and scalars are copied directly (the common case, and
-    several times cheaper than a pickle round trip); anything else goes through one."""
+    several times cheaper than a pickle round trip); anything else goes through one.
+    Scalars of the common types are taken without a call (most of a message)."""
+    t = type(obj)
+    if t in _PLAIN:
+        return obj
+    if t is dict:
+        return {k: v if type(v) in _PLAIN else _copy(v) for k, v in obj.items()}
+    if t is list or t is tuple:
+        out = [v if type(v) in _PLAIN else _copy(v) for v in obj]
+        return out if t is list else tuple(out)
     if isinstance(obj, np.ndarray):
         if not obj.flags.writeable and obj.dtype != object:
             return obj  # the sender marked it never to change (a shard's data): shared
         return obj.copy(order="K") if obj.dtype != object else _pickled(obj)
-    if isinstance(obj, (int, float, str, bool, bytes, type(None), np.generic)):
+    if isinstance(obj, _SCALARS):
         return obj
-    if type(obj) is dict:
-        return {k: _copy(v) for k, v in obj.items()}
-    if type(obj) in (list, tuple):
-        return type(obj)(_copy(v) for v in obj)
     return _pickled(obj)
 
 
