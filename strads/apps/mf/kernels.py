@@ -16,6 +16,17 @@ _opts = dict(cache=True, nogil=True, fastmath=False)
 _u = np.uint64
 
 
+@njit(cache=True, nogil=True, fastmath={"reassoc"})
+def _fold(w, M, j, off, P):
+    """sum_p w[p] M[j, off + p]: a rating's share of the other side's pending changes, in
+    SIMD lanes (the order is the compiler's, fixed for a build; every kernel that folds
+    more than one change calls this, so they agree bit for bit)."""
+    s = 0.0
+    for p in range(P):
+        s += w[p] * M[j, off + p]
+    return s
+
+
 @njit(**_opts)
 def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
     """One rank-one half-step: for every own row a,
@@ -25,7 +36,7 @@ def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
 
     ``G[j] = (v_j, d_1j, ..., d_Pj)``, packed so that one cache line serves all the
     gathers: the other side's synced changes of its columns ``tps``, not yet in ``res``,
-    are folded in while the row is read anyway (r -= d_pj own[tps[p], a]).
+    are folded in while the row is read anyway (r -= sum_p d_pj own[tps[p], a]).
 
     Two passes over each row: the first folds the changes and sums, the second applies
     this step's change from ``scratch`` (the row's v_j, gathered once; at least as long
@@ -70,9 +81,7 @@ def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
             for q in range(lo, hi):
                 uq = _u(q)
                 j = _u(idx[uq])
-                r = res[uq]
-                for p in range(P):
-                    r -= wp[p] * G[j, 1 + p]
+                r = res[uq] - _fold(wp, G, j, 1, P)
                 res[uq] = r
                 vj = G[j, 0]
                 scratch[_u(q - lo)] = vj
@@ -105,10 +114,9 @@ def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
 
     ``other`` is the other side's synced factor, transposed (``other[t]`` its column t,
     gathered from directly: the rows in use stay in L1 while a tile is read);
-    ``delta[p]`` its change of column ``tps[p]`` not yet in ``res``, folded in first,
-    change after change as ccd_step does, but change by change over the tile, so the
-    ratings' chains of subtractions overlap (ccd_step's general path, rating by
-    rating, is a chain of P dependent subtractions). Each row's step of column c is
+    ``delta[p]`` its change of column ``tps[p]`` not yet in ``res``, folded in first as
+    ccd_step does (each rating's P changes summed in SIMD lanes from a transposed copy
+    of ``delta``, its row of changes contiguous). Each row's step of column c is
     applied to its residuals in the pass of column c + 1 (the same subtraction that
     ccd_step's second pass makes, skipped as there when the step is 0), the last
     column's in a pass of its own. Returns the RSS after the last column."""
@@ -117,19 +125,20 @@ def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
     m = indptr.shape[0] - 1
     steps = np.empty(m)
     rss = 0.0
+    dT = np.ascontiguousarray(delta.T)
+    wp = np.empty(P)
     a0 = 0
     while a0 < m:
         a1 = a0 + 1
         while a1 < m and indptr[a1 + 1] - indptr[a0] <= tile:
             a1 += 1
-        for p in range(P):
-            d = delta[p]
-            tp = tps[p]
+        if P > 0:
             for a in range(a0, a1):
-                wp = own[tp, a]
+                for p in range(P):
+                    wp[p] = own[tps[p], a]
                 for q in range(indptr[a], indptr[a + 1]):
                     uq = _u(q)
-                    res[uq] = res[uq] - wp * d[_u(idx[uq])]
+                    res[uq] = res[uq] - _fold(wp, dT, _u(idx[uq]), 0, P)
         for c in range(b):
             t = cols[c]
             v = other[t]
