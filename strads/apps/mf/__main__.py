@@ -35,7 +35,7 @@ def build_parser():
                    help="accepted for old command lines, does nothing: --lambda-weighting "
                         "count is the default")
     a.add_argument("--bias", choices=BIAS, default=BIAS_DEFAULT,
-                   help="none; mean: subtract the global mean; full (the default): also user and item "
+                   help="none; mean: subtract the global mean; full: also user and item "
                         "biases (penalised with their row's factors)")
     a.add_argument("--schedule", choices=sorted(SCHEDULES), default="ccd",
                    help="ccd: CCD++ rank-one blocks; als: alternating least squares "
