@@ -44,7 +44,11 @@ def build_parser():
                    help="ccd: passes over (W column t, H column t) before moving to t+1")
     a.add_argument("--block", type=cli.pos_int, default=1,
                    help="ccd: columns per round (a worker does them one after the other); "
-                        "fewer, larger rounds: less per-round latency under MPI")
+                        "fewer, larger rounds: less per-round latency under MPI, and a "
+                        "block's columns are swept tile by tile while its ratings are in "
+                        "cache (--block --rank: all of a side's factor columns in one "
+                        "round, the fastest per iteration; the bias columns keep rounds "
+                        "of their own)")
     a.add_argument("--iters", type=cli.pos_int, default=20,
                    help="outer iterations (one sweep over all columns of W and H)")
     a.add_argument("--init", choices=INIT, default="svd",
