@@ -46,7 +46,7 @@ def build_parser():
                    help="ccd: columns per round (a worker does them one after the other); "
                         "fewer, larger rounds: less per-round latency under MPI, and a "
                         "block's columns are swept tile by tile while its ratings are in "
-                        "cache (--block --rank: all of a side's factor columns in one "
+                        "cache (--block equal to --rank: all of a side's factor columns in one "
                         "round, the fastest per iteration; the bias columns keep rounds "
                         "of their own)")
     a.add_argument("--iters", type=cli.pos_int, default=20,
