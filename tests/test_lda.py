@@ -23,8 +23,9 @@ def small_corpus(seed=3, n_docs=120, n_words=80, length=30, topics=4):
 
 
 # ----------------------------------------------------------------------------- sampler
-def _lists(doc_z, n_topics, dtype):
-    """One document's compact (topic, count) list and the F+ sampler on it."""
+def _lists(doc_z, n_topics, dtype, short_run=K.SHORT_RUN):
+    """One document's compact (topic, count) list and the F+ sampler on it (a word's
+    run of one token: without a tree, unless ``short_run`` is 0)."""
     dmeta, dlist = np.empty((1, 2), np.int64), np.empty((doc_z.size, 2), dtype)
     K.doc_lists(np.array([doc_z.size]), np.zeros(doc_z.size, np.int32), doc_z, dmeta, dlist,
                 n_topics)
@@ -33,8 +34,13 @@ def _lists(doc_z, n_topics, dtype):
 
     def sample(words, docs, z, nwk, nk, alpha, beta, vbeta, seed):
         K.sample_block(words, docs, z, dmeta, dlist, nwk, 0, nk, alpha, beta, vbeta, seed,
-                       tree, cum)
+                       tree, cum, None, short_run)
     return sample, lambda: K.doc_topic_dense(dmeta, dlist, n_topics)[0].astype(np.int64)
+
+
+def _lists_tree(doc_z, n_topics, dtype):
+    """As _lists, every word with its sum tree."""
+    return _lists(doc_z, n_topics, dtype, short_run=0)
 
 
 def _table(doc_z, n_topics, dtype):
@@ -49,14 +55,16 @@ def _table(doc_z, n_topics, dtype):
 
 
 # the dense sampler walks eight topics at a time: 13 and 24 topics end in a partial and
-# a whole group
+# a whole group; the lists' sampler without a tree (a word's short run, here one token)
+# walks the smoothing term so too (19 topics)
 @pytest.mark.parametrize("layout,n_topics,alpha,dtype", [
-    (_lists, 4, 0.5, np.uint16), (_lists, 5, 0.05, np.int32), (_table, 4, 0.5, np.uint16),
-    (_table, 13, 0.05, np.int32), (_table, 24, 0.2, np.uint16)])
+    (_lists, 4, 0.5, np.uint16), (_lists, 5, 0.05, np.int32), (_lists, 19, 0.3, np.uint16),
+    (_lists_tree, 4, 0.5, np.uint16), (_lists_tree, 5, 0.05, np.int32),
+    (_table, 4, 0.5, np.uint16), (_table, 13, 0.05, np.int32), (_table, 24, 0.2, np.uint16)])
 def test_conditional_is_exact_collapsed_gibbs(layout, n_topics, alpha, dtype):
     """Resampling one token again and again draws iid from p(z_i | z_-i): compare the
     histogram with the exact conditional by a chi-square test (both samplers: the
-    compact lists with the F+ tree, and the dense table)."""
+    compact lists, with the F+ tree or without, and the dense table)."""
     rng = np.random.default_rng(1)
     beta, V = 0.3, 3
     doc_z = rng.integers(0, n_topics, 9).astype(np.int32)  # one document
@@ -86,6 +94,122 @@ def test_conditional_is_exact_collapsed_gibbs(layout, n_topics, alpha, dtype):
     now[z[0]] -= 1
     assert np.array_equal(now, ndk)
     assert nk.sum() == nk_i.sum() + 1 and nwk.min() >= 0
+
+
+@pytest.mark.parametrize("layout,n_topics", [(_lists, 3), (_lists_tree, 3), (_table, 3),
+                                             (_table, 10)])
+def test_repeated_word_in_a_document_is_exact(layout, n_topics):
+    """Two tokens of one word in one document, resampled in one run again and again (the
+    dense sampler updates the second token's conditional from the first's at the two
+    topics that changed): the pairs' frequencies match the exact joint
+    p(z_1, z_2 | the rest) (chi-square; every tenth pair, so nearly independent)."""
+    rng = np.random.default_rng(4)
+    alpha, beta, V = 0.4, 0.3, 3
+    doc_z = rng.integers(0, n_topics, 7).astype(np.int32)  # tokens 0, 1: word 0
+    doc_w = np.array([0, 0, 1, 2, 1, 2, 2], np.int32)
+    nwk = rng.integers(0, 4, (V, n_topics)).astype(np.int32)
+    np.add.at(nwk, (doc_w, doc_z), 1)
+    nk = nwk.sum(axis=0).astype(np.int64)
+    sample, _ = layout(doc_z, n_topics, np.uint16)
+    # the exact joint of the pair, from the counts without both tokens
+    nd = np.bincount(doc_z[2:], minlength=n_topics).astype(float)
+    nw, nt = nwk[0].astype(float), nk.astype(float)
+    np.subtract.at(nw, doc_z[:2], 1)
+    np.subtract.at(nt, doc_z[:2], 1)
+    joint = np.zeros((n_topics, n_topics))
+    for a in range(n_topics):
+        for b in range(n_topics):
+            e = float(a == b)
+            joint[a, b] = ((nd[a] + alpha) * (nw[a] + beta) / (nt[a] + V * beta)
+                           * (nd[b] + e + alpha) * (nw[b] + e + beta) / (nt[b] + e + V * beta))
+    joint /= joint.sum()
+    words, docs, z = doc_w[:2].copy(), np.zeros(2, np.int32), doc_z[:2].copy()
+    n, hist = 20000, np.zeros((n_topics, n_topics))
+    for t in range(10 * n):
+        sample(words, docs, z, nwk, nk, alpha, beta, V * beta, np.uint64(t * 7919 + 3))
+        if t % 10 == 9:
+            hist[z[0], z[1]] += 1
+    assert chisquare(hist.ravel(), joint.ravel() * n).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("dense,topic_dtype", [(False, np.uint16), (True, np.uint16),
+                                                (False, np.int32), (True, np.int32)])
+def test_packed_slice_sampling_is_pack_of_unpacked(dense, topic_dtype):
+    """A sampler given the slice packed (the model schedule's slices in hand) changes the
+    tokens, the documents' counts and the totals exactly as on the unpacked slice, gives
+    pack() of the sampled slice, and leaves its buffer all zeros; words without tokens
+    here (rows 0, 3 and the last) keep their packed rows."""
+    rng = np.random.default_rng(5)
+    n_rows, v0, n_topics, n_docs = 9, 4, 13, 6
+    # the other workers' counts in the slice, and this worker's tokens (sorted by word)
+    words = np.sort(rng.choice([5, 6, 6, 8, 9, 9, 9, 10, 11], 40)).astype(np.int32)
+    docs = rng.integers(0, n_docs, words.size).astype(np.int32)
+    z0 = rng.integers(0, n_topics, words.size).astype(np.int32)
+    table = (rng.random((n_rows, n_topics)) < 0.3) * rng.integers(1, 4, (n_rows, n_topics))
+    np.add.at(table, (words - v0, z0), 1)
+    table = table.astype(np.int32)
+    nk0 = table.sum(axis=0).astype(np.int64) + 7
+    lengths = np.bincount(docs, minlength=n_docs).astype(np.int64)
+
+    def run(packed_in):
+        z, nk = z0.copy(), nk0.copy()
+        order = np.argsort(docs, kind="stable")  # doc_lists/doc_table: tokens by document
+        if dense:
+            ndk = np.zeros((n_docs, n_topics), np.uint16)
+            K.doc_table(lengths, z[order], ndk)
+            doc_state = lambda: ndk.copy()  # noqa: E731
+            bufs = np.zeros((3, n_topics))
+        else:
+            dmeta, dlist = np.empty((n_docs, 2), np.int64), np.empty((z.size, 2), np.uint16)
+            K.doc_lists(lengths, docs[order], z[order], dmeta, dlist, n_topics)
+            doc_state = lambda: K.doc_topic_dense(dmeta, dlist, n_topics)  # noqa: E731
+            P = 1 << (n_topics - 1).bit_length()
+            bufs = (np.zeros(2 * P), np.zeros(n_topics))
+        if packed_in is None:
+            nwk = table.copy()
+            packed, done = None, None
+        else:
+            nwk = np.zeros_like(table)
+            packed, done = K.packed_io(packed_in, words.size, np.zeros(n_topics, np.uint8),
+                                       np.zeros(n_topics, np.int64))
+        state = (ndk, ) if dense else (dmeta, dlist)
+        fn = K.sample_dense if dense else K.sample_block
+        for r in range(5):  # a few rounds, the packed slice passed on each time
+            o = fn(words, docs, z, *state, nwk, v0, nk, 0.3, 0.05, 0.05 * 40,
+                   np.uint64(r + 11), *bufs, packed)
+            if packed_in is not None:
+                packed_in = done(o)
+                assert not nwk.any()  # the buffer is all zeros again
+                packed, done = K.packed_io(packed_in, words.size, packed[6], packed[7])
+        return z, nk, doc_state(), (K.pack(nwk) if packed_in is None else packed_in)
+
+    pk = K.pack(table)
+    ref, got = run(None), run((pk[0], pk[1].astype(topic_dtype), pk[2]))
+    for a, b in zip(ref[:3], got[:3]):
+        assert np.array_equal(a, b)
+    assert all(np.array_equal(a, b) for a, b in zip(ref[3], got[3]))
+    assert got[3][1].dtype == topic_dtype
+    for r in (0, 3, n_rows - 1):  # rows without tokens: as they came
+        assert np.array_equal(got[3][1][got[3][0][r]:got[3][0][r + 1]],
+                              pk[1][pk[0][r]:pk[0][r + 1]])
+
+
+@pytest.mark.parametrize("density", [0.02, 0.5, 1.0])
+@pytest.mark.parametrize("dtype", [np.uint16, np.int32])
+def test_sum_lgamma_table_either_way(density, dtype):
+    """The word-topic table's lgamma sum: summed with a branch on each count (sparse)
+    or without, in lanes (dense), it is sum_lgamma's, counts beyond the table too."""
+    from scipy.special import gammaln
+
+    rng = np.random.default_rng(2)
+    c = ((rng.random(5000) < density) * rng.integers(1, 60, 5000)).astype(dtype)
+    c[[17, 4000]] = [5000, 9000]  # beyond a table of 4096
+    table = K.lgamma_table(0.01, 4096)
+    ref = float((gammaln(c[c > 0] + 0.01) - gammaln(0.01)).sum())
+    assert np.isclose(K.sum_lgamma(c, 0.01, table), ref, rtol=1e-12)
+    assert np.isclose(K.sum_lgamma_table(c, 0.01, table), ref, rtol=1e-12)
+    assert K.sum_lgamma_table(c, 0.01, table) == K.sum_lgamma_table(c.copy(), 0.01, table)
+    assert K.sum_lgamma_table(np.zeros(0, dtype), 0.01, table) == 0.0
 
 
 def test_loglik_matches_lda_package():
@@ -280,9 +404,12 @@ def test_resume_with_the_model_on_the_workers(schedule, staleness, workers, tmp_
             "--schedule", schedule, "--staleness", str(staleness)]
     full, part = tmp_path / "full", tmp_path / "part"
     assert run_cli(base + ["--out", str(full)]).returncode == 0
+    # a checkpoint due after every round (one worker's five rounds of 2,000 tokens can
+    # take under a millisecond in all: none would be due before the run stops)
     p = run_cli(base + ["--out", str(part), "--max-rounds", "5", "--checkpoint-every",
-                        "0.001"])
+                        "1e-6"])
     assert p.returncode == 0, p.stderr
+    assert (part / "checkpoint" / "manifest.json").exists()
     p = run_cli(base + ["--out", str(part), "--resume"])
     assert p.returncode == 0, p.stderr
     with np.load(full / "model.npz") as a, np.load(part / "model.npz") as b:
