@@ -10,7 +10,10 @@ tomotopy, side by side in one run, printing ratios.
    and the best rate of each is shown (the machine may be shared). The `lda` package is
    O(K) per token, so at K = 1,000 it runs fewer sweeps (--lda-sweeps-1000) and our
    log-likelihood is taken from our trace at that sweep.
-2. `mpiexec -n 3` (2 workers) against 1 worker, through the CLI.
+2. `mpiexec -n 3` (2 workers) against 1 worker, through the CLI, on the synthetic
+   corpus; then on real text (``realmpi``): the docstrings of the standard library and
+   of every installed package (a few million tokens; its size depends on what is
+   installed), one worker, two worker threads and `mpiexec -n 3`, at K = 100 and 1,000.
 3. Model-parallel against data-parallel schedule at equal workers: log-likelihood
    against sweeps and against time.
 The log-likelihood of every peer is computed from its own topic assignments with the
@@ -81,11 +84,13 @@ def peer_tomotopy(X, K, sweeps):
     return X.sum() * sweeps / wall, app.loglikelihood(wt, dt, ALPHA, BETA)
 
 
-def stdlib_docstrings(min_words=20):
+def stdlib_docstrings(min_words=20, site_packages=False):
     """A real corpus that ships with Python: every docstring of a module, class or
-    function of the standard library with at least ``min_words`` words is a document;
-    words are lowercase letter runs, English stop words and words in fewer than 3
-    documents left out (scikit-learn's CountVectorizer)."""
+    function of the standard library (and, with ``site_packages``, of every package
+    installed beside this one: numpy, scipy, scikit-learn, ...; its size depends on the
+    environment) with at least ``min_words`` words is a document; words are lowercase
+    letter runs, English stop words and words in fewer than 3 documents left out
+    (scikit-learn's CountVectorizer). Test folders are left out."""
     import ast
     import sysconfig
     from pathlib import Path
@@ -93,8 +98,13 @@ def stdlib_docstrings(min_words=20):
     from sklearn.feature_extraction.text import CountVectorizer
 
     docs = []
-    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
-        if "test" in path.parts or "site-packages" in path.parts:
+    roots = [sysconfig.get_paths()["stdlib"]]
+    if site_packages:
+        roots.append(sysconfig.get_paths()["purelib"])
+    paths = [x for r in roots for x in sorted(Path(r).rglob("*.py"))
+             if site_packages or "site-packages" not in x.parts]
+    for path in paths:
+        if "test" in path.parts or "tests" in path.parts:
             continue
         try:
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
@@ -160,6 +170,45 @@ def cli_run(args, np_=None):
     return summary, trace
 
 
+def write_uci(X, path):
+    """X (documents x words counts) as a UCI bag-of-words file (D, W, NNZ, then
+    1-based "document word count" lines)."""
+    C = X.tocoo()
+    with open(path, "w") as f:
+        f.write(f"{X.shape[0]}\n{X.shape[1]}\n{C.nnz}\n")
+        np.savetxt(f, np.column_stack([C.row + 1, C.col + 1, C.data]), fmt="%d")
+
+
+def real_scaling(Ks, sweeps, repeats):
+    """Two workers against one on real text: the docstrings of the standard library and
+    of the installed packages, through the CLI (one worker; two worker threads in one
+    process; mpiexec -n 3), alternately ``repeats`` times, the best rate of each."""
+    t = time.time()
+    X = stdlib_docstrings(site_packages=True)
+    print(f"\n== 2 workers vs 1, real text: docstrings of the standard library and the "
+          f"installed packages ({X.shape[0]} docs, {X.shape[1]} words, {int(X.sum())} "
+          f"tokens; read in {time.time() - t:.0f}s); best of {repeats} alternating runs")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "docword.pydoc.txt")
+        write_uci(X, path)
+        print(f"{'K':>5} {'sweeps':>6} {'1 worker':>10} {'2 threads':>10} {'ratio':>6} "
+              f"{'-n 3':>10} {'ratio':>6}  loglik 1 / threads / -n 3")
+        for K in Ks:
+            base = ["--data", path, "--topics", str(K), "--sweeps", str(sweeps[K]),
+                    "--alpha", str(ALPHA), "--beta", str(BETA)]
+            runs = {"one": [], "threads": [], "mpi": []}
+            for _ in range(max(1, repeats)):
+                runs["one"].append(cli_run([*base, "--workers", "1"])[0])
+                runs["threads"].append(cli_run([*base, "--workers", "2"])[0])
+                runs["mpi"].append(cli_run(base, np_=3)[0])
+            best = {k: max(v, key=lambda s: s["tokens_per_s"]) for k, v in runs.items()}
+            r1, rt, rm = (best[k]["tokens_per_s"] for k in ("one", "threads", "mpi"))
+            print(f"{K:5d} {sweeps[K]:6d} {r1 / 1e6:9.2f}M {rt / 1e6:9.2f}M {rt / r1:6.2f} "
+                  f"{rm / 1e6:9.2f}M {rm / r1:6.2f}  {best['one']['loglik']:.1f} / "
+                  f"{best['threads']['loglik']:.1f} / {best['mpi']['loglik']:.1f}",
+                  flush=True)
+
+
 def scaling(corpus_args, K, sweeps):
     print(f"\n== mpiexec -n 3 (2 workers) vs 1 worker, synthetic corpus, K = {K}, "
           f"{sweeps} sweeps")
@@ -198,8 +247,8 @@ def main():
     p.add_argument("--repeats", type=int, default=3,
                    help="runs of ours and tomotopy each, alternately; the best rate is "
                    "shown")
-    p.add_argument("--skip", default="", help="comma list of parts to skip: one (= synthetic,real), mpi, "
-                   "sched")
+    p.add_argument("--skip", default="", help="comma list of parts to skip: one (= "
+                   "synthetic,real), mpi, realmpi (two workers on real text), sched")
     a = p.parse_args()
     small = a.small
     n_docs = 5000 if small else 20000
@@ -225,6 +274,9 @@ def main():
                     20 if small else 100, {1000: 5 if small else 20}, a.repeats)
     if "mpi" not in skip:
         scaling(corpus_args, 1000, 3 if small else 10)
+    if "realmpi" not in skip:
+        real_scaling((100, 1000), {100: 5 if small else 20, 1000: 3 if small else 10},
+                     1 if small else a.repeats)
     if "sched" not in skip:
         schedules(corpus_args, 100, 5 if small else 20, 3)
     print(f"\n(benchmark took {time.time() - t0:.0f}s)")
