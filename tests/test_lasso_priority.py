@@ -89,10 +89,8 @@ def _tasks(X, y, **kw):
     return res, rec["tasks"], rec["sched"].full_every
 
 
-def test_full_rounds_come_when_the_priorities_are_spent():
-    X, y, _ = make_problem(400, 4000, density=0.01, corr=0.5, n_informative=40, seed=5)
-    res, tasks, every = _tasks(X, y, lambda_ratio=0.05, block=64)
-    assert res.stop_reason == "tol" and every == np.count_nonzero(X.getnnz(axis=0))
+def _gaps(tasks):
+    """The updates between one full round and the next, from a run's task list."""
     gaps, n = [], 0
     for t in tasks[1:]:
         if t == "full":
@@ -100,6 +98,14 @@ def test_full_rounds_come_when_the_priorities_are_spent():
             n = 0
         else:
             n += t
+    return gaps
+
+
+def test_full_rounds_come_when_the_priorities_are_spent():
+    X, y, _ = make_problem(400, 4000, density=0.01, corr=0.5, n_informative=40, seed=5)
+    res, tasks, every = _tasks(X, y, lambda_ratio=0.05, block=64)
+    assert res.stop_reason == "tol" and every == np.count_nonzero(X.getnnz(axis=0))
+    gaps = _gaps(tasks)
     # most full rounds come well before full_every (the non-empty features) updates,
     # none after it
     assert len(gaps) >= 3 and max(gaps) <= every + 64
@@ -113,27 +119,14 @@ def test_full_rounds_come_when_the_priorities_are_spent():
         S.REFRESH = old
     assert res0.stop_reason == "tol"
     assert res.rounds < res0.rounds  # (the point of it)
-    n, gaps0 = 0, []
-    for t in tasks0[1:]:
-        if t == "full":
-            gaps0.append(n)
-            n = 0
-        else:
-            n += t
-    assert all(g >= every for g in gaps0)
+    assert all(g >= every for g in _gaps(tasks0))
 
 
 def test_full_every_still_bounds_the_full_rounds():
     X, y, _ = make_problem(300, 1000, density=0.02, corr=0.5, n_informative=20, seed=6)
     res, tasks, every = _tasks(X, y, lambda_ratio=0.05, block=32, full_every=150)
     assert every == 150
-    n = 0
-    for t in tasks[1:]:
-        if t == "full":
-            assert n <= 150 + 32
-            n = 0
-        else:
-            n += t
+    assert max(_gaps(tasks)) <= 150 + 32
     f = lasso.objective(X, y, res.model["coef"], res.model["lambda"])
     assert res.stop_reason == "tol" and np.isfinite(f)
 
