@@ -85,7 +85,8 @@ def unpack(frame):
 
 
 _SCALARS = (int, float, str, bool, bytes, type(None), np.generic)
-_PLAIN = frozenset((int, float, str, bool, bytes, type(None), np.float64, np.int64))
+# the exact types taken without a call (subclasses and other numpy scalars: isinstance)
+_PLAIN = frozenset(_SCALARS[:-1] + (np.float64, np.int64))
 
 
 def _copy(obj):
