@@ -1,6 +1,7 @@
 """LDA app: sampler, likelihood, invariants, recovery, peers, readers and CLI."""
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -318,6 +319,22 @@ def test_outputs(tmp_path):
     assert "loglik" in header
     z = np.load(tmp_path / "model.npz")
     assert z["word_topic"].shape == (X.shape[1], 3) and z["doc_topic"].shape == (X.shape[0], 3)
+
+
+def test_sampler_rate_stops_at_the_last_round(monkeypatch):
+    """tokens_per_s is the sampler's rate (as peers time their train()): gathering the
+    final model, here made 0.5 s slower, is in wall_s, not in the rate."""
+    from strads.apps.lda.update import LDAUpdate
+    collect = LDAUpdate.collect
+
+    def slow(self):
+        time.sleep(0.5)
+        return collect(self)
+    monkeypatch.setattr(LDAUpdate, "collect", slow)
+    X, _, _ = small_corpus()
+    res = app.fit(X, n_topics=3, sweeps=3, workers=2, quiet=True, mpi=False)
+    sampling = res.extra["tokens"] * res.extra["sweeps"] / res.extra["tokens_per_s"]
+    assert 0 < sampling <= res.wall_s - 0.5
 
 
 @pytest.mark.parametrize("kw,msg", [({"n_topics": 0}, "topics"), ({"alpha": 0}, "alpha"),

@@ -51,6 +51,7 @@ class LDAAggregate(Aggregate):
 
     def aggregate(self, round, task, partials):
         part = partials[0]  # the sums of every worker's (the others answer None)
+        self.t1 = time.perf_counter()  # the sampler's clock stops at the last round's result
         if isinstance(task, list):  # (--schedulers: one entry per worker, alike but the slice)
             task = task[0]
         self.updates += part["tokens"]
@@ -77,7 +78,6 @@ class LDAAggregate(Aggregate):
         return {"sweeps": self.sweeps, "loglik": self.loglik}
 
     def finish(self, collected):
-        self.t1 = time.perf_counter()
         wt = np.zeros((self.V, self.K), dtype=np.int32)
         ndk = np.zeros((self.n_docs, self.K), dtype=np.int32)
         for c in collected:
