@@ -20,9 +20,9 @@ default ``--lambda-weighting count`` are the same objective), 50 iterations, one
   Time: the whole ``strads.run`` call (layout, the ``svd`` start, the loop, the final
   exact scoring); ``loop`` is the engine's ``wall_s`` (the rounds only).
 - strads CCD++ ``bias full``, ``block 40``: all 40 factor columns of a side in one
-  round (the bias columns keep a round each: 4 rounds an iteration instead of 82; W's
-  columns, then H's, instead of CCD++'s W col t, H col t: a different order of the same
-  coordinate steps), fewer per-round costs, a tile's ratings kept in cache.
+  round (each bias column leads its side's block: 2 rounds an iteration instead of 82;
+  W's columns, then H's, instead of CCD++'s W col t, H col t: a different order of the
+  same coordinate steps), fewer per-round costs, a tile's ratings kept in cache.
 - the same, ``tol 1e-4`` (up to 50 iterations): stops when the objective changes by
   less than 1e-4 (relative) over one iteration; uses no held-out data.
 - the same, early stopping on a *validation* split carved from the training ratings

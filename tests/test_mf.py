@@ -493,7 +493,7 @@ def test_cli_bad_input_under_mpiexec_ends_job(tmp_path):
 
 @pytest.mark.parametrize("rank,group,block,inner,bias", [
     (8, 1, 1, 1, False), (8, 3, 1, 1, True), (8, 3, 2, 2, False), (7, 4, 2, 1, True),
-    (2, 4, 1, 1, False), (5, 10, 3, 3, True)])
+    (2, 4, 1, 1, False), (5, 10, 3, 3, True), (8, 1, 4, 1, True), (8, 1, 8, 1, True)])
 def test_ccd_sweep_covers_every_column_and_keeps_partners_apart(rank, group, block, inner,
                                                                bias):
     from strads.apps.mf.schedule import CCD
@@ -505,6 +505,11 @@ def test_ccd_sweep_covers_every_column_and_keeps_partners_apart(rank, group, blo
         if bias:
             expect = np.append(expect, lay.user_bias if side == "W" else lay.item_bias)
         assert sorted(done) == sorted(expect)
+    if bias:  # with blocks (one pass each), a bias column leads its side's first block
+        lead = block > 1 and inner == 1
+        for side, b in (("W", lay.user_bias), ("H", lay.item_bias)):
+            first = next(c for s, c in seq if s == side)
+            assert list(first) == ([b, *range(min(block, rank))] if lead else [b])
     # H's column t is computed at least `group` rounds after W's column t (of the same
     # pass)
     for pos, (side, cols) in enumerate(seq):

@@ -47,8 +47,8 @@ def build_parser():
                         "fewer, larger rounds: less per-round latency under MPI, and a "
                         "block's columns are swept tile by tile while its ratings are in "
                         "cache (--block equal to --rank: all of a side's factor columns in one "
-                        "round, the fastest per iteration; the bias columns keep rounds "
-                        "of their own)")
+                        "round, the fastest per iteration; with one --inner pass each "
+                        "bias column leads its side's first block)")
     a.add_argument("--iters", type=cli.pos_int, default=20,
                    help="outer iterations (one sweep over all columns of W and H)")
     a.add_argument("--init", choices=INIT, default="svd",

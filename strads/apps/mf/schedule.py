@@ -2,7 +2,8 @@
 (side W) or all items (side H); every worker does its own rows of that side.
 
 * ``ccd`` (CCD++, Yu et al. 2012): rank by rank, column t of W then column t of H,
-  ``inner`` times, for t = 0..k-1 (the bias columns first, one side each).
+  ``inner`` times, for t = 0..k-1 (the bias columns first, one side each; with
+  ``block`` > 1 and one inner pass, each leads its side's first block instead).
   Dependency structure: W's column t and H's column t conflict (each is solved against
   the other), columns of one side do not (a worker updates its residual in place, so
   they run as Gauss-Seidel). The workers exchange a round's columns inside the round,
@@ -56,9 +57,12 @@ class CCD(_Sweep):
 
     def rounds(self, lay):
         seq = []
-        if lay.biases:
-            seq += [("W", np.array([lay.user_bias])), ("H", np.array([lay.item_bias]))]
         b, g = self.block, self.group
+        # with blocks (and one pass each), a side's bias column leads its first block: one
+        # pass over the ratings a side fewer; else the bias columns have rounds of their own
+        lead = lay.biases and b > 1 and self.inner == 1
+        if lay.biases and not lead:
+            seq += [("W", np.array([lay.user_bias])), ("H", np.array([lay.item_bias]))]
         blocks = [np.arange(t, min(t + b, lay.rank)) for t in range(0, lay.rank, b)]
         if self.staleness >= 2 * len(blocks):  # more would add only empty rounds
             raise DataError(f"staleness {self.staleness}: at most {2 * len(blocks) - 1} is "
@@ -73,6 +77,10 @@ class CCD(_Sweep):
         for chunk in chunks:
             pad = [noop] * (g - len(chunk))  # only when the rank is below the group
             seq += ([("W", x) for x in chunk + pad] + [("H", x) for x in chunk]) * self.inner
+        if lead:
+            w, h = (next(k for k, (side, _) in enumerate(seq) if side == x) for x in "WH")
+            seq[w] = ("W", np.concatenate([[lay.user_bias], seq[w][1]]).astype(np.int64))
+            seq[h] = ("H", np.concatenate([[lay.item_bias], seq[h][1]]).astype(np.int64))
         return seq
 
 
