@@ -5,8 +5,9 @@ tomotopy, side by side in one run, printing ratios.
     python benchmarks/bench_lda.py --small    # a quick run (~1M tokens, fewer sweeps)
 
 1. One process, one worker: tokens/s and log p(w, z) after the same number of sweeps,
-   at K = 100 and K = 1,000 (and K = 20 on the real corpora: Reuters and the Python
-   standard library's docstrings). Ours and tomotopy run alternately --repeats times
+   at K = 100 and K = 1,000 (and K = 20 on the real corpora: Reuters, the Python
+   standard library's docstrings, and long documents: all the docstrings of one module
+   file joined, 400 such files of the standard library and the installed packages). Ours and tomotopy run alternately --repeats times
    and the best rate of each is shown (the machine may be shared). The `lda` package is
    O(K) per token, so at K = 1,000 it runs fewer sweeps (--lda-sweeps-1000) and our
    log-likelihood is taken from our trace at that sweep.
@@ -84,20 +85,14 @@ def peer_tomotopy(X, K, sweeps):
     return X.sum() * sweeps / wall, app.loglikelihood(wt, dt, ALPHA, BETA)
 
 
-def stdlib_docstrings(min_words=20, site_packages=False):
-    """A real corpus that ships with Python: every docstring of a module, class or
-    function of the standard library (and, with ``site_packages``, of every package
-    installed beside this one: numpy, scipy, scikit-learn, ...; its size depends on the
-    environment) with at least ``min_words`` words is a document; words are lowercase
-    letter runs, English stop words and words in fewer than 3 documents left out
-    (scikit-learn's CountVectorizer). Test folders are left out."""
+def _module_docstrings(site_packages):
+    """Each module file's docstrings (module, classes, functions), file by file: the
+    standard library's and, with ``site_packages``, every installed package's; test
+    folders left out."""
     import ast
     import sysconfig
     from pathlib import Path
 
-    from sklearn.feature_extraction.text import CountVectorizer
-
-    docs = []
     roots = [sysconfig.get_paths()["stdlib"]]
     if site_packages:
         roots.append(sysconfig.get_paths()["purelib"])
@@ -110,16 +105,41 @@ def stdlib_docstrings(min_words=20, site_packages=False):
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
         except (SyntaxError, ValueError):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                 ast.AsyncFunctionDef)):
-                text = ast.get_docstring(node)
-                if text and len(text.split()) >= min_words:
-                    docs.append(text)
+        yield [text for node in ast.walk(tree)
+               if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                    ast.AsyncFunctionDef))
+               and (text := ast.get_docstring(node))]
+
+
+def _counts(docs):
+    """Documents x words counts: words are lowercase letter runs, English stop words and
+    words in fewer than 3 documents left out (scikit-learn's CountVectorizer)."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
     vec = CountVectorizer(token_pattern=r"(?u)\b[a-zA-Z]{2,}\b", stop_words="english",
                           min_df=3, lowercase=True)
     X = vec.fit_transform(docs).tocsr()
     return X[np.asarray(X.sum(axis=1)).ravel() > 0]
+
+
+def stdlib_docstrings(min_words=20, site_packages=False):
+    """A real corpus that ships with Python: every docstring of a module, class or
+    function of the standard library (and, with ``site_packages``, of every package
+    installed beside this one: numpy, scipy, scikit-learn, ...; its size depends on the
+    environment) with at least ``min_words`` words is a document (see _counts)."""
+    return _counts([text for texts in _module_docstrings(site_packages) for text in texts
+                    if len(text.split()) >= min_words])
+
+
+def module_documents(min_words=300, n_docs=400, seed=0):
+    """Long real documents, shaped like encyclopedia articles: all the docstrings of one
+    module file of the standard library or an installed package joined, for files with
+    at least ``min_words`` words; ``n_docs`` of them drawn with ``seed`` (see _counts)."""
+    docs = [d for d in ("\n".join(texts) for texts in _module_docstrings(True))
+            if len(d.split()) >= min_words]
+    pick = np.random.default_rng(seed).choice(len(docs), size=min(n_docs, len(docs)),
+                                              replace=False)
+    return _counts([docs[i] for i in sorted(pick)])
 
 
 def rel(a, b):
@@ -272,6 +292,9 @@ def main():
         S = stdlib_docstrings()
         one_process("Python standard library docstrings", S, (20, 100, 1000),
                     20 if small else 100, {1000: 5 if small else 20}, a.repeats)
+        L = module_documents()
+        one_process("module docstrings joined (long documents)", L, (20, 100, 1000),
+                    20 if small else 100, {20: 20, 100: 20, 1000: 5}, a.repeats)
     if "mpi" not in skip:
         scaling(corpus_args, 1000, 3 if small else 10)
     if "realmpi" not in skip:
