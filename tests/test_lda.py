@@ -321,6 +321,34 @@ def test_outputs(tmp_path):
     assert z["word_topic"].shape == (X.shape[1], 3) and z["doc_topic"].shape == (X.shape[0], 3)
 
 
+@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_model_doc_topic_is_the_workers_counts(dense, workers, monkeypatch):
+    """The workers send their documents' counts packed (the table's or the lists'
+    non-zeros); the model's doc_topic is every worker's counts in its rows."""
+    from strads.apps.lda import update
+    from strads.apps.lda.update import LDAUpdate
+
+    if not dense:
+        monkeypatch.setattr(update, "DENSE_MAX_K", 0)
+    seen = []
+    collect = LDAUpdate.collect
+
+    def spy(self):
+        seen.append((self.d0, self.dense, self.doc_topic()))
+        return collect(self)
+    monkeypatch.setattr(LDAUpdate, "collect", spy)
+    X, _, _ = small_corpus()
+    res = app.fit(X, n_topics=5, sweeps=3, workers=workers, quiet=True, mpi=False)
+    dt = res.model["doc_topic"]
+    assert len(seen) == workers and all(d == dense for _, d, _ in seen)
+    assert sum(t.shape[0] for _, _, t in seen) == X.shape[0]
+    for d0, _, table in seen:
+        np.testing.assert_array_equal(dt[d0:d0 + table.shape[0]], table)
+    np.testing.assert_array_equal(dt.sum(axis=1), np.asarray(X.sum(axis=1)).ravel())
+    np.testing.assert_array_equal(dt.sum(axis=0), res.model["topic_totals"])
+
+
 def test_sampler_rate_stops_at_the_last_round(monkeypatch):
     """tokens_per_s is the sampler's rate (as peers time their train()): gathering the
     final model, here made 0.5 s slower, is in wall_s, not in the rate."""

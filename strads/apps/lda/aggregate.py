@@ -81,7 +81,7 @@ class LDAAggregate(Aggregate):
         wt = np.zeros((self.V, self.K), dtype=np.int32)
         ndk = np.zeros((self.n_docs, self.K), dtype=np.int32)
         for c in collected:
-            ndk[c["d0"]:c["d0"] + c["ndk"].shape[0]] = c["ndk"]
+            K.add_packed(*c["ndk"], ndk[c["d0"]:c["d0"] + c["ndk"][0].shape[0] - 1])
             for v0, packed in c["rows"]:
                 K.unpack(packed, wt[v0:v0 + packed[0].shape[0] - 1])
         nk = np.asarray(collected[0]["nk"], dtype=np.int64)

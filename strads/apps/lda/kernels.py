@@ -512,6 +512,28 @@ def doc_lists(lengths, docs, z, dmeta, dlist, K):
         dlist[seen[k], 1] += 1
 
 
+def pack_lists(dmeta, dlist):
+    """The documents' (topic, count) lists as a packed table (see pack; each row's
+    topics in list order): what a worker sends of its documents' counts."""
+    indptr = np.zeros(dmeta.shape[0] + 1, np.int64)
+    np.cumsum(dmeta[:, 1], out=indptr[1:])
+    idx = np.empty(indptr[-1], dlist.dtype)
+    cnt = np.empty(indptr[-1], np.int32)
+    _pack_lists(dmeta, dlist, idx, cnt)
+    return indptr, idx, cnt
+
+
+@njit(**_opts)
+def _pack_lists(dmeta, dlist, idx, cnt):
+    n = 0
+    for d in range(dmeta.shape[0]):
+        a = dmeta[d, 0]
+        for q in range(a, a + dmeta[d, 1]):
+            idx[n] = dlist[q, 0]
+            cnt[n] = dlist[q, 1]
+            n += 1
+
+
 @njit(**_opts)
 def doc_topic_dense(dmeta, dlist, K):
     D = dmeta.shape[0]
