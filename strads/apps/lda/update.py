@@ -548,8 +548,7 @@ class LDAUpdate(Update):
         return None
 
     def collect(self):
-        # the documents' counts packed: their non-zeros, not D x K (192 MB at K = 1,000 for
-        # 48k documents, where the lists hold 12 MB)
+        # the documents' counts packed (their non-zeros, at most one a token), not D x K
         ndk = K.pack(self.ndk) if self.dense else K.pack_lists(self.dmeta, self.dlist)
         out = {"d0": self.d0, "ndk": ndk, "nk": self.nk, "rows": self._mine()}
         if self.vocab is not None:  # worker 0, for a file that names its words

@@ -296,7 +296,8 @@ def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1, early_s
     kk = rank + 2 * biases
     full = kk * (m + n + 2)
     big = max(m, n)
-    b = min(block, kk) if schedule == "ccd" else kk
+    # (a bias column may lead a block of ccd columns: see schedule.CCD)
+    b = min(block + (biases and block > 1), kk) if schedule == "ccd" else kk
     rounds = 3 * b * big + (big * (1 + b) if schedule == "ccd" else 0)
     per_worker = full + max(rounds, full)
     scheduler = max(kk * (n + 1) + rank * (2 * n + m), 3 * full)
