@@ -207,15 +207,15 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
     is updated in place.
 
     A word with at most ``short_run`` tokens here (most words of a Zipfian vocabulary,
-    more so as the workers split the documents) gets no tree: building it costs O(K)
-    (~1 us at K = 1,000), more than its few tokens save. Its smoothing mass
-    sum_k alpha q_k is summed once (in lanes) and kept as its q_k change, and a draw
-    from it (1 in 2-4 tokens) walks the q_k eight at a time."""
+    more so as the workers split the documents) gets no tree: building it costs O(K),
+    more than its few tokens save. Its smoothing mass sum_k alpha q_k is summed once (in
+    lanes) and kept as its q_k change, and a draw from it walks the q_k eight at a
+    time."""
     K = nk.shape[0]
     P = tree.shape[0] // 2
     s = seed
-    # 1 / (n_k + V beta), kept as n_k changes: a word's leaves are then K products (the
-    # divisions took half the time of the tree's rebuild)
+    # 1 / (n_k + V beta), kept as n_k changes: a word's leaves are then K products, not
+    # K divisions
     inv = np.empty(K)
     for k in range(K):
         inv[k] = 1.0 / (nk[k] + vbeta)
@@ -397,9 +397,8 @@ def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, 
     a time. O(K) a token, but no tree, no list and no division but the two counts that
     change; the sums' order is fixed, so a run is reproducible bit for bit. A token of
     the same word and document as the one before (tokens of a word come in document
-    order) updates that token's p_k at the two topics that changed instead (3-7% less
-    time a token on Reuters and the stdlib docstrings, a third of whose tokens repeat).
-    ``packed``: as for :func:`sample_block`."""
+    order) updates that token's p_k at the two topics that changed instead of
+    recomputing all K. ``packed``: as for :func:`sample_block`."""
     K = nk.shape[0]
     s = seed
     for k in range(K):
@@ -433,9 +432,8 @@ def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, 
             inv[old] = 1.0 / (nk[old] + vbeta)
             q[old] = (nwk[row, old] + beta) * inv[old]
             if d == prev_d:
-                # the word again in the same document (a third of the tokens of real
-                # text): p differs from the previous token's only at the topic that
-                # token took and the one this token left
+                # the word again in the same document: p differs from the previous
+                # token's only at the topic that token took and the one this token left
                 v = (ndk[d, prev_k] + alpha) * q[prev_k]
                 tot += v - p[prev_k]
                 p[prev_k] = v
@@ -571,8 +569,8 @@ def sum_lgamma_table(counts, prior, table):
     """:func:`sum_lgamma` of a large array (a word-topic table): counts that are mostly
     zero (at large K) are summed as it sums them, with a branch on each (rarely taken,
     well predicted); denser ones, where zero or not is a coin toss and the branch would
-    be mispredicted about half the time, without one, in several lanes (2-4x faster at
-    K = 20). Which, from a sample of the counts; each way sums in a fixed order, so the
+    be mispredicted about half the time, without one, in several lanes. Which, from a
+    sample of the counts; each way sums in a fixed order, so the
     result is the same on every run."""
     nz, seen = _nonzero_sample(counts)
     if 8 * nz < seen:  # under 1/8 non-zero

@@ -66,11 +66,8 @@ def dense_topics(n_topics, n_tokens, n_docs, n_workers):
     DENSE_MAX_K topics, and no more than DENSE_PER_TOKEN times the mean document's
     length (short documents have few distinct topics, which the lists exploit).
     Decided from the corpus's sizes, so every worker decides alike. DENSE_MAX_BYTES is
-    about a core's L2 cache on current x86 servers (1-2 MiB): on the stdlib docstrings
-    corpus (3,577 documents of 32 tokens) the table won 1.24x at K = 50 (349 KiB) and
-    1.17x at K = 100 (699 KiB), and tied with the lists at 1.4 MiB (the corpus doubled,
-    K = 100: 1.02x); on Reuters (395 documents of 213 tokens) it won 1.2-1.5x at
-    K = 50-256."""
+    about a core's L2 cache on current x86 servers (1-2 MiB; the measurements behind
+    the three limits: the app's README, "How it works")."""
     per_worker = -(-n_docs // max(1, n_workers))
     return (n_topics <= DENSE_MAX_K and n_topics * n_docs <= DENSE_PER_TOKEN * n_tokens
             and 2 * n_topics * per_worker <= DENSE_MAX_BYTES)
