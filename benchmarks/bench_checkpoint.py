@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = {
     "mf": ["strads.apps.mf", "--n-users", "250000", "--n-items", "100000", "--n-ratings",
            "10000000", "--rank", "32", "--lambda", "0.05", "--weighted-lambda", "--tol", "0",
-           "--bias", "mean",
+           "--bias", "mean", "--early-stop", "0",
            "--log-interval", "1"],
     "lda": ["strads.apps.lda", "--n-docs", "20000", "--n-words", "20000", "--doc-length",
             "200", "--true-topics", "50", "--alpha", "0.1", "--beta", "0.01", "--topics",

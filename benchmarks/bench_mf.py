@@ -125,7 +125,7 @@ def part2(a):
     flags = ["--n-users", str(5 * a.users), "--n-items", str(5 * a.items), "--n-ratings",
              str(5 * a.ratings), "--rank", str(a.rank), "--lambda", str(a.lam),
              "--lambda-weighting", "count", "--bias", "mean", "--iters", str(a.mpi_iters),
-             "--tol", "0",
+             "--tol", "0", "--early-stop", "0",
              "--quiet", "--log-interval", "1"]
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}

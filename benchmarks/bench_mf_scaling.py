@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["--n-users", "250000", "--n-items", "100000", "--n-ratings", "10000000",
          "--rank", "32", "--lambda", "0.05", "--weighted-lambda", "--schedule", "ccd",
-         "--staleness", "0", "--tol", "0", "--log-interval", "1", "--quiet", "--bias", "mean"]
+         "--staleness", "0", "--tol", "0", "--log-interval", "1", "--quiet", "--bias", "mean",
+         "--early-stop", "0"]
 
 
 def run(label, iters, out):

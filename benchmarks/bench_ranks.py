@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = {
     "mf": ["strads.apps.mf", "--n-users", "200000", "--n-items", "20000", "--n-ratings",
-           "5000000", "--rank", "32", "--iters", "2", "--tol", "0", "--bias", "mean"],
+           "5000000", "--rank", "32", "--iters", "2", "--tol", "0", "--bias", "mean",
+           "--early-stop", "0"],
     "lda": ["strads.apps.lda", "--n-docs", "20000", "--n-words", "20000", "--doc-length",
             "200", "--topics", "1000", "--sweeps", "2", "--tol", "0", "--top-words", "0"],
     "lasso": ["strads.apps.lasso", "--max-rounds", "20"],

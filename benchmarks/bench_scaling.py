@@ -24,7 +24,7 @@ LDA = dict(D=2_000, V=5_000, L=100, K=100)
 RUNS = {
     "mf": (["strads.apps.mf", "--n-users", str(MF["m"]), "--n-items", str(MF["n"]),
             "--n-ratings", str(MF["nnz"]), "--rank", str(MF["k"]), "--tol", "0",
-            "--bias", "mean"],
+            "--bias", "mean", "--early-stop", "0"],
            "--iters", (1, 3)),
     "lda": (["strads.apps.lda", "--n-docs", str(LDA["D"]), "--n-words", str(LDA["V"]),
              "--doc-length", str(LDA["L"]), "--topics", str(LDA["K"]), "--tol", "0",

@@ -24,7 +24,7 @@ RUNS = {
             "--top-words", "0"],
     "mf": ["strads.apps.mf", "--n-users", "200000", "--n-items", "20000", "--n-ratings",
            "5000000", "--rank", "32", "--lambda", "0.05", "--weighted-lambda", "--iters", "3",
-           "--tol", "0", "--bias", "mean"],
+           "--tol", "0", "--bias", "mean", "--early-stop", "0"],
 }
 
 

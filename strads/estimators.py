@@ -590,7 +590,18 @@ class MatrixFactorization(BaseEstimator):
     schedule : {"ccd", "als"}, default="ccd"
         CCD++ rank-one updates, or alternating least squares.
     max_iter : int, default=20
-        Outer iterations (sweeps over all factor columns; the app's ``iters``).
+        Outer iterations (sweeps over all factor columns; the app's ``iters``), at most.
+    early_stopping : bool, default=True
+        Hold out ``validation_fraction`` of the ratings, stop once their RMSE has not
+        improved for ``n_iter_no_change`` iterations, then refit on all the ratings for
+        the best iteration count (the app's ``early_stop``, :func:`strads.apps.mf.validated`).
+        False: ``max_iter`` iterations (or to ``tol``) of the objective's minimisation,
+        which over-fits at a small ``alpha``.
+    validation_fraction : float, default=0.1
+        With ``early_stopping``: the share of the ratings held out, in (0, 1).
+    n_iter_no_change : int, default=2
+        With ``early_stopping``: iterations without a better validation RMSE before the
+        first run stops.
     tol : float, default=1e-6
         Stop when the objective changes by less than ``tol`` (relative) over an outer
         iteration.
@@ -617,7 +628,10 @@ class MatrixFactorization(BaseEstimator):
         remaps them to ``0..n_users-1`` and ``0..n_items-1``, and :meth:`predict` and
         :meth:`recommend` take the original ids.
     n_iter_ : int
-        Outer iterations run.
+        Outer iterations of the fitted model (with early stopping: the best iteration).
+    validation_rmse_ : float or None
+        With early stopping: the held-out ratings' RMSE at the best iteration (None
+        without early stopping, or where no rating could be held out).
     objective_ : float
         The objective at the end.
 
@@ -634,13 +648,17 @@ class MatrixFactorization(BaseEstimator):
     """
 
     def __init__(self, n_components=8, alpha=0.1, weighted=True, biases="full",
-                 schedule="ccd", max_iter=20, tol=1e-6, n_jobs=None, random_state=None):
+                 schedule="ccd", max_iter=20, early_stopping=True, validation_fraction=0.1,
+                 n_iter_no_change=2, tol=1e-6, n_jobs=None, random_state=None):
         self.n_components = n_components
         self.alpha = alpha
         self.weighted = weighted
         self.biases = biases
         self.schedule = schedule
         self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
         self.tol = tol
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -692,8 +710,15 @@ class MatrixFactorization(BaseEstimator):
         _check_number("alpha", self.alpha, 0)
         _check_number("max_iter", self.max_iter, 1, integer=True)
         _check_number("tol", self.tol, 0)
-        if not isinstance(self.weighted, (bool, np.bool_)):
-            raise ValueError(f"weighted must be True or False, got {self.weighted!r}")
+        for name in ("weighted", "early_stopping"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got "
+                                 f"{getattr(self, name)!r}")
+        if self.early_stopping:
+            _check_number("n_iter_no_change", self.n_iter_no_change, 1, integer=True)
+            v = self.validation_fraction
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < 1:
+                raise ValueError(f"validation_fraction must be in (0, 1), got {v!r}")
         _check_choice("biases", self.biases, mf.BIAS)
         _check_choice("schedule", self.schedule, mf.SCHEDULES)
         n_u = np.unique(users).shape[0] if users.size else 0
@@ -702,6 +727,8 @@ class MatrixFactorization(BaseEstimator):
                   schedule=self.schedule, iters=int(self.max_iter), bias=self.biases,
                   weighted=bool(self.weighted), seed=_seed(self.random_state),
                   tol=float(self.tol), duplicates="error", cold_start="error",
+                  early_stop=int(self.n_iter_no_change) if self.early_stopping else None,
+                  validation=float(self.validation_fraction) if self.early_stopping else 0.0,
                   workers=_n_workers(self.n_jobs, max(n_u, 1), max(n_i, 1)), quiet=True)
 
         def scheduler(run):
@@ -718,6 +745,7 @@ class MatrixFactorization(BaseEstimator):
                     "user_bias_": M["user_bias"], "item_bias_": M["item_bias"],
                     "global_mean_": float(M["mean"]), "user_ids_": uids, "item_ids_": iids,
                     "n_iter_": int(res.extra.get("iterations", 0)),
+                    "validation_rmse_": res.extra.get("validation_rmse"),
                     "objective_": float(res.objective),
                     "_seen_indptr": seen.indptr, "_seen_items": seen.indices}
 

@@ -637,7 +637,7 @@ def exp_mf(ctx):
         runs[sched] = ctx.cli("mf", sched, "mf", [
             "--data", tr_path, "--test-data", te_path, "--rank", F["rank"], "--lambda",
             F["lam"], "--schedule", sched, "--bias", "mean", "--iters", F["iters"], "--tol",
-            0, "--seed",
+            0, "--early-stop", 0, "--seed",  # a curve over --iters: one run
             a.seed] + engine_flags(ctx), workers=1, mpi=False)
     pts = sorted({max(1, round(F["iters"] * k / 6)) for k in range(1, 7)})
     t = time.perf_counter()

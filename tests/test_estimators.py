@@ -67,7 +67,8 @@ def test_sklearn_array_api_check_in_a_fresh_interpreter():
                    max_iter=50, n_jobs=2, staleness=1, random_state=3)),
     (MatrixFactorization(), dict(n_components=4, alpha=0.1, weighted=False, biases="full",
                                  schedule="als", max_iter=7, tol=0.0, n_jobs=-1,
-                                 random_state=5)),
+                                 early_stopping=False, validation_fraction=0.2,
+                                 n_iter_no_change=3, random_state=5)),
     (LDA(), dict(n_components=4, doc_topic_prior=0.5, topic_word_prior=0.2, max_iter=9,
                  random_state=1, n_jobs=2, max_doc_update_iter=11)),
 ])
@@ -188,6 +189,11 @@ def test_mf_defaults_are_the_apps():
     assert est.weighted == fit_defaults["weighted"].default == mf_app.WEIGHTED
     assert est.alpha == fit_defaults["lam"].default == args.lam
     assert est.n_components == fit_defaults["rank"].default == args.rank
+    assert est.early_stopping is True
+    assert est.n_iter_no_change == fit_defaults["early_stop"].default == args.early_stop \
+        == mf_app.EARLY_STOP
+    assert est.validation_fraction == fit_defaults["validation"].default \
+        == args.validation_fraction == mf_app.VALIDATION
 
 
 @pytest.mark.parametrize("biases", ["none", "mean", "full"])
@@ -262,6 +268,27 @@ def test_mf_input_validation():
         MatrixFactorization().fit(sp.csr_matrix((3, 3)))
     with pytest.raises(NotFittedError):
         MatrixFactorization().recommend(0)
+    for bad in (dict(validation_fraction=0.0), dict(validation_fraction=1.0),
+                dict(n_iter_no_change=0), dict(early_stopping="yes")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            MatrixFactorization(**bad).fit((u, i, r))
+
+
+@pytest.mark.parametrize("early_stopping", [True, False])
+def test_mf_early_stopping_is_the_apps(early_stopping):
+    t = mf_app.make_problem(400, 200, 8000)
+    est = MatrixFactorization(alpha=0.005, max_iter=12, tol=0.0, random_state=0,
+                              early_stopping=early_stopping, validation_fraction=0.2,
+                              n_iter_no_change=1).fit((t.users, t.items, t.ratings))
+    res = mf_app.fit(t.users, t.items, t.ratings, lam=0.005, iters=12, tol=0.0, seed=0,
+                     quiet=True, early_stop=1 if early_stopping else None, validation=0.2)
+    assert np.array_equal(est.user_factors_, res.model["W"])
+    assert est.n_iter_ == res.extra["iterations"]
+    if early_stopping:
+        assert est.n_iter_ == res.extra["best_iteration"] < 12
+        assert est.validation_rmse_ == res.extra["validation_rmse"] > 0
+    else:
+        assert est.n_iter_ == 12 and est.validation_rmse_ is None
 
 
 # -- LDA -----------------------------------------------------------------------------------

@@ -83,8 +83,10 @@ def test_reaches_numpy_reference_objective(schedule, bias, weighted):
     lam = LAM if not weighted else LAM_W
     ref = numpy_als(u, i, r, 3, lam, bias, weighted=weighted)
     # the weighted objective is the default: not passed
+    # the objective's minimiser: early stopping (the default) off
     res = mf.fit(u, i, r, rank=3, lam=lam, bias=bias, schedule=schedule, iters=5000,
-                 tol=1e-14, workers=3, quiet=True, **({} if weighted else {"weighted": False}))
+                 tol=1e-14, workers=3, quiet=True, early_stop=None,
+                 **({} if weighted else {"weighted": False}))
     assert res.stop_reason == "tol"
     assert abs(res.objective - ref) <= 1e-6 * ref
     M = res.model
@@ -104,7 +106,7 @@ def test_default_minimises_the_weighted_objective(schedule):
     u, i, r = small_problem(seed=3)
     lam = 0.1
     res = mf.fit(u, i, r, rank=3, lam=lam, bias="full", schedule=schedule, iters=5000,
-                 tol=1e-14, workers=2, quiet=True)
+                 tol=1e-14, workers=2, quiet=True, early_stop=None)
     M = res.model
     W, H, bu, bi = M["W"], M["H"], M["user_bias"], M["item_bias"]
     e = r - M["mean"] - bu[u] - bi[i] - (W[u] * H[i]).sum(1)
@@ -128,7 +130,8 @@ def test_default_minimises_the_weighted_objective(schedule):
 def test_objective_non_increasing_per_iteration(schedule, inner):
     t = mf.make_problem(500, 300, 6000, rank=4, seed=3)
     res = mf.fit(t.users, t.items, t.ratings, rank=6, lam=0.5, bias="full",
-                 schedule=schedule, inner=inner, iters=12, tol=0, workers=3, quiet=True)
+                 schedule=schedule, inner=inner, iters=12, tol=0, workers=3, quiet=True,
+                 early_stop=None)
     obj = np.array(res.extra["objective_per_iter"])
     assert len(obj) == 12
     assert (np.diff(obj) <= 1e-12 * obj[:-1]).all(), obj
@@ -551,8 +554,11 @@ def test_cli_lambda_weighting(tmp_path):
 # the built-in problem's CLI size and an over-fitting lambda: the held-out RMSE is best
 # after 2 or 3 iterations, then rises
 ES_CLI = ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "8000",
-          "--lambda", "0.005", "--iters", "12", "--tol", "0", "--quiet"]
-ES_KW = dict(rank=8, lam=0.005, iters=12, tol=0, test_fraction=0.1, quiet=True)
+          "--lambda", "0.005", "--iters", "12", "--tol", "0", "--quiet",
+          "--validation-fraction", "0"]
+# early stopping on the held-out set itself (validation 0); off unless a test asks
+ES_KW = dict(rank=8, lam=0.005, iters=12, tol=0, test_fraction=0.1, quiet=True,
+             validation=0.0, early_stop=None)
 
 
 @pytest.mark.parametrize("schedule,workers,staleness", [("ccd", 1, 0), ("ccd", 3, 1),
@@ -564,7 +570,7 @@ def test_early_stop_returns_the_best_iteration(schedule, workers, staleness):
     per_iter = np.array(full.extra["test_rmse_per_iter"])
     best = int(np.argmin(per_iter)) + 1  # the first of equal minima
     assert best + 2 < 12
-    res = mf.fit(t.users, t.items, t.ratings, early_stop=2, staleness=staleness, **kw)
+    res = mf.fit(t.users, t.items, t.ratings, staleness=staleness, **dict(kw, early_stop=2))
     x = res.extra
     assert res.stop_reason == "tol" and x["early_stopped"] is True
     assert x["best_iteration"] == best and x["iterations"] == best + 2 and x["early_stop"] == 2
@@ -578,7 +584,7 @@ def test_early_stop_returns_the_best_iteration(schedule, workers, staleness):
     assert x["train_rmse"] == ref.extra["train_rmse"]
     assert res.trace[-1]["test_rmse"] == x["test_rmse"]
     # not triggered: the run goes on to --iters, and still returns the best model
-    slow = mf.fit(t.users, t.items, t.ratings, early_stop=100, **kw)
+    slow = mf.fit(t.users, t.items, t.ratings, **dict(kw, early_stop=100))
     assert slow.extra["early_stopped"] is False and slow.extra["iterations"] == 12
     assert slow.extra["best_iteration"] == best and slow.stop_reason == "schedule_done"
     np.testing.assert_array_equal(slow.model["W"], ref.model["W"])
@@ -586,21 +592,29 @@ def test_early_stop_returns_the_best_iteration(schedule, workers, staleness):
 
 def test_early_stop_needs_a_held_out_set(tmp_path):
     t = mf.make_problem(400, 200, 8000)
-    with pytest.raises(strads.DataError, match="early stopping needs a held-out set"):
-        mf.fit(t.users, t.items, t.ratings, early_stop=2, quiet=True)
-    with pytest.raises(strads.DataError, match="early_stop must be an integer >= 1"):
-        mf.fit(t.users, t.items, t.ratings, early_stop=0, test_fraction=0.1, quiet=True)
+    with pytest.raises(strads.DataError, match="early stopping with validation=0 stops on "
+                       "the held-out set"):
+        mf.fit(t.users, t.items, t.ratings, early_stop=2, validation=0, quiet=True)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(strads.DataError, match="early_stop must be an integer >= 1"):
+            mf.fit(t.users, t.items, t.ratings, early_stop=bad, quiet=True)
+    with pytest.raises(strads.DataError, match=r"validation fraction must be in \[0, 1\)"):
+        mf.fit(t.users, t.items, t.ratings, validation=1.0, quiet=True)
     f = tmp_path / "r.tsv"
     f.write_text("".join(f"{a}\t{b}\t{c}\n" for a, b, c in
                          zip(t.users[:500], t.items[:500], t.ratings[:500])))
-    p = run_cli(["strads.apps.mf", "--data", str(f), "--early-stop", "2", "--quiet"])
+    p = run_cli(["strads.apps.mf", "--data", str(f), "--early-stop", "2", "--quiet",
+                 "--validation-fraction", "0"])
     assert p.returncode == 2
-    assert p.stderr.strip() == ("strads.apps.mf: error: --early-stop 2 needs a held-out set: "
-                                "give --test-fraction or --test-data")
+    assert p.stderr.strip() == ("strads.apps.mf: error: --early-stop 2 with "
+                                "--validation-fraction 0 stops on the held-out set: give "
+                                "--test-fraction or --test-data")
     p = run_cli(ES_CLI + ["--early-stop", "2", "--test-fraction", "0"])
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
-    p = run_cli(["strads.apps.mf", "--early-stop", "0"])
+    p = run_cli(["strads.apps.mf", "--early-stop", "-1"])
     assert p.returncode == 2 and "--early-stop" in p.stderr
+    p = run_cli(["strads.apps.mf", "--validation-fraction", "1"])
+    assert p.returncode == 2 and "--validation-fraction must be below 1" in p.stderr
 
 
 def test_early_stop_cli_under_mpiexec_and_resumed_equals_in_process(tmp_path):
@@ -642,3 +656,122 @@ def test_early_stop_cli_under_mpiexec_and_resumed_equals_in_process(tmp_path):
                                                      iters=s["one"]["best_iteration"]))
     np.testing.assert_allclose(a["W"], ref.model["W"], rtol=1e-12, atol=1e-14)
     assert s["one"]["test_rmse"] == pytest.approx(ref.extra["test_rmse"], rel=1e-12)
+
+
+# early stopping by default: a validation run, then a refit (ES_KW less validation=0)
+VAL_KW = dict(rank=8, lam=0.005, iters=12, tol=0, test_fraction=0.1, quiet=True)
+
+
+def test_validation_split_is_a_share_of_the_training_ratings():
+    t = mf.make_problem(400, 200, 8000)
+    tr = mf.from_arrays(t.users, t.items, t.ratings, "ratings")
+    p0 = mf.prepare(tr, test_fraction=0.1, seed=0)
+    p1 = mf.prepare(tr, test_fraction=0.1, seed=0, validation=0.1)
+    assert p1.shape == p0.shape
+    key = lambda u, i, r: set(zip(u.tolist(), i.tolist(), r.tolist()))  # noqa: E731
+    train0 = key(p0.users, p0.items, p0.ratings)
+    train1 = key(p1.users, p1.items, p1.ratings)
+    val = key(p1.test_users, p1.test_items, p1.test_ratings)
+    test = key(p0.test_users, p0.test_items, p0.test_ratings)
+    # the validation ratings are training ratings, none of the test set, the rest train
+    assert val and not val & train1 and not val & test and val | train1 == train0
+    assert 0.08 < len(val) / len(train0) < 0.12
+    # every validation user and item keeps a training rating
+    assert set(p1.test_users.tolist()) <= set(p1.users.tolist())
+    assert set(p1.test_items.tolist()) <= set(p1.items.tolist())
+    # chosen independently of the test split: not the test split of another fraction
+    p2 = mf.prepare(tr, test_fraction=0.2, seed=0)
+    assert len(val & key(p2.test_users, p2.test_items, p2.test_ratings)) < 0.3 * len(val)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_early_stopping_by_default_is_a_validation_run_then_a_refit(workers):
+    t = mf.make_problem(400, 200, 8000)
+    res = mf.fit(t.users, t.items, t.ratings, workers=workers, **VAL_KW)  # the defaults
+    x = res.extra
+    # the first run by hand: the validation split's RMSE at every iteration end
+    p1 = mf.prepare(mf.from_arrays(t.users, t.items, t.ratings, "ratings"),
+                    test_fraction=0.1, seed=0, validation=mf.VALIDATION)
+    setup = mf.make_setup(lambda: p1, rank=8, lam=0.005, iters=12, early_stop=100)
+    val = strads.run(setup, mf.MFUpdate, workers=workers, tol=0, quiet=True, app="mf")
+    per_iter = np.array(val.extra["test_rmse_per_iter"])
+    best = int(np.argmin(per_iter)) + 1
+    assert best + mf.EARLY_STOP < 12  # the problem over-fits: early stopping stops
+    assert x["best_iteration"] == best and x["early_stopped"] is True
+    assert x["validation_iterations"] == best + mf.EARLY_STOP
+    assert x["validation_rmse"] == per_iter[best - 1]
+    assert x["validation_ratings"] == p1.test_ratings.shape[0]
+    assert x["validation_fraction"] == mf.VALIDATION and x["validation_wall_s"] > 0
+    # the model: all the training ratings, best iterations, bit for bit
+    ref = mf.fit(t.users, t.items, t.ratings, workers=workers,
+                 **dict(VAL_KW, iters=best, early_stop=None))
+    assert x["iterations"] == best and res.rounds == ref.rounds
+    for key in ("W", "H", "user_bias", "item_bias"):
+        np.testing.assert_array_equal(res.model[key], ref.model[key], err_msg=key)
+    assert x["test_rmse"] == ref.extra["test_rmse"] and x["n_train"] == ref.extra["n_train"]
+    # and it guards against the over-fitting minimiser on the test set
+    plain = mf.fit(t.users, t.items, t.ratings, workers=workers,
+                   **dict(VAL_KW, early_stop=None))
+    assert x["test_rmse"] < plain.extra["test_rmse"]
+
+
+def test_early_stopping_with_no_rating_to_hold_out_runs_the_iterations():
+    # every user has one rating: none can be held out for validation
+    u, i = np.arange(30), np.arange(30) % 7
+    r = 1.0 + (np.arange(30) % 5)
+    res = mf.fit(u, i, r, rank=2, iters=4, tol=0, quiet=True)
+    x = res.extra
+    assert x["validation_ratings"] == 0 and x["best_iteration"] is None
+    assert x["early_stopped"] is False and x["iterations"] == 4
+    ref = mf.fit(u, i, r, rank=2, iters=4, tol=0, quiet=True, early_stop=None)
+    np.testing.assert_array_equal(res.model["W"], ref.model["W"])
+
+
+def test_early_stopping_cli_under_mpiexec_and_resumed_in_each_run(tmp_path):
+    assert ES_CLI[-2:] == ["--validation-fraction", "0"]
+    args = ES_CLI[:-2]  # the default validation fraction
+    p = run_cli(args + ["--workers", "2", "--out", str(tmp_path / "one")])
+    assert p.returncode == 0, p.stderr
+    p = run_cli(args + ["--out", str(tmp_path / "mpi")], np=3, timeout=120)
+    assert p.returncode == 0, p.stderr
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    first = json.loads((tmp_path / "one" / "validation" / "summary.json").read_text())
+    assert first["stop_reason"] == "tol" and first["early_stopped"] is True
+    assert one["best_iteration"] == first["best_iteration"] == one["iterations"]
+    assert one["validation_rmse"] == first["test_rmse"]
+    # legs: the first run stopped by --max-rounds (its result, no second run) ...
+    part = tmp_path / "part"
+    leg = args + ["--workers", "2", "--out", str(part), "--checkpoint-every", "0.001"]
+    p = run_cli(leg + ["--max-rounds", "9"])
+    assert p.returncode == 0, p.stderr
+    assert "validation run stopped (max_rounds)" in p.stderr and "--resume" in p.stderr
+    assert json.loads(p.stdout)["validation_run"] is True
+    assert not (part / "summary.json").exists()
+    assert json.loads((part / "validation" / "summary.json").read_text())["stop_reason"] \
+        == "max_rounds"
+    # ... resumed to its end, then the second run stopped: --max-rounds counts both ...
+    p = run_cli(leg + ["--resume", "--max-rounds", str(first["rounds"] + 5)])
+    assert p.returncode == 0, p.stderr
+    s = json.loads((part / "summary.json").read_text())
+    assert s["stop_reason"] == "max_rounds" and s["rounds"] == 5
+    assert (part / "checkpoint").is_dir()
+    # ... and resumed to the end: the first run is not run again
+    p = run_cli(args + ["--workers", "2", "--out", str(part), "--resume"])
+    assert p.returncode == 0, p.stderr
+    for d in ("mpi", "part"):
+        s = json.loads((tmp_path / d / "summary.json").read_text())
+        for key in ("best_iteration", "iterations", "early_stopped", "test_rmse",
+                    "train_rmse", "objective", "rounds", "validation_rmse",
+                    "validation_iterations", "validation_ratings"):
+            assert s[key] == one[key], (d, key)
+        a, b = np.load(tmp_path / "one" / "model.npz"), np.load(tmp_path / d / "model.npz")
+        for key in a.files:
+            np.testing.assert_array_equal(b[key], a[key], err_msg=(d, key))
+    # the parallel loader holds out the same validation ratings as fit()
+    t = mf.make_problem(400, 200, 8000)
+    ref = mf.fit(t.users, t.items, t.ratings, workers=2, **VAL_KW)
+    assert ref.extra["best_iteration"] == one["best_iteration"]
+    assert ref.extra["validation_ratings"] == one["validation_ratings"]
+    assert ref.extra["validation_rmse"] == pytest.approx(one["validation_rmse"], rel=1e-12)
+    np.testing.assert_allclose(np.load(tmp_path / "one" / "model.npz")["W"], ref.model["W"],
+                               rtol=1e-12, atol=1e-14)

@@ -364,9 +364,14 @@ def test_rank_factors_beyond_memory(memory):
     memory(need - 1)
     with pytest.raises(strads.DataError, match=r"^rank 4 \(--rank\): the factors of 12 "
                                                r"users and 10 items need about"):
-        mf.fit(u, i, r, rank=4, iters=1, workers=2, quiet=True)
+        mf.fit(u, i, r, rank=4, iters=1, workers=2, quiet=True, early_stop=None)
     memory(need)
-    assert mf.fit(u, i, r, rank=4, iters=1, workers=2, quiet=True).model["W"].shape == (12, 4)
+    assert mf.fit(u, i, r, rank=4, iters=1, workers=2, quiet=True,
+                  early_stop=None).model["W"].shape == (12, 4)
+    # the default, early stopping: its first run's best-iteration copies count too
+    memory(mf.factor_bytes(*lay, early_stop=2) - 1)
+    with pytest.raises(strads.DataError, match=r"^rank 4 \(--rank\): the factors"):
+        mf.fit(u, i, r, rank=4, iters=1, workers=2, quiet=True)
     memory(16 * GIB)  # the sweep of --inner 10^9 would be 16e9 rounds
     with pytest.raises(strads.DataError, match=r"inner 1000000000 \(--inner\), block 1 "
                                                r"\(--block\): a sweep of 16000000002 rounds"):

@@ -24,7 +24,8 @@ def test_staleness_changes_nothing_and_reaches_the_reference(schedule):
     u, i, r = small_problem()
     ref = numpy_als(u, i, r, 3, LAM, "full")
     runs = [mf.fit(u, i, r, rank=3, lam=LAM, weighted=False, bias="full", schedule=schedule,
-                   iters=5000, tol=1e-14, workers=3, staleness=s, quiet=True)
+                   iters=5000, tol=1e-14, workers=3, staleness=s, quiet=True,
+                   early_stop=None)  # the objective's minimiser
             for s in (0, 1, 2)]
     for s, res in enumerate(runs):
         assert res.stop_reason == "tol"

@@ -23,8 +23,9 @@ import ridge  # noqa: E402
 APPS = {
     "lasso": ["strads.apps.lasso", "--schedule", "priority", "--tol", "0",
               "--max-rounds", "400"],
+    # one run (early stopping's two runs and their resume: tests/test_mf.py)
     "mf": ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "8000",
-           "--iters", "6", "--tol", "0"],
+           "--iters", "6", "--tol", "0", "--early-stop", "0"],
     "lda": ["strads.apps.lda", "--n-docs", "200", "--n-words", "300", "--doc-length", "40",
             "--sweeps", "12", "--tol", "0"],
     "ridge": [str(ROOT / "apps" / "ridge.py"), "--max-rounds", "300", "--tol", "0"],

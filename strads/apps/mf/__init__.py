@@ -19,12 +19,22 @@ workers exchange their rows of it among themselves (:mod:`.update`), and worker 
 sends the scheduler the round's small sums (:mod:`.aggregate`), so the scheduler's
 traffic per round does not grow with the number of workers or the factors' size.
 
-Early stopping (``early_stop=N``, ``--early-stop N``): the held-out RMSE is scored at
-every iteration end; the run stops once it has not improved for N iterations, and the
-model returned is the best iteration's (each worker keeps a copy of its rows of W and H
-at the best iteration: the factor rows' memory twice).
+Early stopping (``early_stop=N``, ``--early-stop N``; on by default in :func:`fit` and
+the CLI, N = ``EARLY_STOP``): two runs (:func:`validated`). The first holds out
+``validation`` (``VALIDATION``, ``--validation-fraction``) of the training ratings,
+scores their RMSE at every iteration end, and stops once it has not improved for N
+iterations; the second fits all the training ratings for the best iteration count, and
+is the model returned. Without it (``early_stop=None``, ``--early-stop 0``) a run
+minimises the objective for ``iters`` iterations (or to ``tol``): at a small lambda the
+minimiser overfits, which early stopping guards against. ``validation=0``: one run,
+early stopping on the held-out (test) set itself, whose best iteration's model is
+returned (each worker keeps a copy of its rows of W and H at the best iteration: the
+factor rows' memory twice).
 """
+import json
 import math
+import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,10 +51,10 @@ from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_
 from .schedule import SCHEDULES
 from .update import MFUpdate
 
-__all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "read_ratings", "make_problem",
-           "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
+__all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "read_ratings",
+           "make_problem", "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
            "Layout", "BIAS", "BIAS_DEFAULT", "INIT", "DUPLICATES", "COLD_START",
-           "LAMBDA_WEIGHTING", "WEIGHTED"]
+           "LAMBDA_WEIGHTING", "WEIGHTED", "EARLY_STOP", "VALIDATION", "validated", "left"]
 
 BIAS = ("none", "mean", "full")
 #: The default bias, declared once: the global mean plus fitted user and item biases,
@@ -56,6 +66,10 @@ INIT = ("svd", "random")
 #: (``weighted=False``): lambda alone. The CLI's --lambda-weighting takes these names.
 LAMBDA_WEIGHTING = ("count", "none")
 WEIGHTED = True
+#: Early stopping's defaults, declared once: iterations without a better validation
+#: RMSE before the first run stops, and the share of the training ratings it holds out.
+EARLY_STOP = 2
+VALIDATION = 0.1
 
 
 @dataclass
@@ -114,9 +128,7 @@ def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
                         f"{target_test_rmse}")
     if iters is not None and (int(iters) != iters or iters < 1):
         raise DataError(f"iters must be an integer >= 1, got {iters}")
-    if early_stop is not None and (isinstance(early_stop, bool) or early_stop < 1
-                                   or int(early_stop) != early_stop):
-        raise DataError(f"early_stop must be an integer >= 1 (iterations), got {early_stop}")
+    _check_early_stop(early_stop)
     mem = physical_memory()
     if schedule == "ccd" and mem is not None:
         # the sweep is a list of its rounds, 8 bytes each (16 while it is built)
@@ -133,14 +145,18 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
                         duplicates="error", cold_start="error", rank=8, lam=0.1,
                         schedule="ccd", inner=1, iters=None, bias=BIAS_DEFAULT,
                         weighted=WEIGHTED, init_scale=None, seed=0, target_test_rmse=None,
-                        group=1, init="svd", block=1, early_stop=None):
+                        group=1, init="svd", block=1, early_stop=None, validation=0.0,
+                        report=None):
     """``setup(ctx)`` for :func:`strads.run` that reads nothing but the lines before the
     first rating on the scheduler rank: each worker reads its own part of the file
     ``train`` (and of the held-out file ``test``), or generates its part of the built-in
     problem (``builtin``: make_problem's arguments), and the workers agree on the id
     maps, duplicates, the held-out split, counts, mean and the start among themselves
     (:mod:`.load`); the scheduler gets the starting figures from their reports.
-    ``weighted`` and ``early_stop``: as in :func:`fit`."""
+    ``weighted`` and ``early_stop``: as in :func:`fit`; ``validation`` > 0: the first
+    run of :func:`validated` (that share of the training ratings is the held-out set;
+    the test set is read and checked, then set aside); ``report``: figures to add to the
+    summary."""
     rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init,
                                   init_scale, target_test_rmse, iters, early_stop)
     if duplicates not in DUPLICATES:
@@ -149,11 +165,13 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         raise DataError(f"cold_start must be one of {COLD_START}, got {cold_start!r}")
     if not 0 <= test_fraction < 1:
         raise DataError(f"test fraction must be in [0, 1), got {test_fraction}")
+    _check_early_stop(early_stop, validation)
     options = dict(rank=rank, lam=float(lam), bias=bias, weighted=bool(weighted),
                    schedule=schedule, block=int(block), init=init, init_scale=init_scale,
                    seed=seed, duplicates=duplicates, cold_start=cold_start,
                    test_fraction=0.0 if test is not None else float(test_fraction),
-                   early_stop=None if early_stop is None else int(early_stop))
+                   early_stop=int(early_stop) or None if early_stop is not None else None,
+                   validation=float(validation))
 
     def setup(ctx):
         lay_tr = FileLayout(train) if train is not None else None
@@ -164,6 +182,7 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         agg = MFAggregate(lay, None, 0.0, 0, 0, 0, 0.0, None, float("nan"))
         agg.target_test_rmse = target_test_rmse
         agg.early_stop = options["early_stop"]
+        agg.report = dict(report or {})
         if schedule == "ccd":
             sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
         else:
@@ -177,7 +196,8 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
 
 def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                bias=BIAS_DEFAULT, weighted=WEIGHTED, init_scale=None, seed=0,
-               target_test_rmse=None, group=1, init="svd", block=1, early_stop=None):
+               target_test_rmse=None, group=1, init="svd", block=1, early_stop=None,
+               report=None, validation=0.0):
     """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
     :class:`Problem` and is only called on the scheduler rank, which keeps nothing of
     its size once setup returns (the shards go to the workers). ``group``: ccd columns
@@ -187,10 +207,12 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
     a Gaussian Z chosen by ``seed`` (``init='svd'``: one step of randomized subspace
     iteration on the centred ratings R, so the first sweep starts near the top singular
     directions), or Z itself (``'random'``, default scale: entries of variance 1/rank).
-    ``weighted`` and ``early_stop``: as in :func:`fit`."""
+    ``weighted`` and ``early_stop``: as in :func:`fit`; ``report``: figures to add to
+    the summary; ``validation`` > 0: ``data()``'s held-out set is the validation split
+    of :func:`validated`'s first run (empty: the run ends at once)."""
     rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
                                   target_test_rmse, iters, early_stop)
-    early_stop = None if early_stop is None else int(early_stop)
+    early_stop = int(early_stop) or None if early_stop is not None else None
 
     def setup(ctx):
         n_workers = ctx.n_workers
@@ -201,7 +223,7 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                             "needs users and items")
         # before anything of the rank's size (the layout's column lists too) is allocated
         _check_factor_memory(rank, biases, m, n, n_workers, schedule, block, early_stop)
-        if early_stop is not None and p.test_ratings.shape[0] == 0:
+        if early_stop is not None and not validation and p.test_ratings.shape[0] == 0:
             raise DataError(f"early stopping ({early_stop} iterations) needs held-out "
                             "ratings: the held-out set is empty")
         lay = Layout(rank, float(lam), biases)
@@ -267,6 +289,7 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                 "early_stop": early_stop})
         agg.target_test_rmse = target_test_rmse
         agg.early_stop = early_stop
+        agg.report = dict(report or {})
         if schedule == "ccd":
             sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
         else:
@@ -323,7 +346,8 @@ def _part(csr, lo, hi):
 def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
         schedule="ccd", inner=1, block=1, iters=20, bias=BIAS_DEFAULT, weighted=WEIGHTED,
         init="svd", init_scale=None, duplicates="error", cold_start="error", seed=0, tol=1e-6,
-        max_rounds=10 ** 9, target_test_rmse=None, early_stop=None, **run_kw):
+        max_rounds=10 ** 9, target_test_rmse=None, early_stop=EARLY_STOP,
+        validation=VALIDATION, **run_kw):
     """Factorize ratings given as three arrays (raw integer ids are remapped); ``test`` is
     an optional ``(users, items, ratings)`` held-out set. Returns :class:`strads.Result`
     on the scheduler rank (``model`` as in model.npz, see :func:`predict`). ``run_kw`` goes
@@ -331,31 +355,142 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
 
     ``weighted`` (default True): each user's (item's) penalty is ``lam`` times its number
     of training ratings (LIBMF's, ALS-WR's and Spark ALS's objective, see the module's
-    docstring); False: ``lam`` alone. ``early_stop=N``: stop once the held-out RMSE
-    (scored at every iteration end) has not improved for N iterations, and return the
-    best iteration's model (``extra['best_iteration']``, ``extra['early_stopped']``;
-    stop_reason "tol"); needs ``test`` or ``test_fraction > 0``."""
-    if early_stop is not None and test is None and not test_fraction:
-        raise DataError("early stopping needs a held-out set: give test=(users, items, "
-                        "ratings) or test_fraction > 0")
+    docstring); False: ``lam`` alone.
+
+    ``early_stop=N`` (default ``EARLY_STOP``; None or 0: off, ``iters`` iterations or
+    ``tol``): :func:`validated`'s two runs: ``validation`` (default ``VALIDATION``) of
+    the training ratings held out, the first run stopped N iterations after its best
+    validation RMSE, the second fitted on all the training ratings for that many
+    iterations (``extra``: ``best_iteration``, ``early_stopped``, ``validation_rmse``,
+    ``validation_iterations``, ``validation_wall_s``). ``validation=0``: one run that
+    stops on the held-out set itself and returns its best iteration's model (needs
+    ``test`` or ``test_fraction > 0``)."""
+    _check_early_stop(early_stop, validation)
+    if early_stop and not validation and test is None and not test_fraction:
+        raise DataError("early stopping with validation=0 stops on the held-out set: give "
+                        "test=(users, items, ratings) or test_fraction > 0")
     train = from_arrays(users, items, ratings, "ratings")
     held = from_arrays(*test, name="test") if test is not None else None
-    # prepared in setup, so only the scheduler rank does it under MPI; setup takes the
-    # triplets out of the box, so that the scheduler holds no copy of them during the run
+    # prepared in setup, so only the scheduler rank does it under MPI; the last run's
+    # setup takes the triplets out of the box, so that the scheduler holds no copy of
+    # them during that run
     box = [train, held]
     del train, held
 
-    def problem():
-        t, h = box
-        box[:] = [None, None]
-        return prepare(t, h, test_fraction, seed, duplicates, cold_start)
+    def one(vfrac, es, n_iters, out, resume, report=None, spent=(0, 0.0)):
+        def problem():
+            t, h = box
+            if not vfrac:
+                box[:] = [None, None]
+            return prepare(t, h, test_fraction, seed, duplicates, cold_start, vfrac)
 
-    setup = make_setup(problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
-                       iters=iters, bias=bias, weighted=weighted, init=init,
-                       init_scale=init_scale, seed=seed, target_test_rmse=target_test_rmse,
-                       block=block, early_stop=early_stop)
-    return engine.run(setup, MFUpdate, tol=tol, max_rounds=max_rounds, app="mf", seed=seed,
-                      **run_kw)
+        setup = make_setup(problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
+                           iters=n_iters, bias=bias, weighted=weighted, init=init,
+                           init_scale=init_scale, seed=seed,
+                           target_test_rmse=None if vfrac else target_test_rmse,
+                           block=block, early_stop=es, report=report, validation=vfrac)
+        rounds, limit = left(max_rounds, run_kw.get("time_limit"), spent)
+        return engine.run(setup, MFUpdate, tol=tol, app="mf", seed=seed, out=out,
+                          resume=resume, **{**run_kw, "max_rounds": rounds,
+                                            "time_limit": limit})
+
+    out, resume = run_kw.pop("out", None), run_kw.pop("resume", False)
+    return validated(one, early_stop, validation, iters, out, resume, run_kw.get("mpi"))
+
+
+def _check_early_stop(early_stop, validation=0.0):
+    if early_stop is not None and (isinstance(early_stop, bool) or early_stop < 0
+                                   or int(early_stop) != early_stop):
+        raise DataError(f"early_stop must be an integer >= 1 (iterations; 0 or None: "
+                        f"off), got {early_stop}")
+    if not 0 <= validation < 1:
+        raise DataError(f"validation fraction must be in [0, 1), got {validation}")
+
+
+def validated(run_one, early_stop, validation, iters, out=None, resume=False, mpi=None):
+    """Early stopping's two runs on every rank (in one process, or all ranks of an
+    ``mpiexec`` job alike). ``run_one(validation, early_stop, iters, out, resume,
+    report=None, spent=(0, 0.0))`` runs the engine once (``report``: figures to add to
+    its summary; ``spent``: the rounds and seconds of the first run, which the stopping
+    rules ``max_rounds`` and ``time_limit`` count with the second's, see :func:`left`)
+    and returns its Result (None on a worker rank).
+
+    The first run holds out ``validation`` of the training ratings and stops
+    ``early_stop`` iterations after the best RMSE on them (outputs and checkpoints in
+    ``out/validation/``); the second fits all the training ratings for the best
+    iteration count, with the held-out (test) set as usual, and its Result comes back
+    with the first run's figures in ``extra``. A first run stopped otherwise (a signal,
+    ``max_rounds``, ``time_limit``, divergence) is returned as it is (``extra``:
+    ``validation_run`` True), no second run: with ``resume`` it continues from its
+    checkpoint, and a first run that ended is not run again (its best iteration is in
+    ``out/validation/summary.json``). Where no training rating can be held
+    out (each user and item keeps one), the first run ends at once and the second runs
+    ``iters`` iterations (``best_iteration`` None). Without early stopping, or with
+    ``validation`` 0 (the held-out set itself stops the run), one run. ``mpi``: as
+    :func:`strads.run`'s (False: this process alone, even under ``mpiexec``)."""
+    if not early_stop or not validation:
+        return run_one(0.0, early_stop or None, iters, out, resume)
+    first_out = os.path.join(out, "validation") if out else None
+    first, done = None, _finished(first_out) if resume else None
+    if done is None:
+        first = run_one(validation, int(early_stop), iters, first_out, resume and
+                        os.path.isdir(os.path.join(first_out, "checkpoint")))
+        # every rank learns how the first run ended (a worker rank's Result is None)
+        done = _agree(None if first is None else
+                      (first.stop_reason, dict(first.extra), first.wall_s, first.rounds), mpi)
+    reason, extra, wall, rounds = done
+    if reason not in ENDED:  # stopped by a signal, a limit or divergence: resumable
+        if first is not None:
+            first.extra["validation_run"] = True
+            if first.rank == 0:
+                sys.stderr.write(f"[mf] early stopping's validation run stopped ({reason}) "
+                                 "before it chose the iteration count: its model is the "
+                                 "result" + (f" (in {first_out}); --resume continues it"
+                                             if first_out else "") + "\n")
+        return first
+    best = extra["best_iteration"]  # None: no rating could be held out, nothing to stop on
+    report = dict(best_iteration=best, early_stopped=bool(extra["early_stopped"]),
+                  validation_fraction=float(validation),
+                  validation_ratings=int(extra["n_test"]),
+                  validation_rmse=extra["test_rmse"] if best is not None else None,
+                  validation_iterations=int(extra["iterations"]),
+                  validation_wall_s=float(wall))
+    return run_one(0.0, None, iters if best is None else int(best), out,
+                   resume and out is not None and os.path.isdir(os.path.join(out, "checkpoint")),
+                   report, (int(rounds), float(wall)))
+
+
+def left(max_rounds, time_limit, spent):
+    """The stopping rules of the second of :func:`validated`'s runs: what the first run
+    (``spent``: its rounds and seconds) left of ``max_rounds`` and ``time_limit`` (None:
+    no limit), so that they bound both runs together."""
+    rounds = None if max_rounds is None else max(0, int(max_rounds) - spent[0])
+    limit = None if time_limit is None else max(float(time_limit) - spent[1], 1e-9)
+    return rounds, limit
+
+
+#: how a first run ends when early stopping chose its iteration count
+ENDED = ("tol", "schedule_done")
+
+
+def _agree(obj, mpi):
+    from ...transport import mpi_job
+    job = None if mpi is False else mpi_job()
+    return obj if job is None else job.bcast(obj)
+
+
+def _finished(out):
+    """How an earlier first run in ``out`` ended, from its summary: (stop_reason, extra,
+    wall_s, rounds), or None if it did not end (no summary, or stopped otherwise than by
+    its schedule or early stopping: resumed)."""
+    try:
+        with open(os.path.join(out, "summary.json")) as f:
+            s = json.load(f)
+    except FileNotFoundError:
+        return None
+    if s.get("stop_reason") not in ENDED:
+        return None
+    return s["stop_reason"], s, float(s["wall_s"]), int(s["rounds"])
 
 
 def predict(model, users, items, unknown="error"):

@@ -1,7 +1,8 @@
 """python -m strads.apps.mf [--data FILE] [flags]; see --help."""
 from ... import cli, engine
-from . import (BIAS, BIAS_DEFAULT, COLD_START, DUPLICATES, INIT, LAMBDA_WEIGHTING, MFUpdate,
-               make_problem, make_parallel_setup, prepare)
+from . import (BIAS, BIAS_DEFAULT, COLD_START, DUPLICATES, EARLY_STOP, INIT, LAMBDA_WEIGHTING,
+               VALIDATION, MFUpdate, left, make_problem, make_parallel_setup, prepare,
+               validated)
 from .data import read_ratings
 from .schedule import SCHEDULES
 
@@ -68,13 +69,25 @@ def build_parser():
                         "skip them, or predict from the mean and known biases")
     a.add_argument("--target-test-rmse", type=cli.pos_float, default=None,
                    help="stop once the held-out RMSE is at or below this")
-    a.add_argument("--early-stop", metavar="N", type=cli.pos_int, default=None,
-                   help="stop once the held-out RMSE (scored at every iteration end) has "
-                        "not improved for N iterations, and write the best iteration's "
-                        "model (summary.json: best_iteration, early_stopped; stop_reason "
-                        "tol). Needs a held-out set (--test-fraction or --test-data). Each "
-                        "worker keeps a copy of its rows of W and H at the best iteration: "
-                        "the factor rows' memory doubles")
+    a.add_argument("--early-stop", metavar="N", type=cli.nonneg_int, default=EARLY_STOP,
+                   help="early stopping, in two runs: the first holds out "
+                        "--validation-fraction of the training ratings, scores their RMSE "
+                        "at every iteration end and stops once it has not improved for N "
+                        "iterations (outputs in OUT/validation/); the second fits all the "
+                        "training ratings for the best iteration count (summary.json: "
+                        "best_iteration, early_stopped, validation_rmse, "
+                        "validation_iterations, validation_wall_s; --max-rounds and "
+                        "--time-limit bound both runs together). 0: one run of --iters "
+                        "iterations (or to --tol), the objective's minimiser, which "
+                        "overfits at a small --lambda")
+    a.add_argument("--validation-fraction", type=cli.unit_float, default=VALIDATION,
+                   metavar="F",
+                   help="with --early-stop: the share of the training ratings held out in "
+                        "the first run, chosen by --seed (independently of "
+                        "--test-fraction's). 0: one run that stops on the held-out set "
+                        "(--test-fraction or --test-data) itself and writes its best "
+                        "iteration's model (each worker then keeps a copy of its rows of W "
+                        "and H: the factor rows' memory doubles)")
     g = p.add_argument_group("built-in problem (no --data)")
     g.add_argument("--n-users", type=cli.pos_int, default=3000)
     g.add_argument("--n-items", type=cli.pos_int, default=1500)
@@ -95,9 +108,13 @@ def check_flags(args):
     if args.weighted_lambda and args.lambda_weighting != "count":
         raise engine.DataError("--weighted-lambda contradicts --lambda-weighting "
                                f"{args.lambda_weighting}")
-    if args.early_stop is not None and not args.test_data and not _test_fraction(args):
-        raise engine.DataError(f"--early-stop {args.early_stop} needs a held-out set: give "
-                               "--test-fraction or --test-data")
+    if args.validation_fraction >= 1:
+        raise engine.DataError("--validation-fraction must be below 1")
+    if args.early_stop and not args.validation_fraction and not args.test_data and \
+            not _test_fraction(args):
+        raise engine.DataError(f"--early-stop {args.early_stop} with --validation-fraction 0 "
+                               "stops on the held-out set: give --test-fraction or "
+                               "--test-data")
 
 
 def _test_fraction(args):
@@ -130,14 +147,24 @@ def run(args):
         frac = 0.1 if args.test_fraction is None else args.test_fraction
         builtin = (args.n_users, args.n_items, args.n_ratings, args.true_rank, args.noise,
                    args.alpha, args.seed)
-    setup = make_parallel_setup(
-        args.data or None, args.test_data or None, builtin, test_fraction=frac,
-        duplicates=args.duplicates, cold_start=args.cold_start, rank=args.rank,
-        lam=args.lam, schedule=args.schedule, inner=args.inner, iters=args.iters,
-        bias=args.bias, weighted=args.lambda_weighting == "count", init=args.init,
-        init_scale=args.init_scale, seed=args.seed, target_test_rmse=args.target_test_rmse,
-        block=args.block, early_stop=args.early_stop)
-    return engine.run(setup, MFUpdate, app="mf", **cli.engine_kwargs(args))
+    kw = cli.engine_kwargs(args)
+
+    def one(validation, early_stop, iters, out, resume, report=None, spent=(0, 0.0)):
+        setup = make_parallel_setup(
+            args.data or None, args.test_data or None, builtin, test_fraction=frac,
+            duplicates=args.duplicates, cold_start=args.cold_start, rank=args.rank,
+            lam=args.lam, schedule=args.schedule, inner=args.inner, iters=iters,
+            bias=args.bias, weighted=args.lambda_weighting == "count", init=args.init,
+            init_scale=args.init_scale, seed=args.seed,
+            target_test_rmse=None if validation else args.target_test_rmse,
+            block=args.block, early_stop=early_stop, validation=validation, report=report)
+        rounds, limit = left(kw["max_rounds"], kw["time_limit"], spent)
+        return engine.run(setup, MFUpdate, app="mf", **{**kw, "out": out, "resume": resume,
+                                                        "max_rounds": rounds,
+                                                        "time_limit": limit})
+
+    return validated(one, args.early_stop, args.validation_fraction, args.iters, args.out,
+                     args.resume)
 
 
 def main(argv=None):

@@ -58,6 +58,7 @@ class MFAggregate(Aggregate):
         # early stopping: the patience (None: off), the best iteration and its held-out sum
         self.early_stop = None
         self.best_iteration, self.best_sse, self.early_stopped = None, math.inf, False
+        self.report = {}  # figures of an earlier run to add to the summary (validated)
 
     def begin(self, reports):
         """With parallel loading (the shape still None) the starting figures come from
@@ -146,6 +147,8 @@ class MFAggregate(Aggregate):
         if self.target_test_rmse is not None and \
                 self.last_test_rmse <= self.target_test_rmse:
             return True
+        if self.early_stop is not None and not self.n_test:
+            return True  # no validation rating to stop on (the first of validated's runs)
         if self.early_stop is not None and self.best_iteration is not None and \
                 self.iters - self.best_iteration >= self.early_stop:
             self.early_stopped = True
@@ -216,7 +219,7 @@ class MFAggregate(Aggregate):
                 "test_rmse_per_iter": _finite(self.iter_test_rmse),
                 **({} if self.early_stop is None else {
                     "early_stop": self.early_stop, "best_iteration": self.best_iteration,
-                    "early_stopped": self.early_stopped})}
+                    "early_stopped": self.early_stopped}), **self.report}
 
 
 def _finite(xs):

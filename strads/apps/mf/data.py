@@ -16,7 +16,7 @@ import math
 import os
 import zlib
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -851,23 +851,40 @@ def held_out(seed, pos, fraction):
     return out
 
 
+def validation_seed(seed):
+    """The validation split's seed: another hash than the test split's of the same
+    ``seed``, so the two choices are independent."""
+    return (int(seed) ^ 0x56414C4944) & 0x7FFFFFFFFFFFFFFF
+
+
 def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
-            cold_start="error"):
+            cold_start="error", validation=0.0):
     """Deduplicate, split (``test_fraction`` when no ``test``), remap ids to 0..m-1 and
-    0..n-1 from the training ratings, and map the held-out ones onto them."""
+    0..n-1 from the training ratings, and map the held-out ones onto them.
+
+    ``validation`` > 0: the problem of early stopping's first run: that share of the
+    training ratings (chosen by ``seed`` and position, as the test split, but
+    independently of it) is the held-out set, and the test set, checked as usual, is set
+    aside."""
     if duplicates not in DUPLICATES:
         raise DataError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
     if cold_start not in COLD_START:
         raise DataError(f"cold_start must be one of {COLD_START}, got {cold_start!r}")
-    if not 0 <= test_fraction < 1:
-        raise DataError(f"test fraction must be in [0, 1), got {test_fraction}")
+    for name, f in (("test fraction", test_fraction), ("validation fraction", validation)):
+        if not 0 <= f < 1:
+            raise DataError(f"{name} must be in [0, 1), got {f}")
     _check_values(train)
+    if train.pos is None:  # the splits choose by position among the file's ratings
+        train = replace(train, pos=np.arange(len(train)))
     train = dedupe(train, duplicates)
     if test is not None:
         _check_values(test)
         test = dedupe(test, duplicates)
     elif test_fraction > 0:
         train, test = split(train, test_fraction, seed)
+    val = None
+    if validation > 0:
+        train, val = split(train, validation, validation_seed(seed))
     user_ids, users = unique_inverse(train.users)
     item_ids, items = unique_inverse(train.items)
     m, n = user_ids.shape[0], item_ids.shape[0]
@@ -892,6 +909,10 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         tr = test.ratings
         if cold and cold_start == "skip":
             tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
+    if val is not None:  # every validation user and item kept a training rating
+        tu = _lookup(user_ids, val.users)[0].astype(np.int32)
+        ti = _lookup(item_ids, val.items)[0].astype(np.int32)
+        tr, cold = val.ratings, 0
     return Problem(user_ids, item_ids, users.astype(np.int32), items.astype(np.int32),
                    np.ascontiguousarray(train.ratings, dtype=np.float64), tu, ti,
                    np.ascontiguousarray(tr, dtype=np.float64), cold)

@@ -32,7 +32,8 @@ from ... import engine
 from ...engine import DataError
 from . import kernels as K
 from . import parse as P
-from .data import _lookup, _too_many, held_out, make_problem_part, max_ratings, read_part
+from .data import (_lookup, _too_many, held_out, make_problem_part, max_ratings, read_part,
+                   validation_seed)
 
 
 def _wait_for_end(peers):
@@ -294,20 +295,26 @@ def load(peers, desc):
         test = (tu, ti, tr)
         tsrc = None
     frac = o["test_fraction"]
-    train = np.ones(r.shape[0], bool)
-    if test is None and frac > 0:
-        held = held_out(o["seed"], pos, frac)
+
+    def hold_out(seed, frac, u, i, r, pos):  # its user and item keep a training rating
+        held = held_out(seed, pos, frac)
         ul = u - u0
         seen = np.bincount(ul[~held], minlength=u1 - u0) > 0
         held &= seen[ul]
         seen_i = peers.allreduce(np.bincount(i[~held], minlength=n).astype(np.int64)) > 0
         held &= seen_i[i]
-        train = ~held
-        test = (u[held].astype(np.int32), i[held], r[held])
-        u, i, r = u[train], i[train], r[train]
+        return (u[held].astype(np.int32), i[held], r[held]), ~held
+
+    if test is None and frac > 0:
+        test, train = hold_out(o["seed"], frac, u, i, r, pos)
+        u, i, r, pos = u[train], i[train], r[train], pos[train]
     elif test is None:
         test = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
-    del pos, train
+    if o.get("validation"):  # early stopping's first run: the test set is set aside
+        test, train = hold_out(validation_seed(o["seed"]), o["validation"], u, i, r, pos)
+        u, i, r = u[train], i[train], r[train]
+        cold = 0
+    del pos
     src = None
 
     # -- what the data's size allows (after the data's own errors, as in one process)
@@ -328,7 +335,7 @@ def load(peers, desc):
                            test[2].shape[0]))
     n_train = sum(g[0] for g in got)
     n_test = sum(g[3] for g in got)
-    if o.get("early_stop") is not None and n_test == 0:
+    if o.get("early_stop") is not None and not o.get("validation") and n_test == 0:
         _raise_one(peers, 0, f"--early-stop {o['early_stop']} needs held-out ratings: the "
                              "held-out set is empty")
     mean = math.fsum(np.concatenate([g[1] for g in got])) / n_train \
