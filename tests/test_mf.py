@@ -767,6 +767,9 @@ def test_early_stopping_cli_under_mpiexec_and_resumed_in_each_run(tmp_path):
         a, b = np.load(tmp_path / "one" / "model.npz"), np.load(tmp_path / d / "model.npz")
         for key in a.files:
             np.testing.assert_array_equal(b[key], a[key], err_msg=(d, key))
+    # nothing to resume: refused in one line, as a single run's
+    p = run_cli(args + ["--out", str(tmp_path / "none"), "--resume"])
+    assert p.returncode == 2 and p.stderr.strip().endswith("no checkpoint to resume from")
     # the parallel loader holds out the same validation ratings as fit()
     t = mf.make_problem(400, 200, 8000)
     ref = mf.fit(t.users, t.items, t.ratings, workers=2, **VAL_KW)

@@ -431,10 +431,9 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False, mp
     if not early_stop or not validation:
         return run_one(0.0, early_stop or None, iters, out, resume)
     first_out = os.path.join(out, "validation") if out else None
-    first, done = None, _finished(first_out) if resume else None
+    first, done = None, _finished(first_out) if resume and out else None
     if done is None:
-        first = run_one(validation, int(early_stop), iters, first_out, resume and
-                        os.path.isdir(os.path.join(first_out, "checkpoint")))
+        first = run_one(validation, int(early_stop), iters, first_out, resume)
         # every rank learns how the first run ended (a worker rank's Result is None)
         done = _agree(None if first is None else
                       (first.stop_reason, dict(first.extra), first.wall_s, first.rounds), mpi)
