@@ -51,7 +51,8 @@ def build_parser():
                         "round, the fastest per iteration; with one --inner pass each "
                         "bias column leads its side's first block)")
     a.add_argument("--iters", type=cli.pos_int, default=20,
-                   help="outer iterations (one sweep over all columns of W and H)")
+                   help="outer iterations (one sweep over all columns of W and H); with "
+                        "--early-stop, the first run's most")
     a.add_argument("--init", choices=INIT, default="svd",
                    help="H's start: svd: orthonormal rows near the top singular vectors "
                         "(one randomized subspace iteration); random: Gaussian")
