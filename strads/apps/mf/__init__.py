@@ -44,7 +44,7 @@ from ... import engine
 from ...engine import DataError
 from . import kernels as K
 from .aggregate import MFAggregate
-from .data import _lookup, _problem_plan, fmt_bytes, physical_memory
+from .data import _lookup, _problem_plan, check_fraction, fmt_bytes, physical_memory
 from .data import Layout as FileLayout
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
@@ -54,7 +54,7 @@ from .update import MFUpdate
 __all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "read_ratings",
            "make_problem", "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
            "Layout", "BIAS", "BIAS_DEFAULT", "INIT", "DUPLICATES", "COLD_START",
-           "LAMBDA_WEIGHTING", "WEIGHTED", "EARLY_STOP", "VALIDATION", "validated", "left"]
+           "LAMBDA_WEIGHTING", "WEIGHTED", "EARLY_STOP", "VALIDATION", "validated"]
 
 BIAS = ("none", "mean", "full")
 #: The default bias, declared once: the global mean plus fitted user and item biases,
@@ -70,6 +70,8 @@ WEIGHTED = True
 #: RMSE before the first run stops, and the share of the training ratings it holds out.
 EARLY_STOP = 2
 VALIDATION = 0.1
+#: how a first run ends when early stopping chose its iteration count
+ENDED = ("tol", "schedule_done")
 
 
 @dataclass
@@ -163,15 +165,13 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         raise DataError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
     if cold_start not in COLD_START:
         raise DataError(f"cold_start must be one of {COLD_START}, got {cold_start!r}")
-    if not 0 <= test_fraction < 1:
-        raise DataError(f"test fraction must be in [0, 1), got {test_fraction}")
-    _check_early_stop(early_stop, validation)
+    check_fraction("test fraction", test_fraction)
+    early_stop = _check_early_stop(early_stop, validation)
     options = dict(rank=rank, lam=float(lam), bias=bias, weighted=bool(weighted),
                    schedule=schedule, block=int(block), init=init, init_scale=init_scale,
                    seed=seed, duplicates=duplicates, cold_start=cold_start,
                    test_fraction=0.0 if test is not None else float(test_fraction),
-                   early_stop=int(early_stop) or None if early_stop is not None else None,
-                   validation=float(validation))
+                   early_stop=early_stop, validation=float(validation))
 
     def setup(ctx):
         lay_tr = FileLayout(train) if train is not None else None
@@ -212,7 +212,7 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
     of :func:`validated`'s first run (empty: the run ends at once)."""
     rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
                                   target_test_rmse, iters, early_stop)
-    early_stop = int(early_stop) or None if early_stop is not None else None
+    early_stop = _check_early_stop(early_stop)
 
     def setup(ctx):
         n_workers = ctx.n_workers
@@ -377,7 +377,7 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
     box = [train, held]
     del train, held
 
-    def one(vfrac, es, n_iters, out, resume, report=None, spent=(0, 0.0)):
+    def one(vfrac, es, n_iters, report, limits):
         def problem():
             t, h = box
             if not vfrac:
@@ -389,31 +389,32 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
                            init_scale=init_scale, seed=seed,
                            target_test_rmse=None if vfrac else target_test_rmse,
                            block=block, early_stop=es, report=report, validation=vfrac)
-        rounds, limit = left(max_rounds, run_kw.get("time_limit"), spent)
-        return engine.run(setup, MFUpdate, tol=tol, app="mf", seed=seed, out=out,
-                          resume=resume, **{**run_kw, "max_rounds": rounds,
-                                            "time_limit": limit})
+        return engine.run(setup, MFUpdate, tol=tol, app="mf", seed=seed,
+                          **{**run_kw, **limits})
 
-    out, resume = run_kw.pop("out", None), run_kw.pop("resume", False)
-    return validated(one, early_stop, validation, iters, out, resume, run_kw.get("mpi"))
+    limits = {k: run_kw.pop(k, None) for k in ("out", "resume", "time_limit")}
+    return validated(one, early_stop, validation, iters, max_rounds=max_rounds,
+                     mpi=run_kw.get("mpi"), **limits)
 
 
 def _check_early_stop(early_stop, validation=0.0):
+    """-> the patience as an int, None when off (None or 0)."""
     if early_stop is not None and (isinstance(early_stop, bool) or early_stop < 0
                                    or int(early_stop) != early_stop):
         raise DataError(f"early_stop must be an integer >= 1 (iterations; 0 or None: "
                         f"off), got {early_stop}")
-    if not 0 <= validation < 1:
-        raise DataError(f"validation fraction must be in [0, 1), got {validation}")
+    check_fraction("validation fraction", validation)
+    return int(early_stop) or None if early_stop is not None else None
 
 
-def validated(run_one, early_stop, validation, iters, out=None, resume=False, mpi=None):
+def validated(run_one, early_stop, validation, iters, out=None, resume=False,
+              max_rounds=None, time_limit=None, mpi=None):
     """Early stopping's two runs on every rank (in one process, or all ranks of an
-    ``mpiexec`` job alike). ``run_one(validation, early_stop, iters, out, resume,
-    report=None, spent=(0, 0.0))`` runs the engine once (``report``: figures to add to
-    its summary; ``spent``: the rounds and seconds of the first run, which the stopping
-    rules ``max_rounds`` and ``time_limit`` count with the second's, see :func:`left`)
-    and returns its Result (None on a worker rank).
+    ``mpiexec`` job alike). ``run_one(validation, early_stop, iters, report, limits)``
+    runs the engine once with ``limits`` (its ``out``, ``resume``, ``max_rounds`` and
+    ``time_limit``; the second run's are what the first left of ``max_rounds`` and
+    ``time_limit``, which bound both together) and ``report`` (figures to add to its
+    summary, or None), and returns its Result (None on a worker rank).
 
     The first run holds out ``validation`` of the training ratings and stops
     ``early_stop`` iterations after the best RMSE on them (outputs and checkpoints in
@@ -428,12 +429,13 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False, mp
     ``iters`` iterations (``best_iteration`` None). Without early stopping, or with
     ``validation`` 0 (the held-out set itself stops the run), one run. ``mpi``: as
     :func:`strads.run`'s (False: this process alone, even under ``mpiexec``)."""
+    limits = dict(out=out, resume=resume, max_rounds=max_rounds, time_limit=time_limit)
     if not early_stop or not validation:
-        return run_one(0.0, early_stop or None, iters, out, resume)
+        return run_one(0.0, early_stop or None, iters, None, limits)
     first_out = os.path.join(out, "validation") if out else None
     first, done = None, _finished(first_out) if resume and out else None
     if done is None:
-        first = run_one(validation, int(early_stop), iters, first_out, resume)
+        first = run_one(validation, int(early_stop), iters, None, {**limits, "out": first_out})
         # every rank learns how the first run ended (a worker rank's Result is None)
         done = _agree(None if first is None else
                       (first.stop_reason, dict(first.extra), first.wall_s, first.rounds), mpi)
@@ -454,22 +456,13 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False, mp
                   validation_rmse=extra["test_rmse"] if best is not None else None,
                   validation_iterations=int(extra["iterations"]),
                   validation_wall_s=float(wall))
-    return run_one(0.0, None, iters if best is None else int(best), out,
-                   resume and out is not None and os.path.isdir(os.path.join(out, "checkpoint")),
-                   report, (int(rounds), float(wall)))
-
-
-def left(max_rounds, time_limit, spent):
-    """The stopping rules of the second of :func:`validated`'s runs: what the first run
-    (``spent``: its rounds and seconds) left of ``max_rounds`` and ``time_limit`` (None:
-    no limit), so that they bound both runs together."""
-    rounds = None if max_rounds is None else max(0, int(max_rounds) - spent[0])
-    limit = None if time_limit is None else max(float(time_limit) - spent[1], 1e-9)
-    return rounds, limit
-
-
-#: how a first run ends when early stopping chose its iteration count
-ENDED = ("tol", "schedule_done")
+    # the second run: a checkpoint of its own to resume, or none yet; what is left of
+    # the stopping rules
+    limits.update(resume=resume and out is not None and
+                  os.path.isdir(os.path.join(out, "checkpoint")),
+                  max_rounds=None if max_rounds is None else max(0, int(max_rounds) - rounds),
+                  time_limit=None if time_limit is None else max(time_limit - wall, 1e-9))
+    return run_one(0.0, None, iters if best is None else int(best), report, limits)
 
 
 def _agree(obj, mpi):

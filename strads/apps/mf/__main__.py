@@ -1,8 +1,7 @@
 """python -m strads.apps.mf [--data FILE] [flags]; see --help."""
 from ... import cli, engine
 from . import (BIAS, BIAS_DEFAULT, COLD_START, DUPLICATES, EARLY_STOP, INIT, LAMBDA_WEIGHTING,
-               VALIDATION, MFUpdate, left, make_problem, make_parallel_setup, prepare,
-               validated)
+               VALIDATION, MFUpdate, make_problem, make_parallel_setup, prepare, validated)
 from .data import read_ratings
 from .schedule import SCHEDULES
 
@@ -150,7 +149,7 @@ def run(args):
                    args.alpha, args.seed)
     kw = cli.engine_kwargs(args)
 
-    def one(validation, early_stop, iters, out, resume, report=None, spent=(0, 0.0)):
+    def one(validation, early_stop, iters, report, limits):
         setup = make_parallel_setup(
             args.data or None, args.test_data or None, builtin, test_fraction=frac,
             duplicates=args.duplicates, cold_start=args.cold_start, rank=args.rank,
@@ -159,13 +158,10 @@ def run(args):
             init_scale=args.init_scale, seed=args.seed,
             target_test_rmse=None if validation else args.target_test_rmse,
             block=args.block, early_stop=early_stop, validation=validation, report=report)
-        rounds, limit = left(kw["max_rounds"], kw["time_limit"], spent)
-        return engine.run(setup, MFUpdate, app="mf", **{**kw, "out": out, "resume": resume,
-                                                        "max_rounds": rounds,
-                                                        "time_limit": limit})
+        return engine.run(setup, MFUpdate, app="mf", **{**kw, **limits})
 
-    return validated(one, args.early_stop, args.validation_fraction, args.iters, args.out,
-                     args.resume)
+    return validated(one, args.early_stop, args.validation_fraction, args.iters,
+                     **{k: kw[k] for k in ("out", "resume", "max_rounds", "time_limit")})
 
 
 def main(argv=None):

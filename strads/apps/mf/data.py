@@ -851,6 +851,12 @@ def held_out(seed, pos, fraction):
     return out
 
 
+def check_fraction(name, f):
+    """A held-out share (test, validation): in [0, 1)."""
+    if not 0 <= f < 1:
+        raise DataError(f"{name} must be in [0, 1), got {f}")
+
+
 def validation_seed(seed):
     """The validation split's seed: another hash than the test split's of the same
     ``seed``, so the two choices are independent."""
@@ -870,9 +876,8 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         raise DataError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
     if cold_start not in COLD_START:
         raise DataError(f"cold_start must be one of {COLD_START}, got {cold_start!r}")
-    for name, f in (("test fraction", test_fraction), ("validation fraction", validation)):
-        if not 0 <= f < 1:
-            raise DataError(f"{name} must be in [0, 1), got {f}")
+    check_fraction("test fraction", test_fraction)
+    check_fraction("validation fraction", validation)
     _check_values(train)
     if train.pos is None:  # the splits choose by position among the file's ratings
         train = replace(train, pos=np.arange(len(train)))
