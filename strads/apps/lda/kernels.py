@@ -220,6 +220,7 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
     for k in range(K):
         inv[k] = 1.0 / (nk[k] + vbeta)
     n = words.shape[0]
+    per_line = max(1, 64 // dlist.strides[0])  # list entries in a 64-byte cache line
     o = 0
     r_next = 0
     if packed is not None:
@@ -246,12 +247,18 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
         else:
             qsum = _q_sum(nwk, row, inv, beta)
         for t in range(i, j):
-            # documents come in no useful order: fetch ahead the metadata, then the
-            # topic list, of the documents a few tokens on
+            # documents come in no useful order: fetch ahead the metadata, then every
+            # cache line of the topic list (the walk below reads it all), of the
+            # documents a few tokens on
             if t + 16 < n:
                 _prefetch(dmeta, docs[t + 16], 0)
             if t + 8 < n:
-                _prefetch(dlist, dmeta[docs[t + 8], 0], 0)
+                d8 = docs[t + 8]
+                a8, m8 = dmeta[d8, 0], dmeta[d8, 1]
+                for q in range(0, m8, per_line):
+                    _prefetch(dlist, a8 + q, 0)
+                if m8 > 0:
+                    _prefetch(dlist, a8 + m8 - 1, 0)
             d = docs[t]
             old = z[t]
             a = dmeta[d, 0]
