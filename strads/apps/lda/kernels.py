@@ -32,6 +32,9 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _TO_UNIT = 1.0 / 9007199254740992.0  # 2^-53
+# the list walks index with unsigned integers: numba then skips its check for negative
+# (from-the-end) indices, a third of the walk's time
+_U0, _U1 = np.uint64(0), np.uint64(1)
 
 
 @njit(**_opts)
@@ -213,6 +216,7 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
     time."""
     K = nk.shape[0]
     P = tree.shape[0] // 2
+    uP = np.uint64(P)
     s = seed
     # 1 / (n_k + V beta), kept as n_k changes: a word's leaves are then K products, not
     # K divisions
@@ -264,9 +268,9 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
             a = dmeta[d, 0]
             m = dmeta[d, 1]
             # take the token out of its document's list ...
-            q = a
-            while dlist[q, 0] != old:
-                q += 1
+            q = np.uint64(a)
+            while dlist[q, _U0] != old:
+                q += _U1
             dlist[q, 1] -= 1
             if dlist[q, 1] == 0:
                 m -= 1
@@ -282,16 +286,22 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
             acc = 0.0
             if use_tree:
                 _tree_set(tree, P + old, after)
-                for q in range(m):
-                    acc += dlist[a + q, 1] * tree[P + dlist[a + q, 0]]
+                ua, um, q = np.uint64(a), np.uint64(m), _U0
+                while q < um:
+                    r = ua + q
+                    acc += dlist[r, _U1] * tree[uP + np.uint64(dlist[r, _U0])]
                     cum[q] = acc
+                    q += _U1
                 smooth = tree[1]
             else:
                 qsum += after - before
-                for q in range(m):
-                    k = dlist[a + q, 0]
-                    acc += dlist[a + q, 1] * ((nwk[row, k] + beta) * inv[k])
+                ua, um, q = np.uint64(a), np.uint64(m), _U0
+                while q < um:
+                    r = ua + q
+                    k = dlist[r, _U0]
+                    acc += dlist[r, _U1] * ((nwk[row, k] + beta) * inv[k])
                     cum[q] = acc
+                    q += _U1
                 smooth = qsum
             s, u = _next(s)
             u = u * (acc + alpha * smooth)
