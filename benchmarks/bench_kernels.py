@@ -23,7 +23,9 @@ Bytes counted (n rows, p columns, nnz non-zeros; int32 indices as the apps keep 
   entries of 2 x 2 bytes (uint16) read, K_d the mean over tokens of their document's
   distinct topics, measured after ``--lda-burn-in`` sweeps; per distinct word its row of
   the word-topic counts, 4 K bytes read (the two counts a token changes are in that
-  row, in cache); the topic totals 8 K once.
+  row, in cache); the topic totals 8 K once. A second LDA row counts the same bytes for
+  100 documents whose lists and word rows stay in cache, sampled 100 times: the rate
+  the sampler reaches with no memory traffic to wait for, its ceiling in this measure.
 
     python benchmarks/bench_kernels.py            # best of 5
     python benchmarks/bench_kernels.py --reps 3 --scale 0.5
@@ -125,12 +127,15 @@ def mf_ccd(scale, rng, pending):
             lambda: MK.ccd_step(*args), nbytes, reset)
 
 
-def lda_block(scale, rng, burn_in, K=1000):
+def lda_block(scale, rng, burn_in, K=1000, in_cache=False):
     from strads.apps.lda.data import make_corpus
 
-    # bench_lda.py's synthetic corpus (20,000 words, documents of 200 tokens, 50 topics)
-    n_docs = int(10_000 * scale)
-    C = make_corpus(n_docs, 20_000, 200, 50, 0.1, 0.05, 0)[0].tocsr()
+    # bench_lda.py's synthetic corpus (20,000 words, documents of 200 tokens, 50 topics);
+    # in_cache: 100 such documents over 500 words (their lists, 80 KB, and the word
+    # rows stay in L2), sampled 100 times a timing: what the sampler does a token with
+    # no memory traffic to wait for
+    n_docs, n_words, passes = (100, 500, 100) if in_cache else (int(10_000 * scale), 20_000, 1)
+    C = make_corpus(n_docs, n_words, 200, 50, 0.1, 0.05, 0)[0].tocsr()
     lengths = np.asarray(C.sum(axis=1)).ravel().astype(np.int64)
     # tokens in document order, then visited word by word (within a word, by document)
     doc_of = np.repeat(np.arange(n_docs, dtype=np.int32), np.diff(C.indptr))
@@ -159,13 +164,19 @@ def lda_block(scale, rng, burn_in, K=1000):
         seed[0] += np.uint64(1)
         DK.sample_block(words, docs, z, dmeta, dlist, nwk, 0, nk, alpha, beta, V * beta,
                         seed[0], tree, cum)
+
+    def timed():
+        for _ in range(passes):
+            one_pass()
     for _ in range(burn_in):  # the documents' lists shrink to their topics
         one_pass()
     kd = float((dmeta[docs, 1]).mean())  # K_d over tokens, each token its document's
     n_runs = int(np.count_nonzero(np.diff(words)) + 1)
     nbytes = n * (4 + 4 + 8 + 16 + 8) + int(n * kd * 4) + n_runs * 4 * K + 8 * K
-    return (f"LDA sample_block K = {K}, {n / 1e6:.1f}M tokens (K_d {kd:.0f})", one_pass,
-            nbytes, None)
+    where = f"{n_docs} documents in cache, {passes} passes" if in_cache else \
+        f"{n / 1e6:.1f}M tokens"
+    return (f"LDA sample_block K = {K}, {where} (K_d {kd:.0f})", timed, passes * nbytes,
+            None)
 
 
 def main():
@@ -182,7 +193,8 @@ def main():
     stream.measure(args.reps)
     makers = [lambda: lasso_sparse(args.scale, rng), lambda: lasso_dense(args.scale, rng),
               lambda: mf_ccd(args.scale, rng, False), lambda: mf_ccd(args.scale, rng, True),
-              lambda: lda_block(args.scale, rng, args.lda_burn_in)]
+              lambda: lda_block(args.scale, rng, args.lda_burn_in),
+              lambda: lda_block(args.scale, rng, args.lda_burn_in, in_cache=True)]
     rows = []
     for make in makers:
         name, fn, nbytes, setup = make()
