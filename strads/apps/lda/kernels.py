@@ -33,7 +33,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _TO_UNIT = 1.0 / 9007199254740992.0  # 2^-53
 # the list walks index with unsigned integers: numba then skips its check for negative
-# (from-the-end) indices, a third of the walk's time
+# (from-the-end) indices inside the loops
 _U0, _U1 = np.uint64(0), np.uint64(1)
 
 
@@ -92,8 +92,8 @@ def _tree_set(tree, leaf, value):
 @njit(**_opts)
 def _tree_build(tree, counts, beta, inv):
     """The leaves (counts_k + beta) inv_k, then each level's sums. Through views of
-    each level: indices from 0 let LLVM vectorise the loops (``tree[P + k]`` would be
-    checked for a negative index, 2.5x the time at K = 1,000)."""
+    each level: indices from 0 let LLVM vectorise the loops (``tree[P + k]`` is
+    checked for a negative index and is not vectorised)."""
     P = tree.shape[0] // 2
     K = inv.shape[0]
     leaves = tree[P:]
