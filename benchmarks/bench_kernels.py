@@ -131,9 +131,9 @@ def lda_block(scale, rng, burn_in, K=1000, in_cache=False):
     from strads.apps.lda.data import make_corpus
 
     # bench_lda.py's synthetic corpus (20,000 words, documents of 200 tokens, 50 topics);
-    # in_cache: 100 such documents over 500 words (their lists, 80 KB, and the word
-    # rows stay in L2), sampled 100 times a timing: what the sampler does a token with
-    # no memory traffic to wait for
+    # in_cache: 100 such documents over 500 words (their lists, 80 KB, stay in L2, the
+    # word rows, 2 MB, in L3), sampled 100 times a timing: what the sampler does a
+    # token with no memory traffic to wait for
     n_docs, n_words, passes = (100, 500, 100) if in_cache else (int(10_000 * scale), 20_000, 1)
     C = make_corpus(n_docs, n_words, 200, 50, 0.1, 0.05, 0)[0].tocsr()
     lengths = np.asarray(C.sum(axis=1)).ravel().astype(np.int64)

@@ -195,6 +195,23 @@ def test_packed_slice_sampling_is_pack_of_unpacked(dense, topic_dtype):
                               pk[1][pk[0][r]:pk[0][r + 1]])
 
 
+@pytest.mark.parametrize("n_topics", [1, 2, 5, 8, 1000])
+def test_tree_build_is_the_sum_tree_of_the_leaves(n_topics):
+    """The F+ tree's leaves are (n_wk + beta) / (n_k + V beta), zero beyond K, and every
+    inner node the sum of its two children (a NumPy reference, level by level)."""
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 50, n_topics).astype(np.int32)
+    inv = 1.0 / (rng.integers(1, 500, n_topics) + 40.0)
+    P = 1 << int(np.ceil(np.log2(max(n_topics, 1))))
+    tree = np.full(2 * P, np.nan)
+    K._tree_build(tree, counts, 0.01, inv)
+    ref = np.zeros(2 * P)
+    ref[P:P + n_topics] = (counts + 0.01) * inv
+    for k in range(P - 1, 0, -1):
+        ref[k] = ref[2 * k] + ref[2 * k + 1]
+    assert np.array_equal(tree[1:], ref[1:])
+
+
 @pytest.mark.parametrize("density", [0.02, 0.5, 1.0])
 @pytest.mark.parametrize("dtype", [np.uint16, np.int32])
 def test_sum_lgamma_table_either_way(density, dtype):
