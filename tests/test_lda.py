@@ -215,19 +215,34 @@ def test_tree_build_is_the_sum_tree_of_the_leaves(n_topics):
 @pytest.mark.parametrize("density", [0.02, 0.5, 1.0])
 @pytest.mark.parametrize("dtype", [np.uint16, np.int32])
 def test_sum_lgamma_table_either_way(density, dtype):
-    """The word-topic table's lgamma sum: summed with a branch on each count (sparse)
-    or without, in lanes (dense), it is sum_lgamma's, counts beyond the table too."""
+    """The word-topic table's lgamma sum: summed in groups of eight (a group of zeros
+    skipped) or every count in lanes, it is SciPy's, counts beyond the table too (in a
+    group and in the tail of fewer than eight)."""
     from scipy.special import gammaln
 
     rng = np.random.default_rng(2)
-    c = ((rng.random(5000) < density) * rng.integers(1, 60, 5000)).astype(dtype)
-    c[[17, 4000]] = [5000, 9000]  # beyond a table of 4096
+    c = ((rng.random(5003) < density) * rng.integers(1, 60, 5003)).astype(dtype)
+    c[[17, 4000, 5001]] = [5000, 9000, 4096]  # beyond a table of 4096
     table = K.lgamma_table(0.01, 4096)
     ref = float((gammaln(c[c > 0] + 0.01) - gammaln(0.01)).sum())
     assert np.isclose(K.sum_lgamma(c, 0.01, table), ref, rtol=1e-12)
     assert np.isclose(K.sum_lgamma_table(c, 0.01, table), ref, rtol=1e-12)
     assert K.sum_lgamma_table(c, 0.01, table) == K.sum_lgamma_table(c.copy(), 0.01, table)
     assert K.sum_lgamma_table(np.zeros(0, dtype), 0.01, table) == 0.0
+
+
+def test_round_seeds_are_distinct_and_fixed():
+    """The samplers' seeds: one per (seed, worker, round), none repeated over a grid,
+    the same on every call, and spread over all 64 bits."""
+    from strads.apps.lda.update import round_seed
+
+    grid = [(s, w, r) for s in (0, 1, 2**40) for w in range(16) for r in range(500)]
+    seeds = [round_seed(*g) for g in grid]
+    assert all(type(x) is np.uint64 for x in seeds)
+    assert len(set(int(x) for x in seeds)) == len(grid)
+    assert seeds == [round_seed(*g) for g in grid]
+    bits = np.unpackbits(np.array(seeds, np.uint64).view(np.uint8)).mean()
+    assert 0.49 < bits < 0.51
 
 
 def test_loglik_matches_lda_package():

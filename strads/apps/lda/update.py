@@ -17,6 +17,7 @@ Log-likelihood and ``check`` invariants are computed here, over what each worker
 (its slices: in the data schedule, its share of them), and summed in worker order; worker
 0 returns the sums to rank 0.
 """
+import functools
 import math
 
 import numpy as np
@@ -26,9 +27,27 @@ from . import kernels as K
 from .schedule import slice_of
 
 
+_M64, _GOLDEN = (1 << 64) - 1, 0x9E3779B97F4A7C15
+
+
+def _mix64(x):
+    """splitmix64's finaliser: a bijection of 64-bit integers that spreads every bit."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+@functools.lru_cache(maxsize=16)
+def _run_key(seed):
+    return int(np.random.SeedSequence([seed, 2]).generate_state(1, np.uint64)[0])
+
+
 def round_seed(seed, worker, round):
-    """The sampler's seed of one worker in one round: independent of the transport."""
-    return np.random.SeedSequence([seed, worker, round]).generate_state(1, np.uint64)[0]
+    """The sampler's seed of one worker in one round: independent of the transport. The
+    seed's key from a SeedSequence once, then hashed with the worker and the round (a
+    SeedSequence every round costs as much as a small corpus's bookkeeping)."""
+    h = _mix64((_run_key(seed) + (worker + 1) * _GOLDEN) & _M64)
+    return np.uint64(_mix64((h + (round + 1) * _GOLDEN) & _M64))
 
 
 def doc_lengths_loglik(lengths, alpha, n_topics):
@@ -396,12 +415,12 @@ class LDAUpdate(Update):
                                0.1, np.uint64(1), np.zeros(2), np.zeros(2), np.zeros(2),
                                packed)
             K.sum_lgamma(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2))
-            K._sum_lanes(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2))
+            K._sum_table(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2), True)
             K._nonzero_sample(ndk.ravel())
             K.add_packed(*K.pack(ndk), np.zeros((1, 2), np.int32))
         K.unpack(K.pack(np.ones((1, 2), np.int32)), np.empty((1, 2), np.int32))
         K.sum_lgamma(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2))
-        K._sum_lanes(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2))
+        K._sum_table(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2), True)
         K._nonzero_sample(np.ones(2, np.int32))
         K.sum_lgamma_shifted(np.ones(2, np.int64), 0.1)
         K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
