@@ -38,13 +38,24 @@ _U0, _U1 = np.uint64(0), np.uint64(1)
 
 
 @njit(**_opts)
-def _next(s):
-    s = s + _GOLDEN
-    x = s
+def _mix64(x):
+    # splitmix64's finaliser: a bijection of 64-bit integers that spreads every bit
     x = (x ^ (x >> np.uint64(30))) * _M1
     x = (x ^ (x >> np.uint64(27))) * _M2
-    x = x ^ (x >> np.uint64(31))
-    return s, float(x >> np.uint64(11)) * _TO_UNIT
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(**_opts)
+def _next(s):
+    s = s + _GOLDEN
+    return s, float(_mix64(s) >> np.uint64(11)) * _TO_UNIT
+
+
+@njit(**_opts)
+def round_seed(key, worker, round):
+    """The sampler's seed of one worker in one round from the run's key (uint64)."""
+    h = _mix64(key + np.uint64(worker + 1) * _GOLDEN)
+    return _mix64(h + np.uint64(round + 1) * _GOLDEN)
 
 
 @intrinsic

@@ -27,27 +27,16 @@ from . import kernels as K
 from .schedule import slice_of
 
 
-_M64, _GOLDEN = (1 << 64) - 1, 0x9E3779B97F4A7C15
-
-
-def _mix64(x):
-    """splitmix64's finaliser: a bijection of 64-bit integers that spreads every bit."""
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
 @functools.lru_cache(maxsize=16)
 def _run_key(seed):
-    return int(np.random.SeedSequence([seed, 2]).generate_state(1, np.uint64)[0])
+    return np.random.SeedSequence([seed, 2]).generate_state(1, np.uint64)[0]
 
 
 def round_seed(seed, worker, round):
     """The sampler's seed of one worker in one round: independent of the transport. The
     seed's key from a SeedSequence once, then hashed with the worker and the round (a
     SeedSequence every round costs as much as a small corpus's bookkeeping)."""
-    h = _mix64((_run_key(seed) + (worker + 1) * _GOLDEN) & _M64)
-    return np.uint64(_mix64((h + (round + 1) * _GOLDEN) & _M64))
+    return np.uint64(K.round_seed(_run_key(seed), worker, round))
 
 
 def doc_lengths_loglik(lengths, alpha, n_topics):
@@ -424,6 +413,7 @@ class LDAUpdate(Update):
         K._nonzero_sample(np.ones(2, np.int32))
         K.sum_lgamma_shifted(np.ones(2, np.int64), 0.1)
         K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
+        K.round_seed(np.uint64(1), 0, 0)
         K.pack_tokens(z, z, 0, 1, 2)
         from .data import warmup
         warmup()
