@@ -39,11 +39,11 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[bench]"
 	$(BIN)/python benchmarks/bench_lasso.py
 
-# the papers' comparisons as figures and DIR/REPORT.md (about 2 hours; `python -m
-# strads.reproduce --quick --out DIR`: under 20 minutes on 2 cores)
+# the papers' comparisons as figures and DIR/REPORT.md (about 2 hours; `python
+# benchmarks/reproduce.py --quick --out DIR`: under 20 minutes on 2 cores)
 reproduce: $(STAMP)
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[reproduce]"
-	$(BIN)/python -m strads.reproduce --out reproduce-out
+	$(BIN)/python benchmarks/reproduce.py --out reproduce-out
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
