@@ -16,7 +16,7 @@ EDITABLE := --config-settings editable_mode=compat
 $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[test]"
+	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[test,mpich]"
 	touch $@
 
 install: $(STAMP)
@@ -24,16 +24,28 @@ install: $(STAMP)
 run: $(STAMP)
 	$(MPIEXEC) -n $(NP) $(BIN)/python -m strads.apps.lasso
 
-test: test-serial test-mpi
-
-test-serial: $(STAMP)
-	$(BIN)/python -m pytest tests -q --timeout=600
-
+SERIAL := $(BIN)/python -m pytest tests -q --timeout=600
 # Every rank runs the MPI-marked tests; `timeout` ends the job if a deadlock outlives
 # the per-test timeouts.
+MPI := timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest tests -q --with-mpi \
+	--only-mpi --timeout=300 -p no:cacheprovider
+
+# Both parts run even when the first fails; one line for each, and a failure of either
+# fails the target.
+test: $(STAMP)
+	@say() { if [ $$2 = 0 ]; then echo "make test: $$1 passed"; \
+		else echo "make test: $$1 FAILED (exit $$2)"; fi; }; \
+	s=0; m=0; \
+	echo "$(SERIAL)"; $(SERIAL) || s=$$?; \
+	echo "$(MPI)"; $(MPI) || m=$$?; \
+	say "serial part (pytest tests)" $$s; say "MPI part (mpiexec -n $(NP))" $$m; \
+	[ $$s = 0 ] && [ $$m = 0 ]
+
+test-serial: $(STAMP)
+	$(SERIAL)
+
 test-mpi: $(STAMP)
-	timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest tests -q --with-mpi --only-mpi \
-		--timeout=300 -p no:cacheprovider
+	$(MPI)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[bench]"
