@@ -10,7 +10,7 @@ in ``DIR/``, and ``DIR/REPORT.md`` ties them to the papers' claims. The full siz
 about 2 hours, ``--quick`` under 20 minutes on 2 cores.
 """
 import argparse
-import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -497,21 +497,12 @@ def write_ratings(d, p):
 
 
 def libmf_curve(p, rank, lam, iters_list, eta=0.1):
-    with contextlib.redirect_stdout(open(os.devnull, "w")):
-        from libmf import mf as libmf
-    mu = float(p.ratings.mean())  # as strads' --bias mean: fit the centred ratings
-    X = np.column_stack([p.users, p.items, p.ratings - mu]).astype(np.float32)
-    rows = []
-    for it in iters_list:
-        model = libmf.MF(k=rank, nr_threads=1, nr_iters=it, lambda_p1=0.0, lambda_q1=0.0,
-                         lambda_p2=lam, lambda_q2=lam, eta=eta, quiet=True)
-        t0 = time.perf_counter()
-        model.fit(X)
-        wall = time.perf_counter() - t0
-        P, Q = model.p_factors().astype(np.float64), model.q_factors().astype(np.float64)
-        e = p.test_ratings - mu - np.einsum("ij,ij->i", P[p.test_users], Q[p.test_items])
-        rows.append((it, wall, float(np.sqrt(e @ e / e.shape[0]))))
-    return rows
+    """(epochs, seconds, test RMSE) of LIBMF fits (bench_mf's runner) on the centred
+    ratings, as strads' --bias mean fits them."""
+    from bench_mf import libmf_run
+    mu = float(p.ratings.mean())
+    centred = dataclasses.replace(p, ratings=p.ratings - mu, test_ratings=p.test_ratings - mu)
+    return [(it, *libmf_run(centred, rank, lam, it, eta)) for it in iters_list]
 
 
 def exp_mf(ctx):
