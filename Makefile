@@ -16,7 +16,7 @@ EDITABLE := --config-settings editable_mode=compat
 $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[test]"
+	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[test,mpich]"
 	touch $@
 
 install: $(STAMP)
@@ -24,26 +24,38 @@ install: $(STAMP)
 run: $(STAMP)
 	$(MPIEXEC) -n $(NP) $(BIN)/python -m strads.apps.lasso
 
-test: test-serial test-mpi
-
-test-serial: $(STAMP)
-	$(BIN)/python -m pytest tests -q --timeout=600
-
+SERIAL := $(BIN)/python -m pytest tests -q --timeout=600
 # Every rank runs the MPI-marked tests; `timeout` ends the job if a deadlock outlives
 # the per-test timeouts.
+MPI := timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest tests -q --with-mpi \
+	--only-mpi --timeout=300 -p no:cacheprovider
+
+# Both parts run even when the first fails; one line for each, and a failure of either
+# fails the target.
+test: $(STAMP)
+	@say() { if [ $$2 = 0 ]; then echo "make test: $$1 passed"; \
+		else echo "make test: $$1 FAILED (exit $$2)"; fi; }; \
+	s=0; m=0; \
+	echo "$(SERIAL)"; $(SERIAL) || s=$$?; \
+	echo "$(MPI)"; $(MPI) || m=$$?; \
+	say "serial part (pytest tests)" $$s; say "MPI part (mpiexec -n $(NP))" $$m; \
+	[ $$s = 0 ] && [ $$m = 0 ]
+
+test-serial: $(STAMP)
+	$(SERIAL)
+
 test-mpi: $(STAMP)
-	timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest tests -q --with-mpi --only-mpi \
-		--timeout=300 -p no:cacheprovider
+	$(MPI)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[bench]"
 	$(BIN)/python benchmarks/bench_lasso.py
 
-# the papers' comparisons as figures and DIR/REPORT.md (about 2 hours; `python -m
-# strads.reproduce --quick --out DIR`: under 20 minutes on 2 cores)
+# the papers' comparisons as figures and DIR/REPORT.md (about 2 hours; `python
+# benchmarks/reproduce.py --quick --out DIR`: under 20 minutes on 2 cores)
 reproduce: $(STAMP)
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[reproduce]"
-	$(BIN)/python -m strads.reproduce --out reproduce-out
+	$(BIN)/python benchmarks/reproduce.py --out reproduce-out
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -8,9 +8,11 @@ setup(
     long_description_content_type="text/markdown",
     packages=find_packages(include=["strads", "strads.*"]),
     python_requires=">=3.10",
-    install_requires=["numpy>=1.24", "scipy>=1.10", "numba>=0.59", "mpi4py>=4.0", "mpich",
+    # mpi4py's wheel runs on the MPI it finds (a cluster's own); `.[mpich]` brings one
+    install_requires=["numpy>=1.24", "scipy>=1.10", "numba>=0.59", "mpi4py>=4.0",
                       "threadpoolctl>=3"],
     extras_require={
+        "mpich": ["mpich"],
         "sklearn": ["scikit-learn>=1.6"],
         "test": ["pytest>=7", "pytest-mpi>=0.6", "pytest-timeout>=2", "scikit-learn>=1.6",
                  "lda>=3", "pandas", "matplotlib"],

@@ -1,4 +1,4 @@
-"""Smoke test of ``python -m strads.reproduce --tiny``: every experiment runs, every
+"""Smoke test of ``python benchmarks/reproduce.py --tiny``: every experiment runs, every
 figure is written, REPORT.md has its claims table (not a timed test)."""
 import importlib.util
 import json
@@ -12,15 +12,15 @@ from conftest import ROOT, child_env
 FIGURES = ("lasso_time.png", "lasso_updates.png", "logreg_time.png", "logreg_updates.png",
            "lda_time.png", "lda_sweeps.png", "lda_memory.png", "mf_rmse_time.png",
            "scaling.png", "staleness.png")
+SCRIPT = str(ROOT / "benchmarks" / "reproduce.py")
 
 
 def test_reproduce_tiny(tmp_path):
-    pytest.importorskip("matplotlib", reason="strads.reproduce draws with matplotlib "
+    pytest.importorskip("matplotlib", reason="benchmarks/reproduce.py draws with matplotlib "
                         "(pip install -e .[reproduce])")
     out = tmp_path / "rep"
-    p = subprocess.run([sys.executable, "-m", "strads.reproduce", "--tiny", "--out",
-                        str(out)], capture_output=True, text=True, timeout=600,
-                       env=child_env(), cwd=ROOT)
+    p = subprocess.run([sys.executable, SCRIPT, "--tiny", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600, env=child_env(), cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     for exp in ("lasso", "logreg", "lda", "mf", "scaling", "staleness"):
         assert f"=== experiment {exp} done" in p.stderr  # progress on the terminal
@@ -54,7 +54,7 @@ def test_reproduce_tiny(tmp_path):
 
 
 def test_reproduce_args(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "strads.reproduce", "--out", str(tmp_path),
-                        "--only", "lasso,nope"], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, SCRIPT, "--out", str(tmp_path), "--only",
+                        "lasso,nope"], capture_output=True, text=True,
                        timeout=120, env=child_env(), cwd=ROOT)
     assert p.returncode == 2 and "unknown nope" in p.stderr
