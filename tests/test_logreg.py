@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 import strads
 from strads.apps import logreg
+from strads.apps.glm import kernels as GK
 from strads.apps.logreg import kernels as K
 from strads.apps.logreg.data import make_problem
 
@@ -192,6 +193,13 @@ def test_stable_loss_sigmoid_and_exact_loss_changes():
                                                                   rel=1e-12)
 
 
+def wgram_dense(rows, w, m):
+    """The weighted Gram X_B' D X_B, dense, from the block's rows (a worker's)."""
+    G = np.zeros((m, m))
+    GK.gram_sparse_add(*rows, G, 0, rows[0].shape[0] - 1, w)
+    return G
+
+
 def test_gram_forms_agree():
     """The worker's Gram in its three forms (factor, CSR, dense) and the scheduler's
     merge of several workers' parts are the same matrix."""
@@ -203,8 +211,8 @@ def test_gram_forms_agree():
     w = np.random.default_rng(1).random(80)
     ref = (X[:, cols].T @ sp.diags(w) @ X[:, cols]).toarray()
     csc = (X.indptr, X.indices, X.data)
-    rows = K.block_rows(*csc, cols, 80)
-    np.testing.assert_allclose(K.wgram_rows_dense(*rows, w, 6), ref, rtol=1e-12)
+    rows = GK.gram_sparse_rows(*csc, cols, 80)
+    np.testing.assert_allclose(wgram_dense(rows, w, 6), ref, rtol=1e-12)
     ptr, idx, val = K.wgram_csr(*csc, cols, *rows, w)
     G = np.zeros((6, 6))
     G[np.repeat(np.arange(6), np.diff(ptr)), idx] = val
@@ -217,12 +225,12 @@ def test_gram_forms_agree():
     for a, b in ((0, 40), (40, 80)):
         Xw = X[a:b].tocsc()
         cw = (Xw.indptr, Xw.indices, Xw.data)
-        rw = K.block_rows(*cw, cols, b - a)
+        rw = GK.gram_sparse_rows(*cw, cols, b - a)
         p, i, v = K.wgram_csr(*cw, cols, *rw, w[a:b])
         fp, fi, fv = K.factor_cols(*cw, cols, w[a:b])
         parts.setdefault("csr", []).append({"Gp": p, "Gi": i, "Gv": v})
         parts.setdefault("factor", []).append({"Fp": fp, "Fi": fi, "Fv": fv, "Fn": b - a})
-        parts.setdefault("dense", []).append({"G": K.wgram_rows_dense(*rw, w[a:b], 6)})
+        parts.setdefault("dense", []).append({"G": wgram_dense(rw, w[a:b], 6)})
     _, p, i, v, diag = _gram(parts["csr"], 6)
     G = np.zeros((6, 6))
     G[np.repeat(np.arange(6), np.diff(p)), i] = v
@@ -247,7 +255,7 @@ def test_subproblem_solvers_agree():
     thresh = 0.3
     out = []
     b = b0.copy()
-    K.cd_dense(G, q.copy(), b, thresh, 1e-13, 100_000)
+    GK.gram_cd(G, q.copy(), b, thresh, 1e-13, 100_000, False)
     out.append(b)
     C = sp.csr_matrix(G)
     b = b0.copy()
