@@ -424,20 +424,26 @@ def _restrict(G, cols, new):
     return G[np.ix_(pos, pos)]
 
 
+def _stack(partials, m, kp, ki, kv):
+    """The workers' CSR (or CSC) parts, keys ``kp`` (pointers), ``ki`` (indices), ``kv``
+    (values), one after the other: (their pointers (W, m + 1) into the concatenated
+    indices and values, those indices, those values)."""
+    ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
+    base = 0
+    for w, p in enumerate(partials):
+        ptrs[w] = p[kp] + base
+        base += p[ki].shape[0]
+    return (ptrs, np.concatenate([p[ki] for p in partials]),
+            np.concatenate([p[kv] for p in partials]))
+
+
 def _factor(partials, m):
     """The workers' factors D^1/2 X_B stacked in worker order (rows offset by the rows
     of the workers before)."""
-    ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
-    offsets = np.empty(len(partials), dtype=np.int64)
-    base = rows = 0
-    for w, p in enumerate(partials):
-        ptrs[w] = p["Fp"] + base
-        base += p["Fi"].shape[0]
-        offsets[w] = rows
-        rows += int(p["Fn"])
-    idx = np.concatenate([p["Fi"] for p in partials])
-    val = np.concatenate([p["Fv"] for p in partials])
-    return ("factor", *K.factor_stack(ptrs, idx, val, offsets), rows)
+    n_rows = np.array([int(p["Fn"]) for p in partials], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(n_rows)[:-1]]).astype(np.int64)
+    stacked = K.factor_stack(*_stack(partials, m, "Fp", "Fi", "Fv"), offsets)
+    return ("factor", *stacked, int(n_rows.sum()))
 
 
 def _gram(partials, m):
@@ -446,17 +452,7 @@ def _gram(partials, m):
     if all("Fp" in p for p in partials):
         return _factor(partials, m)
     if all("Gp" in p for p in partials):
-        if len(partials) == 1:
-            p = partials[0]
-            return ("csr", p["Gp"], p["Gi"], p["Gv"], K.csr_diag(p["Gp"], p["Gi"], p["Gv"]))
-        ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
-        base = 0
-        for w, p in enumerate(partials):
-            ptrs[w] = p["Gp"] + base
-            base += p["Gi"].shape[0]
-        idx = np.concatenate([p["Gi"] for p in partials])
-        val = np.concatenate([p["Gv"] for p in partials])
-        return ("csr", *K.csr_merge(ptrs, idx, val, m))
+        return ("csr", *K.csr_merge(*_stack(partials, m, "Gp", "Gi", "Gv"), m))
     G = None
     for p in partials:
         if "G" in p:

@@ -293,17 +293,6 @@ def csr_merge(ptrs, idx, val, m):
 
 
 @njit(**_opts)
-def csr_diag(ptr, idx, val):
-    m = ptr.shape[0] - 1
-    diag = np.zeros(m)
-    for a in range(m):
-        for e in range(ptr[a], ptr[a + 1]):
-            if idx[e] == a:
-                diag[a] += val[e]
-    return diag
-
-
-@njit(**_opts)
 def block_counts(indptr, indices, cols, count):
     """(non-zeros of X_B, sum over rows of (block entries)^2): the sizes of the block's
     Gram in factored form D^1/2 X_B and (a bound) as a matrix. ``count`` (n_rows, all
