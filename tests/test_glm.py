@@ -252,7 +252,7 @@ def test_a_datafit_missing_pieces_is_named_at_once():
         name = "half"
         Aggregate = object
 
-    with pytest.raises(TypeError, match="datafit Half lacks title, Update, data, loading"):
+    with pytest.raises(TypeError, match="datafit Half lacks Update, data, loading, priority"):
         Half()
     with pytest.raises(TypeError, match="unexpected option 'gram_budgett'"):
         lasso.make_setup(lambda: None, gram_budgett=1)

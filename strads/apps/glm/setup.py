@@ -144,7 +144,7 @@ class Datafit:
     missing one) and may override the hooks; its ``make_setup``, ``make_file_setup``,
     ``fit``, ``build_parser`` and ``main`` are its app's."""
 
-    NEEDS = ("name", "title", "Aggregate", "Update", "data", "loading", "priority",
+    NEEDS = ("name", "Aggregate", "Update", "data", "loading", "priority",
              "options", "check_lambda", "aggregate", "later", "working_set", "help")
     schedules = SCHEDULES  # by name (the CLI's choices)
     drop_empty = False  # X's empty columns are left out of the solve (their coef is 0)

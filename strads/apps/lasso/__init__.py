@@ -36,7 +36,7 @@ class Quadratic(Datafit):
     """The Lasso's datafit: 1/(2n) ||y - Xb||^2; block rounds solved exactly from the
     block's Gram matrix (:class:`~strads.apps.glm.schedule.WorkingSet`), Gap Safe
     screening, empty columns left out, ``--schedulers K``."""
-    name, title = "lasso", "Lasso"
+    name = "lasso"
     Aggregate, Update = LassoAggregate, LassoUpdate
     data, loading = data, loading
     priority = Priority

@@ -57,7 +57,7 @@ class Logistic(Datafit):
     """The logistic loss's datafit: working sets solved by prox-Newton steps over
     several rounds that the aggregate plans, a line search on the workers' exact losses;
     the labels' two values kept in the model."""
-    name, title = "logreg", "logistic regression"
+    name = "logreg"
     Aggregate, Update = LogRegAggregate, LogRegUpdate
     data, loading = data, loading
     priority = ShuffledPriority
