@@ -1,11 +1,6 @@
-"""The Lasso's kernels (its datafit's): free numba functions over plain arrays, compiled
-once and cached on disk; the shared ones are :mod:`strads.apps.glm.kernels`.
-
-Worker side: residual updates, and the block's Gram matrix built in pieces (dense, or its
-non-zeros only). Scheduler side: the Gap Safe screening rule after a full round.
-Sparse matrices are CSC triplets (indptr, indices, data) with sorted indices; dense ones
-Fortran-ordered 2-D arrays.
-"""
+"""The Lasso's kernels (its datafit's; the shared ones, and the layouts:
+:mod:`strads.apps.glm.kernels`): residual updates, the cost of the block's Gram in
+pieces, and the Gap Safe screening rule after a full round."""
 import numpy as np
 from numba import njit
 

@@ -1,22 +1,13 @@
-"""Sparse logistic regression kernels: free numba functions over plain arrays, compiled
-once and cached on disk.
+"""The logistic loss's kernels (its datafit's; the shared ones, and the layouts:
+:mod:`strads.apps.glm.kernels`). Worker side: the per-sample quantities at the margins
+m = X w, gradients and diagonal Hessians, the block's weighted Gram X_B' D X_B (dense,
+CSR or factored), margin updates, a line search's loss changes, the dual's entropy.
+Scheduler side: the optimality conditions' violations, the line search's terms, and
+coordinate descent on the prox-Newton subproblem from a CSR or factored Gram.
 
-Worker side: the per-sample quantities at the margins m = X w (loss, y * sigmoid,
-Hessian weights), partial gradients and diagonal Hessians over the worker's rows, the
-block's weighted Gram matrix X_B' D X_B, margin updates, the loss change at trial steps
-of a line search, and the entropy sum of the dual. Scheduler side: the optimality
-conditions' violations, the line search's terms, and coordinate descent on the
-prox-Newton subproblem from a CSR or factored Gram (dense: :func:`strads.apps.glm.kernels.cd_dense`,
-with the shared kernels).
-
-Notation, per sample i: z_i = y_i m_i (y in {-1, +1}); loss l(z) = log(1 + exp(-z));
-s_i = sigmoid(-z_i) = -l'(z_i); Hessian weight s_i (1 - s_i); the gradient of
-(1/n) sum_i l(z_i) is -(1/n) X' (y * s), and the workers return q = X' (y * s), the
-negative gradient summed (not divided by n) over their rows.
-
-Sparse matrices are CSC triplets (indptr, indices, data) with sorted indices; dense ones
-Fortran-ordered 2-D arrays. The sparse loops index with unsigned integers: numba checks
-every signed index for wrap-around (a[-1]), and in these gathers that branch costs time.
+Per sample i: z_i = y_i m_i (y in {-1, +1}); loss l(z) = log(1 + exp(-z)); s_i =
+sigmoid(-z_i) = -l'(z_i); Hessian weight s_i (1 - s_i); the workers return q = X'(y s),
+the negative gradient summed (not divided by n) over their rows.
 """
 import numpy as np
 from numba import njit
