@@ -414,7 +414,8 @@ def _quad_csr(ptr, idx, val, c, b, thresh):
 
 @njit(**_opts)
 def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
-    """:func:`strads.apps.glm.kernels.cd_dense` (``root`` False) with G in CSR form (symmetric; ``diag`` its diagonal)."""
+    """:func:`strads.apps.glm.kernels.cd_dense` (``root`` False) with G in CSR form
+    (symmetric; ``diag`` its diagonal)."""
     m = b.shape[0]
     c = q.copy()
     for j in range(m):
