@@ -88,13 +88,18 @@ class GLMAggregate(Aggregate):
         self.primal = primal
 
     def _steps(self, cols, q, h, step):
-        """The Jacobi round's coordinate steps (:func:`kernels.coordinate_steps`), their
-        priorities h d^2 in the sum tree; the sync with the coordinates that moved."""
+        """The Jacobi round's coordinate steps (:func:`kernels.coordinate_steps`)."""
         before = np.count_nonzero(self.w[cols])
         delta = np.empty(cols.shape[0])
         self.l1 += K.coordinate_steps(self.w, cols, q, h, self.thresh, step, delta)
-        self.nnz += np.count_nonzero(self.w[cols]) - before
         self.updates += cols.shape[0]
+        return self._moved(cols, before, delta, h)
+
+    def _moved(self, cols, before, delta, h):
+        """After a block's changes ``delta`` (``before``: its non-zeros then): the
+        non-zeros, the priorities h d^2 in the sum tree; the sync with the coordinates
+        that moved."""
+        self.nnz += np.count_nonzero(self.w[cols]) - before
         if self._tree is not None or self.n_parts > 1:
             vals = h * delta * delta
             if self._tree is not None:

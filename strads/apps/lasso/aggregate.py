@@ -81,11 +81,7 @@ class LassoAggregate(GLMAggregate):
         if task.get("piece"):
             self.pieces += 1
         self.l1_at.append(self.l1)
-        self.nnz += np.count_nonzero(self.w[cols]) - before
-        if self._tree is not None:
-            GK.tree_set(self._tree, cols, self.sq_norms[cols] * delta * delta)
-        moved = delta != 0.0
-        return {"cols": cols[moved], "delta": delta[moved]}
+        return self._moved(cols, before, delta, self.sq_norms[cols])
 
     def _exact(self, cols, g, partials, deadline=None):
         """Solve the block's subproblem exactly (to a fraction of the current gap) from
