@@ -9,9 +9,9 @@ data are several times the last-level cache (32 MiB here), so they come from mem
 Bytes counted (n rows, p columns, nnz non-zeros; int32 indices as the apps keep them):
 
 * stream: ``a.sum()`` over a float64 array: its size.
-* Lasso ``x_j' r`` over every column (a full round, :func:`lasso.kernels.grad_sparse`),
+* Lasso ``x_j' r`` over every column (a full round, :func:`glm.kernels.grad_sparse`),
   CSC: indptr 4 (p + 1) + indices 4 nnz + values 8 nnz + r 8 n + out 8 p.
-  Dense (:func:`lasso.kernels.grad_dense`, Fortran order): X 8 n p + r 8 n + out 8 p.
+  Dense (:func:`glm.kernels.grad_dense`, Fortran order): X 8 n p + r 8 n + out 8 p.
 * MF ``ccd_step`` (one rank-one half-step over a worker's CSR ratings, m rows, the
   other side's column and P pending changes packed in G, n_other x (1 + P)): indptr
   8 (m + 1) + item index 4 nnz + residual 8 nnz read and 8 nnz written + own row t
@@ -40,7 +40,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from strads.apps.lasso import kernels as LK
+from strads.apps.glm import kernels as LK
 from strads.apps.lda import kernels as DK
 from strads.apps.mf import kernels as MK
 

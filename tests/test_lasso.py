@@ -1,6 +1,5 @@
-"""Lasso against scikit-learn, the dependency filter, data readers and the CLI."""
-import json
-
+"""Lasso against scikit-learn, the dependency filter and data readers (its command line:
+tests/test_glm.py)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -10,8 +9,6 @@ import strads
 from strads import engine
 from strads.apps import lasso
 from strads.apps.lasso.data import load, make_problem
-
-from conftest import run_cli
 
 
 def problem(kind):
@@ -135,7 +132,7 @@ def test_tol_zero_runs_to_max_rounds():
 
 
 def test_distinct_priority_sampling():
-    from strads.apps.lasso import kernels as K
+    from strads.apps.glm import kernels as K
     rng = np.random.default_rng(0)
     prio = rng.random(1000) ** 8
     prio[rng.random(1000) < 0.9] = 0.0
@@ -241,63 +238,8 @@ def test_bad_target_and_shapes(tmp_path):
 
 
 # -- command line -------------------------------------------------------------------------
-def test_cli_writes_outputs(tmp_path):
-    out = tmp_path / "out"
-    p = run_cli(["strads.apps.lasso", "--n-samples", "200", "--n-features", "500",
-                 "--quiet", "--out", str(out), "--tol", "1e-8"])
-    assert p.returncode == 0, p.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    for key in ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
-                "objective", "lambda", "nnz_coef", "duality_gap"):
-        assert key in summary
-    assert summary["stop_reason"] == "tol" and summary["duality_gap"] <= 1e-8 * summary["objective"]
-    header = (out / "trace.csv").read_text().splitlines()[0].split(",")
-    assert header[:4] == ["round", "wall_s", "updates", "objective"]
-    model = np.load(out / "model.npz")
-    X, y, _ = make_problem(200, 500)
-    assert lasso.objective(X, y, model["coef"], float(model["lambda"])) == \
-        pytest.approx(summary["objective"], rel=1e-9)
-
-
-def test_cli_reads_data_file(tmp_path):
-    from sklearn.datasets import dump_svmlight_file
-
-    X, y, _ = make_problem(100, 50, density=0.2, seed=6)
-    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
-    p = run_cli(["strads.apps.lasso", "--data", str(tmp_path / "d.svm"), "--quiet",
-                 "--lambda", "0.01", "--tol", "1e-9"])
-    assert p.returncode == 0, p.stderr
-    coef = Lasso(alpha=0.01, fit_intercept=False, tol=1e-12, max_iter=100000).fit(X, y).coef_
-    summary = json.loads(p.stdout.strip().splitlines()[-1])
-    assert summary["objective"] == pytest.approx(lasso.objective(X, y, coef, 0.01), rel=1e-6)
-
-
-@pytest.mark.parametrize("flags, message", [
-    (["--block", "0"], "--block: a positive integer must be > 0"),
-    (["--staleness", "-1"], "--staleness: a non-negative integer must be >= 0"),
-    (["--rho", "2"], "--rho: must be between 0 and 1"),
-    (["--schedule", "magic"], "invalid choice: 'magic'"),
-    (["--data", "/nonexistent.svm"], "/nonexistent.svm: no such file"),
-])
-def test_cli_rejects_bad_flags_with_one_line(flags, message):
-    p = run_cli(["strads.apps.lasso", "--quiet", *flags])
-    assert p.returncode == 2
-    assert message in p.stderr
-    assert "Traceback" not in p.stderr
-
-
-def test_cli_help_lists_every_flag():
-    p = run_cli(["strads.apps.lasso", "--help"])
-    assert p.returncode == 0
-    from strads.apps.lasso.__main__ import build_parser
-    flags = [o for a in build_parser()._actions for o in a.option_strings]
-    assert "--rho" in flags and "--n-samples" in flags and "--log-interval" in flags
-    for flag in flags:
-        assert flag in p.stdout
-
-
 def test_csc_slicing_kernels_match_scipy():
-    from strads.apps.lasso import kernels as K
+    from strads.apps.glm import kernels as K
 
     X, _, _ = make_problem(60, 40, density=0.2, seed=8)
     ptr, idx, val = X.indptr, X.indices, X.data  # scipy's int32, as the app passes them
@@ -313,7 +255,7 @@ def test_csc_slicing_kernels_match_scipy():
 
 
 def test_gram_cd_solves_the_block_exactly():
-    from strads.apps.lasso import kernels as K
+    from strads.apps.glm import kernels as K
 
     X, y, _ = make_problem(80, 30, corr=0.7, dense=True, seed=9)
     thresh = 0.1 * np.abs(X.T @ y).max()

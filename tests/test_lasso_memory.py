@@ -15,7 +15,7 @@ from sklearn.linear_model import Lasso
 
 import strads
 from strads.apps import lasso
-from strads.apps.lasso import kernels as K
+from strads.apps.glm import kernels as K
 from strads.apps.lasso.aggregate import LassoAggregate
 from strads.apps.lasso.data import make_problem
 

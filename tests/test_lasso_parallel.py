@@ -4,10 +4,10 @@ The parts, put together, are the whole-file reader's matrix and target, for any 
 of workers, and a bad file gets the whole-file reader's one line (the first bad line of
 the file, wherever it lies); the CLI's model is the same bit for bit in one process with
 W workers and under ``mpiexec -n W+1``, and the scheduler never holds the data."""
+import functools
 import gzip
 import json
 import random
-import threading
 
 import numpy as np
 import pytest
@@ -16,45 +16,30 @@ import scipy.sparse as sp
 from sklearn.linear_model import Lasso
 
 import strads
-from strads import transport
 from strads.apps import lasso
 from strads.apps.lasso import loading
 from strads.apps.lasso.data import load, make_problem
 
 from conftest import run_cli
+from test_glm import fit_cli, read_parts
 from test_lasso_inputs import BOM, _finite, _tokens, svm_bytes
 
 X0, Y0, _ = make_problem(60, 25, density=0.2, seed=11)
 TARGET = "".join(f"{float(v)!r}\n" for v in Y0).encode()
 
 
+read_parts = functools.partial(read_parts, loading)  # every worker's part of a file
+
+
+def _fit(args, out, np_=None):
+    model, summary = fit_cli("lasso", args, out, np_)
+    return model["coef"], summary
+
+
 def write(tmp_path, name, data):
     p = tmp_path / name
     p.write_bytes(data)
     return str(p)
-
-
-def read_parts(path, target=None, W=2):
-    """Every worker's read_part(), each on a thread with the in-process collectives
-    (as ``--workers W``): the parts, or the DataError the run ends with."""
-    group = transport._Group(W)
-    out, errors = [None] * W, [None] * W
-    desc = loading.shard(path, target)
-
-    def work(w):
-        try:
-            out[w] = loading.read_part(transport._ThreadPeers(group, w, W), desc)
-        except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
-            errors[w] = e
-            group.fail(e)
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(W)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    if group.error is not None:
-        raise group.error
-    return out
 
 
 def assembled(parts):
@@ -219,13 +204,6 @@ def test_empty_parts_are_fine(tmp_path):
 
 
 # -- the command line ------------------------------------------------------------------
-def _fit(args, out, np_=None):
-    p = run_cli(["strads.apps.lasso", *args, "--quiet", "--out", str(out)], np=np_,
-                timeout=240)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return np.load(out / "model.npz")["coef"], json.loads((out / "summary.json").read_text())
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("fmt", ["svm", "mtx"])
 def test_cli_same_bits_in_one_process_and_under_mpi(tmp_path, fmt):
@@ -267,53 +245,6 @@ def test_cli_bad_line_in_a_later_part_under_mpi_is_one_line(tmp_path):
     assert errs == [f"error: {path}:51: '2:x' is not index:value"], p.stderr
 
 
-@pytest.mark.timeout(300)
-def test_priority_filter_runs_on_the_workers(tmp_path):
-    """With --data the scheduler holds no X: the workers sum the candidates' Gram matrix
-    and choose the block. Every round's block keeps |correlation| <= rho, the model
-    reaches sklearn's objective, and is the same bits under MPI."""
-    from sklearn.datasets import dump_svmlight_file
-
-    X, y, _ = make_problem(200, 300, density=0.05, corr=0.7, seed=3)
-    path = str(tmp_path / "d.svm")
-    dump_svmlight_file(X, y, path)
-    Xr, yr = load(path)
-    lam, rho = 0.05 * lasso.lambda_max(Xr, yr), 0.2
-    setup = lasso.make_file_setup(path, lam=lam, schedule="priority", block=32, rho=rho)
-    blocks = []
-
-    def spying(ctx):
-        sched, agg, shards = setup(ctx)
-        inner = agg.aggregate
-
-        def aggregate(round, task, partials):
-            if "cols" in partials[0]:
-                assert all(pt["cols"].tobytes() == partials[0]["cols"].tobytes()
-                           for pt in partials)
-                assert np.isin(partials[0]["cols"], task["cols"]).all()
-                blocks.append(partials[0]["cols"])
-            return inner(round, task, partials)
-        agg.aggregate = aggregate
-        return sched, agg, shards
-    res = strads.run(spying, lasso.LassoUpdate, workers=3, tol=1e-9, max_rounds=100_000,
-                     quiet=True)
-    assert res.stop_reason == "tol" and len(blocks) > 5
-    Xd = Xr.toarray()
-    nrm = np.linalg.norm(Xd, axis=0)
-    for cols in blocks:
-        C = np.abs(Xd[:, cols].T @ Xd[:, cols]) / np.outer(nrm[cols], nrm[cols])
-        np.fill_diagonal(C, 0)
-        assert C.max() <= rho + 1e-12
-    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(Xr, yr)
-    f_sk = lasso.objective(Xr, yr, sk.coef_, lam)
-    assert lasso.objective(Xr, yr, res.model["coef"], lam) == pytest.approx(f_sk, rel=1e-6)
-    args = ["--data", path, "--schedule", "priority", "--block", "32", "--rho", str(rho),
-            "--lambda", repr(lam), "--tol", "1e-9"]
-    one, s1 = _fit(args + ["--workers", "2"], tmp_path / "one")
-    mpi, s2 = _fit(args, tmp_path / "mpi", np_=3)
-    assert one.tobytes() == mpi.tobytes() and s1["rounds"] == s2["rounds"]
-
-
 def test_cli_gzip_and_empty_columns(tmp_path):
     plain = svm_bytes(X0, Y0)
     ref, s = _fit(["--data", write(tmp_path, "d.svm", plain), "--workers", "3"], tmp_path / "a")
@@ -324,24 +255,6 @@ def test_cli_gzip_and_empty_columns(tmp_path):
     coef, s = _fit(["--data", far, "--lambda", "0.01", "--workers", "2"], tmp_path / "c")
     assert coef.shape == (50_000_000,) and np.count_nonzero(coef) > 0
     assert s["screened"] >= 50_000_000 - 3
-
-
-def test_resume_from_a_checkpoint_with_parallel_loading(tmp_path):
-    """The workers read their parts again on resume; the schedule built in begin() is
-    restored; the model is the uninterrupted run's, bit for bit."""
-    path = write(tmp_path, "d.svm", svm_bytes(X0, Y0))
-
-    def go(out, **kw):
-        setup = lasso.make_file_setup(path, lambda_ratio=0.05, gram_budget=0.001)
-        return strads.run(setup, lasso.LassoUpdate, workers=2, tol=1e-10, quiet=True,
-                          out=str(out), **kw)
-
-    full = go(tmp_path / "full", max_rounds=100_000)
-    part = go(tmp_path / "part", max_rounds=6, checkpoint_every=1e-3)
-    assert part.stop_reason == "max_rounds"
-    resumed = go(tmp_path / "part", max_rounds=100_000, resume=True)
-    assert resumed.stop_reason == "tol" and resumed.rounds == full.rounds
-    assert resumed.model["coef"].tobytes() == full.model["coef"].tobytes()
 
 
 def test_scheduler_reads_no_data_and_stays_smallest(tmp_path):

@@ -1,8 +1,8 @@
 """Sparse logistic regression against liblinear (scikit-learn), its duality gap and
-kernels, its data formats and command line; under mpiexec, bit for bit against an
+kernels, its data formats and bad input on the command line (the rest of it:
+tests/test_glm.py); under mpiexec, bit for bit against an
 in-process run (``mpiexec -n 3 python -m pytest tests/test_logreg.py --with-mpi
 --only-mpi``)."""
-import json
 import warnings
 
 import numpy as np
@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 import strads
 from strads.apps import logreg
+from strads.apps.glm import kernels as GK
 from strads.apps.logreg import kernels as K
 from strads.apps.logreg.data import make_problem
 
@@ -192,6 +193,13 @@ def test_stable_loss_sigmoid_and_exact_loss_changes():
                                                                   rel=1e-12)
 
 
+def wgram_dense(rows, w, m):
+    """The weighted Gram X_B' D X_B, dense, from the block's rows (a worker's)."""
+    G = np.zeros((m, m))
+    GK.gram_sparse_add(*rows, G, 0, rows[0].shape[0] - 1, w)
+    return G
+
+
 def test_gram_forms_agree():
     """The worker's Gram in its three forms (factor, CSR, dense) and the scheduler's
     merge of several workers' parts are the same matrix."""
@@ -203,8 +211,8 @@ def test_gram_forms_agree():
     w = np.random.default_rng(1).random(80)
     ref = (X[:, cols].T @ sp.diags(w) @ X[:, cols]).toarray()
     csc = (X.indptr, X.indices, X.data)
-    rows = K.block_rows(*csc, cols, 80)
-    np.testing.assert_allclose(K.wgram_rows_dense(*rows, w, 6), ref, rtol=1e-12)
+    rows = GK.gram_sparse_rows(*csc, cols, 80)
+    np.testing.assert_allclose(wgram_dense(rows, w, 6), ref, rtol=1e-12)
     ptr, idx, val = K.wgram_csr(*csc, cols, *rows, w)
     G = np.zeros((6, 6))
     G[np.repeat(np.arange(6), np.diff(ptr)), idx] = val
@@ -217,12 +225,12 @@ def test_gram_forms_agree():
     for a, b in ((0, 40), (40, 80)):
         Xw = X[a:b].tocsc()
         cw = (Xw.indptr, Xw.indices, Xw.data)
-        rw = K.block_rows(*cw, cols, b - a)
+        rw = GK.gram_sparse_rows(*cw, cols, b - a)
         p, i, v = K.wgram_csr(*cw, cols, *rw, w[a:b])
         fp, fi, fv = K.factor_cols(*cw, cols, w[a:b])
         parts.setdefault("csr", []).append({"Gp": p, "Gi": i, "Gv": v})
         parts.setdefault("factor", []).append({"Fp": fp, "Fi": fi, "Fv": fv, "Fn": b - a})
-        parts.setdefault("dense", []).append({"G": K.wgram_rows_dense(*rw, w[a:b], 6)})
+        parts.setdefault("dense", []).append({"G": wgram_dense(rw, w[a:b], 6)})
     _, p, i, v, diag = _gram(parts["csr"], 6)
     G = np.zeros((6, 6))
     G[np.repeat(np.arange(6), np.diff(p)), i] = v
@@ -247,7 +255,7 @@ def test_subproblem_solvers_agree():
     thresh = 0.3
     out = []
     b = b0.copy()
-    K.cd_dense(G, q.copy(), b, thresh, 1e-13, 100_000)
+    GK.gram_cd(G, q.copy(), b, thresh, 1e-13, 100_000, False)
     out.append(b)
     C = sp.csr_matrix(G)
     b = b0.copy()
@@ -293,45 +301,6 @@ def test_mtx_npz_and_libsvm_files_give_the_same_fit(tmp_path):
 
 
 # -- command line -------------------------------------------------------------------------
-def test_cli_writes_outputs(tmp_path):
-    out = tmp_path / "out"
-    p = run_cli(["strads.apps.logreg", "--n-samples", "300", "--n-features", "800",
-                 "--quiet", "--out", str(out), "--tol", "1e-8", "--lambda-ratio", "0.05"])
-    assert p.returncode == 0, p.stderr
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary == json.loads(p.stdout.strip().splitlines()[-1])
-    for key in ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
-                "objective", "lambda", "nnz_coef", "duality_gap", "traffic"):
-        assert key in summary
-    assert summary["app"] == "logreg" and summary["stop_reason"] == "tol"
-    assert summary["duality_gap"] <= 1e-8 * summary["objective"]
-    header = (out / "trace.csv").read_text().splitlines()[0].split(",")
-    assert header == ["round", "wall_s", "updates", "objective", "duality_gap", "nnz_coef"]
-    model = np.load(out / "model.npz")
-    np.testing.assert_array_equal(model["classes"], [-1, 1])
-    X, y, _ = make_problem(300, 800)
-    lam = 0.05 * logreg.lambda_max(X, y)
-    assert float(model["lambda"]) == pytest.approx(lam, rel=1e-12)
-    assert logreg.objective(X, y, model["coef"], float(model["lambda"])) == \
-        pytest.approx(summary["objective"], rel=1e-10)
-    assert summary["nnz_coef"] == np.count_nonzero(model["coef"]) > 0
-
-
-def test_cli_reads_libsvm_with_01_labels(tmp_path):
-    from sklearn.datasets import dump_svmlight_file
-
-    X, y, _ = make_problem(150, 60, density=0.2, seed=7)
-    dump_svmlight_file(X, (y > 0).astype(int), str(tmp_path / "d.svm"))
-    out = tmp_path / "out"
-    p = run_cli(["strads.apps.logreg", "--data", str(tmp_path / "d.svm"), "--quiet",
-                 "--lambda", "0.01", "--tol", "1e-9", "--workers", "2", "--out", str(out)])
-    assert p.returncode == 0, p.stderr
-    summary = json.loads(p.stdout.strip().splitlines()[-1])
-    f_ref = logreg.objective(X, y, liblinear(X, y, 0.01), 0.01)
-    assert abs(summary["objective"] - f_ref) <= 1e-6 * f_ref
-    np.testing.assert_array_equal(np.load(out / "model.npz")["classes"], [0, 1])
-
-
 def refused(args, expected, tmp_path=None):
     p = run_cli(["strads.apps.logreg", *args, "--quiet"], timeout=120)
     assert p.returncode == 2, p.stderr
@@ -350,33 +319,6 @@ def test_cli_refuses_bad_labels_and_lines_with_one_line(tmp_path):
     refused(["--data", str(tmp_path / "one.svm")], "every label is 1")
     (tmp_path / "bad.svm").write_text("1 1:2\n0 3:abc\n")
     refused(["--data", str(tmp_path / "bad.svm")], "bad.svm:2: '3:abc' is not index:value")
-
-
-@pytest.mark.parametrize("flags, message", [
-    (["--lambda", "0"], "--lambda: a positive number must be > 0"),
-    (["--block", "0"], "--block: a positive integer must be > 0"),
-    (["--rho", "2"], "--rho: must be between 0 and 1"),
-    (["--schedule", "magic"], "invalid choice: 'magic'"),
-    (["--target", "y.txt"], "--target needs --data"),
-])
-def test_cli_rejects_bad_flags(flags, message):
-    p = run_cli(["strads.apps.logreg", "--quiet", *flags])
-    assert p.returncode == 2
-    assert message in p.stderr
-    assert "Traceback" not in p.stderr
-
-
-def test_cli_help_lists_every_flag():
-    p = run_cli(["strads.apps.logreg", "--help"])
-    assert p.returncode == 0
-    from strads.apps.logreg.__main__ import build_parser
-    flags = [o for a in build_parser()._actions for o in a.option_strings]
-    for flag in ("--lambda", "--lambda-ratio", "--schedule", "--rho", "--target",
-                 "--n-samples", "--dense", "--log-interval", "--workers"):
-        assert flag in flags
-    for flag in flags:
-        assert flag in p.stdout
-    assert "working-set" in p.stdout and "lambda_max" in p.stdout
 
 
 # -- under mpiexec ------------------------------------------------------------------------

@@ -5,8 +5,7 @@ labels for any number of workers; a bad line or a third label anywhere gets the
 whole-file reader's one line; the CLI's model reaches the in-memory fit's and
 liblinear's optimum, and is the same bit for bit in one process with W workers and
 under ``mpiexec -n W+1``."""
-import json
-import threading
+import functools
 
 import numpy as np
 import pytest
@@ -14,55 +13,25 @@ import scipy.io
 import scipy.sparse as sp
 
 import strads
-from strads import transport
 from strads.apps import logreg
 from strads.apps.logreg import loading
 from strads.apps.logreg.data import make_problem
 
 from conftest import run_cli
+from test_glm import fit_cli, read_parts, svm_text
 from test_logreg import liblinear
 
 X0, Y0, _ = make_problem(60, 25, density=0.2, seed=11)
 L0 = np.where(Y0 > 0, 7, 3)  # any two label values: 3 -> -1, 7 -> +1
 
-
-def svm_text(X, y):
-    X = sp.csr_matrix(X)
-    lines = []
-    for i in range(X.shape[0]):
-        a, b = X.indptr[i], X.indptr[i + 1]
-        feats = " ".join(f"{j + 1}:{float(v)!r}"
-                         for j, v in zip(X.indices[a:b], X.data[a:b]))
-        lines.append(f"{float(y[i])!r} {feats}".rstrip())
-    return ("\n".join(lines) + "\n").encode()
+read_parts = functools.partial(read_parts, loading)  # every worker's part of a file
+_fit = functools.partial(fit_cli, "logreg")
 
 
 def write(tmp_path, name, data):
     p = tmp_path / name
     p.write_bytes(data)
     return str(p)
-
-
-def read_parts(path, target=None, W=2):
-    """Every worker's read_part(), each on a thread with the in-process collectives
-    (as ``--workers W``): the parts, or the DataError the run ends with."""
-    group = transport._Group(W)
-    out = [None] * W
-    desc = loading.shard(path, target)
-
-    def work(w):
-        try:
-            out[w] = loading.read_part(transport._ThreadPeers(group, w, W), desc)
-        except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
-            group.fail(e)
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(W)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    if group.error is not None:
-        raise group.error
-    return out
 
 
 def same_as_check(path, target=None, workers=(1, 2, 3)):
@@ -141,14 +110,6 @@ def test_a_bad_line_in_any_part_gives_the_whole_file_message(tmp_path, line):
 
 
 # -- the command line ------------------------------------------------------------------
-def _fit(args, out, np_=None):
-    p = run_cli(["strads.apps.logreg", *args, "--quiet", "--out", str(out)], np=np_,
-                timeout=240)
-    assert p.returncode == 0, p.stderr[-3000:]
-    model = np.load(out / "model.npz")
-    return model, json.loads((out / "summary.json").read_text())
-
-
 def _refused(args, np_=None):
     p = run_cli(["strads.apps.logreg", *args, "--quiet", "--max-rounds", "3"], np=np_,
                 timeout=200)
@@ -208,50 +169,6 @@ def test_cli_bad_line_and_third_label_are_one_line_also_under_mpi(tmp_path):
     assert _refused(["--data", path], np_=4).endswith(expected)
 
 
-@pytest.mark.timeout(300)
-def test_priority_filter_runs_on_the_workers(tmp_path):
-    """With --data the scheduler holds no X: the workers sum the candidates' Gram matrix
-    and choose the block. Every round's block keeps |correlation| <= rho, the model
-    reaches liblinear's objective, and is the same bits under MPI."""
-    X, y, _ = make_problem(200, 300, density=0.05, corr=0.7, n_informative=20, seed=3)
-    path = write(tmp_path, "d.svm", svm_text(X, y))
-    Xr, yr = logreg.load(path)
-    lam, rho = 0.1 * logreg.lambda_max(Xr, yr), 0.2
-    setup = logreg.make_file_setup(path, lam=lam, schedule="priority", block=32, rho=rho,
-                                   tol=1e-9)
-    blocks = []
-
-    def spying(ctx):
-        sched, agg, shards = setup(ctx)
-        inner = agg.aggregate
-
-        def aggregate(round, task, partials):
-            if "cols" in partials[0]:
-                assert all(pt["cols"].tobytes() == partials[0]["cols"].tobytes()
-                           for pt in partials)
-                assert np.isin(partials[0]["cols"], task["cols"]).all()
-                blocks.append(partials[0]["cols"])
-            return inner(round, task, partials)
-        agg.aggregate = aggregate
-        return sched, agg, shards
-    res = strads.run(spying, logreg.LogRegUpdate, workers=3, tol=1e-9, max_rounds=100_000,
-                     quiet=True)
-    assert res.stop_reason == "tol" and len(blocks) > 5
-    Xd = Xr.toarray()
-    nrm = np.linalg.norm(Xd, axis=0)
-    for cols in blocks:
-        C = np.abs(Xd[:, cols].T @ Xd[:, cols]) / np.outer(nrm[cols], nrm[cols])
-        np.fill_diagonal(C, 0)
-        assert C.max() <= rho + 1e-12
-    f_ref = logreg.objective(Xr, yr, liblinear(Xr, yr, lam), lam)
-    assert abs(logreg.objective(Xr, yr, res.model["coef"], lam) - f_ref) <= 1e-6 * f_ref
-    args = ["--data", path, "--schedule", "priority", "--block", "32", "--rho", str(rho),
-            "--lambda", repr(lam), "--tol", "1e-9"]
-    one, s1 = _fit(args + ["--workers", "2"], tmp_path / "one")
-    mpi, s2 = _fit(args, tmp_path / "mpi", np_=3)
-    assert one["coef"].tobytes() == mpi["coef"].tobytes() and s1["rounds"] == s2["rounds"]
-
-
 def test_empty_columns_and_npz_on_rank0(tmp_path):
     """Features absent from the file are left out of the solve and 0 in the model; an
     .npz file is still read on rank 0 and split (the same optimum)."""
@@ -272,20 +189,3 @@ def test_empty_columns_and_npz_on_rank0(tmp_path):
     np.testing.assert_array_equal(a["classes"], b["classes"])
 
 
-def test_resume_from_a_checkpoint_with_parallel_loading(tmp_path):
-    """The workers read their parts again on resume; the schedule built in begin() is
-    restored; the model is the uninterrupted run's, bit for bit."""
-    path = write(tmp_path, "d.svm", svm_text(X0, L0))
-
-    def go(out, **kw):
-        setup = logreg.make_file_setup(path, lambda_ratio=0.05, tol=1e-10, ws_min=4)
-        return strads.run(setup, logreg.LogRegUpdate, workers=2, tol=1e-10, quiet=True,
-                          out=str(out), **kw)
-
-    full = go(tmp_path / "full", max_rounds=100_000)
-    part = go(tmp_path / "part", max_rounds=6, checkpoint_every=1e-3)
-    assert part.stop_reason == "max_rounds"
-    resumed = go(tmp_path / "part", max_rounds=100_000, resume=True)
-    assert resumed.stop_reason == "tol" and resumed.rounds == full.rounds
-    assert resumed.model["coef"].tobytes() == full.model["coef"].tobytes()
-    np.testing.assert_array_equal(resumed.model["classes"], [3, 7])

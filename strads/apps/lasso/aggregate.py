@@ -1,76 +1,54 @@
-"""Lasso on the scheduler rank: the coefficients, priorities and duality gap.
+"""The Lasso's aggregate (its datafit on the scheduler rank): block solves, the duality
+gap and Gap Safe screening; the rest is :class:`strads.apps.glm.aggregate.GLMAggregate`.
 
 Objective 1/(2n) ||y - X b||^2 + lambda ||b||_1. The workers return x_j' r over their
 rows; the sum over workers gives each chosen coordinate its exact minimiser against the
 residual of the version the round was computed at.
 """
 import time
-from collections import deque
 
 import numpy as np
 
-from ...engine import Aggregate
+from ..glm import kernels as GK
+from ..glm.aggregate import GLMAggregate
 from . import kernels as K
-from . import split
 
 
-class LassoAggregate(Aggregate):
-    kept = None  # the columns solved, when X's empty columns were left out
-    n_features = None  # X's columns, empty ones too
-
+class LassoAggregate(GLMAggregate):
     # setup() and the schedule (or begin(), from the workers' reports) set them again
-    checkpoint_skip = ("block_cap", "kept", "n_features", "_pending", "n_parts", "last")
-    n_parts = 1  # scheduler ranks (--schedulers): > 1, the schedules learn from feedback()
-    last = None  # (coordinates, new priorities) of the last block round, for feedback()
-    _pending = None  # (lambda, lambda ratio) until begin() completes a later() aggregate
+    checkpoint_skip = GLMAggregate.checkpoint_skip + ("block_cap",)
 
-    @classmethod
-    def later(cls, lam, lambda_ratio):
-        """An aggregate completed in :meth:`begin` from worker 0's report (parallel
-        loading: the scheduler never holds X): n, the column norms, X'y (lambda_max,
-        when ``lam`` is None), y'y, the kept columns and the number of features."""
-        agg = cls.__new__(cls)
-        agg._pending = (lam, lambda_ratio)
-        return agg
+    @staticmethod
+    def lambda_for(ratio, xty, n):
+        """``ratio`` of lambda_max = ||X'y||_inf / n."""
+        return ratio * float(np.abs(xty).max() / n)
 
-    def begin(self, reports):
-        if self._pending is None:
-            return
-        lam, ratio = self._pending
-        f = reports[0]
+    def complete(self, f, lam, lambda_ratio):
+        """:meth:`later`'s set-up from worker 0's report: n, the column norms, X'y
+        (lambda_max, when ``lam`` is None), y'y."""
         n = f["n"]
-        if lam is None:  # lambda_max = ||X'y||_inf / n
-            lam = ratio * float(np.abs(f["xty"]).max() / n)
+        if lam is None:
+            lam = self.lambda_for(lambda_ratio, f["xty"], n)
         self.__init__(f["sq_norms"], n, lam, f["yy"])
-        self.kept, self.n_features = f["kept"], f["n_features"]
 
     def __init__(self, sq_norms, n_samples, lam, y_sq):
-        self.n, self.lam, self.y_sq = n_samples, float(lam), float(y_sq)
-        self.thresh = n_samples * self.lam
-        self.sq_norms = sq_norms
-        p = sq_norms.shape[0]
-        self.beta = np.zeros(p)
-        self.screened = np.zeros(p, dtype=np.bool_)  # proven zero at the optimum
-        self.prio = np.zeros(p)
-        self._tree = None  # sum tree over prio, built when a schedule samples from it
-        self.norms = np.sqrt(sq_norms)
-        self.l1 = 0.0
-        self.nnz = 0  # non-zeros in beta, kept up to date: counting them costs a pass
-        # ||b||_1 after each aggregated round from version l1_base on: l1_at[v - l1_base]
-        # (tasks' versions never decrease, so older ones are dropped as they pass)
-        self.l1_at, self.l1_base = deque([0.0]), 0
-        self.done = 0  # rounds aggregated
-        self.updates = 0
-        self.primal = 0.5 * self.y_sq / n_samples
-        self.gap = np.inf
-        self.fulls = 0  # full rounds aggregated
-        self.objective_rises = 0
+        self._init(n_samples, sq_norms, lam, 0.5 * float(y_sq) / n_samples)
+        self.y_sq = float(y_sq)
+        self.screened = np.zeros(self.w.shape[0], dtype=np.bool_)  # proven 0 at the optimum
         self.block_cap = None  # working-set: the most coordinates of one Gram block
         self.pieces = 0  # block rounds that solved a piece of a working set cut to the cap
         self.late_rounds = 0  # block rounds dropped: a worker's Gram missed the deadline
 
-    def objective(self):
-        return self.primal
+    def full_task(self):
+        """A full round: x_j' r for every coordinate not yet screened out."""
+        if self.screened.any():
+            cols = np.flatnonzero(~self.screened | (self.w != 0))
+        else:
+            cols = None
+        return {"full": True, "cols": cols, "version": self.done}
+
+    def block_task(self, cols, step):
+        return {"cols": cols, "version": self.done, "step": step}
 
     def aggregate(self, round, task, partials):
         g = partials[0]["g"]  # the partials are this round's own copies: summed in place
@@ -78,17 +56,11 @@ class LassoAggregate(Aggregate):
             g += part["g"]
         rss = sum(part["rss"] for part in partials)
         version = task["version"]
-        while self.l1_base < version:
-            self.l1_at.popleft()
-            self.l1_base += 1
-        primal = 0.5 * rss / self.n + self.lam * self.l1_at[0]
-        if primal > self.primal * (1 + 1e-9) and version > 0:
-            self.objective_rises += 1
-        self.primal = primal
+        self._observe(self._primal_at(version, 0.5 * rss / self.n), version)
         self.done += 1
         if task.get("full"):
             if task["cols"] is not None:  # screened coordinates: x_j' r not computed
-                g_all = np.zeros(self.beta.shape[0])
+                g_all = np.zeros(self.w.shape[0])
                 g_all[task["cols"]] = g
                 g = g_all
             self._full(g, rss, sum(part["ry"] for part in partials), version)
@@ -96,31 +68,20 @@ class LassoAggregate(Aggregate):
             return None
         # (priority with parallel loading: the workers chose among the task's candidates)
         cols = partials[0].get("cols", task["cols"])
-        before = np.count_nonzero(self.beta[cols])
-        if task.get("gram"):
-            if all("G" in part or "Gi" in part for part in partials):
-                delta = self._exact(cols, g, partials, task.get("deadline"))
-            else:  # the time limit passed while the workers built the Gram: no update
-                self.late_rounds += 1
-                delta = np.zeros(cols.shape[0])
-            if task.get("piece"):
-                self.pieces += 1
-        else:
-            delta = np.empty(cols.shape[0])
-            self.l1 += K.soft_threshold_block(self.beta, cols, g, self.sq_norms, self.thresh,
-                                              task.get("step", 1.0), delta)
-            self.updates += cols.shape[0]
+        if not task.get("gram"):
+            sync = self._steps(cols, g, self.sq_norms[cols], task.get("step", 1.0))
+            self.l1_at.append(self.l1)
+            return sync
+        before = np.count_nonzero(self.w[cols])
+        if all("G" in part or "Gi" in part for part in partials):
+            delta = self._exact(cols, g, partials, task.get("deadline"))
+        else:  # the time limit passed while the workers built the Gram: no update
+            self.late_rounds += 1
+            delta = np.zeros(cols.shape[0])
+        if task.get("piece"):
+            self.pieces += 1
         self.l1_at.append(self.l1)
-        self.nnz += np.count_nonzero(self.beta[cols]) - before
-        if self._tree is not None:
-            K.tree_set(self._tree, cols, self.sq_norms[cols] * delta * delta)
-        if self.n_parts > 1:
-            self.last = (cols, self.sq_norms[cols] * delta * delta)
-        moved = delta != 0.0
-        return {"cols": cols[moved], "delta": delta[moved]}
-
-    def feedback(self, round, task, sync):
-        return split.news(self, task, self.n_parts)
+        return self._moved(cols, before, delta, self.sq_norms[cols])
 
     def _exact(self, cols, g, partials, deadline=None):
         """Solve the block's subproblem exactly (to a fraction of the current gap) from
@@ -136,45 +97,37 @@ class LassoAggregate(Aggregate):
                 if G is None:
                     G = np.zeros((cols.shape[0], cols.shape[0]))
                 G.reshape(-1)[part["Gi"]] += part["Gv"]
-        old = self.beta[cols]
+        old = self.w[cols]
         new = old.copy()
         # as skglm: solve to a fraction of the block's worst violation at the last full
         # round, so each block round makes real progress but none is wasted
         tol = max(0.3 * np.sqrt(self.prio[cols].max()), 1e-14 * np.sqrt(self.y_sq))
         passes = self._solve(G, g, new, tol, MAX_PASSES, deadline)
-        self.beta[cols] = new
+        self.w[cols] = new
         self.l1 += np.abs(new).sum() - np.abs(old).sum()
         self.updates += passes * cols.shape[0]
         return new - old
 
     def _solve(self, G, q, b, tol, max_passes, deadline=None):
-        """:func:`kernels.gram_cd` in pieces of about SOLVE_OPS multiply-adds, looking at
-        the clock between them: past ``deadline`` (``time.time()``, the task's: the run's
-        time limit) it returns the iterate it has (each
-        pass lowers the objective, so that is still progress). Without a deadline, one
-        piece. Same arithmetic either way."""
+        """:func:`strads.apps.glm.kernels.gram_cd` in pieces of about SOLVE_OPS
+        multiply-adds, looking at the clock between them: past ``deadline``
+        (``time.time()``, the task's: the run's time limit) it returns the iterate it has
+        (each pass lowers the objective, so that is still progress). Without a deadline,
+        one piece. Same arithmetic either way."""
         m = b.shape[0]
-        c = K.gram_c(G, q, b)
+        c = GK.gram_c(G, q, b)
         hist = np.empty((6, m))
         state = np.zeros(1, dtype=np.int64)
         per_call = max_passes if deadline is None else \
             int(max(1, min(max_passes, SOLVE_OPS // max(m * m, 1))))
         passes = 0
         while passes < max_passes:
-            k, converged = K.gram_cd_passes(G, q, b, c, self.thresh, tol,
-                                            min(per_call, max_passes - passes), hist, state)
+            k, converged = GK.cd_dense(G, q, b, c, self.thresh, tol,
+                                       min(per_call, max_passes - passes), hist, state, True)
             passes += k
             if converged or (deadline is not None and time.time() >= deadline):
                 break
         return passes
-
-    def full_task(self):
-        """A full round: x_j' r for every coordinate not yet screened out."""
-        if self.screened.any():
-            cols = np.flatnonzero(~self.screened | (self.beta != 0))
-        else:
-            cols = None
-        return {"full": True, "cols": cols, "version": self.done}
 
     def _full(self, g, rss, ry, version):
         """Duality gap at this version, gap-safe screening, and every coordinate's
@@ -186,29 +139,16 @@ class LassoAggregate(Aggregate):
         # Gap Safe rule (Fercoq et al. 2015): b*_j = 0 if |x_j' theta| + |x_j| R < 1, with
         # R = sqrt(2 n gap) / (n lambda) the radius of a ball that holds the dual optimum.
         radius = np.sqrt(2 * self.n * self.gap) / self.thresh
-        K.full_pass(self.beta, g, self.sq_norms, self.norms, self.thresh, scale, radius,
-                    self.screened, self.prio)
+        GK.priorities(self.w, g, self.sq_norms, self.thresh, self.prio)
+        K.gap_safe(self.w, g, self.norms, scale, radius, self.screened, self.prio)
         self.fulls += 1
         self._tree = None
-
-    @property
-    def tree(self):
-        if self._tree is None:
-            self._tree = K.tree_build(self.prio)
-        return self._tree
 
     def converged(self, tol):
         return tol > 0 and self.gap <= tol * self.primal
 
-    def trace(self):
-        return {"duality_gap": self.gap, "nnz_coef": self.nnz}
-
     def finish(self, collected):
-        coef = self.beta.copy()
-        if self.kept is not None:  # the empty columns, left out of the solve, are 0
-            coef = np.zeros(self.n_features)
-            coef[self.kept] = self.beta
-        return {"coef": coef, "lambda": np.float64(self.lam)}
+        return {"coef": self.coef(), "lambda": np.float64(self.lam)}
 
     def summary(self):
         empty = 0 if self.kept is None else self.n_features - self.kept.shape[0]

@@ -1,41 +1,24 @@
-"""Lasso worker: its rows of X (column-major), its y and its residual r = y - X b."""
+"""Lasso worker: its rows of X (column-major), its y and its residual r = y - X b; the
+block's Gram matrix for the working set's exact solves; rows moved by rebalancing."""
 import time
 
 import numpy as np
 import scipy.sparse as sp
 
-from ...engine import Update
+from ..glm import kernels as GK
+from ..glm.update import GLMUpdate
 from . import kernels as K
 from . import loading
 
 
-class LassoUpdate(Update):
-    checkpoint_skip = ("facts", "norms")  # (__init__ makes them again)
+class LassoUpdate(GLMUpdate):
+    loading = loading
 
     def __init__(self, shard):
-        """``shard``: this worker's rows (``csc`` or ``X``, and ``y``), or a file's
-        description (``file``), whose part this worker reads (:mod:`.loading`)."""
-        self.facts = self.norms = None
-        if "file" in shard:
-            shard = loading.read_part(self.peers, shard)
-            self.facts = shard["facts"]
-            self.norms = np.sqrt(shard["sq_norms"])  # (priority's filter, on the workers)
-        elif "sq_norms" in shard:  # (--schedulers: the filter runs on the workers)
-            self.norms = np.sqrt(shard["sq_norms"])
-        self.y = shard["y"]
-        self.sparse = "csc" in shard
-        if self.sparse:
-            self.X = shard["csc"]
-            self.n_rows, self.n_features = shard["n_rows"], self.X[0].shape[0] - 1
-        else:
-            self.X = (np.asfortranarray(shard["X"]),)
-            self.n_rows, self.n_features = self.X[0].shape
+        super().__init__(shard)
         self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
         self.r = self.y.copy()
         self.rss = float(self.r @ self.r)
-
-    def report(self):
-        return self.facts
 
     # -- rebalancing: rows (samples) handed to a neighbour (engine.Update.give/take) --
     @property
@@ -79,28 +62,27 @@ class LassoUpdate(Update):
 
     @classmethod
     def warmup(cls):
+        super().warmup()
         r, cols, d = np.zeros(2), np.zeros(1, np.int64), np.zeros(1)
         # scipy's usual index dtype; others (int64 beyond 2^31 non-zeros) compile on use
         csc = (np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1))
-        for fn, X in ((K.grad_sparse, csc), (K.grad_dense, (np.ones((2, 1), order="F"),))):
+        for fn, X in ((GK.grad_sparse, csc), (GK.grad_dense, (np.ones((2, 1), order="F"),))):
             fn(*X, r, cols, d)
         K.step_sparse(*csc, r, cols, d)
-        K.gram_sparse(*csc, cols, 2)
-        rows = K.gram_sparse_rows(*csc, cols, 2)
-        K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2)
+        rows = GK.gram_sparse_rows(*csc, cols, 2)
+        GK.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS)
         k = np.diff(rows[0]).astype(np.float64)
         K.gram_sparse_col_costs(csc[0], csc[1], cols, k)
-        K.gram_sparse_cols(*csc, cols, *rows, 0, 1, np.zeros(1), np.full(1, -1), cols.copy(),
-                           np.zeros(1, np.int64), np.zeros(1), 0)
+        GK.gram_cols(*csc, cols, *rows, NO_WEIGHTS, 0, 1, np.zeros(1), np.full(1, -1),
+                     np.zeros(1, np.int64), np.zeros(1), np.zeros(2, np.int64), 0)
         K.step_dense(np.ones((2, 1), order="F"), r, cols, d)
-        K.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1)
 
     def apply(self, sync):
         step = K.step_sparse if self.sparse else K.step_dense
         self.rss += step(*self.X, self.r, sync["cols"], sync["delta"])
 
     def update(self, task):
-        grad = K.grad_sparse if self.sparse else K.grad_dense
+        grad = GK.grad_sparse if self.sparse else GK.grad_dense
         if task.get("full"):
             cols = task["cols"] if task["cols"] is not None else np.arange(self.n_features)
             g = np.empty(cols.shape[0])
@@ -110,14 +92,7 @@ class LassoUpdate(Update):
         cols = task["cols"]
         chosen = None
         if task.get("select"):  # the dependency filter over the candidates ``cols``
-            rho, b = task["select"]
-            if self.sparse:
-                G = K.gram_sparse(*self.X, cols, self.n_rows)
-            else:
-                Xc = self.X[0][:, cols]
-                G = Xc.T @ Xc
-            G = self.peers.allreduce(G)  # identical on every worker: the same choice
-            cols = chosen = np.sort(cols[K.select_gram(G, self.norms[cols], rho, b)])
+            cols = chosen = self._select(cols, *task["select"])
         g = np.empty(cols.shape[0])
         grad(*self.X, self.r, cols, g)
         if chosen is not None:
@@ -141,7 +116,7 @@ class LassoUpdate(Update):
         m = cols.shape[0]
         late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
         if self.sparse:
-            rows = K.gram_sparse_rows(*self.X, cols, self.n_rows)
+            rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
             k = np.diff(rows[0]).astype(np.float64)
             if 16 * float(k @ k) < 4.0 * m * m:  # (sum k_i^2 bounds the non-zeros)
                 return self._gram_sparse_compact(cols, rows, k, late)
@@ -163,28 +138,29 @@ class LassoUpdate(Update):
         gathered a few at a time, never the whole block at once if it is large."""
         late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
         if self.sparse:
-            rows = K.gram_sparse_rows(*self.X, cols, self.n_rows)
+            rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
             return self._gram_sparse_dense(cols, rows, np.diff(rows[0]).astype(float), late)
         return self._gram_dense(cols, late)
 
     def _gram_sparse_compact(self, cols, rows, k, late):
         m = cols.shape[0]
         n_max = int(k @ k)
-        out_idx, out_val = np.empty(n_max, np.int64), np.empty(n_max)
-        acc, touched = np.empty(m), np.empty(m, np.int64)
-        mark = np.full(m, -1, np.int64)
+        idx, vals, ptr = np.empty(n_max, np.int64), np.empty(n_max), np.zeros(m + 1, np.int64)
+        acc, mark = np.empty(m), np.full(m, -1, np.int64)
         cost = K.gram_sparse_col_costs(self.X[0], self.X[1], cols, k)
         cum = np.concatenate([[0.0], np.cumsum(cost + 1.0)])  # work before each column
         n_out, start = 0, 0
         while start < m:
             stop = int(np.searchsorted(cum, cum[start] + PIECE_OPS, side="right")) - 1
             stop = min(max(stop, start + 1), m)
-            n_out = K.gram_sparse_cols(*self.X, cols, *rows, start, stop, acc, mark,
-                                       touched, out_idx, out_val, n_out)
+            n_out = GK.gram_cols(*self.X, cols, *rows, NO_WEIGHTS, start, stop, acc, mark,
+                                 idx, vals, ptr, n_out)
             start = stop
             if start < m and late():
                 return None
-        return {"Gi": out_idx[:n_out], "Gv": out_val[:n_out]}
+        # flat indices a m + b of the entries, row a's at ptr[a]:ptr[a + 1]
+        flat = np.repeat(np.arange(m, dtype=np.int64) * m, np.diff(ptr)) + idx[:n_out]
+        return {"Gi": flat, "Gv": vals[:n_out]}
 
     def _gram_sparse_dense(self, cols, rows, k, late):
         m = cols.shape[0]
@@ -194,7 +170,7 @@ class LassoUpdate(Update):
         while start < self.n_rows:
             stop = int(np.searchsorted(cum, cum[start] + PIECE_OPS, side="right")) - 1
             stop = min(max(stop, start + 1), self.n_rows)
-            K.gram_sparse_add(*rows, G, start, stop)
+            GK.gram_sparse_add(*rows, G, start, stop, NO_WEIGHTS)
             start = stop
             if start < self.n_rows and late():
                 return None
@@ -234,6 +210,7 @@ class LassoUpdate(Update):
         return G
 
 
+NO_WEIGHTS = np.empty(0)  # (gram_cols, gram_sparse_add: X_B' X_B)
 # a piece of a worker's Gram matrix between two looks at the clock (multiply-adds), and
 # the most memory its gathered dense columns may take
 PIECE_OPS = 50_000_000

@@ -17,12 +17,13 @@ objective the run stops, and that round's update, and any later one, is dropped:
 model is the one the gap certifies.
 """
 import math
-from collections import deque
 
 import numpy as np
 import scipy.sparse as sp
 
-from ...engine import Aggregate
+from ..glm import kernels as GK
+from ..glm.aggregate import GLMAggregate
+from ..glm.schedule import working_set
 from . import kernels as K
 
 EPS_TOL = 0.3  # a working set is solved to 0.3 of the worst violation (as skglm)
@@ -33,58 +34,31 @@ MAX_CD = 10_000  # coordinate-descent passes of one subproblem, at most
 MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
 
 
-class LogRegAggregate(Aggregate):
-    kept = None  # the columns solved, when X's empty columns were left out (--data)
-    n_features = None  # X's columns, empty ones too
+class LogRegAggregate(GLMAggregate):
     # setup() (or begin(), from the workers' reports) sets them again
-    checkpoint_skip = ("tol", "block_cap", "min_size", "reuse", "kept", "n_features",
-                       "_pending")
-    _pending = None  # __init__'s arguments but n and the norms, until begin() completes it
+    checkpoint_skip = GLMAggregate.checkpoint_skip + ("tol", "block_cap", "min_size",
+                                                      "reuse")
 
-    @classmethod
-    def later(cls, lam, lambda_ratio, tol, min_size=32, block_cap=None, reuse=True):
-        """An aggregate completed in :meth:`begin` from worker 0's report (parallel
-        loading: the scheduler never holds X): n, the column norms, q0 = X'y (lambda_max,
-        when ``lam`` is None), the two labels, the kept columns and the number of
-        features."""
-        agg = cls.__new__(cls)
-        agg._pending = (lam, lambda_ratio, tol, min_size, block_cap, reuse)
-        return agg
+    @staticmethod
+    def lambda_for(ratio, xty, n):
+        """``ratio`` of lambda_max = ||X'y||_inf / (2n), y in {-1, +1}."""
+        return ratio * float(np.abs(xty).max()) / (2 * n)
 
-    def begin(self, reports):
-        if self._pending is None:
-            return
-        lam, ratio, tol, min_size, block_cap, reuse = self._pending
-        f = reports[0]
+    def complete(self, f, lam, lambda_ratio, tol, min_size=32, block_cap=None,
+                 reuse=True):
+        """:meth:`later`'s set-up from worker 0's report: n, the column norms, q0 = X'y
+        (lambda_max, when ``lam`` is None), the two labels."""
         n = f["n"]
-        if lam is None:  # lambda_max = ||X'y||_inf / (2n)
-            lam = ratio * float(np.abs(f["q0"]).max()) / (2 * n)
+        if lam is None:
+            lam = self.lambda_for(lambda_ratio, f["q0"], n)
         self.__init__(n, f["sq_norms"], lam, tol, min_size=min_size, block_cap=block_cap,
                       reuse=reuse)
         self.classes = f["classes"]
-        self.kept, self.n_features = f["kept"], f["n_features"]
 
     def __init__(self, n_samples, sq_norms, lam, tol, min_size=32, block_cap=None,
                  reuse=True):
-        self.n, self.lam = n_samples, float(lam)
-        self.thresh = n_samples * self.lam
-        self.sq_norms = sq_norms
-        self.norms = np.sqrt(sq_norms)
-        p = sq_norms.shape[0]
-        self.p = p
-        self.w = np.zeros(p)
-        self.prio = np.zeros(p)
-        self._tree = None
-        self.l1 = 0.0
-        self.nnz = 0
-        # ||w||_1 after each aggregated round from version l1_base on (Jacobi objective)
-        self.l1_at, self.l1_base = deque([0.0]), 0
-        self.done = 0
-        self.updates = 0
-        self.primal = math.log(2.0)  # at w = 0
-        self.gap = math.inf
-        self.fulls = 0
-        self.objective_rises = 0
+        self._init(n_samples, sq_norms, lam, math.log(2.0))  # (at w = 0)
+        self.p = self.w.shape[0]
         self.tol = float(tol)
         self.stopped = False  # the gap certified the model: later updates are dropped
         # the dual scale of the last full round (round dual_round, objective dual_primal),
@@ -117,9 +91,6 @@ class LogRegAggregate(Aggregate):
         self.stalls = 0  # full rounds in a row with no decrease
         self.exhausted = False  # nothing more to gain: the schedule ends the run
 
-    def objective(self):
-        return self.primal
-
     def converged(self, tol):
         self.tol = float(tol)
         return self.stopped
@@ -134,6 +105,13 @@ class LogRegAggregate(Aggregate):
         self._next, self.plans = task, self.plans + 1
 
     # -- rounds --------------------------------------------------------------------------
+    def full_task(self):
+        """A Jacobi schedule's full round: q and the diagonal Hessian sums h."""
+        return {"kind": "full", "hess": True, "version": self.done}
+
+    def block_task(self, cols, step):
+        return {"kind": "block", "cols": cols, "version": self.done, "step": step}
+
     def aggregate(self, round, task, partials):
         self.done += 1
         if self.stopped:
@@ -162,19 +140,12 @@ class LogRegAggregate(Aggregate):
         self.l1_at.append(self.l1)
         return sync
 
-    def _primal_at(self, version, loss):
-        while self.l1_base < version:
-            self.l1_at.popleft()
-            self.l1_base += 1
-        return loss / self.n + self.lam * self.l1_at[0]
-
     def _full(self, round, task, partials):
         q = _sum(partials, "q")
         loss = sum(p["loss"] for p in partials)
-        primal = self._primal_at(task["version"], loss)
+        primal = self._primal_at(task["version"], loss / self.n)
         if task.get("hess"):  # Jacobi: rises are counted, as for its block rounds
-            if primal > self.primal * (1 + 1e-9) and task["version"] > 0:
-                self.objective_rises += 1
+            self._observe(primal, task["version"])
         self.primal = primal
         self.fulls += 1
         viol = np.empty(self.p)
@@ -185,7 +156,7 @@ class LogRegAggregate(Aggregate):
         self.dual_c = min(1.0, self.thresh / top) if top > 0 else 1.0
         self.dual_primal, self.dual_round, self.duals = primal, round, self.duals + 1
         if task.get("hess"):
-            K.full_priorities(self.w, q, _sum(partials, "h"), self.thresh, self.prio)
+            GK.priorities(self.w, q, _sum(partials, "h"), self.thresh, self.prio)
             self._tree = None
             return None
         # working set: an outer iteration that lowered nothing (rounding: the gap cannot
@@ -221,17 +192,10 @@ class LogRegAggregate(Aggregate):
                 self.reused += 1
                 return self._direction(self.ws, q[self.ws])
         nonzero = self.w != 0
-        n_nz = int(np.count_nonzero(nonzero))
-        size = min(max(self.min_size, 2 * n_nz), self.p)
+        size = min(max(self.min_size, 2 * int(np.count_nonzero(nonzero))), self.p)
         if self.block_cap:
             size = min(size, self.block_cap)
-        pool = np.flatnonzero(nonzero | (viol > 0))
-        if pool.shape[0] > size:
-            score = viol[pool]
-            if n_nz <= size:
-                score[nonzero[pool]] = np.inf
-            keep = np.argpartition(-score, size - 1)[:size]
-            pool = pool[keep]
+        pool, _ = working_set(nonzero, viol, size)
         self.ws = np.sort(pool)
         self.tol_in = EPS_TOL * worst
         self.ws_steps = 0
@@ -325,7 +289,7 @@ class LogRegAggregate(Aggregate):
         elif form == "csr":
             self.cd_passes += K.cd_csr(*G[1:], qq, b, self.thresh, tol, MAX_CD)
         else:
-            self.cd_passes += K.cd_dense(G, qq, b, self.thresh, tol, MAX_CD)
+            self.cd_passes += GK.gram_cd(G, qq, b, self.thresh, tol, MAX_CD, False)
         d = b - b0
         # predicted decrease, times n: -q'd + n lambda (|b|_1 - |b0|_1)
         delta = K.predicted_decrease(q, b0, b, self.thresh)
@@ -394,43 +358,17 @@ class LogRegAggregate(Aggregate):
     # -- Jacobi schedules ------------------------------------------------------------------
     def _jacobi(self, task, partials):
         cols = partials[0].get("cols", task["cols"])  # (the workers' filter chose them)
-        q = _sum(partials, "q")
-        h = _sum(partials, "h")
         loss = sum(p["loss"] for p in partials)
-        primal = self._primal_at(task["version"], loss)
-        if primal > self.primal * (1 + 1e-9) and task["version"] > 0:
-            self.objective_rises += 1
-        self.primal = primal
-        before = np.count_nonzero(self.w[cols])
-        delta = np.empty(cols.shape[0])
-        self.l1 += K.newton_steps(self.w, cols, q, h, self.thresh, task.get("step", 1.0),
-                                  delta)
-        self.nnz += np.count_nonzero(self.w[cols]) - before
-        self.updates += cols.shape[0]
-        if self._tree is not None:
-            K.tree_set(self._tree, cols, h * delta * delta)
-        moved = delta != 0.0
-        return {"cols": cols[moved], "delta": delta[moved]}
-
-    @property
-    def tree(self):
-        if self._tree is None:
-            self._tree = K.tree_build(self.prio)
-        return self._tree
+        self._observe(self._primal_at(task["version"], loss / self.n), task["version"])
+        return self._steps(cols, _sum(partials, "q"), _sum(partials, "h"),
+                           task.get("step", 1.0))
 
     # -- outputs ---------------------------------------------------------------------------
-    def trace(self):
-        return {"duality_gap": self.gap, "nnz_coef": self.nnz}
-
     def finish(self, collected):
         # the objective at the final model, from the workers' exact losses
         loss = sum(float(c["loss"]) for c in collected)
         self.primal = loss / self.n + self.lam * float(np.abs(self.w).sum())
-        coef = self.w.copy()
-        if self.kept is not None:  # the empty columns, left out of the solve, are 0
-            coef = np.zeros(self.n_features)
-            coef[self.kept] = self.w
-        model = {"coef": coef, "lambda": np.float64(self.lam)}
+        model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
         if self.classes is not None:
             model["classes"] = np.asarray(self.classes)
         return model
@@ -486,20 +424,26 @@ def _restrict(G, cols, new):
     return G[np.ix_(pos, pos)]
 
 
+def _stack(partials, m, kp, ki, kv):
+    """The workers' CSR (or CSC) parts, keys ``kp`` (pointers), ``ki`` (indices), ``kv``
+    (values), one after the other: (their pointers (W, m + 1) into the concatenated
+    indices and values, those indices, those values)."""
+    ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
+    base = 0
+    for w, p in enumerate(partials):
+        ptrs[w] = p[kp] + base
+        base += p[ki].shape[0]
+    return (ptrs, np.concatenate([p[ki] for p in partials]),
+            np.concatenate([p[kv] for p in partials]))
+
+
 def _factor(partials, m):
     """The workers' factors D^1/2 X_B stacked in worker order (rows offset by the rows
     of the workers before)."""
-    ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
-    offsets = np.empty(len(partials), dtype=np.int64)
-    base = rows = 0
-    for w, p in enumerate(partials):
-        ptrs[w] = p["Fp"] + base
-        base += p["Fi"].shape[0]
-        offsets[w] = rows
-        rows += int(p["Fn"])
-    idx = np.concatenate([p["Fi"] for p in partials])
-    val = np.concatenate([p["Fv"] for p in partials])
-    return ("factor", *K.factor_stack(ptrs, idx, val, offsets), rows)
+    n_rows = np.array([int(p["Fn"]) for p in partials], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(n_rows)[:-1]]).astype(np.int64)
+    stacked = K.factor_stack(*_stack(partials, m, "Fp", "Fi", "Fv"), offsets)
+    return ("factor", *stacked, int(n_rows.sum()))
 
 
 def _gram(partials, m):
@@ -508,17 +452,7 @@ def _gram(partials, m):
     if all("Fp" in p for p in partials):
         return _factor(partials, m)
     if all("Gp" in p for p in partials):
-        if len(partials) == 1:
-            p = partials[0]
-            return ("csr", p["Gp"], p["Gi"], p["Gv"], K.csr_diag(p["Gp"], p["Gi"], p["Gv"]))
-        ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
-        base = 0
-        for w, p in enumerate(partials):
-            ptrs[w] = p["Gp"] + base
-            base += p["Gi"].shape[0]
-        idx = np.concatenate([p["Gi"] for p in partials])
-        val = np.concatenate([p["Gv"] for p in partials])
-        return ("csr", *K.csr_merge(ptrs, idx, val, m))
+        return ("csr", *K.csr_merge(*_stack(partials, m, "Gp", "Gi", "Gv"), m))
     G = None
     for p in partials:
         if "G" in p:

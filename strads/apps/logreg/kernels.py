@@ -1,35 +1,20 @@
-"""Sparse logistic regression kernels: free numba functions over plain arrays, compiled
-once and cached on disk.
+"""The logistic loss's kernels (its datafit's; the shared ones, and the layouts:
+:mod:`strads.apps.glm.kernels`). Worker side: the per-sample quantities at the margins
+m = X w, gradients and diagonal Hessians, the block's weighted Gram X_B' D X_B (dense,
+CSR or factored), margin updates, a line search's loss changes, the dual's entropy.
+Scheduler side: the optimality conditions' violations, the line search's terms, and
+coordinate descent on the prox-Newton subproblem from a CSR or factored Gram.
 
-Worker side: the per-sample quantities at the margins m = X w (loss, y * sigmoid,
-Hessian weights), partial gradients and diagonal Hessians over the worker's rows, the
-block's weighted Gram matrix X_B' D X_B, margin updates, the loss change at trial steps
-of a line search, and the entropy sum of the dual. Scheduler side: coordinate descent on
-the prox-Newton subproblem from a dense or CSR Gram matrix; the sum tree for priority
-sampling and the greedy correlation filter are the Lasso app's.
-
-Notation, per sample i: z_i = y_i m_i (y in {-1, +1}); loss l(z) = log(1 + exp(-z));
-s_i = sigmoid(-z_i) = -l'(z_i); Hessian weight s_i (1 - s_i); the gradient of
-(1/n) sum_i l(z_i) is -(1/n) X' (y * s), and the workers return q = X' (y * s), the
-negative gradient summed (not divided by n) over their rows.
-
-Sparse matrices are CSC triplets (indptr, indices, data) with sorted indices; dense ones
-Fortran-ordered 2-D arrays. The sparse loops index with unsigned integers: numba checks
-every signed index for wrap-around (a[-1]), and in these gathers that branch costs time.
+Per sample i: z_i = y_i m_i (y in {-1, +1}); loss l(z) = log(1 + exp(-z)); s_i =
+sigmoid(-z_i) = -l'(z_i); Hessian weight s_i (1 - s_i); the workers return q = X'(y s),
+the negative gradient summed (not divided by n) over their rows.
 """
 import numpy as np
 from numba import njit
 
-# the same as the Lasso's: the sum tree of priorities, the dependency filter, squared
-# norms and x_j' r of sparse columns
-from ..lasso.kernels import (csc_sq_norms, grad_sparse, select_dense,  # noqa: F401
-                             select_sparse, tree_build, tree_sample_distinct, tree_set)
-# the block's entries regrouped by row, (row_ptr, owner, val), as the Lasso's sparse Gram
-from ..lasso.kernels import gram_sparse_rows as block_rows  # noqa: F401
-from ..lasso.kernels import _minimiser as _soft  # soft-thresholding  # noqa: F401
+from ..glm.kernels import _opts, _u, anderson, cd_move, gram_cols
+from ..glm.kernels import csc_sq_norms  # noqa: F401 (loading.py's, until it moves)
 
-_opts = dict(cache=True, nogil=True, fastmath=False)
-_u = np.uint64
 #: -l'(z) steps beyond this use the plain difference of losses, not log1p(s expm1(.))
 _EXP_MAX = 700.0
 
@@ -242,28 +227,10 @@ def step_sparse(indptr, indices, data, y, m, r, wts, ell, cols, delta, mark, tou
 
 
 @njit(**_opts)
-def wgram_rows_dense(row_ptr, owner, val, wts, m):
-    """Dense X_B' D X_B from the block's rows (cost: sum over rows of their block
-    entries squared)."""
-    G = np.zeros((m, m))
-    for i in range(row_ptr.shape[0] - 1):
-        w = wts[i]
-        if w == 0.0:
-            continue
-        for a in range(row_ptr[i], row_ptr[i + 1]):
-            ka = owner[a]
-            va = w * val[a]
-            for b in range(row_ptr[i], row_ptr[i + 1]):
-                G[ka, owner[b]] += va * val[b]
-    return G
-
-
-@njit(**_opts)
 def wgram_csr(indptr, indices, data, cols, row_ptr, owner, val, wts):
     """X_B' D X_B as CSR ``(ptr, idx, vals)`` (each row's column indices in the order
-    its entries were first met, not sorted), without the dense matrix: row a sums, over
-    the rows of block column a, the block entries of that row (G[a, b] and G[b, a]: the
-    same terms in the same row order, equal up to the rounding of each product)."""
+    its entries were first met, not sorted): :func:`strads.apps.glm.kernels.gram_cols`
+    over every row of the block."""
     m = cols.shape[0]
     cap = 0
     for a in range(m):
@@ -274,26 +241,8 @@ def wgram_csr(indptr, indices, data, cols, row_ptr, owner, val, wts):
     ptr = np.zeros(m + 1, dtype=np.int64)
     idx = np.empty(cap, dtype=np.int64)
     vals = np.empty(cap)
-    acc = np.zeros(m)
-    mark = np.full(m, -1, dtype=np.int64)
-    n_out = 0
-    for a in range(m):
-        j = cols[a]
-        start = n_out
-        for q in range(indptr[j], indptr[j + 1]):
-            i = indices[q]
-            v = data[q] * wts[i]
-            for e in range(row_ptr[i], row_ptr[i + 1]):
-                b = owner[e]
-                if mark[b] != a:
-                    mark[b] = a
-                    acc[b] = 0.0
-                    idx[n_out] = b
-                    n_out += 1
-                acc[b] += v * val[e]
-        for t in range(start, n_out):
-            vals[t] = acc[idx[t]]
-        ptr[a + 1] = n_out
+    n_out = gram_cols(indptr, indices, data, cols, row_ptr, owner, val, wts, 0, m,
+                      np.zeros(m), np.full(m, -1, dtype=np.int64), idx, vals, ptr, 0)
     return ptr, idx[:n_out].copy(), vals[:n_out].copy()
 
 
@@ -332,17 +281,6 @@ def csr_merge(ptrs, idx, val, m):
                 diag[a] = acc[b]
         out_ptr[a + 1] = n_out
     return out_ptr, out_idx[:n_out], out_val[:n_out], diag
-
-
-@njit(**_opts)
-def csr_diag(ptr, idx, val):
-    m = ptr.shape[0] - 1
-    diag = np.zeros(m)
-    for a in range(m):
-        for e in range(ptr[a], ptr[a + 1]):
-            if idx[e] == a:
-                diag[a] += val[e]
-    return diag
 
 
 @njit(**_opts)
@@ -421,51 +359,7 @@ def factor_stack(ptrs, rows, vals, offsets):
     return out_ptr, out_rows, out_vals, h
 
 
-@njit(**_opts)
-def wgram_nnz_bound(row_ptr):
-    """sum over rows of (block entries)^2: bounds the Gram's non-zeros and its cost."""
-    s = 0
-    for i in range(row_ptr.shape[0] - 1):
-        k = row_ptr[i + 1] - row_ptr[i]
-        s += k * k
-    return s
-
-
 # -- the prox-Newton subproblem on the scheduler -------------------------------------------
-
-
-@njit(**_opts)
-def newton_steps(w, cols, q, h, thresh, step, delta):
-    """One Newton step per coordinate of the block, all from the same point (Jacobi):
-    w_j <- w_j + step (S(h_j w_j + q_j, thresh) / h_j - w_j), h_j the diagonal Hessian
-    and q_j the negative gradient (both summed, not divided by n), thresh = n lambda.
-    ``delta`` gets the changes; returns the l1 change."""
-    d_l1 = 0.0
-    for k in range(cols.shape[0]):
-        j = cols[k]
-        old = w[j]
-        hj = h[k]
-        if hj <= 0.0:
-            delta[k] = 0.0
-            continue
-        new = _soft(q[k] + hj * old, hj, thresh)
-        new = old + step * (new - old)
-        delta[k] = new - old
-        w[j] = new
-        d_l1 += abs(new) - abs(old)
-    return d_l1
-
-
-@njit(**_opts)
-def full_priorities(w, q, h, thresh, prio):
-    """After a full round: each coordinate's priority h_j d_j^2, d_j its Newton step."""
-    for j in range(w.shape[0]):
-        hj = h[j]
-        if hj <= 0.0:
-            prio[j] = 0.0
-            continue
-        d = _soft(q[j] + hj * w[j], hj, thresh) - w[j]
-        prio[j] = hj * d * d
 
 
 @njit(**_opts)
@@ -507,20 +401,6 @@ def predicted_decrease(q, b0, b, thresh):
 
 
 @njit(**_opts)
-def _quad_dense(G, c, b, thresh):
-    # 1/2 b'Gb - c'b + thresh |b|_1
-    s = 0.0
-    m = b.shape[0]
-    for j in range(m):
-        if b[j] != 0.0:
-            t = 0.0
-            for k in range(m):
-                t += G[j, k] * b[k]
-            s += b[j] * (0.5 * t - c[j]) + thresh * abs(b[j])
-    return s
-
-
-@njit(**_opts)
 def _quad_csr(ptr, idx, val, c, b, thresh):
     s = 0.0
     for j in range(b.shape[0]):
@@ -533,69 +413,9 @@ def _quad_csr(ptr, idx, val, c, b, thresh):
 
 
 @njit(**_opts)
-def _anderson(hist):
-    """Anderson extrapolation of the last K + 1 iterates (rows of hist), or an empty
-    array if the linear system is degenerate."""
-    K = hist.shape[0] - 1
-    U = hist[1:] - hist[:-1]
-    C = U @ U.T
-    C += (1e-12 * np.trace(C) + 1e-300) * np.eye(K)
-    z = np.linalg.solve(C, np.ones(K))
-    if not np.all(np.isfinite(z)) or z.sum() == 0.0:
-        return np.empty(0)
-    z /= z.sum()
-    return z @ hist[1:]
-
-
-@njit(**_opts)
-def cd_dense(G, q, b, thresh, tol, max_passes):
-    """Cyclic coordinate descent on the block subproblem
-        min_b 1/2 (b - b0)' G (b - b0) - q'(b - b0) + thresh |b|_1
-    (the quadratic model of the loss at b0 = b on entry, G = X_B' D X_B, q = X_B'(y s),
-    both summed over the rows), i.e. 1/2 b'Gb - c'b + thresh |b|_1 with c = q + G b0;
-    q is kept equal to c - G b. Every 6 passes, Anderson extrapolation of the last
-    iterates (as skglm), kept only if it lowers the subproblem's objective. Stops after a
-    pass in which no coordinate's gradient moved by more than ``tol`` (|d_j| G_jj).
-    Returns passes."""
-    m = b.shape[0]
-    c = q.copy()
-    for j in range(m):
-        if b[j] != 0.0:
-            for k in range(m):
-                c[k] += G[j, k] * b[j]
-    hist = np.empty((6, m))
-    n_hist = 0
-    for it in range(max_passes):
-        worst = 0.0
-        for j in range(m):
-            gjj = G[j, j]
-            if gjj <= 0.0:
-                continue
-            old = b[j]
-            new = _soft(q[j] + gjj * old, gjj, thresh)
-            d = new - old
-            if d != 0.0:
-                b[j] = new
-                for k in range(m):  # q -= G[:, j] d, read along row j (G is symmetric)
-                    q[k] -= G[j, k] * d
-                worst = max(worst, abs(d) * gjj)
-        if worst <= tol:
-            return it + 1
-        hist[n_hist] = b
-        n_hist += 1
-        if n_hist == 6:
-            n_hist = 0
-            acc = _anderson(hist)
-            if acc.shape[0] and (_quad_dense(G, c, acc, thresh)
-                                 < _quad_dense(G, c, b, thresh)):
-                b[:] = acc
-                q[:] = c - G @ b
-    return max_passes
-
-
-@njit(**_opts)
 def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
-    """:func:`cd_dense` with G in CSR form (symmetric; ``diag`` its diagonal)."""
+    """:func:`strads.apps.glm.kernels.cd_dense` (``root`` False) with G in CSR form
+    (symmetric; ``diag`` its diagonal)."""
     m = b.shape[0]
     c = q.copy()
     for j in range(m):
@@ -608,31 +428,22 @@ def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
         worst = 0.0
         for j in range(m):
             gjj = diag[j]
-            if gjj <= 0.0:
-                continue
-            old = b[j]
-            new = _soft(q[j] + gjj * old, gjj, thresh)
-            d = new - old
+            d = 0.0 if gjj <= 0.0 else cd_move(b, j, q[j], gjj, thresh)
             if d != 0.0:
-                b[j] = new
                 for e in range(ptr[j], ptr[j + 1]):
                     q[idx[e]] -= val[e] * d
                 worst = max(worst, abs(d) * gjj)
         if worst <= tol:
             return it + 1
-        hist[n_hist] = b
-        n_hist += 1
-        if n_hist == 6:
-            n_hist = 0
-            acc = _anderson(hist)
-            if acc.shape[0] and (_quad_csr(ptr, idx, val, c, acc, thresh)
-                                 < _quad_csr(ptr, idx, val, c, b, thresh)):
-                b[:] = acc
-                for j in range(m):
-                    t = c[j]
-                    for e in range(ptr[j], ptr[j + 1]):
-                        t -= val[e] * b[idx[e]]
-                    q[j] = t
+        n_hist, acc = anderson(hist, n_hist, b)
+        if acc.shape[0] and (_quad_csr(ptr, idx, val, c, acc, thresh)
+                             < _quad_csr(ptr, idx, val, c, b, thresh)):
+            b[:] = acc
+            for j in range(m):
+                t = c[j]
+                for e in range(ptr[j], ptr[j + 1]):
+                    t -= val[e] * b[idx[e]]
+                q[j] = t
     return max_passes
 
 
@@ -656,7 +467,7 @@ def _quad_factor(ptr, rows, vals, q, b0, b, thresh, u):
 
 @njit(**_opts)
 def cd_factor(ptr, rows, vals, h, n_rows, q, b, thresh, tol, max_passes):
-    """:func:`cd_dense` with the Gram in factored form G = F'F, F (n_rows, m) CSC with
+    """:func:`cd_csr` with the Gram in factored form G = F'F, F (n_rows, m) CSC with
     column squared norms h: each coordinate costs two passes over its column of F
     (against u = F (b - b0)) instead of a row of G, far less when rows hold several of
     the block's columns. ``q`` is left as on entry (the gradient is formed from u)."""
@@ -675,27 +486,20 @@ def cd_factor(ptr, rows, vals, h, n_rows, q, b, thresh, tol, max_passes):
             g = q[j]
             for e in range(ptr[j], ptr[j + 1]):
                 g -= vals[e] * u[rows[e]]
-            old = b[j]
-            new = _soft(g + hj * old, hj, thresh)
-            d = new - old
+            d = cd_move(b, j, g, hj, thresh)
             if d != 0.0:
-                b[j] = new
                 for e in range(ptr[j], ptr[j + 1]):
                     u[rows[e]] += vals[e] * d
                 worst = max(worst, abs(d) * hj)
         if worst <= tol:
             return it + 1
-        hist[n_hist] = b
-        n_hist += 1
-        if n_hist == 6:
-            n_hist = 0
-            acc = _anderson(hist)
-            if acc.shape[0]:
-                f_acc = _quad_factor(ptr, rows, vals, q, b0, acc, thresh, u2)
-                f_b = _quad_factor(ptr, rows, vals, q, b0, b, thresh, u)
-                if f_acc < f_b:
-                    b[:] = acc
-                    u[:] = u2
+        n_hist, acc = anderson(hist, n_hist, b)
+        if acc.shape[0]:
+            f_acc = _quad_factor(ptr, rows, vals, q, b0, acc, thresh, u2)
+            f_b = _quad_factor(ptr, rows, vals, q, b0, b, thresh, u)
+            if f_acc < f_b:
+                b[:] = acc
+                u[:] = u2
     return max_passes
 
 

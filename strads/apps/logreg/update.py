@@ -24,8 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.linalg.blas import dsyrk
 
-from ...engine import Update
-from ..lasso import kernels as LK
+from ..glm import kernels as GK
+from ..glm.update import GLMUpdate
 from . import kernels as K
 from . import loading
 
@@ -33,25 +33,14 @@ from . import loading
 XB_CACHE_BYTES = 256 << 20
 
 
-class LogRegUpdate(Update):
-    checkpoint_skip = ("xb", "facts", "norms")  # a cache; (__init__ makes them again)
+class LogRegUpdate(GLMUpdate):
+    loading = loading
+    checkpoint_skip = GLMUpdate.checkpoint_skip + ("xb",)  # (a cache)
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y`` in {-1, +1}), or a
         file's description (``file``), whose part this worker reads (:mod:`.loading`)."""
-        self.facts = self.norms = None
-        if "file" in shard:
-            shard = loading.read_part(self.peers, shard)
-            self.facts = shard["facts"]
-            self.norms = np.sqrt(shard["sq_norms"])  # (priority's filter, on the workers)
-        self.y = shard["y"]
-        self.sparse = "csc" in shard
-        if self.sparse:
-            self.X = shard["csc"]
-            self.n_rows, self.n_features = shard["n_rows"], self.X[0].shape[0] - 1
-        else:
-            self.X = (np.asfortranarray(shard["X"]),)
-            self.n_rows, self.n_features = self.X[0].shape
+        super().__init__(shard)
         n = self.n_rows
         self.m = np.zeros(n)
         self.r, self.wts, self.ell = np.empty(n), np.empty(n), np.empty(n)
@@ -65,11 +54,9 @@ class LogRegUpdate(Update):
         self.touched = np.empty(n, dtype=np.int64)
         self.count = np.zeros(n, dtype=np.int64)  # scratch of block_counts
 
-    def report(self):
-        return self.facts
-
     @classmethod
     def warmup(cls):
+        super().warmup()
         y, m = np.array([1.0, -1.0]), np.zeros(2)
         r, wts, ell = np.empty(2), np.empty(2), np.empty(2)
         K.refresh(y, m, r, wts, ell)
@@ -78,22 +65,19 @@ class LogRegUpdate(Update):
         cols, d = np.zeros(1, np.int64), np.ones(1)
         for idx in (np.int32, np.int64):
             csc = (np.array([0, 1], idx), np.zeros(1, idx), np.ones(1))
-            K.grad_sparse(*csc, r, cols, np.empty(1))
+            GK.grad_sparse(*csc, r, cols, np.empty(1))
             K.grad_all_sparse(*csc, r, np.empty(1))
             K.grad_hess_sparse(*csc, r, wts, cols, np.empty(1), np.empty(1))
             K.direction_sparse(*csc, cols, d, np.empty(2))
             K.step_sparse(*csc, y, m.copy(), r.copy(), wts.copy(), ell.copy(), cols, d,
                           np.zeros(2, np.bool_), np.empty(2, np.int64))
-            rows = K.block_rows(*csc, cols, 2)
-            K.wgram_nnz_bound(rows[0])
-            K.wgram_rows_dense(*rows, wts, 1)
+            rows = GK.gram_sparse_rows(*csc, cols, 2)
+            GK.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, wts)
             K.wgram_csr(*csc, cols, *rows, wts)
             K.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
             K.factor_cols(*csc, cols, wts)
         K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
                           np.empty(1))
-        LK.gram_sparse(np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1), cols, 2)
-        LK.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1)  # (priority with --data)
 
     # -- syncs ---------------------------------------------------------------------------
     def apply(self, sync):
@@ -164,19 +148,6 @@ class LogRegUpdate(Update):
             out.update(q=g, h=h, loss=self.loss)
         return out
 
-    def _select(self, cand, rho, b):
-        """Priority's filter when the scheduler holds no X (parallel loading): the
-        candidates' Gram matrix summed over the workers (the same on every one), and
-        those kept, greedily in draw order, whose |correlation| with every one kept
-        before them is <= rho (sorted)."""
-        if self.sparse:
-            G = LK.gram_sparse(*self.X, cand, self.n_rows)
-        else:
-            Xc = self.X[0][:, cand]
-            G = Xc.T @ Xc
-        G = self.peers.allreduce(G)
-        return np.sort(cand[LK.select_gram(G, self.norms[cand], rho, b)])
-
     def _full(self, hess):
         # recomputed from the margins: drops the drift of the Jacobi running sums
         self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
@@ -200,7 +171,7 @@ class LogRegUpdate(Update):
     def _grad(self, cols, r):
         if self.sparse:
             g = np.empty(cols.shape[0])
-            K.grad_sparse(*self.X, r, cols, g)
+            GK.grad_sparse(*self.X, r, cols, g)
             return g
         return self._block(cols).T @ r
 
@@ -216,11 +187,13 @@ class LogRegUpdate(Update):
             nnz_f, nnz_g = K.block_counts(self.X[0], self.X[1], cols, self.count)
             if 2 * nnz_f < nnz_g:
                 return self._factor(cols, self.wts)
-            rows = K.block_rows(*self.X, cols, self.n_rows)
+            rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
             if 4 * nnz_g < m * m:
                 ptr, idx, val = K.wgram_csr(*self.X, cols, *rows, self.wts)
                 return {"Gp": ptr, "Gi": idx, "Gv": val}
-            return {"G": K.wgram_rows_dense(*rows, self.wts, m)}
+            G = np.zeros((m, m))
+            GK.gram_sparse_add(*rows, G, 0, self.n_rows, self.wts)
+            return {"G": G}
         Xb = self._block(cols)
         W = np.asfortranarray(Xb * np.sqrt(self.wts)[:, None])
         G = dsyrk(1.0, W, trans=1)  # the upper triangle of W'W

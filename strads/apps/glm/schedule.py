@@ -1,30 +1,24 @@
-"""Lasso schedules. Each round updates a block of coordinates in parallel (every worker
-computes their inner products over its rows); a full round now and then computes all of
-them, for the duality gap and fresh priorities.
+"""The generalised linear models' schedules. Each round updates a block of coordinates;
+a full round now and then computes every coordinate's gradient, for the duality gap and
+fresh priorities. The tasks' contents are the datafit aggregate's (``full_task``,
+``block_task``).
 
-* ``priority`` (STRADS): sample candidates with probability growing with the squared
-  change of their last update, then a uniform floor so none starves; keep a candidate,
-  priority draws first, only if its absolute correlation with every one already kept
-  is <= rho. Its full rounds also come as soon as the priorities are spent (see
-  :class:`Priority`).
-* ``round-robin``: the next block of coordinates in order.
-* ``random``: a uniformly random block (Shotgun).
-* ``working-set``: the support plus the worst violators after each full round, solved
-  exactly on the scheduler from the block's Gram matrix (see :class:`WorkingSet`).
+* ``priority`` (STRADS): candidates sampled by the squared change of their last
+  update, and a uniform floor; kept only if their |correlation| with every one already
+  kept is <= rho (:class:`Priority`).
+* ``round-robin``: the next block in order; ``random``: a uniform block (Shotgun).
+* ``working-set``: the support and the worst violators after each full round, solved by
+  the datafit on the scheduler from the block's Gram matrix: exactly in one round
+  (:class:`WorkingSet`), or by prox-Newton steps the aggregate plans
+  (:class:`PlannedWorkingSet`).
 
-Coordinates of a round still in flight (staleness > 0) are never chosen again until it is
-aggregated: their minimiser must be computed against the coefficient it will replace.
-So rounds in flight hold disjoint coordinates, and a staleness above
-:func:`max_staleness` could only add empty rounds: it is refused (a DataError) at the
-first schedule() call (the staleness is the run's, given by setup).
-
-Time: with ``time_limit`` the schedule starts the clock at its first call and puts, in
-working-set tasks, a wall-clock ``deadline`` (``time.time()``, comparable across ranks)
-that the workers' Gram builds and the aggregate's block solves look at between pieces
-of work.
-
-A schedule reads the aggregate's state and never writes it: the coordinates in flight
-(``busy``) and the step are the schedule's own; a round's step travels in its task.
+The Jacobi schedules (priority, round-robin, random) step every coordinate of a round
+from the same point: on an objective rise the block halves, at one coordinate the step.
+Rounds in flight (staleness > 0) hold disjoint coordinates (a minimiser must be computed
+against the coefficient it replaces), so a staleness above :func:`max_staleness` is
+refused at the first schedule() call. With ``time_limit``, working-set tasks carry a
+wall-clock ``deadline`` that the Gram builds and block solves look at. A schedule reads
+the aggregate and never writes it: the coordinates in flight and the step are its own.
 """
 from collections import deque
 
@@ -47,11 +41,26 @@ def max_staleness(n_features, block):
     return -(-int(n_features) // block)
 
 
+def working_set(nonzero, score, size):
+    """The support and the coordinates of highest positive ``score``: all of them if
+    they are at most ``size``, else ``size`` of them, the support first if it fits.
+    Returns them and their scores (the support's infinite)."""
+    pool = np.flatnonzero(nonzero | (score > 0))
+    score = score[pool]
+    if np.count_nonzero(nonzero) <= size:
+        score[nonzero[pool]] = np.inf
+    if pool.shape[0] > size:
+        keep = np.argpartition(-score, size - 1)[:size]
+        pool, score = pool[keep], score[keep]
+    return pool, score
+
+
 class _Clocked(Schedule):
-    """What every Lasso schedule does at its first call: check the staleness, start the
-    clock of ``time_limit``. A checkpoint keeps the time used so far (a resumed run's
-    limit counts it, as the engine's does), not the clock itself or the limit, which
-    setup() gives again and a resumed run may change."""
+    """What every schedule does at its first call: check the staleness, start the clock
+    of ``time_limit``. A checkpoint keeps the time used so far (a resumed run's limit
+    counts it, as the engine's does), not the clock itself or the limit, which setup()
+    gives again and a resumed run may change. Also the coordinates in flight, and the
+    dual the aggregate asks the next task to carry."""
 
     checkpoint_skip = ("time_limit", "wall_deadline", "_started", "_clock0", "max_block",
                        "min_size")
@@ -61,10 +70,22 @@ class _Clocked(Schedule):
     _started = False
     _clock0 = None  # self.clock() at the start, less the time a resumed run used
     _used = 0.0  # seconds used before a resume
+    _duals_taken = 0
+    last_full = None  # the last full round scheduled (Jacobi)
+
+    def _init(self, agg, block, time_limit, staleness):
+        self.agg, self.staleness, self.time_limit = agg, staleness, time_limit
+        self.p = agg.w.shape[0]
+        self.block = block
+        self.busy = np.zeros(self.p, dtype=np.bool_)  # in an unaggregated round
+        self._flight = deque()  # (round, its coordinates) not yet aggregated
 
     def _begin_round(self, round):
-        """Free the coordinates of the rounds the aggregate has taken since the last call
-        (it takes them in order: ``agg.done`` of them so far)."""
+        """Start the clock at the first call; free the coordinates of the rounds the
+        aggregate has taken since the last call (it takes them in order: ``agg.done`` of
+        them so far)."""
+        if not self._started:
+            self._start()
         self._round = round
         done = self.agg.done
         while self._flight and self._flight[0][0] < done:
@@ -75,18 +96,30 @@ class _Clocked(Schedule):
         self.busy[cols] = True
         self._flight.append((self._round, cols))
 
-    def _start(self, agg, n_features, block):
+    def _start(self):
         self._started = True
-        top = max_staleness(n_features, block)
+        p, block = self.p, self.block
+        top = max_staleness(p, block)
         if self.staleness > top:
             raise DataError(
                 f"staleness {self.staleness} is above the useful maximum "
-                f"{top} = ceil({n_features} features / block {min(block, n_features)}): "
+                f"{top} = ceil({p} features / block {min(block, p)}): "
                 "rounds in flight hold disjoint coordinates, so more could only be empty "
                 f"(use a staleness of at most {top})")
         self._clock0 = self.clock() - self._used  # (leaderless: the agreed time)
         if self.time_limit:
             self.wall_deadline = self._clock0 + self.time_limit
+
+    def _attach_dual(self, task):
+        """The logistic loss's gap: ask for the dual's entropy sum in ``task`` if a full
+        round is waiting for it (``agg.duals``, numbered), and no later full round has
+        gone out since (the workers keep the margins of their last full round only)."""
+        agg = self.agg
+        if agg.duals > self._duals_taken:
+            self._duals_taken = agg.duals
+            if self.last_full is None or self.last_full == agg.dual_round:
+                task["dual"] = agg.dual_c
+        return task
 
     def state(self):
         state = super().state()
@@ -95,13 +128,13 @@ class _Clocked(Schedule):
         return state
 
 
-class _Base(_Clocked):
+class _Jacobi(_Clocked):
+    # on an objective rise, halve the step with the block too (Priority)
+    damp_with_block = False
+
     def __init__(self, agg, block, full_every, seed, time_limit=None, staleness=0):
-        self.agg, self.staleness = agg, staleness
-        self.busy = np.zeros(agg.beta.shape[0], dtype=np.bool_)  # in an unaggregated round
-        self._flight = deque()  # (round, its coordinates) not yet aggregated
+        self._init(agg, block, time_limit, staleness)
         self.step = 1.0  # relaxation of the coordinate steps
-        self.p = agg.beta.shape[0]
         # never more than the features: the block halves on objective rises, and from a
         # block far above n_features the halving would not shrink the rounds for long
         self.block = max(1, min(int(block), self.p))
@@ -109,12 +142,9 @@ class _Base(_Clocked):
         self.full_every = int(full_every)
         self.rng = np.random.default_rng(seed)
         self.since_full = None  # updates scheduled since the last full round
-        self.time_limit = time_limit
 
     def schedule(self, round):
         agg = self.agg
-        if not self._started:
-            self._start(agg, self.p, self.block)
         self._begin_round(round)
         if agg.objective_rises > self.rises:
             # The objective went up: the updates of one round, or of the rounds in
@@ -137,15 +167,13 @@ class _Base(_Clocked):
         if self.since_full is None or self.since_full >= self.full_every or \
                 self._refresh_due():
             self.since_full = 0
-            self._full_at = round
-            return agg.full_task()
+            task = self._attach_dual(agg.full_task())
+            self.last_full = round
+            return task
         cols = self.choose(min(self.block, self.p))
         self.since_full += cols.shape[0]
         self._hold(cols)
-        return {"cols": cols, "version": agg.done, "step": self.step}
-
-    _full_at = -1  # the round of the last full round scheduled
-    damp_with_block = False  # on an objective rise, halve the step with the block too
+        return self._attach_dual(agg.block_task(cols, self.step))
 
     def _refresh_due(self):
         """A full round before ``full_every`` updates (priority: see there)."""
@@ -155,7 +183,7 @@ class _Base(_Clocked):
         return cols[~self.busy[cols]]
 
 
-class RoundRobin(_Base):
+class RoundRobin(_Jacobi):
     pos = 0
 
     def choose(self, b):
@@ -164,43 +192,32 @@ class RoundRobin(_Base):
         return np.unique(self.free(cols))
 
 
-class Random(_Base):
+class Random(_Jacobi):
     def choose(self, b):
         return np.unique(self.free(self.rng.integers(0, self.p, b)))
 
 
-class Priority(_Base):
+class Priority(_Jacobi):
     """STRADS' schedule: candidates drawn by priority (distinct, heavier ones likelier),
     then ``floor`` of them uniformly; the dependency filter keeps them greedily, in that
     order, while their |correlation| with every one kept before is <= rho.
 
-    What makes it fast in time, not only in updates (``benchmarks/bench_lasso.py``; a
-    round costs the engine's fixed overhead plus the draws and the filter, so what
-    counts is how few rounds reach the target and how cheap each is):
+    Few rounds, each cheap (``benchmarks/bench_lasso.py``): full rounds also come once
+    the priorities are spent (the updates since the last one reach the coordinates it
+    gave a priority to, and the sum tree's mass has fallen to REFRESH of its own), at
+    most ``full_every`` updates apart; the filter sees the priority draws first; dense
+    X: its decisions are cached (two bits a pair, when they fit FILTER_CACHE_BYTES), so
+    a pair's inner product is computed once a run; the draws are one numba call, from
+    uniforms taken in chunks, no more than the filter will read.
 
-    * full rounds also come as soon as the priorities they gave are spent: once the
-      updates since the last one reach the number of coordinates it gave a priority to
-      and the sum tree's mass has fallen to REFRESH of what it held after it (what it
-      pointed to is done; what should move next, only a full round can tell), and still
-      at most ``full_every`` updates apart. On the sparse problem (a) the rounds to the
-      target went from 7,323 to under 500;
-    * the filter sees the priority draws first, in the order drawn, then the uniform
-      ones, so the block fills with the coordinates that move most (on the dense (c):
-      952 rounds to the target became about 600);
-    * dense X: the filter's decisions are cached (:func:`kernels.select_dense_cached`,
-      two bits per pair of coordinates, when 2 p^2 / 8 bytes fit FILTER_CACHE_BYTES):
-      a pair's inner product over the rows is computed once in a run, not in every
-      round that holds both (the filter cost O(block^2 n) a round);
-    * the draws: one numba call, from uniforms taken from ``self.rng`` in chunks
-      (numpy's calls cost a tenth of a round), and no more candidates than the filter
-      will read.
+    Without the scheduler's copy of X (``X`` None: parallel loading, several
+    schedulers) the workers filter: the task holds the candidates, they sum their Gram
+    matrix and keep the same ones, in the same greedy order.
     """
-    checkpoint_skip = _Base.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_kept")
+    checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_kept")
     # the priority draws come first, so without a filter (rho near 1) a round holds the
     # coordinates that move most, often neighbours: their joint step can overshoot
-    # badly, and every rise halves the step as well as the block (at rho 1 the sparse
-    # problem (a) diverged in 8 rounds with the block alone, 3,446 with the draws
-    # shuffled as before; now it converges)
+    # badly, and every rise halves the step as well as the block
     damp_with_block = True
 
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
@@ -228,7 +245,7 @@ class Priority(_Base):
 
     def _refresh_due(self):
         agg = self.agg
-        if agg.done <= self._full_at:  # the last full round is not aggregated yet
+        if agg.done <= self.last_full:  # the last full round is not aggregated yet
             return False
         if agg.fulls != self._fulls_seen:  # its priorities: the mass to spend
             self._fulls_seen = agg.fulls
@@ -239,7 +256,7 @@ class Priority(_Base):
 
     def schedule(self, round):
         task = super().schedule(round)
-        if self.remote and not task.get("full"):
+        if self.remote and self.last_full != round:
             # the workers sum the candidates' Gram matrix and keep, in the same greedy
             # order, those with |correlation| <= rho with every one kept before them
             task["select"] = (self.rho, self._b)
@@ -252,13 +269,12 @@ class Priority(_Base):
             self._u_pos = 0
         return self._u[self._u_pos:]
 
-    def choose(self, b):
+    def candidates(self, b):
+        """A round's candidates, in the order the filter reads them."""
         # a quarter more candidates than the block: each one costs the scheduler random
-        # reads of its column, and with distinct draws few are lost to the filter (on
-        # problem (a) of the benchmark, 2b candidates took 1.09x round-robin's time and
-        # 1.25b 0.92x, for the same number of updates within 15%); and at most twice
-        # what the filter kept last round, plus 64: it stops once its rejections exceed
-        # its keeps by 16, and draws beyond those would go unread
+        # reads of its column, and with distinct draws few are lost to the filter; and
+        # at most twice what the filter kept last round, plus 64: it stops once its
+        # rejections exceed its keeps by 16, and draws beyond those would go unread
         n_cand = min(5 * b // 4, 2 * self._n_kept + 64)
         n_prio = n_cand - int(round(self.floor * n_cand))  # the rest: uniform
         cand = np.empty(n_cand, dtype=np.int64)
@@ -268,6 +284,10 @@ class Priority(_Base):
         u = self._uniforms(2 * n_cand)
         self._u_pos += K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p,
                                              self.seen, cand)
+        return cand
+
+    def choose(self, b):
+        cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
             self._b = b
             cand = cand[~self.busy[cand]]
@@ -278,11 +298,10 @@ class Priority(_Base):
         if not self.dense:
             cols = K.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b, self.busy,
                                    self._head)
-        elif self._cache():
-            cols = K.select_dense_cached(*self.cols, self.agg.norms, cand, self.rho, b,
-                                         self.busy, self._known, self._conf, self._kept)
         else:
-            cols = K.select_dense(*self.cols, self.agg.norms, cand, self.rho, b, self.busy)
+            cache = (self._known, self._conf, self._kept) if self._cache() else K.NO_CACHE
+            cols = K.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
+                                  self.busy, *cache)
         self._n_kept = cols.shape[0]
         return np.sort(cols)
 
@@ -297,6 +316,30 @@ class Priority(_Base):
             self._conf = np.zeros((self.p, words), dtype=np.uint64)
             self._kept = np.zeros(words, dtype=np.uint64)
         return True
+
+
+class ShuffledPriority(Priority):
+    """The logistic loss's priority schedule, as it was first written: a binomial share
+    of the candidates drawn by priority, the rest uniform, shuffled together; no early
+    full rounds, no step halved with the block, no filter cache (its trajectories are
+    kept as they were)."""
+    damp_with_block = False
+
+    def _refresh_due(self):
+        return False
+
+    def _cache(self):
+        return False
+
+    def candidates(self, b):
+        n_cand = 5 * b // 4
+        cand = np.empty(n_cand, dtype=np.int64)
+        tree = self.agg.tree
+        n_prio = self.rng.binomial(n_cand, 1 - self.floor) if tree[1] > 0 else 0
+        n_prio = K.tree_sample_distinct(tree, self.rng.random(n_prio), cand, self.seen)
+        cand[n_prio:] = self.rng.integers(0, self.p, n_cand - n_prio)
+        self.rng.shuffle(cand)
+        return cand
 
 
 # priority: a full round once the sum tree's mass is below this share of its mass after
@@ -316,19 +359,16 @@ class WorkingSet(_Clocked):
     rounds and block rounds alternate.
 
     Memory: a block has at most ``max_block`` coordinates (from the Gram budget, see
-    :func:`strads.apps.lasso.gram_block_cap`). A larger working set is cut into pieces
-    of at most that many, in order of priority (the support first), solved exactly one
-    after the other, each against the residual its predecessors left (block coordinate
-    descent: every piece lowers the objective); then the next full round."""
+    :func:`strads.apps.glm.setup.gram_block_cap`). A larger working set is cut into
+    pieces of at most that many, in order of priority (the support first), solved
+    exactly one after the other, each against the residual its predecessors left (block
+    coordinate descent: every piece lowers the objective); then the next full round."""
 
     def __init__(self, agg, min_size=256, max_block=None, block=256, time_limit=None,
                  staleness=0):
-        self.agg, self.staleness = agg, staleness
-        self.busy = np.zeros(agg.beta.shape[0], dtype=np.bool_)  # in an unaggregated round
-        self._flight = deque()  # (round, its coordinates) not yet aggregated
+        self._init(agg, block, time_limit, staleness)  # block: the staleness bound only
         self.max_block = int(max_block) if max_block else None
         self.min_size = min(min_size, self.max_block) if self.max_block else min_size
-        self.block, self.time_limit = block, time_limit  # block: the staleness bound only
         self.used = 0  # full rounds already turned into a block
         self.pending_full = True  # a full round is due (the first round is one)
         self.pieces = []  # pieces of the current working set still to solve
@@ -336,8 +376,6 @@ class WorkingSet(_Clocked):
 
     def schedule(self, round):
         agg = self.agg
-        if not self._started:
-            self._start(agg, agg.beta.shape[0], self.block)
         self._begin_round(round)
         if self.pieces:
             if self.busy.any():  # the previous piece is in flight: its changes come first
@@ -345,20 +383,11 @@ class WorkingSet(_Clocked):
             return self._block(self.pieces.pop(0))
         if agg.fulls > self.used and not self.busy.any():
             self.used = agg.fulls
-            nonzero = agg.beta != 0
+            nonzero = agg.w != 0
             size = max(self.min_size, 2 * int(np.count_nonzero(nonzero)))
-            pool = np.flatnonzero(nonzero | (agg.prio > 0))
-            score = None
-            if pool.shape[0] > size:
-                score = agg.prio[pool]
-                score[nonzero[pool]] = np.inf
-                keep = np.argpartition(-score, size - 1)[:size]
-                pool, score = pool[keep], score[keep]
+            pool, score = working_set(nonzero, agg.prio, size)
             cap = self.max_block
             if cap and pool.shape[0] > cap:
-                if score is None:
-                    score = agg.prio[pool]
-                    score[nonzero[pool]] = np.inf
                 # by priority, the support first; ties by index, so the cut is
                 # deterministic; each piece sorted (the workers' Gram cache wants it)
                 order = pool[np.lexsort((pool, -score))]
@@ -392,5 +421,33 @@ class WorkingSet(_Clocked):
         return task
 
 
-SCHEDULES = {"priority": Priority, "round-robin": RoundRobin, "random": Random,
-             "working-set": WorkingSet}
+class PlannedWorkingSet(_Clocked):
+    """Full round -> working set -> prox-Newton steps on it (Gram round, trial rounds),
+    until its worst violation is a share of the full round's -> full round: the
+    aggregate plans each task (``agg.next``, numbered by ``agg.plans``: the schedule
+    takes each once). Each step depends on the last, so one round is in flight at a
+    time: with a staleness the schedule sends empty rounds while it waits."""
+
+    _plans_taken = 0
+
+    def __init__(self, agg, block=256, staleness=0):
+        self._init(agg, block, None, staleness)  # block: the staleness bound only
+
+    def schedule(self, round):
+        agg = self.agg
+        self._begin_round(round)
+        if agg.exhausted:
+            return None
+        task = None
+        if agg.plans != self._plans_taken and agg.next is not None:
+            self._plans_taken = agg.plans
+            task = dict(agg.next)
+        if task is None:
+            task = {"kind": "wait"}
+        task["version"] = agg.done
+        return self._attach_dual(task)
+
+
+#: the schedules by name (a datafit may replace priority's and working-set's class)
+SCHEDULES = {"working-set": WorkingSet, "priority": Priority, "round-robin": RoundRobin,
+             "random": Random}

@@ -1,26 +1,16 @@
-"""The Lasso schedule over K scheduler ranks (``--schedulers K``), as STRADS' several
+"""A Jacobi schedule over K scheduler ranks (``--schedulers K``), as STRADS' several
 schedulers: scheduler k owns the k-th contiguous range of coordinates and runs the
 chosen schedule (priority, round-robin, random) on it alone, with a block of its share
 of ``--block``; a round updates the union of the K blocks. Each scheduler keeps the
 priorities of its range only, learnt from the aggregate's news after every round
-(:meth:`LassoAggregate.feedback`); no scheduler holds X: ``priority``'s dependency
-filter runs on the workers, over the union of the K schedulers' candidates (as with
-``--data``: they sum the candidates' Gram matrix and keep the same ones).
+(:func:`news`); no scheduler holds X: priority's filter runs on the workers, over the
+union of the K schedulers' candidates, interleaved (it keeps the earlier of two that
+conflict).
 
-What differs from one scheduler (so the iterates differ; the optimum does not):
-
-* the candidates reach the filter interleaved, one from each range in turn (it keeps
-  the earlier of two that conflict);
-* priority draws are made per range, in proportion to the block shares, not over all
-  coordinates at once;
-* full rounds come by one scheduler's rules (``--full-every`` updates; for
-  ``priority`` also once the priorities the last full round gave are spent, see
-  :class:`~.schedule.Priority`), but on the aggregate's counts (the updates aggregated,
-  the priorities' total mass, which it tracks for them), which every scheduler reads
-  from the same news, so they agree (scheduler 0's full task, the one a round takes,
-  leaves out the coordinates screened out, as one scheduler's does: the aggregate
-  tells it which);
-* a round's step is the smallest of the K schedules' steps.
+So the iterates differ from one scheduler's (the optimum does not): priority draws are
+made per range, in proportion to the block shares; full rounds come by one scheduler's
+rules but on the aggregate's counts, which every scheduler reads from the same news, so
+they agree; a round's step is the smallest of the K schedules' steps.
 """
 import numpy as np
 
@@ -35,13 +25,13 @@ def ranges(p, n_parts):
 
 
 class View:
-    """What a Lasso schedule reads of the aggregate, for one range of coordinates: kept
-    up to date from the aggregate's news instead of read from it."""
+    """What a schedule reads of the aggregate, for one range of coordinates: kept up to
+    date from the aggregate's news instead of read from it."""
 
     def __init__(self, sq_norms):
         p = sq_norms.shape[0]
         self.norms = np.sqrt(sq_norms)
-        self.beta = np.broadcast_to(0.0, (p,))  # (a schedule reads its shape only)
+        self.w = np.broadcast_to(0.0, (p,))  # (a schedule reads its shape only)
         self.prio = np.zeros(p)
         self._tree = None
         self.done = self.objective_rises = self.updates = self.fulls = 0
@@ -58,8 +48,13 @@ class View:
             self._tree = K.tree_build(self.prio)
         return self._tree
 
+    duals = 0  # (no dual to attach: the Lasso's)
+
     def full_task(self):
         return {"full": True, "cols": self.full_cols, "version": self.done}
+
+    def block_task(self, cols, step):
+        return {"cols": cols, "version": self.done, "step": step}
 
     def hear(self, news):
         self.done, self.objective_rises = news["done"], news["rises"]
@@ -129,11 +124,11 @@ class Part(Schedule):
 
 
 def news(agg, task, n_parts):
-    """:meth:`LassoAggregate.feedback`: the round's count, objective rises and updates
+    """The aggregate's ``feedback``: the round's count, objective rises and updates
     for every scheduler, and the priorities of its range: all of them after a full
     round, else those the round changed (``agg.last``: the coordinates updated and
     their new priorities)."""
-    p = agg.beta.shape[0]
+    p = agg.w.shape[0]
     b = ranges(p, n_parts)
     if task.get("full"):
         agg.live = agg.prio.copy()

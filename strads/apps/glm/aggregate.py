@@ -1,0 +1,131 @@
+"""What the generalised linear models' aggregates share (on the scheduler rank): the
+coefficients, their l1 norm and non-zeros, the objective at each round's version, the
+priorities and their sum tree, the Jacobi rounds' coordinate steps, the kept columns.
+
+Objective P(w) = f(Xw) + lambda ||w||_1 (f: the datafit). The workers return sums over
+their rows, summed here in worker order; a Jacobi round's are, per coordinate, the
+negative gradient q and curvature h of the datafit (summed, not divided by n), and the
+step is the minimiser of that quadratic model plus the penalty.
+
+A datafit's aggregate subclasses :class:`GLMAggregate` and defines what depends on the
+loss: ``full_task``, ``block_task`` (the tasks the shared schedules send), ``aggregate``,
+``converged``, ``summary``, ``lambda_for`` (lambda from a ratio of lambda_max) and
+``complete`` (the rest of its set-up from worker 0's report, with parallel loading).
+"""
+from collections import deque
+
+import numpy as np
+
+from ...engine import Aggregate
+from . import kernels as K
+from . import split
+
+
+class GLMAggregate(Aggregate):
+    kept = None  # the columns solved, when X's empty columns were left out
+    n_features = None  # X's columns, empty ones too
+    # setup() (or begin(), from the workers' reports) sets them again
+    checkpoint_skip = ("kept", "n_features", "_pending", "n_parts", "last")
+    _pending = None  # setup's arguments until begin() completes a later() aggregate
+    n_parts = 1  # scheduler ranks (--schedulers): > 1, the schedules learn from feedback()
+    last = None  # (coordinates, new priorities) of the last Jacobi round, for feedback()
+    duals = 0  # dual points the schedule should send (the logistic loss's gap)
+
+    @classmethod
+    def later(cls, *args, **kw):
+        """An aggregate completed in :meth:`begin` from worker 0's report (parallel
+        loading: the scheduler never holds X): ``complete(facts, *args, **kw)``, then the
+        kept columns and the number of features."""
+        agg = cls.__new__(cls)
+        agg._pending = (args, kw)
+        return agg
+
+    def begin(self, reports):
+        if self._pending is None:
+            return
+        args, kw = self._pending
+        f = reports[0]
+        self.complete(f, *args, **kw)
+        self.kept, self.n_features = f["kept"], f["n_features"]
+
+    def _init(self, n_samples, sq_norms, lam, primal):
+        """The state every datafit keeps; ``primal``: the objective at w = 0."""
+        self.n, self.lam = n_samples, float(lam)
+        self.thresh = n_samples * self.lam
+        self.sq_norms = sq_norms
+        self.norms = np.sqrt(sq_norms)
+        p = sq_norms.shape[0]
+        self.w = np.zeros(p)
+        self.prio = np.zeros(p)
+        self._tree = None  # sum tree over prio, built when a schedule samples from it
+        self.l1 = 0.0
+        self.nnz = 0  # non-zeros in w, kept up to date: counting them costs a pass
+        # ||w||_1 after each aggregated round from version l1_base on: l1_at[v - l1_base]
+        # (tasks' versions never decrease, so older ones are dropped as they pass)
+        self.l1_at, self.l1_base = deque([0.0]), 0
+        self.done = 0  # rounds aggregated
+        self.updates = 0
+        self.primal = primal
+        self.gap = np.inf
+        self.fulls = 0  # full rounds aggregated
+        self.objective_rises = 0
+
+    def objective(self):
+        return self.primal
+
+    def _primal_at(self, version, value):
+        """The objective at ``version``: the datafit's ``value`` there plus the penalty
+        of that version's coefficients."""
+        while self.l1_base < version:
+            self.l1_at.popleft()
+            self.l1_base += 1
+        return value + self.lam * self.l1_at[0]
+
+    def _observe(self, primal, version):
+        """A round's objective: a rise (beyond rounding) is counted, for the schedules."""
+        if primal > self.primal * (1 + 1e-9) and version > 0:
+            self.objective_rises += 1
+        self.primal = primal
+
+    def _steps(self, cols, q, h, step):
+        """The Jacobi round's coordinate steps (:func:`kernels.coordinate_steps`)."""
+        before = np.count_nonzero(self.w[cols])
+        delta = np.empty(cols.shape[0])
+        self.l1 += K.coordinate_steps(self.w, cols, q, h, self.thresh, step, delta)
+        self.updates += cols.shape[0]
+        return self._moved(cols, before, delta, h)
+
+    def _moved(self, cols, before, delta, h):
+        """After a block's changes ``delta`` (``before``: its non-zeros then): the
+        non-zeros, the priorities h d^2 in the sum tree; the sync with the coordinates
+        that moved."""
+        self.nnz += np.count_nonzero(self.w[cols]) - before
+        if self._tree is not None or self.n_parts > 1:
+            vals = h * delta * delta
+            if self._tree is not None:
+                K.tree_set(self._tree, cols, vals)
+            if self.n_parts > 1:
+                self.last = (cols, vals)
+        moved = delta != 0.0
+        return {"cols": cols[moved], "delta": delta[moved]}
+
+    def feedback(self, round, task, sync):
+        return split.news(self, task, self.n_parts)
+
+    @property
+    def tree(self):
+        if self._tree is None:
+            self._tree = K.tree_build(self.prio)
+        return self._tree
+
+    def trace(self):
+        return {"duality_gap": self.gap, "nnz_coef": self.nnz}
+
+    def coef(self):
+        """The model's coefficients over every feature (the empty columns, left out of
+        the solve, are 0)."""
+        if self.kept is None:
+            return self.w.copy()
+        coef = np.zeros(self.n_features)
+        coef[self.kept] = self.w
+        return coef

@@ -1,0 +1,65 @@
+"""``python -m strads.apps.lasso|logreg [--data FILE] [flags]``: one command line for every
+datafit; its texts and extra flags are the datafit's (``help``, ``add_flags``,
+``cli_options``)."""
+from ... import cli, engine
+
+
+def build_parser(datafit):
+    h = datafit.help
+    p = cli.parser(datafit.module, h["description"], max_rounds=100000, tol=1e-6)
+    a = p.add_argument_group(datafit.name)
+    a.add_argument("--target", metavar="PATH", help=h["target"])
+    lam = a.add_mutually_exclusive_group()
+    lam.add_argument("--lambda", dest="lam", type=h["lambda_type"], default=None,
+                     help="the penalty lambda")
+    lam.add_argument("--lambda-ratio", type=cli.pos_float, default=0.1,
+                     help=h["lambda_ratio"])
+    a.add_argument("--schedule", choices=sorted(datafit.schedules), default="working-set",
+                   help=h["schedule"])
+    a.add_argument("--block", type=cli.pos_int, default=256,
+                   help="priority, round-robin, random: coordinates updated in parallel "
+                        "per round (at most)")
+    a.add_argument("--rho", type=cli.unit_float, default=0.1,
+                   help="priority: max |correlation| between coordinates of one round")
+    a.add_argument("--floor", type=cli.unit_float, default=0.1,
+                   help="priority: share of candidates drawn uniformly, so none starves")
+    a.add_argument("--full-every", type=cli.pos_int, default=None, metavar="UPDATES",
+                   help="priority, round-robin, random: coordinate updates between "
+                        f"full rounds (duality gap, priorities){h['full_every']}; default: "
+                        "n_features")
+    datafit.add_flags(a)
+    g = p.add_argument_group("built-in problem (no --data)")
+    g.add_argument("--n-samples", type=cli.pos_int, default=2000)
+    g.add_argument("--n-features", type=cli.pos_int, default=10000)
+    g.add_argument("--density", type=cli.unit_float, default=0.01)
+    g.add_argument("--n-informative", type=cli.nonneg_int, default=100)
+    g.add_argument("--corr", type=cli.unit_float, default=0.5,
+                   help="correlation of neighbouring columns")
+    g.add_argument("--snr", type=cli.pos_float, default=3.0, help=h.get("snr"))
+    g.add_argument("--dense", action="store_true", help="dense AR(1) design")
+    return p
+
+
+def run(datafit, args):
+    flags = (args.lam, args.lambda_ratio, args.schedule, args.block, args.rho, args.floor,
+             args.full_every, args.seed)
+    if args.data is not None:  # every worker reads its own part of the file
+        setup = datafit.make_file_setup(args.data, args.target, *flags,
+                                        **datafit.cli_options(args, args.data))
+    else:  # the built-in problem, generated on rank 0
+        data = lambda: datafit.data.make_problem(  # noqa: E731
+            args.n_samples, args.n_features, args.density, args.n_informative, args.corr,
+            args.snr, args.dense, args.seed)[:2]
+        setup = datafit.make_setup(data, *flags,
+                                   **datafit.cli_options(args, "built-in problem"))
+    return engine.run(setup, datafit.Update, app=datafit.name, **cli.engine_kwargs(args))
+
+
+def main(datafit, argv=None):
+    p = build_parser(datafit)
+    args = p.parse_args(argv)
+    if args.data is not None and not args.data.strip():
+        p.error("argument --data: empty path")
+    if args.target is not None and args.data is None:
+        p.error("--target needs --data (the built-in problem has its own target)")
+    return cli.main(datafit.module, lambda a: run(datafit, a), args)

@@ -1,0 +1,334 @@
+"""A datafit's set-up, fit and flags: what the Lasso and sparse logistic regression do
+alike, once, parameterised by a :class:`Datafit`.
+
+Samples (rows) are split across workers, balanced by non-zeros; each keeps its rows
+column-major. Rank 0 holds the aggregate (the datafit's) and the schedule (shared, see
+:mod:`.schedule`), or, with ``--data`` and a coordinate file, only what the workers
+report of their parts: every worker reads its own part of the file.
+"""
+import math
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from ... import engine
+from ...engine import DataError
+from . import kernels as K
+from . import split
+from .schedule import SCHEDULES, Priority
+
+MiB = 1 << 20
+GRAM_BUDGET_MAX = 512  # MiB: the default Gram budget, unless memory is scarcer
+
+
+def _memory_limits():
+    """Bounds, in bytes, on what this process may use, those it can tell: its
+    address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,
+    if lower) divided among the MPI ranks of this host (MPI_LOCALNRANKS; else all the
+    job's ranks)."""
+    out = []
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            out.append(soft)
+    except (ImportError, ValueError, OSError):
+        pass
+    local = 1
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
+                "OMPI_COMM_WORLD_SIZE"):
+        if os.environ.get(var, "").isdigit():
+            local = max(1, int(os.environ[var]))
+            break
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        for path in ("/sys/fs/cgroup/memory.max",
+                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+            try:
+                with open(path) as f:
+                    text = f.read().strip()
+                if text.isdigit():
+                    phys = min(phys, int(text))
+            except OSError:
+                pass
+        out.append(phys // local)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return out
+
+
+def default_gram_budget():
+    """The default ``gram_budget`` in MiB: GRAM_BUDGET_MAX (512), or an eighth of the
+    memory this process may use (see :func:`_memory_limits`), if that is less."""
+    limits = _memory_limits()
+    return min([GRAM_BUDGET_MAX] + [b / 8 / MiB for b in limits])
+
+
+def gram_block_cap(gram_budget, n_workers):
+    """The most coordinates of one working-set block: its Gram matrix takes 8 m^2 bytes,
+    and one round may need W + 2 of them in one process (the scheduler receives one from
+    each of the W workers and sums them in place; a worker holds its own, the frame it
+    is sent in and, dense, the previous block's, kept for the overlap), so
+    m = floor(sqrt(gram_budget MiB / (8 (W + 2)))), at least 1."""
+    return max(1, int(math.isqrt(int(gram_budget * MiB / (8 * (n_workers + 2))))))
+
+
+def split_rows(X, n_parts):
+    """Boundaries of contiguous row blocks with about equal numbers of non-zeros."""
+    n = X.shape[0]
+    counts = np.bincount(X.indices, minlength=n) if sp.issparse(X) else np.ones(n)
+    return engine.split_balanced(counts, n_parts)
+
+
+def row_block(X, start, stop):
+    """A worker's shard of X: rows start:stop, Fortran-order dense or a CSC triplet
+    ``(indptr, indices, data)``, as read-only arrays: the worker never writes them, so
+    the in-process transport may hand them over without a copy."""
+    if not sp.issparse(X):
+        return {"X": _read_only(np.asfortranarray(X[start:stop]))}
+    if start == 0 and stop == X.shape[0]:
+        csc = (X.indptr, X.indices, X.data)
+    else:
+        csc = K.csc_rows(X.indptr, X.indices, X.data, start, stop)
+    return {"csc": tuple(_read_only(a) for a in csc), "n_rows": stop - start}
+
+
+def _read_only(a):
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+class _Later(engine.Schedule):
+    """A schedule built in ``begin``, once the aggregate knows the problem's size from
+    the workers' reports (parallel loading: the scheduler never reads the file)."""
+
+    def __init__(self, build):
+        self.build, self.inner = build, None
+
+    def begin(self, reports):
+        self.inner = self.build()
+        self.inner.begin(reports)
+
+    @property
+    def total_rounds(self):
+        return getattr(self.inner, "total_rounds", None)
+
+    def schedule(self, round):
+        return self.inner.schedule(round)
+
+    def state(self):
+        return self.inner.state()
+
+    def load_state(self, state):
+        self.inner.load_state(state)
+
+
+def _part(view, k, p, schedule, block, seed, rho, floor, time_limit, staleness):
+    """Scheduler k's schedule of its range (``--schedulers``; :class:`split.Part` builds
+    it where it runs): the range's share of the block, a seed of its own; priority's
+    dependency filter on the workers. Its full rounds are the part's to decide
+    (full_every: unused)."""
+    b = max(1, round(block * view.w.shape[0] / p))
+    seed = np.random.SeedSequence([seed, k])
+    if schedule == "priority":
+        return Priority(view, b, 1, seed, None, rho, floor, time_limit, staleness)
+    return SCHEDULES[schedule](view, b, 1, seed, time_limit, staleness)
+
+
+class Datafit:
+    """A loss of the family min_w f(Xw) + lambda ||w||_1, as the shared set-up, schedules
+    and command line need it. A subclass names its pieces (NEEDS: one error names every
+    missing one) and may override the hooks; its ``make_setup``, ``make_file_setup``,
+    ``fit``, ``build_parser`` and ``main`` are its app's."""
+
+    NEEDS = ("name", "Aggregate", "Update", "data", "loading", "priority",
+             "options", "check_lambda", "aggregate", "later", "working_set", "help")
+    schedules = SCHEDULES  # by name (the CLI's choices)
+    drop_empty = False  # X's empty columns are left out of the solve (their coef is 0)
+    splits = False  # --schedulers K: the Jacobi schedules split over coordinate ranges
+
+    def __init__(self):
+        missing = [n for n in self.NEEDS if not hasattr(self, n)]
+        if missing:
+            raise TypeError(f"datafit {type(self).__name__} lacks {', '.join(missing)}")
+
+    @property
+    def module(self):
+        return f"strads.apps.{self.name}"
+
+    def check_flags(self, schedule, block, rho, floor, lam, lambda_ratio, full_every,
+                    options):
+        """One DataError for the first bad flag, before any work."""
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise TypeError(f"{self.name}: unexpected option {unknown[0]!r}")
+        if schedule not in SCHEDULES:
+            raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
+        if block < 1:
+            raise DataError(f"block must be >= 1, got {block}")
+        if not 0 <= rho <= 1:
+            raise DataError(f"rho must be in [0, 1], got {rho}")
+        if not 0 <= floor <= 1:
+            raise DataError(f"floor must be in [0, 1], got {floor}")
+        if lam is not None:
+            self.check_lambda(lam)
+        elif not (lambda_ratio > 0 and math.isfinite(lambda_ratio)):
+            raise DataError(f"lambda ratio must be > 0, got {lambda_ratio}")
+        if full_every is not None and full_every < 1:
+            raise DataError(f"full_every must be >= 1, got {full_every}")
+        budget = options.get("gram_budget")
+        if budget is not None and not (budget > 0 and math.isfinite(budget)):
+            raise DataError(f"gram budget must be a positive number of MiB, got {budget}")
+        time_limit = options.get("time_limit")
+        if time_limit is not None and not time_limit > 0:
+            raise DataError(f"time_limit must be > 0 seconds, got {time_limit}")
+        if not options.get("ws_min", 1) >= 1:
+            raise DataError(f"ws_min must be >= 1, got {options['ws_min']}")
+
+    # -- hooks -------------------------------------------------------------------------
+    def add_flags(self, group):
+        """The datafit's own command-line flags."""
+
+    def problem(self, data, options):
+        """``(X, y, attrs)``: data()'s X and y checked (the kernels' layout), and what
+        the aggregate takes of them besides (``attrs``, set on it)."""
+        X, y = self.data.check(*data())
+        return X, y, {}
+
+    def shard(self, path, target, options):
+        """Every worker's description of ``path`` (parallel loading)."""
+        return self.loading.shard(path, target)
+
+    # -- set-up --------------------------------------------------------------------------
+    def _schedule(self, agg, ctx, X, flags, options):
+        """The schedule of ``agg`` (complete: its size is known); ``X`` only for priority
+        (None: the workers run its filter)."""
+        schedule, block, full_every, seed, rho, floor = flags
+        time_limit = options.get("time_limit")
+        every = full_every or agg.w.shape[0]
+        if schedule == "working-set":
+            return self.working_set(agg, block, ctx, options)
+        if schedule == "priority":
+            return self.priority(agg, block, every, seed, X, rho, floor, time_limit,
+                                 ctx.staleness)
+        return SCHEDULES[schedule](agg, block, every, seed, time_limit, ctx.staleness)
+
+    def _parts(self, agg, ctx, flags, options, sq_norms=None):
+        """The K schedules of ``--schedulers K``, one per range of coordinates; None for
+        a datafit that does not split (the engine then refuses in one line)."""
+        schedule, block, full_every, seed, rho, floor = flags
+        if not self.splits:
+            return None
+        if schedule == "working-set":
+            raise DataError(f"--schedulers {ctx.n_schedulers}: the working-set schedule "
+                            "solves its blocks exactly on rank 0 and does not split; use "
+                            "--schedule priority, round-robin or random, or --schedulers 1")
+        agg.n_parts = K_ = ctx.n_schedulers
+        args = (schedule, block, seed, rho, floor, options.get("time_limit"), ctx.staleness)
+        return [split.Part(k, K_, _part, args, full_every, sq_norms) for k in range(K_)]
+
+    def make_setup(self, data, lam=None, lambda_ratio=0.1, schedule="working-set",
+                   block=256, rho=0.1, floor=0.1, full_every=None, seed=0, **options):
+        """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is only
+        called on the scheduler rank. ``options`` (the datafit's): ``gram_budget`` (MiB;
+        None: :func:`default_gram_budget`) caps working-set blocks at
+        :func:`gram_block_cap` coordinates; the Lasso's ``time_limit`` (seconds, the
+        run's): block rounds return what they have once it has run out; the logistic
+        loss's ``tol``, ``name`` (of the data, in messages), ``ws_min`` (the smallest
+        working set), ``reuse_hessian``."""
+        self.check_flags(schedule, block, rho, floor, lam, lambda_ratio, full_every, options)
+        options = {**self.options, **options}
+        flags = (schedule, block, full_every, seed, rho, floor)
+
+        def setup(ctx):
+            X, y, attrs = self.problem(data, options)
+            n = X.shape[0]
+            if ctx.n_workers > n:
+                raise DataError(f"{ctx.n_workers} workers for {n} samples: each worker "
+                                "needs rows")
+            kept, p_all = None, X.shape[1]
+            # an empty column's coefficient is 0 at the optimum: solve the others only, so
+            # a file that names feature 5*10^7 once costs no state per absent feature
+            if self.drop_empty and sp.issparse(X) and X.nnz and np.diff(X.indptr).min() == 0:
+                kept = np.flatnonzero(np.diff(X.indptr))
+                X = X[:, kept]
+            lam_ = lam if lam is not None else \
+                self.Aggregate.lambda_for(lambda_ratio, X.T @ y, n)
+            sq_norms = K.csc_sq_norms(X.indptr, X.data) if sp.issparse(X) \
+                else np.einsum("ij,ij->j", X, X)
+            agg = self.aggregate(X, y, sq_norms, lam_, ctx, options)
+            for k, v in dict(attrs, kept=kept, n_features=p_all).items():
+                setattr(agg, k, v)
+            sched = self._parts(agg, ctx, flags, options, sq_norms) \
+                if ctx.n_schedulers > 1 else None
+            if sched is None:
+                sched = self._schedule(agg, ctx, X, flags, options)
+            cuts = split_rows(X, ctx.n_workers)
+            shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+            if isinstance(sched, list) and schedule == "priority":  # (the filter's norms)
+                for shard in shards:
+                    shard["sq_norms"] = _read_only(sq_norms)
+            return sched, agg, shards
+
+        return setup
+
+    def make_file_setup(self, path, target=None, lam=None, lambda_ratio=0.1,
+                        schedule="working-set", block=256, rho=0.1, floor=0.1,
+                        full_every=None, seed=0, **options):
+        """``setup(ctx)`` for ``--data PATH``: every worker reads its own part of a LIBSVM
+        or MatrixMarket coordinate file (plain or gzip; the datafit's ``loading``), and
+        rank 0 completes its aggregate and schedule from worker 0's report (n, the column
+        norms, X'y, ...); priority's filter runs on the workers. ``.npz`` and dense
+        MatrixMarket files are read on rank 0 and split (:meth:`make_setup`). X's empty
+        columns are left out of the solve (their coefficients are 0)."""
+        self.check_flags(schedule, block, rho, floor, lam, lambda_ratio, full_every, options)
+        if "name" in self.options and not options.get("name"):
+            options["name"] = path  # (the path as the user gave it, in messages)
+        whole = self.make_setup(lambda: self.data.load(path, target), lam, lambda_ratio,
+                                schedule, block, rho, floor, full_every, seed, **options)
+        options = {**self.options, **options}
+        flags = (schedule, block, full_every, seed, rho, floor)
+
+        def setup(ctx):
+            if self.loading.needs_rank0(path):
+                return whole(ctx)
+            agg = self.later(lam, lambda_ratio, ctx, options)
+            shards = [self.shard(path, target, options)] * ctx.n_workers
+            if ctx.n_schedulers > 1:  # (their ranges' norms from worker 0's report)
+                parts = self._parts(agg, ctx, flags, options)
+                if parts is not None:
+                    return parts, agg, shards
+            sched = _Later(lambda: self._schedule(agg, ctx, None, flags, options))
+            return sched, agg, shards
+
+        return setup
+
+    def fit(self, X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256,
+            rho=0.1, floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000,
+            **kw):
+        """Fit the model; returns :class:`strads.Result` (``model['coef']``, and the
+        datafit's: the logistic loss's ``model['classes']``) on the scheduler rank, None
+        on the workers. ``kw``: the datafit's options (see :meth:`make_setup`), the rest
+        goes to :func:`strads.run` (workers, staleness, time_limit, out, quiet, mpi,
+        ...); ``time_limit`` also to the Lasso's schedule, so that a long block round
+        stops in time."""
+        options = {k: kw.pop(k) for k in list(kw) if k in self.options and k != "time_limit"}
+        if "time_limit" in self.options:
+            options["time_limit"] = kw.get("time_limit")
+        if "tol" in self.options:
+            options["tol"] = tol
+        setup = self.make_setup(lambda: (X, y), lam, lambda_ratio, schedule, block, rho,
+                                floor, full_every, seed, **options)
+        return engine.run(setup, self.Update, tol=tol, max_rounds=max_rounds, app=self.name,
+                          seed=seed, **kw)
+
+    def build_parser(self):
+        from . import cli
+        return cli.build_parser(self)
+
+    def main(self, argv=None):
+        from . import cli
+        return cli.main(self, argv)

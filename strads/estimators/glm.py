@@ -1,0 +1,429 @@
+"""The generalised linear models' estimators: :class:`Lasso` and
+:class:`SparseLogisticRegression`, on the strads Lasso and logistic regression apps,
+sharing :class:`_LinearModel`."""
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.extmath import safe_sparse_dot
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._base import _check_choice, _check_number, _collective, _n_workers, _seed, _set
+
+
+class _LinearModel(BaseEstimator):
+    """What the two share: sparse input, the checks of their common parameters, the
+    app's arguments, the warning of a run short of tol, and X @ coef + intercept."""
+
+    def _set_params(self, values):
+        """__init__'s arguments as they are (scikit-learn's rule), from its locals()."""
+        for name, value in values.items():
+            if name != "self":
+                setattr(self, name, value)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _check_params(self, app, inclusive):
+        """alpha (>= 0, or > 0 when not ``inclusive``), tol, max_iter, fit_intercept and
+        the schedule (one of ``app.SCHEDULES``)."""
+        _check_number("alpha", self.alpha, 0, inclusive=inclusive)
+        _check_number("tol", self.tol, 0)
+        _check_number("max_iter", self.max_iter, 1, integer=True)
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
+        _check_choice("schedule", self.schedule, app.SCHEDULES)
+
+    def _app_kwargs(self, X):
+        return dict(lam=float(self.alpha), schedule=self.schedule,
+                    seed=_seed(self.random_state), tol=float(self.tol),
+                    max_rounds=int(self.max_iter),
+                    workers=_n_workers(self.n_jobs, X.shape[0]), quiet=True)
+
+    def _warn_unconverged(self, res, detail=""):
+        if self.tol > 0 and res.stop_reason != "tol":
+            warnings.warn(f"{type(self).__name__} did not converge: the run stopped by "
+                          f"{res.stop_reason!r} after {res.rounds} rounds{detail}; raise "
+                          "max_iter or tol", ConvergenceWarning)
+
+    def _linear(self, X):
+        """``X @ coef_ + intercept_`` for new samples."""
+        check_is_fitted(self, "coef_")
+        X = validate_data(self, X, accept_sparse=["csr", "csc", "coo"],
+                          dtype=[np.float64, np.float32], reset=False)
+        coef, intercept = np.ravel(self.coef_), np.ravel(self.intercept_)[0]
+        return np.asarray(safe_sparse_dot(X, coef, dense_output=True)).ravel() + intercept
+
+
+# -- Lasso ---------------------------------------------------------------------------------
+class Lasso(RegressorMixin, _LinearModel):
+    """Lasso by scheduled parallel coordinate descent (the strads Lasso app).
+
+    Minimises ``1 / (2 n_samples) ||y - X w - c||^2 + alpha ||w||_1``, the objective of
+    :class:`sklearn.linear_model.Lasso`, with the intercept ``c`` unpenalised (0 without
+    ``fit_intercept``). The fit is :func:`strads.apps.lasso.fit`, which has no
+    intercept: dense ``X`` is centered (one run); sparse ``X`` is not (that would make
+    it dense): the intercept is the root of ``G(c) = c - mean(y) + mean(X) @ w(c)``,
+    ``w(c)`` the no-intercept Lasso on ``(X, y - c)``, found by a few runs (see
+    ``_sparse_intercept``), to the solver's tolerance as for dense input.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        L1 penalty (the app's ``lambda``), >= 0.
+    fit_intercept : bool, default=True
+        Fit an unpenalised intercept.
+    schedule : {"working-set", "priority", "round-robin", "random"}, default="working-set"
+        The app's schedule (see the README's Lasso section).
+    tol : float, default=1e-6
+        Stop when the duality gap is at most ``tol`` times the objective (the app's
+        rule; 0 turns it off and the run goes on for ``max_iter`` rounds).
+    max_iter : int, default=100000
+        Most rounds of the engine (per run).
+    n_jobs : int, default=None
+        Workers in one process, each on a thread of its own: None -> 1, -1 -> all
+        cores (joblib's convention); at most ``n_samples``. Ignored under ``mpiexec``
+        (N-1 workers).
+    staleness : int, default=0
+        Rounds the scheduler may run ahead of the workers (0: bulk-synchronous).
+    random_state : int, RandomState instance or None, default=None
+        The app's seed (randomised schedules only): an int is used as it is, an int is
+        drawn from a RandomState or Generator, and None draws one from numpy's global
+        RandomState.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        The coefficients.
+    intercept_ : float
+        The intercept (0.0 without ``fit_intercept``).
+    n_iter_ : int
+        Rounds of the engine (summed over the runs of the intercept search for
+        sparse ``X``).
+    dual_gap_ : float
+        Duality gap of the last run, in the objective's scale ``1/(2n) ||.||^2 + ...``
+        (the scale of scikit-learn's ``dual_gap_``).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit (only when X has string column names).
+
+    See Also
+    --------
+    sklearn.linear_model.Lasso : the same optimum, by cyclic coordinate descent.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from strads.estimators import Lasso
+    >>> X = np.random.default_rng(0).standard_normal((100, 20))
+    >>> y = X[:, 0] - 2 * X[:, 3] + 1
+    >>> est = Lasso(alpha=0.05).fit(X, y)
+    >>> np.flatnonzero(np.abs(est.coef_) > 0.5).tolist()
+    [0, 3]
+    """
+
+    MAX_SOLVES = 50  # runs of the intercept search for sparse X, at most
+
+    def __init__(self, alpha=1.0, fit_intercept=True, schedule="working-set", tol=1e-6,
+                 max_iter=100000, n_jobs=None, staleness=0, random_state=None):
+        self._set_params(locals())
+
+    def fit(self, X, y):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data (any scipy.sparse format; used as CSC).
+        y : array-like of shape (n_samples,)
+            Target values.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator (on every rank under ``mpiexec``).
+        """
+        from ..apps import lasso
+
+        X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
+                             y_numeric=True, multi_output=False)
+        self._check_params(lasso, inclusive=True)
+        _check_number("staleness", self.staleness, 0, integer=True)
+        most = lasso.max_staleness(X.shape[1], 256)  # the app's bound, at its block 256
+        if self.staleness > most:
+            raise ValueError(f"staleness {self.staleness} is above the useful maximum "
+                             f"{most} for {X.shape[1]} features (rounds in flight hold "
+                             "disjoint coordinates)")
+        if sp.issparse(X) and not X.has_canonical_format:
+            X = X.copy()  # the app sums duplicates in place: not in the caller's matrix
+            X.sum_duplicates()
+        kw = dict(self._app_kwargs(X), staleness=int(self.staleness))
+        attrs = _collective(lambda run: self._fit_scheduler(run, lasso.fit, X, y, kw),
+                            lambda: lasso.fit(X, y, **kw))
+        return _set(self, attrs)
+
+    def _fit_scheduler(self, run, fit, X, y, kw):
+        results = []
+
+        def solve(Xs, ys):
+            res = run(fit, Xs, ys, **kw)
+            results.append(res)
+            return res
+
+        if not self.fit_intercept:
+            used = solve(X, y)
+            coef, intercept = used.model["coef"], 0.0
+        elif not sp.issparse(X):
+            x_mean, y_mean = X.mean(axis=0), float(y.mean())
+            Xc = np.array(X, order="F")  # the one copy: centered in place
+            Xc -= x_mean
+            used = solve(Xc, y - y_mean)
+            coef = used.model["coef"]
+            intercept = y_mean - float(x_mean @ coef)
+        else:
+            coef, intercept, used = self._sparse_intercept(solve, X, y)
+        self._warn_unconverged(used, " with duality gap "
+                               f"{float(used.extra.get('duality_gap', np.nan)):.3g}")
+        return {"coef_": coef, "intercept_": float(intercept),
+                "n_iter_": int(sum(r.rounds for r in results)),
+                "dual_gap_": float(used.extra.get("duality_gap", np.nan))}
+
+    def _sparse_intercept(self, solve, X, y):
+        """The Lasso with intercept on sparse X, X uncentered: the root of
+        G(c) = c - mean(y) + mean(X) @ w(c), continuous, non-decreasing and piecewise
+        linear in c (slope in [0, 1], constant while the signs of w(c) do not change).
+        A first run solves [X, s 1] (its constant column's penalty alpha |c| / s is
+        negligible), which starts next to the root; then a safeguarded secant search
+        (regula falsi with the Illinois rule once bracketed) stops when a linear step
+        between two points of one sign pattern lands on that pattern again: the exact
+        root. Returns the coefficients, the intercept and the run they come from."""
+        x_mean = np.asarray(X.mean(axis=0)).ravel()
+        y_mean = float(y.mean())
+        floor = 1e-13 * max(abs(y_mean), float(y.std()), np.finfo(float).tiny)
+        cs, gs, coefs, signs, runs = [], [], [], [], []
+
+        def record(c, res, coef):
+            cs.append(c)
+            gs.append(c - y_mean + float(x_mean @ coef))
+            coefs.append(coef)
+            signs.append(np.sign(coef))
+            runs.append(res)
+            return len(cs) - 1
+
+        def evaluate(c):
+            res = solve(X, y - c)
+            return record(c, res, res.model["coef"])
+
+        def unconverged(k):  # a run short of tol: G is no more exact than its w
+            return self.tol > 0 and runs[k].stop_reason != "tol"
+
+        # Start: the Lasso on [X, s 1], the constant column penalised only by
+        # alpha |c| / s: its w is w(c) at its c exactly, and |G| there is at most
+        # alpha / s = delta times y's scale, so the start is next to the root, usually
+        # on its linear piece. delta is 1e-6, or more at a small tol: that run's gap
+        # rule reads the constant column's s 1'r, whose float rounding (about
+        # eps sum |r|) s multiplies, and that must stay well below tol.
+        scale = max(abs(y_mean), float(y.std()))
+        delta = 1e-6 if self.tol == 0 else \
+            float(np.clip(10 * np.finfo(float).eps / self.tol, 1e-6, 1e-2))
+        s = 1.0 if self.alpha == 0 or scale == 0 else \
+            float(np.clip(self.alpha / (delta * scale), 1.0, 1e12))
+        ones = sp.csc_matrix(np.full((X.shape[0], 1), s))
+        res = solve(sp.hstack([X, ones], format="csc"), y)
+        aug = res.model["coef"]
+        record(s * aug[-1], res, aug[:-1])
+        cur, prev = 0, None
+        weight = {}  # Illinois rule: factors on the G of a bracket end kept twice
+        side = None  # which end of the bracket the last step replaced
+        done = abs(gs[cur]) <= floor
+        while not done and len(cs) < self.MAX_SOLVES and not unconverged(cur):
+            neg = [k for k in range(len(cs)) if gs[k] < 0]
+            pos = [k for k in range(len(cs)) if gs[k] > 0]
+            bracket = bool(neg and pos)
+            if bracket:  # regula falsi with the Illinois rule
+                lo = max(neg, key=lambda k: cs[k])
+                hi = min(pos, key=lambda k: cs[k])
+                if cs[lo] >= cs[hi]:  # G is monotone: only solver noise does this
+                    break
+                glo, ghi = gs[lo] * weight.get(lo, 1.0), gs[hi] * weight.get(hi, 1.0)
+                c = cs[lo] - glo * (cs[hi] - cs[lo]) / (ghi - glo)
+                if not cs[lo] < c < cs[hi]:
+                    c = 0.5 * (cs[lo] + cs[hi])
+                if not cs[lo] < c < cs[hi]:  # as narrow as floats go
+                    break
+                base = (lo, hi) if lo not in weight and hi not in weight else None
+            elif prev is None:  # G has slope <= 1: this step never passes the root
+                c, base = cs[cur] - gs[cur], None
+            else:  # G had the same sign twice: secant, or twice the step where G is flat
+                dc = cs[cur] - cs[prev]
+                slope = (gs[cur] - gs[prev]) / dc
+                step = gs[cur] / slope if slope > 0 else 2 * abs(dc) * np.sign(gs[cur])
+                c, base = cs[cur] - step, (prev, cur)
+            if not np.isfinite(c) or c == cs[cur]:
+                break
+            prev, cur = cur, evaluate(c)
+            if bracket and gs[cur] != 0:
+                new_side = "lo" if gs[cur] < 0 else "hi"
+                if new_side == side:  # the other end was kept twice: halve its G
+                    keep = hi if new_side == "lo" else lo
+                    weight[keep] = weight.get(keep, 1.0) * 0.5
+                side = new_side
+            # done: |G| at rounding level, or a linear step between two points of one
+            # sign pattern that lands on it again (G is linear there: the exact root,
+            # up to the solver's tolerance)
+            done = abs(gs[cur]) <= floor or (
+                base is not None and all(np.array_equal(signs[k], signs[cur]) for k in base)
+                and abs(gs[cur]) <= 0.5 * min(abs(gs[k]) for k in base))
+        best = min(range(len(cs)), key=lambda k: abs(gs[k]))
+        if not done and len(cs) >= self.MAX_SOLVES:
+            warnings.warn(f"Lasso: the intercept search for sparse X stopped after "
+                          f"{len(cs)} runs with |mean residual| {abs(gs[best]):.3g}",
+                          ConvergenceWarning)
+        coef = coefs[best]
+        return coef, y_mean - float(x_mean @ coef), runs[best]
+
+    def predict(self, X):
+        """Predict with the linear model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            ``X @ coef_ + intercept_``.
+        """
+        return self._linear(X)
+
+
+# -- sparse logistic regression -----------------------------------------------------------
+class SparseLogisticRegression(ClassifierMixin, _LinearModel):
+    """L1-penalised logistic regression by scheduled coordinate descent (the strads logreg
+    app).
+
+    Minimises ``(1/n) sum_i log(1 + exp(-y_i (x_i' w + c))) + alpha ||w||_1`` over two
+    classes (y in {-1, +1}: ``classes_[0]`` is -1). The intercept ``c`` is fitted as the
+    coefficient of a constant column of value ``intercept_scaling`` appended to X, so
+    its penalty is ``alpha |c| / intercept_scaling``: nearly, not exactly, unpenalised
+    (as liblinear's intercept).
+
+    Parameters
+    ----------
+    alpha : float, default=0.01
+        L1 penalty (the app's ``lambda``), > 0.
+    fit_intercept : bool, default=True
+        Fit an intercept (see above).
+    intercept_scaling : float, default=100.0
+        Value of the appended constant column.
+    schedule, tol, max_iter, n_jobs, random_state
+        As for :class:`Lasso` (the schedules: the README's logistic regression section).
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two class labels, sorted.
+    coef_ : ndarray of shape (1, n_features)
+        The coefficients.
+    intercept_ : ndarray of shape (1,)
+        The intercept (0.0 without ``fit_intercept``).
+    n_iter_ : int
+        Rounds of the engine.
+    n_features_in_, feature_names_in_
+        As for :class:`Lasso`.
+
+    See Also
+    --------
+    sklearn.linear_model.LogisticRegression : penalty="l1", solver="liblinear",
+        C = 1 / (n alpha) gives the same minimiser without intercept.
+    """
+
+    def __init__(self, alpha=0.01, fit_intercept=True, intercept_scaling=100.0,
+                 schedule="working-set", tol=1e-6, max_iter=100000, n_jobs=None,
+                 random_state=None):
+        self._set_params(locals())
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def fit(self, X, y):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Labels of exactly two classes.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator (on every rank under ``mpiexec``).
+        """
+        from ..apps import logreg
+
+        X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64)
+        check_classification_targets(y)
+        kind = type_of_target(y)
+        if kind != "binary":
+            raise ValueError("Only binary classification is supported. The type of the "
+                             f"target is {kind}.")
+        classes = np.unique(y)
+        if classes.shape[0] != 2:
+            raise ValueError(f"SparseLogisticRegression needs samples of exactly two "
+                             f"classes; got {classes.shape[0]} class(es): {classes[:5]}")
+        self._check_params(logreg, inclusive=False)
+        _check_number("intercept_scaling", self.intercept_scaling, 0, inclusive=False)
+        signs = np.where(y == classes[1], 1.0, -1.0)
+        Xa = X
+        if self.fit_intercept:
+            col = np.full((X.shape[0], 1), float(self.intercept_scaling))
+            Xa = sp.hstack([X, sp.csc_matrix(col)], format="csc") if sp.issparse(X) \
+                else np.hstack([X, col])
+        kw = self._app_kwargs(X)
+
+        def fit_scheduler(run):
+            res = run(logreg.fit, Xa, signs, **kw)
+            w = np.asarray(res.model["coef"], dtype=np.float64)
+            self._warn_unconverged(res)
+            c = w[-1] * self.intercept_scaling if self.fit_intercept else 0.0
+            w = w[:-1] if self.fit_intercept else w
+            return {"classes_": classes, "coef_": w.reshape(1, -1),
+                    "intercept_": np.array([float(c)]), "n_iter_": int(res.rounds)}
+
+        attrs = _collective(fit_scheduler, lambda: logreg.fit(Xa, signs, **kw))
+        return _set(self, attrs)
+
+    def decision_function(self, X):
+        """``X @ coef_ + intercept_``: positive for ``classes_[1]``."""
+        return self._linear(X)
+
+    def predict(self, X):
+        """The class of each sample."""
+        check_is_fitted(self, "coef_")
+        return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
+
+    def predict_proba(self, X):
+        """Probabilities of ``classes_[0]`` and ``classes_[1]`` (columns)."""
+        d = self.decision_function(X)
+        p1 = np.where(d >= 0, 1 / (1 + np.exp(-np.abs(d))), np.exp(-np.abs(d)) /
+                      (1 + np.exp(-np.abs(d))))
+        return np.column_stack([1 - p1, p1])
+
+    def predict_log_proba(self, X):
+        """Logarithms of :meth:`predict_proba`."""
+        d = self.decision_function(X)
+        # log sigmoid(d) = -log1p(exp(-d)), stably
+        lp1 = -np.logaddexp(0, -d)
+        lp0 = -np.logaddexp(0, d)
+        return np.column_stack([lp0, lp1])

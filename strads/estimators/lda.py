@@ -1,0 +1,270 @@
+"""The latent Dirichlet allocation estimator (:class:`LDA`)."""
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+
+from ._base import _check_number, _collective, _n_workers, _seed, _set
+
+
+class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Latent Dirichlet allocation by model-parallel collapsed Gibbs sampling (the strads
+    LDA app).
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of topics K.
+    doc_topic_prior : float, default=None
+        Symmetric document-topic prior alpha; None: the app's default 0.1 (the command
+        line's ``--alpha``; not scikit-learn's 1/K, a variational-Bayes convention).
+    topic_word_prior : float, default=None
+        Symmetric topic-word prior beta; None: the app's default 0.01 (``--beta``).
+    max_iter : int, default=50
+        Gibbs sweeps over the corpus (the app's ``sweeps``).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the sampler (fit) and of the fold-in (transform): the same int gives
+        the same model and the same transforms (same ``n_jobs``).
+    n_jobs : int, default=None
+        Workers in one process for fit (at most the number of documents and of words;
+        ignored under ``mpiexec``), and threads for the fold-in of :meth:`transform`
+        (whose result does not depend on them). None -> 1, -1 -> all cores.
+    max_doc_update_iter : int, default=100
+        Gibbs sweeps of the fold-in per document in :meth:`transform` (the first half
+        is burn-in, the counts of the second half are averaged).
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Topic-word pseudo-counts ``n_kw + topic_word_prior``, unnormalised, as
+        scikit-learn's ``LatentDirichletAllocation.components_``; the topic-word
+        distributions are ``components_ / components_.sum(axis=1)[:, None]``.
+    doc_topic_ : ndarray of shape (n_documents, n_components)
+        The training documents' topic mixtures ``(n_dk + alpha) / (n_d + K alpha)``
+        from the final state of the chain (what :meth:`fit_transform` returns).
+    doc_topic_prior_, topic_word_prior_ : float
+        The priors used.
+    n_iter_ : int
+        Sweeps run.
+    loglik_ : float
+        Joint log-likelihood ``log p(w, z)`` of the final state.
+    n_features_in_ : int
+        Vocabulary size seen during fit.
+
+    Examples
+    --------
+    >>> from strads.apps.lda import make_corpus
+    >>> from strads.estimators import LDA
+    >>> X, _, _ = make_corpus(n_docs=200, n_words=100, n_topics=5, seed=0)
+    >>> lda = LDA(n_components=5, random_state=0).fit(X)
+    >>> lda.transform(X[:3]).sum(axis=1).round(6).tolist()
+    [1.0, 1.0, 1.0]
+    """
+
+    def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None,
+                 max_iter=50, random_state=None, n_jobs=None, max_doc_update_iter=100):
+        self.n_components = n_components
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.max_iter = max_iter
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.max_doc_update_iter = max_doc_update_iter
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
+
+    @property
+    def _n_features_out(self):
+        return self.components_.shape[0]
+
+    def _counts(self, X, reset, whom):
+        """Validated document-term counts as an int64 CSR matrix (canonical)."""
+        X = validate_data(self, X, accept_sparse="csr", dtype=None, reset=reset)
+        if X.dtype.kind not in "iuf":
+            X = X.astype(np.float64)
+        check_non_negative(X, whom)
+        vals = X.data if sp.issparse(X) else X
+        if vals.dtype.kind == "f" and (vals != np.round(vals)).any():
+            raise ValueError(f"{whom}: X must hold integer counts")
+        X = sp.csr_matrix(X, dtype=np.int64, copy=True)  # never the caller's arrays
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        return X
+
+    def fit(self, X, y=None):
+        """Fit the topics.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_documents, n_features)
+            Document-term counts (non-negative integers).
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator (on every rank under ``mpiexec``).
+        """
+        from ..apps import lda
+
+        X = self._counts(X, True, "LDA.fit")
+        _check_number("n_components", self.n_components, 1, integer=True)
+        _check_number("max_iter", self.max_iter, 1, integer=True)
+        _check_number("max_doc_update_iter", self.max_doc_update_iter, 0, integer=True)
+        alpha = 0.1 if self.doc_topic_prior is None else self.doc_topic_prior
+        beta = 0.01 if self.topic_word_prior is None else self.topic_word_prior
+        _check_number("doc_topic_prior", alpha, 0, inclusive=False)
+        _check_number("topic_word_prior", beta, 0, inclusive=False)
+        seed = _seed(self.random_state)
+        kw = dict(n_topics=int(self.n_components), alpha=float(alpha), beta=float(beta),
+                  sweeps=int(self.max_iter), seed=seed, quiet=True,
+                  workers=_n_workers(self.n_jobs, X.shape[0], X.shape[1]))
+
+        def scheduler(run):
+            res = run(lda.fit, X, **kw)
+            M = res.model
+            K = kw["n_topics"]
+            ndk = M["doc_topic"].astype(np.float64)
+            doc_topic = (ndk + alpha) / (ndk.sum(axis=1, keepdims=True) + K * alpha)
+            return {"components_": M["word_topic"].T.astype(np.float64) + beta,
+                    "doc_topic_": doc_topic, "doc_topic_prior_": float(alpha),
+                    "topic_word_prior_": float(beta), "n_iter_": int(self.max_iter),
+                    "loglik_": float(M["loglik"]),
+                    # the fold-in's seed: transform() is deterministic for a fitted model
+                    "_transform_seed": int(np.random.default_rng([seed, 0x666F6C64])
+                                           .integers(0, 2 ** 62))}
+
+        attrs = _collective(scheduler, lambda: lda.fit(X, **kw))
+        return _set(self, attrs)
+
+    def fit_transform(self, X, y=None):
+        """Fit, and return the training documents' topic mixtures (``doc_topic_``,
+        from the chain itself rather than a fold-in).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_documents, n_features)
+            Document-term counts.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        doc_topic : ndarray of shape (n_documents, n_components)
+            Rows sum to 1.
+        """
+        return self.fit(X).doc_topic_.copy()
+
+    def _topics(self):
+        """phi[w, k] = p(w | k), word-major (the fold-in kernel's layout)."""
+        return np.ascontiguousarray((self.components_
+                                     / self.components_.sum(axis=1, keepdims=True)).T)
+
+    def transform(self, X):
+        """Topic mixtures of documents by collapsed Gibbs fold-in against the fitted
+        topics (held fixed; :func:`strads.apps.lda.foldin.fold_in`).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_documents, n_features)
+            Document-term counts over the training vocabulary.
+
+        Returns
+        -------
+        doc_topic : ndarray of shape (n_documents, n_components)
+            ``(mean n_dk + alpha) / (n_d + K alpha)`` over the fold-in's sweeps after
+            burn-in; rows sum to 1 (an empty document: 1/K each). The same for the same
+            fitted model and X.
+        """
+        from ..apps.lda import foldin
+
+        check_is_fitted(self, "components_")
+        X = self._counts(X, False, "LDA.transform")
+        doc_ptr, words = foldin.tokens(X)
+        return foldin.fold_in_threads(doc_ptr, words, self._topics(),
+                                      float(self.doc_topic_prior_),
+                                      int(self.max_doc_update_iter), self._transform_seed,
+                                      _n_workers(self.n_jobs, max(X.shape[0], 1)))
+
+    def _loglik(self, X):
+        from ..apps.lda import foldin
+
+        check_is_fitted(self, "components_")
+        X = self._counts(X, False, "LDA.score")
+        doc_ptr, words = foldin.tokens(X)
+        phi = self._topics()
+        theta = foldin.fold_in_threads(doc_ptr, words, phi, float(self.doc_topic_prior_),
+                                       int(self.max_doc_update_iter), self._transform_seed,
+                                       _n_workers(self.n_jobs, max(X.shape[0], 1)))
+        ll = foldin.doc_loglik(X.indptr.astype(np.int64), X.indices.astype(np.int64),
+                               X.data.astype(np.float64), theta, phi)
+        return float(ll.sum()), int(doc_ptr[-1])
+
+    def score(self, X, y=None):
+        """Approximate log-likelihood of documents.
+
+        ``sum_d sum_w c_dw log(theta_d . phi_w)``, with the fitted topics ``phi`` and
+        each document's mixture ``theta_d`` from :meth:`transform`. Since theta_d is
+        estimated from the same document, this plug-in value is higher than the exact
+        marginal log p(w_d); use it to compare models on held-out documents.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_documents, n_features)
+            Document-term counts.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        score : float
+            The log-likelihood (natural log).
+        """
+        return self._loglik(X)[0]
+
+    def perplexity(self, X):
+        """``exp(-score(X) / number of tokens in X)``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_documents, n_features)
+            Document-term counts (at least one token).
+
+        Returns
+        -------
+        perplexity : float
+        """
+        ll, n_tokens = self._loglik(X)
+        if n_tokens == 0:
+            raise ValueError("perplexity needs documents with at least one token")
+        return float(np.exp(-ll / n_tokens))
+
+    def top_words(self, vocab=None, n=10):
+        """The ``n`` most probable words of every topic.
+
+        Parameters
+        ----------
+        vocab : sequence of str, default=None
+            The word of every column of X; None: word ids (as strings).
+        n : int, default=10
+            Words per topic.
+
+        Returns
+        -------
+        words : list of lists of str
+            One list per topic, most probable first.
+        """
+        from ..apps.lda import top_words
+
+        check_is_fitted(self, "components_")
+        _check_number("n", n, 1, integer=True)
+        if vocab is not None and len(vocab) != self.components_.shape[1]:
+            raise ValueError(f"{len(vocab)} vocabulary words for "
+                             f"{self.components_.shape[1]} features")
+        return top_words(self.components_.T, vocab, n)

@@ -1,0 +1,258 @@
+"""What the Lasso and sparse logistic regression do alike, for both datafits: the command
+line (its outputs, a data file, bad flags, --help), priority's filter on the workers
+with parallel loading, and a resume with parallel loading; the datafit check."""
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import strads
+from strads import transport
+from strads.apps import glm, lasso, logreg
+from strads.apps.lasso.data import make_problem as lasso_problem
+from strads.apps.logreg.data import make_problem as logreg_problem
+
+from conftest import run_cli
+
+APPS = {"lasso": (lasso, lasso_problem), "logreg": (logreg, logreg_problem)}
+
+
+def read_parts(loading, path, target=None, W=2):
+    """Every worker's ``loading.read_part()``, each on a thread with the in-process
+    collectives (as ``--workers W``): the parts, or the DataError the run ends with."""
+    group = transport._Group(W)
+    out = [None] * W
+    desc = loading.shard(path, target)
+
+    def work(w):
+        try:
+            out[w] = loading.read_part(transport._ThreadPeers(group, w, W), desc)
+        except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
+            group.fail(e)
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(W)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if group.error is not None:
+        raise group.error
+    return out
+
+
+def svm_text(X, y):
+    """LIBSVM text of (X, y), every value as repr() writes it (bit for bit)."""
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(X)
+    lines = []
+    for i in range(X.shape[0]):
+        a, b = X.indptr[i], X.indptr[i + 1]
+        feats = " ".join(f"{j + 1}:{float(v)!r}"
+                         for j, v in zip(X.indices[a:b], X.data[a:b]))
+        lines.append(f"{float(y[i])!r} {feats}".rstrip())
+    return ("\n".join(lines) + "\n").encode()
+
+
+def fit_cli(app, args, out, np_=None):
+    """The CLI's model and summary, run in one process or under ``mpiexec -n np_``."""
+    p = run_cli([f"strads.apps.{app}", *args, "--quiet", "--out", str(out)], np=np_,
+                timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return np.load(out / "model.npz"), json.loads((out / "summary.json").read_text())
+
+
+# -- the command line -------------------------------------------------------------------
+@pytest.mark.parametrize("app, n, p, flags, rel", [
+    ("lasso", 200, 500, [], 1e-9),
+    ("logreg", 300, 800, ["--lambda-ratio", "0.05"], 1e-10)])
+def test_cli_writes_outputs(tmp_path, app, n, p, flags, rel):
+    mod, make_problem = APPS[app]
+    out = tmp_path / "out"
+    proc = run_cli([f"strads.apps.{app}", "--n-samples", str(n), "--n-features", str(p),
+                    "--quiet", "--out", str(out), "--tol", "1e-8", *flags])
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary == json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
+                "objective", "lambda", "nnz_coef", "duality_gap", "traffic"):
+        assert key in summary
+    assert summary["app"] == app and summary["stop_reason"] == "tol"
+    assert summary["duality_gap"] <= 1e-8 * summary["objective"]
+    header = (out / "trace.csv").read_text().splitlines()[0].split(",")
+    assert header == ["round", "wall_s", "updates", "objective", "duality_gap", "nnz_coef"]
+    model = np.load(out / "model.npz")
+    X, y, _ = make_problem(n, p)
+    ratio = 0.05 if flags else 0.1
+    assert float(model["lambda"]) == pytest.approx(ratio * mod.lambda_max(X, y), rel=1e-12)
+    assert mod.objective(X, y, model["coef"], float(model["lambda"])) == \
+        pytest.approx(summary["objective"], rel=rel)
+    assert summary["nnz_coef"] == np.count_nonzero(model["coef"]) > 0
+    if app == "logreg":
+        np.testing.assert_array_equal(model["classes"], [-1, 1])
+
+
+def test_cli_reads_data_file(tmp_path):
+    """LIBSVM files: the Lasso's at scikit-learn's optimum; logistic regression's with
+    0/1 labels at liblinear's, the labels kept in the model."""
+    from sklearn.datasets import dump_svmlight_file
+    from sklearn.linear_model import Lasso
+
+    from test_logreg import liblinear
+
+    X, y, _ = lasso_problem(100, 50, density=0.2, seed=6)
+    dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
+    p = run_cli(["strads.apps.lasso", "--data", str(tmp_path / "d.svm"), "--quiet",
+                 "--lambda", "0.01", "--tol", "1e-9"])
+    assert p.returncode == 0, p.stderr
+    coef = Lasso(alpha=0.01, fit_intercept=False, tol=1e-12, max_iter=100000).fit(X, y).coef_
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    assert summary["objective"] == pytest.approx(lasso.objective(X, y, coef, 0.01), rel=1e-6)
+
+    X, y, _ = logreg_problem(150, 60, density=0.2, seed=7)
+    dump_svmlight_file(X, (y > 0).astype(int), str(tmp_path / "c.svm"))
+    out = tmp_path / "out"
+    p = run_cli(["strads.apps.logreg", "--data", str(tmp_path / "c.svm"), "--quiet",
+                 "--lambda", "0.01", "--tol", "1e-9", "--workers", "2", "--out", str(out)])
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    f_ref = logreg.objective(X, y, liblinear(X, y, 0.01), 0.01)
+    assert abs(summary["objective"] - f_ref) <= 1e-6 * f_ref
+    np.testing.assert_array_equal(np.load(out / "model.npz")["classes"], [0, 1])
+
+
+@pytest.mark.parametrize("app, flags, message", [
+    ("lasso", ["--block", "0"], "--block: a positive integer must be > 0"),
+    ("lasso", ["--staleness", "-1"], "--staleness: a non-negative integer must be >= 0"),
+    ("lasso", ["--rho", "2"], "--rho: must be between 0 and 1"),
+    ("lasso", ["--schedule", "magic"], "invalid choice: 'magic'"),
+    ("lasso", ["--data", "/nonexistent.svm"], "/nonexistent.svm: no such file"),
+    ("logreg", ["--lambda", "0"], "--lambda: a positive number must be > 0"),
+    ("logreg", ["--block", "0"], "--block: a positive integer must be > 0"),
+    ("logreg", ["--rho", "2"], "--rho: must be between 0 and 1"),
+    ("logreg", ["--schedule", "magic"], "invalid choice: 'magic'"),
+    ("logreg", ["--target", "y.txt"], "--target needs --data"),
+])
+def test_cli_rejects_bad_flags_with_one_line(app, flags, message):
+    p = run_cli([f"strads.apps.{app}", "--quiet", *flags])
+    assert p.returncode == 2
+    assert message in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("app, flags, texts", [
+    ("lasso", ("--rho", "--n-samples", "--log-interval", "--gram-budget"), ()),
+    ("logreg", ("--lambda", "--lambda-ratio", "--schedule", "--rho", "--target",
+                "--n-samples", "--dense", "--log-interval", "--workers"),
+     ("working-set", "lambda_max"))])
+def test_cli_help_lists_every_flag(app, flags, texts):
+    import importlib
+
+    p = run_cli([f"strads.apps.{app}", "--help"])
+    assert p.returncode == 0
+    build_parser = importlib.import_module(f"strads.apps.{app}.__main__").build_parser
+    every = [o for a in build_parser()._actions for o in a.option_strings]
+    for flag in flags:
+        assert flag in every
+    for flag in every:
+        assert flag in p.stdout
+    for text in texts:
+        assert text in p.stdout
+
+
+# -- parallel loading ---------------------------------------------------------------------
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("app", ["lasso", "logreg"])
+def test_priority_filter_runs_on_the_workers(tmp_path, app):
+    """With --data the scheduler holds no X: the workers sum the candidates' Gram matrix
+    and choose the block. Every round's block keeps |correlation| <= rho, the model
+    reaches scikit-learn's (liblinear's) objective, and is the same bits under MPI."""
+    mod, make_problem = APPS[app]
+    if app == "lasso":
+        X, y, _ = make_problem(200, 300, density=0.05, corr=0.7, seed=3)
+        ratio, kw = 0.05, {}
+    else:
+        X, y, _ = make_problem(200, 300, density=0.05, corr=0.7, n_informative=20, seed=3)
+        ratio, kw = 0.1, dict(tol=1e-9)
+    path = str(tmp_path / "d.svm")
+    (tmp_path / "d.svm").write_bytes(svm_text(X, y))
+    Xr, yr = mod.load(path)
+    lam, rho = ratio * mod.lambda_max(Xr, yr), 0.2
+    setup = mod.make_file_setup(path, lam=lam, schedule="priority", block=32, rho=rho, **kw)
+    blocks = []
+
+    def spying(ctx):
+        sched, agg, shards = setup(ctx)
+        inner = agg.aggregate
+
+        def aggregate(round, task, partials):
+            if "cols" in partials[0]:
+                assert all(pt["cols"].tobytes() == partials[0]["cols"].tobytes()
+                           for pt in partials)
+                assert np.isin(partials[0]["cols"], task["cols"]).all()
+                blocks.append(partials[0]["cols"])
+            return inner(round, task, partials)
+        agg.aggregate = aggregate
+        return sched, agg, shards
+    res = strads.run(spying, mod.DATAFIT.Update, workers=3, tol=1e-9, max_rounds=100_000,
+                     quiet=True)
+    assert res.stop_reason == "tol" and len(blocks) > 5
+    Xd = Xr.toarray()
+    nrm = np.linalg.norm(Xd, axis=0)
+    for cols in blocks:
+        C = np.abs(Xd[:, cols].T @ Xd[:, cols]) / np.outer(nrm[cols], nrm[cols])
+        np.fill_diagonal(C, 0)
+        assert C.max() <= rho + 1e-12
+    if app == "lasso":
+        from sklearn.linear_model import Lasso
+        sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(Xr, yr)
+        f_ref = lasso.objective(Xr, yr, sk.coef_, lam)
+    else:
+        from test_logreg import liblinear
+        f_ref = logreg.objective(Xr, yr, liblinear(Xr, yr, lam), lam)
+    assert abs(mod.objective(Xr, yr, res.model["coef"], lam) - f_ref) <= 1e-6 * f_ref
+    args = ["--data", path, "--schedule", "priority", "--block", "32", "--rho", str(rho),
+            "--lambda", repr(lam), "--tol", "1e-9"]
+    one, s1 = fit_cli(app, args + ["--workers", "2"], tmp_path / "one")
+    mpi, s2 = fit_cli(app, args, tmp_path / "mpi", np_=3)
+    assert one["coef"].tobytes() == mpi["coef"].tobytes() and s1["rounds"] == s2["rounds"]
+
+
+@pytest.mark.parametrize("app", ["lasso", "logreg"])
+def test_resume_from_a_checkpoint_with_parallel_loading(tmp_path, app):
+    """The workers read their parts again on resume; the schedule built in begin() is
+    restored; the model is the uninterrupted run's, bit for bit."""
+    mod, make_problem = APPS[app]
+    X0, Y0, _ = make_problem(60, 25, density=0.2, seed=11)
+    labels = Y0 if app == "lasso" else np.where(Y0 > 0, 7, 3)
+    path = str(tmp_path / "d.svm")
+    (tmp_path / "d.svm").write_bytes(svm_text(X0, labels))
+    kw = dict(gram_budget=0.001) if app == "lasso" else dict(tol=1e-10, ws_min=4)
+
+    def go(out, **run_kw):
+        setup = mod.make_file_setup(path, lambda_ratio=0.05, **kw)
+        return strads.run(setup, mod.DATAFIT.Update, workers=2, tol=1e-10, quiet=True,
+                          out=str(out), **run_kw)
+
+    full = go(tmp_path / "full", max_rounds=100_000)
+    # (20 rounds, not 6: a checkpoint still being written when a run stops at
+    # max_rounds is lost, and 6 Lasso rounds can end within the first one's writing)
+    part = go(tmp_path / "part", max_rounds=20, checkpoint_every=1e-3)
+    assert part.stop_reason == "max_rounds"
+    resumed = go(tmp_path / "part", max_rounds=100_000, resume=True)
+    assert resumed.stop_reason == "tol" and resumed.rounds == full.rounds
+    assert resumed.model["coef"].tobytes() == full.model["coef"].tobytes()
+    if app == "logreg":
+        np.testing.assert_array_equal(resumed.model["classes"], [3, 7])
+
+
+# -- the datafit ----------------------------------------------------------------------
+def test_a_datafit_missing_pieces_is_named_at_once():
+    class Half(glm.Datafit):
+        name = "half"
+        Aggregate = object
+
+    with pytest.raises(TypeError, match="datafit Half lacks Update, data, loading, priority"):
+        Half()
+    with pytest.raises(TypeError, match="unexpected option 'gram_budgett'"):
+        lasso.make_setup(lambda: None, gram_budgett=1)
