@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from strads import engine, transport
+from strads import driver, transport
 
 
 def main():
@@ -27,7 +27,7 @@ def main():
 
     def combine(parts):
         return [x for p in parts for x in p]
-    engine._keep_freed_memory()  # as strads.run does
+    driver._keep_freed_memory()  # as strads.run does
     tp = transport.MPITransport()
     x = np.random.default_rng(0).random(max(a.bytes // 8, 1))
     if tp.rank == 0:

@@ -5,7 +5,8 @@ import math
 import os
 import sys
 
-from .engine import DataError, _jsonable
+from .errors import DataError
+from .outputs import jsonable
 
 
 def _number(kind, low, strict, name):
@@ -145,7 +146,7 @@ def main(prog, fn, args):
     if result is not None:
         # non-finite figures as null: json.dumps would write NaN, which is not JSON
         if result.rank == 0:  # (leaderless: every rank has the result; rank 0 prints it)
-            print(json.dumps(_jsonable(result.summary()), default=float))
+            print(json.dumps(jsonable(result.summary()), default=float))
         sys.stdout.flush()
         if result.stop_reason == "interrupted":
             sys.exit(128 + result.signal)

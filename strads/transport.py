@@ -103,6 +103,8 @@ def _copy(obj):
     if t is list or t is tuple:
         out = [v if type(v) in _PLAIN else _copy(v) for v in obj]
         return out if t is list else tuple(out)
+    if issubclass(t, tuple) and hasattr(t, "_fields"):  # the engine's named records
+        return t(*[v if type(v) in _PLAIN else _copy(v) for v in obj])
     if isinstance(obj, np.ndarray):
         if not obj.flags.writeable and obj.dtype != object:
             return obj  # the sender marked it never to change (a shard's data): shared

@@ -74,6 +74,22 @@ def test_run_rejects_bad_settings(bad, match):
         ridge.fit(np.ones((4, 2)), np.ones(4), **bad)
 
 
+def test_a_result_older_than_the_staleness_bound_is_refused(monkeypatch):
+    handle = strads.worker.WorkerHost.handle
+
+    def lagging(self, msg):
+        reply = handle(self, msg)
+        if isinstance(reply, strads.worker.RoundResult) and reply.round > 5:
+            reply = reply._replace(oldest=reply.oldest - 2)  # claim older parameters
+        return reply
+
+    monkeypatch.setattr(strads.worker.WorkerHost, "handle", lagging)
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((60, 6)), rng.standard_normal(60)
+    with pytest.raises(strads.StalenessError, match="rounds stale"):
+        ridge.fit(X, y, staleness=1, max_rounds=50, tol=0, quiet=True, workers=2)
+
+
 def test_time_limit_and_schedule_end():
     class Forever(strads.Schedule):
         def schedule(self, round):
@@ -125,7 +141,7 @@ def test_threaded_workers_give_the_sequential_result_bit_for_bit():
                                         block=8, max_rounds=300, tol=0, **kw),
     }
     seen = set()
-    orig = strads.engine._WorkerHost.handle
+    orig = strads.worker.WorkerHost.handle
 
     def spy(self, msg):
         seen.add(threading.current_thread().name)
@@ -134,11 +150,11 @@ def test_threaded_workers_give_the_sequential_result_bit_for_bit():
     for name, fit in runs.items():
         for staleness in (0, 1):
             seq = fit(workers=3, staleness=staleness, threads=False, quiet=True)
-            strads.engine._WorkerHost.handle = spy
+            strads.worker.WorkerHost.handle = spy
             try:
                 par = fit(workers=3, staleness=staleness, threads=True, quiet=True)
             finally:
-                strads.engine._WorkerHost.handle = orig
+                strads.worker.WorkerHost.handle = orig
             assert seq.model.keys() == par.model.keys()
             for k in seq.model:
                 np.testing.assert_array_equal(seq.model[k], par.model[k], err_msg=(name, k))

@@ -158,13 +158,13 @@ def test_estimators_under_mpi_give_every_rank_the_fitted_model():
     est = strads.Lasso(alpha=alpha, tol=1e-10, random_state=0).fit(X, y)
     ref = strads.estimators.Lasso(alpha=alpha, tol=1e-10, random_state=0,
                                   n_jobs=size - 1)
-    from strads import engine
-    saved = engine._transport.mpi_world_size
-    engine._transport.mpi_world_size = lambda: 0  # this rank alone, in one process
+    from strads import transport
+    saved = transport.mpi_world_size
+    transport.mpi_world_size = lambda: 0  # this rank alone, in one process
     try:
         ref.fit(X, y)
     finally:
-        engine._transport.mpi_world_size = saved
+        transport.mpi_world_size = saved
     np.testing.assert_array_equal(est.coef_, ref.coef_)
     assert est.intercept_ == ref.intercept_
     sk = SkLasso(alpha=alpha, tol=1e-12, max_iter=10**6).fit(X, y)

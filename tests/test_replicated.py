@@ -11,6 +11,7 @@ import pytest
 from strads.apps import lasso, lda, mf
 from strads.apps.lasso.data import make_problem
 
+import faults
 from conftest import ROOT, child_env, mpiexec, world
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
@@ -70,7 +71,7 @@ DIVERGE_RUNS = {  # app: (command, fault)
 
 @pytest.mark.parametrize("app", sorted(DIVERGE_RUNS))
 def test_a_rank_that_schedules_differently_ends_the_job(tmp_path, app):
-    """STRADS_FAULT=diverge:RANK:ROUND makes that rank schedule differently: the job
+    """The test hook faults:diverge:RANK:ROUND makes that rank schedule differently: the job
     ends within seconds (20 s, start-up included), non-zero, with one line naming the
     round and the ranks; the same run without the switch succeeds."""
     import time
@@ -81,7 +82,7 @@ def test_a_rank_that_schedules_differently_ends_the_job(tmp_path, app):
             "--quiet", "--out", str(tmp_path / "o")]
     t0 = time.monotonic()
     p = subprocess.run(full, capture_output=True, text=True, timeout=60,
-                       env={**child_env(), "STRADS_FAULT": fault})
+                       env={**child_env(), **faults.env(fault)})
     assert time.monotonic() - t0 < 20
     assert p.returncode != 0
     lines = [ln for ln in p.stderr.splitlines() if "scheduled different work" in ln]
