@@ -39,7 +39,7 @@ from collections import deque
 
 import numpy as np
 
-from ._wait import Waiter, transfer, wait
+from ._wait import Waiter, _cores, transfer, wait
 
 TAG = 11  # control plane: rank 0 and a worker, one to one
 TREE = 12  # control plane: the rounds, along the workers' tree
@@ -466,7 +466,7 @@ class Replicated:
         self.n_workers, self.worker = self.size, self.rank
         self.traffic = new_traffic()
         hosts = self.comm.allgather(socket.gethostname())
-        self._spin = hosts.count(hosts[self.rank]) <= _wait_cores()
+        self._spin = hosts.count(hosts[self.rank]) <= _cores()
         _polite_barrier(self.comm)
         self.peers = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
         self._agree = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
@@ -511,11 +511,6 @@ class Replicated:
 
     def abort(self, exc, code=1, brief=False):
         _abort(self.comm, exc, code, brief)
-
-
-def _wait_cores():
-    from ._wait import _cores
-    return _cores()
 
 
 class _MPIPeers(Peers):

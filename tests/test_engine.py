@@ -236,3 +236,11 @@ def test_collectives_need_worker_threads_and_a_failing_worker_ends_the_run():
     # the others wait for worker 1 in a collective: they stop, and its error is the one
     with pytest.raises(ValueError, match="worker 1 fails in round 3"):
         strads.run(setup, Fails, workers=3, quiet=True)
+
+
+@pytest.mark.parametrize("spec", ["garbage", "faults:nope", "no_such_module:f", "faults:"])
+def test_an_invalid_test_hook_is_refused_in_one_line(monkeypatch, spec):
+    monkeypatch.setenv("STRADS_TEST_HOOK", spec)
+    with pytest.raises(strads.DataError, match=f"STRADS_TEST_HOOK={spec!r}: expected "
+                                               "MODULE:FUNCTION"):
+        ridge.fit(np.ones((4, 2)), np.ones(4), max_rounds=2, quiet=True)

@@ -10,6 +10,7 @@ import strads
 from strads.apps import mf
 from strads.apps.mf import data as D
 
+import faults
 from conftest import run_cli
 
 LAM = 1.0  # the unweighted objective's lambda (weighted=False)
@@ -409,7 +410,8 @@ def test_cli_bad_input_one_line(tmp_path):
     assert p.returncode == 2 and "--rank" in p.stderr
 
 
-@pytest.mark.parametrize("env", [{}, {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}, {"STRADS_DOORBELL": "0"}],
+@pytest.mark.parametrize("env", [{}, {"MPIR_CVAR_CH4_CMA_ENABLE": "0"},
+                                 faults.env("no_doorbells")],
                          ids=["default", "no-single-copy", "no-doorbells"])
 def test_cli_under_mpiexec_matches_in_process(tmp_path, env):
     # columns of 160 kB: large messages (rendezvous), which without MPICH's single-copy
