@@ -36,17 +36,13 @@ from threadpoolctl import threadpool_limits
 from . import api
 from . import checkpoint as _ckpt
 from . import outputs as _outputs
+from . import params as _params
 from . import transport as _transport
 from . import worker as W
 from .errors import DataError, StalenessError
 
 #: the objective "diverged" once it is this many times its scale away from its best
 DIVERGE_FACTOR = 1e6
-SCHEDULERS = ("rank", "replicated")
-#: flags a resumed run may change: they stop or show the run, not what it computes
-RESUME_MAY_DIFFER = frozenset({"--max-rounds", "--time-limit", "--tol", "--checkpoint-every",
-                               "--quiet", "--log-interval", "--resume", "--stall-warn",
-                               "--workers", "--out"})
 
 
 class ScheduleDivergence(RuntimeError):
@@ -158,7 +154,7 @@ class Driver:
     def _check_resume(self, m):
         was, now = {**m["flags"], **m["engine"]}, {**(self.flags or {}), **self._identity()}
         diff = [f"{k} {now.get(k)!r} (was {was.get(k)!r})" for k in sorted(set(was) | set(now))
-                if k not in RESUME_MAY_DIFFER and was.get(k) != now.get(k)]
+                if k not in _params.RESUME_MAY_CHANGE and was.get(k) != now.get(k)]
         if diff:
             raise _ckpt.CheckpointError(f"{self.folder}: cannot resume, these differ from "
                                         f"the checkpointed run: {', '.join(diff)}")
@@ -589,18 +585,13 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     an exception on any rank prints that rank's traceback (a :class:`DataError`: one
     line) and aborts the whole job.
     """
-    if staleness < 0 or int(staleness) != staleness:
-        raise DataError(f"staleness must be an integer >= 0, got {staleness}")
+    _params.check(_params.ENGINE, dict(
+        seed=seed, workers=workers, staleness=staleness, max_rounds=max_rounds,
+        time_limit=time_limit, tol=tol, log_interval=log_interval,
+        checkpoint_every=checkpoint_every, scheduler=scheduler, schedulers=schedulers,
+        rebalance_every=rebalance_every, stall_warn=stall_warn))
     if max_rounds is None:  # no limit: the schedule, tol or time_limit ends the run
         max_rounds = sys.maxsize
-    if max_rounds < 0 or int(max_rounds) != max_rounds:
-        raise DataError(f"max_rounds must be an integer >= 0, got {max_rounds}")
-    for name, v in (("time_limit", time_limit), ("checkpoint_every", checkpoint_every),
-                    ("stall_warn", stall_warn)):
-        if v is not None and not (v > 0 and math.isfinite(v)):
-            raise DataError(f"{name} must be a finite number > 0 (seconds), got {v}")
-    if not tol >= 0 or not math.isfinite(tol):
-        raise DataError(f"tol must be a finite number >= 0, got {tol}")
     if out is not None and not os.fspath(out):
         raise DataError("--out '': not a folder name")
     if (checkpoint_every or resume) and not out:
@@ -608,13 +599,6 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     if rebalance and checkpoint_every:
         raise DataError("--rebalance and --checkpoint-every cannot be used together yet "
                         "(a checkpoint keeps the rows where setup put them)")
-    if not (rebalance_every > 0 and math.isfinite(rebalance_every)):
-        raise DataError(f"rebalance_every must be a finite number > 0 (seconds), got "
-                        f"{rebalance_every}")
-    if scheduler not in SCHEDULERS:
-        raise DataError(f"scheduler must be one of {', '.join(SCHEDULERS)}, got {scheduler!r}")
-    if int(schedulers) != schedulers or schedulers < 1:
-        raise DataError(f"schedulers must be an integer >= 1, got {schedulers}")
     if schedulers > 1 and scheduler == "replicated":
         raise DataError("--schedulers applies to --scheduler rank (with replicated, every "
                         "rank schedules)")
@@ -635,9 +619,6 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
         raise DataError(f"--schedulers {schedulers} under mpiexec -n "
                         f"{_transport.mpi_world_size()}: no rank is left for a worker "
                         f"(ranks 0..{schedulers - 1} schedule)")
-    _keep_freed_memory()
-    # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
-    # start threads of their own, which under mpiexec would oversubscribe the cores.
     setup, update = _test_hook(setup, update)
     _keep_freed_memory()
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
@@ -705,8 +686,6 @@ def _keep_freed_memory():
 
 def _in_process(setup, update, workers, threads, signals, kw):
     workers = 1 if workers is None else workers
-    if int(workers) != workers or workers < 1:
-        raise DataError(f"workers must be an integer >= 1, got {workers}")
     _outputs.check_out(kw["out"])
     tp = _transport.InProcess(int(workers), threads=threads)
     tp.handlers = [W.WorkerHost(update, signals, w, tp.peers(w)).handle

@@ -188,8 +188,12 @@ def test_help_shows_a_default_for_every_flag(module):
     text = " ".join(p.format_help().split())
     for action in p._actions:
         if action.option_strings and action.dest != "help":
-            assert action.help and "%(default)s" in action.help or \
-                f"(default: {action.default})" in text, action.option_strings
+            shown = action.help and "%(default)s" in action.help or \
+                f"(default: {action.default})" in text
+            says = action.help and "(default" in action.help  # in words: 1 for svd, ...
+            assert shown or says, action.option_strings
+    assert text.count("(default") == sum(1 for a in p._actions if a.dest != "help")
+    assert "(needs --out) (default: None)" in text  # once, not "default: none) (default"
 
 
 def test_runs_from_the_folder_holding_a_clone_named_strads(tmp_path):
