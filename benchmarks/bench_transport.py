@@ -49,7 +49,7 @@ def main():
         wall = (time.perf_counter() - t0) / a.rounds
         cpu = (time.process_time() - c0) / a.rounds
         print(f"{'direct' if a.direct else 'tree'}, doorbells "
-              f"{'on' if tp._bells is not None else 'off'}: {x.nbytes} B to "
+              f"{'on' if tp._waiter.doorbells else 'off'}: {x.nbytes} B to "
               f"{tp.n_workers} workers and back: {wall * 1e6:.0f} us a round, scheduler "
               f"CPU {cpu * 1e6:.0f} us a round")
     else:

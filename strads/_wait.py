@@ -1,15 +1,9 @@
 """Waiting without spinning a core away from the ranks that compute (MPICH's blocking
-calls poll a core at full speed, which with more ranks than cores starves the others).
-
-A wait tests its request, yielding the core between tests for the first millisecond
-when the host has a core for every rank, then sleeps with exponential back-off
-(:func:`wait`). A transfer under way is tested without sleeping for a while
-(:func:`transfer`): without single-copy transfers (CMA) the data moves in small steps,
-each needing both sides' MPI calls. When every rank is on one Linux host, a rank waiting
-for a message sleeps on its *doorbell* instead, an anonymous pipe that a sender rings
-after posting (:class:`Waiter`): no CPU while asleep, woken at once (benchmarks/
-bench_transport.py: doorbells against polling with more ranks than cores).
-"""
+calls poll a core at full speed: with more ranks than cores that starves the others).
+A wait polls with back-off (:func:`wait`); a transfer under way is tested without
+sleeping for a while (:func:`transfer`); on one Linux host a rank waiting for a message
+sleeps on its *doorbell*, a pipe that a sender rings after posting (:class:`Waiter`;
+benchmarks/bench_transport.py compares it with polling)."""
 import os
 import select
 import sys
@@ -40,8 +34,8 @@ class Watch:
 
 
 def wait(test, spin=True, watch=None):
-    """Poll ``test()`` until true: yield the core while the wait is short (only with
-    ``spin``: a core for every rank), then sleep with back-off."""
+    """Poll ``test()`` until true: yield the core for the first millisecond (only with
+    ``spin``: a core for every rank), then sleep with exponential back-off."""
     if test():
         return
     t0, delay = time.perf_counter(), 1e-5
@@ -66,7 +60,8 @@ def spin_until(test, seconds):
 
 
 def transfer(test, spin):
-    """Wait for a transfer under way: no ring will come for the rest of it."""
+    """Wait for a transfer under way: no ring will come for the rest of it, and without
+    single-copy transfers (CMA) the data moves in small steps needing both sides."""
     if not spin_until(test, TRANSFER_SPIN_S):
         wait(test, spin)
 
@@ -78,7 +73,7 @@ def _cores():
 
 class Waiter:
     """One rank's waits for point-to-point messages on ``comm``: asleep on its doorbell
-    where every rank has one, else polling (:func:`wait`). ``sends_done()`` (the
+    where every rank has one (``doorbells`` is true), else polling. ``sends_done()`` (the
     caller's) moves this rank's own sends along when a receiver asks for it. Collective
     (every rank of ``comm`` constructs one)."""
 
@@ -91,31 +86,41 @@ class Waiter:
         self.rank, size = comm.Get_rank(), comm.Get_size()
         # yielding between tests only helps when no other rank of this host needs the core
         self.spin = hosts.count(hosts[self.rank]) <= _cores()
-        self._bells = _doorbells(comm, hosts) if doorbell else None
         self._sends_done = sends_done
         # messages per peer: posted to us (as its rings said), received, sent to it
         self._posted, self._received, self._sent = ([0] * size for _ in range(3))
+        self._bell, self._peers = None, {}
+        self.doorbells = doorbell and _doorbells(self, comm, hosts)
+
+    def _ring(self, dest, who, count):
+        if self.doorbells:
+            try:
+                os.write(self._peers[dest], np.array([who, count], "<i4").tobytes())
+            except (BlockingIOError, BrokenPipeError):  # full, or that rank waits no more
+                pass
 
     def sent(self, dest):
         """A message to ``dest`` was posted: ring its bell."""
         self._sent[dest] += 1
-        if self._bells is not None:
-            self._bells.ring(dest, self.rank, self._sent[dest])
+        self._ring(dest, self.rank, self._sent[dest])
 
     def message(self, source, test, watch=None):
         """Wait until ``test()`` (a probe for ``source``'s next message) is true; the
         message then counts as received."""
-        bells = self._bells
-        while bells is not None and not test():
+        while self.doorbells and not test():
             if self._posted[source] > self._received[source]:
                 break  # rung: the message is microseconds away (MPI still moving it)
-            if not select.select([bells.mine], [], [], BELL_TIMEOUT)[0]:
+            if not select.select([self._bell[0]], [], [], BELL_TIMEOUT)[0]:
                 if watch is not None:
                     watch()
                 continue
-            # every ring so far, as (sender, messages it has posted to us), or (-1 -
-            # rank, 0): a receiver waits for our MPI to move a send of ours along
-            rings = bells.rings()
+            # every ring so far (8 bytes, written at once), as (sender, messages it has
+            # posted to us), or (-1 - rank, 0): a receiver waits for our MPI to move a
+            # send of ours along
+            try:
+                rings = np.frombuffer(os.read(self._bell[0], 1 << 16), "<i4").reshape(-1, 2)
+            except BlockingIOError:
+                continue
             if (rings[:, 0] < 0).any():
                 spin_until(self._sends_done, TRANSFER_SPIN_S)
             for r, k in rings[rings[:, 0] >= 0]:
@@ -133,72 +138,42 @@ class Waiter:
             nonlocal nudged
             if test():
                 return True
-            if self._bells is not None and time.perf_counter() - nudged > NUDGE_S:
+            if time.perf_counter() - nudged > NUDGE_S:
                 nudged = time.perf_counter()
-                self._bells.ring(source, -1 - self.rank, 0)
+                self._ring(source, -1 - self.rank, 0)
             return False
 
         transfer(received, self.spin)
 
     def close(self):
-        if self._bells is not None:
-            self._bells.close()
-            self._bells = None
-
-
-class _Bells:
-    """This rank's doorbell and its peers': anonymous pipes, which no file backs, so a
-    rank killed at any moment leaves nothing behind; a peer opens a rank's pipe through
-    ``/proc/PID/fd/N`` (Linux). A pipe holds 8,192 rings of 8 bytes."""
-
-    def __init__(self):
-        self.mine, self._keep = os.pipe()  # our own write end: never an end-of-file
-        os.set_blocking(self.mine, False)
-        self.peers = {}
-
-    def open_peers(self, ends, rank):
-        """``ends``: every rank's (pid, read end)."""
-        for r, (pid, fd) in enumerate(ends):
-            if r != rank:
-                self.peers[r] = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
-
-    def ring(self, dest, who, count):
-        try:
-            os.write(self.peers[dest], np.array([who, count], dtype="<i4").tobytes())
-        except (BlockingIOError, BrokenPipeError):  # full, or that rank waits no more
-            pass
-
-    def rings(self):
-        """Every ring so far (whole ones: 8 bytes, written at once), as (who, count) rows."""
-        try:
-            got = os.read(self.mine, 1 << 16)
-        except BlockingIOError:
-            got = b""
-        return np.frombuffer(got, dtype="<i4").reshape(-1, 2)
-
-    def close(self):
-        for fd in [self.mine, self._keep, *self.peers.values()]:
+        for fd in [*(self._bell or ()), *self._peers.values()]:
             os.close(fd)
-        self.peers = {}
+        self._bell, self._peers, self.doorbells = None, {}, False
 
 
-def _doorbells(comm, hosts):
-    """This rank's :class:`_Bells` when every rank runs on one Linux host and can open
-    the others' pipes, else None; every rank gets the same answer (collective)."""
+def _doorbells(waiter, comm, hosts):
+    """Give ``waiter`` a doorbell, an anonymous pipe (a rank killed at any moment leaves
+    nothing behind), and open its peers' through ``/proc/PID/fd/N``, when every rank is
+    on one Linux host; -> whether every rank could (collective: the same answer)."""
     from mpi4py import MPI
 
     ok = len(set(hosts)) == 1 and sys.platform.startswith("linux")
     try:
-        bells = _Bells() if ok else None
+        if ok:
+            waiter._bell = os.pipe()  # we keep the write end too: never an end-of-file
+            os.set_blocking(waiter._bell[0], False)
     except OSError:
-        bells, ok = None, False
+        ok = False
     if comm.allreduce(ok, op=MPI.LAND):
+        ends = comm.allgather((os.getpid(), waiter._bell[0]))
         try:
-            bells.open_peers(comm.allgather((os.getpid(), bells.mine)), comm.Get_rank())
+            for r, (pid, fd) in enumerate(ends):
+                if r != comm.Get_rank():
+                    waiter._peers[r] = os.open(f"/proc/{pid}/fd/{fd}",
+                                               os.O_WRONLY | os.O_NONBLOCK)
         except OSError:
             ok = False
         if comm.allreduce(ok, op=MPI.LAND):  # every rank has opened its peers'
-            return bells
-    if bells is not None:
-        bells.close()
-    return None
+            return True
+    waiter.close()
+    return False

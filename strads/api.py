@@ -1,16 +1,8 @@
-"""What an app is made of, and what a run gives back.
-
-An app gives three objects, and :func:`strads.run` runs them:
-
-* a :class:`Schedule` (on the scheduler rank) that picks the next block of work,
-* an :class:`Update` class (one instance per worker, holding that worker's shard) that
-  turns a block into a partial result, and applies the aggregated changes it is sent,
-* an :class:`Aggregate` (on the scheduler rank) that combines the partial results of a
-  round, updates what scheduling needs and says what the workers must apply.
-
-``setup(ctx)`` makes them, told the run's :class:`Context`; the run returns a
-:class:`Result`.
-"""
+"""What an app is made of: a :class:`Schedule` picks the next block of work, an
+:class:`Update` (one per worker, on its shard) turns it into a partial result, an
+:class:`Aggregate` combines a round's partials and says what the workers must apply;
+``setup(ctx)`` makes them (:class:`Context`), :func:`strads.run` runs them and returns
+a :class:`Result`."""
 import math
 import time
 from collections import deque
@@ -190,6 +182,28 @@ class Aggregate(_Piece):
     def summary(self):
         """Extra figures for summary.json."""
         return {}
+
+
+def check_app(app, schedule, update_cls, aggregate):
+    """Refuse, before any work, an app that lacks a method the engine calls: one error
+    naming every one missing."""
+    missing = []
+    for obj, base, name in ((schedule, Schedule, "schedule"), (update_cls, Update, "update"),
+                            (aggregate, Aggregate, "aggregate")):
+        cls = obj if isinstance(obj, type) else type(obj)
+        if getattr(cls, name, None) in (None, getattr(base, name)):
+            missing.append(f"{cls.__name__}.{name}")
+    if missing:
+        raise TypeError(f"the app {app!r} is not complete: missing {' and '.join(missing)} "
+                        "(see strads.Schedule, strads.Update and strads.Aggregate)")
+
+
+def check_sync(aggregate, update_cls):
+    """A sync that the workers would not apply: refused, naming the hook."""
+    if update_cls.apply is Update.apply:
+        raise TypeError(f"{type(aggregate).__name__}.aggregate returned a sync for the "
+                        f"workers, but {update_cls.__name__} does not define apply(sync): "
+                        "they would ignore it")
 
 
 def split_balanced(counts, n_parts):

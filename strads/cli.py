@@ -104,10 +104,10 @@ def run_app(module, description, params, fit, *, max_rounds=None, tol=0.0, argv=
     :class:`strads.params.Param` declarations, checked as declared), then
     ``fit(args, **run_kw)``, which returns :func:`strads.run`'s Result (``run_kw``: the
     engine's keywords); as :func:`main` for the rest. ``module``: as :func:`parser`'s."""
-    p = parser(module, description, max_rounds, tol)
-    add_flags(p.add_argument_group("app"), params)
-    args = p.parse_args(argv)
     name = os.path.basename(module)[:-3] if module.endswith(".py") else module
+    p = parser(module, description, max_rounds, tol)
+    add_flags(p.add_argument_group(name), params)
+    args = p.parse_args(argv)
 
     def run(args):
         P.check(params, vars(args), cli=True)

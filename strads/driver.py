@@ -1,23 +1,14 @@
-"""The scheduler's loop: dispatch rounds to the workers, collect and aggregate their
-results, and stop; checkpoints, rebalancing and :func:`run`, which starts it all.
+"""The scheduler's loop (dispatch, collect, staleness, stopping rules, checkpoints,
+rebalancing) and :func:`run`, which starts it on every rank.
 
-Consistency. With ``staleness=s`` up to ``s + 1`` rounds are in flight: the schedule of
-round r is made, and the workers compute round r, after rounds ``0 .. r-s-1`` have been
-aggregated and applied. Workers count the syncs they applied (their *version*) and
-return it with every result; the driver records ``(round, newest version, oldest
-version)`` over the workers and raises if ``round - version`` ever exceeds ``s``.
-Results are aggregated strictly in round order, so a run is deterministic for a given
-seed, staleness and worker count, whatever the transport.
-
-Control plane and data plane. The driver sends each round's task to every worker and
-gets their partial results back, combined along a tree of the workers (one message each
-way per round on rank 0, whatever the number of workers). Bulky exchanges go among the
-workers themselves, through their collectives (``Update.peers``).
-
-Robustness. ``checkpoint_every`` writes every rank's state at a round boundary
-(:mod:`strads.checkpoint`) and ``resume`` continues from it; SIGINT and SIGTERM stop the
-run at the end of the current round with outputs written as for any stop; outputs
-replace the previous ones in one step; a diverging objective stops the run.
+With ``staleness=s`` up to ``s + 1`` rounds are in flight: round r is scheduled and
+computed after rounds ``0 .. r-s-1`` have been aggregated and applied. Workers count the
+syncs they applied (their *version*) and return it with every result; the driver
+records ``(round, newest version, oldest version)`` and raises if ``round - version``
+ever exceeds ``s``. Results are aggregated in round order: a run is deterministic for a
+given seed, staleness and worker count, whatever the transport. A round's task goes
+down a tree of the workers and their results come back up it, combined (one message
+each way on rank 0); bulky exchanges go among the workers (``Update.peers``).
 """
 import importlib
 import json
@@ -63,11 +54,11 @@ class Driver:
     shards, a checkpoint to resume from), :meth:`pipeline` (rounds until a stopping
     rule) and :meth:`shutdown` (the workers' parts of the model, the result)."""
 
-    def __init__(self, tp, setup, *, staleness, max_rounds, time_limit, tol, app, quiet,
-                 log_interval, out, checkpoint_every, resume, flags, stall_warn, signals,
-                 seed, rebalance=False, rebalance_every=5.0, schedulers=1):
-        self.tp, self.setup, self.W, self.seed = tp, setup, tp.n_workers, seed
-        self.K = schedulers
+    def __init__(self, tp, setup, update, *, staleness, max_rounds, time_limit, tol, app,
+                 quiet, log_interval, out, checkpoint_every, resume, flags, stall_warn,
+                 signals, seed, rebalance=False, rebalance_every=5.0, schedulers=1):
+        self.tp, self.setup, self.update_cls = tp, setup, update
+        self.W, self.seed, self.K = tp.n_workers, seed, schedulers
         # leaderless: every rank runs this loop on agreed state (transport.Replicated)
         self.rep = getattr(tp, "replicated", False)
         self.writes = not self.rep or tp.rank == 0  # the scheduler's part, the manifest
@@ -93,6 +84,7 @@ class Driver:
         self.signum = 0
         self.ckpt_round = None  # the round of the last checkpoint begun
         self.ckpt_wait = None  # a checkpoint begun whose workers' parts are not all written
+        self.synced = False  # an aggregate has returned a sync
 
     # -- init ------------------------------------------------------------------------
     def init(self):
@@ -116,6 +108,8 @@ class Driver:
                 raise ValueError(f"setup returned {len(parts)} schedules for {self.K} "
                                  "schedulers")
             self.schedule = Split(parts, self.tp)
+        api.check_app(self.app, self.schedule.first if self.K > 1 else self.schedule,
+                      self.update_cls, self.aggregate)
         digest = bool(self.every or self.resume)
         # The first worker compiles every kernel alone; the others then load them from
         # its on-disk cache (in one process, the kernels are then there already). Then
@@ -144,15 +138,14 @@ class Driver:
             self.schedule.clock = self.aggregate.clock = lambda: self.agreed_now
         self.last_ckpt = self.last_rebal = self._now()
         total = self.schedule.total_rounds  # after the staleness: it may depend on it
-        self.progress = _outputs.Progress(self.app, self.quiet,
-                                  min(self.max_rounds, total or self.max_rounds),
-                                  self.time_limit)
-
-    def _identity(self):
-        return {"app": self.app, "workers": self.W, "staleness": self.staleness}
+        self.progress = _outputs.Progress(
+            self.app, self.quiet, min(self.max_rounds, total or self.max_rounds),
+            self.time_limit)
 
     def _check_resume(self, m):
-        was, now = {**m["flags"], **m["engine"]}, {**(self.flags or {}), **self._identity()}
+        was = {**m["flags"], **m["engine"]}
+        now = {**(self.flags or {}), "app": self.app, "workers": self.W,
+               "staleness": self.staleness}
         diff = [f"{k} {now.get(k)!r} (was {was.get(k)!r})" for k in sorted(set(was) | set(now))
                 if k not in _params.RESUME_MAY_CHANGE and was.get(k) != now.get(k)]
         if diff:
@@ -249,7 +242,8 @@ class Driver:
         """Send every worker the syncs it has not applied yet and ``task`` (one message
         for all of them when they are the same)."""
         tasks, pend = per_worker(task, self.W), self.pending
-        if all(t is tasks[0] and len(p) == len(pend[0]) and all(x is y for x, y in zip(p, pend[0])) for t, p in zip(tasks, pend)):
+        if all(t is tasks[0] and len(p) == len(pend[0])
+               and all(x is y for x, y in zip(p, pend[0])) for t, p in zip(tasks, pend)):
             self.tp.broadcast(W.Step(round, pend[0], tasks[0], False))
         else:
             self.tp.broadcast(W.Step(round, pend, tasks, True))
@@ -277,6 +271,9 @@ class Driver:
         for w, partial in got:
             partials[w] = partial
         sync = self.aggregate.aggregate(r, task, partials)
+        if sync is not None and not self.synced:  # the first: can the workers apply it?
+            api.check_sync(self.aggregate, self.update_cls)
+            self.synced = True
         if self.K > 1:
             self.schedule.hear(self.aggregate.feedback(r, task, sync))
         for w, s in enumerate(per_worker(sync, self.W)):
@@ -320,8 +317,8 @@ class Driver:
     def _watch(self, r):
         if not self.stall_warn or not self.tp.is_mpi:
             return None
-        return W.stall_watch(self.app, self.stall_warn, r, 0, f"the workers (rank {self.K} and "
-                            "those it waits for)")
+        return W.stall_watch(self.app, self.stall_warn, r, 0,
+                             f"the workers (rank {self.K} and those it waits for)")
 
     def _diverged(self, objective):
         """NaN or infinite after a finite value, or further from the best value, in the
@@ -383,7 +380,8 @@ class Driver:
                 _ckpt.write_manifest(self.folder, {
                     "round": wait["round"], "parts": wait["parts"],
                     "checkpoint_every": self.every, "flags": self.flags or {},
-                    "engine": self._identity(), "time": time.time()})
+                    "engine": {"app": self.app, "workers": self.W,
+                               "staleness": self.staleness}, "time": time.time()})
             self.ckpt_wait = None
 
     # -- shutdown --------------------------------------------------------------------
@@ -443,26 +441,22 @@ class Split(api.Schedule):
         self.first = parts[0]
         self.hosts = [W.SchedulerHost() for _ in range(self.K)]
         self.news = [[] for _ in range(self.K)]
-        self.replies = {}
 
-    def _send(self, k, msg):
-        if k and self.tp.is_mpi:
-            self.tp.to_scheduler(k, msg)
-        else:  # what it would have received: its own copy (schedule 0's too)
-            self.replies[k] = self.hosts[k].handle(_transport._copy(msg))
-
-    def _recv(self, k):
-        if k and self.tp.is_mpi:
-            return self.tp.from_scheduler(k)
-        reply = self.replies.pop(k)
-        return _transport._copy(reply) if k else reply
+    def _ask(self, msgs):
+        """Each scheduler's answer to its message, all asked at once (the other ranks
+        first; in one process each works on its own copy, as under MPI)."""
+        mpi, mine = self.tp.is_mpi, {}
+        for k in range(self.K - 1, -1, -1):
+            if k and mpi:
+                self.tp.to_scheduler(k, msgs[k])
+            else:  # (the answer too: a copy)
+                mine[k] = self.hosts[k].handle(_transport._copy(msgs[k]) if k else msgs[k])
+                mine[k] = _transport._copy(mine[k]) if k else mine[k]
+        return [self.tp.from_scheduler(k) if k and mpi else mine[k] for k in range(self.K)]
 
     def begin(self, reports):
-        for k in range(self.K - 1, -1, -1):  # the others first: they start at once
-            self._send(k, W.Begin(self.parts[k], reports))
-            self.parts[k] = None  # scheduler k holds it now
-        for k in range(self.K):
-            self._recv(k)
+        self._ask([W.Begin(p, reports) for p in self.parts])
+        self.parts = None  # the scheduler ranks hold them now
 
     @property
     def total_rounds(self):
@@ -474,10 +468,9 @@ class Split(api.Schedule):
                 self.news[k].append(n)
 
     def schedule(self, round):
-        for k in range(self.K - 1, -1, -1):
-            self._send(k, W.Plan(round, self.news[k]))
-            self.news[k] = []
-        return self.combine([self._recv(k).task for k in range(self.K)])
+        answers = self._ask([W.Plan(round, n) for n in self.news])
+        self.news = [[] for _ in range(self.K)]
+        return self.combine([a.task for a in answers])
 
     def close(self):
         """The scheduler ranks' traffic, once they have stopped (MPI)."""
@@ -539,51 +532,29 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
         tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
         checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True,
         seed=0, scheduler="rank", rebalance=False, rebalance_every=5.0, schedulers=1):
-    """Run an app, in this process or, when launched by ``mpiexec -n N`` (N > 1), on N
-    ranks: rank 0 schedules and aggregates, ranks 1..N-1 are the workers.
+    """Run an app, in this process (``workers`` simulated workers, each on a thread of
+    its own with ``threads``, bit for bit the same) or, launched by ``mpiexec -n N``, on
+    N ranks (``mpi``: None detects ``mpiexec``, False forces one process). The
+    parameters are declared, with their meaning, in :data:`strads.params.ENGINE`.
 
-    ``setup(ctx)`` runs on the scheduler rank only, is told the run's :class:`Context`
-    (``ctx.n_workers``, ``ctx.staleness``, ``ctx.seed``: ``seed``) and returns
-    ``(schedule, aggregate, shards)`` with one shard per worker; ``update`` is the
-    :class:`Update` subclass the workers instantiate from their shard. ``workers`` is
-    the number of simulated workers in one process (ignored under MPI).
+    ``setup(ctx)`` runs on the scheduler rank (with ``scheduler="replicated"``: on every
+    rank), is told the run's :class:`Context` and returns ``(schedule, aggregate,
+    shards)``, one shard per worker, or K schedules with ``schedulers`` K (see
+    :meth:`Schedule.combine`); ``update`` is the :class:`Update` subclass the workers
+    make from their shard. A piece without the method the engine calls is refused
+    before any work (TypeError naming every one missing). ``flags``: the command line's,
+    which a ``resume`` must repeat but for :data:`strads.params.RESUME_MAY_CHANGE`.
+    SIGINT and SIGTERM stop the run at the end of the round (``stop_reason``
+    "interrupted", outputs written; a second one aborts); so does a NaN, infinite or
+    runaway objective ("diverged").
 
-    ``mpi``: None detects ``mpiexec`` from its environment; False forces one process.
-    ``max_rounds`` None: no limit on rounds (the schedule, ``tol`` or ``time_limit``
-    ends the run).
-
-    ``checkpoint_every`` (seconds, needs ``out``) writes every rank's state to
-    ``out/checkpoint/`` at a round boundary; ``resume`` continues from it (``flags``, the
-    command line's, must match the checkpointed run's but for stopping rules and
-    output settings; a resume without ``checkpoint_every`` keeps the run's). SIGINT and
-    SIGTERM stop at the end of the round: stop_reason "interrupted", outputs written; a
-    second one aborts. A NaN, infinite or runaway objective stops the run ("diverged").
-    ``stall_warn``: seconds a scheduler waits for a worker before saying so (MPI).
-    ``threads``: in one process, run each of the ``workers`` on a thread of its own
-    (the same result bit for bit; kernels that release the GIL run in parallel).
-
-    ``rebalance``: every ``rebalance_every`` seconds (at a round boundary) the workers'
-    seconds of work are gathered and rows move from slow workers to fast ones (the app's
-    Update defines ``rows``, ``give`` and ``take``).
-
-    ``scheduler``: under MPI, ``"rank"`` (rank 0 schedules, the others are workers) or
-    ``"replicated"`` (leaderless: all N ranks are workers and each runs the schedule and
-    the aggregate on state agreed through collectives; each round every rank's digest of
-    what it scheduled is compared, and a difference ends the job naming the round and
-    the ranks; ``setup`` then runs on every rank). In one process both are the same.
-
-    ``schedulers`` (K, ``"rank"`` only): ranks 0..K-1 schedule, ranks K..N-1 are the
-    workers. ``setup`` (on rank 0) is told ``ctx.n_schedulers`` and returns K schedules,
-    one per scheduler rank (a part of the parameters each); each round every one
-    schedules its part at the same time, from what the aggregate (on rank 0) told it
-    (:meth:`Aggregate.feedback`, :meth:`Schedule.feedback`), and :meth:`Schedule.combine`
-    makes the round's task. In one process the K schedules run in turn, with the same
-    result bit for bit.
-
-    Returns a :class:`Result` on the scheduler rank (leaderless: on every rank) and None
-    on the workers. Under MPI
+    Returns: in one process, the :class:`Result`; under MPI with ``scheduler="rank"``,
+    the Result on rank 0 and None on every other rank (a caller that needs the model
+    everywhere broadcasts it, as the estimators do); with ``"replicated"``, the same
+    Result on every rank (``result.rank`` says which; rank 0 writes ``out``). Under MPI
     an exception on any rank prints that rank's traceback (a :class:`DataError`: one
-    line) and aborts the whole job.
+    line) and aborts the whole job. For tests only, ``STRADS_TEST_HOOK`` may replace
+    ``setup`` and ``update`` (:func:`_test_hook`).
     """
     _params.check(_params.ENGINE, dict(
         seed=seed, workers=workers, staleness=staleness, max_rounds=max_rounds,
@@ -661,8 +632,8 @@ def _test_hook(setup, update):
     return hook(setup, update, *args)
 
 
-def _drive(tp, setup, **kw):
-    driver = Driver(tp, setup, **kw)
+def _drive(tp, setup, update, **kw):
+    driver = Driver(tp, setup, update, **kw)
     driver.init()
     driver.pipeline()
     return driver.shutdown()
@@ -670,11 +641,10 @@ def _drive(tp, setup, **kw):
 
 def _keep_freed_memory():
     """Every round allocates and frees arrays of the same few sizes (messages, gather
-    buffers). glibc unmaps each freed block of a few MiB, or trims it off the heap, and
-    the next round faults its pages in again, 4 KiB at a time: a fixed cost per round
-    that more workers do not share (measured: the MF scheduler spent 90% of its message
-    packing in page faults). Keep blocks below 64 MiB in the heap instead; larger ones
-    (the data) are still returned to the system when freed. glibc only; elsewhere a no-op."""
+    buffers); glibc would unmap each freed block of a few MiB and the next round fault
+    its pages in again, a fixed cost per round that more workers do not share. Keep
+    blocks below 64 MiB in the heap (larger ones, the data, still go back to the
+    system). glibc only; elsewhere a no-op."""
     try:
         import ctypes
         libc = ctypes.CDLL(None)
@@ -691,7 +661,7 @@ def _in_process(setup, update, workers, threads, signals, kw):
     tp.handlers = [W.WorkerHost(update, signals, w, tp.peers(w)).handle
                    for w in range(tp.n_workers)]
     try:
-        result = _drive(tp, setup, signals=signals, **kw)
+        result = _drive(tp, setup, update, signals=signals, **kw)
     except BaseException:
         tp.close(wait=False)
         raise
@@ -713,7 +683,7 @@ def _under_mpi(setup, update, scheduler, signals, kw):
             tp.handler = W.WorkerHost(update, signals, tp.rank, tp.peers, tp.traffic).handle
         if rep or tp.rank == 0:
             _outputs.check_out(out)
-            result = _drive(tp, setup, signals=signals,
+            result = _drive(tp, setup, update, signals=signals,
                             **{**kw, "quiet": kw["quiet"] or tp.rank > 0})
             result.rank = tp.rank
             if out and tp.rank == 0:  # (leaderless: rank 0 writes)

@@ -1,5 +1,6 @@
 """What a run leaves behind: the output folder (summary.json, trace.csv, model.npz, written
 all or nothing), the check of ``--out`` before any work, and the progress line."""
+import contextlib
 import csv
 import json
 import math
@@ -53,22 +54,13 @@ def write(out, summary, trace, model):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-class _durable:
+@contextlib.contextmanager
+def _durable(path, mode, **kw):
     """open() for writing that flushes to disk before closing."""
-
-    def __init__(self, path, mode, **kw):
-        self.f = open(path, mode, **kw)
-
-    def __enter__(self):
-        return self.f
-
-    def __exit__(self, *exc):
-        try:
-            if exc[0] is None:
-                self.f.flush()
-                os.fsync(self.f.fileno())
-        finally:
-            self.f.close()
+    with open(path, mode, **kw) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _exchange(a, b):

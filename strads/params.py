@@ -86,41 +86,32 @@ class Param:
 
     def problem(self, v):
         """None if ``v`` is allowed, else what is wrong with it (``must be ...``)."""
-        if v is None and (self.none or self.kind is str and self.choices is None):
+        if self.kind is bool or v is None and (self.none or self.default is None):
             return None
-        if self.kind is bool:
-            return None
-        if self.choices is not None:
-            ok = v in self.choices
-        elif self.kind is str:
-            ok = isinstance(v, str)
+        if self.choices is not None or self.kind is str:
+            ok = v in self.choices if self.choices else isinstance(v, str)
         else:
-            ok = _in(v, self)
+            lo, hi = self.closed in ("both", "left"), self.closed in ("both", "right")
+            try:
+                ok = (not isinstance(v, bool) and math.isfinite(v)
+                      and (self.kind is not int or int(v) == v)
+                      and (self.low is None or (v >= self.low if lo else v > self.low))
+                      and (self.high is None or (v <= self.high if hi else v < self.high)))
+            except (TypeError, ValueError):
+                ok = False
         return None if ok else f"must be {self.rule()}{self.note}"
-
-
-def _in(v, p):
-    try:
-        if isinstance(v, bool) or not math.isfinite(v) or p.kind is int and int(v) != v:
-            return False
-    except (TypeError, ValueError):
-        return False
-    lo, hi = p.closed in ("both", "left"), p.closed in ("both", "right")
-    return ((p.low is None or (v >= p.low if lo else v > p.low))
-            and (p.high is None or (v <= p.high if hi else v < p.high)))
 
 
 def check(params, values, cli=False):
     """Raise DataError (one line) for the first of ``values`` (name -> value) that its
     declaration in ``params`` refuses, naming it by its flag (``cli``) or its label."""
     for p in params:
-        if p.name in values:
-            why = p.problem(values[p.name])
-            if why:
-                who = p.flag if cli and p.flag else p.label or p.name
-                raise DataError(f"{who} {why}, got {values[p.name]!r}"
-                                if isinstance(values[p.name], str) else
-                                f"{who} {why}, got {values[p.name]}")
+        why = p.problem(values[p.name]) if p.name in values else None
+        if why:
+            v = values[p.name]
+            got = repr(v) if isinstance(v, str) else v
+            raise DataError(f"{p.flag if cli and p.flag else p.label or p.name} {why}, "
+                            f"got {got}")
 
 
 def parser_of(p):
@@ -157,19 +148,13 @@ def sklearn_constraints(params):
 
     out = {}
     for p in params:
-        if p.kind is bool:
-            c = ["boolean"]
-        elif p.choices is not None:
-            c = [StrOptions(set(p.choices))]
-        elif p.kind is str:
-            c = [str]
-        else:
-            c = [Interval(Integral if p.kind is int else Real, p.low, p.high,
-                          closed=p.closed if p.low is not None and p.high is not None else
-                          {"both": "left", "right": "neither"}.get(p.closed, p.closed)
-                          if p.high is None else
-                          {"both": "right", "left": "neither"}.get(p.closed, p.closed))]
-        out[p.name] = c + [None] * (p.none and p.kind is not bool)
+        closed = p.closed  # no upper bound: none at infinity (a float is finite)
+        if p.high is None:
+            closed = {"both": "left", "right": "neither"}.get(closed, closed)
+        c = (["boolean"] if p.kind is bool else [StrOptions(set(p.choices))]
+             if p.choices else [str] if p.kind is str else
+             [Interval(Integral if p.kind is int else Real, p.low, p.high, closed=closed)])
+        out[p.name] = c + [None] * ((p.none or p.default is None) and p.kind is not bool)
     return out
 
 

@@ -334,7 +334,6 @@ class MPITransport:
         hosts = self.comm.allgather(socket.gethostname())
         self._waiter = Waiter(self.comm, hosts, self._sends_done, doorbell)
         self._spin = self._waiter.spin
-        self._bells = self._waiter._bells
         self.traffic = new_traffic()
         # the workers' own communicator, for their data plane
         _polite_barrier(self.comm)
@@ -438,7 +437,6 @@ class MPITransport:
             wait(req.Test, self._spin)
         self._pending = []
         self._waiter.close()
-        self._bells = None
 
     def abort(self, exc, code=1, brief=False):
         """End every rank of the job now, after printing why on this rank's stderr: its

@@ -5,7 +5,7 @@ small tuples."""
 import sys
 import threading
 import time
-from typing import NamedTuple
+from collections import namedtuple
 
 import numpy as np
 
@@ -14,97 +14,30 @@ from . import checkpoint as _ckpt
 from .errors import DataError
 
 
-# -- the driver's requests to the workers ------------------------------------------------
-class Warmup(NamedTuple):
-    """Compile the kernels (the first worker, before the others start)."""
-
-
-class Init(NamedTuple):
-    shard: object
-    warm: bool  # compile the kernels first
-    digest: bool  # keep the shard's digest (checkpoints on): a resume checks it
-    rebalance: bool  # rows will move: the Update must be able to hand them over
-
-
-class Step(NamedTuple):
-    """Apply ``syncs`` in order, then compute ``task`` of ``round`` (None: syncs only);
-    ``each``: both are lists with one part per worker."""
-    round: object
-    syncs: list
-    task: object
-    each: bool
-
-
-class Checkpoint(NamedTuple):
-    folder: str
-    tag: str
-
-
-class Restore(NamedTuple):
-    folder: str
-    parts: list  # the manifest's entries: the scheduler's, then one per worker
-
-
-class Timing(NamedTuple):
-    """Seconds of work since the last one, and rows held."""
-
-
-class Rebalance(NamedTuple):
-    old: list  # rows per worker now
-    new: list  # and after the move
-
-
-class Collect(NamedTuple):
-    """The worker's part of the model; its last message."""
-
-
-# -- the workers' replies ----------------------------------------------------------------
-class Ready(NamedTuple):
-    report: object = None
-
-
-class RoundResult(NamedTuple):
-    """A round's results, merged along the workers' tree (:func:`merge`)."""
-    round: int
-    newest: int  # the newest and the oldest version (syncs applied) over the workers
-    oldest: int
-    signum: int
-    partials: list  # (worker, partial), in worker order
-    written: list  # checkpoint parts now on disk: (worker, tag, manifest entry)
-
-
-class Timed(NamedTuple):
-    busy: float
-    rows: object
-
-
-class Moved(NamedTuple):
-    rows: int
-
-
-class Collected(NamedTuple):
-    model: dict
-    usage: object  # the rank's traffic and memory (MPI)
-    written: list
-
-
-# -- a scheduler rank's messages (``--schedulers K``) --------------------------------------
-class Begin(NamedTuple):
-    schedule: object
-    reports: list
-
-
-class Plan(NamedTuple):
-    round: int
-    news: list  # the aggregate's feedback since the last Plan
-
-
-class Part(NamedTuple):
-    task: object
-
-
-class Stop(NamedTuple):
-    pass
+# The driver's requests to the workers: Warmup (compile the kernels, the first worker
+# alone); Init (a shard; ``warm``: compile first; ``digest``: keep the shard's digest,
+# which a resume checks; ``rebalance``: rows will move); Step (apply ``syncs`` in order,
+# then compute ``task`` of ``round``, None: syncs only; ``each``: both are lists of one
+# part per worker); Checkpoint, Restore (the manifest's ``parts``: the scheduler's, then
+# one per worker); Timing (seconds of work since the last one); Rebalance (rows per
+# worker now and after); Collect (the worker's part of the model; its last message).
+Warmup, Init, Step, Checkpoint, Restore, Timing, Rebalance, Collect = (
+    namedtuple(*r) for r in (
+        ("Warmup", ""), ("Init", "shard warm digest rebalance"),
+        ("Step", "round syncs task each"), ("Checkpoint", "folder tag"),
+        ("Restore", "folder parts"), ("Timing", ""), ("Rebalance", "old new"),
+        ("Collect", "")))
+# Their replies. RoundResult: a round's results merged along the workers' tree
+# (:func:`merge`): the newest and the oldest version (syncs applied) over the workers,
+# the largest signal, (worker, partial) in worker order, the checkpoint parts now on
+# disk as (worker, tag, manifest entry). Collected: also the rank's traffic and memory.
+Ready, RoundResult, Timed, Moved, Collected = (namedtuple(*r) for r in (
+    ("Ready", "report"), ("RoundResult", "round newest oldest signum partials written"),
+    ("Timed", "busy rows"), ("Moved", "rows"), ("Collected", "model usage written")))
+# A scheduler rank's (``--schedulers K``): its schedule and the workers' reports; the
+# aggregate's news since the last Plan; its part of the round's task; the end.
+Begin, Plan, Part, Stop = (namedtuple(*r) for r in (
+    ("Begin", "schedule reports"), ("Plan", "round news"), ("Part", "task"), ("Stop", "")))
 
 
 class WorkerHost:
@@ -126,7 +59,7 @@ class WorkerHost:
 
     def warmup(self, msg):
         self.update_cls.warmup()
-        return Ready()
+        return Ready(None)
 
     def init(self, msg):
         if msg.warm:
@@ -181,7 +114,7 @@ class WorkerHost:
                 "(was the input changed?)")
         self.update.load_state(_ckpt.decode(*parts["update"]))
         self.version = host["version"]
-        return Ready()
+        return Ready(None)
 
     def timing(self, msg):
         busy, self.busy = self.busy, 0.0
@@ -242,7 +175,7 @@ class SchedulerHost:
         if type(msg) is Begin:
             self.schedule = msg.schedule
             self.schedule.begin(msg.reports)
-            return Ready()
+            return Ready(None)
         for n in msg.news:  # a Plan
             self.schedule.feedback(n)
         return Part(self.schedule.schedule(msg.round))

@@ -8,7 +8,7 @@ import pytest
 import strads
 from strads import transport
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import ridge  # noqa: E402
 
 
@@ -248,3 +248,83 @@ def test_an_invalid_test_hook_is_refused_in_one_line(monkeypatch, spec):
     with pytest.raises(strads.DataError, match=f"STRADS_TEST_HOOK={spec!r}: expected "
                                                "MODULE:FUNCTION"):
         ridge.fit(np.ones((4, 2)), np.ones(4), max_rounds=2, quiet=True)
+
+
+def test_an_incomplete_app_is_refused_before_any_work_naming_every_missing_method():
+    class NoPlan(strads.Schedule):
+        pass
+
+    class NoKernel(strads.Update):
+        pass
+
+    class NoSum(strads.Aggregate):
+        pass
+
+    made = []
+
+    def setup(ctx):
+        made.append(ctx)
+        return NoPlan(), NoSum(), [{}] * ctx.n_workers
+
+    with pytest.raises(TypeError, match=r"the app 'custom' is not complete: missing "
+                                        r"NoPlan.schedule and NoKernel.update and "
+                                        r"NoSum.aggregate"):
+        strads.run(setup, NoKernel, workers=2, quiet=True)
+    with pytest.raises(TypeError, match=r"missing NoKernel.update \(see"):
+        strads.run(lambda ctx: (ridge.Cyclic(4, 2), ridge.RidgeAggregate(8, 4, 0.1),
+                                [{}] * ctx.n_workers), NoKernel, quiet=True)
+
+
+def test_a_sync_that_the_workers_cannot_apply_is_refused_naming_the_hook():
+    class Forgetful(ridge.RidgeUpdate):
+        apply = strads.Update.apply  # as if the app had not written it
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 4)), rng.standard_normal(40)
+
+    def setup(ctx):
+        rows = np.array_split(np.arange(40), ctx.n_workers)
+        return ridge.Cyclic(4, 2), ridge.RidgeAggregate(40, 4, 0.1), [
+            {"X": X[r], "y": y[r]} for r in rows]
+
+    with pytest.raises(TypeError, match="RidgeAggregate.aggregate returned a sync for the "
+                                        "workers, but Forgetful does not define "
+                                        r"apply\(sync\)"):
+        strads.run(setup, Forgetful, workers=2, max_rounds=5, quiet=True)
+
+
+def test_a_custom_app_gets_the_standard_command_line(tmp_path, capsys):
+    import json
+    res = ridge.main(["--workers", "2", "--max-rounds", "30", "--quiet", "--lam", "0.5",
+                      "--out", str(tmp_path / "o")])
+    assert res.rounds == 30 and res.workers == 2
+    assert json.loads(capsys.readouterr().out)["rounds"] == 30
+    assert (tmp_path / "o" / "model.npz").exists()
+    with pytest.raises(SystemExit) as e:
+        ridge.main(["--block", "0"])
+    assert e.value.code == 2 and "argument --block" in capsys.readouterr().err
+
+
+def test_parameters_are_declared_once_for_the_cli_run_and_estimators():
+    from sklearn.utils._param_validation import (InvalidParameterError,
+                                                 validate_parameter_constraints)
+
+    from strads import params
+
+    eng = {p.name: p for p in params.ENGINE}
+    assert params.RESUME_MAY_CHANGE == {p.flag for p in params.ENGINE if p.resume}
+    assert "--staleness" not in params.RESUME_MAY_CHANGE and "--tol" in params.RESUME_MAY_CHANGE
+    with pytest.raises(strads.DataError, match=r"^--staleness must be an integer >= 0, "
+                                               r"got -1$"):
+        params.check(params.ENGINE, {"staleness": -1}, cli=True)
+    with pytest.raises(strads.DataError, match=r"^time_limit must be a finite number > 0 "
+                                               r"\(seconds\), got inf$"):
+        params.check(params.ENGINE, {"time_limit": float("inf")})
+    params.check(params.ENGINE, {"time_limit": None, "scheduler": "rank", "quiet": 1})
+    c = params.sklearn_constraints(params.ENGINE)
+    validate_parameter_constraints(c, {"staleness": 2, "time_limit": None, "out": None,
+                                       "scheduler": "replicated"}, "run")
+    for bad in ({"staleness": -1}, {"scheduler": "x"}, {"time_limit": float("inf")}):
+        with pytest.raises(InvalidParameterError):
+            validate_parameter_constraints(c, bad, "run")
+    assert eng["max_rounds"].problem(0) is None and eng["schedulers"].problem(0)

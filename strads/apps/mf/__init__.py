@@ -126,13 +126,12 @@ PARAMS = (
           "both runs together). 0: one run of --iters iterations (or to --tol), the "
           "objective's minimiser, which overfits at a small --lambda", low=0, none=True,
           note=" (iterations; 0 or None: off)", metavar="N"),
-    Param("validation", VALIDATION, "with --early-stop: the share of the training ratings "
+    Param("validation_fraction", VALIDATION, "with --early-stop: the share of the training ratings "
           "held out in the first run, chosen by --seed (independently of "
           "--test-fraction's). 0: one run that stops on the held-out set (--test-fraction "
           "or --test-data) itself and writes its best iteration's model (each worker then "
           "keeps a copy of its rows of W and H: the factor rows' memory doubles)", low=0,
-          high=1, closed="left", flag="--validation-fraction", label="validation fraction",
-          metavar="F"),
+          high=1, closed="left", label="validation fraction", metavar="F"),
 )
 
 
@@ -217,7 +216,7 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
                         block=block, init=init, init_scale=init_scale, iters=iters,
                         target_test_rmse=target_test_rmse, early_stop=early_stop,
                         duplicates=duplicates, cold_start=cold_start,
-                        test_fraction=test_fraction, validation=validation)
+                        test_fraction=test_fraction, validation_fraction=validation)
     rank, biases = int(rank), bias == "full"
     options = dict(rank=rank, lam=float(lam), bias=bias, weighted=bool(weighted),
                    schedule=schedule, block=int(block), init=init, init_scale=init_scale,
@@ -418,7 +417,7 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
     ``validation_iterations``, ``validation_wall_s``). ``validation=0``: one run that
     stops on the held-out set itself and returns its best iteration's model (needs
     ``test`` or ``test_fraction > 0``)."""
-    check(PARAMS, dict(early_stop=early_stop, validation=validation))
+    check(PARAMS, dict(early_stop=early_stop, validation_fraction=validation))
     check_held_out(early_stop, validation, test is not None or test_fraction)
     train = from_arrays(users, items, ratings, "ratings")
     held = from_arrays(*test, name="test") if test is not None else None

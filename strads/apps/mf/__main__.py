@@ -2,9 +2,7 @@
 from ... import cli, driver
 from ...errors import DataError
 from ...params import Param
-from . import (PARAMS, MFUpdate, _check, check_held_out, make_parallel_setup, make_problem,
-               prepare, validated)
-from .data import read_ratings
+from . import PARAMS, MFUpdate, _check, check_held_out, make_parallel_setup, validated
 
 MODULE = "strads.apps.mf"
 
@@ -42,7 +40,7 @@ def check_flags(args):
     if args.weighted_lambda and args.lambda_weighting != "count":
         raise DataError(f"--weighted-lambda contradicts --lambda-weighting "
                         f"{args.lambda_weighting}")
-    check_held_out(args.early_stop, args.validation,
+    check_held_out(args.early_stop, args.validation_fraction,
                    args.test_data or _test_fraction(args), cli=True)
 
 
@@ -53,29 +51,13 @@ def _test_fraction(args):
     return 0.0 if args.data else 0.1
 
 
-def load(args):
-    if args.data:
-        train = read_ratings(args.data)
-        frac = args.test_fraction or 0.0
-    else:
-        train = make_problem(args.n_users, args.n_items, args.n_ratings, args.true_rank,
-                             args.noise, args.alpha, args.seed)
-        frac = 0.1 if args.test_fraction is None else args.test_fraction
-    test = read_ratings(args.test_data) if args.test_data else None
-    return prepare(train, test, 0.0 if test is not None else frac, args.seed,
-                   args.duplicates, args.cold_start)
-
-
 def run(args):
     """Each worker reads its part of --data (and --test-data) or generates its part of
     the built-in problem: the scheduler rank reads only the lines before the ratings."""
     check_flags(args)
-    if args.data:
-        frac, builtin = args.test_fraction or 0.0, None
-    else:
-        frac = 0.1 if args.test_fraction is None else args.test_fraction
-        builtin = (args.n_users, args.n_items, args.n_ratings, args.true_rank, args.noise,
-                   args.alpha, args.seed)
+    frac = _test_fraction(args)
+    builtin = None if args.data else (args.n_users, args.n_items, args.n_ratings,
+                                      args.true_rank, args.noise, args.alpha, args.seed)
     kw = cli.engine_kwargs(args)
 
     def one(validation, early_stop, iters, report, limits):
@@ -89,7 +71,7 @@ def run(args):
             block=args.block, early_stop=early_stop, validation=validation, report=report)
         return driver.run(setup, MFUpdate, app="mf", **{**kw, **limits})
 
-    return validated(one, args.early_stop, args.validation, args.iters,
+    return validated(one, args.early_stop, args.validation_fraction, args.iters,
                      **{k: kw[k] for k in ("out", "resume", "max_rounds", "time_limit")})
 
 
