@@ -18,21 +18,6 @@ NUDGE_S = 1e-4  # how often a receiver rings a sender whose transfer it waits fo
 TRANSFER_SPIN_S = 0.05  # the longest a rank tests a transfer under way without sleeping
 
 
-class Watch:
-    """Calls ``warn(seconds waited)`` every ``seconds`` of one wait (a stalled peer)."""
-
-    def __init__(self, seconds, warn):
-        self.seconds, self.warn = seconds, warn
-        self.t0 = time.perf_counter()
-        self.next = self.t0 + seconds
-
-    def __call__(self):
-        now = time.perf_counter()
-        if now >= self.next:
-            self.next = now + self.seconds
-            self.warn(now - self.t0)
-
-
 def wait(test, spin=True, watch=None):
     """Poll ``test()`` until true: yield the core for the first millisecond (only with
     ``spin``: a core for every rank), then sleep with exponential back-off."""

@@ -130,14 +130,11 @@ def add_flags(group, params, defaults=None):
     """Add a flag for each of ``params`` that has one (``defaults``: name -> default
     replacing the declared one)."""
     for p in params:
-        if p.flag is None:
-            continue
-        default = (defaults or {}).get(p.name, p.default)
-        if p.kind is bool:
-            group.add_argument(p.flag, dest=p.name, action="store_true", help=p.help)
-            continue
-        group.add_argument(p.flag, dest=p.name, type=parser_of(p), default=default,
-                           choices=p.choices, metavar=p.metavar, help=p.help)
+        if p.flag is not None:
+            kw = dict(action="store_true") if p.kind is bool else dict(
+                type=parser_of(p), default=(defaults or {}).get(p.name, p.default),
+                choices=p.choices, metavar=p.metavar)
+            group.add_argument(p.flag, dest=p.name, help=p.help, **kw)
 
 
 def sklearn_constraints(params):

@@ -386,7 +386,7 @@ class MPITransport:
 
     def recv(self, w, watch=None):
         """Worker ``w``'s next direct reply; ``watch()`` is called now and then while
-        waiting (a :class:`Watch`)."""
+        waiting (:func:`strads.worker.stall_watch`)."""
         return self._recv_from(self._wrank(w), watch)
 
     def broadcast(self, msg):

@@ -9,7 +9,6 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _wait
 from . import checkpoint as _ckpt
 from .errors import DataError
 
@@ -102,8 +101,19 @@ class WorkerHost:
         pieces = _ckpt.snapshot({
             "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
             "host": _ckpt.encode(host, "worker")})
-        self._writer = Writer(msg.folder, f"{msg.tag}-worker{self.w}.npz", pieces,
-                              (self.w, msg.tag))
+        done, who = [], (self.w, msg.tag)
+
+        def write():  # an error is told with the next result: the run then ends
+            try:
+                done.append((*who, _ckpt.write_part(msg.folder, f"{msg.tag}-worker"
+                                                    f"{self.w}.npz", pieces)))
+            except BaseException as exc:
+                done.append(exc)
+
+        # (the thread drops write, and the snapshot with it, once it is on disk)
+        self._writer = threading.Thread(target=write, name="strads-checkpoint", daemon=True)
+        self._writer.done = done
+        self._writer.start()
 
     def restore(self, msg):
         parts = _ckpt.read_part(msg.folder, msg.parts[self.w + 1])
@@ -148,8 +158,11 @@ class WorkerHost:
 
     def _join_writer(self):
         if self._writer is not None:
-            self._written.append(self._writer.join())
-            self._writer = None
+            self._writer.join()
+            got, self._writer = self._writer.done[0], None
+            if isinstance(got, BaseException):
+                raise got
+            self._written.append(got)
 
     def _durable(self):
         """The parts written since the last result (a writer that failed raises here)."""
@@ -224,29 +237,6 @@ def merge(parts):
                        [x for p in parts for x in p.written])
 
 
-class Writer(threading.Thread):
-    """Writes one checkpoint part in the background; ``join()`` returns (who, tag,
-    manifest entry) or raises the writer's error."""
-
-    def __init__(self, folder, name, pieces, who):
-        super().__init__(name="strads-checkpoint", daemon=True)
-        self.args_, self.who, self.entry, self.error = (folder, name, pieces), who, None, None
-        self.start()
-
-    def run(self):
-        try:
-            self.entry = _ckpt.write_part(*self.args_)
-        except BaseException as exc:  # told on the next result: the run then ends
-            self.error = exc
-        self.args_ = None  # the snapshot's memory goes as soon as it is on disk
-
-    def join(self, timeout=None):
-        super().join(timeout)
-        if self.error is not None:
-            raise self.error
-        return (*self.who, self.entry)
-
-
 def rank_usage(traffic):
     """A rank's traffic so far and its peak resident memory."""
     import resource
@@ -256,8 +246,16 @@ def rank_usage(traffic):
 
 
 def stall_watch(app, seconds, round, rank, whom):
-    def warn(waited):
-        what = f" to answer round {round}" if round is not None else ""
-        sys.stderr.write(f"[{app}] rank {rank} waiting {waited:.1f} s for {whom}{what}\n")
-        sys.stderr.flush()
-    return _wait.Watch(seconds, warn)
+    """A wait's ``watch()``: every ``seconds`` of the wait, say whom this rank awaits."""
+    t0 = time.perf_counter()
+    due = [t0 + seconds]
+
+    def watch():
+        now = time.perf_counter()
+        if now >= due[0]:
+            due[0] = now + seconds
+            what = f" to answer round {round}" if round is not None else ""
+            sys.stderr.write(f"[{app}] rank {rank} waiting {now - t0:.1f} s for "
+                             f"{whom}{what}\n")
+            sys.stderr.flush()
+    return watch

@@ -37,7 +37,8 @@ __all__ = ["fit", "make_setup", "file_source", "corpus_source", "loglikelihood",
 #: (``__main__``) and the estimator's constraints
 #: (:func:`strads.params.sklearn_constraints`).
 PARAMS = (
-    Param("n_topics", 10, "number of topics K", low=1, high=INT32_MAX, flag="--topics"),
+    Param("n_topics", 10, "number of topics K", low=1, high=INT32_MAX, flag="--topics",
+          metavar="TOPICS"),
     Param("alpha", 0.1, "symmetric Dirichlet prior of the document-topic distributions",
           low=0, closed="neither"),
     Param("beta", 0.01, "symmetric Dirichlet prior of the topic-word distributions",
