@@ -10,6 +10,7 @@ import strads
 from strads.apps import mf
 from strads.apps.mf import data as D
 
+import faults
 from conftest import run_cli
 
 LAM = 1.0  # the unweighted objective's lambda (weighted=False)
@@ -409,7 +410,8 @@ def test_cli_bad_input_one_line(tmp_path):
     assert p.returncode == 2 and "--rank" in p.stderr
 
 
-@pytest.mark.parametrize("env", [{}, {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}, {"STRADS_DOORBELL": "0"}],
+@pytest.mark.parametrize("env", [{}, {"MPIR_CVAR_CH4_CMA_ENABLE": "0"},
+                                 faults.env("no_doorbells")],
                          ids=["default", "no-single-copy", "no-doorbells"])
 def test_cli_under_mpiexec_matches_in_process(tmp_path, env):
     # columns of 160 kB: large messages (rendezvous), which without MPICH's single-copy
@@ -592,11 +594,12 @@ def test_early_stop_returns_the_best_iteration(schedule, workers, staleness):
 
 def test_early_stop_needs_a_held_out_set(tmp_path):
     t = mf.make_problem(400, 200, 8000)
-    with pytest.raises(strads.DataError, match="early stopping with validation=0 stops on "
+    with pytest.raises(strads.DataError, match="early_stop 2 with validation 0 stops on "
                        "the held-out set"):
         mf.fit(t.users, t.items, t.ratings, early_stop=2, validation=0, quiet=True)
     for bad in (-1, 1.5, True):
-        with pytest.raises(strads.DataError, match="early_stop must be an integer >= 1"):
+        with pytest.raises(strads.DataError, match=r"early_stop must be an integer >= 0 "
+                           r"\(iterations; 0 or None: off\)"):
             mf.fit(t.users, t.items, t.ratings, early_stop=bad, quiet=True)
     with pytest.raises(strads.DataError, match=r"validation fraction must be in \[0, 1\)"):
         mf.fit(t.users, t.items, t.ratings, validation=1.0, quiet=True)
@@ -614,7 +617,7 @@ def test_early_stop_needs_a_held_out_set(tmp_path):
     p = run_cli(["strads.apps.mf", "--early-stop", "-1"])
     assert p.returncode == 2 and "--early-stop" in p.stderr
     p = run_cli(["strads.apps.mf", "--validation-fraction", "1"])
-    assert p.returncode == 2 and "--validation-fraction must be below 1" in p.stderr
+    assert p.returncode == 2 and "--validation-fraction must be in [0, 1), got 1" in p.stderr
 
 
 def test_early_stop_cli_under_mpiexec_and_resumed_equals_in_process(tmp_path):

@@ -479,4 +479,4 @@ def test_cli_flag_conflicts_before_reading(tmp_path):
                  "0.2"], "strads.apps.mf: error: give --test-data or --test-fraction, not "
                          "both")
     cli_refused(["--data", str(missing), "--test-fraction", "1"],
-                "strads.apps.mf: error: --test-fraction must be below 1")
+                "strads.apps.mf: error: --test-fraction must be in [0, 1), got 1.0")

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from strads import engine
+import strads
 from strads.apps import mf
 from strads.apps.mf import __main__ as mf_cli
 
@@ -67,13 +67,13 @@ def test_the_scheduler_keeps_nothing_of_the_data_or_model_size(schedule):
     t = mf.make_problem(3000, 1500, 20000, seed=1)
     p = mf.prepare(t, test_fraction=0.1)
     setup = mf.make_setup(lambda: p, rank=6, bias="full", schedule=schedule, iters=2)
-    sched, agg, shards = setup(engine.Context(3))
+    sched, agg, shards = setup(strads.Context(3))
     kk = 6 + 2
     for piece in (sched, agg):
         big = [a.shape for a in _arrays(piece) if a.size > 2 * kk]
         assert not big, (type(piece).__name__, big)
     # and the whole run's results: the model file as before, from the workers' rows
-    res = engine.run(mf.make_setup(lambda: p, rank=6, bias="full", schedule=schedule,
+    res = strads.run(mf.make_setup(lambda: p, rank=6, bias="full", schedule=schedule,
                                    iters=2), mf.MFUpdate, workers=3, quiet=True)
     M = res.model
     assert M["W"].shape == (p.shape[0], 6) and M["H"].shape == (p.shape[1], 6)

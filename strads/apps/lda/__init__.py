@@ -17,8 +17,10 @@ import os
 
 import numpy as np
 
-from ... import engine
-from ...engine import DataError
+from ... import api, driver
+from ...errors import DataError
+from ...params import ENGINE, Param
+from ... import params as _params
 from .aggregate import InvariantError, LDAAggregate
 from .data import BYTES_PER_DOC, BYTES_PER_TOKEN, BYTES_PER_WORD, INT32_MAX
 from .data import check as check_corpus
@@ -27,8 +29,25 @@ from .schedule import SCHEDULES, Group
 from . import kernels
 from .update import LDAUpdate
 
-__all__ = ["fit", "make_setup", "file_source", "corpus_source", "loglikelihood", "load", "make_corpus", "top_words",
-           "LDAUpdate", "LDAAggregate", "SCHEDULES", "InvariantError"]
+__all__ = ["fit", "make_setup", "file_source", "corpus_source", "loglikelihood", "load",
+           "make_corpus", "top_words", "LDAUpdate", "LDAAggregate", "SCHEDULES",
+           "InvariantError", "PARAMS"]
+
+#: The parameters, each declared once: make_setup's checks, the command line's flags
+#: (``__main__``) and the estimator's constraints
+#: (:func:`strads.params.sklearn_constraints`).
+PARAMS = (
+    Param("n_topics", 10, "number of topics K", low=1, high=INT32_MAX, flag="--topics",
+          metavar="TOPICS"),
+    Param("alpha", 0.1, "symmetric Dirichlet prior of the document-topic distributions",
+          low=0, closed="neither"),
+    Param("beta", 0.01, "symmetric Dirichlet prior of the topic-word distributions",
+          low=0, closed="neither"),
+    Param("sweeps", 50, "passes over the corpus (model schedule: one sweep is workers x "
+          "(staleness + 1) rounds)", low=0),
+    Param("schedule", "model", "model: STRADS vocabulary rotation; data: YahooLDA-style "
+          "data-parallel baseline", choices=tuple(sorted(SCHEDULES))),
+)
 
 
 def split_vocab(word_counts, n_slices):
@@ -51,11 +70,10 @@ def loglikelihood(word_topic, doc_topic, alpha, beta):
                  + (gammaln(doc_topic + alpha) - gammaln(alpha)).sum())
 
 
-# how a refusal names a parameter: the command line's flag, or fit()'s keyword
-_FLAGS = {"topics": "--topics", "alpha": "--alpha", "beta": "--beta", "sweeps": "--sweeps",
-          "staleness": "--staleness", "workers": "--workers"}
+# how a refusal names a parameter: fit()'s keyword, or the command line's flag
 _KWARGS = {"topics": "n_topics", "alpha": "alpha", "beta": "beta", "sweeps": "sweeps",
            "staleness": "staleness", "workers": "workers"}
+_FLAGS = {k: {p.name: p.flag for p in PARAMS + ENGINE}[n] for k, n in _KWARGS.items()}
 
 
 def memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, staleness,
@@ -181,16 +199,8 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
     line): on rank 0 for a matrix, on the workers (as soon as they know the corpus's
     size) for a description."""
     flag = _FLAGS if cli else _KWARGS
-    if schedule not in SCHEDULES:
-        raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
-    if int(n_topics) != n_topics or not 1 <= n_topics <= INT32_MAX:
-        raise DataError(f"{flag['topics']} must be an integer from 1 to {INT32_MAX}, got "
-                        f"{n_topics}")
-    for name, v in (("alpha", alpha), ("beta", beta)):
-        if not (v > 0 and math.isfinite(v)):
-            raise DataError(f"{flag[name]} must be a finite number > 0, got {v}")
-    if sweeps < 0:
-        raise DataError(f"{flag['sweeps']} must be >= 0, got {sweeps}")
+    _params.check(PARAMS, dict(n_topics=n_topics, alpha=alpha, beta=beta, sweeps=sweeps,
+                               schedule=schedule), cli)
     K = int(n_topics)
 
     def setup(ctx):
@@ -229,7 +239,7 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
                      schedule, int(np.diff(cuts).max()), flag)
         agg = LDAAggregate(V, K, n_docs, n_tokens, alpha, beta, schedule, vocab, check)
         sched = _split(sched_cls(V, n_workers, staleness, sweeps), ctx)
-        doc_cuts = engine.split_balanced(lengths, n_workers)
+        doc_cuts = api.split_balanced(lengths, n_workers)
         shards = []
         for w in range(n_workers):  # each worker's rows; it builds its tokens itself
             d0, d1 = int(doc_cuts[w]), int(doc_cuts[w + 1])
@@ -253,7 +263,7 @@ def fit(X, *, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50, se
                        seed, check)
     if max_rounds is None:  # the schedule ends the run after its sweeps
         max_rounds = 10 ** 9
-    return engine.run(setup, LDAUpdate, staleness=staleness, max_rounds=max_rounds,
+    return driver.run(setup, LDAUpdate, staleness=staleness, max_rounds=max_rounds,
                       app="lda", seed=seed, **run_kw)
 
 

@@ -22,12 +22,8 @@ no more than the V words: every further slice is empty, adds an empty round to e
 sweep and a slice held by every worker. ``data``: at most ``sweeps - 1`` (at least
 0): a run has only ``sweeps`` rounds to keep in flight.
 """
-from ...engine import DataError, Schedule  # noqa: F401
-
-
-def _refuse(staleness, most, why, flag):
-    raise DataError(f"{flag['staleness']} {staleness} is more than this run can use: at "
-                    f"most {most} ({why})")
+from ...api import Schedule
+from ...errors import DataError
 
 
 def slice_of(worker, round, n_workers, s1):
@@ -45,19 +41,23 @@ class _LDASchedule(Schedule):
             self.check_staleness(self.s1 - 1, self.W, V, self.sweeps,
                                  {"staleness": "staleness"})
 
+    @classmethod
+    def check_staleness(cls, staleness, n_workers, n_words, sweeps, flag):
+        """Refuse a staleness beyond the schedule's :meth:`limit`, naming it by ``flag``."""
+        most, why = cls.limit(n_workers, n_words, sweeps)
+        if staleness > most:
+            raise DataError(f"{flag['staleness']} {staleness} is more than this run can "
+                            f"use: at most {most} ({why})")
+
 
 class ModelParallel(_LDASchedule):
     @staticmethod
-    def max_staleness(n_workers, n_words, sweeps):
-        return max(0, n_words // n_workers - 1)
-
-    @classmethod
-    def check_staleness(cls, staleness, n_workers, n_words, sweeps, flag):
-        most = cls.max_staleness(n_workers, n_words, sweeps)
-        if staleness > most:
-            _refuse(staleness, most, f"the model schedule cuts workers x (staleness + 1) "
-                    f"vocabulary slices, which must be no more than the {n_words} words "
-                    f"for {n_workers} worker{'s' if n_workers > 1 else ''}", flag)
+    def limit(n_workers, n_words, sweeps):
+        """The largest useful staleness, and why."""
+        return max(0, n_words // n_workers - 1), (
+            f"the model schedule cuts workers x (staleness + 1) vocabulary slices, which "
+            f"must be no more than the {n_words} words for {n_workers} "
+            f"worker{'s' if n_workers > 1 else ''}")
 
     def __init__(self, n_words, n_workers, staleness, sweeps):
         self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
@@ -76,16 +76,11 @@ class ModelParallel(_LDASchedule):
 
 class DataParallel(_LDASchedule):
     @staticmethod
-    def max_staleness(n_workers, n_words, sweeps):
-        return max(0, sweeps - 1)
-
-    @classmethod
-    def check_staleness(cls, staleness, n_workers, n_words, sweeps, flag):
-        most = cls.max_staleness(n_workers, n_words, sweeps)
-        if staleness > most:
-            _refuse(staleness, most, f"the data schedule runs one round a sweep, and "
-                    f"{sweeps} sweep{'s' if sweeps != 1 else ''} can keep at most "
-                    f"{most + 1} round{'s' if most else ''} in flight", flag)
+    def limit(n_workers, n_words, sweeps):
+        most = max(0, sweeps - 1)
+        return most, (f"the data schedule runs one round a sweep, and {sweeps} "
+                      f"sweep{'s' if sweeps != 1 else ''} can keep at most {most + 1} "
+                      f"round{'s' if most else ''} in flight")
 
     def __init__(self, n_words, n_workers, staleness, sweeps):
         self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
