@@ -279,6 +279,7 @@ class Driver:
         for w, s in enumerate(per_worker(sync, self.W)):
             self.pending[w].append(s)
         self.done = r + 1
+        _note_round(self.done)
         now = self._now()
         objective = self.aggregate.objective()
         signum = signum if self.rep else self.signals.signum or signum
@@ -591,6 +592,11 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
                         f"{_transport.mpi_world_size()}: no rank is left for a worker "
                         f"(ranks 0..{schedulers - 1} schedule)")
     setup, update = _test_hook(setup, update)
+    if mpi and os.environ.get("STRADS_LAUNCH"):  # the launcher watches for a lost rank
+        from . import launch
+        launch.heartbeat()
+        global _note_round
+        _note_round = launch.note_round
     _keep_freed_memory()
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
@@ -606,6 +612,10 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
         sys.stderr.write(f"[{app}] {what} at round {result.rounds}"
                          + (f"; outputs in {out}" if out else "") + "\n")
     return result
+
+
+def _note_round(done):
+    """Under strads.launch: rank 0's heartbeat tells the launcher the round."""
 
 
 #: names the hook of :func:`_test_hook`
