@@ -18,7 +18,7 @@ from sklearn.linear_model import Lasso
 import strads
 from strads import transport
 from strads.apps import lasso
-from strads.apps.lasso import loading
+from strads.apps.lasso import data as lasso_data
 from strads.apps.lasso.data import load, make_problem
 
 from conftest import run_cli
@@ -39,11 +39,11 @@ def read_parts(path, target=None, W=2):
     (as ``--workers W``): the parts, or the DataError the run ends with."""
     group = transport._Group(W)
     out, errors = [None] * W, [None] * W
-    desc = loading.shard(path, target)
+    desc = lasso_data.shard(path, target)
 
     def work(w):
         try:
-            out[w] = loading.read_part(transport._ThreadPeers(group, w, W), desc)
+            out[w] = lasso_data.read_part(transport._ThreadPeers(group, w, W), desc)
         except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
             errors[w] = e
             group.fail(e)

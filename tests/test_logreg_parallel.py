@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import strads
 from strads import transport
 from strads.apps import logreg
-from strads.apps.logreg import loading
+from strads.apps.logreg import data as logreg_data
 from strads.apps.logreg.data import make_problem
 
 from conftest import run_cli
@@ -48,11 +48,11 @@ def read_parts(path, target=None, W=2):
     (as ``--workers W``): the parts, or the DataError the run ends with."""
     group = transport._Group(W)
     out = [None] * W
-    desc = loading.shard(path, target)
+    desc = logreg_data.shard(path, target)
 
     def work(w):
         try:
-            out[w] = loading.read_part(transport._ThreadPeers(group, w, W), desc)
+            out[w] = logreg_data.read_part(transport._ThreadPeers(group, w, W), desc)
         except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
             group.fail(e)
     threads = [threading.Thread(target=work, args=(w,)) for w in range(W)]

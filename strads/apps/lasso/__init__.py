@@ -6,15 +6,15 @@ round, sums the workers' partial inner products, soft-thresholds and sends the c
 back, and every worker updates its residual.
 """
 import math
-import os
 
 import numpy as np
 import scipy.sparse as sp
 
 from ... import engine
 from ...engine import DataError
+from ...io.memory import memory_limits
 from . import kernels as K
-from . import loading
+from . import data
 from .aggregate import LassoAggregate
 from .data import check, load, make_problem
 from . import split
@@ -29,47 +29,10 @@ MiB = 1 << 20
 GRAM_BUDGET_MAX = 512  # MiB: the default Gram budget, unless memory is scarcer
 
 
-def _memory_limits():
-    """Bounds, in bytes, on what this process may use, those it can tell: its
-    address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,
-    if lower) divided among the MPI ranks of this host (MPI_LOCALNRANKS; else all the
-    job's ranks)."""
-    out = []
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY and soft > 0:
-            out.append(soft)
-    except (ImportError, ValueError, OSError):
-        pass
-    local = 1
-    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
-                "OMPI_COMM_WORLD_SIZE"):
-        if os.environ.get(var, "").isdigit():
-            local = max(1, int(os.environ[var]))
-            break
-    try:
-        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        for path in ("/sys/fs/cgroup/memory.max",
-                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-            try:
-                with open(path) as f:
-                    text = f.read().strip()
-                if text.isdigit():
-                    phys = min(phys, int(text))
-            except OSError:
-                pass
-        out.append(phys // local)
-    except (ValueError, OSError, AttributeError):
-        pass
-    return out
-
-
 def default_gram_budget():
     """The default ``gram_budget`` in MiB: GRAM_BUDGET_MAX (512), or an eighth of the
-    memory this process may use (see :func:`_memory_limits`), if that is less."""
-    limits = _memory_limits()
+    memory this process may use (:func:`strads.io.memory.memory_limits`), if less."""
+    limits = memory_limits()
     return min([GRAM_BUDGET_MAX] + [b / 8 / MiB for b in limits])
 
 
@@ -248,7 +211,7 @@ def make_file_setup(path, target=None, lam=None, lambda_ratio=0.1, schedule="wor
                     block=256, rho=0.1, floor=0.1, full_every=None, seed=0, *,
                     gram_budget=None, time_limit=None):
     """``setup(ctx)`` for ``--data PATH``: every worker reads its own part of the file
-    (:mod:`.loading`: LIBSVM and MatrixMarket coordinate text, plain or gzip) and rank 0
+    (:mod:`.data`: LIBSVM and MatrixMarket coordinate text, plain or gzip) and rank 0
     completes its aggregate and schedule from what the workers report. ``.npz`` and
     dense MatrixMarket files are read on rank 0 and split (:func:`make_setup`).
 
@@ -262,16 +225,16 @@ def make_file_setup(path, target=None, lam=None, lambda_ratio=0.1, schedule="wor
                        time_limit=time_limit)
 
     def setup(ctx):
-        if loading.needs_rank0(path):
+        if data.needs_rank0(path):
             return whole(ctx)
         agg = LassoAggregate.later(lam, lambda_ratio)
         if ctx.n_schedulers > 1:  # (their ranges' norms from worker 0's report)
             return (_parts(agg, ctx, schedule, block, full_every, seed, rho, floor,
-                           time_limit), agg, [loading.shard(path, target)] * ctx.n_workers)
+                           time_limit), agg, [data.shard(path, target)] * ctx.n_workers)
         sched = _Later(lambda: _schedule(agg, schedule, block, full_every, seed, None, rho,
                                          floor, time_limit, ctx.staleness, gram_budget,
                                          ctx.n_workers))
-        desc = loading.shard(path, target)
+        desc = data.shard(path, target)
         return sched, agg, [desc] * ctx.n_workers
 
     return setup

@@ -6,7 +6,7 @@ import scipy.sparse as sp
 
 from ...engine import Update
 from . import kernels as K
-from . import loading
+from . import data
 
 
 class LassoUpdate(Update):
@@ -14,10 +14,10 @@ class LassoUpdate(Update):
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y``), or a file's
-        description (``file``), whose part this worker reads (:mod:`.loading`)."""
+        description (``file``), whose part this worker reads (:mod:`.data`)."""
         self.facts = self.norms = None
         if "file" in shard:
-            shard = loading.read_part(self.peers, shard)
+            shard = data.read_part(self.peers, shard)
             self.facts = shard["facts"]
             self.norms = np.sqrt(shard["sq_norms"])  # (priority's filter, on the workers)
         elif "sq_norms" in shard:  # (--schedulers: the filter runs on the workers)

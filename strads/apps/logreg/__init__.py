@@ -19,7 +19,7 @@ from ... import engine
 from ...engine import DataError
 from ..lasso import _Later, row_block, split_rows
 from . import kernels as K
-from . import loading
+from . import data
 from .aggregate import LogRegAggregate
 from .data import check, load, make_problem
 from .schedule import SCHEDULES, Priority, WorkingSet, max_staleness
@@ -106,7 +106,7 @@ def make_file_setup(path, target=None, lam=None, lambda_ratio=0.1, schedule="wor
                     block=256, rho=0.1, floor=0.1, full_every=None, seed=0, *, tol=1e-6,
                     name=None, ws_min=WS_MIN, reuse_hessian=True, gram_budget=GRAM_BUDGET):
     """``setup(ctx)`` for ``--data PATH``: every worker reads its own part of the file
-    (:mod:`.loading`, the Lasso app's reader: LIBSVM and MatrixMarket coordinate text,
+    (:mod:`.data`, the Lasso app's reader: LIBSVM and MatrixMarket coordinate text,
     plain or gzip), the workers agree on the two labels, and rank 0 completes its
     aggregate and schedule from what worker 0 reports (n, the column norms, X'y, the
     labels). ``.npz`` and dense MatrixMarket files are read on rank 0 and split
@@ -124,14 +124,14 @@ def make_file_setup(path, target=None, lam=None, lambda_ratio=0.1, schedule="wor
                        reuse_hessian=reuse_hessian, gram_budget=gram_budget)
 
     def setup(ctx):
-        if loading.needs_rank0(path):
+        if data.needs_rank0(path):
             return whole(ctx)
         agg = LogRegAggregate.later(lam, lambda_ratio, tol, min_size=ws_min,
                                     block_cap=gram_block_cap(ctx.n_workers, gram_budget),
                                     reuse=reuse_hessian)
         sched = _Later(lambda: _schedule(agg, schedule, block, full_every, seed, None, rho,
                                          floor, ctx.staleness))
-        return sched, agg, [loading.shard(path, target, name)] * ctx.n_workers
+        return sched, agg, [data.shard(path, target, name)] * ctx.n_workers
 
     return setup
 

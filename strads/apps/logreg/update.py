@@ -27,7 +27,7 @@ from scipy.linalg.blas import dsyrk
 from ...engine import Update
 from ..lasso import kernels as LK
 from . import kernels as K
-from . import loading
+from . import data
 
 #: dense X: the block's gathered columns are kept between rounds up to this size
 XB_CACHE_BYTES = 256 << 20
@@ -38,10 +38,10 @@ class LogRegUpdate(Update):
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y`` in {-1, +1}), or a
-        file's description (``file``), whose part this worker reads (:mod:`.loading`)."""
+        file's description (``file``), whose part this worker reads (:mod:`.data`)."""
         self.facts = self.norms = None
         if "file" in shard:
-            shard = loading.read_part(self.peers, shard)
+            shard = data.read_part(self.peers, shard)
             self.facts = shard["facts"]
             self.norms = np.sqrt(shard["sq_norms"])  # (priority's filter, on the workers)
         self.y = shard["y"]

@@ -1,0 +1,432 @@
+"""LIBSVM / svmlight text: ``label index:value ...`` per line, ``#`` comments, ``qid:``
+tokens skipped; indices 1-based unless a 0 index appears (then all are 0-based), rising
+along a line. Read whole (:func:`read`) or a worker's part (:func:`read_part`).
+
+Parsed by numba over the raw bytes in two passes: the first validates every line and
+counts (rows, non-zeros per column), so sizes are checked against the machine's memory
+before anything large is allocated, the second fills the CSC arrays directly. On the
+first bad line the Python reference parser of that line (:func:`parse_line`) builds the
+message. Also the sizes of a sample-by-feature problem (:func:`check_size`), which every
+matrix reader checks, and the kernels of a text target (one number a line).
+"""
+import re
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from ..errors import DataError
+from . import memory
+from .agree import agree, attempt, refuse
+from .numbers import (BIG, py_float, py_int, scan_float, scan_float_inline, scan_int,
+                      scan_int_inline)
+from .source import Text, line_at, line_number, line_range
+
+_nb = dict(cache=True, nogil=True)
+# The matrix readers' words for a NUL byte and a broken gzip file
+WORDS = {"nul": "{where}: binary data (byte 0x00), not a text file",
+         "corrupt": "{path}: not a valid gzip file: {e}"}
+
+# -- sizes: refuse what cannot fit, before allocating it ----------------------------------
+# What a problem costs once loaded and solved, per unit, in bytes (docs/: the solver's
+# peak RSS per feature):
+PER_FEATURE = 64  # indptr, then the solver's coefficients, squared norms, norms,
+#                   priorities, screening flags and a full round's gradient (float64 each)
+PER_NONZERO = 24  # a CSC entry (8-byte value, 4- or 8-byte row index) and a worker's copy
+PER_SAMPLE = 32  # y, the workers' residuals and targets
+PER_DENSE = 16  # a dense entry and a worker's copy of it
+
+
+def max_features():
+    mem = memory.physical_memory()
+    return BIG if mem is None else max(mem // PER_FEATURE, 1)
+
+
+def _feature_limit_msg(j):
+    mem = memory.physical_memory()
+    return (f"feature index {j} is too large: {j:,} features would need about "
+            f"{memory.fmt_bytes(j * PER_FEATURE)} of memory (the solver keeps {PER_FEATURE} "
+            f"bytes per feature), more than this machine's physical memory "
+            f"({memory.fmt_bytes(mem or 0)})")
+
+
+def check_size(name, n_samples, n_features, nnz=None, extra=0, lead=""):
+    """Refuse a problem whose solve cannot fit in physical memory: sparse (``nnz``
+    non-zeros) or dense (``nnz`` None); ``extra`` bytes already held (a decompressed
+    file). Python integers throughout, so absurd sizes cannot overflow."""
+    n_samples, n_features = int(n_samples), int(n_features)
+    if nnz is None:
+        need = n_samples * n_features * PER_DENSE + n_features * PER_FEATURE
+        what = f"a dense {n_samples:,} x {n_features:,} matrix"
+    else:
+        need = (int(nnz) * PER_NONZERO + n_features * PER_FEATURE
+                + n_samples * PER_SAMPLE)
+        what = f"{n_samples:,} samples x {n_features:,} features with {int(nnz):,} non-zeros"
+    need += extra
+    mem = memory.physical_memory()
+    if mem is not None and need > mem:
+        raise DataError(f"{name}: {lead}{what}, which would need about "
+                        f"{memory.fmt_bytes(need)} of memory (the matrix, the workers' "
+                        "copies and the solver's per-feature arrays), more than this "
+                        f"machine's physical memory ({memory.fmt_bytes(mem)})")
+
+
+def open_text(path, kind):
+    """``(Text, bytes)`` of a matrix reader's text input (``kind``: LIBSVM, target)."""
+    src = Text(path, kind=f"{kind} text", words=WORDS)
+    buf = src.map()
+    if src.gz and buf.shape[0] == 0:
+        raise DataError(f"{path}: empty file (after gzip decompression)")
+    return src, buf
+
+
+# -- the two numba passes -----------------------------------------------------------------
+@njit(**_nb)
+def _svm_count(b, start, single, limit, counts):
+    """Pass 1: validate every line (as :func:`parse_line`, or :func:`parse_target_line`
+    if ``single``) and count. Returns (line of the first bad line, or 0, or -1 if a count
+    overflowed the dtype of ``counts``; its first byte; rows; non-zeros; max index; its
+    line; min index; per-index counts, ``counts`` grown to at least max index + 2)."""
+    n = b.shape[0]
+    top = np.iinfo(counts.dtype).max
+    rows = 0
+    nnz = 0
+    max_j = -1
+    max_line = 0
+    min_j = BIG
+    line = 1
+    ls = start
+    i = start
+    tok = 0
+    last = -1
+    bad = False
+    while i < n:
+        c = b[i]
+        if c == 10:
+            if tok:
+                rows += 1
+            tok = 0
+            last = -1
+            line += 1
+            i += 1
+            ls = i
+            continue
+        if c == 32 or 9 <= c <= 13:
+            i += 1
+            continue
+        if c == 35:  # a comment, to the end of the line (control bytes still refused)
+            while i < n and b[i] != 10:
+                if b[i] < 32 and (b[i] < 9 or b[i] > 13):
+                    bad = True
+                    break
+                i += 1
+            if bad:
+                break
+            continue
+        j = -1
+        if tok > 0:
+            if single:
+                bad = True
+                break
+            if (c == 113 and i + 2 < n and b[i + 1] == 105 and b[i + 2] == 100
+                    and (i + 3 == n or b[i + 3] == 58 or b[i + 3] == 32 or b[i + 3] == 35
+                         or 9 <= b[i + 3] <= 13)):
+                i += 3  # qid, qid:anything
+                while i < n:
+                    c = b[i]
+                    if c == 32 or 9 <= c <= 13 or c == 35:
+                        break
+                    if c < 32:
+                        bad = True
+                        break
+                    i += 1
+                if bad:
+                    break
+                continue
+            e, ok, j = scan_int(b, i, n)
+            if not ok or e >= n or b[e] != 58 or j < 0 or j <= last or j > limit:
+                bad = True
+                break
+            i = e + 1
+        e, st, _ = scan_float(b, i, n, False)
+        if st < 0 or st > 1 or (e < n and not (b[e] == 32 or 9 <= b[e] <= 13 or b[e] == 35)):
+            bad = True  # not a finite number, ending at a delimiter
+            break
+        i = e
+        tok += 1
+        if j >= 0:
+            last = j
+            if j + 1 >= counts.shape[0]:  # one spare entry: indptr's last, in place
+                grown = np.zeros(min(max(2 * counts.shape[0], j + 2), limit + 2),
+                                 dtype=counts.dtype)
+                grown[:counts.shape[0]] = counts
+                counts = grown
+            if counts[j] == top:
+                return -1, ls, rows, nnz, max_j, max_line, min_j, counts
+            counts[j] += 1
+            nnz += 1
+            if j > max_j:
+                max_j = j
+                max_line = line
+            if j < min_j:
+                min_j = j
+    if bad:
+        return line, ls, rows, nnz, max_j, max_line, min_j, counts
+    if tok:
+        rows += 1
+    return 0, 0, rows, nnz, max_j, max_line, min_j, counts
+
+
+@njit(_nrt=False, **_nb)
+def _svm_fill(b, start, base, ptr, indices, data, labels, fb):
+    """Pass 2 over bytes pass 1 accepted: labels, and the CSC entries put in place
+    (``ptr[c]``: the next free slot of column c, advanced). The tokens left to Python's
+    float() go to the rows of ``fb`` (slot, or -1 - row for a label; first byte; end),
+    as many as fit; returns how many there are."""
+    n = b.shape[0]
+    row = 0
+    i = start
+    tok = 0
+    n_fb = 0
+    while i < n:
+        c = b[i]
+        if c == 10:
+            if tok:
+                row += 1
+                tok = 0
+            i += 1
+            continue
+        if c == 35:
+            while i < n and b[i] != 10:
+                i += 1
+            continue
+        if c == 32 or 9 <= c <= 13:
+            i += 1
+            continue
+        at = -1 - row
+        if tok > 0:
+            if c == 113:  # qid
+                while i < n:
+                    c = b[i]
+                    if c == 32 or 9 <= c <= 13 or c == 35:
+                        break
+                    i += 1
+                continue
+            e, _, j = scan_int_inline(b, i, n)
+            i = e + 1
+            at = ptr[j - base]
+            ptr[j - base] = at + 1
+            indices[at] = row
+        tok += 1
+        e, st, v = scan_float_inline(b, i, n)
+        if at < 0:
+            labels[row] = v
+        else:
+            data[at] = v
+        if st:
+            if n_fb < fb.shape[0]:
+                fb[n_fb, 0] = at
+                fb[n_fb, 1] = i
+                fb[n_fb, 2] = e
+            n_fb += 1
+        i = e
+    return n_fb
+
+
+@njit(**_nb)
+def _starts(counts):
+    """In place: counts to the start of each column (exclusive prefix sums)."""
+    total = 0
+    for c in range(counts.shape[0]):
+        k = counts[c]
+        counts[c] = total
+        total += k
+
+
+@njit(**_nb)
+def _ends_to_starts(ends):
+    for c in range(ends.shape[0] - 1, 0, -1):
+        ends[c] = ends[c - 1]
+    if ends.shape[0]:
+        ends[0] = 0
+
+
+_COUNTS = np.int32  # the dtype pass 1 counts in first
+
+
+def _count(b, single, limit):
+    """Pass 1 (int32 counts, then indptr in place, unless a column holds 2^31 entries)."""
+    res = _svm_count(b, 0, single, limit, np.zeros(16, _COUNTS))
+    if res[0] < 0:
+        res = _svm_count(b, 0, single, limit, np.zeros(16, np.int64))
+    return res
+
+
+def _fill(b, base, ptr, indices, data, labels, cap):
+    while True:
+        fb = np.empty((cap, 3), dtype=np.int64)
+        n_fb = _svm_fill(b, 0, base, ptr, indices, data, labels, fb)
+        if n_fb <= cap:
+            break
+        _ends_to_starts(ptr)  # more tokens for float() than room: again, with room
+        cap = n_fb
+    for at, s, e in fb[:n_fb].tolist():
+        v = float(b[s:e].tobytes())
+        if at < 0:
+            labels[-1 - at] = v
+        else:
+            data[at] = v
+
+
+# -- the reference parser of a line (the messages) ----------------------------------------
+_CTRL = re.compile(rb"[\x00-\x08\x0e-\x1f]")
+
+
+def short(tok):
+    s = tok.decode(errors="replace")
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def refuse_control(path, lineno, raw):
+    m = _CTRL.search(raw)
+    if m:
+        raise DataError(f"{path}:{lineno}: binary data (byte 0x{m.group()[0]:02x}), "
+                        "not a text file")
+
+
+def parse_line(path, lineno, raw, limit=None):
+    """The reference parser of one LIBSVM line (the numba passes agree with it on every
+    line; it builds the message of the first bad one): None for a blank line, else
+    ``(label, [(index, value), ...])``."""
+    limit = max_features() if limit is None else limit
+    refuse_control(path, lineno, raw)
+    line = raw.split(b"#", 1)[0].strip()
+    if not line:
+        return None
+    parts = line.split()
+    try:
+        label = py_float(parts[0])
+    except ValueError:
+        raise DataError(f"{path}:{lineno}: label {short(parts[0])!r} is not a number"
+                        ) from None
+    if not np.isfinite(label):
+        raise DataError(f"{path}:{lineno}: label is {label}, not finite")
+    last, pairs = -1, []
+    for tok in parts[1:]:
+        idx, sep, val = tok.partition(b":")
+        if idx == b"qid":
+            continue
+        try:
+            if not sep:
+                raise ValueError
+            j, v = py_int(idx), py_float(val)
+        except ValueError:
+            raise DataError(f"{path}:{lineno}: {short(tok)!r} is not index:value") from None
+        if j < 0:
+            raise DataError(f"{path}:{lineno}: feature index {j} is negative")
+        if j <= last:
+            raise DataError(f"{path}:{lineno}: feature indices must increase "
+                            f"({j} after {last})")
+        if j > limit:
+            raise DataError(f"{path}:{lineno}: {_feature_limit_msg(j)}")
+        if not np.isfinite(v):
+            raise DataError(f"{path}:{lineno}: feature {j} has value {v}, not finite")
+        last = j
+        pairs.append((j, v))
+    return label, pairs
+
+
+def parse_target_line(path, lineno, raw):
+    """The reference parser of one line of a text target: None (blank) or the value."""
+    refuse_control(path, lineno, raw)
+    s = raw.split(b"#", 1)[0].strip()
+    if not s:
+        return None
+    try:
+        v = py_float(s)
+    except ValueError:
+        raise DataError(f"{path}:{lineno}: {short(s)!r} is not a number") from None
+    if not np.isfinite(v):
+        raise DataError(f"{path}:{lineno}: target is {v}, not finite")
+    return v
+
+
+def bad_line(path, buf, lo, line, ls, single, limit=None):
+    """The message of the bad line ``line`` (its first byte ``ls``) of the part of
+    ``buf`` from byte ``lo``, named by its line in the file."""
+    true = line_number(buf, lo) + line - 1
+    raw = line_at(buf[lo:], ls)
+    try:
+        if single:
+            parse_target_line(path, true, raw)
+        else:
+            parse_line(path, true, raw, limit)
+        return f"{path}:{true}: cannot parse this line"
+    except DataError as e:
+        return str(e)
+
+
+def union(peers, cols, p):
+    """The columns non-empty on any worker (sorted), or None if every one is."""
+    kept = np.unique(np.concatenate(peers.allgather(cols.astype(np.int64))))
+    return None if kept.shape[0] == p else kept
+
+
+# -- whole file, or a worker's part ---------------------------------------------------------
+def read_part(peers, path, whole=False):
+    """This worker's lines of the file as every worker agreed on them: ``csc`` (indptr,
+    indices, data; the kept columns only, unless ``whole``), ``n_rows``, ``y`` (the
+    labels), ``first`` (this worker's first row), ``n`` (samples), ``n_features`` and
+    ``kept`` (the columns non-empty on some worker; None if every one is, or ``whole``)."""
+    w, W = peers.rank, peers.size
+    src, buf = attempt(peers, open_text, path, "LIBSVM")
+    lo, hi = line_range(buf, w, W, src.bom)
+    b = buf[lo:hi]
+    limit = max_features()
+    line, ls, rows, nnz, max_j, _, min_j, counts = _count(b, False, limit)
+    agree(peers, bad_line(path, buf, lo, line, ls, False, limit) if line else None)
+    facts = peers.allgather((rows, nnz, max_j, min_j))
+    n = sum(f[0] for f in facts)
+    total = sum(f[1] for f in facts)
+    if not n or not total:
+        refuse(peers, f"{path}: no samples (empty file)" if not n else
+               f"{path}: no features (every sample is empty)")
+    base = 0 if min(f[3] for f in facts) == 0 else 1
+    p = int(max(f[2] for f in facts)) + 1 - base
+    attempt(peers, check_size, path, n, p, total, buf.shape[0] if src.gz else 0)
+    if W > n:
+        refuse(peers, f"{W} workers for {n} samples: each worker needs rows")
+    if counts.shape[0] < base + p + 1:
+        grown = np.zeros(base + p + 1, counts.dtype)
+        grown[:counts.shape[0]] = counts
+        counts = grown
+    if max(rows, p, nnz) >= 2**31 - 1 and counts.dtype != np.int64:
+        counts = counts.astype(np.int64)  # the prefix sums exceed int32
+    ptr = counts[base:base + p]
+    kept = None if whole else union(peers, np.flatnonzero(ptr), p)
+    width = None if kept is None else ptr[kept]
+    indices, data, labels = np.empty(nnz, counts.dtype), np.empty(nnz), np.empty(rows)
+    _starts(ptr)  # in place: the start of each column, then its end
+    _fill(b, base, ptr, indices, data, labels, nnz // 64 + 1024)
+    if kept is None:
+        indptr = counts[base:base + p + 1]  # the ends, shifted by one: indptr, in place
+        _ends_to_starts(indptr)
+        if counts.shape[0] > 1.25 * (base + p + 1) + 1024:  # growth left spare capacity
+            indptr = indptr.copy()
+    else:
+        indptr = np.zeros(width.shape[0] + 1, counts.dtype)
+        np.cumsum(width, out=indptr[1:])
+    first = sum(f[0] for f in facts[:w])
+    return {"csc": (indptr, indices, data), "n_rows": rows, "y": labels, "first": first,
+            "n": n, "n_features": p, "kept": kept}
+
+
+def read(path):
+    """``(X, y)`` of the whole file: X CSC (sorted indices), y the labels."""
+    from ..transport import Peers
+
+    part = read_part(Peers(), path, whole=True)
+    indptr, indices, data = part["csc"]
+    X = sp.csc_matrix((data, indices, indptr), shape=(part["n"], part["n_features"]), copy=False)
+    X.has_sorted_indices = True
+    return X, part["y"]
