@@ -44,8 +44,9 @@ from ... import engine
 from ...engine import DataError
 from . import kernels as K
 from .aggregate import MFAggregate
-from .data import _lookup, _problem_plan, check_fraction, fmt_bytes, physical_memory
-from .data import Layout as FileLayout
+from ...io.memory import fmt_bytes, physical_memory
+from ...io.ratings import Layout as FileLayout
+from .data import _lookup, _problem_plan, check_fraction
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES

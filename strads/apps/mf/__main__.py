@@ -1,8 +1,7 @@
 """python -m strads.apps.mf [--data FILE] [flags]; see --help."""
 from ... import cli, engine
 from . import (BIAS, BIAS_DEFAULT, COLD_START, DUPLICATES, EARLY_STOP, INIT, LAMBDA_WEIGHTING,
-               VALIDATION, MFUpdate, make_problem, make_parallel_setup, prepare, validated)
-from .data import read_ratings
+               VALIDATION, MFUpdate, make_parallel_setup, validated)
 from .schedule import SCHEDULES
 
 MODULE = "strads.apps.mf"
@@ -122,19 +121,6 @@ def _test_fraction(args):
     if args.test_fraction is not None:
         return args.test_fraction
     return 0.0 if args.data else 0.1
-
-
-def load(args):
-    if args.data:
-        train = read_ratings(args.data)
-        frac = args.test_fraction or 0.0
-    else:
-        train = make_problem(args.n_users, args.n_items, args.n_ratings, args.true_rank,
-                             args.noise, args.alpha, args.seed)
-        frac = 0.1 if args.test_fraction is None else args.test_fraction
-    test = read_ratings(args.test_data) if args.test_data else None
-    return prepare(train, test, 0.0 if test is not None else frac, args.seed,
-                   args.duplicates, args.cold_start)
 
 
 def run(args):
