@@ -251,9 +251,9 @@ def test_a_column_count_overflowing_int32_is_counted_again_in_int64(tmp_path, mo
     ref = load(path)
     monkeypatch.setattr(S, "_COUNTS", np.int8)  # overflows at 127 entries in a column
     b = np.frombuffer(text, dtype=np.uint8)
-    assert S._svm_count(b, 0, False, 10, np.zeros(16, np.int8))[0] == -1
+    assert S._svm_count(b, False, 10, np.zeros(16, np.int8), S.state()) == -1
     calls, count = [], S._svm_count
-    monkeypatch.setattr(S, "_svm_count", lambda *a: calls.append(a[4].dtype) or count(*a))
+    monkeypatch.setattr(S, "_svm_count", lambda *a: calls.append(a[3].dtype) or count(*a))
     X, y = load(path)
     assert calls == [np.int8, np.int64] and X.indptr.tolist() == [0, 300, 600]
     assert X.toarray().tobytes() == ref[0].toarray().tobytes() and y.tobytes() == ref[1].tobytes()
@@ -457,7 +457,7 @@ def test_numba_passes_agree_with_the_reference_on_every_line(tmp_path):
     for single in (False, True):
         for line in lines:
             b = np.frombuffer(line + b"\n", dtype=np.uint8)
-            bad_line = S._svm_count(b, 0, single, limit, np.zeros(16, np.int32))[0]
+            bad_line = S._count(b, single, limit)[0]
             try:
                 (S.parse_target_line if single else
                  lambda *a: S.parse_line(*a, limit))("f", 1, line)

@@ -14,7 +14,7 @@ from numba import njit
 
 from ..errors import DataError
 from .agree import agree, attempt, refuse, route
-from .numbers import py_float, py_int, scan_float, scan_int
+from .numbers import py_float, py_int, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
 from .svmlight import WORDS, check_size, refuse_control, short, union
 
@@ -42,18 +42,18 @@ def _line_end(b, pos, n):
     return i, bad
 
 
-@njit(**_nb)
-def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals):
+@njit(_nrt=False, **_nb)  # (it allocates nothing: the scanners are inlined)
+def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals, fb):
     """One pass over the data lines of ``b`` (coordinate: ``n_tok`` = 3, or 2 for
     pattern; array: 1): the entries of the lines it accepts as 0-based (row, column,
     value), mirrored for (skew-)symmetric (room: two a line); array values, in order,
-    into ``vals``. Returns (error code, line, its first byte, bad token's field, entries,
-    stored, the tokens left to float(): (slot, first byte, end, negate)). Codes: 1
+    into ``vals``; the tokens left to float() into ``fb`` (slot, first byte, end, negate),
+    as many as fit. Returns (error code, line, its first byte, bad token's field,
+    entries, stored, how many tokens are left to float()). Codes: 1
     control byte, 2 wrong number of tokens, 3 not an integer, 4 index out of range, 5
     not a number, 6 not finite, 7 more than ``declared`` entries, 8 a diagonal entry of
     a skew-symmetric matrix."""
     n = b.shape[0]
-    fb = np.empty((16, 4), dtype=np.int64)
     n_fb = 0
     line = 0
     pos = 0
@@ -65,7 +65,7 @@ def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals):
         le, bad = _line_end(b, pos, n)
         pos = le + 1
         if bad:
-            return 1, line, ls, 0, entries, k, fb[:n_fb]
+            return 1, line, ls, 0, entries, k, n_fb
         i = ls
         while i < le and _is_space(b[i]):
             i += 1
@@ -84,32 +84,32 @@ def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals):
                 i += 1
             if ti < n_tok:
                 if ti < 2 and n_tok > 1:
-                    e, ok, x = scan_int(b, ts, i)
+                    e, ok, x = scan_int_inline(b, ts, i)
                     if not ok or e != i:
-                        return 3, line, ls, ti, entries, k, fb[:n_fb]
+                        return 3, line, ls, ti, entries, k, n_fb
                     if x < 1 or x > (n_rows if ti == 0 else n_cols):
-                        return 4, line, ls, ti, entries, k, fb[:n_fb]
+                        return 4, line, ls, ti, entries, k, n_fb
                     if ti == 0:
                         row = x - 1
                     else:
                         col = x - 1
                 else:
-                    e, st, v = scan_float(b, ts, i)
+                    e, st, v = scan_float_inline(b, ts, i)
                     if st < 0 or e != i:
-                        return 5, line, ls, ti, entries, k, fb[:n_fb]
+                        return 5, line, ls, ti, entries, k, n_fb
                     if st == 2:
-                        return 6, line, ls, ti, entries, k, fb[:n_fb]
+                        return 6, line, ls, ti, entries, k, n_fb
                     vs, ve = ts, i
             ti += 1
             while i < le and _is_space(b[i]):
                 i += 1
         if ti != n_tok:
-            return 2, line, ls, ti, entries, k, fb[:n_fb]
+            return 2, line, ls, ti, entries, k, n_fb
         if sym == 2 and row == col and n_tok > 1:
-            return 8, line, ls, 0, entries, k, fb[:n_fb]
+            return 8, line, ls, 0, entries, k, n_fb
         entries += 1
         if entries > declared:
-            return 7, line, ls, 0, entries, k, fb[:n_fb]
+            return 7, line, ls, 0, entries, k, n_fb
         mirrored = sym != 0 and row != col and n_tok > 1
         rows[k] = row
         cols[k] = col
@@ -122,16 +122,13 @@ def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals):
             k += 1
         if st == 1:
             for q in range(k - (2 if mirrored else 1), k):
-                if n_fb == fb.shape[0]:
-                    grown = np.empty((2 * n_fb, 4), dtype=np.int64)
-                    grown[:n_fb] = fb
-                    fb = grown
-                fb[n_fb, 0] = q
-                fb[n_fb, 1] = vs
-                fb[n_fb, 2] = ve
-                fb[n_fb, 3] = 1 if mirrored and sym == 2 and q == k - 1 else 0
+                if n_fb < fb.shape[0]:
+                    fb[n_fb, 0] = q
+                    fb[n_fb, 1] = vs
+                    fb[n_fb, 2] = ve
+                    fb[n_fb, 3] = 1 if mirrored and sym == 2 and q == k - 1 else 0
                 n_fb += 1
-    return 0, line, 0, 0, entries, k, fb[:n_fb]
+    return 0, line, 0, 0, entries, k, n_fb
 
 
 @njit(**_nb)
@@ -342,15 +339,20 @@ def read_part(peers, path, whole=False):
     cap = (int(np.count_nonzero(b == 10)) + 1) * (2 if symc else 1)  # two entries a line
     itype = np.int64 if max(m, p, cap) >= 2**31 - 1 else np.int32
     rows, cols, vals = np.empty(cap, itype), np.empty(cap, itype), np.empty(cap)
-    code, line, ls, field_no, entries, k, fb = _scan(b, m, p, n_tok, symc, 1 << 62, rows,
-                                                     cols, vals)
+    fb = np.empty((cap // 64 + 1024, 4), np.int64)
+    while True:
+        code, line, ls, field_no, entries, k, n_fb = _scan(b, m, p, n_tok, symc, 1 << 62, rows,
+                                                           cols, vals, fb)
+        if n_fb <= fb.shape[0]:
+            break
+        fb = np.empty((n_fb, 4), np.int64)  # more tokens for float() than room: again
     got = peers.allgather((code, entries))
     before, first = 0, None
     for v, (c, e) in enumerate(got):  # the first problem in file order
         if before + e > declared:  # more entries than declared, in v's part
             if v == w:
                 code, line, ls, field_no, *_ = _scan(b, m, p, n_tok, symc, declared - before,
-                                                     rows, cols, vals)
+                                                     rows, cols, vals, fb)
             first = v
             break
         if c:
@@ -363,7 +365,7 @@ def read_part(peers, path, whole=False):
     if total < declared:
         refuse(peers, f"{path}: the header (line {hline}) declares {declared:,} "
                f"{'values' if n_tok == 1 else 'entries'}, the file has {total:,}")
-    for at, s_, e_, neg in fb.tolist():
+    for at, s_, e_, neg in fb[:n_fb].tolist():
         x = float(b[s_:e_].tobytes())
         vals[at] = -x if neg else x
     if n_tok == 1:  # dense (one worker): values in column-major order

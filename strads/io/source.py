@@ -151,36 +151,15 @@ class Text:
 
     def lines(self, universal=False, cap=None):
         """(line number, offset, the line's bytes without its end) from the start of the
-        text (past a byte order mark), as the file streams; a line of more than ``cap``
-        bytes is given cut there."""
-        with self.open() as f:
-            buf, base, lineno = b"", self.bom, 0
-            f.read(self.bom)
-            eof = False
-            while True:
-                end = _last_end(buf, universal) if not eof else len(buf)
-                if not eof and (end == 0 or len(buf) < _PIECE) and not (
-                        cap and len(buf) > cap):
-                    try:
-                        more = f.read(_PIECE)
-                    except READ_ERRORS as e:
-                        self.refuse("corrupt", line=lineno + 1, e=e)
-                    eof = not more
-                    buf += more
-                    continue
-                end = end or len(buf)
-                pos = 0
-                while pos < end:
-                    e, nxt = _line_end(buf, pos, end, universal)
-                    if cap and e - pos > cap:
-                        e = nxt = pos + cap
-                    lineno += 1
-                    yield lineno, base + pos, buf[pos:e]
-                    pos = nxt
-                if eof:
-                    return
-                base += pos
-                buf = buf[pos:]
+        text (past a byte order mark), as the file streams; ``cap``: as for blocks."""
+        lineno = 0
+        for blk in self.blocks(self.bom, universal=universal, cap=cap, size=_PIECE):
+            buf, pos = blk.data.tobytes(), 0
+            while pos < len(buf):
+                e, nxt = _line_end(buf, pos, len(buf), universal)
+                lineno += 1
+                yield lineno, blk.offset + pos, buf[pos:e]
+                pos = nxt
 
     def blocks(self, begin, part=0, n_parts=1, universal=False, cap=None, size=None):
         """This worker's :class:`Block` s of the lines from byte ``begin`` (of the
@@ -193,7 +172,8 @@ class Text:
             buf = self.map()
             a, hi = line_range(buf, part, n_parts, begin, universal=universal)
             while a < hi:
-                b = hi if hi - a <= size else min(_next_start(buf, a + size, hi, universal), hi)
+                most = hi if cap is None else min(hi, a + size + cap)
+                b = hi if hi - a <= size else _next_start(buf, a + size, most, universal)
                 yield Block(buf[a:b], a, True, None, buf, universal)
                 a = b
             return

@@ -18,8 +18,7 @@ from numba import njit
 from ..errors import DataError
 from . import memory
 from .agree import agree, attempt, refuse
-from .numbers import (BIG, py_float, py_int, scan_float, scan_float_inline, scan_int,
-                      scan_int_inline)
+from .numbers import BIG, py_float, py_int, scan_float_inline, scan_int_inline
 from .source import Text, line_at, line_number, line_range
 
 _nb = dict(cache=True, nogil=True)
@@ -81,25 +80,29 @@ def open_text(path, kind):
 
 
 # -- the two numba passes -----------------------------------------------------------------
-@njit(**_nb)
-def _svm_count(b, start, single, limit, counts):
+@njit(inline="always", **_nb)
+def _save(s, i, ls, line, rows, nnz, max_j, min_j, last, tok):
+    s[0], s[1], s[2], s[3], s[4] = i, ls, line, rows, nnz
+    s[5], s[6], s[7], s[8] = max_j, min_j, last, tok
+
+
+def state():
+    """Pass 1's state at the start: position, its line's first byte, line, rows,
+    non-zeros, max index, min index, the line's last index and tokens."""
+    return np.array([0, 0, 1, 0, 0, -1, BIG, -1, 0], np.int64)
+
+
+@njit(_nrt=False, **_nb)  # (it allocates nothing: the scanners are inlined)
+def _svm_count(b, single, limit, counts, s):
     """Pass 1: validate every line (as :func:`parse_line`, or :func:`parse_target_line`
-    if ``single``) and count. Returns (line of the first bad line, or 0, or -1 if a count
-    overflowed the dtype of ``counts``; its first byte; rows; non-zeros; max index; its
-    line; min index; per-index counts, ``counts`` grown to at least max index + 2)."""
+    if ``single``) and count each index's entries in ``counts``, from :func:`state` ``s``
+    on, left where it stopped. Returns 0 at the end, the line of the first bad line, -1
+    if a count overflowed the dtype of ``counts``, or -2 - j if index j needs more."""
     n = b.shape[0]
     top = np.iinfo(counts.dtype).max
-    rows = 0
-    nnz = 0
-    max_j = -1
-    max_line = 0
-    min_j = BIG
-    line = 1
-    ls = start
-    i = start
-    tok = 0
-    last = -1
-    bad = False
+    i, ls, line, rows, nnz = s[0], s[1], s[2], s[3], s[4]
+    max_j, min_j, last, tok = s[5], s[6], s[7], s[8]
+    code = 0
     while i < n:
         c = b[i]
         if c == 10:
@@ -117,16 +120,17 @@ def _svm_count(b, start, single, limit, counts):
         if c == 35:  # a comment, to the end of the line (control bytes still refused)
             while i < n and b[i] != 10:
                 if b[i] < 32 and (b[i] < 9 or b[i] > 13):
-                    bad = True
+                    code = line
                     break
                 i += 1
-            if bad:
+            if code:
                 break
             continue
+        ts = i
         j = -1
         if tok > 0:
             if single:
-                bad = True
+                code = line
                 break
             if (c == 113 and i + 2 < n and b[i + 1] == 105 and b[i + 2] == 100
                     and (i + 3 == n or b[i + 3] == 58 or b[i + 3] == 32 or b[i + 3] == 35
@@ -137,44 +141,40 @@ def _svm_count(b, start, single, limit, counts):
                     if c == 32 or 9 <= c <= 13 or c == 35:
                         break
                     if c < 32:
-                        bad = True
+                        code = line
                         break
                     i += 1
-                if bad:
+                if code:
                     break
                 continue
-            e, ok, j = scan_int(b, i, n)
+            e, ok, j = scan_int_inline(b, i, n)
             if not ok or e >= n or b[e] != 58 or j < 0 or j <= last or j > limit:
-                bad = True
+                code = line
                 break
             i = e + 1
-        e, st, _ = scan_float(b, i, n, False)
+        e, st, _ = scan_float_inline(b, i, n, False)
         if st < 0 or st > 1 or (e < n and not (b[e] == 32 or 9 <= b[e] <= 13 or b[e] == 35)):
-            bad = True  # not a finite number, ending at a delimiter
+            code = line  # not a finite number, ending at a delimiter
             break
         i = e
-        tok += 1
         if j >= 0:
-            last = j
             if j + 1 >= counts.shape[0]:  # one spare entry: indptr's last, in place
-                grown = np.zeros(min(max(2 * counts.shape[0], j + 2), limit + 2),
-                                 dtype=counts.dtype)
-                grown[:counts.shape[0]] = counts
-                counts = grown
+                i, code = ts, -2 - j
+                break
             if counts[j] == top:
-                return -1, ls, rows, nnz, max_j, max_line, min_j, counts
+                code = -1
+                break
             counts[j] += 1
             nnz += 1
-            if j > max_j:
-                max_j = j
-                max_line = line
-            if j < min_j:
-                min_j = j
-    if bad:
-        return line, ls, rows, nnz, max_j, max_line, min_j, counts
-    if tok:
+            last = j
+            max_j = max(max_j, j)
+            min_j = min(min_j, j)
+        tok += 1
+    if code == 0 and tok:
         rows += 1
-    return 0, 0, rows, nnz, max_j, max_line, min_j, counts
+        tok = 0
+    _save(s, i, ls, line, rows, nnz, max_j, min_j, last, tok)
+    return code
 
 
 @njit(_nrt=False, **_nb)
@@ -255,11 +255,19 @@ _COUNTS = np.int32  # the dtype pass 1 counts in first
 
 
 def _count(b, single, limit):
-    """Pass 1 (int32 counts, then indptr in place, unless a column holds 2^31 entries)."""
-    res = _svm_count(b, 0, single, limit, np.zeros(16, _COUNTS))
-    if res[0] < 0:
-        res = _svm_count(b, 0, single, limit, np.zeros(16, np.int64))
-    return res
+    """Pass 1 over ``b``: (the first bad line or 0, its first byte, rows, non-zeros, max
+    index, min index, counts): int32 counts (then indptr, in place), int64 if a column
+    holds 2^31 entries; grown as the indices need."""
+    for dtype in (_COUNTS, np.int64):
+        counts, s = np.zeros(16, dtype), state()
+        code = _svm_count(b, single, limit, counts, s)
+        while code <= -2:
+            grown = np.zeros(min(max(2 * counts.shape[0], -code), limit + 2), dtype)
+            grown[:counts.shape[0]] = counts
+            counts = grown
+            code = _svm_count(b, single, limit, counts, s)
+        if code != -1:
+            return code, int(s[1]), int(s[3]), int(s[4]), int(s[5]), int(s[6]), counts
 
 
 def _fill(b, base, ptr, indices, data, labels, cap):
@@ -383,7 +391,7 @@ def read_part(peers, path, whole=False):
     lo, hi = line_range(buf, w, W, src.bom)
     b = buf[lo:hi]
     limit = max_features()
-    line, ls, rows, nnz, max_j, _, min_j, counts = _count(b, False, limit)
+    line, ls, rows, nnz, max_j, min_j, counts = _count(b, False, limit)
     agree(peers, bad_line(path, buf, lo, line, ls, False, limit) if line else None)
     facts = peers.allgather((rows, nnz, max_j, min_j))
     n = sum(f[0] for f in facts)

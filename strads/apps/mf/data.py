@@ -31,7 +31,6 @@ class Triplets:
     ratings: np.ndarray
     path: str = "ratings"
     lines: np.ndarray = None
-    reparse: object = None  # () -> the same Triplets with lines, for messages
     pos: np.ndarray = None  # each entry's position among the file's ratings (the split's)
 
     def where(self, k):
@@ -41,17 +40,6 @@ class Triplets:
 
     def __len__(self):
         return self.ratings.shape[0]
-
-    def with_lines(self):
-        """The same entries with their line numbers (the fast path has none: the file is
-        parsed again line by line), for messages."""
-        if self.lines is not None or self.reparse is None:
-            return self
-        full = self.reparse()
-        if not all(np.array_equal(getattr(full, k), getattr(self, k))
-                   for k in ("users", "items", "ratings")):
-            raise DataError(f"{self.path}: the file changed while it was read")
-        return full
 
 
 def from_arrays(users, items, ratings, name="ratings"):
@@ -90,7 +78,7 @@ def _check_values(t):
         big = not np.isfinite(np.dot(t.ratings, t.ratings))
     if big:  # the squared errors (the objective) would overflow
         k = int(np.argmax(np.abs(t.ratings)))
-        raise DataError(f"{t.with_lines().where(k)}: rating {t.ratings[k]} is too large: "
+        raise DataError(f"{t.where(k)}: rating {t.ratings[k]} is too large: "
                         "the sum of squared ratings overflows")
 
 
@@ -106,13 +94,7 @@ def read_ratings(path):
     it); the size line's entry count must match the entries."""
     lay = rating_io.Layout(path)
     got = rating_io.read(lay)
-    t = Triplets(got.u, got.i, got.r, lay.path, got.lines, pos=got.pos)
-
-    def reparse():  # the line by line rules (the reference of the byte parser)
-        u, i, r, lines = rating_io.parse_lines(lay)
-        return Triplets(u, i, r, lay.path, lines)
-    t.reparse = reparse
-    return t
+    return Triplets(got.u, got.i, got.r, lay.path, got.lines, pos=got.pos)
 
 # -- cleaning, remapping, splitting --------------------------------------------------------
 def dedupe(t, policy="error"):
@@ -132,10 +114,9 @@ def dedupe(t, policy="error"):
     if policy == "error":
         later, earlier = order[1:][dup], order[:-1][dup]
         k = int(np.argmin(later))
-        full = t.with_lines()  # line numbers, for the message
-        first = (f"line {int(full.lines[earlier[k]])}" if full.lines is not None
+        first = (f"line {int(t.lines[earlier[k]])}" if t.lines is not None
                  else f"entry {int(earlier[k])}")
-        raise DataError(f"{full.where(later[k])}: duplicate rating of user {t.users[later[k]]}"
+        raise DataError(f"{t.where(later[k])}: duplicate rating of user {t.users[later[k]]}"
                         f", item {t.items[later[k]]} (first at {first}); pass duplicates="
                         "'last' or 'mean' (--duplicates) to keep one")
     start = np.concatenate([[True], ~dup])
@@ -145,11 +126,8 @@ def dedupe(t, policy="error"):
         r = t.ratings[keep]
     else:
         r = np.bincount(group, weights=t.ratings[order]) / np.bincount(group)
-    # the values are this read's; only the line numbers (for later messages) come from
-    # parsing again
-    full = t.with_lines()
-    lines = full.lines[keep] if full.lines is not None else None
-    return Triplets(t.users[keep], t.items[keep], r, t.path, lines,
+    return Triplets(t.users[keep], t.items[keep], r, t.path,
+                    t.lines[keep] if t.lines is not None else None,
                     pos=t.pos[keep] if t.pos is not None else keep)
 
 
@@ -289,9 +267,8 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         cold = int(unseen.sum())
         if cold and cold_start == "error":
             k = int(np.flatnonzero(unseen)[0])
-            full = test.with_lines()
             what = (f"user {test.users[k]}" if not ku[k] else f"item {test.items[k]}")
-            raise DataError(f"{full.where(k)}: {what} has no training rating (cold start); "
+            raise DataError(f"{test.where(k)}: {what} has no training rating (cold start); "
                             "pass cold_start='skip' or 'mean' (--cold-start) to drop such "
                             "ratings or predict them from the mean and known biases")
         tu = np.where(ku, tu, m).astype(np.int32)
