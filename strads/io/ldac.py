@@ -8,7 +8,7 @@ from numba import njit
 from ..errors import DataError
 from .numbers import scan_int_inline
 from .source import count_lines
-from .uci import INT32_MAX, bad_count, field_end, integer, line_bytes, nul, ws
+from .uci import INT32_MAX, bad_count, field_end, integer, line_bytes, nul, skip_ws
 
 _nb = dict(cache=True, nogil=True)
 
@@ -20,9 +20,8 @@ def _scan(b, i, end, line, id_limit, limit, docs, words, counts, n, tokens, last
     ``id_limit``. Returns (status, line start, next line, line, n, tokens, last)."""
     while i < end:
         start = i
-        while i < end and ws(b[i]):
-            i += 1
-        if i >= end or b[i] == 10:  # a blank line
+        i, eol = skip_ws(b, i, end)
+        if eol:  # a blank line
             if i < end:
                 i += 1
             line += 1
@@ -33,9 +32,8 @@ def _scan(b, i, end, line, id_limit, limit, docs, words, counts, n, tokens, last
         n0, t0, k = n, tokens, 0
         bad = False
         while True:
-            while i < end and ws(b[i]):
-                i += 1
-            if i >= end or b[i] == 10:
+            i, eol = skip_ws(b, i, end)
+            if eol:
                 break
             i, ok, w = scan_int_inline(b, i, end)
             if not ok or w < 0 or i >= end or b[i] != 58:  # ':'

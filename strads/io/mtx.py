@@ -27,19 +27,18 @@ def _is_space(c):
     return c == 32 or 9 <= c <= 13
 
 
-@njit(**_nb)
-def _line_end(b, pos, n):
-    """(end of the line at pos, True if it holds a control byte)."""
-    i = pos
-    bad = False
-    while i < n:
-        c = b[i]
-        if c == 10:
-            break
-        if c < 32 and (c < 9 or c > 13):
-            bad = True
+@njit(inline="always", **_nb)
+def _line(b, pos, n):
+    """The line at pos: (its first byte past blanks, its end, whether it holds a control
+    byte); the first byte is the end for a blank or ``%`` comment line."""
+    i, bad = pos, False
+    while i < n and b[i] != 10:
+        bad = bad or (b[i] < 32 and (b[i] < 9 or b[i] > 13))
         i += 1
-    return i, bad
+    j = pos
+    while j < i and _is_space(b[j]):
+        j += 1
+    return (i if j < i and b[j] == 37 else j), i, bad
 
 
 @njit(_nrt=False, **_nb)  # (it allocates nothing: the scanners are inlined)
@@ -62,14 +61,11 @@ def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals, fb):
     while pos < n:
         line += 1
         ls = pos
-        le, bad = _line_end(b, pos, n)
+        i, le, bad = _line(b, pos, n)
         pos = le + 1
         if bad:
             return 1, line, ls, 0, entries, k, n_fb
-        i = ls
-        while i < le and _is_space(b[i]):
-            i += 1
-        if i >= le or b[i] == 37:  # blank, or a % comment
+        if i >= le:  # blank, or a % comment
             continue
         ti = 0
         row = 0
@@ -179,13 +175,9 @@ def _lines_of(b, start, line0, row, col, sym):
     first = 0
     while pos < n:
         line += 1
-        ls = pos
-        le, _ = _line_end(b, pos, n)
+        i, le, _ = _line(b, pos, n)
         pos = le + 1
-        i = ls
-        while i < le and _is_space(b[i]):
-            i += 1
-        if i >= le or b[i] == 37:
+        if i >= le:
             continue
         i, _, r = scan_int(b, i, le)
         while i < le and _is_space(b[i]):

@@ -135,16 +135,9 @@ def _svm_count(b, single, limit, counts, s):
             if (c == 113 and i + 2 < n and b[i + 1] == 105 and b[i + 2] == 100
                     and (i + 3 == n or b[i + 3] == 58 or b[i + 3] == 32 or b[i + 3] == 35
                          or 9 <= b[i + 3] <= 13)):
-                i += 3  # qid, qid:anything
-                while i < n:
-                    c = b[i]
-                    if c == 32 or 9 <= c <= 13 or c == 35:
-                        break
-                    if c < 32:
-                        code = line
-                        break
-                    i += 1
-                if code:
+                i, ctrl = _token_end(b, i + 3, n)  # qid, qid:anything
+                if ctrl:
+                    code = line
                     break
                 continue
             e, ok, j = scan_int_inline(b, i, n)
@@ -177,6 +170,16 @@ def _svm_count(b, single, limit, counts, s):
     return code
 
 
+@njit(inline="always", **_nb)
+def _token_end(b, i, n):
+    """(the end of the token at i, whether it holds a control byte)."""
+    ctrl = False
+    while i < n and not (b[i] == 32 or 9 <= b[i] <= 13 or b[i] == 35):
+        ctrl = ctrl or b[i] < 32
+        i += 1
+    return i, ctrl
+
+
 @njit(_nrt=False, **_nb)
 def _svm_fill(b, start, base, ptr, indices, data, labels, fb):
     """Pass 2 over bytes pass 1 accepted: labels, and the CSC entries put in place
@@ -191,45 +194,37 @@ def _svm_fill(b, start, base, ptr, indices, data, labels, fb):
     while i < n:
         c = b[i]
         if c == 10:
-            if tok:
-                row += 1
-                tok = 0
+            row += 1 if tok else 0
+            tok = 0
             i += 1
-            continue
-        if c == 35:
+        elif c == 35:
             while i < n and b[i] != 10:
                 i += 1
-            continue
-        if c == 32 or 9 <= c <= 13:
+        elif c == 32 or 9 <= c <= 13:
             i += 1
-            continue
-        at = -1 - row
-        if tok > 0:
-            if c == 113:  # qid
-                while i < n:
-                    c = b[i]
-                    if c == 32 or 9 <= c <= 13 or c == 35:
-                        break
-                    i += 1
-                continue
-            e, _, j = scan_int_inline(b, i, n)
-            i = e + 1
-            at = ptr[j - base]
-            ptr[j - base] = at + 1
-            indices[at] = row
-        tok += 1
-        e, st, v = scan_float_inline(b, i, n)
-        if at < 0:
-            labels[row] = v
+        elif tok > 0 and c == 113:  # qid
+            i, _ = _token_end(b, i, n)
         else:
-            data[at] = v
-        if st:
-            if n_fb < fb.shape[0]:
-                fb[n_fb, 0] = at
-                fb[n_fb, 1] = i
-                fb[n_fb, 2] = e
-            n_fb += 1
-        i = e
+            at = -1 - row
+            if tok > 0:
+                e, _, j = scan_int_inline(b, i, n)
+                i = e + 1
+                at = ptr[j - base]
+                ptr[j - base] = at + 1
+                indices[at] = row
+            tok += 1
+            e, st, v = scan_float_inline(b, i, n)
+            if at < 0:
+                labels[row] = v
+            else:
+                data[at] = v
+            if st:
+                if n_fb < fb.shape[0]:
+                    fb[n_fb, 0] = at
+                    fb[n_fb, 1] = i
+                    fb[n_fb, 2] = e
+                n_fb += 1
+            i = e
     return n_fb
 
 

@@ -68,6 +68,14 @@ def field_end(b, i, end):
     return i >= end or b[i] == 10 or ws(b[i])
 
 
+@njit(inline="always", **_nb)
+def skip_ws(b, i, end):
+    """(the first byte from i that is no white space, whether the line ends there)."""
+    while i < end and ws(b[i]):
+        i += 1
+    return i, i >= end or b[i] == 10
+
+
 def read_vocab(path):
     """The words of a vocabulary file, one a line (UTF-8, blanks stripped, undecodable
     bytes replaced); trailing empty lines dropped."""
@@ -126,18 +134,12 @@ def _scan(b, i, end, n_docs, n_words, limit, docs, words, counts, n, tokens):
     a line for the reference parser; 2, the tokens passed ``limit``."""
     while i < end:
         start = i
-        nf = 0
-        v0 = v1 = v2 = 0
-        bad = False
-        while True:
-            while i < end and ws(b[i]):
-                i += 1
-            if i >= end or b[i] == 10:
-                break
+        nf = v0 = v1 = v2 = 0
+        ok = True
+        i, eol = skip_ws(b, i, end)
+        while ok and not eol:  # the fields: docID, wordID, count
             i, ok, v = scan_int_inline(b, i, end)
-            if not ok or not field_end(b, i, end):
-                bad = True
-                break
+            ok = ok and field_end(b, i, end)
             if nf == 0:
                 v0 = v
             elif nf == 1:
@@ -145,7 +147,8 @@ def _scan(b, i, end, n_docs, n_words, limit, docs, words, counts, n, tokens):
             else:
                 v2 = v
             nf += 1
-        if bad or (nf != 0 and nf != 3):
+            i, eol = skip_ws(b, i, end)
+        if not ok or (nf != 0 and nf != 3):
             return 1, start, start, n, tokens
         if i < end:
             i += 1  # the newline
