@@ -35,7 +35,8 @@ def memory_limits():
         pass
     phys = physical_memory()
     if phys is not None:
-        for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        for path in ("/sys/fs/cgroup/memory.max",
+                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
             try:
                 with open(path) as f:
                     text = f.read().strip()
@@ -48,7 +49,7 @@ def memory_limits():
 
 
 def fmt_bytes(n):
-    """Bytes in words: ``600 bytes``, ``0.0672 MiB``, ``1.5 GiB``, ``58.2 TiB`` (10^400 too)."""
+    """Bytes in words: ``600 bytes``, ``0.0672 MiB``, ``1.5 GiB``, ``58.2 TiB``, any size."""
     n = int(n)
     if n < 1 << 10:
         return f"{n} bytes"

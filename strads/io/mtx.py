@@ -296,7 +296,8 @@ def _error(path, code, line, raw, field_no, n_tok, m, p, declared, hline):
             else "value"
         return f"{where}: {at} is {py_float(toks[field_no])}, not finite"
     if code == 7:
-        return f"{where}: more entries than the {declared:,} the header declares (line {hline})"
+        return (f"{where}: more entries than the {declared:,} the header declares "
+                f"(line {hline})")
     if code == 8:
         return (f"{where}: diagonal entry ({toks[0].decode()}, {toks[1].decode()}) "
                 "in a skew-symmetric matrix")

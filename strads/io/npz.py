@@ -50,7 +50,8 @@ def read(path):
                 shape = tuple(int(s) for s in z["shape"])
                 if len(shape) != 2 or min(shape) < 0:
                     raise DataError(f"{path}: a sparse matrix must be 2-D, got shape {shape}")
-                check_size(path, shape[0], shape[1], math.prod(int(k) for k in members["data"][0]))
+                nnz = math.prod(int(k) for k in members["data"][0])
+                check_size(path, shape[0], shape[1], nnz)
                 if members["data"][1].kind not in "biuf":
                     raise DataError(f"{path}: the matrix has dtype {members['data'][1]}, "
                                     "not real numbers")

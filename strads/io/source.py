@@ -32,7 +32,8 @@ READ_ERRORS = (OSError, EOFError, zlib.error)  # gzip: corrupt or truncated
 FOREIGN = ((b"\x93NUMPY", "a NumPy .npy file", None), (b"PK\x03\x04", "a zip archive", "zip"),
            (b"BZh", "bzip2-compressed", "bzip2"), (b"\xfd7zXZ\x00", "xz-compressed", "xz"),
            (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstd"),
-           (b"7z\xbc\xaf\x27\x1c", "a 7z archive", "7z"), (b"\x89HDF\r\n\x1a\n", "an HDF5 file", None),
+           (b"7z\xbc\xaf\x27\x1c", "a 7z archive", "7z"),
+           (b"\x89HDF\r\n\x1a\n", "an HDF5 file", None),
            (b"\xff\xfe", "UTF-16 text", None), (b"\xfe\xff", "UTF-16 text", None))
 # The refusals' words; a reader may keep its own (``Text(words=...)``), as its users
 # have always read them. {where}: the path, with the line when one is known.
@@ -119,7 +120,7 @@ class Text:
                 buf.flags.writeable = False
                 return buf
         limit = memory.physical_memory() or 1 << 62
-        with open(self.path, "rb") as f:  # ISIZE, the length mod 2^32 (a hint: members, > 4 GiB)
+        with open(self.path, "rb") as f:  # ISIZE: the length mod 2^32 (a hint only)
             f.seek(max(self.size - 4, 0))
             hint = int.from_bytes(f.read(4), "little")
         cap = min(max(hint, 2 * self.size, 1 << 16), 1032 * self.size + (1 << 16))  # < 1032x
@@ -133,7 +134,8 @@ class Text:
                             break
                         if n + 1 > limit:
                             raise DataError(f"{self.path}: decompresses to more than this "
-                                            f"machine's physical memory ({memory.fmt_bytes(limit)})")
+                                            "machine's physical memory "
+                                            f"({memory.fmt_bytes(limit)})")
                         grown = np.empty(min(2 * n + 1, limit + 1), dtype=np.uint8)
                         grown[:n] = out[:n]
                         grown[n] = more[0]

@@ -430,6 +430,7 @@ def read(path):
 
     part = read_part(Peers(), path, whole=True)
     indptr, indices, data = part["csc"]
-    X = sp.csc_matrix((data, indices, indptr), shape=(part["n"], part["n_features"]), copy=False)
+    X = sp.csc_matrix((data, indices, indptr), shape=(part["n"], part["n_features"]),
+                      copy=False)
     X.has_sorted_indices = True
     return X, part["y"]

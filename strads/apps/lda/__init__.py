@@ -121,7 +121,8 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
               "per-topic": "the workers' per-topic arrays (sum trees, topic totals)"}
     if max(parts, key=parts.get) in topics:  # the flag to turn down: name its parts
         lead = f"{flag['topics']} {n_topics}: " + ", ".join(
-            f"{what} need {fmt_bytes(parts[k])}" for k, what in topics.items() if parts[k] >= 2**20)
+            f"{what} need {fmt_bytes(parts[k])}" for k, what in topics.items()
+            if parts[k] >= 2**20)
     else:
         lead = (f"data: the corpus's {n_tokens:,} tokens need {fmt_bytes(parts['tokens'])}"
                 if parts["tokens"] >= parts["other"] else

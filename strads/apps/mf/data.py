@@ -312,8 +312,8 @@ def _problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed):
     if mem is not None and need > mem:
         raise DataError(f"the built-in problem of {n_users} users (--n-users), {n_items} "
                         f"items (--n-items), {n_ratings} ratings (--n-ratings) and true rank "
-                        f"{rank} (--true-rank) needs about {memory.fmt_bytes(need)}, more than "
-                        f"this machine's {memory.fmt_bytes(mem)} of memory")
+                        f"{rank} (--true-rank) needs about {memory.fmt_bytes(need)}, "
+                        f"more than this machine's {memory.fmt_bytes(mem)} of memory")
     rng = np.random.default_rng([seed, 0x6D66, 1])
 
     def popularity(k):
@@ -579,7 +579,8 @@ def prepare_part(peers, desc):
     W, me = peers.size, peers.rank
     o = desc["options"]
     lay_tr = desc["train"]
-    src = _generated(peers, desc["builtin"]) if lay_tr is None else rating_io.gather(peers, lay_tr)
+    src = (_generated(peers, desc["builtin"]) if lay_tr is None
+           else rating_io.gather(peers, lay_tr))
     tsrc = rating_io.gather(peers, desc["test"]) if desc["test"] is not None else None
     for s in (src, tsrc):
         if s is not None and s.lines is not None:
