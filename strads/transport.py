@@ -169,6 +169,19 @@ class Peers:
         from w - k (modulo ``size``), as STRADS hands vocabulary slices on."""
         return obj
 
+    def alltoall(self, pieces):
+        """``pieces[o]`` (one per worker) goes to worker o; returns what every worker
+        sent this one, in worker order. Sent in ``size - 1`` shifts round the ring (each
+        counted as traffic); the list is emptied as its pieces go, freeing them."""
+        w, W = self.rank, self.size
+        got = [None] * W
+        got[w], pieces[w] = pieces[w], None
+        for k in range(1, W):
+            o = (w + k) % W
+            got[(w - k) % W] = self.shift(pieces[o], k)
+            pieces[o] = None
+        return got
+
 
 def _fold(parts):
     out = np.array(parts[0], copy=True)

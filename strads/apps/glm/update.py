@@ -8,16 +8,16 @@ from . import kernels as K
 
 
 class GLMUpdate(Update):
-    #: the datafit's reader of a file's part (its ``read_part(peers, shard)``)
-    loading = None
+    #: the datafit's data module (its ``read_part(peers, shard)`` reads a file's part)
+    data = None
     checkpoint_skip = ("facts", "norms")  # (__init__ makes them again)
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y``), or a file's
-        description (``file``), whose part this worker reads (:attr:`loading`)."""
+        description (``file``), whose part this worker reads (:attr:`data`)."""
         self.facts = self.norms = None
         if "file" in shard:
-            shard = self.loading.read_part(self.peers, shard)
+            shard = self.data.read_part(self.peers, shard)
             self.facts = shard["facts"]
             self.norms = np.sqrt(shard["sq_norms"])  # (priority's filter, on the workers)
         elif "sq_norms" in shard:  # (--schedulers: the filter runs on the workers)

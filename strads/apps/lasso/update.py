@@ -8,11 +8,11 @@ import scipy.sparse as sp
 from ..glm import kernels as GK
 from ..glm.update import GLMUpdate
 from . import kernels as K
-from . import loading
+from . import data
 
 
 class LassoUpdate(GLMUpdate):
-    loading = loading
+    data = data
 
     def __init__(self, shard):
         super().__init__(shard)

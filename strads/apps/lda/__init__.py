@@ -24,7 +24,8 @@ from ... import params as _params
 from .aggregate import InvariantError, LDAAggregate
 from .data import BYTES_PER_DOC, BYTES_PER_TOKEN, BYTES_PER_WORD, INT32_MAX
 from .data import check as check_corpus
-from .data import gib, load, make_corpus, phys_mem
+from .data import load, make_corpus
+from ...io.memory import fmt_bytes, physical_memory
 from .schedule import SCHEDULES, Group
 from . import kernels
 from .update import LDAUpdate
@@ -121,7 +122,7 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
                  schedule, max_slice, flag=None):
     """Raise DataError naming the largest part when a run would not fit in this
     machine's physical memory."""
-    mem = phys_mem()
+    mem = physical_memory()
     if mem is None:
         return
     flag = flag or _KWARGS
@@ -138,14 +139,15 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
               "per-topic": "the workers' per-topic arrays (sum trees, topic totals)"}
     if max(parts, key=parts.get) in topics:  # the flag to turn down: name its parts
         lead = f"{flag['topics']} {n_topics}: " + ", ".join(
-            f"{what} need {gib(parts[k])}" for k, what in topics.items() if parts[k] >= 2**20)
+            f"{what} need {fmt_bytes(parts[k])}" for k, what in topics.items()
+            if parts[k] >= 2**20)
     else:
-        lead = (f"data: the corpus's {n_tokens:,} tokens need {gib(parts['tokens'])}"
+        lead = (f"data: the corpus's {n_tokens:,} tokens need {fmt_bytes(parts['tokens'])}"
                 if parts["tokens"] >= parts["other"] else
                 f"data: {n_docs:,} documents, {n_words:,} words and {n_entries:,} "
-                f"(document, word) entries need {gib(parts['other'])}")
-    raise DataError(f"{lead}; the run would need about {gib(need)}, more than this "
-                    f"machine's {gib(mem)} of memory")
+                f"(document, word) entries need {fmt_bytes(parts['other'])}")
+    raise DataError(f"{lead}; the run would need about {fmt_bytes(need)}, more than this "
+                    f"machine's {fmt_bytes(mem)} of memory")
 
 
 def file_source(path, fmt="auto", vocab=None, min_count=2):

@@ -99,6 +99,7 @@ class LDAUpdate(Update):
         slices (cut alike on every worker), the refusals that need the corpus's size,
         the topic totals; each slice's initial counts are summed over the workers by
         its first holder."""
+        from ...io.agree import refuse
         from . import data
         peers = self.peers
         src = shard["source"]
@@ -123,7 +124,7 @@ class LDAUpdate(Update):
         self.vocab = part.vocab if self.worker == 0 else None
         self.lengths = part.lengths
         word_counts = np.zeros(self.V, np.int64)
-        from .parse import accumulate
+        from .data import accumulate
         accumulate(part.indices, part.counts, word_counts)
         word_counts = peers.allreduce(word_counts)
         i = int(np.argmax(self.lengths)) if self.lengths.shape[0] else 0
@@ -131,7 +132,7 @@ class LDAUpdate(Update):
         try:
             self.cuts = self._check(word_counts, max(longest), part.nnz, shard)
         except DataError as e:
-            data._refuse_all(peers, e)
+            refuse(peers, e)
         del word_counts
         words = np.repeat(part.indices, part.counts).astype(np.int32)
         del part

@@ -27,19 +27,19 @@ from scipy.linalg.blas import dsyrk
 from ..glm import kernels as GK
 from ..glm.update import GLMUpdate
 from . import kernels as K
-from . import loading
+from . import data
 
 #: dense X: the block's gathered columns are kept between rounds up to this size
 XB_CACHE_BYTES = 256 << 20
 
 
 class LogRegUpdate(GLMUpdate):
-    loading = loading
+    data = data
     checkpoint_skip = GLMUpdate.checkpoint_skip + ("xb",)  # (a cache)
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y`` in {-1, +1}), or a
-        file's description (``file``), whose part this worker reads (:mod:`.loading`)."""
+        file's description (``file``), whose part this worker reads (:mod:`.data`)."""
         super().__init__(shard)
         n = self.n_rows
         self.m = np.zeros(n)

@@ -45,8 +45,9 @@ from ...errors import DataError
 from ...params import Param, check
 from . import kernels as K
 from .aggregate import MFAggregate
-from .data import _lookup, _problem_plan, fmt_bytes, physical_memory
-from .data import Layout as FileLayout
+from ...io.memory import fmt_bytes, physical_memory
+from ...io.ratings import Layout as FileLayout
+from .data import _lookup, _problem_plan
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES

@@ -59,8 +59,8 @@ class MFUpdate(Update):
         self._report = None
         self.early_stop = shard.get("early_stop")
         if "load" in shard:  # a description: read (or generate) this worker's part
-            from .load import load
-            shard, self._report = load(self.peers, shard["load"])
+            from .data import prepare_part
+            shard, self._report = prepare_part(self.peers, shard["load"])
             self.early_stop = shard.get("early_stop")
         lay = shard["layout"]
         m, n = shard["shape"]
@@ -89,7 +89,7 @@ class MFUpdate(Update):
             _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
 
     def report(self):
-        """What this worker read (the scheduler keeps the sums): see load.load."""
+        """What this worker read (the scheduler keeps the sums): see data.prepare_part."""
         return self._report
 
     def state(self):
