@@ -369,7 +369,7 @@ def read_part(peers, path, whole=False):
     rows, cols, vals = rows[:k], cols[:k], vals[:k]
     cuts = np.array([0, m])
     if W > 1:  # rows in contiguous blocks, balanced by their entries
-        from ..engine import split_balanced
+        from ..api import split_balanced
 
         cuts = split_balanced(peers.allreduce(np.bincount(rows, minlength=m)), W)
         owner = np.searchsorted(cuts, rows, side="right") - 1

@@ -12,8 +12,9 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from ... import engine
-from ...engine import DataError
+from ... import api
+from ... import driver
+from ...errors import DataError
 from ...io.memory import memory_limits
 from . import kernels as K
 from . import split
@@ -43,7 +44,7 @@ def split_rows(X, n_parts):
     """Boundaries of contiguous row blocks with about equal numbers of non-zeros."""
     n = X.shape[0]
     counts = np.bincount(X.indices, minlength=n) if sp.issparse(X) else np.ones(n)
-    return engine.split_balanced(counts, n_parts)
+    return api.split_balanced(counts, n_parts)
 
 
 def row_block(X, start, stop):
@@ -65,7 +66,7 @@ def _read_only(a):
     return v
 
 
-class _Later(engine.Schedule):
+class _Later(api.Schedule):
     """A schedule built in ``begin``, once the aggregate knows the problem's size from
     the workers' reports (parallel loading: the scheduler never reads the file)."""
 
@@ -286,7 +287,7 @@ class Datafit:
             options["tol"] = tol
         setup = self.make_setup(lambda: (X, y), lam, lambda_ratio, schedule, block, rho,
                                 floor, full_every, seed, **options)
-        return engine.run(setup, self.Update, tol=tol, max_rounds=max_rounds, app=self.name,
+        return driver.run(setup, self.Update, tol=tol, max_rounds=max_rounds, app=self.name,
                           seed=seed, **kw)
 
     def build_parser(self):

@@ -3,7 +3,7 @@ CSC triplet, or a Fortran-ordered dense array) and y, read from a file's part wi
 parallel loading, and priority's dependency filter when the scheduler holds no X."""
 import numpy as np
 
-from ...engine import Update
+from ...api import Update
 from . import kernels as K
 
 

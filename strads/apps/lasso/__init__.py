@@ -9,7 +9,7 @@ the generalised linear models' (:mod:`strads.apps.glm`); this is the Lasso's dat
 import numpy as np
 
 from ... import cli
-from ...engine import DataError
+from ...errors import DataError
 from ..glm.schedule import SCHEDULES, Priority, WorkingSet, max_staleness
 from ..glm.setup import Datafit, default_gram_budget, gram_block_cap
 from . import data

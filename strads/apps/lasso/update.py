@@ -20,7 +20,7 @@ class LassoUpdate(GLMUpdate):
         self.r = self.y.copy()
         self.rss = float(self.r @ self.r)
 
-    # -- rebalancing: rows (samples) handed to a neighbour (engine.Update.give/take) --
+    # -- rebalancing: rows (samples) handed to a neighbour (strads.Update.give/take) --
     @property
     def rows(self):
         return self.n_rows

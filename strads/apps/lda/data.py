@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ...engine import DataError
+from ...errors import DataError
 from ...io import docs as text_docs, ldac, memory, uci
 from ...io.agree import attempt, refuse, route
 from ...io.uci import INT32_MAX
@@ -307,7 +307,7 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
     else:
         accumulate(docs, counts, lengths)
     lengths = peers.allreduce(lengths)
-    from ...engine import split_balanced
+    from ...api import split_balanced
 
     cuts = split_balanced(lengths, W)  # contiguous documents balanced by tokens
     docs, ids, counts = route(peers, np.searchsorted(cuts, docs, side="right") - 1,
@@ -505,7 +505,7 @@ def corpus_docs(cum, lengths, d0, d1, alpha, seed, theta=None):
 def corpus_part(n_docs, n_words, doc_length, n_topics, alpha, beta, seed, peers=None):
     """This worker's documents of the built-in corpus (a :class:`Part`): contiguous
     documents balanced by tokens, drawn by the worker itself (see corpus_docs)."""
-    from ...engine import split_balanced
+    from ...api import split_balanced
     from ...transport import Peers
 
     peers = peers or Peers()

@@ -22,7 +22,8 @@ import math
 
 import numpy as np
 
-from ...engine import DataError, Update
+from ...api import Update
+from ...errors import DataError
 from . import kernels as K
 from .schedule import slice_of
 

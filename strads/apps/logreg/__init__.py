@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ... import cli
-from ...engine import DataError
+from ...errors import DataError
 from ..glm.schedule import (SCHEDULES, PlannedWorkingSet, ShuffledPriority,
                             max_staleness)
 from ..glm.setup import Datafit, default_gram_budget, gram_block_cap

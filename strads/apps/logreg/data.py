@@ -12,7 +12,7 @@ with n, the number of features, the kept (non-empty) columns and the two labels.
 import numpy as np
 import scipy.sparse as sp
 
-from ...engine import DataError
+from ...errors import DataError
 from ...io.agree import refuse
 from ..lasso import data as _lasso_data
 from ..glm import kernels as K

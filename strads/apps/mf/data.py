@@ -12,8 +12,8 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ... import engine
-from ...engine import DataError
+from ... import api
+from ...errors import DataError
 from ...io import memory, ratings as rating_io
 from ...io.agree import refuse, route
 from . import kernels as K
@@ -598,7 +598,7 @@ def prepare_part(peers, desc):
 
     # -- rows: users in blocks balanced by their ratings, each rating to its user's
     counts = peers.allreduce(np.bincount(u, minlength=m).astype(np.int64))
-    uo = engine.split_balanced(counts, W)
+    uo = api.split_balanced(counts, W)
     del counts
     u0, u1 = int(uo[me]), int(uo[me + 1])
     dest = np.searchsorted(uo, u, side="right") - 1
@@ -712,7 +712,7 @@ def prepare_part(peers, desc):
         refuse(peers, f"lambda {lam} (--lambda) times a row's up to "
                f"{max(max(g[2] for g in got), int(ci.max()))} ratings "
                "(--lambda-weighting count) overflows")
-    io = engine.split_balanced(ci, W)
+    io = api.split_balanced(ci, W)
     i0, i1 = int(io[me]), int(io[me + 1])
 
     # -- rows (CSR, sorted by user then item: the dedupe's order) and columns (CSC)

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from ...engine import Update
+from ...api import Update
 from . import kernels as K
 
 SIDES = ("W", "H")
