@@ -146,11 +146,19 @@ class Driver:
         was = {**m["flags"], **m["engine"]}
         now = {**(self.flags or {}), "app": self.app, "workers": self.W,
                "staleness": self.staleness}
+        # another number of workers: the app's Update moves its state (api.Update.reshard)
+        self.reshard = was.get("workers") != self.W
+        cls = self.update_cls
+        if self.reshard and (cls.reshard is not api.Update.reshard or cls.row_state):
+            was["workers"] = self.W
         diff = [f"{k} {now.get(k)!r} (was {was.get(k)!r})" for k in sorted(set(was) | set(now))
                 if k not in _params.RESUME_MAY_CHANGE and was.get(k) != now.get(k)]
         if diff:
+            why = ("" if was.get("workers") == self.W else
+                   f" ({cls.__name__} cannot move its state to another number of workers: "
+                   "it defines neither row_state nor reshard)")
             raise _ckpt.CheckpointError(f"{self.folder}: cannot resume, these differ from "
-                                        f"the checkpointed run: {', '.join(diff)}")
+                                        f"the checkpointed run: {', '.join(diff)}{why}")
 
     def _restore(self, m):
         parts = _ckpt.read_part(self.folder, m["parts"][0])
@@ -163,7 +171,10 @@ class Driver:
         self.elapsed0 = loop["elapsed"]
         self.first, self.best = loop["first"], loop["best"]
         self.last_log = loop["last_log"]
-        self.tp.broadcast(W.Restore(self.folder, m["parts"]))
+        if self.reshard:
+            for piece in (self.schedule, self.aggregate):
+                piece.resume_on(self.W, self.done)
+        self.tp.broadcast(W.Restore(self.folder, m["parts"], self.reshard))
         for w in range(self.W):
             self.tp.recv(w)
 

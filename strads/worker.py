@@ -18,13 +18,13 @@ from .errors import DataError
 # which a resume checks; ``rebalance``: rows will move); Step (apply ``syncs`` in order,
 # then compute ``task`` of ``round``, None: syncs only; ``each``: both are lists of one
 # part per worker); Checkpoint, Restore (the manifest's ``parts``: the scheduler's, then
-# one per worker); Timing (seconds of work since the last one); Rebalance (rows per
+# one per worker with its rows; ``reshard``: written by another number of workers) # one per worker); Timing (seconds of work since the last one); Rebalance (rows per
 # worker now and after); Collect (the worker's part of the model; its last message).
 Warmup, Init, Step, Checkpoint, Restore, Timing, Rebalance, Collect = (
     namedtuple(*r) for r in (
         ("Warmup", ""), ("Init", "shard warm digest rebalance"),
         ("Step", "round syncs task each"), ("Checkpoint", "folder tag"),
-        ("Restore", "folder parts"), ("Timing", ""), ("Rebalance", "old new"),
+        ("Restore", "folder parts reshard"), ("Timing", ""), ("Rebalance", "old new"),
         ("Collect", "")))
 # Their replies. RoundResult: a round's results merged along the workers' tree
 # (:func:`merge`): the newest and the oldest version (syncs applied) over the workers,
@@ -97,6 +97,7 @@ class WorkerHost:
         """A copy of the state now, written to disk while the run goes on and told to
         the driver with a later result; the driver then writes the manifest."""
         self._join_writer()
+        rows = None if self.update.rows is None else int(self.update.rows)
         host = {"version": self.version, "digest": self.digest}
         pieces = _ckpt.snapshot({
             "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
@@ -105,8 +106,8 @@ class WorkerHost:
 
         def write():  # an error is told with the next result: the run then ends
             try:
-                done.append((*who, _ckpt.write_part(msg.folder, f"{msg.tag}-worker"
-                                                    f"{self.w}.npz", pieces)))
+                entry = _ckpt.write_part(msg.folder, f"{msg.tag}-worker{self.w}.npz", pieces)
+                done.append((*who, {**entry, "rows": rows}))
             except BaseException as exc:
                 done.append(exc)
 
@@ -116,6 +117,8 @@ class WorkerHost:
         self._writer.start()
 
     def restore(self, msg):
+        if msg.reshard:
+            return self._reshard(msg.folder, msg.parts[1:])
         parts = _ckpt.read_part(msg.folder, msg.parts[self.w + 1])
         host = _ckpt.decode(*parts["host"])
         if host["digest"] != self.digest:
@@ -124,6 +127,34 @@ class WorkerHost:
                 "(was the input changed?)")
         self.update.load_state(_ckpt.decode(*parts["update"]))
         self.version = host["version"]
+        return Ready(None)
+
+    def _reshard(self, folder, entries):
+        """A checkpoint of another number of workers: the old workers' parts that hold
+        rows of this worker's (all of them for an app without rows) go to the app's
+        :meth:`~strads.Update.reshard`; rows are numbered over all workers in order."""
+        up = self.update
+        old = [e.get("rows") for e in entries]
+        mine = self.peers.allgather(up.rows)
+        if up.rows is not None:
+            if None in old or sum(old) != sum(mine):
+                raise _ckpt.CheckpointError(
+                    f"{folder}: the checkpoint holds {sum(r or 0 for r in old)} rows, this "
+                    f"run's data {sum(mine)}: the input differs from the checkpointed run's")
+            first = sum(mine[:self.w])
+            starts = np.cumsum([0] + old[:-1]).tolist()
+            keep = [k for k, (s, n) in enumerate(zip(starts, old))
+                    if s < first + up.rows and s + n > first]
+        else:
+            first, starts, keep = None, [None] * len(entries), range(len(entries))
+        olds, version = [], None
+        for k in keep:
+            parts = _ckpt.read_part(folder, entries[k])
+            host = _ckpt.decode(*parts["host"])
+            version = host["version"] if version is None else version
+            olds.append((starts[k], old[k], _ckpt.decode(*parts["update"])))
+        up.reshard(olds, first)
+        self.version = version if version is not None else self.version
         return Ready(None)
 
     def timing(self, msg):

@@ -25,6 +25,12 @@ class LassoUpdate(GLMUpdate):
     def rows(self):
         return self.n_rows
 
+    row_state = ("r",)  # a resume on another number of workers carries the residual
+
+    def resharded(self):
+        self.rss = float(self.r @ self.r)
+        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
+
     def _rows(self):
         """This worker's rows of X, as a matrix that slices by row."""
         if self.sparse:

@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from scipy.linalg.blas import dsyrk
 
 from ..glm import kernels as GK
+from ...api import rows_of
 from ..glm.update import GLMUpdate
 from . import kernels as K
 from . import data
@@ -78,6 +79,19 @@ class LogRegUpdate(GLMUpdate):
             K.factor_cols(*csc, cols, wts)
         K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
                           np.empty(1))
+
+    # -- a resume on another number of workers: the margins and what hangs on them ------
+    @property
+    def rows(self):
+        return self.n_rows
+
+    def reshard(self, olds, first):
+        old = olds[0][2]
+        for name in ("m", "dm", "zc", "gram_w"):  # (None: not pending, or not yet made)
+            if old[name] is not None:
+                setattr(self, name, rows_of(olds, first, self.n_rows, name))
+        self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
+        self.spec = None  # a speculative trial point: a commit then computes it again
 
     # -- syncs ---------------------------------------------------------------------------
     def apply(self, sync):
