@@ -181,3 +181,20 @@ def test_launch_refuses_an_app_without_checkpoints_and_passes_its_errors_on(tmp_
                        timeout=120, env=child_env(), cwd=ROOT)
     assert p.returncode == 2 and "no such file" in p.stderr  # not a lost rank: no restart
     assert "strads.launch:" not in p.stderr
+
+
+def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path):
+    """--sweeps may change on --resume: a run of 12 sweeps taken on to 20."""
+    out = str(tmp_path / "run")
+    common = ["strads.apps.lda", "--n-docs", "200", "--n-words", "300", "--quiet",
+              "--out", out]
+    first = subprocess.run([sys.executable, "-m", *common, "--sweeps", "12",
+                            "--checkpoint-every", "1e-6"], capture_output=True, text=True,
+                           timeout=120, env=child_env(), cwd=ROOT)
+    more = subprocess.run([sys.executable, "-m", *common, "--sweeps", "20", "--resume"],
+                          capture_output=True, text=True, timeout=120, env=child_env(),
+                          cwd=ROOT)
+    assert first.returncode == more.returncode == 0, more.stderr
+    a, b = json.loads(first.stdout), json.loads(more.stdout)
+    assert (a["rounds"], b["rounds"]) == (12, 20) and b["stop_reason"] == "schedule_done"
+    assert b["objective"] > a["objective"]  # 8 more sweeps: a higher log-likelihood

@@ -357,8 +357,8 @@ class LDAUpdate(Update):
         if self.K * self.alpha == math.inf or self.V * self.beta == math.inf:
             raise DataError(f"{flag['alpha']} x topics or {flag['beta']} x words overflows "
                             f"({self.K} x {self.alpha}, {self.V} x {self.beta})")
-        SCHEDULES[self.mode].check_staleness(self.s1 - 1, self.W, self.V,
-                                             int(shard["sweeps"]), flag)
+        if self.mode == "model":  # (the data schedule's bound is the sweeps': rank 0's)
+            SCHEDULES[self.mode].check_staleness(self.s1 - 1, self.W, self.V, None, flag)
         cuts = split_vocab(word_counts, self.W * self.s1)
         check_memory(self.n_docs, self.V, self.n_tokens, nnz, self.K, self.W, self.s1 - 1,
                      self.mode, int(np.diff(cuts).max()), flag)
