@@ -195,6 +195,6 @@ def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path):
                           capture_output=True, text=True, timeout=120, env=child_env(),
                           cwd=ROOT)
     assert first.returncode == more.returncode == 0, more.stderr
-    a, b = json.loads(first.stdout), json.loads(more.stdout)
+    a, b = (json.loads(p.stdout.splitlines()[0]) for p in (first, more))
     assert (a["rounds"], b["rounds"]) == (12, 20) and b["stop_reason"] == "schedule_done"
     assert b["objective"] > a["objective"]  # 8 more sweeps: a higher log-likelihood
