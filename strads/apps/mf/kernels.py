@@ -28,6 +28,17 @@ def _fold(w, M, j, off, P):
 
 
 @njit(**_opts)
+def _solve(own, t, a, reg, rv, vv):
+    """own[t, a] <- the row's exact minimiser, from its sums r.v and v.v (the residual
+    without this step's change: r); returns the change."""
+    s = own[t, a]
+    den = reg + vv
+    z = (rv + s * vv) / den if den > 0.0 else 0.0
+    own[t, a] = z
+    return z - s
+
+
+@njit(**_opts)
 def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
     """One rank-one half-step: for every own row a,
     own[t, a] <- argmin_z sum_j (r_aj + own[t, a] v_j - z v_j)^2 + reg[a] z^2 with v the
@@ -88,11 +99,7 @@ def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
                 rr += r * r
                 rv += r * vj
                 vv += vj * vj
-        s = own[t, a]
-        den = reg[a] + vv
-        z = (rv + s * vv) / den if den > 0.0 else 0.0
-        step = z - s
-        own[t, a] = z
+        step = _solve(own, t, a, reg[a], rv, vv)
         if step != 0.0:
             for q in range(lo, hi):
                 res[_u(q)] -= step * scratch[_u(q - lo)]
@@ -167,11 +174,7 @@ def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
                         rr += r * r
                         rv += r * vj
                         vv += vj * vj
-                s = own[t, a]
-                den = reg[a] + vv
-                z = (rv + s * vv) / den if den > 0.0 else 0.0
-                step = z - s
-                own[t, a] = z
+                step = _solve(own, t, a, reg[a], rv, vv)
                 steps[a] = step
                 if c == b - 1:
                     rss += rr - 2.0 * step * rv + step * step * vv
@@ -285,48 +288,24 @@ def ccd_tiles(ptr, idx, res, own, t, v, tp, d, u, reg, steps, acc):
             if tp >= 0:
                 w0 = own[tp, a]
             rr, rv, vv = acc[a, 0], acc[a, 1], acc[a, 2]
-            if sp != 0.0 and tp >= 0:  # the usual case, kept free of branches
-                for q in range(lo, hi):
-                    uq = _u(q)
-                    j = _u(idx[uq])
-                    r = res[uq] - sp * u[j]
+            for q in range(lo, hi):  # (LLVM takes the row's branches out of the loop)
+                uq = _u(q)
+                j = _u(idx[uq])
+                r = res[uq]
+                if sp != 0.0:
+                    r = r - sp * u[j]
+                if tp >= 0:
                     r = r - w0 * d[j]
-                    res[uq] = r
-                    vj = v[j]
-                    rr += r * r
-                    rv += r * vj
-                    vv += vj * vj
-            elif sp == 0.0 and tp < 0:  # nothing to apply: the residuals are read only
-                for q in range(lo, hi):
-                    uq = _u(q)
-                    r = res[uq]
-                    vj = v[_u(idx[uq])]
-                    rr += r * r
-                    rv += r * vj
-                    vv += vj * vj
-            else:
-                for q in range(lo, hi):
-                    uq = _u(q)
-                    j = _u(idx[uq])
-                    r = res[uq]
-                    if sp != 0.0:
-                        r = r - sp * u[j]
-                    if tp >= 0:
-                        r = r - w0 * d[j]
-                    res[uq] = r
-                    vj = v[j]
-                    rr += r * r
-                    rv += r * vj
-                    vv += vj * vj
+                res[uq] = r
+                vj = v[j]
+                rr += r * r
+                rv += r * vj
+                vv += vj * vj
             acc[a, 0], acc[a, 1], acc[a, 2] = rr, rv, vv
     rss = 0.0
     for a in range(m):
         rr, rv, vv = acc[a, 0], acc[a, 1], acc[a, 2]
-        s = own[t, a]
-        den = reg[a] + vv
-        z = (rv + s * vv) / den if den > 0.0 else 0.0
-        step = z - s
-        own[t, a] = z
+        step = _solve(own, t, a, reg[a], rv, vv)
         steps[a] = step
         rss += rr - 2.0 * step * rv + step * step * vv
     return rss
