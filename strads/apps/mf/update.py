@@ -75,9 +75,7 @@ class _Side:
         if ptr.shape[0] == 0:
             return
         self.ptr, self.tiles = ptr, True
-        self.idx, self.res = (K.retile(self.indptr, ptr, x, True) for x in (self.idx, self.res))
-        if self.y is not None:
-            self.y = K.retile(self.indptr, ptr, self.y, True)
+        self._retile(ptr, True)
         m = self.own.shape[1]
         self.steps, self.u, self.acc = np.zeros(m), np.empty(n_other), np.empty((m, 3))
 
@@ -92,12 +90,16 @@ class _Side:
         self.settle()
         if self.ptr is not None:
             ptr, self.ptr = self.ptr, None
-            self.idx, self.res = (K.retile(self.indptr, ptr, x, False)
-                                  for x in (self.idx, self.res))
-            if self.y is not None:
-                self.y = K.retile(self.indptr, ptr, self.y, False)
+            self._retile(ptr, False)
             self.steps = self.u = self.acc = None
         self.tiles = self.tiles and keep
+
+    def _retile(self, ptr, to_tiles):
+        # one array at a time: the old one is freed before the next is copied
+        self.idx = K.retile(self.indptr, ptr, self.idx, to_tiles)
+        self.res = K.retile(self.indptr, ptr, self.res, to_tiles)
+        if self.y is not None:
+            self.y = K.retile(self.indptr, ptr, self.y, to_tiles)
 
     def res_rows(self):
         """res, all steps in, in the rows' order (a checkpoint's)."""
