@@ -327,17 +327,6 @@ def apply_steps(ptr, idx, res, steps, u):
 
 
 @njit(**_opts)
-def take_cols(F, cols, part, off, delta):
-    """A worker's rows ``part`` of the columns ``cols`` (at ``off``) into the synced
-    factor ``F``, their change into ``delta``."""
-    for c in range(cols.shape[0]):
-        f = F[cols[c]]
-        for x in range(part.shape[1]):
-            delta[c, off + x] = part[c, x] - f[off + x]
-            f[off + x] = part[c, x]
-
-
-@njit(**_opts)
 def _cholesky_solve(G, b, f):
     # G = L L' in place (lower triangle), then b <- G^-1 b. G is SPD when reg > 0; with
     # reg 0 a direction the row's ratings do not determine gets an infinite pivot, so

@@ -229,7 +229,6 @@ class MFUpdate(Update):
         K.fill_table(G, res, other[:1])
         K.ccd_tiles(ptr, idx, res, own, 0, res, 0, res, res, reg, steps, np.empty((1, 3)))
         K.apply_steps(ptr, idx, res, steps, res)
-        K.take_cols(other, cols, own, 0, other)
         K.als_step(indptr, idx, res, own, cols, other, reg)
         K.predict_pairs(own, other, idx, idx, res)
         K.rss_rows(indptr, idx, res, np.ones((1, 2)), np.ones((1, 2)))
@@ -321,7 +320,9 @@ class MFUpdate(Update):
             if part.shape[0] != cols.shape[0] or off + k > n:
                 raise RuntimeError(f"a worker sent rows {part.shape} at {off} of side {s} "
                                    f"({cols.shape[0]} columns of {n})")
-            K.take_cols(F, cols, part, off, delta)
+            for j, c in enumerate(cols):
+                np.subtract(part[j], F[c, off:off + k], out=delta[j, off:off + k])
+                F[c, off:off + k] = part[j]
             off += k
         if off != n:
             raise RuntimeError(f"the workers sent {off} rows of side {s}, expected {n}")
