@@ -198,3 +198,25 @@ def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path):
     a, b = (json.loads(p.stdout.splitlines()[0]) for p in (first, more))
     assert (a["rounds"], b["rounds"]) == (12, 20) and b["stop_reason"] == "schedule_done"
     assert b["objective"] > a["objective"]  # 8 more sweeps: a higher log-likelihood
+
+
+@pytest.mark.parametrize("early_stop", ["0", "2"])
+def test_mf_resumes_from_3_to_2_workers_with_the_same_model(early_stop, tmp_path):
+    """The factors are the old workers' rows side by side; each new worker takes its rows
+    and makes its residuals again: the run ends with the uninterrupted run's model."""
+    args = ["strads.apps.mf", "--n-users", "800", "--n-items", "400", "--n-ratings",
+            "30000", "--iters", "12", "--tol", "0", "--quiet", "--early-stop", early_stop]
+
+    def run(*extra):
+        p = subprocess.run([sys.executable, "-m", *args, *extra], capture_output=True,
+                           text=True, timeout=300, env=child_env(), cwd=ROOT)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout.splitlines()[0])
+
+    ref = run("--workers", "3")
+    out = str(tmp_path / "run")
+    run("--workers", "3", "--out", out, "--checkpoint-every", "1e-6", "--max-rounds", "150")
+    res = run("--workers", "2", "--out", out, "--resume")
+    assert res["workers"] == 2 and res["rounds"] == ref["rounds"]
+    for k in ("objective", "test_rmse", "train_rmse"):
+        assert res[k] == pytest.approx(ref[k], rel=1e-9), k

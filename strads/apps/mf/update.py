@@ -159,7 +159,7 @@ class MFUpdate(Update):
             self.early_stop = shard.get("early_stop")
         lay = shard["layout"]
         m, n = shard["shape"]
-        (u0, u1), (i0, i1) = shard["users"], shard["items"]
+        (u0, u1), (i0, i1) = self.ranges = shard["users"], shard["items"]
         H = shard["H"]  # the starting H, transposed (kk x n + 1)
         if not H.flags.writeable:
             H = H.copy()
@@ -212,6 +212,42 @@ class MFUpdate(Update):
             if off != self.size[s]:
                 raise RuntimeError(f"the workers' rows of side {s} add up to {off}, "
                                    f"expected {self.size[s]}")
+
+    def reshard(self, olds, first):
+        """A checkpoint of another number of workers (``olds``: every old worker's
+        state, in order): the factors are their rows side by side; this worker takes its
+        rows of them and makes its residuals again (the ratings less the predictions),
+        and takes the scores due, and the best iteration's error, on its held-out share."""
+        fresh = [side.res.copy() for side in self.sides]  # the ratings: W is 0 at the start
+        best = olds[0][2]["best"]
+        full = [[], []]
+        for s, side in enumerate(self.sides):
+            F = self.sync[s]
+            F[:, :self.size[s]] = np.concatenate([o["sides"][s]["own"] for *_, o in olds],
+                                                 axis=1)
+            (lo, hi), n = self.ranges[s], self.size[s]
+            side.own, side.pending = F[:, lo:hi].copy(), None
+            if best is not None:
+                full[s] = np.concatenate([o["best"][1 + s] for *_, o in olds], axis=1)
+        for s, side in enumerate(self.sides):
+            lo = self.ranges[s][0]
+            mine = lo + np.repeat(np.arange(side.indptr.shape[0] - 1), np.diff(side.indptr))
+            pairs = (mine, side.idx) if s == 0 else (side.idx, mine)
+            side.res = np.empty(side.idx.shape[0])
+            K.predict_pairs(self.sync[0], self.sync[1], *pairs, side.res)
+            np.subtract(fresh[s], side.res, out=side.res)
+        old = olds[0][2]
+        self.score_next = old["score_next"]
+        self.scores = [(it, *self._score()) for it, _, _ in old["scores"]]
+        self.best_sse, self.best = old["best_sse"], None
+        if best is not None:
+            users, items, ratings = self.test
+            out = np.empty(users.shape[0])
+            K.predict_pairs(full[0], full[1], users, items, out)
+            out -= ratings
+            (u0, u1), (i0, i1) = self.ranges
+            self.best = [best[0], full[0][:, u0:u1].copy(), full[1][:, i0:i1].copy(),
+                         K.wsumsq(None, out)]
 
     @classmethod
     def warmup(cls):
