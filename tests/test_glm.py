@@ -165,8 +165,9 @@ def test_cli_help_lists_every_flag(app, flags, texts):
 @pytest.mark.parametrize("app", ["lasso", "logreg"])
 def test_priority_filter_runs_on_the_workers(tmp_path, app):
     """With --data the scheduler holds no X: the workers sum the candidates' Gram matrix
-    and choose the block. Every round's block keeps |correlation| <= rho, the model
-    reaches scikit-learn's (liblinear's) objective, and is the same bits under MPI."""
+    and choose the block and its groups. Every round's groups are mutually |correlation|
+    <= rho, and some have several members; the model reaches scikit-learn's
+    (liblinear's) objective, and is the same bits under MPI."""
     mod, make_problem = APPS[app]
     if app == "lasso":
         X, y, _ = make_problem(200, 300, density=0.05, corr=0.7, seed=3)
@@ -187,10 +188,13 @@ def test_priority_filter_runs_on_the_workers(tmp_path, app):
 
         def aggregate(round, task, partials):
             if "cols" in partials[0]:
-                assert all(pt["cols"].tobytes() == partials[0]["cols"].tobytes()
-                           for pt in partials)
+                for key in ("cols", "groups"):
+                    assert all(pt.get(key, b"").tobytes() ==
+                               partials[0].get(key, b"").tobytes() for pt in partials)
                 assert np.isin(partials[0]["cols"], task["cols"]).all()
-                blocks.append(partials[0]["cols"])
+                cols = partials[0]["cols"]
+                blocks.append((cols, partials[0].get("groups",
+                                                     np.arange(cols.shape[0] + 1))))
             return inner(round, task, partials)
         agg.aggregate = aggregate
         return sched, agg, shards
@@ -199,10 +203,12 @@ def test_priority_filter_runs_on_the_workers(tmp_path, app):
     assert res.stop_reason == "tol" and len(blocks) > 5
     Xd = Xr.toarray()
     nrm = np.linalg.norm(Xd, axis=0)
-    for cols in blocks:
+    for cols, gptr in blocks:
         C = np.abs(Xd[:, cols].T @ Xd[:, cols]) / np.outer(nrm[cols], nrm[cols])
-        np.fill_diagonal(C, 0)
+        group = np.repeat(np.arange(gptr.shape[0] - 1), np.diff(gptr))
+        C[group[:, None] == group[None, :]] = 0  # (a group is solved together)
         assert C.max() <= rho + 1e-12
+    assert any(np.diff(gptr).max() > 1 for _, gptr in blocks)
     if app == "lasso":
         from sklearn.linear_model import Lasso
         sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(Xr, yr)

@@ -1,6 +1,7 @@
 """What the generalised linear models' workers share: their rows of X (column-major: a
 CSC triplet, or a Fortran-ordered dense array) and y, read from a file's part with
-parallel loading, and priority's dependency filter when the scheduler holds no X."""
+parallel loading, priority's dependency filter when the scheduler holds no X, and the
+Gram matrices of priority's groups."""
 import numpy as np
 
 from ...engine import Update
@@ -36,19 +37,51 @@ class GLMUpdate(Update):
 
     @classmethod
     def warmup(cls):
-        K.gram_sparse(np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1),
-                      np.zeros(1, np.int64), 2)
-        K.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1)  # (priority with --data)
+        csc = (np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1))
+        K.gram_sparse(*csc, np.zeros(1, np.int64), 2)
+        # (priority: the workers' filter, and the groups' Gram matrices)
+        K.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1, K.GROUP_CAP)
+        K.group_order(np.zeros(1, np.int64), np.zeros(1, np.int64))
+        gptr = np.array([0, 1], np.int64)
+        for wts in (np.empty(0), np.ones(2)):
+            K.group_gram_sparse(*csc, np.zeros(1, np.int64), gptr, wts)
+            K.group_gram_dense(np.ones((2, 1), order="F"), np.zeros(1, np.int64), gptr, wts)
+
+    def _jacobi_block(self, task):
+        """A Jacobi round's block and its groups (None: all of one member): the task's,
+        or, for priority when the scheduler holds no X (parallel loading, several
+        schedulers), those the workers' filter chooses among the task's candidates
+        (the partial then names them)."""
+        if "select" not in task:
+            return task["cols"], task.get("groups"), {}
+        cols, gptr = self._select(task["cols"], *task["select"])
+        return cols, gptr, dict(cols=cols, **({} if gptr is None else {"groups": gptr}))
 
     def _select(self, cand, rho, b):
-        """Priority's filter when the scheduler holds no X (parallel loading, several
-        schedulers): the candidates' Gram matrix summed over the workers (the same on
-        every one), and those kept, greedily in draw order, whose |correlation| with
-        every one kept before them is <= rho (sorted)."""
+        """Priority's filter on the workers: the candidates' Gram matrix summed over
+        them (its strict lower triangle: for sparse X only its non-zeros travel; the
+        same floats on every worker), and the groups chosen from it, greedily in draw
+        order, as the scheduler's filter would."""
+        m = cand.shape[0]
         if self.sparse:
             G = K.gram_sparse(*self.X, cand, self.n_rows)
+            low = np.flatnonzero(np.tril(G, -1))
+            parts = self.peers.allgather((low, G.reshape(-1)[low]))
+            G = np.zeros((m, m))
+            for idx, vals in parts:  # in worker order, as allreduce adds
+                G.reshape(-1)[idx] += vals
         else:
             Xc = self.X[0][:, cand]
-            G = Xc.T @ Xc
-        G = self.peers.allreduce(G)
-        return np.sort(cand[K.select_gram(G, self.norms[cand], rho, b)])
+            low = np.tril_indices(m, -1)
+            G = np.zeros((m, m))
+            G[low] = self.peers.allreduce((Xc.T @ Xc)[low])
+        kept, group = K.select_gram(G, self.norms[cand], rho, b, K.GROUP_CAP)
+        cols, gptr = K.group_order(cand[kept], group)
+        return cols, (gptr if gptr.shape[0] else None)
+
+    def group_gram(self, cols, gptr, wts=np.empty(0)):
+        """The groups' Gram matrices X_g' D X_g over this worker's rows
+        (:func:`kernels.group_gram_sparse`)."""
+        if self.sparse:
+            return K.group_gram_sparse(*self.X, cols, gptr, wts)
+        return K.group_gram_dense(self.X[0], cols, gptr, wts)

@@ -89,22 +89,23 @@ class LassoUpdate(GLMUpdate):
             grad(*self.X, self.r, cols, g)
             self.rss = float(self.r @ self.r)  # drop the drift of the running sum
             return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y)}
+        if not task.get("gram"):  # a Jacobi round (priority: maybe groups, or a filter)
+            cols, gptr, out = self._jacobi_block(task)
+            g = np.empty(cols.shape[0])
+            grad(*self.X, self.r, cols, g)
+            if gptr is not None:
+                out["Gg"] = self.group_gram(cols, gptr)
+            return {"g": g, "rss": self.rss, **out}
+        # working-set: the block's Gram over this worker's rows too, for an exact solve
         cols = task["cols"]
-        chosen = None
-        if task.get("select"):  # the dependency filter over the candidates ``cols``
-            cols = chosen = self._select(cols, *task["select"])
         g = np.empty(cols.shape[0])
         grad(*self.X, self.r, cols, g)
-        if chosen is not None:
-            return {"g": g, "rss": self.rss, "cols": chosen}
-        if task.get("gram"):  # the block's Gram over this worker's rows, for an exact solve
-            if not task.get("cache", True):
-                self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
-            part = self.gram_part(cols, task.get("deadline"))
-            if part is None:  # the deadline passed while it was built: the round is void
-                return {"g": g, "rss": self.rss, "late": True}
-            return {"g": g, "rss": self.rss, **part}
-        return {"g": g, "rss": self.rss}
+        if not task.get("cache", True):
+            self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
+        part = self.gram_part(cols, task.get("deadline"))
+        if part is None:  # the deadline passed while it was built: the round is void
+            return {"g": g, "rss": self.rss, "late": True}
+        return {"g": g, "rss": self.rss, **part}
 
     def gram_part(self, cols, deadline=None):
         """The block's Gram matrix over this worker's rows, as a block round returns it:
