@@ -103,7 +103,7 @@ class GLMAggregate(Aggregate):
         else:
             gram = _sum(partials, "Gg")
             self.l1 += K.group_steps(self.w, cols, gptr, q, h, gram, self.thresh, step,
-                                     delta)
+                                     delta, K.GROUP_RTOL, K.GROUP_PASSES)
             self.grouped += cols.shape[0] - (gptr.shape[0] - 1)
         self.updates += cols.shape[0]
         return self._moved(cols, before, delta, h)

@@ -526,14 +526,14 @@ def group_gram_dense(X, cols, gptr, wts):
 
 
 @njit(**_opts)
-def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta):
+def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
     """A round of groups (``gptr``; :func:`group_order`), all from the same point
     (Jacobi across groups): a group of one takes the coordinate step of
     :func:`coordinate_steps`, a larger one moves to the exact minimiser of its
     quadratic model 1/2 d'G_g d - q_g'd + thresh |w_g + d|_1 (G_g from ``gram``, as
-    :func:`group_gram_sparse` lays it out), by :func:`cd_dense` to GROUP_RTOL of its
-    first violation; both with relaxation ``step``. ``delta`` gets the changes;
-    returns the l1 change."""
+    :func:`group_gram_sparse` lays it out), by :func:`cd_dense` to ``rtol`` of its
+    first move in at most ``passes`` (GROUP_RTOL, GROUP_PASSES); both with relaxation
+    ``step``. ``delta`` gets the changes; returns the l1 change."""
     d_l1 = 0.0
     off = 0
     for g in range(gptr.shape[0] - 1):
@@ -558,8 +558,7 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta):
             c = gram_c(G, qq, b)
             hist = np.empty((6, k))
             state = np.zeros(1, dtype=np.int64)
-            cd_dense(G, qq, b, c, thresh, GROUP_RTOL * worst, GROUP_PASSES, hist, state,
-                     True)
+            cd_dense(G, qq, b, c, thresh, rtol * worst, passes, hist, state, True)
         for t in range(k):
             j = cols[a0 + t]
             new = b0[t] + step * (b[t] - b0[t])
