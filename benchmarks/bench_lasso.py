@@ -106,7 +106,8 @@ def compare(name, X, y, lam, schedules=("working-set", "priority", "round-robin"
             stop = hits[sched] + 1 if hits.get(sched) is not None else 10**7
             t, u, res = ours(X, y, lam, target, schedule=sched, time_limit=time_limit,
                              max_rounds=stop)
-            rows[sched] = (_best([t, rows.get(sched, (np.nan,))[0]]), u)
+            old_t, old_u = rows.get(sched, (np.nan, np.nan))
+            rows[sched] = (_best([t, old_t]), u if u == u else old_u)
             if rep == 0:
                 runs[sched] = res
                 hit = [row["round"] for row in res.trace if row["objective"] <= target]
