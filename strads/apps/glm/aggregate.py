@@ -92,7 +92,8 @@ class GLMAggregate(Aggregate):
         """A Jacobi round's coordinate steps (:func:`kernels.coordinate_steps`) on its
         block (the task's, or the one the workers' filter chose); with priority's groups
         (the task's, or the workers'), each group's exact step from its Gram matrix (the
-        workers' ``Gg``, summed here; :func:`kernels.group_steps`)."""
+        workers' ``Gg``, summed here, or worker 0's ``Gs``, summed by the workers'
+        filter; :func:`kernels.group_steps`)."""
         cols = partials[0].get("cols", task["cols"])
         gptr = partials[0].get("groups", task.get("groups"))
         step = task.get("step", 1.0)
@@ -101,7 +102,7 @@ class GLMAggregate(Aggregate):
         if gptr is None:
             self.l1 += K.coordinate_steps(self.w, cols, q, h, self.thresh, step, delta)
         else:
-            gram = _sum(partials, "Gg")
+            gram = partials[0]["Gs"] if "Gs" in partials[0] else _sum(partials, "Gg")
             self.l1 += K.group_steps(self.w, cols, gptr, q, h, gram, self.thresh, step,
                                      delta, K.GROUP_RTOL, K.GROUP_PASSES)
             self.grouped += cols.shape[0] - (gptr.shape[0] - 1)

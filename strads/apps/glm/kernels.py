@@ -526,6 +526,33 @@ def group_gram_dense(X, cols, gptr, wts):
 
 
 @njit(**_opts)
+def group_gram_lower(G, pos, gptr, sq_norms):
+    """As :func:`group_gram_sparse`, from the strict lower triangle of a Gram matrix
+    ``G`` already summed (the workers' filter: column ``cols[a]`` is row ``pos[a]`` of
+    G) and the squared norms of ``cols`` for the diagonal."""
+    total = 0
+    for g in range(gptr.shape[0] - 1):
+        k = gptr[g + 1] - gptr[g]
+        if k > 1:
+            total += k * k
+    out = np.empty(total)
+    off = 0
+    for g in range(gptr.shape[0] - 1):
+        a0, k = gptr[g], gptr[g + 1] - gptr[g]
+        if k < 2:
+            continue
+        for a in range(k):
+            out[off + a * k + a] = sq_norms[a0 + a]
+            for b in range(a + 1, k):
+                pa, pb = pos[a0 + a], pos[a0 + b]
+                v = G[pa, pb] if pa > pb else G[pb, pa]
+                out[off + a * k + b] = v
+                out[off + b * k + a] = v
+        off += k * k
+    return out
+
+
+@njit(**_opts)
 def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
     """A round of groups (``gptr``; :func:`group_order`), all from the same point
     (Jacobi across groups): a group of one takes the coordinate step of

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..glm import kernels as GK
-from ..glm.update import GLMUpdate
+from ..glm.update import NO_WEIGHTS, GLMUpdate
 from . import kernels as K
 from . import loading
 
@@ -90,11 +90,9 @@ class LassoUpdate(GLMUpdate):
             self.rss = float(self.r @ self.r)  # drop the drift of the running sum
             return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y)}
         if not task.get("gram"):  # a Jacobi round (priority: maybe groups, or a filter)
-            cols, gptr, out = self._jacobi_block(task)
+            cols, out = self._jacobi_block(task)
             g = np.empty(cols.shape[0])
             grad(*self.X, self.r, cols, g)
-            if gptr is not None:
-                out["Gg"] = self.group_gram(cols, gptr)
             return {"g": g, "rss": self.rss, **out}
         # working-set: the block's Gram over this worker's rows too, for an exact solve
         cols = task["cols"]
@@ -211,7 +209,6 @@ class LassoUpdate(GLMUpdate):
         return G
 
 
-NO_WEIGHTS = np.empty(0)  # (gram_cols, gram_sparse_add: X_B' X_B)
 # a piece of a worker's Gram matrix between two looks at the clock (multiply-adds), and
 # the most memory its gathered dense columns may take
 PIECE_OPS = 50_000_000

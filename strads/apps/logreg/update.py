@@ -136,16 +136,13 @@ class LogRegUpdate(GLMUpdate):
         elif kind == "trial":
             out.update(self._trial(task["steps"], task.get("cols")))
         elif kind == "block":  # (priority: maybe groups, or the workers' filter)
-            cols, gptr, chosen = self._jacobi_block(task)
-            out.update(chosen)
+            cols, chosen = self._jacobi_block(task, self.wts)  # (groups: Hessian blocks)
             g, h = np.empty(cols.shape[0]), np.empty(cols.shape[0])
             if self.sparse:
                 K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
             else:
                 K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
-            if gptr is not None:  # the groups' Hessian blocks, X_g' D X_g
-                out["Gg"] = self.group_gram(cols, gptr, self.wts)
-            out.update(q=g, h=h, loss=self.loss)
+            out.update(chosen, q=g, h=h, loss=self.loss)
         return out
 
     def _full(self, hess):
