@@ -149,17 +149,14 @@ class LogRegUpdate(GLMUpdate):
             out.update(self._extend(task["cols"], task["new"], task["form"]))
         elif kind == "trial":
             out.update(self._trial(task["steps"], task.get("cols")))
-        elif kind == "block":
-            cols = task["cols"]
-            if "select" in task:  # the dependency filter over the candidates ``cols``
-                cols = self._select(cols, *task["select"])
-                out["cols"] = cols
+        elif kind == "block":  # (priority: maybe groups, or the workers' filter)
+            cols, chosen = self._jacobi_block(task, self.wts)  # (groups: Hessian blocks)
             g, h = np.empty(cols.shape[0]), np.empty(cols.shape[0])
             if self.sparse:
                 K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
             else:
                 K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
-            out.update(q=g, h=h, loss=self.loss)
+            out.update(chosen, q=g, h=h, loss=self.loss)
         return out
 
     def _full(self, hess):
