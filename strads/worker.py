@@ -51,7 +51,7 @@ class WorkerHost:
         self.digest = None  # of the shard, when checkpoints are on: checked on resume
         self._writer = None  # the thread writing this worker's checkpoint part
         self._written = []  # (worker, tag, manifest entry) of parts on disk, not yet told
-        self.busy = 0.0  # seconds of update() work since the last Timing
+        self.busy = []  # seconds of update() work a round since the last Timing
 
     def handle(self, msg):
         return self.HANDLERS[type(msg)](self, msg)
@@ -86,10 +86,12 @@ class WorkerHost:
             self.version += 1
         if msg.round is None:  # syncs only
             return None
-        t0, waited = time.perf_counter(), self.peers.waited
-        partial = self.update.update(task) if task is not None else None
-        # its own work: less the time it waited for the others in their collectives
-        self.busy += time.perf_counter() - t0 - (self.peers.waited - waited)
+        partial = None
+        if task is not None:
+            t0, waited = time.perf_counter(), self.peers.waited
+            partial = self.update.update(task)
+            # its own work: less the time it waited for the others in their collectives
+            self.busy.append(time.perf_counter() - t0 - (self.peers.waited - waited))
         return RoundResult(msg.round, self.version, self.version, self.signals.signum,
                            [] if partial is None else [(self.w, partial)], self._durable())
 
@@ -158,8 +160,10 @@ class WorkerHost:
         return Ready(None)
 
     def timing(self, msg):
-        busy, self.busy = self.busy, 0.0
-        return Timed(busy, self.update.rows)
+        # the median round's, times the rounds: a burst of another job's load is not
+        # taken for a slow worker
+        busy, self.busy = self.busy, []
+        return Timed(float(np.median(busy)) * len(busy) if busy else 0.0, self.update.rows)
 
     def rebalance(self, msg):
         """Move rows to and from the neighbours so that worker w holds ``new[w]`` rows:
