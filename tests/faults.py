@@ -16,8 +16,10 @@ def env(hook):
 
 
 def slow(setup, update, worker, factor):
-    """Worker ``worker`` takes ``factor`` times as long per unit of work: it sleeps after
-    each update for the rest of that time (its waits in collectives left out)."""
+    """Worker ``worker`` takes ``factor`` times as long per unit of work, as a slower core
+    would: after each update it waits out the rest of that time (its waits in collectives
+    left out), sleeping all but the last millisecond and spinning that (a sleep of a
+    fraction of a millisecond lasts far longer, which made short rounds 50x as slow)."""
     worker, factor = int(worker), float(factor)
     if not factor >= 1:
         raise DataError(f"faults:slow: the factor must be >= 1, got {factor}")
@@ -28,7 +30,11 @@ def slow(setup, update, worker, factor):
             partial = super().update(task)
             if self.peers.rank == worker:
                 work = time.perf_counter() - t0 - (self.peers.waited - waited)
-                time.sleep((factor - 1) * work)
+                until = time.perf_counter() + (factor - 1) * work
+                if until - time.perf_counter() > 1e-3:
+                    time.sleep(until - time.perf_counter() - 1e-3)
+                while time.perf_counter() < until:
+                    pass
             return partial
 
     Slow.__name__ = Slow.__qualname__ = update.__name__
