@@ -601,13 +601,3 @@ def test_mpi_matches_in_process(schedule, staleness):
         assert res.summary()["max_staleness_seen"] == staleness
     else:
         assert res is None
-
-
-@pytest.mark.mpi(min_size=2)
-def test_mpi_cli_bad_input_ends_job(tmp_path):
-    rank, size = world()
-    if rank == 0:
-        bad = tmp_path / "c.ldac"
-        bad.write_text("1 0:1\n1 0:0\n")
-        p = run_cli(["strads.apps.lda", "--data", str(bad)], np=2, timeout=120)
-        assert p.returncode != 0 and f"{bad}:2: count 0" in p.stderr

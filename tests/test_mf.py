@@ -545,14 +545,6 @@ def test_tiled_layout_changes_no_bit(monkeypatch, tmp_path, kw, workers):
         np.testing.assert_array_equal(resumed.model[key], rows.model[key], err_msg=key)
 
 
-def test_cli_bad_input_under_mpiexec_ends_job(tmp_path):
-    f = tmp_path / "bad.tsv"
-    f.write_text("1\t2\t3\n1\t2\t4\n")
-    p = run_cli(["strads.apps.mf", "--data", str(f), "--quiet"], np=3, timeout=120)
-    assert p.returncode != 0
-    assert f"{f}:2: duplicate rating of user 1, item 2 (first at line 1)" in p.stderr
-
-
 @pytest.mark.parametrize("rank,group,block,inner,bias", [
     (8, 1, 1, 1, False), (8, 3, 1, 1, True), (8, 3, 2, 2, False), (7, 4, 2, 1, True),
     (2, 4, 1, 1, False), (5, 10, 3, 3, True), (8, 1, 4, 1, True), (8, 1, 8, 1, True)])
