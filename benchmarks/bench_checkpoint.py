@@ -1,15 +1,6 @@
-"""What checkpoints cost: the MF 10M and LDA K = 1,000 runs of bench_mf.py and
-bench_lda.py under ``mpiexec -n 3``, with and without ``--checkpoint-every``.
-
-    python benchmarks/bench_checkpoint.py                  # every 5 s, best of 3
-    python benchmarks/bench_checkpoint.py --every 2 --repeat 5 --only mf
-
-Runs alternate (with, without, with, ...) and each figure is the best of ``--repeat``
-(the machine is shared: the best run is the least disturbed). The time is the loop's
-``wall_s`` from summary.json, which includes every checkpoint, the final one too. Also
-printed: the size of one checkpoint on disk. The runs write into a temporary folder
-inside the repository, on the file system a user's --out would be on.
-"""
+"""What checkpoints cost: the MF 10M and LDA K = 1,000 runs of bench_mf.py and bench_lda.py
+under ``mpiexec -n 3``, with and without ``--checkpoint-every``. Method and figures:
+docs/benchmarks.md."""
 import argparse
 import json
 import os

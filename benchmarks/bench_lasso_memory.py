@@ -1,29 +1,5 @@
 """Lasso with bounded memory and time: the acceptance case of "Robustness: bounded memory
-and time".
-
-A 100,000 x 200,000 LIBSVM-shaped sparse problem (5M non-zeros, uniform values, random
-labels +-1: the support grows large, so the working-set blocks would need Gram matrices
-of gigabytes) is written to /tmp as .npz (CSR arrays and y), then run as
-
-    ulimit -v 3500000; mpiexec -n 3 python -m strads.apps.lasso --data /tmp/big.npz \\
-        --time-limit 60 --quiet
-
-for each --lambda-ratio given. Prints, per run: exit code, wall time, and the peak
-resident memory of every rank (GNU time -v around each rank, if /usr/bin/time exists;
-else resource.getrusage of each rank's process, read by a small wrapper).
-
-    python benchmarks/bench_lasso_memory.py                     # ratios 0.1 and 0.01
-    python benchmarks/bench_lasso_memory.py --ratios 0.1 --limit-kb 3500000 --np 3
-    python benchmarks/bench_lasso_memory.py --trivial           # only: does a run start?
-
-Parallel loading (--data LIBSVM: every worker reads its own byte range, rank 0 never
-holds the data): ``--parallel-load`` writes a ~40 MB LIBSVM file (25,000 x 50,000 at
-density 0.002, make_problem + dump_svmlight_file) and runs ``mpiexec -n 5`` on it for
---rounds rounds; prints every rank's peak RSS from summary.json's ``traffic`` and each
-worker's parse speed (its part's bytes / the time read_part took, timed in-process).
-
-    python benchmarks/bench_lasso_memory.py --parallel-load [--np 5] [--rounds 20]
-"""
+and time". Method and figures: docs/benchmarks.md."""
 import argparse
 import json
 import os

@@ -1,15 +1,6 @@
 """Rank 0's share: peak memory and traffic of every rank, from summary.json's ``traffic``,
-for the three apps under ``mpiexec -n 3`` and ``-n 5``.
-
-    python benchmarks/bench_ranks.py                 # the engine-v2 issue's sizes
-    python benchmarks/bench_ranks.py --only mf --np 3
-
-MF: built-in 200,000 users x 20,000 items, 5M ratings, rank 32, 2 iterations. LDA:
-built-in 20,000 documents x 20,000 words x 200 tokens, K = 1,000, 2 sweeps. Lasso: a
-50,000 x 100,000 LIBSVM file (about 80 MB, written once into a temporary folder by
-scikit-learn's dump_svmlight_file), 20 rounds. Prints, per run: rank 0's peak RSS and the
-smallest worker's, and the bytes each rank sent and received.
-"""
+for the three apps under ``mpiexec -n 3`` and ``-n 5``. Method and figures:
+docs/benchmarks.md."""
 import argparse
 import json
 import os

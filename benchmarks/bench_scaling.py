@@ -1,15 +1,5 @@
 """Bytes per round and peak memory per rank as the workers grow, against the model of
-docs/scaling.md, from summary.json's ``traffic``.
-
-    python benchmarks/bench_scaling.py                  # mf and lda at -n 3, 5, 8
-    python benchmarks/bench_scaling.py --only mf --np 3,5
-
-Each app runs twice per rank count, for two numbers of iterations (sweeps); the
-difference of a rank's bytes over the difference of rounds is its traffic per round,
-without the start (shards) and the end (the model). Small problems, so that 8 ranks
-fit this project's 2-core machines: MF 20,000 users x 5,000 items, 500,000 ratings,
-rank 16; LDA 2,000 documents x 5,000 words x 100 tokens, K = 100.
-"""
+docs/scaling.md, from summary.json's ``traffic``. Method and figures: docs/benchmarks.md."""
 import argparse
 import json
 import os

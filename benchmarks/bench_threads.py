@@ -1,14 +1,6 @@
 """Every core in one process: ``--workers 2`` (two worker threads) against ``--workers 1``,
-LDA at K = 1,000 and MF CCD++ on 5M ratings, loop time from summary.json.
-
-    python benchmarks/bench_threads.py                 # best of 3 alternating runs
-    python benchmarks/bench_threads.py --repeat 5 --only lda
-
-The same runs as the CLIs (one process, no mpiexec); each figure is the best of
-``--repeat`` alternating runs (the machine is shared: the best run is the least
-disturbed). The models of the two runs differ only as W=1 and W=2 differ under MPI (the
-split of the data); ``tests/test_engine.py`` checks that threads change no bit.
-"""
+LDA at K = 1,000 and MF CCD++ on 5M ratings, loop time from summary.json. Method and
+figures: docs/benchmarks.md."""
 import argparse
 import json
 import os

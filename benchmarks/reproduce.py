@@ -1,13 +1,5 @@
 """The STRADS papers' comparisons (Lee et al., NIPS 2014; Kim et al., EuroSys 2016), run
-with this project's CLIs, as figures and a report:
-
-    python benchmarks/reproduce.py --out DIR [--quick] [--only lasso,logreg,lda,mf,...]
-
-Every run is a real command line (``python -m strads.apps.<app>``, under ``mpiexec -n W+1``
-where W > 1 workers are compared); its ``trace.csv``/``summary.json`` lands in
-``DIR/runs/<experiment>/<run>/``, the figures (matplotlib: ``pip install -e .[reproduce]``)
-in ``DIR/``, and ``DIR/REPORT.md`` ties them to the papers' claims. The full sizes take up to
-about 2 hours, ``--quick`` under 20 minutes on 2 cores.
+with this project's CLIs, as figures and a report (method: docs/benchmarks.md).
 """
 import argparse
 import dataclasses

@@ -29,7 +29,7 @@ yourselves also may might must said says shall us upon within without yet
 #: bytes a run needs per token at its peak (the workers sorting their tokens), per
 #: (document, word) entry while a file is read (the readers' arrays and the CSR matrix
 #: built from them), per document and per word, scheduler and workers together
-#: (tracemalloc peaks of runs of 4M tokens: README, "Bad input"). The readers refuse a
+#: (fitted to tracemalloc peaks: docs/apps/lda.md, "Bad input"). The readers refuse a
 #: corpus (so far) whose arrays alone would not fit in memory; make_setup then checks
 #: the whole run (strads.apps.lda.memory_estimate)
 BYTES_PER_TOKEN = 56

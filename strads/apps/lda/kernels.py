@@ -669,7 +669,7 @@ def sum_lgamma_lists(dmeta, dlist, prior, table):
 
 # ---------------------------------------------------------------------------- transport
 # Word-topic tables travel packed: per row, the topics with a non-zero count and the
-# counts (CSR). At K = 1,000 that is ~20x smaller than the dense rows.
+# counts (CSR): far smaller than the dense rows at large K.
 def pack(table):
     """(indptr, topics, counts) of the non-zero entries of a rows x K table."""
     rows, n_topics = table.shape
