@@ -1,15 +1,13 @@
 """Lasso: time to reach f* (1 + 1e-6), side by side with scikit-learn, skglm and celer.
 Method and figures: docs/benchmarks.md."""
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from _common import timed_cli
 from strads.apps import lasso
 from strads.apps.lasso.data import make_problem
 
@@ -114,18 +112,7 @@ def compare(name, X, y, lam, schedules=("working-set", "priority", "round-robin"
 
 
 def cli_time(np_, flags, out=None):
-    """Run the CLI (under mpiexec -n np_ if given); (whole command's seconds, summary).
-    ``out``: the output folder (a temporary one if None)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = str(out or tmp)
-        cmd = [sys.executable, "-m", "strads.apps.lasso", "--quiet", "--out", out, *flags]
-        if np_:
-            mpiexec = str(Path(sys.executable).parent / "mpiexec")
-            cmd = [mpiexec, "-n", str(np_), *cmd]
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        t = time.perf_counter() - t
-        return t, json.loads((Path(out) / "summary.json").read_text())
+    return timed_cli(["strads.apps.lasso", *flags], out, np_)
 
 
 def main():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, child_env
 
 # run by every rank when /usr/bin/time is missing: the rank's own peak RSS, to a file
 _WRAPPER = r"""
@@ -69,8 +69,7 @@ def run(n_ranks, limit_kb, args, timeout):
         cmd = [mpiexec(), "-n", str(n_ranks), sys.executable, wrapper,
                os.path.join(tmp, "rss"), "strads.apps.lasso", *args]
     shell = f"ulimit -v {limit_kb}; exec " + " ".join(f"'{c}'" for c in cmd)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+    env = child_env()
     t = time.perf_counter()
     try:
         p = subprocess.run(["bash", "-c", shell], capture_output=True, text=True,
@@ -153,8 +152,7 @@ def parallel_load(a):
     out = tempfile.mkdtemp(prefix="bench_lasso_parallel_")
     cmd = [mpiexec(), "-n", str(a.np), sys.executable, "-m", "strads.apps.lasso", "--data",
            path, "--max-rounds", str(a.rounds), "--quiet", "--out", out]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+    env = child_env()
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     wall = time.perf_counter() - t

@@ -1,16 +1,12 @@
 """Sparse logistic regression: time to reach f* (1 + 1e-6), side by side with skglm and
 scikit-learn (liblinear, saga). Method and figures: docs/benchmarks.md."""
 import argparse
-import json
-import subprocess
-import sys
-import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
+from _common import timed_cli
 from strads.apps import logreg
 from strads.apps.logreg.data import make_problem
 
@@ -121,14 +117,7 @@ def jacobi(k):
 
 
 def cli_time(np_, flags):
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "strads.apps.logreg", "--quiet", "--out", out, *flags]
-        if np_:
-            cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", str(np_), *cmd]
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        t = time.perf_counter() - t
-        return t, json.loads((Path(out) / "summary.json").read_text())
+    return timed_cli(["strads.apps.logreg", *flags], None, np_)
 
 
 def main():

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import MPIEXEC, ROOT, child_env
 from strads.apps import mf
 from strads.apps.mf import data as D
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def libmf_run(p, rank, lam, iters, eta):
@@ -105,9 +105,7 @@ def part2(a):
              "--lambda-weighting", "count", "--bias", "mean", "--iters", str(a.mpi_iters),
              "--tol", "0", "--early-stop", "0",
              "--quiet", "--log-interval", "1"]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    env, mpiexec = child_env(), MPIEXEC
     per_iter = {}
     runs = (("1 worker", [], ["--workers", "1"]),
             ("mpiexec -n 3", [mpiexec, "-n", "3"], []),

@@ -11,7 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import MPIEXEC, ROOT, child_env
+
 COMMON = ["--rank", "32", "--lambda", "0.05", "--weighted-lambda", "--schedule", "ccd",
           "--staleness", "0", "--tol", "0", "--log-interval", "1", "--quiet", "--bias",
           "mean", "--early-stop", "0"]
@@ -23,12 +24,10 @@ KERNELS = ("ccd_step", "ccd_tiles", "ccd_block")
 
 
 def run(label, tree, flags, out, profile):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+    env = child_env()
     if tree != ROOT:
         env["PYTHONPATH"] = str(tree)
-    pre = ([str(Path(sys.executable).parent / "mpiexec"), "-n", "3"] if label == "mpi"
-           else [])
+    pre = [MPIEXEC, "-n", "3"] if label == "mpi" else []
     extra = {"one": ["--workers", "1"], "threads": ["--workers", "2"], "mpi": []}[label]
     prog = ([str(Path(__file__).resolve()), "--child", out] if profile
             else ["-m", "strads.apps.mf"])

@@ -2,14 +2,10 @@
 LDA at K = 1,000 and MF CCD++ on 5M ratings, loop time from summary.json. Method and
 figures: docs/benchmarks.md."""
 import argparse
-import json
 import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import timed_cli
+
 RUNS = {
     "lda": ["strads.apps.lda", "--n-docs", "20000", "--n-words", "20000", "--doc-length",
             "200", "--true-topics", "50", "--topics", "1000", "--sweeps", "5", "--tol", "0",
@@ -21,10 +17,7 @@ RUNS = {
 
 
 def loop_s(args, workers):
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run([sys.executable, "-m", *args, "--workers", str(workers), "--quiet",
-                        "--out", out], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-        return json.loads(Path(out, "summary.json").read_text())["wall_s"]
+    return timed_cli(args + ["--workers", workers])[1]["wall_s"]
 
 
 def main():

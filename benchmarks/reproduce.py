@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import child_env
+
 EXPERIMENTS = ("lasso", "logreg", "lda", "mf", "scaling", "staleness")
 SIZE_NAMES = ("tiny", "quick", "full")
 
@@ -60,12 +62,6 @@ def sizes(size):
 
 APP_NAME = {"lasso": "Lasso", "logreg": "Sparse logistic regression"}
 NEED_MPL = "matplotlib is needed for the figures: pip install -e .[reproduce]"
-
-
-def child_env():
-    """This environment without the launcher's variables: a child is its own MPI job."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
 
 
 def mpiexec():
