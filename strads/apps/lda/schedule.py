@@ -19,6 +19,12 @@ class _LDASchedule(Schedule):
     offset = 0  # the round the workers' layout started at (resumed on other workers)
     sweeps0 = 0  # sweeps done before it
 
+    def __init__(self, n_words, n_workers, staleness, sweeps, flag=None):
+        self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
+        self.staleness_flag = (flag or {}).get("staleness", self.staleness_flag)
+        self.begin([{"n_words": n_words}])
+        self.per_sweep = self.rounds_per_sweep(n_workers, self.s1)
+
     @property
     def total_rounds(self):
         return self.offset + max(0, self.sweeps - self.sweeps0) * self.per_sweep
@@ -65,12 +71,6 @@ class ModelParallel(_LDASchedule):
             f"must be no more than the {n_words} words for {n_workers} "
             f"worker{'s' if n_workers > 1 else ''}")
 
-    def __init__(self, n_words, n_workers, staleness, sweeps, flag=None):
-        self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
-        self.staleness_flag = (flag or {}).get("staleness", self.staleness_flag)
-        self.begin([{"n_words": n_words}])
-        self.per_sweep = self.rounds_per_sweep(n_workers, self.s1)
-
     @staticmethod
     def rounds_per_sweep(n_workers, s1):
         return n_workers * s1
@@ -88,15 +88,9 @@ class DataParallel(_LDASchedule):
                       f"sweep{'s' if sweeps != 1 else ''} can keep at most {most + 1} "
                       f"round{'s' if most else ''} in flight")
 
-    def __init__(self, n_words, n_workers, staleness, sweeps, flag=None):
-        self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
-        self.staleness_flag = (flag or {}).get("staleness", self.staleness_flag)
-        self.begin([{"n_words": n_words}])
-        self.per_sweep = 1  # a sweep a round
-
     @staticmethod
     def rounds_per_sweep(n_workers, s1):
-        return 1
+        return 1  # a sweep a round
 
 
 class Group(Schedule):
