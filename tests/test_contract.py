@@ -1,10 +1,11 @@
-"""What every app's command line promises, checked for each app (lasso, logreg, mf, lda):
-one process with W workers equals ``mpiexec -n W+1`` bit for bit (model and summary);
-a bad line in a later worker's part is one line naming file and line, exit 2, in one
-process and under MPI; the scheduler rank reads no data. App-specific checks of the
-same runs ride along (``check``)."""
+"""What every app promises, checked for each (lasso, logreg, mf, lda, the ridge example):
+one process with W workers equals ``mpiexec -n W+1`` bit for bit, from the command line
+and from ``fit()`` (pytest --with-mpi); a bad line in a later worker's part is one line
+naming file and line, exit 2, in one process and under MPI; the scheduler rank reads no
+data. App-specific checks of the same runs ride along (``check``)."""
 import gzip
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -12,10 +13,13 @@ import scipy.io
 from sklearn.datasets import dump_svmlight_file
 from sklearn.linear_model import Lasso
 
-from strads.apps import lasso, lda, logreg
+from strads.apps import lasso, lda, logreg, mf
 from strads.apps.lasso.data import make_problem
 
-from conftest import run_cli
+from conftest import ROOT, run_cli, world
+
+sys.path.insert(0, str(ROOT / "examples"))
+import ridge  # noqa: E402  the custom app, written only against the public API
 
 # summary keys that describe the run, not the model: they may differ between the two
 RUN_KEYS = {"ranks", "wall_s", "traffic", "tokens_per_s", "updates_per_s", "timings",
@@ -135,7 +139,7 @@ def test_one_process_equals_mpiexec_bit_for_bit(run, tmp_path):
             assert one[k].dtype == mpi[k].dtype and one[k].tobytes() == mpi[k].tobytes(), (W, k)
         assert sorted(s1) == sorted(s2)
         for k in set(s1) - RUN_KEYS:
-            assert s1[k] == s2[k] or s1[k] != s1[k], (W, k, s1[k], s2[k])  # (nan: nan)
+            assert same(s1[k], s2[k]), (W, k, s1[k], s2[k])
         assert s2["ranks"] == W + 1 and s1["workers"] == s2["workers"] == W
         runs[W] = one, s1
     check(runs)
@@ -213,3 +217,109 @@ def test_the_scheduler_rank_reads_no_data_and_stays_smallest(app, make, tmp_path
         _, s = cli(app, args, tmp_path / f"o{k}", np_=np_)
         rss = [t["peak_rss_mb"] for t in s["traffic"]]
         assert len(rss) == np_ and rss[0] <= min(rss[1:]), rss
+
+
+# -- fit() under mpiexec: every rank calls it, rank 0 compares with one process ----------
+def same(a, b):
+    try:
+        return np.array_equal(a, b, equal_nan=True)
+    except TypeError:  # (not numbers)
+        return a == b
+
+
+def lasso_fit(kind, schedule, staleness):
+    if kind == "dense":  # n >= p: well conditioned, the baselines converge too
+        X, y, _ = make_problem(200, 100, corr=0.3, n_informative=15, dense=True, seed=1)
+    else:
+        X, y, _ = make_problem(300, 300, density=0.05, corr=0.3, n_informative=20, seed=2)
+    lam = 0.05 * lasso.lambda_max(X, y)
+
+    def check(res):
+        sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=1_000_000).fit(X, y)
+        f_sk = lasso.objective(X, y, sk.coef_, lam)
+        assert abs(lasso.objective(X, y, res.model["coef"], lam) - f_sk) <= 1e-6 * f_sk
+        assert (res.versions[:, 0] - res.versions[:, 2]).max() == staleness
+    return lambda **kw: lasso.fit(X, y, lam=lam, schedule=schedule, block=32,
+                                  staleness=staleness, tol=1e-9, max_rounds=100_000,
+                                  quiet=True, seed=7, **kw), check
+
+
+def logreg_fit(kind, schedule):
+    from test_logreg import problem, reference
+    X, y, lam = problem(kind)
+
+    def check(res):
+        assert res.stop_reason == "tol"
+        f_ref = reference(kind)[1]
+        assert abs(logreg.objective(X, y, res.model["coef"], lam) - f_ref) <= 1e-6 * f_ref
+    return lambda **kw: logreg.fit(X, y, lam=lam, schedule=schedule, block=32, tol=1e-9,
+                                   quiet=True, seed=7, **kw), check
+
+
+def mf_fit(schedule, staleness, bias):
+    t = mf.make_problem(600, 300, 8000, seed=7)
+    return lambda **kw: mf.fit(t.users, t.items, t.ratings, rank=5, lam=0.5, schedule=schedule,
+                               bias=bias, iters=4, tol=0, seed=3, test_fraction=0.1,
+                               staleness=staleness, quiet=True, **kw), lambda res: None
+
+
+def lda_fit(schedule, staleness):
+    X, _, _ = lda.make_corpus(120, 80, 30, 4, 0.2, 0.1, 3)
+    fit = lambda **kw: lda.fit(X, n_topics=5, sweeps=3, schedule=schedule,  # noqa: E731
+                               staleness=staleness, quiet=True, check=True,
+                               log_interval=0.0, **kw)  # invariants after every round
+
+    def check(res):  # every sweep's log-likelihood, added up by the workers, to the bit
+        ref = fit(workers=res.workers, mpi=False)
+        assert [r["loglik"] for r in res.trace] == [r["loglik"] for r in ref.trace]
+        assert np.isclose(res.trace[-1]["loglik"], ref.model["loglik"], rtol=1e-12)
+        assert res.summary()["max_staleness_seen"] == staleness
+    return fit, check
+
+
+def ridge_fit(staleness):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 24))
+    y = X @ rng.standard_normal(24) + rng.standard_normal(300)
+
+    def check(res):
+        exact = np.linalg.solve(X.T @ X + 300 * 0.1 * np.eye(24), X.T @ y)
+        np.testing.assert_allclose(res.model["coef"], exact, rtol=1e-8, atol=1e-10)
+    return lambda **kw: ridge.fit(X, y, lam=0.1, block=5, max_rounds=400, tol=0, quiet=True,
+                                  staleness=staleness, **kw), check
+
+
+FITS = {
+    **{f"lasso-{k}-{s}-{st}": (lasso_fit, k, s, st) for k in ("dense", "sparse")
+       for s in ("working-set", "priority", "round-robin", "random") for st in (0, 2)},
+    **{f"logreg-{k}-{s}": (logreg_fit, k, s) for k in ("dense", "sparse")
+       for s in ("working-set", "priority", "round-robin", "random")},
+    **{f"mf-{s}-{st}-{b}": (mf_fit, s, st, b)
+       for s, st, b in (("ccd", 0, "full"), ("ccd", 1, "mean"), ("als", 0, "mean"))},
+    **{f"lda-{s}-{st}": (lda_fit, s, st) for s, st in (("model", 0), ("model", 1),
+                                                      ("model", 2), ("data", 0), ("data", 2))},
+    **{f"ridge-{st}": (ridge_fit, st) for st in (0, 2)},
+}
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("case", sorted(FITS))
+def test_fit_under_mpi_equals_one_process(case):
+    rank, size = world()
+    make, *params = FITS[case]
+    fit, check = make(*params)
+    res = fit()
+    if rank != 0:
+        assert res is None
+        return
+    local = fit(workers=size - 1, mpi=False)
+    assert res.ranks == size and res.workers == local.workers == size - 1
+    assert sorted(res.model) == sorted(local.model)
+    for k in res.model:
+        np.testing.assert_array_equal(res.model[k], local.model[k], err_msg=k)
+    assert res.rounds == local.rounds and res.stop_reason == local.stop_reason
+    assert res.objective == local.objective or res.objective != res.objective
+    np.testing.assert_array_equal(res.versions, local.versions)
+    for k in set(res.extra) - RUN_KEYS:
+        assert same(res.extra[k], local.extra[k]), (k, res.extra[k], local.extra[k])
+    check(res)

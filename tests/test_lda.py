@@ -13,7 +13,7 @@ from strads.apps import lda as app
 from strads.apps.lda import kernels as K
 from strads.apps.lda.data import load, make_corpus
 from strads import Context
-from conftest import FakeClock, run_cli, world
+from conftest import FakeClock, run_cli
 
 REUTERS = os.path.join(os.path.dirname(__import__("lda").__file__), "tests", "reuters.ldac")
 
@@ -577,27 +577,3 @@ def test_cli_bad_input(tmp_path):
     assert p.returncode == 2 and f"{bad}:4: wordID 3 outside" in p.stderr
     p = run_cli(["strads.apps.lda", "--topics", "0"])
     assert p.returncode == 2 and "--topics" in p.stderr
-
-
-# ----------------------------------------------------------------------------- MPI
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("schedule,staleness", [("model", 0), ("model", 1), ("model", 2),
-                                                ("data", 0), ("data", 2)])
-def test_mpi_matches_in_process(schedule, staleness):
-    rank, size = world()
-    X, _, _ = small_corpus()
-    kw = dict(n_topics=5, sweeps=3, schedule=schedule, staleness=staleness, quiet=True,
-              check=True, log_interval=0.0)  # a trace row every round
-    res = app.fit(X, **kw)  # every rank; invariants checked after every round
-    if rank == 0:
-        ref = app.fit(X, workers=size - 1, mpi=False, **kw)
-        assert res.ranks == size and res.workers == size - 1
-        for key in ("word_topic", "doc_topic", "topic_totals"):
-            assert np.array_equal(res.model[key], ref.model[key]), key
-        assert res.model["loglik"] == ref.model["loglik"]
-        assert np.isclose(res.trace[-1]["loglik"], ref.model["loglik"], rtol=1e-12)
-        # every sweep's log-likelihood, added up by the workers, to the bit
-        assert [r["loglik"] for r in res.trace] == [r["loglik"] for r in ref.trace]
-        assert res.summary()["max_staleness_seen"] == staleness
-    else:
-        assert res is None
