@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import ridge  # noqa: E402  the custom app, written only against the public API
 
 # summary keys that describe the run, not the model: they may differ between the two
-RUN_KEYS = {"ranks", "wall_s", "traffic", "tokens_per_s", "updates_per_s", "timings",
+RUN_KEYS = {"ranks", "wall_s", "traffic", "tokens_per_s", "updates_per_s",
             "validation_wall_s"}
 
 
