@@ -27,13 +27,39 @@ RUN_KEYS = {"ranks", "wall_s", "traffic", "tokens_per_s", "updates_per_s",
 
 
 def cli(app, args, out=None, np_=None):
-    """Run the app's CLI (in one process, or under ``mpiexec -n np_``); -> (model, summary)."""
+    """Run the app's CLI (in one process, or under ``mpiexec -n np_``); -> (model, summary).
+    Its outputs are complete: model.npz, summary.json (also the first line on stdout),
+    trace.csv (a row a logged round)."""
     p = run_cli([f"strads.apps.{app}", *map(str, args), "--quiet", "--out", str(out)],
                 np=np_, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     with np.load(out / "model.npz") as z:
         model = {k: z[k] for k in z.files}
-    return model, json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    printed = json.loads(next(ln for ln in p.stdout.splitlines() if ln.startswith("{")))
+    assert printed.keys() == summary.keys() and all(same(printed[k], summary[k])
+                                                    for k in summary)
+    trace = (out / "trace.csv").read_text().splitlines()
+    assert trace[0].startswith("round,wall_s,") and len(trace) >= 2
+    return model, summary
+
+
+def same(a, b):
+    try:
+        return np.array_equal(a, b, equal_nan=True)
+    except TypeError:  # (not numbers)
+        return a == b
+
+
+@pytest.mark.parametrize("app", ["lasso", "logreg", "mf", "lda"])
+def test_help_names_every_flag(app):
+    import importlib
+
+    p = run_cli([f"strads.apps.{app}", "--help"])
+    assert p.returncode == 0 and p.stdout.startswith("usage:")
+    parser = importlib.import_module(f"strads.apps.{app}.__main__").build_parser()
+    for flag in (o for a in parser._actions for o in a.option_strings):
+        assert flag in p.stdout, flag
 
 
 # -- the runs: (app, CLI args, worker counts, app-specific check of the runs) ----------
@@ -220,13 +246,6 @@ def test_the_scheduler_rank_reads_no_data_and_stays_smallest(app, make, tmp_path
 
 
 # -- fit() under mpiexec: every rank calls it, rank 0 compares with one process ----------
-def same(a, b):
-    try:
-        return np.array_equal(a, b, equal_nan=True)
-    except TypeError:  # (not numbers)
-        return a == b
-
-
 def lasso_fit(kind, schedule, staleness):
     if kind == "dense":  # n >= p: well conditioned, the baselines converge too
         X, y, _ = make_problem(200, 100, corr=0.3, n_informative=15, dense=True, seed=1)

@@ -23,6 +23,8 @@ import ridge  # noqa: E402
 APPS = {
     "lasso": ["strads.apps.lasso", "--schedule", "priority", "--tol", "0",
               "--max-rounds", "400"],
+    "logreg": ["strads.apps.logreg", "--schedule", "priority", "--tol", "0",
+               "--max-rounds", "400"],
     # one run (early stopping's two runs and their resume: tests/test_mf.py)
     "mf": ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "8000",
            "--iters", "6", "--tol", "0", "--early-stop", "0"],
