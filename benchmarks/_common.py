@@ -2,6 +2,7 @@
 under mpiexec, and reading its summary."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -9,7 +10,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")  # the mpich wheel's, else PATH's
+if not os.path.exists(MPIEXEC):
+    MPIEXEC = shutil.which("mpiexec") or "mpiexec"
 
 
 def child_env():

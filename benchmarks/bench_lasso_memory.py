@@ -9,11 +9,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, child_env
+from _common import MPIEXEC, ROOT, child_env
 
 # run by every rank when /usr/bin/time is missing: the rank's own peak RSS, to a file
 _WRAPPER = r"""
@@ -48,11 +47,6 @@ def make_data(path, n=100_000, p=200_000, nnz=5_000_000, seed=0):
     os.replace(tmp, path)
 
 
-def mpiexec():
-    exe = Path(sys.executable).parent / "mpiexec"
-    return str(exe) if exe.exists() else shutil.which("mpiexec")
-
-
 def run(n_ranks, limit_kb, args, timeout):
     """One mpiexec run under `ulimit -v limit_kb`: (exit code, wall s, [peak RSS MiB per
     rank], summary dict or None, stderr tail)."""
@@ -61,12 +55,12 @@ def run(n_ranks, limit_kb, args, timeout):
     if gnu_time:
         rank_cmd = ("/usr/bin/time -v -o {tmp}/rss.$PMI_RANK {py} -m strads.apps.lasso "
                     "{args}").format(tmp=tmp, py=sys.executable, args=" ".join(args))
-        cmd = [mpiexec(), "-n", str(n_ranks), "sh", "-c", rank_cmd]
+        cmd = [MPIEXEC, "-n", str(n_ranks), "sh", "-c", rank_cmd]
     else:
         wrapper = os.path.join(tmp, "wrap.py")
         with open(wrapper, "w") as f:
             f.write(_WRAPPER)
-        cmd = [mpiexec(), "-n", str(n_ranks), sys.executable, wrapper,
+        cmd = [MPIEXEC, "-n", str(n_ranks), sys.executable, wrapper,
                os.path.join(tmp, "rss"), "strads.apps.lasso", *args]
     shell = f"ulimit -v {limit_kb}; exec " + " ".join(f"'{c}'" for c in cmd)
     env = child_env()
@@ -150,7 +144,7 @@ def parallel_load(a):
     print(f"data: {path} ({size / 1e6:.0f} MB, {time.perf_counter() - t:.1f} s to make "
           "or find)")
     out = tempfile.mkdtemp(prefix="bench_lasso_parallel_")
-    cmd = [mpiexec(), "-n", str(a.np), sys.executable, "-m", "strads.apps.lasso", "--data",
+    cmd = [MPIEXEC, "-n", str(a.np), sys.executable, "-m", "strads.apps.lasso", "--data",
            path, "--max-rounds", str(a.rounds), "--quiet", "--out", out]
     env = child_env()
     t = time.perf_counter()

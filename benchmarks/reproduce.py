@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import child_env
+from _common import MPIEXEC, child_env
 
 EXPERIMENTS = ("lasso", "logreg", "lda", "mf", "scaling", "staleness")
 SIZE_NAMES = ("tiny", "quick", "full")
@@ -62,11 +62,6 @@ def sizes(size):
 
 APP_NAME = {"lasso": "Lasso", "logreg": "Sparse logistic regression"}
 NEED_MPL = "matplotlib is needed for the figures: pip install -e .[reproduce]"
-
-
-def mpiexec():
-    exe = Path(sys.executable).parent / "mpiexec"
-    return str(exe) if exe.exists() else (shutil.which("mpiexec") or "mpiexec")
 
 
 def machine():
@@ -117,7 +112,7 @@ class Ctx:
     def show(self, cmd):
         """A command as a reader can run it: python, mpiexec, paths relative to DIR."""
         return shlex.join(map(str, cmd)).replace(sys.executable, "python").replace(
-            mpiexec(), "mpiexec").replace(str(self.out) + os.sep, "DIR/")
+            MPIEXEC, "mpiexec").replace(str(self.out) + os.sep, "DIR/")
 
     def cli(self, exp, name, app, flags, workers=1, mpi=None):
         """Run ``python -m strads.apps.<app>`` with ``flags`` and ``--out`` its run folder,
@@ -129,7 +124,7 @@ class Ctx:
         d.mkdir(parents=True)
         cmd = [sys.executable, "-m", f"strads.apps.{app}", *map(str, flags), "--quiet",
                "--out", str(d)]
-        cmd = [mpiexec(), "-n", str(workers + 1), *cmd] if mpi else cmd + [
+        cmd = [MPIEXEC, "-n", str(workers + 1), *cmd] if mpi else cmd + [
             "--workers", str(workers)]
         shown = self.show(cmd)
         (d / "command.txt").write_text(shown + "\n")
