@@ -387,15 +387,15 @@ def test_stall_warning_names_the_worker(tmp_path):
     script.write_text(
         "import time, strads\n"
         "class S(strads.Schedule):\n"
-        "    def schedule(self, r): return {} if r < 3 else None\n"
+        "    def schedule(self, r): return {} if r < 1 else None\n"
         "class U(strads.Update):\n"
         "    def update(self, t):\n"
-        "        if self.shard['w'] == 1: time.sleep(1.5)\n"
+        "        if self.shard['w'] == 1: time.sleep(4)\n"
         "        return 0\n"
         "class A(strads.Aggregate):\n"
         "    def aggregate(self, r, t, p): pass\n"
         "strads.run(lambda c: (S(), A(), [{'w': w} for w in range(c.n_workers)]), U, quiet=True,\n"
-        "           stall_warn=0.5)\n")
+        "           stall_warn=1.5)\n")  # (worker 0 would have to stall 1.5 s too)
     p = subprocess.run([mpiexec(), "-n", "3", sys.executable, str(script)],
                        capture_output=True, text=True, timeout=60, env=child_env())
     assert p.returncode == 0, p.stderr
