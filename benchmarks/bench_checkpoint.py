@@ -1,24 +1,13 @@
-"""What checkpoints cost: the MF 10M and LDA K = 1,000 runs of bench_mf.py and
-bench_lda.py under ``mpiexec -n 3``, with and without ``--checkpoint-every``.
-
-    python benchmarks/bench_checkpoint.py                  # every 5 s, best of 3
-    python benchmarks/bench_checkpoint.py --every 2 --repeat 5 --only mf
-
-Runs alternate (with, without, with, ...) and each figure is the best of ``--repeat``
-(the machine is shared: the best run is the least disturbed). The time is the loop's
-``wall_s`` from summary.json, which includes every checkpoint, the final one too. Also
-printed: the size of one checkpoint on disk. The runs write into a temporary folder
-inside the repository, on the file system a user's --out would be on.
-"""
+"""What checkpoints cost: the MF 10M and LDA K = 1,000 runs of bench_mf.py and bench_lda.py
+under ``mpiexec -n 3``, with and without ``--checkpoint-every``. Method and figures:
+docs/benchmarks.md."""
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import ROOT, run_cli
+
 RUNS = {
     "mf": ["strads.apps.mf", "--n-users", "250000", "--n-items", "100000", "--n-ratings",
            "10000000", "--rank", "32", "--lambda", "0.05", "--weighted-lambda", "--tol", "0",
@@ -31,14 +20,7 @@ RUNS = {
 
 
 def run(args, out, every):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
-    cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", "3", sys.executable, "-m",
-           *args, "--quiet", "--out", out]
-    if every:
-        cmd += ["--checkpoint-every", str(every)]
-    subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
-    s = json.loads(Path(out, "summary.json").read_text())
+    s = run_cli(args + (["--checkpoint-every", every] if every else []), out, np=3)
     folder = Path(out, "checkpoint")
     size = sum(f.stat().st_size for f in folder.iterdir()) if folder.exists() else 0
     return s["wall_s"], size

@@ -1,39 +1,5 @@
 """Memory-bound kernels against this machine's streaming bandwidth, measured in one run.
-
-For each kernel: the bytes it must move between memory and the core (counted below, each
-array it reads or writes taken once, at its own size), divided by its best time of N,
-as a percentage of the streaming bandwidth (numpy's sum of a large float64 array, best
-of N, measured before every kernel in the same run). The issue's goal is >= 30%. All
-data are several times the last-level cache (32 MiB here), so they come from memory.
-
-Bytes counted (n rows, p columns, nnz non-zeros; int32 indices as the apps keep them):
-
-* stream: ``a.sum()`` over a float64 array: its size.
-* Lasso ``x_j' r`` over every column (a full round, :func:`glm.kernels.grad_sparse`),
-  CSC: indptr 4 (p + 1) + indices 4 nnz + values 8 nnz + r 8 n + out 8 p.
-  Dense (:func:`glm.kernels.grad_dense`, Fortran order): X 8 n p + r 8 n + out 8 p.
-* MF ``ccd_step`` (one rank-one half-step over a worker's CSR ratings, m rows, the
-  other side's column and P pending changes packed in G, n_other x (1 + P)): indptr
-  8 (m + 1) + item index 4 nnz + residual 8 nnz read and 8 nnz written + own row t
-  8 m read and 8 m written + reg 8 m + G 8 (1 + P) n_other. (Its second pass over a row
-  reads the row again from L1/L2: not counted.)
-* LDA ``sample_block`` at K = 1,000 (one Gibbs pass, tokens sorted by word): per token
-  its word and document (4 + 4), its topic (4 read, 4 written), its document's
-  (start, length) (16 read, 8 written) and the document's (topic, count) list, K_d
-  entries of 2 x 2 bytes (uint16) read, K_d the mean over tokens of their document's
-  distinct topics, measured after ``--lda-burn-in`` sweeps; per distinct word its row of
-  the word-topic counts, 4 K bytes read (the two counts a token changes are in that
-  row, in cache); the topic totals 8 K once. A second LDA row counts the same bytes for
-  100 documents whose lists and word rows stay in cache, sampled 100 times: the rate
-  the sampler reaches with no memory traffic to wait for, its ceiling in this measure.
-
-    python benchmarks/bench_kernels.py            # best of 5
-    python benchmarks/bench_kernels.py --reps 3 --scale 0.5
-
-Other jobs on the machine slow the kernels and the reference alike only if they run at
-the same moment: the best of N of each, the stream measured next to each kernel, and the
-ratio to the best stream are what to quote.
-"""
+Method and figures: docs/benchmarks.md."""
 import argparse
 import time
 

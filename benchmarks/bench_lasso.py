@@ -1,36 +1,13 @@
 """Lasso: time to reach f* (1 + 1e-6), side by side with scikit-learn, skglm and celer.
-
-f* is scikit-learn's objective at tol 1e-10 (on (d)-(f), near-duplicate columns, where
-only the Jacobi schedules are compared: the working-set schedule's at tol 1e-13; 'file':
-(d) read from LIBSVM, in one process and under mpiexec -n 4, issue 30's target of
-f*(1 + 1e-6) within 120 s). Peers are timed at decreasing tolerances
-until they reach the target (the time of that whole fit is reported); strads' time is
-its set-up (validation, partition, shards) plus the loop's time at the first logged
-round at or below the target. JIT warm-up is excluded for everyone. Prints ratios
-(ours / peer: below 1 means faster).
-
-    python benchmarks/bench_lasso.py            # the issue's (a) and (b), and (c) to (f)
-    python benchmarks/bench_lasso.py --small    # a quick run
-    python benchmarks/bench_lasso.py --mpi      # also the MPI runs (CLI, mpiexec)
-    python benchmarks/bench_lasso.py --mpi-only # only those
-    python benchmarks/bench_lasso.py --problems a,c --repeat 5   # best of 5, (a), (c)
-
-Everything runs with BLAS limited to one thread (strads sets this itself in run()).
-``--repeat N`` times every fit N times, the schedules (and the peers) taking turns, and
-reports the best: on a machine shared with other jobs single times vary by 2x and more,
-and the best of N side by side is the figure to compare. Rounds and updates do not vary:
-a run's trajectory is fixed by its seed.
-"""
+Method and figures: docs/benchmarks.md."""
 import argparse
-import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from _common import timed_cli
 from strads.apps import lasso
 from strads.apps.lasso.data import make_problem
 
@@ -135,18 +112,7 @@ def compare(name, X, y, lam, schedules=("working-set", "priority", "round-robin"
 
 
 def cli_time(np_, flags, out=None):
-    """Run the CLI (under mpiexec -n np_ if given); (whole command's seconds, summary).
-    ``out``: the output folder (a temporary one if None)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = str(out or tmp)
-        cmd = [sys.executable, "-m", "strads.apps.lasso", "--quiet", "--out", out, *flags]
-        if np_:
-            mpiexec = str(Path(sys.executable).parent / "mpiexec")
-            cmd = [mpiexec, "-n", str(np_), *cmd]
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        t = time.perf_counter() - t
-        return t, json.loads((Path(out) / "summary.json").read_text())
+    return timed_cli(["strads.apps.lasso", *flags], out, np_)
 
 
 def main():

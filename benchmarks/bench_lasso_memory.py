@@ -1,29 +1,5 @@
 """Lasso with bounded memory and time: the acceptance case of "Robustness: bounded memory
-and time".
-
-A 100,000 x 200,000 LIBSVM-shaped sparse problem (5M non-zeros, uniform values, random
-labels +-1: the support grows large, so the working-set blocks would need Gram matrices
-of gigabytes) is written to /tmp as .npz (CSR arrays and y), then run as
-
-    ulimit -v 3500000; mpiexec -n 3 python -m strads.apps.lasso --data /tmp/big.npz \\
-        --time-limit 60 --quiet
-
-for each --lambda-ratio given. Prints, per run: exit code, wall time, and the peak
-resident memory of every rank (GNU time -v around each rank, if /usr/bin/time exists;
-else resource.getrusage of each rank's process, read by a small wrapper).
-
-    python benchmarks/bench_lasso_memory.py                     # ratios 0.1 and 0.01
-    python benchmarks/bench_lasso_memory.py --ratios 0.1 --limit-kb 3500000 --np 3
-    python benchmarks/bench_lasso_memory.py --trivial           # only: does a run start?
-
-Parallel loading (--data LIBSVM: every worker reads its own byte range, rank 0 never
-holds the data): ``--parallel-load`` writes a ~40 MB LIBSVM file (25,000 x 50,000 at
-density 0.002, make_problem + dump_svmlight_file) and runs ``mpiexec -n 5`` on it for
---rounds rounds; prints every rank's peak RSS from summary.json's ``traffic`` and each
-worker's parse speed (its part's bytes / the time read_part took, timed in-process).
-
-    python benchmarks/bench_lasso_memory.py --parallel-load [--np 5] [--rounds 20]
-"""
+and time". Method and figures: docs/benchmarks.md."""
 import argparse
 import json
 import os
@@ -33,11 +9,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import MPIEXEC, ROOT, child_env
 
 # run by every rank when /usr/bin/time is missing: the rank's own peak RSS, to a file
 _WRAPPER = r"""
@@ -72,11 +47,6 @@ def make_data(path, n=100_000, p=200_000, nnz=5_000_000, seed=0):
     os.replace(tmp, path)
 
 
-def mpiexec():
-    exe = Path(sys.executable).parent / "mpiexec"
-    return str(exe) if exe.exists() else shutil.which("mpiexec")
-
-
 def run(n_ranks, limit_kb, args, timeout):
     """One mpiexec run under `ulimit -v limit_kb`: (exit code, wall s, [peak RSS MiB per
     rank], summary dict or None, stderr tail)."""
@@ -85,16 +55,15 @@ def run(n_ranks, limit_kb, args, timeout):
     if gnu_time:
         rank_cmd = ("/usr/bin/time -v -o {tmp}/rss.$PMI_RANK {py} -m strads.apps.lasso "
                     "{args}").format(tmp=tmp, py=sys.executable, args=" ".join(args))
-        cmd = [mpiexec(), "-n", str(n_ranks), "sh", "-c", rank_cmd]
+        cmd = [MPIEXEC, "-n", str(n_ranks), "sh", "-c", rank_cmd]
     else:
         wrapper = os.path.join(tmp, "wrap.py")
         with open(wrapper, "w") as f:
             f.write(_WRAPPER)
-        cmd = [mpiexec(), "-n", str(n_ranks), sys.executable, wrapper,
+        cmd = [MPIEXEC, "-n", str(n_ranks), sys.executable, wrapper,
                os.path.join(tmp, "rss"), "strads.apps.lasso", *args]
     shell = f"ulimit -v {limit_kb}; exec " + " ".join(f"'{c}'" for c in cmd)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+    env = child_env()
     t = time.perf_counter()
     try:
         p = subprocess.run(["bash", "-c", shell], capture_output=True, text=True,
@@ -175,10 +144,9 @@ def parallel_load(a):
     print(f"data: {path} ({size / 1e6:.0f} MB, {time.perf_counter() - t:.1f} s to make "
           "or find)")
     out = tempfile.mkdtemp(prefix="bench_lasso_parallel_")
-    cmd = [mpiexec(), "-n", str(a.np), sys.executable, "-m", "strads.apps.lasso", "--data",
+    cmd = [MPIEXEC, "-n", str(a.np), sys.executable, "-m", "strads.apps.lasso", "--data",
            path, "--max-rounds", str(a.rounds), "--quiet", "--out", out]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+    env = child_env()
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     wall = time.perf_counter() - t

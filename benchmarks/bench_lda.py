@@ -1,26 +1,5 @@
 """LDA benchmark: strads' model-parallel Gibbs sampler against the `lda` package and
-tomotopy, side by side in one run, printing ratios.
-
-    python benchmarks/bench_lda.py            # ~4M-token synthetic corpus + Reuters
-    python benchmarks/bench_lda.py --small    # a quick run (~1M tokens, fewer sweeps)
-
-1. One process, one worker: tokens/s and log p(w, z) after the same number of sweeps,
-   at K = 100 and K = 1,000 (and K = 20 on the real corpora: Reuters, the Python
-   standard library's docstrings, and long documents: all the docstrings of one module
-   file joined, 400 such files of the standard library and the installed packages).
-   Ours and tomotopy run alternately --repeats times and the best rate of each is shown
-   (the machine may be shared). The `lda` package is O(K) per token, so it runs fewer
-   sweeps where it would take minutes (at K = 1,000: --lda-sweeps-1000 on the synthetic
-   corpus, 20 on Reuters and the docstrings, 5 on the long documents, which get 20 at
-   every K) and our log-likelihood is taken from our trace at that sweep.
-2. `mpiexec -n 3` (2 workers) against 1 worker, through the CLI, on the synthetic
-   corpus; then on real text (``realmpi``): the docstrings of the standard library and
-   of every installed package (a few million tokens; its size depends on what is
-   installed), one worker, two worker threads and `mpiexec -n 3`, at K = 100 and 1,000.
-3. Model-parallel against data-parallel schedule at equal workers: log-likelihood
-   against sweeps and against time.
-The log-likelihood of every peer is computed from its own topic assignments with the
-same formula (strads.apps.lda.loglikelihood) and the same vocabulary size.
+tomotopy, side by side in one run, printing ratios. Method and figures: docs/benchmarks.md.
 """
 import argparse
 import csv

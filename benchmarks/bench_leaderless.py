@@ -8,7 +8,7 @@
   workers), Lasso, MF and LDA on their built-in problems (the sizes below) with a
   fixed number of rounds; the models must be the same, bit for bit.
 * ``rebalance``: ``mpiexec -n 3 --scheduler replicated`` with worker 1 made 3x as slow
-  per unit of work (the tests' fault hook, ``STRADS_TEST_HOOK=faults:slow:1:3``), with
+  per unit of work (the tests' fault hook, ``STRADS_TEST_HOOK=faults:slower:1:3``), with
   and without ``--rebalance`` (its defaults), LDA and Lasso; the wall time and the
   objective of both.
 * ``schedulers``: the Lasso ``priority`` schedule with ``--schedulers 1, 2, 3`` and two
@@ -103,7 +103,7 @@ def modes(repeat, tmp, results):
 
 def rebalance(repeat, tmp, results):
     print("mpiexec -n 3 --scheduler replicated, worker 1 3x as slow:", flush=True)
-    env = {"STRADS_TEST_HOOK": "faults:slow:1:3", "PYTHONPATH": str(ROOT / "tests")}
+    env = {"STRADS_TEST_HOOK": "faults:slower:1:3", "PYTHONPATH": str(ROOT / "tests")}
     for app, flags in REBALANCE.items():
         base = flags + ["--scheduler", "replicated"]
         times, best = best_of(repeat, {

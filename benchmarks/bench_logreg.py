@@ -1,31 +1,12 @@
 """Sparse logistic regression: time to reach f* (1 + 1e-6), side by side with skglm and
-scikit-learn (liblinear, saga).
-
-f* is the best objective of liblinear at tol 1e-10 (its iterations bounded: at tol 1e-10
-it can spin on rounding to max_iter), skglm at tol 1e-10 and strads at tol 1e-10. Peers
-are timed at decreasing tolerances until they reach the target (the time of that whole
-fit is reported); strads' time is its set-up (validation, partition, shards) plus the
-loop's time at the first logged round at or below the target, after a warm-up fit. JIT
-warm-up is excluded for everyone. Everything runs on one core (threadpoolctl limits BLAS
-to one thread for everyone; strads sets it itself in run()). Prints ratios
-(strads / best peer: below 1 means faster).
-
-    python benchmarks/bench_logreg.py            # (a) sparse, (b) dense, (c) Jacobi
-    python benchmarks/bench_logreg.py --small    # a quick run
-    python benchmarks/bench_logreg.py --no-saga  # without saga (minutes per problem)
-    python benchmarks/bench_logreg.py --mpi      # also problem (a) under mpiexec -n 3
-"""
+scikit-learn (liblinear, saga). Method and figures: docs/benchmarks.md."""
 import argparse
-import json
-import subprocess
-import sys
-import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
+from _common import timed_cli
 from strads.apps import logreg
 from strads.apps.logreg.data import make_problem
 
@@ -136,14 +117,7 @@ def jacobi(k):
 
 
 def cli_time(np_, flags):
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "strads.apps.logreg", "--quiet", "--out", out, *flags]
-        if np_:
-            cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", str(np_), *cmd]
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        t = time.perf_counter() - t
-        return t, json.loads((Path(out) / "summary.json").read_text())
+    return timed_cli(["strads.apps.logreg", *flags], None, np_)
 
 
 def main():

@@ -1,27 +1,5 @@
-"""Matrix factorization: strads CCD++ (and ALS) against LIBMF's SGD, side by side.
-
-    python benchmarks/bench_mf.py            # the issue's problem (about 5 minutes)
-    python benchmarks/bench_mf.py --small    # a 10x smaller one (about a minute)
-
-1. One process. 50,000 users x 20,000 items, 2M ratings with power-law degrees, 10%
-   held out, rank 32, the same regularisation for both (lambda times each row's rating
-   count, which is what LIBMF's SGD minimises, and strads' default objective), and
-   LIBMF's model: strads with ``bias mean`` (no fitted biases; LIBMF fits the ratings
-   less their mean alike), not its default ``bias full``. LIBMF
-   (pip ``libmf``, one thread) runs 20 iterations; its ``predict()`` is wrong, so it is
-   scored from its factor matrices. Then strads CCD++ and ALS (one worker, in process)
-   run until their held-out RMSE reaches LIBMF's; the time counted is the whole fit()
-   call (layout, kernels, final scoring). Last, one CCD++ run with early stopping
-   (``early_stop=2``, up to 30 iterations): the best held-out RMSE and its iteration.
-2. MPI. A 5x larger problem; seconds per outer iteration with ``mpiexec -n 3`` (2 workers,
-   staleness 0 and 1) and with 1 worker.
-
-Each figure is the best of ``--repeat`` alternating runs (the machine this was
-written on is shared, and its load moves between runs).
-
-Throughput is ratings x rank updates per second per core (one update of every factor
-entry of every rating: one SGD epoch, or one CCD++/ALS outer iteration).
-"""
+"""Matrix factorization: strads CCD++ (and ALS) against LIBMF's SGD, side by side. Method
+and figures: docs/benchmarks.md."""
 import argparse
 import contextlib
 import json
@@ -34,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import MPIEXEC, ROOT, child_env
 from strads.apps import mf
 from strads.apps.mf import data as D
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def libmf_run(p, rank, lam, iters, eta):
@@ -127,9 +105,7 @@ def part2(a):
              "--lambda-weighting", "count", "--bias", "mean", "--iters", str(a.mpi_iters),
              "--tol", "0", "--early-stop", "0",
              "--quiet", "--log-interval", "1"]
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    env, mpiexec = child_env(), MPIEXEC
     per_iter = {}
     runs = (("1 worker", [], ["--workers", "1"]),
             ("mpiexec -n 3", [mpiexec, "-n", "3"], []),

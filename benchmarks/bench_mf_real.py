@@ -1,49 +1,5 @@
-"""Matrix factorization on real ratings (MovieLens 100k): strads against LIBMF.
-
-    python benchmarks/bench_mf_real.py              # best of 3, about 3 minutes
-    python benchmarks/bench_mf_real.py --repeat 5
-
-Data: MovieLens 100k (943 users, 1,682 items, 100,000 ratings), fetched once with pip
-from the RecBole wheel (``benchmarks/real_data.py``). Split 80/20 by
-``strads.apps.mf.data.prepare(test_fraction=0.2, seed=0)`` (a held-out rating whose
-user or item would keep no training rating goes back to training: no cold start);
-both libraries get the same remapped training arrays and are scored on the same
-held-out ratings with the same formula (RMSE of r - prediction).
-
-The grid: rank 40, lambda in {0.02, 0.05, 0.1, 0.2} (per rating: LIBMF's L2 and strads'
-default ``--lambda-weighting count`` are the same objective), 50 iterations, one thread
-(LIBMF ``nr_threads=1``; strads one worker in process).
-
-- LIBMF (pip ``libmf``; SGD, eta 0.1, no L1 term): 50 iterations. Time: ``fit()``.
-- strads CCD++, 50 iterations (``tol=0``): the default model (``bias full``: the mean
-  and user and item biases) and ``bias mean`` (LIBMF's model: the mean only centres).
-  Time: the whole ``strads.run`` call (layout, the ``svd`` start, the loop, the final
-  exact scoring); ``loop`` is the engine's ``wall_s`` (the rounds only).
-- strads CCD++ ``bias full``, ``block 40``: all 40 factor columns of a side in one
-  round (each bias column leads its side's block: 2 rounds an iteration instead of 82;
-  W's columns, then H's, instead of CCD++'s W col t, H col t: a different order of the
-  same coordinate steps), fewer per-round costs, a tile's ratings kept in cache.
-- the same, ``tol 1e-4`` (up to 50 iterations): stops when the objective changes by
-  less than 1e-4 (relative) over one iteration; uses no held-out data.
-- the same, early stopping on a *validation* split carved from the training ratings
-  (10%, ``early_stop=2``, up to 50), then refitted on all the training ratings for the
-  best iteration count; the time is both runs. The test ratings are never looked at
-  (early stopping on the test set itself would choose the model on the figure it
-  reports).
-
-Defaults: strads with only rank and lambda given (``mf.fit(rank=40, lam=lam)``, the CLI's
-``--rank 40 --lambda L``: 20 iterations at most, tol 1e-6, ``bias full``, and early
-stopping: 10% of the training ratings held out, the first run stopped 2 iterations after
-its best validation RMSE, then a refit on all the training ratings for that many
-iterations; the time is both runs; and, for comparison, the same with ``bias mean``, and
-without early stopping, ``--early-stop 0``) against
-LIBMF with only k and the L2 lambda given (LIBMF's own defaults otherwise: 20
-iterations, eta 0.1, no L1; one thread, as everywhere here). The Python wrapper's own
-default L1 of 0.04 is not LIBMF's default and is not used.
-
-Each figure is the best of ``--repeat`` runs; the runs alternate between the two
-libraries (the machine may be shared, and the least disturbed run counts for each).
-"""
+"""Matrix factorization on real ratings (MovieLens 100k): strads against LIBMF. Method and
+figures: docs/benchmarks.md."""
 import argparse
 import contextlib
 import json

@@ -1,26 +1,7 @@
-"""MF on more cores: one worker against two worker threads in one process (``--workers
-2``) and against ``mpiexec -n 3`` (two worker ranks exchanging a round's columns among
-themselves), CCD++ on the built-in problem, weighted lambda 0.05, staleness 0.
-
-    python benchmarks/bench_mf_scaling.py                    # 10M ratings, best of 3
-    python benchmarks/bench_mf_scaling.py --shape 5M --runs one,threads
-    python benchmarks/bench_mf_scaling.py --profile --tree /tmp/mf-old --repeat 1
-
-Shapes: ``10M`` (250,000 users x 100,000 items, 10M ratings, rank 32, 4 outer iterations)
-and ``5M`` (200,000 x 20,000, 5M ratings, rank 32, 4 iterations). The time is the loop's
-``wall_s`` from summary.json (setup and the data's generation left out); each figure is
-the best of ``--repeat`` alternating runs (the machine is shared: the best run is the
-least disturbed). ``--tree DIR`` runs another checkout's strads as well, alternating with
-this one run by run (old against new). Also printed, from the best run of each: every
-rank's peak RSS and the bytes it sent and received.
-
-``--profile`` times each worker's parts of a round in CPU seconds of its own thread
-(``time.thread_time``), which other jobs on the machine do not inflate as they do the
-wall time: the ccd kernels (and per rating), the rest of the worker's update (tables,
-taking the columns in, scoring), the wait in the workers' exchange (wall), and the
-worker's whole round; the run's loop is also split into the time in which no kernel ran
-on any worker (for threads in one process: a timeline of kernel starts and ends).
-"""
+"""MF on more cores: one worker against two worker threads in one process (``--workers 2``)
+and against ``mpiexec -n 3`` (two worker ranks exchanging a round's columns among
+themselves), CCD++ on the built-in problem, weighted lambda 0.05, staleness 0. Method and
+figures: docs/benchmarks.md."""
 import argparse
 import json
 import os
@@ -30,7 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import MPIEXEC, ROOT, child_env
+
 COMMON = ["--rank", "32", "--lambda", "0.05", "--weighted-lambda", "--schedule", "ccd",
           "--staleness", "0", "--tol", "0", "--log-interval", "1", "--quiet", "--bias",
           "mean", "--early-stop", "0"]
@@ -42,12 +24,10 @@ KERNELS = ("ccd_step", "ccd_tiles", "ccd_block")
 
 
 def run(label, tree, flags, out, profile):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
+    env = child_env()
     if tree != ROOT:
         env["PYTHONPATH"] = str(tree)
-    pre = ([str(Path(sys.executable).parent / "mpiexec"), "-n", "3"] if label == "mpi"
-           else [])
+    pre = [MPIEXEC, "-n", "3"] if label == "mpi" else []
     extra = {"one": ["--workers", "1"], "threads": ["--workers", "2"], "mpi": []}[label]
     prog = ([str(Path(__file__).resolve()), "--child", out] if profile
             else ["-m", "strads.apps.mf"])

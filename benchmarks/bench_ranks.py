@@ -1,24 +1,12 @@
 """Rank 0's share: peak memory and traffic of every rank, from summary.json's ``traffic``,
-for the three apps under ``mpiexec -n 3`` and ``-n 5``.
-
-    python benchmarks/bench_ranks.py                 # the engine-v2 issue's sizes
-    python benchmarks/bench_ranks.py --only mf --np 3
-
-MF: built-in 200,000 users x 20,000 items, 5M ratings, rank 32, 2 iterations. LDA:
-built-in 20,000 documents x 20,000 words x 200 tokens, K = 1,000, 2 sweeps. Lasso: a
-50,000 x 100,000 LIBSVM file (about 80 MB, written once into a temporary folder by
-scikit-learn's dump_svmlight_file), 20 rounds. Prints, per run: rank 0's peak RSS and the
-smallest worker's, and the bytes each rank sent and received.
-"""
+for the three apps under ``mpiexec -n 3`` and ``-n 5``. Method and figures:
+docs/benchmarks.md."""
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import run_cli
+
 RUNS = {
     "mf": ["strads.apps.mf", "--n-users", "200000", "--n-items", "20000", "--n-ratings",
            "5000000", "--rank", "32", "--iters", "2", "--tol", "0", "--bias", "mean",
@@ -44,9 +32,6 @@ def main():
     ap.add_argument("--only", default="mf,lda,lasso")
     ap.add_argument("--np", default="3,5")
     a = ap.parse_args()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
     with tempfile.TemporaryDirectory() as tmp:
         for app in a.only.split(","):
             args = RUNS[app]
@@ -54,10 +39,7 @@ def main():
                 args = args + ["--data", lasso_file(tmp)]
             for n in map(int, a.np.split(",")):
                 out = os.path.join(tmp, f"{app}-{n}")
-                subprocess.run([mpiexec, "-n", str(n), sys.executable, "-m", *args,
-                                "--quiet", "--out", out], check=True, env=env, cwd=ROOT,
-                               stdout=subprocess.DEVNULL)
-                t = json.loads(Path(out, "summary.json").read_text())["traffic"]
+                t = run_cli(args, out, np=n)["traffic"]
                 rss = [e["peak_rss_mb"] for e in t]
                 mb = lambda b: f"{b / 1e6:.0f}"  # noqa: E731
                 print(f"{app} -n {n}: peak RSS rank 0 {rss[0]:.0f} MB, workers "

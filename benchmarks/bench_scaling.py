@@ -1,24 +1,12 @@
 """Bytes per round and peak memory per rank as the workers grow, against the model of
-docs/scaling.md, from summary.json's ``traffic``.
-
-    python benchmarks/bench_scaling.py                  # mf and lda at -n 3, 5, 8
-    python benchmarks/bench_scaling.py --only mf --np 3,5
-
-Each app runs twice per rank count, for two numbers of iterations (sweeps); the
-difference of a rank's bytes over the difference of rounds is its traffic per round,
-without the start (shards) and the end (the model). Small problems, so that 8 ranks
-fit this project's 2-core machines: MF 20,000 users x 5,000 items, 500,000 ratings,
-rank 16; LDA 2,000 documents x 5,000 words x 100 tokens, K = 100.
-"""
+docs/scaling.md, from summary.json's ``traffic``. Method and figures: docs/benchmarks.md."""
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import run_cli
+
 MF = dict(m=20_000, n=5_000, nnz=500_000, k=16)
 LDA = dict(D=2_000, V=5_000, L=100, K=100)
 RUNS = {
@@ -45,10 +33,8 @@ def model(app, W, out):
     return (6 * nnz + 8 * LDA["V"]) / W + 8 * (W - 1) * LDA["K"]
 
 
-def run(mpiexec, env, args, n, out):
-    subprocess.run([mpiexec, "-n", str(n), sys.executable, "-m", *args, "--quiet",
-                    "--out", out], check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
-    s = json.loads(Path(out, "summary.json").read_text())
+def run(args, n, out):
+    s = run_cli(args, out, np=n)
     return s["rounds"], s["traffic"]
 
 
@@ -57,15 +43,12 @@ def main():
     ap.add_argument("--only", default="mf,lda")
     ap.add_argument("--np", default="3,5,8")
     a = ap.parse_args()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
     with tempfile.TemporaryDirectory() as tmp:
         for app in a.only.split(","):
             args, flag, counts = RUNS[app]
             for n in map(int, a.np.split(",")):
                 outs = [os.path.join(tmp, f"{app}-{n}-{c}") for c in counts]
-                legs = [run(mpiexec, env, args + [flag, str(c)], n, o)
+                legs = [run(args + [flag, str(c)], n, o)
                         for c, o in zip(counts, outs)]
                 out = outs[-1]
                 (r1, t1), (r2, t2) = legs

@@ -1,23 +1,11 @@
 """Every core in one process: ``--workers 2`` (two worker threads) against ``--workers 1``,
-LDA at K = 1,000 and MF CCD++ on 5M ratings, loop time from summary.json.
-
-    python benchmarks/bench_threads.py                 # best of 3 alternating runs
-    python benchmarks/bench_threads.py --repeat 5 --only lda
-
-The same runs as the CLIs (one process, no mpiexec); each figure is the best of
-``--repeat`` alternating runs (the machine is shared: the best run is the least
-disturbed). The models of the two runs differ only as W=1 and W=2 differ under MPI (the
-split of the data); ``tests/test_engine.py`` checks that threads change no bit.
-"""
+LDA at K = 1,000 and MF CCD++ on 5M ratings, loop time from summary.json. Method and
+figures: docs/benchmarks.md."""
 import argparse
-import json
 import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import timed_cli
+
 RUNS = {
     "lda": ["strads.apps.lda", "--n-docs", "20000", "--n-words", "20000", "--doc-length",
             "200", "--true-topics", "50", "--topics", "1000", "--sweeps", "5", "--tol", "0",
@@ -29,10 +17,7 @@ RUNS = {
 
 
 def loop_s(args, workers):
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run([sys.executable, "-m", *args, "--workers", str(workers), "--quiet",
-                        "--out", out], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-        return json.loads(Path(out, "summary.json").read_text())["wall_s"]
+    return timed_cli(args + ["--workers", workers])[1]["wall_s"]
 
 
 def main():

@@ -1,14 +1,7 @@
-"""Round trips through the MPI transport: the scheduler sends one message to every
-worker and waits for each one's small reply: directly to each (``--direct``), or as
-an engine round does, down the workers' tree and back up it, combined (default).
-
-    mpiexec -n 3 python benchmarks/bench_transport.py             # 2 MB, 200 rounds
-    mpiexec -n 4 python benchmarks/bench_transport.py --bytes 80 --rounds 2000
-    mpiexec -n 4 python benchmarks/bench_transport.py --bytes 80 --rounds 2000 --direct
-    mpiexec -n 4 python benchmarks/bench_transport.py --no-doorbells  # polling
-
-Prints the wall time and the scheduler's CPU time per round.
-"""
+"""Round trips through the MPI transport: the scheduler sends one message to every worker
+and waits for each one's small reply: directly to each (``--direct``), or as an engine round
+does, down the workers' tree and back up it, combined (default). Method and figures:
+docs/benchmarks.md."""
 import argparse
 import time
 

@@ -1,14 +1,5 @@
-"""Real rating data for the benchmarks (never used by the tests or the package).
-
-MovieLens 100k (943 users, 1,682 items, 100,000 ratings 1-5) ships inside the RecBole
-wheel on PyPI as ``recbole/dataset_example/ml-100k/ml-100k.inter``. ``movielens_100k()``
-fetches that wheel once with pip (``pip download recbole==1.2.1 --no-deps``: the wheel
-alone, nothing installed), extracts the one file into the cache folder
-(``$STRADS_BENCH_CACHE``, else ``~/.cache/strads-bench``) and returns the ratings as
-arrays. Later calls read the cached file.
-
-    python benchmarks/real_data.py       # fetch (if needed) and print a summary
-"""
+"""Real rating data for the benchmarks (never used by the tests or the package). Method and
+figures: docs/benchmarks.md."""
 import os
 import subprocess
 import sys

@@ -1,13 +1,5 @@
 """The STRADS papers' comparisons (Lee et al., NIPS 2014; Kim et al., EuroSys 2016), run
-with this project's CLIs, as figures and a report:
-
-    python benchmarks/reproduce.py --out DIR [--quick] [--only lasso,logreg,lda,mf,...]
-
-Every run is a real command line (``python -m strads.apps.<app>``, under ``mpiexec -n W+1``
-where W > 1 workers are compared); its ``trace.csv``/``summary.json`` lands in
-``DIR/runs/<experiment>/<run>/``, the figures (matplotlib: ``pip install -e .[reproduce]``)
-in ``DIR/``, and ``DIR/REPORT.md`` ties them to the papers' claims. The full sizes take up to
-about 2 hours, ``--quick`` under 20 minutes on 2 cores.
+with this project's CLIs, as figures and a report (method: docs/benchmarks.md).
 """
 import argparse
 import dataclasses
@@ -23,6 +15,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from _common import MPIEXEC, child_env
 
 EXPERIMENTS = ("lasso", "logreg", "lda", "mf", "scaling", "staleness")
 SIZE_NAMES = ("tiny", "quick", "full")
@@ -68,17 +62,6 @@ def sizes(size):
 
 APP_NAME = {"lasso": "Lasso", "logreg": "Sparse logistic regression"}
 NEED_MPL = "matplotlib is needed for the figures: pip install -e .[reproduce]"
-
-
-def child_env():
-    """This environment without the launcher's variables: a child is its own MPI job."""
-    return {k: v for k, v in os.environ.items()
-            if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA"))}
-
-
-def mpiexec():
-    exe = Path(sys.executable).parent / "mpiexec"
-    return str(exe) if exe.exists() else (shutil.which("mpiexec") or "mpiexec")
 
 
 def machine():
@@ -129,7 +112,7 @@ class Ctx:
     def show(self, cmd):
         """A command as a reader can run it: python, mpiexec, paths relative to DIR."""
         return shlex.join(map(str, cmd)).replace(sys.executable, "python").replace(
-            mpiexec(), "mpiexec").replace(str(self.out) + os.sep, "DIR/")
+            MPIEXEC, "mpiexec").replace(str(self.out) + os.sep, "DIR/")
 
     def cli(self, exp, name, app, flags, workers=1, mpi=None):
         """Run ``python -m strads.apps.<app>`` with ``flags`` and ``--out`` its run folder,
@@ -141,7 +124,7 @@ class Ctx:
         d.mkdir(parents=True)
         cmd = [sys.executable, "-m", f"strads.apps.{app}", *map(str, flags), "--quiet",
                "--out", str(d)]
-        cmd = [mpiexec(), "-n", str(workers + 1), *cmd] if mpi else cmd + [
+        cmd = [MPIEXEC, "-n", str(workers + 1), *cmd] if mpi else cmd + [
             "--workers", str(workers)]
         shown = self.show(cmd)
         (d / "command.txt").write_text(shown + "\n")

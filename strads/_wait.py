@@ -1,9 +1,6 @@
-"""Waiting without spinning a core away from the ranks that compute (MPICH's blocking
-calls poll a core at full speed: with more ranks than cores that starves the others).
-A wait polls with back-off (:func:`wait`); a transfer under way is tested without
-sleeping for a while (:func:`transfer`); on one Linux host a rank waiting for a message
-sleeps on its *doorbell*, a pipe that a sender rings after posting (:class:`Waiter`;
-benchmarks/bench_transport.py compares it with polling)."""
+"""Waiting without spinning a core away from the ranks that compute: polling with back-off
+(:func:`wait`), brief spinning on transfers (:func:`transfer`) and, on one host, a pipe
+*doorbell* a sender rings (:class:`Waiter`)."""
 import os
 import select
 import sys

@@ -1,33 +1,8 @@
-"""Moving messages between the scheduler and the workers, and among the workers: the
-only module that uses MPI.
-
-A message is any picklable Python structure. It is pickled with protocol 5 and
-out-of-band buffers, so the pickle itself holds only the structure (keys, dtypes,
-shapes, small scalars) while every contiguous NumPy array -- also those inside
-scipy.sparse matrices -- travels as a raw buffer, never copied into the pickle (a
-strided view is pickled by value).
-
-Two planes. The *control plane* joins the scheduler (rank 0) and the workers: a message
-to one worker (:meth:`send`, :meth:`recv`: a worker's shard at the start, its part of the
-model at the end), and the rounds: :meth:`broadcast` hands one message to every worker
-and :meth:`gather` returns their replies, *combined* on the way by a function the caller
-gives. Under MPI both travel along a binary tree of the worker ranks rooted at worker 0,
-so rank 0 sends one message per round and receives one, however many workers there are.
-The *data plane* joins the workers alone (:class:`Peers`, an Update's ``self.peers``):
-allgather, allreduce (summed in rank order, so every rank holds the same floats),
-broadcast and a ring shift, for the bulky exchanges (factor columns, vocabulary slices).
-
-Two transports share one interface:
-
-* :class:`InProcess` simulates W workers in the calling process, each on a thread of its
-  own (numba kernels release the GIL); the data plane meets at barriers. Each worker
-  handles its messages in order and the combining is done in worker order, so the
-  arithmetic is that of MPI, bit for bit.
-* :class:`MPITransport` puts the scheduler on rank 0 and worker w on rank w + 1 (with
-  K scheduler ranks, on ranks 0..K-1 and w + K).
-
-Waiting never spins a core away from the ranks that compute (:mod:`strads._wait`).
-"""
+"""Moving messages between the scheduler and the workers (the control plane: send,
+broadcast, combining gather along a tree of the workers) and among the workers (the data
+plane, :class:`Peers`): the only module that uses MPI. :class:`InProcess` runs the workers
+on threads with MPI's arithmetic bit for bit; :class:`MPITransport` puts them on ranks
+(docs/architecture.md)."""
 import os
 import pickle
 import socket
@@ -90,11 +65,8 @@ _PLAIN = frozenset(_SCALARS[:-1] + (np.float64, np.int64))
 
 
 def _copy(obj):
-    """What a receiver sees: the same structure with its own copies of the arrays (a
-    read-only array is the sender's promise that it never changes, and is shared).
-    Plain containers of arrays and scalars are copied directly (the common case, and
-    several times cheaper than a pickle round trip); anything else goes through one.
-    Scalars of the common types are taken without a call (most of a message)."""
+    """What a receiver sees: the structure with its own copies of the arrays (a read-only
+    array is shared: the sender promises it never changes)."""
     t = type(obj)
     if t in _PLAIN:
         return obj
@@ -243,14 +215,8 @@ class _ThreadPeers(Peers):
 
 class InProcess:
     """W simulated workers in this process; ``handlers[w](msg)`` returns the reply or None.
-
-    With ``threads`` each worker runs on a thread of its own (numba kernels that release
-    the GIL then use a core each): a message is copied, queued to its worker's thread,
-    and the scheduler goes on; ``recv(w)`` waits for that worker's next reply. Each
-    worker still handles its messages in order and replies are combined in worker
-    order, so the arithmetic is that of the sequential run, bit for bit. Without
-    threads the workers run one after the other, and cannot use their collectives.
-    Nothing crosses a process boundary, so its traffic stays zero."""
+    With ``threads`` each worker has a thread of its own (else they run in turn, without
+    collectives); replies are combined in worker order, bit for bit as under MPI."""
 
     is_mpi = False
 
@@ -458,13 +424,9 @@ class MPITransport:
 
 
 class Replicated:
-    """No scheduler rank: every rank is worker ``rank`` and also runs the scheduler's
-    loop on state that the ranks agree on. Whatever the loop sends a worker is handled
-    at once by this rank's own worker (``handler``) if it is for it; a reply is shared
-    with every rank by one allgather (on a communicator of its own), so every rank
-    combines the same replies in the same order. ``flags()`` (the loop's) rides along
-    with each round's results: what a rank's own clock or signals say, agreed as the
-    largest value over the ranks (:attr:`agreed`)."""
+    """No scheduler rank: every rank is worker ``rank`` and runs the scheduler's loop too;
+    replies and ``flags()`` are shared by one allgather, so every rank combines the same
+    replies alike (:attr:`agreed`)."""
 
     is_mpi = True
     replicated = True

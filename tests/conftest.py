@@ -52,3 +52,21 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "mpi" not in item.keywords:
                 item.add_marker(skip)
+
+
+class FakeClock:
+    """The real clocks plus ``skipped`` seconds, for a module's ``time`` (monkeypatched):
+    a test skips time instead of waiting for it."""
+
+    def __init__(self, monkeypatch, *modules):
+        import time
+        self.skipped = 0.0
+        self.perf_counter = lambda: time.perf_counter() + self.skipped
+        self.monotonic = lambda: time.monotonic() + self.skipped
+        self.time = lambda: time.time() + self.skipped
+        self.sleep = time.sleep
+        for m in modules:
+            monkeypatch.setattr(m, "time", self)
+
+    def skip(self, seconds):
+        self.skipped += seconds

@@ -2,6 +2,7 @@
 (``STRADS_TEST_HOOK=faults:NAME:ARG...``, :func:`strads.driver._test_hook`; this folder
 must be on the path: pytest puts it there, a child process gets it in PYTHONPATH)."""
 import os
+import threading
 import time
 
 from strads import DataError
@@ -15,16 +16,66 @@ def env(hook):
     return {"STRADS_TEST_HOOK": f"faults:{hook}", "PYTHONPATH": path}
 
 
+class _WorkClock:
+    """``time`` for strads.worker and strads.transport: in a thread that counts its work
+    (:func:`slow`), perf_counter() is that count; anywhere else the real clocks."""
+
+    def __init__(self):
+        self.local = threading.local()
+
+    def perf_counter(self):
+        t = getattr(self.local, "t", None)
+        return time.perf_counter() if t is None else t
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+CLOCK = _WorkClock()
+ROW_S = 1e-3  # the counted seconds of a row's work in a round
+
+
 def slow(setup, update, worker, factor):
-    """Worker ``worker`` takes ``factor`` times as long per unit of work, as a slower core
-    would: after each update it waits out the rest of that time (its waits in collectives
-    left out), sleeping all but the last millisecond and spinning that (a sleep of a
-    fraction of a millisecond lasts far longer, which made short rounds 50x as slow)."""
+    """Worker ``worker`` takes ``factor`` times as long per row as the others: each
+    worker's seconds of work are counted (ROW_S a row a round, times ``factor`` on that
+    worker) instead of measured, so what the rebalancing sees does not depend on the
+    machine's load."""
+    from strads import transport, worker as host
+
     worker, factor = int(worker), float(factor)
     if not factor >= 1:
         raise DataError(f"faults:slow: the factor must be >= 1, got {factor}")
+    host.time = transport.time = CLOCK
 
     class Slow(update):
+        def __init__(self, *a, **kw):
+            CLOCK.local.t = 0.0  # (on the worker's own thread)
+            super().__init__(*a, **kw)
+
+        def update(self, task):
+            partial = super().update(task)
+            CLOCK.local.t += ROW_S * self.rows * (factor if self.peers.rank == worker else 1)
+            return partial
+
+        def collect(self):
+            CLOCK.local.t = None  # the run ends: real clocks again
+            return super().collect()
+
+    Slow.__name__ = Slow.__qualname__ = update.__name__
+    return setup, Slow
+
+
+def slower(setup, update, worker, factor):
+    """Worker ``worker`` really takes ``factor`` times as long per unit of work, as a
+    slower core would (the benchmarks' fault; the tests count work instead, :func:`slow`):
+    after each update it waits out the rest of that time (its waits in collectives left
+    out), sleeping all but the last millisecond and spinning that (a sub-millisecond sleep
+    lasts far longer)."""
+    worker, factor = int(worker), float(factor)
+    if not factor >= 1:
+        raise DataError(f"faults:slower: the factor must be >= 1, got {factor}")
+
+    class Slower(update):
         def update(self, task):
             t0, waited = time.perf_counter(), self.peers.waited
             partial = super().update(task)
@@ -37,8 +88,8 @@ def slow(setup, update, worker, factor):
                     pass
             return partial
 
-    Slow.__name__ = Slow.__qualname__ = update.__name__
-    return setup, Slow
+    Slower.__name__ = Slower.__qualname__ = update.__name__
+    return setup, Slower
 
 
 def diverge(setup, update, rank, round):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import strads
+from conftest import FakeClock
 from strads import transport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -90,22 +91,27 @@ def test_a_result_older_than_the_staleness_bound_is_refused(monkeypatch):
         ridge.fit(X, y, staleness=1, max_rounds=50, tol=0, quiet=True, workers=2)
 
 
-def test_time_limit_and_schedule_end():
+def test_time_limit_and_schedule_end(monkeypatch):
     class Forever(strads.Schedule):
         def schedule(self, round):
             return {} if round < 1_000_000_000 else None
 
+    clock = FakeClock(monkeypatch, strads.driver)
+
     class Count(strads.Aggregate):
         def aggregate(self, round, task, partials):
             self.updates += 1
+            if self.updates == 10:  # the clock passes the limit at round 10's result
+                clock.skip(1000)
 
     class Nothing(strads.Update):
         def update(self, task):
             return {}
 
     res = strads.run(lambda ctx: (Forever(), Count(), [{}] * ctx.n_workers), Nothing, workers=2,
-                     max_rounds=10**9, time_limit=0.3, quiet=True)
-    assert res.stop_reason == "time_limit" and 0.3 <= res.wall_s < 5
+                     max_rounds=10**9, time_limit=100, quiet=True)
+    assert res.stop_reason == "time_limit" and res.wall_s >= 1000
+    assert res.rounds == res.updates == 10  # stopped at once: no round after
 
     class Three(Forever):
         def schedule(self, round):

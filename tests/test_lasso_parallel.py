@@ -2,25 +2,20 @@
 
 The parts, put together, are the whole-file reader's matrix and target, for any number
 of workers, and a bad file gets the whole-file reader's one line (the first bad line of
-the file, wherever it lies); the CLI's model is the same bit for bit in one process with
-W workers and under ``mpiexec -n W+1``, and the scheduler never holds the data."""
+the file, wherever it lies). (The CLI under mpiexec: tests/test_contract.py.)"""
 import functools
 import gzip
-import json
 import random
 
 import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
-from sklearn.linear_model import Lasso
 
 import strads
-from strads.apps import lasso
 from strads.apps.lasso import data as lasso_data
 from strads.apps.lasso.data import load, make_problem
 
-from conftest import run_cli
 from test_glm import fit_cli, read_parts
 from test_lasso_inputs import BOM, _finite, _tokens, svm_bytes
 
@@ -204,47 +199,6 @@ def test_empty_parts_are_fine(tmp_path):
 
 
 # -- the command line ------------------------------------------------------------------
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("fmt", ["svm", "mtx"])
-def test_cli_same_bits_in_one_process_and_under_mpi(tmp_path, fmt):
-    from sklearn.datasets import dump_svmlight_file
-
-    X, y, _ = make_problem(300, 400, density=0.03, seed=6)
-    if fmt == "svm":
-        dump_svmlight_file(X, y, str(tmp_path / "d.svm"))
-        data = [str(tmp_path / "d.svm")]
-    else:
-        scipy.io.mmwrite(str(tmp_path / "X.mtx"), X, precision=17)
-        (tmp_path / "y.txt").write_bytes("".join(f"{float(v)!r}\n" for v in y).encode())
-        data = [str(tmp_path / "X.mtx"), "--target", str(tmp_path / "y.txt")]
-    Xr, yr = load(*data[::2])
-    lam = 0.05 * lasso.lambda_max(Xr, yr)
-    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(Xr, yr)
-    f_sk = lasso.objective(Xr, yr, sk.coef_, lam)
-    args = ["--data", *data, "--lambda-ratio", "0.05", "--tol", "1e-10"]
-    for W in (1, 2, 3):
-        one, s1 = _fit(args + ["--workers", str(W)], tmp_path / f"one{W}")
-        mpi, s2 = _fit(args, tmp_path / f"mpi{W}", np_=W + 1)
-        assert one.tobytes() == mpi.tobytes(), W
-        assert s1["objective"] == s2["objective"] and s1["rounds"] == s2["rounds"]
-        assert s2["ranks"] == W + 1 and s2["lambda"] == pytest.approx(lam, rel=1e-12)
-        assert lasso.objective(Xr, yr, one, lam) == pytest.approx(f_sk, rel=1e-7)
-
-
-@pytest.mark.timeout(300)
-def test_cli_bad_line_in_a_later_part_under_mpi_is_one_line(tmp_path):
-    text = svm_bytes(X0, Y0)
-    lines = text.splitlines(keepends=True)
-    lines[50] = b"1 2:x\n"  # in the last worker's part
-    path = write(tmp_path, "d.svm", b"".join(lines))
-    p = run_cli(["strads.apps.lasso", "--data", path, "--quiet", "--max-rounds", "3"], np=4,
-                timeout=200)
-    assert p.returncode == 2, p.stderr
-    assert "Traceback" not in p.stderr
-    errs = [ln for ln in p.stderr.splitlines() if "error:" in ln]
-    assert errs == [f"error: {path}:51: '2:x' is not index:value"], p.stderr
-
-
 def test_cli_gzip_and_empty_columns(tmp_path):
     plain = svm_bytes(X0, Y0)
     ref, s = _fit(["--data", write(tmp_path, "d.svm", plain), "--workers", "3"], tmp_path / "a")
@@ -255,20 +209,3 @@ def test_cli_gzip_and_empty_columns(tmp_path):
     coef, s = _fit(["--data", far, "--lambda", "0.01", "--workers", "2"], tmp_path / "c")
     assert coef.shape == (50_000_000,) and np.count_nonzero(coef) > 0
     assert s["screened"] >= 50_000_000 - 3
-
-
-def test_scheduler_reads_no_data_and_stays_smallest(tmp_path):
-    """Under mpiexec -n 3, rank 0 only looks at the file's name: its peak RSS is at most
-    the smallest worker's (a 20 MB LIBSVM file)."""
-    from sklearn.datasets import dump_svmlight_file
-
-    X, y, _ = make_problem(20_000, 20_000, density=0.003, n_informative=50, seed=0)
-    f = tmp_path / "x.svm"
-    dump_svmlight_file(X, y, str(f))
-    out = tmp_path / "run"
-    p = run_cli(["strads.apps.lasso", "--data", str(f), "--max-rounds", "10", "--quiet",
-                 "--out", str(out)], np=3, timeout=180)
-    assert p.returncode == 0, p.stderr
-    rss = [t["peak_rss_mb"] for t in json.loads((out / "summary.json").read_text())
-           ["traffic"]]
-    assert len(rss) == 3 and rss[0] <= min(rss[1:]), rss

@@ -2,8 +2,7 @@
 documents of the built-in corpus) and the workers agree on the corpus with their
 collectives: the corpus read does not depend on the number of workers, gzip and plain
 files give the same parts, the text reader agrees with a plain-Python reference, a bad
-line in any part is named with its line, one process with W workers equals
-``mpiexec -n W+1`` bit for bit, and rank 0 holds less than any worker."""
+line in any part is named with its line. (Under mpiexec: tests/test_contract.py.)"""
 import gzip
 import io
 import json
@@ -95,9 +94,12 @@ def reference_text(path, min_count=2):
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory):
+    return write_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def write_corpus(d):
     """A corpus in every format (UCI entries shuffled across documents), plain and
     gzipped, small blocks so that every worker has many."""
-    d = tmp_path_factory.mktemp("corpus")
     X, _, _ = app.make_corpus(300, 120, 25, 4, 0.2, 0.1, 5)
     X = X.tocsr()
     words = [f"w{i:03d}" for i in range(X.shape[1])]
@@ -203,57 +205,6 @@ def test_builtin_corpus_parts_are_make_corpus():
 def _model(out):
     with np.load(out / "model.npz") as z:
         return {k: z[k] for k in z.files}, json.loads((out / "summary.json").read_text())
-
-
-@pytest.mark.parametrize("source", ["uci", "text", "builtin"])
-def test_one_process_equals_mpiexec_bit_for_bit(corpus_files, source, tmp_path):
-    args = {"uci": ["--data", corpus_files / "docword.c.txt"],
-            "text": ["--data", corpus_files / "c.txt.gz", "--min-count", "1"],
-            "builtin": ["--n-docs", "150", "--n-words", "90", "--doc-length", "20"]}[source]
-    base = ["strads.apps.lda", "--quiet", "--sweeps", "3", "--topics", "4", "--top-words",
-            "0", "--staleness", "1", *map(str, args)]
-    for W in (1, 2, 3):
-        a, b = tmp_path / f"one{W}", tmp_path / f"mpi{W}"
-        p = run_cli(base + ["--workers", str(W), "--out", str(a)])
-        assert p.returncode == 0, p.stderr[-2000:]
-        p = run_cli(base + ["--out", str(b)], np=W + 1, timeout=180)
-        assert p.returncode == 0, p.stderr[-2000:]
-        (ma, sa), (mb, sb) = _model(a), _model(b)
-        assert sorted(ma) == sorted(mb)
-        for k in ma:
-            assert np.array_equal(ma[k], mb[k]), (W, k)
-        assert sa["loglik"] == sb["loglik"] and sb["ranks"] == W + 1
-        assert ma["word_topic"].sum() == sa["tokens"]
-
-
-def test_mpi_bad_line_of_a_later_part_ends_the_job(tmp_path):
-    lines = [f"1 {i % 9}:1" for i in range(2000)]
-    lines[1800] = "1 3:-4"
-    f = tmp_path / "late.ldac"
-    f.write_text("\n".join(lines) + "\n")
-    p = run_cli(["strads.apps.lda", "--data", str(f), "--quiet"], np=4, timeout=120)
-    assert p.returncode == 2, p.stderr[-2000:]
-    errors = [line for line in p.stderr.splitlines() if "error" in line]
-    assert len(errors) == 1 and f"{f}:1801: count -4 must be a positive integer" in errors[0]
-
-
-def test_rank0_holds_less_than_any_worker(tmp_path):
-    """Under mpiexec -n 5 rank 0 only schedules: its peak RSS is at most the smallest
-    worker's, for the built-in corpus and for a file."""
-    f = tmp_path / "docword.r.txt"
-    X, _, _ = app.make_corpus(3000, 2000, 60, 10, 0.1, 0.05, 2)
-    coo = X.tocoo()
-    f.write_text(f"{X.shape[0]}\n{X.shape[1]}\n{coo.nnz}\n" + "".join(
-        f"{r + 1} {c + 1} {v}\n" for r, c, v in zip(coo.row, coo.col, coo.data)))
-    for args in (["--n-docs", "3000", "--n-words", "3000", "--doc-length", "60"],
-                 ["--data", str(f)]):
-        out = tmp_path / ("o" + str(len(args)))
-        p = run_cli(["strads.apps.lda", "--quiet", "--sweeps", "1", "--topics", "200",
-                     "--top-words", "0", "--out", str(out), *args], np=5, timeout=300)
-        assert p.returncode == 0, p.stderr[-2000:]
-        traffic = json.loads((out / "summary.json").read_text())["traffic"]
-        rss = [t["peak_rss_mb"] for t in traffic]
-        assert len(rss) == 5 and rss[0] <= min(rss[1:]), rss
 
 
 def test_cli_reads_a_file_split_among_workers_like_one(corpus_files, tmp_path):

@@ -22,9 +22,9 @@ def _check_model(res, X, slow):
     X = sp.csr_matrix(X)
     rows = res.extra["rows_per_worker"]
     assert res.extra["rebalances"] >= 1 and sum(rows) == X.shape[0]
-    # off the slow worker (the others' shares are not compared: their measured seconds
-    # include waiting for each other in the round's collectives, see the README)
-    assert rows[slow] < X.shape[0] // len(rows) // 2 and rows[slow] == min(rows)
+    # off the slow worker, by speed (faults.slow counts the seconds of work)
+    others = (sum(rows) - rows[slow]) / (len(rows) - 1)
+    assert rows[slow] < X.shape[0] // len(rows) // 2 and abs(rows[slow] - others / 6) <= 2
     assert np.array_equal(m["word_topic"].sum(axis=1), np.asarray(X.sum(axis=0)).ravel())
     assert np.array_equal(m["doc_topic"].sum(axis=1), np.asarray(X.sum(axis=1)).ravel())
     assert np.array_equal(m["doc_topic"].sum(axis=0), m["topic_totals"])

@@ -16,7 +16,7 @@ from strads.apps.glm import kernels as GK
 from strads.apps.logreg import kernels as K
 from strads.apps.logreg.data import make_problem
 
-from conftest import run_cli, world
+from conftest import run_cli
 
 SCHEDULES = ["working-set", "priority", "round-robin", "random"]
 
@@ -319,24 +319,3 @@ def test_cli_refuses_bad_labels_and_lines_with_one_line(tmp_path):
     refused(["--data", str(tmp_path / "one.svm")], "every label is 1")
     (tmp_path / "bad.svm").write_text("1 1:2\n0 3:abc\n")
     refused(["--data", str(tmp_path / "bad.svm")], "bad.svm:2: '3:abc' is not index:value")
-
-
-# -- under mpiexec ------------------------------------------------------------------------
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("kind", ["dense", "sparse"])
-@pytest.mark.parametrize("schedule", SCHEDULES)
-def test_logreg_under_mpi(kind, schedule):
-    rank, size = world()
-    X, y, lam = problem(kind)
-    kw = dict(lam=lam, schedule=schedule, block=32, tol=1e-9, quiet=True, seed=7)
-    res = logreg.fit(X, y, **kw)
-    if rank != 0:
-        assert res is None
-        return
-    assert res.ranks == size and res.workers == size - 1 and res.stop_reason == "tol"
-    local = logreg.fit(X, y, workers=size - 1, mpi=False, **kw)
-    np.testing.assert_array_equal(res.model["coef"], local.model["coef"])  # bit for bit
-    assert res.rounds == local.rounds and res.objective == local.objective
-    coef_ref, f_ref = reference(kind)
-    f = logreg.objective(X, y, res.model["coef"], lam)
-    assert abs(f - f_ref) <= 1e-6 * f_ref

@@ -1,35 +1,12 @@
-"""MF under mpiexec: every rank calls fit(); rank 0 compares with an in-process run of
-the same seed and worker count (size - 1)."""
+"""MF's early stopping under mpiexec: every rank calls fit(); rank 0 compares with an
+in-process run of the same seed and worker count (size - 1). (fit() without it:
+tests/test_contract.py.)"""
 import numpy as np
 import pytest
 
 from strads.apps import mf
 
 from conftest import world
-
-
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("schedule,staleness,bias", [("ccd", 0, "full"), ("ccd", 1, "mean"),
-                                                     ("als", 0, "mean")])
-def test_mpi_matches_in_process(schedule, staleness, bias):
-    rank, size = world()
-    t = mf.make_problem(600, 300, 8000, seed=7)
-    kw = dict(rank=5, lam=0.5, schedule=schedule, bias=bias, iters=4, tol=0, seed=3,
-              test_fraction=0.1, staleness=staleness, quiet=True)
-    res = mf.fit(t.users, t.items, t.ratings, **kw)
-    if rank != 0:
-        assert res is None
-        return
-    ref = mf.fit(t.users, t.items, t.ratings, workers=size - 1, mpi=False, **kw)
-    assert res.ranks == size and res.workers == size - 1
-    for key in ("W", "H", "user_bias", "item_bias"):
-        np.testing.assert_allclose(res.model[key], ref.model[key], rtol=1e-12, atol=1e-15)
-    assert res.objective == pytest.approx(ref.objective, rel=1e-12)
-    assert res.extra["test_rmse"] == pytest.approx(ref.extra["test_rmse"], rel=1e-12)
-    # scored by the workers at every iteration end
-    np.testing.assert_allclose(res.extra["test_rmse_per_iter"],
-                               ref.extra["test_rmse_per_iter"], rtol=1e-12)
-    np.testing.assert_array_equal(res.versions, ref.versions)
 
 
 @pytest.mark.mpi(min_size=2)

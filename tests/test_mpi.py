@@ -1,20 +1,13 @@
 """Under mpiexec -n N (pytest --with-mpi): every rank runs these tests together. Rank 0
 checks the result against an in-process run of the same seed and worker count, and
-against independent references."""
-import sys
-from pathlib import Path
-
+against independent references. (fit() of each app: tests/test_contract.py.)"""
 import numpy as np
 import pytest
-from sklearn.linear_model import Lasso
 
 from strads.apps import lasso
 from strads.apps.lasso.data import make_problem
 
 from conftest import world
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-import ridge  # noqa: E402  the custom app, written only against the public API
 
 
 def _problem(kind):
@@ -24,51 +17,6 @@ def _problem(kind):
     else:
         X, y, _ = make_problem(300, 300, density=0.05, corr=0.3, n_informative=20, seed=2)
     return X, y, 0.05 * lasso.lambda_max(X, y)
-
-
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("kind", ["dense", "sparse"])
-@pytest.mark.parametrize("schedule", ["working-set", "priority", "round-robin", "random"])
-@pytest.mark.parametrize("staleness", [0, 2])
-def test_lasso_under_mpi(kind, schedule, staleness):
-    rank, size = world()
-    X, y, lam = _problem(kind)
-    kw = dict(lam=lam, schedule=schedule, block=32, staleness=staleness, tol=1e-9,
-              max_rounds=100_000, quiet=True, seed=7)
-    res = lasso.fit(X, y, **kw)
-    if rank != 0:
-        assert res is None
-        return
-    assert res.ranks == size and res.workers == size - 1
-    local = lasso.fit(X, y, workers=size - 1, mpi=False, **kw)
-    np.testing.assert_array_equal(res.model["coef"], local.model["coef"])  # bit for bit
-    assert res.rounds == local.rounds
-    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=1_000_000).fit(X, y)
-    f_sk = lasso.objective(X, y, sk.coef_, lam)
-    f = lasso.objective(X, y, res.model["coef"], lam)
-    assert abs(f - f_sk) <= 1e-6 * f_sk
-    lag = res.versions[:, 0] - res.versions[:, 2]
-    assert lag.max() == staleness
-
-
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("staleness", [0, 2])
-def test_custom_app_under_mpi(staleness):
-    rank, size = world()
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((300, 24))
-    y = X @ rng.standard_normal(24) + rng.standard_normal(300)
-    res = ridge.fit(X, y, lam=0.1, block=5, max_rounds=400, tol=0, quiet=True,
-                    staleness=staleness)
-    if rank == 0:
-        exact = np.linalg.solve(X.T @ X + 300 * 0.1 * np.eye(24), X.T @ y)
-        np.testing.assert_allclose(res.model["coef"], exact, rtol=1e-8, atol=1e-10)
-        assert res.workers == size - 1
-        local = ridge.fit(X, y, lam=0.1, block=5, max_rounds=400, tol=0, quiet=True,
-                          staleness=staleness, workers=size - 1, mpi=False)
-        np.testing.assert_array_equal(res.model["coef"], local.model["coef"])  # bit for bit
-    else:
-        assert res is None
 
 
 @pytest.mark.mpi(min_size=2)

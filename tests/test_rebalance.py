@@ -41,10 +41,9 @@ def _check(res, X, y, slow):
     rows = res.extra["rows_per_worker"]
     assert res.extra["rebalances"] >= 1 and sum(rows) == X.shape[0]
     share = X.shape[0] // len(rows)  # where setup put them
-    # against the others' mean, not their minimum: on a loaded machine a preempted
-    # fast worker is measured slow for a while, and its rows wander too
+    # shares by speed (faults.slow counts the seconds of work: no noise of the load)
     others = (sum(rows) - rows[slow]) / (len(rows) - 1)
-    assert rows[slow] < share // 2 and rows[slow] < others / 2
+    assert rows[slow] < share // 2 and abs(rows[slow] - others / 6) <= 2
 
 
 def test_rebalance_moves_rows_off_a_slow_worker_in_one_process(monkeypatch):
@@ -97,12 +96,9 @@ def test_lasso_moves_samples_off_a_slow_worker_and_still_reaches_the_optimum(mon
     res = lasso.fit(X, y, lam=lam, schedule="priority", block=16, workers=3, tol=0,
                     max_rounds=6_000, quiet=True, rebalance=True, rebalance_every=0.02)
     rows = res.extra["rows_per_worker"]
-    # off the slow worker (at tiny rows a round's fixed cost dominates, so how the
-    # others split is noise)
+    # off the slow worker, by speed (faults.slow counts the seconds of work)
     assert res.extra["rebalances"] >= 1 and sum(rows) == 600
-    # (a loaded machine slows the others too: under load one run ended at [1, 2, 597],
-    # one with the slow worker at 112 of its 200)
-    assert rows[1] < 150 and rows[1] < 0.75 * (rows[0] + rows[2]) / 2
+    assert rows[1] < 150 and abs(rows[1] - (rows[0] + rows[2]) / 2 / 6) <= 2
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=1_000_000).fit(X, y)
     f, f_sk = (lasso.objective(X, y, b, lam) for b in (res.model["coef"], sk.coef_))
     assert abs(f - f_sk) <= 1e-6 * f_sk

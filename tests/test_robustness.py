@@ -23,6 +23,8 @@ import ridge  # noqa: E402
 APPS = {
     "lasso": ["strads.apps.lasso", "--schedule", "priority", "--tol", "0",
               "--max-rounds", "400"],
+    "logreg": ["strads.apps.logreg", "--schedule", "priority", "--tol", "0",
+               "--max-rounds", "400"],
     # one run (early stopping's two runs and their resume: tests/test_mf.py)
     "mf": ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "8000",
            "--iters", "6", "--tol", "0", "--early-stop", "0"],
@@ -205,7 +207,7 @@ def test_kill_minus_9_of_a_rank_then_resume_under_mpiexec(victim, tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=child_env(), cwd=ROOT)
     manifest = out / "checkpoint" / "manifest.json"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 300  # a hang guard
     while time.monotonic() < deadline and proc.poll() is None:
         if manifest.exists() and json.loads(manifest.read_text())["round"] > 50:
             break
@@ -213,13 +215,13 @@ def test_kill_minus_9_of_a_rank_then_resume_under_mpiexec(victim, tmp_path):
     pid = _pid_of_rank(out, victim)
     assert pid is not None and proc.poll() is None, "the run ended before the kill"
     os.kill(pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=300)
     assert proc.returncode != 0
     assert not (out / "summary.json").exists()  # no outputs of a run that did not end
     at = json.loads(manifest.read_text())["round"]
     assert 0 < at < 3000
     p = subprocess.run(cmd[:-2] + ["--resume"], capture_output=True, text=True,
-                       timeout=120, env=child_env(), cwd=ROOT)
+                       timeout=300, env=child_env(), cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert json.loads((out / "summary.json").read_text())["rounds"] == 3000
     assert_same_model(model(out), model(ref))
@@ -232,19 +234,18 @@ def _interrupt(cmd, sig, out, after_round=20, rank=None):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env(), cwd=ROOT)
     manifest = out / "checkpoint" / "manifest.json"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a hang guard
     while time.monotonic() < deadline and proc.poll() is None:
         if manifest.exists() and json.loads(manifest.read_text())["round"] >= after_round:
             break
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before the signal"
-    t0 = time.monotonic()
     if rank is None:
         proc.send_signal(sig)
     else:  # one rank alone (a batch system's signal to one node, say)
         os.kill(_pid_of_rank(out, rank), sig)
-    stdout, stderr = proc.communicate(timeout=60)
-    return proc.returncode, stdout, stderr, time.monotonic() - t0
+    stdout, stderr = proc.communicate(timeout=300)  # --max-rounds 10^8: a hang without it
+    return proc.returncode, stdout, stderr
 
 
 @pytest.mark.parametrize("np_, sig, code, rank", [(None, signal.SIGINT, 130, None),
@@ -260,9 +261,9 @@ def test_a_signal_stops_at_a_round_with_outputs_and_a_checkpoint(np_, sig, code,
            "--checkpoint-every", "0.05"]
     if np_:
         cmd = [mpiexec(), "-n", str(np_), *cmd]
-    rc, stdout, stderr, took = _interrupt(cmd, sig, out, rank=rank)
+    rc, stdout, stderr = _interrupt(cmd, sig, out, rank=rank)
     assert rc == code, stderr
-    assert took < 10 and "Traceback" not in stderr
+    assert "Traceback" not in stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"] == "interrupted"
     assert json.loads(stdout.strip().splitlines()[-1]) == summary  # mpiexec may say more
@@ -316,12 +317,10 @@ def test_outputs_are_all_or_nothing_and_follow_no_symlink(tmp_path, monkeypatch)
 ])
 def test_bad_out_is_refused_at_once(make, why, tmp_path):
     out = make(tmp_path)
-    t0 = time.monotonic()
-    p = cli(["strads.apps.lasso", "--n-samples", "20000", "--n-features", "50000",
-             "--out", str(out)])
+    # refused before the data is read: reading it would fail first (no such file)
+    p = cli(["strads.apps.lasso", "--data", str(tmp_path / "missing.svm"), "--out", str(out)])
     assert p.returncode == 2 and why in p.stderr, p.stderr
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
-    assert time.monotonic() - t0 < 10  # before the problem is built (tens of seconds)
 
 
 def test_checkpoint_and_resume_need_out():
@@ -388,15 +387,15 @@ def test_stall_warning_names_the_worker(tmp_path):
     script.write_text(
         "import time, strads\n"
         "class S(strads.Schedule):\n"
-        "    def schedule(self, r): return {} if r < 3 else None\n"
+        "    def schedule(self, r): return {} if r < 1 else None\n"
         "class U(strads.Update):\n"
         "    def update(self, t):\n"
-        "        if self.shard['w'] == 1: time.sleep(1.5)\n"
+        "        if self.shard['w'] == 1: time.sleep(4)\n"
         "        return 0\n"
         "class A(strads.Aggregate):\n"
         "    def aggregate(self, r, t, p): pass\n"
         "strads.run(lambda c: (S(), A(), [{'w': w} for w in range(c.n_workers)]), U, quiet=True,\n"
-        "           stall_warn=0.5)\n")
+        "           stall_warn=1.5)\n")  # (worker 0 would have to stall 1.5 s too)
     p = subprocess.run([mpiexec(), "-n", "3", sys.executable, str(script)],
                        capture_output=True, text=True, timeout=60, env=child_env())
     assert p.returncode == 0, p.stderr
@@ -431,11 +430,10 @@ def test_no_doorbell_is_left_behind_by_a_rank_killed_during_start_up(tmp_path):
 
 
 def test_mf_refuses_a_staleness_it_cannot_use():
-    t0 = time.monotonic()
+    # refused, not 10^9 empty rounds (those would outlast cli's timeout)
     p = cli(["strads.apps.mf", "--staleness", "1000000000", "--quiet"])
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "staleness 1000000000: at most 15 is useful with rank 8 and block 1" in p.stderr
-    assert time.monotonic() - t0 < 30  # refused, not 10^9 empty rounds
 
 
 @pytest.mark.parametrize("app", ["mf", "lda", "ridge"])
@@ -455,7 +453,7 @@ def test_resume_under_mpiexec_gives_the_uninterrupted_model(app, tmp_path):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_second_signal_aborts_at_once(workers, tmp_path):
-    """A kernel that does not return for long: the first Ctrl-C waits for the round's end,
+    """A kernel that does not return for an hour: the first Ctrl-C waits for the round's end,
     the second ends the run now, with one line and exit 130."""
     script = tmp_path / "slow.py"
     script.write_text(
@@ -464,7 +462,7 @@ def test_a_second_signal_aborts_at_once(workers, tmp_path):
         "    def schedule(self, r): return {}\n"
         "class U(strads.Update):\n"
         "    def update(self, t):\n"
-        "        time.sleep(30)\n"
+        "        time.sleep(3600)\n"
         "        return 0\n"
         "class A(strads.Aggregate):\n"
         "    def aggregate(self, r, t, p): pass\n"
@@ -473,14 +471,16 @@ def test_a_second_signal_aborts_at_once(workers, tmp_path):
         f"    lambda c: (S(), A(), [{{}}] * c.n_workers), U, quiet=True, workers={workers}), None)\n")
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=child_env())
-    time.sleep(3)
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.5)
-    assert proc.poll() is None  # the first one waits for the round to end
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130 and time.monotonic() - t0 < 10
+    try:
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert proc.poll() is None  # the first one waits for the round to end
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=300)  # the round itself would take an hour
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
     assert "interrupted again: aborted" in err and "Traceback" not in err
 
 

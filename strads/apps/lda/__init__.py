@@ -1,16 +1,5 @@
-"""LDA by model-parallel collapsed Gibbs sampling with vocabulary rotation (STRADS,
-Lee et al. 2014; Yuan et al. 2015).
-
-Documents are split across workers (balanced by tokens); the vocabulary is cut into
-slices that rotate among them, so each slice's word-topic counts are held by one worker
-at a time and passed on to the next worker among the workers themselves; only the topic
-totals are shared, added up among the workers every round. The scheduler (rank 0) keeps
-counters and the log-likelihood history only: after setup it holds nothing of the
-corpus's or the model's size, and its bytes per round do not grow with the workers. The
-sampler is exact collapsed Gibbs at O(K_d + log K) per token, K_d the number of topics in
-the token's document (see kernels). A data-parallel (YahooLDA-style) schedule, whose
-workers reconcile their copies of the table among themselves, is the baseline.
-"""
+"""LDA by model-parallel collapsed Gibbs sampling with vocabulary rotation (STRADS, Lee et
+al. 2014; Yuan et al. 2015), and a data-parallel baseline (docs/apps/lda.md)."""
 import copy
 import math
 import os
@@ -79,13 +68,9 @@ _FLAGS = {k: {p.name: p.flag for p in PARAMS + ENGINE}[n] for k, n in _KWARGS.it
 
 def memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, staleness,
                     schedule, max_slice):
-    """Peak bytes of a run, scheduler and workers together (as on one machine), by part:
-    ``{"tokens", "word-topic", "doc-topic", "per-topic", "other"}`` of the phase
-    that needs most: the scheduler building the word-topic table in setup (int64 counts,
-    then int32), the workers sorting their tokens (BYTES_PER_TOKEN a token, measured),
-    the run (the table on the workers alone), or the end (the model put together on the
-    scheduler from the workers' parts). Fitted to tracemalloc peaks of runs from 4M
-    tokens (README, "Bad input")."""
+    """Peak bytes of a run, scheduler and workers together (as on one machine), by part
+    (``tokens``, ``word-topic``, ``doc-topic``, ``per-topic``, ``other``) of the phase that
+    needs most."""
     T, VK, DK = n_tokens, n_words * n_topics, n_docs * n_topics
     W, s1 = n_workers, staleness + 1
     packed = min(VK, T) * 6 + n_words * 8  # word-topic table as (topic, count) pairs
@@ -182,24 +167,10 @@ def _split(sched, ctx):
 
 def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50,
                seed=0, check=False, cli=False):
-    """``setup(ctx)`` for :func:`strads.run`. ``data``: either a description the workers
-    read or draw themselves (:func:`file_source`, :func:`corpus_source`: rank 0 holds
-    nothing of the corpus, not even for a moment), or a function giving ``(X, vocab)``
-    (a documents x words count matrix and the word list or None), called on the
-    scheduler rank only, which checks X and hands each worker its rows. The workers
-    then agree on the word counts, cut W (staleness + 1) vocabulary slices alike
-    (the model schedule; ``ctx.staleness``), draw the initial topics of each document
-    from ``seed`` and put the initial word-topic counts together among themselves.
-    ``check``: verify the count invariants after every round, on the workers (slow;
-    for tests). ``cli``: name the command line's flags (else fit()'s keywords) in
-    refusals.
-
-    Before the model is allocated, a corpus with more than 2^31 - 1 documents or words
-    or a word or document of more tokens (32-bit ids and counts), a staleness the
-    schedule cannot use (see schedule.py) and a run whose arrays would exceed this
-    machine's physical memory (:func:`memory_estimate`) are refused (DataError, one
-    line): on rank 0 for a matrix, on the workers (as soon as they know the corpus's
-    size) for a description."""
+    """``setup(ctx)`` for :func:`strads.run`; ``data``: a description the workers read or
+    draw themselves (:func:`file_source`, :func:`corpus_source`) or a function giving ``(X,
+    vocab)`` on the scheduler rank. Refusals come before the model is allocated
+    (docs/apps/lda.md)."""
     flag = _FLAGS if cli else _KWARGS
     _params.check(PARAMS, dict(n_topics=n_topics, alpha=alpha, beta=beta, sweeps=sweeps,
                                schedule=schedule), cli)

@@ -1,14 +1,5 @@
-"""LDA on the scheduler rank: counters, the log-likelihood history and the final model.
-
-Rank 0 holds no word-topic counts and no tokens: the workers keep them (see update.py)
-and worker 0 sends the sums of a round (tokens sampled, at the end of a sweep the
-log-likelihood the workers added up, with ``check`` what is wrong with the counts). Only
-``finish`` puts the model together, from the workers' parts.
-
-log p(w, z) = K [lgamma(V beta) - V lgamma(beta)] + sum_k [sum_w lgamma(n_wk + beta) -
-lgamma(n_k + V beta)] + the document half (see update.doc_loglik). It is the quantity of
-the ``lda`` package's ``loglikelihood()``.
-"""
+"""LDA on the scheduler rank: counters, the log-likelihood history and the final model, put
+together from the workers' parts (docs/apps/lda.md)."""
 import time
 
 import numpy as np

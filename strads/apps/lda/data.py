@@ -1,18 +1,6 @@
-"""LDA corpora: the readers of :mod:`strads.io` (UCI bag-of-words, LDA-C, plain text) and
-the built-in corpus.
-
-Reading is parallel (:func:`read_part`): each worker parses its own byte range, the
-workers agree on the corpus with their collectives (documents, vocabulary, tokens; for
-text the vocabulary from every worker's word counts) and every entry goes to the worker
-owning its document; :func:`load` is one worker reading it all. The built-in corpus is
-drawn per document (:func:`corpus_part`: each worker draws its own documents).
-
-A corpus is ``(X, vocab)``: X a (documents x words) CSR matrix of int64 counts, vocab a
-list of words (or None when the input names none). Repeated (document, word) pairs are
-summed. Empty documents are kept (their rows are zero: they get no tokens and add
-nothing to the likelihood). Every reader raises :class:`strads.DataError` naming the
-file, the line and the problem.
-"""
+"""LDA corpora, ``(X, vocab)``: the readers of :mod:`strads.io` (UCI bag-of-words, LDA-C,
+plain text) read in parallel (:func:`read_part`) or whole (:func:`load`), and the built-in
+corpus."""
 import math
 import os
 
@@ -41,7 +29,7 @@ yourselves also may might must said says shall us upon within without yet
 #: bytes a run needs per token at its peak (the workers sorting their tokens), per
 #: (document, word) entry while a file is read (the readers' arrays and the CSR matrix
 #: built from them), per document and per word, scheduler and workers together
-#: (tracemalloc peaks of runs of 4M tokens: README, "Bad input"). The readers refuse a
+#: (fitted to tracemalloc peaks: docs/apps/lda.md, "Bad input"). The readers refuse a
 #: corpus (so far) whose arrays alone would not fit in memory; make_setup then checks
 #: the whole run (strads.apps.lda.memory_estimate)
 BYTES_PER_TOKEN = 56
@@ -196,15 +184,9 @@ def _open_part(path, fmt, vocab):
 
 def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
               stop_words=STOP_WORDS):
-    """This worker's part of a corpus file (see :func:`load` for the formats), read in
-    parallel: each worker parses the lines of its byte range (:func:`strads.io.source.
-    line_range`; gzip: every worker streams the file and parses every W-th block), the
-    workers agree on the global facts with their collectives (documents, vocabulary,
-    tokens; for text the vocabulary from every worker's word counts), and every entry
-    goes to the worker owning its document (contiguous documents balanced by tokens).
-    ``peers``: the workers' collectives (None: one worker reads it all). Every worker
-    returns a :class:`Part`; a refusal (one line, ``path:line: problem``) is raised by
-    the worker that found it, the earliest in the file when several did."""
+    """This worker's :class:`Part` of a corpus file (formats: :func:`load`): each worker
+    parses its byte range and the workers agree on the corpus; ``peers`` None: one worker
+    reads it all. A refusal names the earliest bad line."""
     from ...transport import Peers
 
     peers = peers or Peers()

@@ -1,20 +1,5 @@
-"""Fold-in of new documents against fitted topics (numba), for ``strads.estimators.LDA``.
-
-The topics are held fixed: ``phi[w, k] = p(word w | topic k)``, the fitted word-topic
-distribution (word-major, so one word's K probabilities are contiguous). Each document's
-tokens are sampled by collapsed Gibbs with the document's own topic counts only:
-
-    p(z_i = k | z_-i, w) ~ (n_dk^-i + alpha) phi[w_i, k]
-
-(the conditional of LDA with the word-topic distribution known). The first sweep starts
-from z_i ~ phi[w_i, :]; of ``n_iter`` sweeps the first half is burn-in and the counts of
-the others are averaged, so ``theta_d = (mean n_dk + alpha) / (n_d + K alpha)`` (rows sum
-to 1; an empty document gets the prior mean 1/K).
-
-Random numbers come from splitmix64 streams seeded from ``(seed, doc_offset + d)`` for
-document d alone, so the result does not depend on how documents are split into calls
-(threads, see :func:`fold_in_threads`), on numba's own generator, or on the platform.
-"""
+"""Fold-in of new documents against fitted topics (numba), for ``strads.estimators.LDA``:
+collapsed Gibbs with the topics fixed, seeded per document (docs/apps/lda.md)."""
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -59,33 +44,10 @@ def _draw(cum, K, u):
 
 @njit(**_nb)
 def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
-    """Topic mixtures of documents by collapsed Gibbs fold-in against fixed topics.
-
-    Parameters
-    ----------
-    doc_ptr : int64 array of shape (D + 1,)
-        Token offsets: document d's tokens are ``words[doc_ptr[d]:doc_ptr[d + 1]]``.
-    words : int32 or int64 array of shape (n_tokens,)
-        Word id of every token (a word that occurs c times in a document appears c
-        times), each in ``0 .. V-1``.
-    phi : float64 array of shape (V, K), C-contiguous
-        ``phi[w, k] = p(w | k)``; every row must have a positive entry.
-    alpha : float
-        Symmetric document-topic prior (> 0).
-    n_iter : int
-        Gibbs sweeps per document (>= 0); counts are averaged over the last
-        ``n_iter - n_iter // 2`` of them (with 0 sweeps: the initial draw).
-    seed : int
-        Seed (0 <= seed < 2^63) of the random streams.
-    doc_offset : int
-        Index of the first document in the whole collection (the streams are seeded per
-        document from ``seed`` and ``doc_offset + d``).
-
-    Returns
-    -------
-    theta : float64 array of shape (D, K)
-        ``(mean n_dk + alpha) / (n_d + K alpha)``; rows sum to 1.
-    """
+    """Topic mixtures ``theta`` (D x K, rows sum to 1) of the documents
+    ``words[doc_ptr[d]:doc_ptr[d + 1]]`` by collapsed Gibbs fold-in against ``phi`` (V x K),
+    ``n_iter`` sweeps (the last half averaged), streams seeded from ``seed`` and
+    ``doc_offset + d``."""
     D = doc_ptr.shape[0] - 1
     K = phi.shape[1]
     theta = np.empty((D, K))

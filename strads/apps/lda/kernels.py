@@ -1,23 +1,5 @@
-"""LDA kernels: free numba functions over plain arrays, compiled once and cached on disk.
-
-The sampler is exact collapsed Gibbs. Tokens of one vocabulary slice are visited word by
-word, and the conditional of a token of word w in document d is split as
-
-    p(k) ~ (n_dk + alpha) q_k,   q_k = (n_wk + beta) / (n_k + V beta)
-         = n_dk q_k          +   alpha q_k
-           (document term)       (smoothing term)
-
-(all counts without the token itself)
-
-(F+LDA, Yu et al. 2015). The q_k of the current word live in the leaves of a sum tree
-(F+tree): drawing from the smoothing term and changing one q_k cost O(log K). The
-document term is walked over the non-zero n_dk of d, kept as a compact (topic, count)
-list per document. A token therefore costs O(K_d + log K), K_d <= min(L_d, K) the
-number of distinct topics in its document, and the tree O(K) per run of a word.
-Memory is O(tokens + slice words x K); no dense documents x topics table is kept.
-
-Random numbers: splitmix64 from a seed the caller derives from (seed, worker, round).
-"""
+"""LDA kernels: free numba functions over plain arrays, compiled once and cached on disk;
+the sampler (exact collapsed Gibbs, F+LDA's split and sum tree): docs/apps/lda.md."""
 import math
 
 import numpy as np
@@ -231,19 +213,9 @@ def packed_io(packed, n_tokens, mark, extra):
 @njit(**_opts)
 def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, seed, tree,
                  cum, packed=None, short_run=SHORT_RUN):
-    """One Gibbs pass over a block of tokens sorted by word: token t has word
-    ``words[t]``, document ``docs[t]`` and topic ``z[t]``; ``nwk`` holds rows ``v0 ..``
-    of the word-topic counts (or, with ``packed``, is the zero buffer for them and the
-    rows come and go packed; -> the number of packed entries). Document d's non-zero
-    topic counts are the compact (topic, count) list ``dlist[s : s + m]`` with
-    ``s, m = dmeta[d]`` (it never outgrows the document's own token range). Everything
-    is updated in place.
-
-    A word with at most ``short_run`` tokens here (most words of a Zipfian vocabulary,
-    more so as the workers split the documents) gets no tree: building it costs O(K),
-    more than its few tokens save. Its smoothing mass sum_k alpha q_k is summed once (in
-    lanes) and kept as its q_k change, and a draw from it walks the q_k eight at a
-    time."""
+    """One Gibbs pass over a block of tokens sorted by word, against rows ``v0 ..`` of the
+    word-topic counts ``nwk`` (or, with ``packed``, those rows packed: -> the packed
+    entries); the documents' counts are compact lists. In place."""
     K = nk.shape[0]
     P = tree.shape[0] // 2
     uP = np.uint64(P)
@@ -431,16 +403,8 @@ def _sum8(p, k):
 @njit(**_opts)
 def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, p, inv,
                  packed=None):
-    """As :func:`sample_block`, for few topics: the documents' topic counts are a dense
-    table (``ndk[d, k]``) and each token's conditional is computed for every topic at
-    once, ``p_k = (n_dk + alpha) q_k`` with ``q_k = (n_wk + beta) / (n_k + V beta)`` of
-    the current word kept in ``q`` (and ``1 / (n_k + V beta)`` in ``inv``): K
-    multiply-adds in SIMD lanes, then the draw walks the cumulative sum eight topics at
-    a time. O(K) a token, but no tree, no list and no division but the two counts that
-    change; the sums' order is fixed, so a run is reproducible bit for bit. A token of
-    the same word and document as the one before (tokens of a word come in document
-    order) updates that token's p_k at the two topics that changed instead of
-    recomputing all K. ``packed``: as for :func:`sample_block`."""
+    """As :func:`sample_block`, for few topics: a dense document-topic table and each
+    token's conditional over all K topics in SIMD lanes, in a fixed order (bit for bit)."""
     K = nk.shape[0]
     s = seed
     for k in range(K):
@@ -608,12 +572,8 @@ def sum_lgamma(counts, prior, table):
 
 
 def sum_lgamma_table(counts, prior, table):
-    """:func:`sum_lgamma` of a large array (a word-topic or a dense document-topic
-    table), without a branch on each count (where zero or not is hard to predict): in
-    groups of eight, a group of zeros skipped with one branch, the others summed in
-    lanes; 16-bit counts that are mostly non-zero all summed in lanes (they gather
-    fastest so). Which, from a sample of the counts; each way sums in a fixed order, so
-    the result is the same on every run."""
+    """:func:`sum_lgamma` of a large table without a branch on each count (groups of eight,
+    zeros skipped a group at a time), in a fixed order."""
     if counts.dtype == np.uint16:
         nz, seen = _nonzero_sample(counts)
         if 8 * nz >= seen:  # 1/8 non-zero or more
@@ -709,7 +669,7 @@ def sum_lgamma_lists(dmeta, dlist, prior, table):
 
 # ---------------------------------------------------------------------------- transport
 # Word-topic tables travel packed: per row, the topics with a non-zero count and the
-# counts (CSR). At K = 1,000 that is ~20x smaller than the dense rows.
+# counts (CSR): far smaller than the dense rows at large K.
 def pack(table):
     """(indptr, topics, counts) of the non-zero entries of a rows x K table."""
     rows, n_topics = table.shape

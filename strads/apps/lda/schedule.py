@@ -1,27 +1,6 @@
-"""LDA schedules. Rank 0 only counts rounds: the word-topic counts stay on the workers.
-
-* ``model`` (STRADS): the vocabulary is cut into M = W (s + 1) slices, balanced by token
-  count, for W workers and staleness s. In round r worker p samples its tokens of slice
-  ``slice_of(p, r) = g W + (p + r // (s+1)) % W`` with ``g = r % (s+1)``. Each worker
-  holds s + 1 slices, one per group g; after sampling the slice of round r it passes it
-  to worker p - 1 (``peers.shift(.., -1)``), which samples it in round r + s + 1. So each
-  slice is held by exactly one worker at any time. The round's topic-total changes are
-  added up among the workers (one allgather) before the round ends. One sweep = M rounds.
-* ``data`` (YahooLDA-style baseline): every round is a sweep in which each worker
-  samples all its tokens against its own copy of the whole word-topic table; the
-  workers then add up each other's changes (one allgather of packed deltas).
-
-The task is the same small message for every worker (the round, whether it ends a
-sweep); worker 0 answers with the round's sums, the others with None.
-
-Staleness beyond what a schedule can use is refused (DataError, one line naming the
-largest useful value), never clamped: the engine keeps ``staleness + 1`` rounds in
-flight whatever the schedule does, so the schedule cannot run with less than it was
-given. ``model``: at most ``V // W - 1`` (at least 0), so that the W (s + 1) slices are
-no more than the V words: every further slice is empty, adds an empty round to every
-sweep and a slice held by every worker. ``data``: at most ``sweeps - 1`` (at least
-0): a run has only ``sweeps`` rounds to keep in flight.
-"""
+"""LDA schedules: ``model`` (STRADS: vocabulary slices rotating among the workers) and
+``data`` (YahooLDA-style); a staleness beyond the useful maximum is refused, never clamped
+(docs/apps/lda.md)."""
 from ...api import Schedule
 from ...errors import DataError
 
@@ -39,6 +18,12 @@ class _LDASchedule(Schedule):
     needs_words = True  # its staleness bound depends on the vocabulary's size
     offset = 0  # the round the workers' layout started at (resumed on other workers)
     sweeps0 = 0  # sweeps done before it
+
+    def __init__(self, n_words, n_workers, staleness, sweeps, flag=None):
+        self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
+        self.staleness_flag = (flag or {}).get("staleness", self.staleness_flag)
+        self.begin([{"n_words": n_words}])
+        self.per_sweep = self.rounds_per_sweep(n_workers, self.s1)
 
     @property
     def total_rounds(self):
@@ -86,12 +71,6 @@ class ModelParallel(_LDASchedule):
             f"must be no more than the {n_words} words for {n_workers} "
             f"worker{'s' if n_workers > 1 else ''}")
 
-    def __init__(self, n_words, n_workers, staleness, sweeps, flag=None):
-        self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
-        self.staleness_flag = (flag or {}).get("staleness", self.staleness_flag)
-        self.begin([{"n_words": n_words}])
-        self.per_sweep = self.rounds_per_sweep(n_workers, self.s1)
-
     @staticmethod
     def rounds_per_sweep(n_workers, s1):
         return n_workers * s1
@@ -109,24 +88,14 @@ class DataParallel(_LDASchedule):
                       f"sweep{'s' if sweeps != 1 else ''} can keep at most {most + 1} "
                       f"round{'s' if most else ''} in flight")
 
-    def __init__(self, n_words, n_workers, staleness, sweeps, flag=None):
-        self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
-        self.staleness_flag = (flag or {}).get("staleness", self.staleness_flag)
-        self.begin([{"n_words": n_words}])
-        self.per_sweep = 1  # a sweep a round
-
     @staticmethod
     def rounds_per_sweep(n_workers, s1):
-        return 1
+        return 1  # a sweep a round
 
 
 class Group(Schedule):
-    """``--schedulers K``: scheduler k names, every round, the slice that each worker of
-    its group (workers ``k W // K`` to ``(k + 1) W // K - 1``) samples; the K lists make
-    the round's task, one entry per worker. The slices' rotation is fixed by the ring
-    they move along, so the run is one scheduler's, bit for bit: there is little
-    scheduling work here to share (the counts live on the workers); each worker checks
-    that it holds the slice named."""
+    """``--schedulers K``: scheduler k names the slice each worker of its group samples; the
+    slices' rotation is fixed by the ring, so the run is one scheduler's, bit for bit."""
 
     def __init__(self, inner, k, n_parts):
         self.inner, self.k, self.n_parts = inner, k, n_parts

@@ -1,22 +1,5 @@
-"""LDA worker: its documents' tokens, their topics z and the doc-topic counts n_dk, and
-its part of the word-topic counts (the model lives on the workers, not on rank 0).
-
-Tokens are stored word-major (``words``, ``docs``, ``z``), cut at the vocabulary slice
-boundaries: for each slice, the worker's tokens of that slice sorted by word, so the
-sampler reads them in sequence. Each document's non-zero topic counts are a compact
-(topic, count) list in the document's own token range.
-
-Word-topic counts: ``model`` schedule, the s + 1 slices this worker holds (packed, one
-per group; the one of the round is unpacked into a buffer, sampled, packed and passed on
-to the worker that samples it next, see schedule.slice_of); ``data`` schedule, a copy
-of the whole table, reconciled with the other workers' changes every round. The topic
-totals n_k are the same on every worker: each round's changes are added up among the
-workers (allgather, in worker order) before the round ends.
-
-Log-likelihood and ``check`` invariants are computed here, over what each worker holds
-(its slices: in the data schedule, its share of them), and summed in worker order; worker
-0 returns the sums to rank 0.
-"""
+"""LDA worker: its documents' tokens, their topics and document-topic counts, and its part
+of the word-topic counts (docs/apps/lda.md)."""
 import functools
 import math
 
@@ -67,16 +50,9 @@ def totals_loglik(nk, n_words, beta):
 
 
 def dense_topics(n_topics, n_tokens, n_docs, n_workers):
-    """Whether the documents' topic counts are a dense table, sampled by
-    :func:`kernels.sample_dense` (O(K) a token, in SIMD lanes), rather than compact
-    lists sampled by :func:`kernels.sample_block` (O(K_d + log K)). Tokens are visited
-    word by word, so each reads a random document's counts: the table wins while a
-    worker's share of it stays in cache (DENSE_MAX_BYTES, 16-bit counts), for up to
-    DENSE_MAX_K topics, and no more than DENSE_PER_TOKEN times the mean document's
-    length (short documents have few distinct topics, which the lists exploit).
-    Decided from the corpus's sizes, so every worker decides alike. DENSE_MAX_BYTES is
-    about a core's L2 cache on current x86 servers (1-2 MiB; the measurements behind
-    the three limits: the app's README, "How it works")."""
+    """Whether the documents' topic counts are a dense table sampled by
+    :func:`kernels.sample_dense`, rather than compact lists for :func:`kernels.sample_block`
+    (docs/apps/lda.md)."""
     per_worker = -(-n_docs // max(1, n_workers))
     return (n_topics <= DENSE_MAX_K and n_topics * n_docs <= DENSE_PER_TOKEN * n_tokens
             and 2 * n_topics * per_worker <= DENSE_MAX_BYTES)
@@ -94,13 +70,8 @@ class LDAUpdate(Update):
                        "dense", "resident", "alpha_table", "_lengths_ll")
 
     def __init__(self, shard):
-        """The worker reads or draws its own documents (``shard["source"]``: a file's
-        description, the built-in corpus's parameters, or rows of a matrix rank 0 was
-        given), then the workers agree with their collectives on what setup once
-        computed from the whole corpus: the word counts (allreduce), the vocabulary
-        slices (cut alike on every worker), the refusals that need the corpus's size,
-        the topic totals; each slice's initial counts are summed over the workers by
-        its first holder."""
+        """The worker reads or draws its own documents (``shard["source"]``) or takes the
+        rows rank 0 sent, then the workers agree on the corpus and the first counts."""
         from ...io.agree import refuse
         from . import data
         peers = self.peers

@@ -1,36 +1,5 @@
-"""Matrix factorization by scheduled rank-one coordinate descent (CCD++, Yu et al. 2012).
-
-Minimises, over the training ratings R (a set of (u, i) pairs),
-
-    sum_{(u,i) in R} (r_ui - mu - b_u - b_i - w_u.h_i)^2
-        + sum_u reg_u (||w_u||^2 [+ b_u^2]) + sum_i reg_i (||h_i||^2 [+ b_i^2])
-
-with, by default (``weighted=True``, ``--lambda-weighting count``), reg_u = lambda * n_u
-and reg_i = lambda * n_i, n_u (n_i) the number of training ratings of user u (item i):
-the per-rating weighted lambda of LIBMF, ALS-WR and Spark's ALS. With ``weighted=False``
-(``--lambda-weighting none``) reg_u = reg_i = lambda. ``mu`` is the global mean (bias
-'mean', 'full'; 0 with 'none'), b_u and b_i exist with bias 'full' only (the default,
-``BIAS_DEFAULT``).
-
-Users and items are split across workers, balanced by ratings; each worker keeps its
-users' ratings by row and its items' ratings by column, both as residuals, and a synced
-copy of both factors. A round updates one block of factor columns of one side: the
-workers exchange their rows of it among themselves (:mod:`.update`), and worker 0 alone
-sends the scheduler the round's small sums (:mod:`.aggregate`), so the scheduler's
-traffic per round does not grow with the number of workers or the factors' size.
-
-Early stopping (``early_stop=N``, ``--early-stop N``; on by default in :func:`fit` and
-the CLI, N = ``EARLY_STOP``): two runs (:func:`validated`). The first holds out
-``validation`` (``VALIDATION``, ``--validation-fraction``) of the training ratings,
-scores their RMSE at every iteration end, and stops once it has not improved for N
-iterations; the second fits all the training ratings for the best iteration count, and
-is the model returned. Without it (``early_stop=None``, ``--early-stop 0``) a run
-minimises the objective for ``iters`` iterations (or to ``tol``): at a small lambda the
-minimiser overfits, which early stopping guards against. ``validation=0``: one run,
-early stopping on the held-out (test) set itself, whose best iteration's model is
-returned (each worker keeps a copy of its rows of W and H at the best iteration: the
-factor rows' memory twice).
-"""
+"""Matrix factorization by scheduled rank-one coordinate descent (CCD++, Yu et al. 2012)
+with early stopping: the objective, the layout and the two runs in docs/apps/mf.md."""
 import json
 import math
 import os
@@ -203,16 +172,9 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
                         weighted=WEIGHTED, init_scale=None, seed=0, target_test_rmse=None,
                         group=1, init="svd", block=1, early_stop=None, validation=0.0,
                         report=None):
-    """``setup(ctx)`` for :func:`strads.run` that reads nothing but the lines before the
-    first rating on the scheduler rank: each worker reads its own part of the file
-    ``train`` (and of the held-out file ``test``), or generates its part of the built-in
-    problem (``builtin``: make_problem's arguments), and the workers agree on the id
-    maps, duplicates, the held-out split, counts, mean and the start among themselves
-    (:mod:`.load`); the scheduler gets the starting figures from their reports.
-    ``weighted`` and ``early_stop``: as in :func:`fit`; ``validation`` > 0: the first
-    run of :func:`validated` (that share of the training ratings is the held-out set;
-    the test set is read and checked, then set aside); ``report``: figures to add to the
-    summary."""
+    """``setup(ctx)`` for :func:`strads.run` whose workers read their parts of ``train`` and
+    ``test`` (or generate the built-in problem's, ``builtin``) and agree on the rest among
+    themselves; rank 0 reads only the lines before the first rating."""
     early_stop = _check(schedule=schedule, bias=bias, rank=rank, lam=lam, inner=inner,
                         block=block, init=init, init_scale=init_scale, iters=iters,
                         target_test_rmse=target_test_rmse, early_stop=early_stop,
@@ -250,18 +212,9 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                bias=BIAS_DEFAULT, weighted=WEIGHTED, init_scale=None, seed=0,
                target_test_rmse=None, group=1, init="svd", block=1, early_stop=None,
                report=None, validation=0.0):
-    """``setup(ctx)`` for :func:`strads.run`; ``data()`` returns a prepared
-    :class:`Problem` and is only called on the scheduler rank, which keeps nothing of
-    its size once setup returns (the shards go to the workers). ``group``: ccd columns
-    per group and ``block``: ccd columns per round (see :mod:`.schedule`).
-
-    Start: W = 0 and H's rank rows orthonormal (times ``init_scale``), spanning R'R Z for
-    a Gaussian Z chosen by ``seed`` (``init='svd'``: one step of randomized subspace
-    iteration on the centred ratings R, so the first sweep starts near the top singular
-    directions), or Z itself (``'random'``, default scale: entries of variance 1/rank).
-    ``weighted`` and ``early_stop``: as in :func:`fit`; ``report``: figures to add to
-    the summary; ``validation`` > 0: ``data()``'s held-out set is the validation split
-    of :func:`validated`'s first run (empty: the run ends at once)."""
+    """``setup(ctx)`` for :func:`strads.run` from ``data()``, a prepared :class:`Problem`
+    (called on the scheduler rank only); the start: W = 0, H orthonormal from R'R Z
+    (``init='svd'``) or Z (``'random'``)."""
     early_stop = _check(schedule=schedule, bias=bias, rank=rank, lam=lam, inner=inner,
                         block=block, init=init, init_scale=init_scale, iters=iters,
                         target_test_rmse=target_test_rmse, early_stop=early_stop)
@@ -363,12 +316,7 @@ def _test_shares(p, mean, n_workers):
 
 def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1, early_stop=None):
     """Peak bytes of the factors at ``rank`` for m users and n items, all ranks on this
-    machine. The model lives on the workers: each has a synced copy of both factors, its
-    own rows, a round's exchange (its frame, everyone's rows, the assembled columns:
-    ``block`` columns for ccd, all of a side for als) and the ccd gather buffer, or at the
-    end the row-major copies its exact RSS reads. The scheduler holds H and the subspace
-    iteration's R'R Z at the start, and the gathered rows and the model file's arrays at
-    the end."""
+    machine."""
     kk = rank + 2 * biases
     full = kk * (m + n + 2)
     big = max(m, n)
@@ -450,26 +398,9 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
 
 def validated(run_one, early_stop, validation, iters, out=None, resume=False,
               max_rounds=None, time_limit=None, mpi=None):
-    """Early stopping's two runs on every rank (in one process, or all ranks of an
-    ``mpiexec`` job alike). ``run_one(validation, early_stop, iters, report, limits)``
-    runs the engine once with ``limits`` (its ``out``, ``resume``, ``max_rounds`` and
-    ``time_limit``; the second run's are what the first left of ``max_rounds`` and
-    ``time_limit``, which bound both together) and ``report`` (figures to add to its
-    summary, or None), and returns its Result (None on a worker rank).
-
-    The first run holds out ``validation`` of the training ratings and stops
-    ``early_stop`` iterations after the best RMSE on them (outputs and checkpoints in
-    ``out/validation/``); the second fits all the training ratings for the best
-    iteration count, with the held-out (test) set as usual, and its Result comes back
-    with the first run's figures in ``extra``. A first run stopped otherwise (a signal,
-    ``max_rounds``, ``time_limit``, divergence) is returned as it is (``extra``:
-    ``validation_run`` True), no second run: with ``resume`` it continues from its
-    checkpoint, and a first run that ended is not run again (its best iteration is in
-    ``out/validation/summary.json``). Where no training rating can be held
-    out (each user and item keeps one), the first run ends at once and the second runs
-    ``iters`` iterations (``best_iteration`` None). Without early stopping, or with
-    ``validation`` 0 (the held-out set itself stops the run), one run. ``mpi``: as
-    :func:`strads.run`'s (False: this process alone, even under ``mpiexec``)."""
+    """Early stopping's two runs (a validation run, then the refit for its best iteration
+    count) on every rank; ``run_one(validation, early_stop, iters, report, limits)`` runs
+    the engine once (docs/apps/mf.md)."""
     limits = dict(out=out, resume=resume, max_rounds=max_rounds, time_limit=time_limit)
     if not early_stop or not validation:
         return run_one(0.0, early_stop or None, iters, None, limits)

@@ -1,29 +1,5 @@
-"""MF on the scheduler rank: the objective's pieces and the held-out error, nothing of
-the data's or the model's size.
-
-Objective: sum over training ratings of (r - mu - w_u.h_i)^2 + sum_u reg_u ||w_u||^2 +
-sum_i reg_i ||h_i||^2, with reg = lambda (or lambda times the row's rating count). The
-workers keep the factors and exchange a round's columns among themselves; worker 0 sends
-the round's sums (added in worker order): the RSS of the rows just solved and each
-updated column's penalty. The aggregate keeps one penalty per column and the last RSS;
-its syncs only ask for held-out scores. At the end the workers send their rows and exact
-sums, which :meth:`MFAggregate.finish` turns into the model file and the final figures.
-
-Held-out scoring costs held-out ratings x rank (1M x 32: 80-120 ms here), a tenth of an
-outer iteration's work, so the workers do it, each on its share of the held-out pairs,
-from their synced factors, right after a round's exchange; the sums come back with the
-next round's results. Every iteration end is scored; other rounds only when a sync
-marked ``score`` asks (the score is then of the model after the worker's next round):
-for a trace row logged since the last request or a target RMSE to stop at, and while
-scoring stays under 5% of the time since the last request.
-
-Early stopping (``early_stop`` = N): the workers add up an iteration end's scores at once
-and worker 0 sends the sum with that round (``end_test``); :meth:`converged` returns True
-once the held-out RMSE has not improved (strictly) for N iterations, so the engine's
-stop_reason is "tol" and the summary says ``early_stopped``. The workers keep their rows
-of the best iteration and send them at the end: the model file and the final figures
-are the best iteration's (``best_iteration``).
-"""
+"""MF on the scheduler rank: the objective's pieces, the held-out error and early stopping,
+nothing of the data's or the model's size (docs/apps/mf.md)."""
 import math
 
 import numpy as np

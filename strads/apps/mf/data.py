@@ -564,18 +564,9 @@ def _dedupe(peers, src, policy, key, pos, r, raw_u, raw_i):
 
 
 def prepare_part(peers, desc):
-    """This worker's shard (as make_setup's shards) and its report, from the file
-    descriptions in ``desc`` (see :func:`strads.apps.mf.make_parallel_setup`): it reads
-    its part of the file (or generates its part of the built-in problem), and the
-    workers agree on the rest with their collectives: the distinct raw ids (merged, dense
-    maps numbered in raw id order as in one process); the users cut into contiguous
-    blocks balanced by their ratings, every rating moved to its user's worker, where
-    duplicates are found and resolved; the held-out split, from ``seed`` and each
-    rating's global position (a hash, so it does not depend on the number of workers);
-    the items cut by their training counts, every training rating moved to its item's
-    worker too; the mean as the correctly rounded sum of all ratings (math.fsum of every
-    worker's exact partials); the start of H (one step of randomized subspace iteration,
-    R'R Z, every worker orthonormalising the same numbers)."""
+    """This worker's shard and report from the file descriptions ``desc``: it reads its part
+    and agrees with the others on ids, duplicates, the split, the mean and the start
+    (docs/apps/mf.md)."""
     W, me = peers.size, peers.rank
     o = desc["options"]
     lay_tr = desc["train"]

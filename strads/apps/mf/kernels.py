@@ -1,12 +1,5 @@
-"""Matrix factorization kernels: free numba functions over plain arrays, cached on disk.
-
-A worker holds the residuals of its ratings twice: by row (its users, CSR: indptr, item
-index, residual) and by column (its items, CSC: indptr, user index, residual). Workers
-store factors transposed, ``F[t]`` is column t of W (or H) and contiguous; the scoring
-kernels take them row-major (one row per user or item). The same kernels serve both
-sides: "own" are the factor rows of the worker's users (or items), "other" the full,
-synced factor of the other side.
-"""
+"""Matrix factorization kernels: free numba functions over plain arrays, cached on disk (the
+layouts: docs/apps/mf.md)."""
 import numpy as np
 from numba import njit
 
@@ -40,22 +33,8 @@ def _solve(own, t, a, reg, rv, vv):
 
 @njit(**_opts)
 def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
-    """One rank-one half-step: for every own row a,
-    own[t, a] <- argmin_z sum_j (r_aj + own[t, a] v_j - z v_j)^2 + reg[a] z^2 with v the
-    other side's column t and r the row's residual; ``res`` is left the residual after
-    the step. Returns sum r^2 after the step.
-
-    ``G[j] = (v_j, d_1j, ..., d_Pj)``, packed so that one cache line serves all the
-    gathers: the other side's synced changes of its columns ``tps``, not yet in ``res``,
-    are folded in while the row is read anyway (r -= sum_p d_pj own[tps[p], a]).
-
-    Two passes over each row: the first folds the changes and sums, the second applies
-    this step's change from ``scratch`` (the row's v_j, gathered once; at least as long
-    as the longest row), which the row's first pass left in L1/L2. Deferring the change
-    to the next step's pass instead (one pass) needs the previous column too: a third
-    table column, and the table over all users then no longer stays in a shared L3 with
-    two workers reading theirs (measured: the app's README).
-    """
+    """One rank-one half-step of column t for every own row, folding in the other side's
+    pending changes ``G``; returns the RSS after it (docs/apps/mf.md)."""
     P = tps.shape[0]
     wp = np.empty(P)
     rss = 0.0
@@ -113,20 +92,8 @@ BLOCK_TILE = 16384
 
 @njit(**_opts)
 def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
-    """:func:`ccd_step` for the columns ``cols`` one after the other (a block), tile by
-    tile of rows (about ``tile`` ratings): every column's steps over a tile while its
-    ratings are in L2, instead of one pass over all the ratings per column. A row's
-    steps read only its own ratings and the other side's (fixed) columns, so the
-    numbers are those of ``ccd_step`` called for each column in turn, bit for bit.
-
-    ``other`` is the other side's synced factor, transposed (``other[t]`` its column t,
-    gathered from directly: the rows in use stay in L1 while a tile is read);
-    ``delta[p]`` its change of column ``tps[p]`` not yet in ``res``, folded in first as
-    ccd_step does (each rating's P changes summed in SIMD lanes from a transposed copy
-    of ``delta``, its row of changes contiguous). Each row's step of column c is
-    applied to its residuals in the pass of column c + 1 (the same subtraction that
-    ccd_step's second pass makes, skipped as there when the step is 0), the last
-    column's in a pass of its own. Returns the RSS after the last column."""
+    """:func:`ccd_step` for the columns ``cols`` one after the other, tile by tile of rows:
+    the same numbers bit for bit; returns the RSS after the last column."""
     b = cols.shape[0]
     P = tps.shape[0]
     m = indptr.shape[0] - 1
@@ -264,15 +231,8 @@ def fill_table(G, v, delta):
 
 @njit(**_opts)
 def ccd_tiles(ptr, idx, res, own, t, v, tp, d, u, reg, steps, acc):
-    """:func:`ccd_step` over the tiled layout, the other side's column ``v`` and at most
-    one pending change ``d`` of its column ``tp`` (-1: none): the same numbers, bit for
-    bit. Each row's sums are gathered tile by tile (in ``acc``, one (rr, rv, vv) per
-    row) and its step made once all tiles are read. A tile's slices of ``v``, ``d`` and
-    ``u`` stay in L2 (no packed table needed). ``steps`` (per row) are the side's
-    previous steps, of the other side's column ``u``, not yet in ``res``: this pass
-    applies them first, as ccd_step's second pass would have before the fold. On return
-    ``steps`` holds this step's, left to the next pass the same way (of the column ``v``:
-    :func:`apply_steps` applies them)."""
+    """:func:`ccd_step` over the tiled layout (one pending change ``d`` of column ``tp``,
+    the side's previous ``steps`` applied first): the same numbers bit for bit."""
     m = own.shape[1]
     w0 = 0.0
     for a in range(m):
@@ -467,8 +427,7 @@ def orthonormalize(Z):
 def inverse_cdf(cdf, u, out):
     """out[q] = min(np.searchsorted(cdf, u[q], side="right"), len(cdf) - 1), with u in
     [0, 1) and cdf increasing to 1. A guide table (the answer at each 1/len(cdf) step)
-    narrows each search to a few entries: random binary searches over the whole table
-    miss the cache at every step (2.2 s for 12M draws; this takes a tenth)."""
+    narrows each search to a few entries (binary searches miss the cache at every step)."""
     k = cdf.shape[0]
     guide = np.empty(k + 1, dtype=np.int64)
     j = 0

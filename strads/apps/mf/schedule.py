@@ -1,27 +1,5 @@
-"""MF schedules. A round updates one block of factor columns on one side for all users
-(side W) or all items (side H); every worker does its own rows of that side.
-
-* ``ccd`` (CCD++, Yu et al. 2012): rank by rank, column t of W then column t of H,
-  ``inner`` times, for t = 0..k-1 (the bias columns first, one side each; with
-  ``block`` > 1 and one inner pass, each leads its side's first block instead).
-  Dependency structure: W's column t and H's column t conflict (each is solved against
-  the other), columns of one side do not (a worker updates its residual in place, so
-  they run as Gauss-Seidel). The workers exchange a round's columns inside the round,
-  and each handles its rounds in order, so every round is solved against all rounds
-  before it whatever the staleness: no grouping by staleness is needed, and the model
-  does not depend on it (staleness only lets the scheduler's work overlap the next
-  rounds). ``group`` (default 1) still orders the columns in groups of that many
-  rounds: W's group, then H's group (a short last group joins the one before; with
-  fewer columns than the group, empty rounds pad the gap). A staleness of twice the
-  number of column blocks or more is refused: more rounds in flight gain nothing.
-  ``block`` columns per round (default 1) cut the number of rounds, and so the per-round
-  latency under MPI, by that factor: a worker updates them one after the other (a side's
-  columns do not interact), so a block of b makes the same updates as a group of b
-  single-column rounds (up to rounding).
-* ``als``: all of W, then all of H (alternating least squares), on the same data layout.
-
-One outer iteration is one sweep; the last round of a sweep is marked ``end``.
-"""
+"""MF schedules: ``ccd`` (CCD++: column t of W then of H, in blocks and groups) and ``als``;
+one sweep an outer iteration, its last round marked ``end`` (docs/apps/mf.md)."""
 import numpy as np
 
 from ...api import Schedule

@@ -1,27 +1,6 @@
-"""MF worker: the residuals of its users' ratings by row and of its items' ratings by
-column, its own factor rows, and synced copies of both full factors (the model lives on
-the workers; the scheduler keeps only the objective's pieces).
-
-A round updates some columns of one side: every worker solves its own rows of them,
-then the workers exchange their rows' new values (one allgather, which also carries the
-small figures: RSS, the columns' penalties, held-out scores) and each assembles the full
-columns in worker order. The row residuals reflect the worker's own W entries and the
-synced H; the column residuals the synced W and its own H entries. A round's new columns
-are therefore owed to the residual copy of the *other* side; they are kept pending and
-folded into the next update of that side, in the same pass over the ratings.
-
-Each synced factor has one extra entry per column (index m or n): the factor of an
-unseen id (cold start, policy mean), 0 but for the fixed bias column's 1, so a worker
-scores cold held-out pairs like the others.
-
-Early stopping (shard ``early_stop``): at every iteration end the workers score their
-shares and add them up at once (one more small allgather per iteration, in worker
-order, so every worker and the scheduler see the same sum); a worker whose iteration
-beats the best so far copies its own rows of W and H (its part of the model: twice the
-factor rows' memory). :meth:`MFUpdate.collect` then sends the best rows, their
-penalties, the exact RSS (from the best H, gathered among the workers) and the held-out
-error of the best iteration.
-"""
+"""MF worker: the residuals of its ratings by row and by column, its factor rows and synced
+copies of both factors; the workers exchange a round's columns among themselves
+(docs/apps/mf.md)."""
 import time
 
 import numpy as np
@@ -33,19 +12,8 @@ SIDES = ("W", "H")
 
 
 class _Side:
-    """One residual copy: CSR over the worker's users (side W) or CSC over its items (H).
-
-    ``res`` is the residual of the worker's own entries and the synced other side, but
-    for the other side's last synced change (``pending``), which the next step of this
-    side folds in while it reads the ratings anyway.
-
-    Where the other side has more rows than a tile (``kernels.TILE_ROWS``), the first
-    single-column ccd step puts the ratings in the tiled layout (``ptr``; ``y``, the
-    ratings of side W, goes along) and steps use :func:`kernels.ccd_tiles`, whose own
-    steps (``steps``, of the other side's column ``u``) are also left to the next pass:
-    ``settle`` applies them where anything else reads ``res``. A round that needs the
-    rows (a block, ALS, more than one pending column) puts them back for good. The
-    numbers are the same bit for bit in every layout."""
+    """One residual copy: CSR over the worker's users (side W) or CSC over its items (H),
+    the other side's last change ``pending`` (docs/apps/mf.md)."""
 
     def __init__(self, indptr, idx, res, own, reg, y=None):
         self.indptr, self.idx, self.res = indptr, idx, res
