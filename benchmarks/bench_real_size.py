@@ -614,23 +614,34 @@ def main():
     ap.add_argument("--json", type=Path)
     ap.add_argument("--generate-only", action="store_true")
     ap.add_argument("--peer", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--gen", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.peer:
         print(json.dumps(PEERS[a.peer[0]](json.loads(a.peer[1]))))
         return
-    (a.dir / "warm").mkdir(parents=True, exist_ok=True)
     gens = {"mf": gen_ratings, "lda": gen_corpus, "lasso": gen_regression}
+    if a.gen:
+        print(json.dumps(gens[a.gen[0]](a.dir, float(a.gen[1]), a.seed)))
+        return
+    (a.dir / "warm").mkdir(parents=True, exist_ok=True)
+
+    def generate(app, folder, scale):
+        # in a process of its own: a child inherits its parent's peak RSS (ru_maxrss, which
+        # strads and the peers report) across fork and exec, so this one must stay small
+        p = subprocess.run([PY, str(HERE), "--gen", app, repr(scale), "--dir", str(folder),
+                            "--seed", str(a.seed)], capture_output=True, text=True, check=True)
+        return json.loads(p.stdout.strip().splitlines()[-1])
     benches = {"mf": bench_mf, "lda": bench_lda, "lasso": bench_lasso}
-    report = dict(scale=a.scale, seed=a.seed, repeat=a.repeat, argv=sys.argv,
+    report = dict(scale=a.scale, seed=a.seed, repeat=a.repeat, argv=sys.argv, parent_peak_mb=0,
                   date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     for app in a.apps:
         t0 = time.perf_counter()
-        meta = gens[app](a.dir, a.scale, a.seed)
+        meta = generate(app, a.dir, a.scale)
         print(f"{app}: data {json.dumps(meta)} ({time.perf_counter() - t0:.1f} s to generate"
               " or find)", flush=True)
         if a.generate_only:
             continue
-        tiny = gens[app](a.dir / "warm", 0.0005, a.seed)
+        tiny = generate(app, a.dir / "warm", 0.0005)
         res = benches[app](meta, tiny, a, a.dir)
         report[app] = res
         if app == "mf":
@@ -645,6 +656,7 @@ def main():
             for k, v in res["by_lambda"].items():
                 table(f"Lasso at {k} (lambda {v['lam']:.4g}), {meta['nnz']:,} non-zeros",
                       v["runs"], meta["nnz"], "non-zero", meta["bytes"], "objective")
+        report["parent_peak_mb"] = _peak_mb()  # must stay below every figure it reports
         if a.json:
             a.json.write_text(json.dumps(report, indent=1))
 
