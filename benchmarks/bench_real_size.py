@@ -31,9 +31,10 @@ the peers, each in a subprocess of its own that reports its own timings and peak
 tomotopy (K = 100 and K = 1000, the same workers) for lda, skglm and scikit-learn for
 lasso. A peer that will not import is reported as skipped, never given a figure.
 
-Reported per run: load (strads: the process's wall time less the loop's ``wall_s`` and
-less an empty ``import`` of the app, so it also holds the layout, the start and the
-final write; peers: parsing the file into their own structures), time per iteration or
+Reported per run: load (strads: from the process's start to the loop's start, the time
+its final progress line arrives less the loop's ``wall_s``, less an empty ``import`` of
+the app: the parse, the layout and the start, not the final write; peers: parsing the
+file into their own structures), time per iteration or
 sweep, total time to the same quality, peak memory per process and bytes per rating,
 token or non-zero (summed over the ranks). Same quality: mf, strads' time (setup plus
 its loop up to the first iteration whose test RMSE is at or below LIBMF's after the same
@@ -50,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -429,19 +431,36 @@ def startup_s(app):
 
 
 def run_strads(app, flags, mode, out, timeout):
+    """One strads CLI run; the loop's end is when its final progress line arrives (stderr),
+    so load = that - the loop's wall_s - an empty start, and output = exit - that."""
     shutil.rmtree(out, ignore_errors=True)
-    base = [PY, "-m", f"strads.apps.{app}", *flags, "--quiet", "--out", str(out)]
+    base = [PY, "-u", "-m", f"strads.apps.{app}", *flags, "--out", str(out)]
     cmd = base + ["--workers", "2"] if mode == "1proc" else [MPIEXEC, "-n", "3", *base]
+    lines = []
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def read_err():
+        for line in p.stderr:
+            lines.append((time.perf_counter(), line))
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
+    try:
+        p.stdout.read()
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
     wall = time.perf_counter() - t0
+    reader.join(10)
     if p.returncode:
-        return dict(failed=(p.stderr or p.stdout).strip().splitlines()[-3:], cmd=" ".join(cmd))
+        return dict(failed=[t for _, t in lines[-3:]], cmd=" ".join(cmd))
     s = json.loads((out / "summary.json").read_text())
     trace = np.genfromtxt(out / "trace.csv", delimiter=",", names=True)
-    load = max(0.0, wall - s["wall_s"] - startup_s(app))
-    return dict(process_s=wall, loop_s=s["wall_s"], load_s=load, summary=s,
-                trace={k: np.atleast_1d(trace[k]).tolist() for k in trace.dtype.names},
+    ends = [t for t, line in lines if line.startswith(f"[{app}] round")]
+    end = (ends[-1] - t0) if ends else wall
+    load = max(0.0, end - s["wall_s"] - startup_s(app))
+    return dict(process_s=wall, loop_s=s["wall_s"], load_s=load, output_s=wall - end,
+                summary=s, trace={k: np.atleast_1d(trace[k]).tolist() for k in trace.dtype.names},
                 peak_mb=[t["peak_rss_mb"] for t in s["traffic"]], cmd=" ".join(cmd))
 
 
