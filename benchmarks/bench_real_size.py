@@ -675,6 +675,7 @@ def main():
             for k, v in res["by_lambda"].items():
                 table(f"Lasso at {k} (lambda {v['lam']:.4g}), {meta['nnz']:,} non-zeros",
                       v["runs"], meta["nnz"], "non-zero", meta["bytes"], "objective")
+        report["startup_s"] = _STARTUP
         report["parent_peak_mb"] = _peak_mb()  # must stay below every figure it reports
         if a.json:
             a.json.write_text(json.dumps(report, indent=1))
