@@ -470,15 +470,36 @@ def warm(app, flags, folder):
     run_strads(app, flags, "1proc", folder / f"out_warm_{app}", 600)
 
 
-def _first_at(trace, key, ok):
-    """Loop seconds at the first trace row whose ``key`` satisfies ``ok``, or None."""
-    for t, v in zip(trace["wall_s"], trace[key]):
-        if ok(v):
-            return t
-    return None
-
-
 # ---------------------------------------------------------------- the three benchmarks
+STRADS_RUNS = ("strads 1 process", "strads mpiexec -n 3")
+
+
+def side_by_side(app, flags, peers, a, folder, extract, quality, reached):
+    """strads' two layouts and ``peers`` ({name: callable}), in alternating order each
+    repeat; then strads' time (load + loop) to the first trace row where
+    ``reached(trace, [the peers' quality])`` holds."""
+    runs = {k: [] for k in (*STRADS_RUNS, *peers)}
+    for rep in range(a.repeat):
+        for name in (list(runs) if rep % 2 == 0 else list(runs)[::-1]):
+            if name in peers:
+                r = peers[name]()
+            else:
+                r = run_strads(app, flags, "1proc" if name.endswith("process") else "mpi",
+                               folder / f"out_{app}", a.timeout)
+                if "summary" in r:
+                    r.update(extract(r.pop("summary"), r), total_s=r["load_s"] + r["loop_s"])
+            runs[name].append(r)
+    got = [r[quality] for n in peers for r in runs[n] if r.get(quality) is not None]
+    for name in STRADS_RUNS:
+        for r in runs[name]:
+            trace = r.pop("trace", None)
+            if trace and got:
+                hit = np.flatnonzero(reached(trace, got))
+                r["to_peer_quality_s"] = (r["load_s"] + trace["wall_s"][hit[0]]) if hit.size \
+                    else None
+    return runs
+
+
 def bench_mf(meta, tiny, a, folder):
     iters, lam, rank = a.mf_iters, 0.05, 40
 
@@ -486,72 +507,34 @@ def bench_mf(meta, tiny, a, folder):
         return ["--data", m["train"], "--test-data", m["test"], "--rank", str(rank),
                 "--lambda", str(lam), "--iters", str(iters), "--tol", "0", "--early-stop", "0"]
     warm("mf", flags(tiny, 1), folder)
-    flags = flags(meta, iters)
-    runs = {k: [] for k in ("strads 1 process", "strads mpiexec -n 3", "LIBMF")}
-    for rep in range(a.repeat):
-        order = list(runs)
-        for name in (order if rep % 2 == 0 else order[::-1]):
-            if name == "LIBMF":
-                r = run_peer("libmf", dict(train=meta["train"], test=meta["test"], rank=rank,
-                                           lam=lam, iters=iters, threads=2), a.timeout)
-            else:
-                r = run_strads("mf", flags, "1proc" if name.endswith("process") else "mpi",
-                               folder / "out_mf", a.timeout)
-                if "summary" in r:
-                    s = r.pop("summary")
-                    r.update(test_rmse=s["test_rmse"], iterations=s["iterations"],
-                             rmse_per_iter=s["test_rmse_per_iter"],
-                             per_iter_s=r["loop_s"] / max(1, s["iterations"]))
-                    r["total_s"] = r["load_s"] + r["loop_s"]
-            runs[name].append(r)
-    peer = _best(runs["LIBMF"])
-    for name in ("strads 1 process", "strads mpiexec -n 3"):
-        for r in runs[name]:
-            if "trace" in r and peer.get("test_rmse") is not None:
-                t = _first_at(r["trace"], "test_rmse", lambda v: v <= peer["test_rmse"])
-                r["to_peer_quality_s"] = None if t is None else r["load_s"] + t
-            r.pop("trace", None)
-    return dict(data=meta, iters=iters, rank=rank, lam=lam, runs=runs,
-                per_unit=meta["n_train"], unit="rating")
+    peer = dict(train=meta["train"], test=meta["test"], rank=rank, lam=lam, iters=iters,
+                threads=2)
+    runs = side_by_side(
+        "mf", flags(meta, iters), {"LIBMF": lambda: run_peer("libmf", peer, a.timeout)}, a,
+        folder, lambda s, r: dict(test_rmse=s["test_rmse"], rmse_per_iter=s["test_rmse_per_iter"],
+                                  per_iter_s=r["loop_s"] / max(1, s["iterations"])),
+        "test_rmse", lambda t, got: np.array(t["test_rmse"]) <= min(got))
+    return dict(data=meta, iters=iters, rank=rank, lam=lam, runs=runs)
 
 
 def bench_lda(meta, tiny, a, folder):
     out = {}
     for K in a.lda_topics:
-        sweeps = a.lda_sweeps
-
         def flags(m, sweeps):
             return ["--data", m["data"], "--vocab", m["vocab"], "--topics", str(K),
                     "--sweeps", str(sweeps), "--tol", "0", "--top-words", "0"]
         warm("lda", flags(tiny, 1), folder)
-        flags = flags(meta, sweeps)
-        runs = {k: [] for k in ("strads 1 process", "strads mpiexec -n 3", "tomotopy")}
-        for rep in range(a.repeat):
-            order = list(runs)
-            for name in (order if rep % 2 == 0 else order[::-1]):
-                if name == "tomotopy":
-                    r = run_peer("tomotopy", dict(data=meta["data"], K=K, alpha=0.1, beta=0.01,
-                                                  sweeps=sweeps, workers=2, words=meta["words"],
-                                                  tokens=meta["tokens"]), a.timeout)
-                else:
-                    r = run_strads("lda", flags, "1proc" if name.endswith("process") else "mpi",
-                                   folder / "out_lda", a.timeout)
-                    if "summary" in r:
-                        s = r.pop("summary")
-                        r.update(ll_per_token=s["loglik"] / s["tokens"],
-                                 per_iter_s=r["loop_s"] / sweeps,
-                                 total_s=r["load_s"] + r["loop_s"])
-                runs[name].append(r)
-        peer = _best(runs["tomotopy"])
-        for name in ("strads 1 process", "strads mpiexec -n 3"):
-            for r in runs[name]:
-                if "trace" in r and peer.get("ll_per_token") is not None:
-                    target = peer["ll_per_token"] * meta["tokens"]
-                    t = _first_at(r["trace"], "loglik", lambda v: v >= target)
-                    r["to_peer_quality_s"] = None if t is None else r["load_s"] + t
-                r.pop("trace", None)
-        out[f"K={K}"] = dict(runs=runs, sweeps=sweeps)
-    return dict(data=meta, by_topics=out, per_unit=meta["tokens"], unit="token")
+        peer = dict(data=meta["data"], K=K, alpha=0.1, beta=0.01, sweeps=a.lda_sweeps,
+                    workers=2, words=meta["words"], tokens=meta["tokens"])
+        runs = side_by_side(
+            "lda", flags(meta, a.lda_sweeps),
+            {"tomotopy": lambda: run_peer("tomotopy", peer, a.timeout)}, a, folder,
+            lambda s, r: dict(ll_per_token=s["loglik"] / s["tokens"],
+                              per_iter_s=r["loop_s"] / a.lda_sweeps),
+            "ll_per_token",
+            lambda t, got: np.array(t["loglik"]) >= max(got) * meta["tokens"])
+        out[f"K={K}"] = dict(runs=runs, sweeps=a.lda_sweeps)
+    return dict(data=meta, by_topics=out)
 
 
 def bench_lasso(meta, tiny, a, folder):
@@ -559,40 +542,17 @@ def bench_lasso(meta, tiny, a, folder):
     warm("lasso", ["--data", tiny["data"], "--lambda-ratio", "0.1"], folder)
     for ratio in a.lasso_ratios:
         lam = ratio * meta["lambda_max"]
-        flags = ["--data", meta["data"], "--lambda", repr(lam), "--tol", "1e-6"]
-        runs = {k: [] for k in ("strads 1 process", "strads mpiexec -n 3", "skglm",
-                                "scikit-learn")}
-        for rep in range(a.repeat):
-            order = list(runs)
-            for name in (order if rep % 2 == 0 else order[::-1]):
-                if name in ("skglm", "scikit-learn"):
-                    r = run_peer("lasso", dict(peer=name, data=meta["data"], cols=meta["cols"],
-                                               lam=lam, tol=1e-6,
-                                               lambda_max=meta["lambda_max"]), a.timeout)
-                else:
-                    r = run_strads("lasso", flags, "1proc" if name.endswith("process") else "mpi",
-                                   folder / "out_lasso", a.timeout)
-                    if "summary" in r:
-                        s = r.pop("summary")
-                        r.update(objective=s["objective"], nnz_coef=s["nnz_coef"],
-                                 fit_s=r["loop_s"], total_s=r["load_s"] + r["loop_s"])
-                runs[name].append(r)
-        objs = [r["objective"] for n in ("skglm", "scikit-learn") for r in runs[n]
-                if "objective" in r]
-        for name in ("strads 1 process", "strads mpiexec -n 3"):
-            for r in runs[name]:
-                if "trace" in r and objs:
-                    target = min(objs) * (1 + 1e-6)
-                    t = _first_at(r["trace"], "objective", lambda v: v <= target)
-                    r["to_peer_quality_s"] = None if t is None else r["load_s"] + t
-                r.pop("trace", None)
+        peer = dict(data=meta["data"], cols=meta["cols"], lam=lam, tol=1e-6,
+                    lambda_max=meta["lambda_max"])
+        runs = side_by_side(
+            "lasso", ["--data", meta["data"], "--lambda", repr(lam), "--tol", "1e-6"],
+            {name: (lambda name=name: run_peer("lasso", dict(peer, peer=name), a.timeout))
+             for name in ("skglm", "scikit-learn")}, a, folder,
+            lambda s, r: dict(objective=s["objective"], nnz_coef=s["nnz_coef"],
+                              fit_s=r["loop_s"]),
+            "objective", lambda t, got: np.array(t["objective"]) <= min(got) * (1 + 1e-6))
         out[f"{ratio:g} lambda_max"] = dict(runs=runs, lam=lam)
-    return dict(data=meta, by_lambda=out, per_unit=meta["nnz"], unit="non-zero")
-
-
-def _best(rs):
-    ok = [r for r in rs if "total_s" in r]
-    return min(ok, key=lambda r: r["total_s"]) if ok else (rs[0] if rs else {})
+    return dict(data=meta, by_lambda=out)
 
 
 # ---------------------------------------------------------------- report
