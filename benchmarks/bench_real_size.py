@@ -31,17 +31,14 @@ the peers, each in a subprocess of its own that reports its own timings and peak
 tomotopy (K = 100 and K = 1000, the same workers) for lda, skglm and scikit-learn for
 lasso. A peer that will not import is reported as skipped, never given a figure.
 
-Reported per run: load (strads: from the process's start to the loop's start, the time
-its final progress line arrives less the loop's ``wall_s``, less an empty ``import`` of
-the app: the parse, the layout and the start, not the final write; peers: parsing the
-file into their own structures), time per iteration or
-sweep, total time to the same quality, peak memory per process and bytes per rating,
-token or non-zero (summed over the ranks). Same quality: mf, strads' time (setup plus
-its loop up to the first iteration whose test RMSE is at or below LIBMF's after the same
-iterations); lda, the same sweeps, the log p(w, z) per token each reaches (tomotopy's
-state scored by strads' formula) and strads' time to tomotopy's final figure; lasso,
-each solver's objective at the same lambda and strads' time to reach the best peer's
-objective (1 + 1e-6).
+Reported per run: load (strads: from the process's start to its loop's start, i.e. the
+arrival of its final progress line less the loop's ``wall_s`` less an empty start of the
+app; peers: parsing the file into their own structures), time per iteration or sweep,
+total time, peak memory per process and bytes per rating, token or non-zero (summed over
+the ranks), and strads' time (load plus its loop) to the first trace row at the best
+peer's quality: test RMSE (mf, after the same iterations), log p(w, z) per token (lda,
+the same sweeps; tomotopy's state scored by strads' formula), the objective at the same
+lambda, to 1 + 1e-6 (lasso).
 """
 import argparse
 import json
