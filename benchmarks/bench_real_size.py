@@ -110,22 +110,25 @@ def _rows(cols, seps, decimals=0):
     return _ascii(vals, dec, sep)
 
 
-def _done(path):
-    return Path(str(path) + ".meta.json")
-
-
-def _cached(path):
-    m = _done(path)
-    return json.loads(m.read_text()) if m.exists() else None
+def cached(name):
+    """A generator of ``folder / name`` run once per (scale, seed): its description is kept
+    beside the file and returned when present."""
+    def wrap(gen):
+        def run(folder, scale, seed):
+            stem = folder / name.format(scale=scale, seed=seed)
+            done = Path(f"{stem}.meta.json")
+            if done.exists():
+                return json.loads(done.read_text())
+            meta = gen(stem, scale, np.random.default_rng(seed))
+            done.write_text(json.dumps(meta))
+            return meta
+        return run
+    return wrap
 
 
 # ---------------------------------------------------------------- generators
-def gen_ratings(folder, scale, seed):
-    stem = folder / f"netflix_s{scale:g}_seed{seed}"
-    meta = _cached(stem)
-    if meta:
-        return meta
-    rng = np.random.default_rng(seed)
+@cached("netflix_s{scale:g}_seed{seed}")
+def gen_ratings(stem, scale, rng):
     n_u, n_i = max(100, round(NETFLIX["users"] * scale)), NETFLIX["items"]
     target = round(NETFLIX["ratings"] * scale)
     act = rng.lognormal(0.0, 1.2, n_u)
@@ -137,7 +140,7 @@ def gen_ratings(folder, scale, seed):
     U = rng.normal(0, s, (n_u, rank)).astype(np.float32)
     V = rng.normal(0, s, (n_i, rank)).astype(np.float32)
     bu, bi = rng.normal(0, 0.4, n_u), rng.normal(0, 0.5, n_i)
-    tmp = Path(tempfile.mkdtemp(dir=folder))
+    tmp = Path(tempfile.mkdtemp(dir=stem.parent))
     item_train = np.zeros(n_i, np.int64)
     chunks, u0 = [], 0
     while u0 < n_u:  # users in chunks of about CHUNK ratings; pairs are unique per user
@@ -183,19 +186,13 @@ def gen_ratings(folder, scale, seed):
             n_train += int((~test).sum())
             n_test += int(test.sum())
     shutil.rmtree(tmp)
-    meta = dict(train=f"{stem}.train.tsv", test=f"{stem}.test.tsv", users=n_u, items=n_i,
+    return dict(train=f"{stem}.train.tsv", test=f"{stem}.test.tsv", users=n_u, items=n_i,
                 n_train=n_train, n_test=n_test,
                 bytes=os.path.getsize(f"{stem}.train.tsv") + os.path.getsize(f"{stem}.test.tsv"))
-    _done(stem).write_text(json.dumps(meta))
-    return meta
 
 
-def gen_corpus(folder, scale, seed):
-    stem = folder / f"docword.nytimes_s{scale:g}_seed{seed}.txt"
-    meta = _cached(stem)
-    if meta:
-        return meta
-    rng = np.random.default_rng(seed)
+@cached("docword.nytimes_s{scale:g}_seed{seed}.txt")
+def gen_corpus(stem, scale, rng):
     D, V, K = max(100, round(NYTIMES["docs"] * scale)), NYTIMES["words"], 100
     mean_len, sigma = NYTIMES["tokens"] / NYTIMES["docs"], 0.7
     lengths = np.maximum(10, np.rint(rng.lognormal(np.log(mean_len) - sigma ** 2 / 2, sigma, D)))
@@ -232,20 +229,14 @@ def gen_corpus(folder, scale, seed):
         with open(body, "rb") as b:
             shutil.copyfileobj(b, f, 1 << 24)
     body.unlink()
-    vocab = folder / f"vocab.nytimes_s{scale:g}_seed{seed}.txt"
+    vocab = stem.with_name(stem.name.replace("docword", "vocab", 1))
     vocab.write_text("".join(f"w{j}\n" for j in range(V)))
-    meta = dict(data=str(stem), vocab=str(vocab), docs=D, words=V, nnz=nnz, tokens=tokens,
+    return dict(data=str(stem), vocab=str(vocab), docs=D, words=V, nnz=nnz, tokens=tokens,
                 bytes=os.path.getsize(stem))
-    _done(stem).write_text(json.dumps(meta))
-    return meta
 
 
-def gen_regression(folder, scale, seed):
-    stem = folder / f"regression_s{scale:g}_seed{seed}.svm"
-    meta = _cached(stem)
-    if meta:
-        return meta
-    rng = np.random.default_rng(seed)
+@cached("regression_s{scale:g}_seed{seed}.svm")
+def gen_regression(stem, scale, rng):
     n, p = max(100, round(REGRESSION["rows"] * scale)), REGRESSION["cols"]
     mean_len, sigma = REGRESSION["nnz"] / REGRESSION["rows"], 0.8
     lengths = np.maximum(1, np.rint(rng.lognormal(np.log(mean_len) - sigma ** 2 / 2, sigma, n)))
@@ -292,10 +283,8 @@ def gen_regression(folder, scale, seed):
             out.write(_ascii(vals, dec, sep))
             nnz += keys.size
             r0 = r1
-    meta = dict(data=str(stem), rows=n, cols=p, nnz=nnz, lambda_max=float(np.abs(xty).max() / n),
+    return dict(data=str(stem), rows=n, cols=p, nnz=nnz, lambda_max=float(np.abs(xty).max() / n),
                 bytes=os.path.getsize(stem))
-    _done(stem).write_text(json.dumps(meta))
-    return meta
 
 
 # ---------------------------------------------------------------- peers (own processes)
