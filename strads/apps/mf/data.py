@@ -584,18 +584,22 @@ def prepare_part(peers, desc):
     del got
     m, n = user_ids.shape[0], item_ids.shape[0]
     from . import _check_factor_memory, Layout as FL
-    u = np.searchsorted(user_ids, src.u)
+    # the peak of the load is in the routes below: the raw ids go, the dense ones are
+    # int32 and the destinations int16, before the ratings move
+    u = np.searchsorted(user_ids, src.u).astype(np.int32)
     i = np.searchsorted(item_ids, src.i).astype(np.int32)
+    src.u = src.i = None
+    dtype = np.int16 if W < 1 << 15 else np.int64
 
     # -- rows: users in blocks balanced by their ratings, each rating to its user's
     counts = peers.allreduce(np.bincount(u, minlength=m).astype(np.int64))
     uo = api.split_balanced(counts, W)
     del counts
     u0, u1 = int(uo[me]), int(uo[me + 1])
-    dest = np.searchsorted(uo, u, side="right") - 1
-    u, i, r, pos = route(peers, dest, [u.astype(np.int32), i, src.r, src.pos])
+    dest = (np.searchsorted(uo, u, side="right") - 1).astype(dtype)
+    u, i, r, pos = route(peers, dest, [u, i, src.r, src.pos])
     del dest
-    src.u = src.i = src.r = None
+    src.r = None
     ul = (u - u0).astype(np.int64)
     key = ul * n + i
     keep, r = _dedupe(peers, src, o["duplicates"], key, pos,
@@ -712,7 +716,7 @@ def prepare_part(peers, desc):
     ul = (u - u0).astype(np.int64)
     indptr = np.concatenate([[0], np.cumsum(np.bincount(ul, minlength=u1 - u0))])
     rows = (indptr.astype(np.int64), i.astype(np.int32), y)
-    cdest = np.searchsorted(io, i, side="right") - 1
+    cdest = (np.searchsorted(io, i, side="right") - 1).astype(dtype)
     ci_, cu_, cy = route(peers, cdest, [i, u.astype(np.int32), y])
     del cdest, ul
     order = np.argsort((ci_.astype(np.int64) - i0) * m + cu_, kind="stable")

@@ -1,0 +1,631 @@
+"""Real-size data sets, strads against the peers users would pick, side by side.
+
+    python benchmarks/bench_real_size.py --scale 0.05 --dir /tmp/strads_real --json out.json
+    python benchmarks/bench_real_size.py --scale 1.0 --apps mf      # the full Netflix shape
+
+Generated once per (scale, seed) into ``--dir`` (reused when present), in the files users
+have, with realistic skew (numpy, chunked: memory stays bounded at any scale):
+
+- mf: Netflix shape, 480,189 users x 17,770 items, 100,480,507 ratings at scale 1: users'
+  activity lognormal (median about half the mean, as Netflix), items' popularity lognormal
+  (a few items rated by most users); ratings 1..5 from a rank-10 model with user and item
+  biases plus noise, rounded and clipped; u.data TSV (``user item rating timestamp``).
+  Split 90/10 by the generator into ``*.train.tsv`` and ``*.test.tsv`` (no cold start:
+  a held-out rating whose user or item has no training rating goes back to training), so
+  every library trains and scores on the same ratings.
+- lda: NYTimes shape, 300,000 documents, 102,660 words, about 99.5M tokens at scale 1:
+  word frequencies Zipf, document lengths lognormal, 100 true topics (each a lognormal
+  reweighting of the Zipf frequencies) mixed per document by Dirichlet(0.1); UCI
+  bag-of-words ``docword.*.txt`` (``D``, ``W``, ``NNZ`` header, then ``doc word count``,
+  1-based) with its ``vocab.*.txt``.
+- lasso: 1,000,000 x 1,000,000, 40M non-zeros at scale 1 (rows and non-zeros scale, the
+  columns stay): column popularity Zipf, row lengths lognormal, values N(0, 1); y = X b +
+  noise from 200 true non-zeros among the popular columns; LIBSVM text. lambda_max
+  (max |X^T y| / n, of the values as written) is saved beside it, so every solver gets the
+  same lambda.
+
+Runs (``--repeat`` times, alternating the order of the runs each time): strads in one
+process (``--workers 2``) and under ``mpiexec -n 3`` (2 workers), through its CLIs, and
+the peers, each in a subprocess of its own that reports its own timings and peak RSS
+(``resource.getrusage``) as JSON: LIBMF (pip ``libmf``, the same threads) for mf,
+tomotopy (K = 100 and K = 1000, the same workers) for lda, skglm and scikit-learn for
+lasso. A peer that will not import is reported as skipped, never given a figure.
+
+Reported per run: load (strads: from the process's start to its loop's start, i.e. the
+arrival of its final progress line less the loop's ``wall_s`` less an empty start of the
+app; peers: parsing the file into their own structures), time per iteration or sweep,
+total time, peak memory per process and bytes per rating, token or non-zero (summed over
+the ranks), and strads' time (load plus its loop) to the first trace row at the best
+peer's quality: test RMSE (mf, after the same iterations), log p(w, z) per token (lda,
+the same sweeps; tomotopy's state scored by strads' formula), the objective at the same
+lambda, to 1 + 1e-6 (lasso).
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve()
+PY = sys.executable
+MPIEXEC = str(Path(PY).with_name("mpiexec"))
+CHUNK = 2_000_000  # ratings, tokens or non-zeros generated at a time
+
+NETFLIX = dict(users=480_189, items=17_770, ratings=100_480_507)
+NYTIMES = dict(docs=300_000, words=102_660, tokens=99_542_125)
+REGRESSION = dict(rows=1_000_000, cols=1_000_000, nnz=40_000_000)
+
+
+# ---------------------------------------------------------------- text, vectorised
+def _ascii(values, decimals, seps):
+    """Bytes of ``values`` (int64, already scaled by 10**decimals) written with
+    ``decimals`` digits after the point, each followed by its separator byte."""
+    v = np.asarray(values, np.int64)
+    dec = np.broadcast_to(np.asarray(decimals, np.int64), v.shape)
+    neg = v < 0
+    a = np.abs(v)
+    scale = 10 ** dec
+    ip, fp = a // scale, a % scale
+    nd = np.ones(v.shape, np.int64)
+    t = ip.copy()
+    while True:
+        t //= 10
+        more = t > 0
+        if not more.any():
+            break
+        nd += more
+    length = neg + nd + np.where(dec > 0, 1 + dec, 0) + 1
+    end = np.cumsum(length)
+    start = end - length
+    buf = np.empty(int(end[-1]) if v.size else 0, np.uint8)
+    buf[start[neg]] = ord("-")
+    istart = start + neg
+    for k in range(int(nd.max()) if v.size else 0):
+        m = nd > k
+        buf[istart[m] + nd[m] - 1 - k] = 48 + (ip[m] // 10 ** k) % 10
+    hasdec = dec > 0
+    buf[(istart + nd)[hasdec]] = ord(".")
+    for k in range(int(dec.max()) if v.size else 0):
+        m = dec > k
+        buf[istart[m] + nd[m] + dec[m] - k] = 48 + (fp[m] // 10 ** k) % 10
+    buf[end - 1] = np.broadcast_to(np.asarray(seps, np.uint8), v.shape)
+    return buf.tobytes()
+
+
+def _rows(cols, seps, decimals=0):
+    """Interleave equal-length int columns into one field sequence (row-major)."""
+    vals = np.column_stack(cols).ravel()
+    k = len(cols)
+    sep = np.tile(np.frombuffer(seps.encode(), np.uint8), vals.size // k)
+    dec = np.tile(np.asarray(decimals, np.int64).reshape(-1), vals.size // k) \
+        if np.ndim(decimals) else decimals
+    return _ascii(vals, dec, sep)
+
+
+def cached(name):
+    """A generator of ``folder / name`` run once per (scale, seed): its description is kept
+    beside the file and returned when present."""
+    def wrap(gen):
+        def run(folder, scale, seed):
+            stem = folder / name.format(scale=scale, seed=seed)
+            done = Path(f"{stem}.meta.json")
+            if done.exists():
+                return json.loads(done.read_text())
+            meta = gen(stem, scale, np.random.default_rng(seed))
+            done.write_text(json.dumps(meta))
+            return meta
+        return run
+    return wrap
+
+
+# ---------------------------------------------------------------- generators
+@cached("netflix_s{scale:g}_seed{seed}")
+def gen_ratings(stem, scale, rng):
+    n_u, n_i = max(100, round(NETFLIX["users"] * scale)), NETFLIX["items"]
+    target = round(NETFLIX["ratings"] * scale)
+    act = rng.lognormal(0.0, 1.2, n_u)
+    cnt = np.minimum(np.maximum(1, np.round(act / act.sum() * target)), n_i // 4).astype(np.int64)
+    pop = rng.lognormal(0.0, 1.3, n_i)
+    cdf = np.cumsum(pop) / pop.sum()
+    rank = 10
+    s = (0.36 / rank) ** 0.25
+    U = rng.normal(0, s, (n_u, rank)).astype(np.float32)
+    V = rng.normal(0, s, (n_i, rank)).astype(np.float32)
+    bu, bi = rng.normal(0, 0.4, n_u), rng.normal(0, 0.5, n_i)
+    tmp = Path(tempfile.mkdtemp(dir=stem.parent))
+    item_train = np.zeros(n_i, np.int64)
+    chunks, u0 = [], 0
+    while u0 < n_u:  # users in chunks of about CHUNK ratings; pairs are unique per user
+        u1 = min(n_u, u0 + max(1, int(np.searchsorted(np.cumsum(cnt[u0:]), CHUNK)) + 1))
+        users = np.arange(u0, u1)
+        keys = np.unique(np.repeat(users, cnt[u0:u1]) * n_i
+                         + np.searchsorted(cdf, rng.random(cnt[u0:u1].sum())))
+        for _ in range(4):  # top up the draws that repeated an item
+            need = cnt[u0:u1] - np.bincount(keys // n_i - u0, minlength=u1 - u0)
+            if need.sum() == 0:
+                break
+            keys = np.union1d(keys, np.repeat(users, need) * n_i
+                              + np.searchsorted(cdf, rng.random(need.sum())))
+        u, i = keys // n_i, keys % n_i
+        score = 3.6 + bu[u] + bi[i] + np.einsum("ij,ij->i", U[u], V[i]) \
+            + rng.normal(0, 0.7, u.size)
+        r = np.clip(np.rint(score), 1, 5).astype(np.int8)
+        ts = rng.integers(946_684_800, 1_136_073_600, u.size)
+        test = rng.random(u.size) < 0.1
+        # a user whose ratings all went to test keeps its first one for training
+        first = np.r_[0, np.flatnonzero(np.diff(u)) + 1]
+        ntr = np.add.reduceat(~test, first)
+        test[first[ntr == 0]] = False
+        item_train += np.bincount(i[~test], minlength=n_i)
+        f = tmp / f"{len(chunks)}.npz"
+        np.savez(f, u=u.astype(np.int32), i=i.astype(np.int32), r=r, ts=ts, test=test)
+        chunks.append(f)
+        u0 = u1
+    n_train = n_test = 0
+    with open(f"{stem}.train.tsv", "wb") as ftr, open(f"{stem}.test.tsv", "wb") as fte:
+        for f in chunks:
+            c = np.load(f)
+            test = c["test"].copy()
+            for j in np.flatnonzero(test & (item_train[c["i"]] == 0)):
+                if item_train[c["i"][j]] == 0:  # an item with no training rating keeps one
+                    test[j] = False
+                    item_train[c["i"][j]] += 1
+            cols = [c["u"].astype(np.int64) + 1, c["i"].astype(np.int64) + 1,
+                    c["r"].astype(np.int64), c["ts"]]
+            for out, m in ((ftr, ~test), (fte, test)):
+                if m.any():
+                    out.write(_rows([x[m] for x in cols], "\t\t\t\n"))
+            n_train += int((~test).sum())
+            n_test += int(test.sum())
+    shutil.rmtree(tmp)
+    return dict(train=f"{stem}.train.tsv", test=f"{stem}.test.tsv", users=n_u, items=n_i,
+                n_train=n_train, n_test=n_test,
+                bytes=os.path.getsize(f"{stem}.train.tsv") + os.path.getsize(f"{stem}.test.tsv"))
+
+
+@cached("docword.nytimes_s{scale:g}_seed{seed}.txt")
+def gen_corpus(stem, scale, rng):
+    D, V, K = max(100, round(NYTIMES["docs"] * scale)), NYTIMES["words"], 100
+    mean_len, sigma = NYTIMES["tokens"] / NYTIMES["docs"], 0.7
+    lengths = np.maximum(10, np.rint(rng.lognormal(np.log(mean_len) - sigma ** 2 / 2, sigma, D)))
+    lengths = lengths.astype(np.int64)
+    zipf = 1.0 / np.arange(1, V + 1) ** 1.05
+    zipf = zipf[rng.permutation(V)]  # word ids alphabetical: frequency unrelated to id
+    cdfs = np.empty((K, V))
+    for t in range(K):
+        w = zipf * rng.lognormal(0.0, 2.0, V)
+        cdfs[t] = np.cumsum(w) / w.sum()
+    body = Path(str(stem) + ".body")
+    nnz = tokens = 0
+    with open(body, "wb") as out:
+        d0 = 0
+        while d0 < D:
+            d1 = min(D, d0 + max(1, int(np.searchsorted(np.cumsum(lengths[d0:]), CHUNK // 4)) + 1))
+            theta = rng.gamma(0.1, 1.0, (d1 - d0, K)) + 1e-300
+            ct = np.cumsum(theta / theta.sum(1, keepdims=True), axis=1)
+            doc = np.repeat(np.arange(d0, d1), lengths[d0:d1])
+            z = np.minimum((ct[doc - d0] < rng.random(doc.size)[:, None]).sum(1), K - 1)
+            order = np.argsort(z, kind="stable")
+            word = np.empty(doc.size, np.int64)
+            bounds = np.r_[0, np.cumsum(np.bincount(z, minlength=K))]
+            for t in range(K):
+                idx = order[bounds[t]:bounds[t + 1]]
+                word[idx] = np.minimum(np.searchsorted(cdfs[t], rng.random(idx.size)), V - 1)
+            keys, counts = np.unique(doc * V + word, return_counts=True)
+            out.write(_rows([keys // V + 1, keys % V + 1, counts], "  \n"))
+            nnz += keys.size
+            tokens += doc.size
+            d0 = d1
+    with open(stem, "wb") as f:
+        f.write(f"{D}\n{V}\n{nnz}\n".encode())
+        with open(body, "rb") as b:
+            shutil.copyfileobj(b, f, 1 << 24)
+    body.unlink()
+    vocab = stem.with_name(stem.name.replace("docword", "vocab", 1))
+    vocab.write_text("".join(f"w{j}\n" for j in range(V)))
+    return dict(data=str(stem), vocab=str(vocab), docs=D, words=V, nnz=nnz, tokens=tokens,
+                bytes=os.path.getsize(stem))
+
+
+@cached("regression_s{scale:g}_seed{seed}.svm")
+def gen_regression(stem, scale, rng):
+    n, p = max(100, round(REGRESSION["rows"] * scale)), REGRESSION["cols"]
+    mean_len, sigma = REGRESSION["nnz"] / REGRESSION["rows"], 0.8
+    lengths = np.maximum(1, np.rint(rng.lognormal(np.log(mean_len) - sigma ** 2 / 2, sigma, n)))
+    lengths = np.minimum(lengths, 2000).astype(np.int64)
+    pop = 1.0 / np.arange(1, p + 1) ** 0.9
+    perm = rng.permutation(p)  # column j has popularity rank inv[j]
+    cdf = np.cumsum(pop) / pop.sum()
+    beta = np.zeros(p)
+    true = perm[rng.choice(20_000, 200, replace=False)]
+    beta[true] = rng.normal(0, 1, 200)
+    xty = np.zeros(p)
+    nnz = 0
+    with open(stem, "wb") as out:
+        r0 = 0
+        while r0 < n:
+            r1 = min(n, r0 + max(1, int(np.searchsorted(np.cumsum(lengths[r0:]), CHUNK)) + 1))
+            row = np.repeat(np.arange(r0, r1), lengths[r0:r1])
+            keys = np.unique(row * p + perm[np.minimum(np.searchsorted(cdf, rng.random(row.size)), p - 1)])
+            row, col = keys // p, keys % p
+            vq = np.rint(rng.normal(0, 1, keys.size) * 1e4).astype(np.int64)
+            val = vq / 1e4
+            xb = np.bincount(row - r0, weights=val * beta[col], minlength=r1 - r0)
+            yq = np.rint((xb + rng.normal(0, 0.5 * max(xb.std(), 1e-3), xb.size)) * 1e4)
+            yq = yq.astype(np.int64)
+            y = yq / 1e4
+            xty += np.bincount(col, weights=val * y[row - r0], minlength=p)
+            # fields: y then col:val pairs, row by row
+            starts = np.r_[0, np.cumsum(np.bincount(row - r0, minlength=r1 - r0))]
+            nf = 1 + 2 * keys.size + 0
+            vals = np.empty(nf + (r1 - r0) - 1, np.int64)
+            dec = np.zeros(vals.size, np.int64)
+            sep = np.empty(vals.size, np.uint8)
+            # position of row k's label: starts[k] * 2 + k
+            lab = starts[:-1] * 2 + np.arange(r1 - r0)
+            vals[lab], dec[lab] = yq, 4
+            sep[lab] = ord(" ")
+            pos = np.ones(vals.size, bool)
+            pos[lab] = False
+            ip = np.flatnonzero(pos)
+            vals[ip[0::2]], dec[ip[0::2]], sep[ip[0::2]] = col + 1, 0, ord(":")
+            vals[ip[1::2]], dec[ip[1::2]], sep[ip[1::2]] = vq, 4, ord(" ")
+            last = np.r_[lab[1:] - 1, vals.size - 1]
+            sep[last] = ord("\n")
+            out.write(_ascii(vals, dec, sep))
+            nnz += keys.size
+            r0 = r1
+    return dict(data=str(stem), rows=n, cols=p, nnz=nnz, lambda_max=float(np.abs(xty).max() / n),
+                bytes=os.path.getsize(stem))
+
+
+# ---------------------------------------------------------------- peers (own processes)
+def _peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def peer_libmf(a):
+    import contextlib
+
+    import pandas as pd
+    with contextlib.redirect_stdout(open(os.devnull, "w")):
+        from libmf import mf as libmf
+    t0 = time.perf_counter()
+    kw = dict(sep="\t", header=None, usecols=[0, 1, 2], dtype=np.int32, engine="c")
+    tr = pd.read_csv(a["train"], **kw).to_numpy()
+    te = pd.read_csv(a["test"], **kw).to_numpy()
+    X = np.empty((tr.shape[0], 3), np.float32)
+    X[:, 0], X[:, 1], X[:, 2] = tr[:, 0] - 1, tr[:, 1] - 1, tr[:, 2]
+    del tr
+    load = time.perf_counter() - t0
+    m = libmf.MF(k=a["rank"], nr_threads=a["threads"], nr_iters=a["iters"], lambda_p1=0.0,
+                 lambda_q1=0.0, lambda_p2=a["lam"], lambda_q2=a["lam"], eta=0.1, quiet=True)
+    t1 = time.perf_counter()
+    m.fit(X)
+    fit = time.perf_counter() - t1
+    peak = _peak_mb()
+    P, Q = m.p_factors(), m.q_factors()
+    e = te[:, 2] - np.einsum("ij,ij->i", P[te[:, 0] - 1], Q[te[:, 1] - 1])
+    return dict(load_s=load, fit_s=fit, per_iter_s=fit / a["iters"], total_s=load + fit,
+                peak_mb=[peak], test_rmse=float(np.sqrt(np.mean(e.astype(np.float64) ** 2))))
+
+
+def peer_tomotopy(a):
+    import pandas as pd
+    import tomotopy as tp
+    t0 = time.perf_counter()
+    x = pd.read_csv(a["data"], sep=" ", header=None, skiprows=3, dtype=np.int32,
+                    engine="c").to_numpy()
+    m = tp.LDAModel(k=a["K"], alpha=a["alpha"], eta=a["beta"], seed=0)
+    names = np.array([str(w) for w in range(a["words"] + 1)], dtype=object)
+    cuts = np.flatnonzero(np.diff(x[:, 0])) + 1
+    for d, w, c in zip(np.split(x[:, 0], cuts), np.split(x[:, 1], cuts), np.split(x[:, 2], cuts)):
+        m.add_doc(names[np.repeat(w, c)].tolist())
+    del x
+    m.optim_interval = 0
+    m.burn_in = 0
+    m.train(0, workers=a["workers"])
+    load = time.perf_counter() - t0
+    sweeps = []
+    for _ in range(a["sweeps"]):
+        t = time.perf_counter()
+        m.train(1, workers=a["workers"])
+        sweeps.append(time.perf_counter() - t)
+    peak = _peak_mb()
+    # tomotopy's state scored by strads' log p(w, z), over the same vocabulary
+    from strads.apps.lda import loglikelihood
+    K = a["K"]
+    ids = np.array([int(w) - 1 for w in m.used_vocabs])
+    wt = np.zeros((a["words"], K), np.int64)
+    dt = np.zeros((len(m.docs), K), np.int64)
+    for d, doc in enumerate(m.docs):
+        w, z = ids[np.asarray(doc.words)], np.asarray(doc.topics)
+        np.add.at(wt, (w, z), 1)
+        dt[d] = np.bincount(z, minlength=K)
+    ll = loglikelihood(wt, dt, a["alpha"], a["beta"])
+    return dict(load_s=load, sweep_s=sweeps, per_iter_s=float(np.median(sweeps)),
+                total_s=load + sum(sweeps), peak_mb=[peak], ll_per_token=ll / a["tokens"],
+                tomotopy_ll_per_word=float(m.ll_per_word))
+
+
+def peer_lasso(a):
+    from sklearn.datasets import load_svmlight_file
+    t0 = time.perf_counter()
+    X, y = load_svmlight_file(a["data"], n_features=a["cols"])
+    X = X.tocsc()
+    if a["peer"] == "scikit-learn":  # its Lasso refuses load_svmlight_file's int64 indices
+        X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    load = time.perf_counter() - t0
+    if a["peer"] == "skglm":
+        from skglm import Lasso
+        est = Lasso(alpha=a["lam"], fit_intercept=False, tol=a["tol"], max_iter=1000)
+    else:
+        from sklearn.linear_model import Lasso
+        est = Lasso(alpha=a["lam"], fit_intercept=False, tol=a["tol"], max_iter=100000,
+                    precompute=False)
+    est.set_params(alpha=2 * a["lambda_max"]).fit(X, y)  # compiles (skglm's numba) untimed
+    est.set_params(alpha=a["lam"])
+    t1 = time.perf_counter()
+    est.fit(X, y)
+    fit = time.perf_counter() - t1
+    peak = _peak_mb()
+    w = est.coef_
+    obj = 0.5 * np.mean((y - X @ w) ** 2) + a["lam"] * np.abs(w).sum()
+    return dict(load_s=load, fit_s=fit, total_s=load + fit, peak_mb=[peak], objective=float(obj),
+                nnz_coef=int((w != 0).sum()))
+
+
+PEERS = {"libmf": peer_libmf, "tomotopy": peer_tomotopy, "lasso": peer_lasso}
+PEER_MODULE = {"libmf": "libmf", "tomotopy": "tomotopy", "skglm": "skglm",
+               "scikit-learn": "sklearn"}
+
+
+def run_peer(kind, args, timeout):
+    mod = PEER_MODULE.get(args.get("peer", kind))
+    probe = subprocess.run([PY, "-c", f"import {mod}"], capture_output=True, text=True)
+    if probe.returncode:
+        return dict(skipped=f"{mod} will not import: {probe.stderr.strip().splitlines()[-1]}")
+    t0 = time.perf_counter()
+    p = subprocess.run([PY, str(HERE), "--peer", kind, json.dumps(args)], capture_output=True,
+                       text=True, timeout=timeout)
+    if p.returncode:
+        return dict(failed=(p.stderr or p.stdout).strip().splitlines()[-1:])
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out["process_s"] = time.perf_counter() - t0
+    return out
+
+
+# ---------------------------------------------------------------- strads (its CLIs)
+_STARTUP = {}
+
+
+def startup_s(app):
+    """An empty start: the interpreter and the app's import (left out of load)."""
+    if app not in _STARTUP:
+        t0 = time.perf_counter()
+        subprocess.run([PY, "-c", f"import strads.apps.{app}"], check=True)
+        _STARTUP[app] = time.perf_counter() - t0
+    return _STARTUP[app]
+
+
+def run_strads(app, flags, mode, out, timeout):
+    """One strads CLI run; the loop's end is when its final progress line arrives (stderr),
+    so load = that - the loop's wall_s - an empty start, and output = exit - that."""
+    shutil.rmtree(out, ignore_errors=True)
+    base = [PY, "-u", "-m", f"strads.apps.{app}", *flags, "--out", str(out)]
+    cmd = base + ["--workers", "2"] if mode == "1proc" else [MPIEXEC, "-n", "3", *base]
+    lines = []
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def read_err():
+        for line in p.stderr:
+            lines.append((time.perf_counter(), line))
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
+    try:
+        p.stdout.read()
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    wall = time.perf_counter() - t0
+    reader.join(10)
+    if p.returncode:
+        return dict(failed=[t for _, t in lines[-3:]], cmd=" ".join(cmd))
+    s = json.loads((out / "summary.json").read_text())
+    trace = np.genfromtxt(out / "trace.csv", delimiter=",", names=True)
+    ends = [t for t, line in lines if line.startswith(f"[{app}] round")]
+    end = (ends[-1] - t0) if ends else wall
+    load = max(0.0, end - s["wall_s"] - startup_s(app))
+    return dict(process_s=wall, loop_s=s["wall_s"], load_s=load, output_s=wall - end,
+                summary=s, trace={k: np.atleast_1d(trace[k]).tolist() for k in trace.dtype.names},
+                peak_mb=[t["peak_rss_mb"] for t in s["traffic"]], cmd=" ".join(cmd))
+
+
+def warm(app, flags, folder):
+    """The same run on a tiny file of the same kind first, so numba's cache is loaded (or
+    compiled, once) outside the timings."""
+    run_strads(app, flags, "1proc", folder / f"out_warm_{app}", 600)
+
+
+# ---------------------------------------------------------------- the three benchmarks
+STRADS_RUNS = ("strads 1 process", "strads mpiexec -n 3")
+
+
+def side_by_side(app, flags, peers, a, folder, extract, quality, reached):
+    """strads' two layouts and ``peers`` ({name: callable}), in alternating order each
+    repeat; then strads' time (load + loop) to the first trace row where
+    ``reached(trace, [the peers' quality])`` holds."""
+    runs = {k: [] for k in (*STRADS_RUNS, *peers)}
+    for rep in range(a.repeat):
+        for name in (list(runs) if rep % 2 == 0 else list(runs)[::-1]):
+            if name in peers:
+                r = peers[name]()
+            else:
+                r = run_strads(app, flags, "1proc" if name.endswith("process") else "mpi",
+                               folder / f"out_{app}", a.timeout)
+                if "summary" in r:
+                    r.update(extract(r.pop("summary"), r), total_s=r["load_s"] + r["loop_s"])
+            runs[name].append(r)
+    got = [r[quality] for n in peers for r in runs[n] if r.get(quality) is not None]
+    for name in STRADS_RUNS:
+        for r in runs[name]:
+            trace = r.pop("trace", None)
+            if trace and got:
+                hit = np.flatnonzero(reached(trace, got))
+                r["to_peer_quality_s"] = (r["load_s"] + trace["wall_s"][hit[0]]) if hit.size \
+                    else None
+    return runs
+
+
+def bench_mf(meta, tiny, a, folder):
+    iters, lam, rank = a.mf_iters, 0.05, 40
+
+    def flags(m, iters):
+        return ["--data", m["train"], "--test-data", m["test"], "--rank", str(rank),
+                "--lambda", str(lam), "--iters", str(iters), "--tol", "0", "--early-stop", "0"]
+    warm("mf", flags(tiny, 1), folder)
+    peer = dict(train=meta["train"], test=meta["test"], rank=rank, lam=lam, iters=iters,
+                threads=2)
+    runs = side_by_side(
+        "mf", flags(meta, iters), {"LIBMF": lambda: run_peer("libmf", peer, a.timeout)}, a,
+        folder, lambda s, r: dict(test_rmse=s["test_rmse"], rmse_per_iter=s["test_rmse_per_iter"],
+                                  per_iter_s=r["loop_s"] / max(1, s["iterations"])),
+        "test_rmse", lambda t, got: np.array(t["test_rmse"]) <= min(got))
+    return dict(data=meta, iters=iters, rank=rank, lam=lam, runs=runs)
+
+
+def bench_lda(meta, tiny, a, folder):
+    out = {}
+    for K in a.lda_topics:
+        def flags(m, sweeps):
+            return ["--data", m["data"], "--vocab", m["vocab"], "--topics", str(K),
+                    "--sweeps", str(sweeps), "--tol", "0", "--top-words", "0"]
+        warm("lda", flags(tiny, 1), folder)
+        peer = dict(data=meta["data"], K=K, alpha=0.1, beta=0.01, sweeps=a.lda_sweeps,
+                    workers=2, words=meta["words"], tokens=meta["tokens"])
+        runs = side_by_side(
+            "lda", flags(meta, a.lda_sweeps),
+            {"tomotopy": lambda: run_peer("tomotopy", peer, a.timeout)}, a, folder,
+            lambda s, r: dict(ll_per_token=s["loglik"] / s["tokens"],
+                              per_iter_s=r["loop_s"] / a.lda_sweeps),
+            "ll_per_token",
+            lambda t, got: np.array(t["loglik"]) >= max(got) * meta["tokens"])
+        out[f"K={K}"] = dict(runs=runs, sweeps=a.lda_sweeps)
+    return dict(data=meta, by_topics=out)
+
+
+def bench_lasso(meta, tiny, a, folder):
+    out = {}
+    warm("lasso", ["--data", tiny["data"], "--lambda-ratio", "0.1"], folder)
+    for ratio in a.lasso_ratios:
+        lam = ratio * meta["lambda_max"]
+        peer = dict(data=meta["data"], cols=meta["cols"], lam=lam, tol=1e-6,
+                    lambda_max=meta["lambda_max"])
+        runs = side_by_side(
+            "lasso", ["--data", meta["data"], "--lambda", repr(lam), "--tol", "1e-6"],
+            {name: (lambda name=name: run_peer("lasso", dict(peer, peer=name), a.timeout))
+             for name in ("skglm", "scikit-learn")}, a, folder,
+            lambda s, r: dict(objective=s["objective"], nnz_coef=s["nnz_coef"],
+                              fit_s=r["loop_s"]),
+            "objective", lambda t, got: np.array(t["objective"]) <= min(got) * (1 + 1e-6))
+        out[f"{ratio:g} lambda_max"] = dict(runs=runs, lam=lam)
+    return dict(data=meta, by_lambda=out)
+
+
+# ---------------------------------------------------------------- report
+def _fmt(x, f="{:.2f}"):
+    return "-" if x is None else f.format(x)
+
+
+def table(name, runs, per_unit, unit, nbytes, quality):
+    print(f"\n{name}")
+    print(f"  {'run':<22} {'load s':>8} {'MB/s':>7} {'s/iter':>8} {'total s':>8} "
+          f"{'to peer q. s':>12} {'peak MB/proc':>22} {'B/' + unit:>11}  {quality}")
+    for run, rs in runs.items():
+        for r in rs:
+            if "skipped" in r or "failed" in r:
+                print(f"  {run:<22} {r.get('skipped') or r.get('failed')}")
+                continue
+            peaks = r["peak_mb"]
+            load = r.get("load_s")
+            print(f"  {run:<22} {_fmt(load):>8} {_fmt(nbytes / 1e6 / load if load else None, '{:.0f}'):>7} "
+                  f"{_fmt(r.get('per_iter_s'), '{:.3f}'):>8} {_fmt(r.get('total_s')):>8} "
+                  f"{_fmt(r.get('to_peer_quality_s')):>12} "
+                  f"{'/'.join(f'{p:.0f}' for p in peaks):>22} "
+                  f"{sum(peaks) * 2 ** 20 / per_unit:>11.0f}  {r.get(quality)}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", type=float, default=0.05, help="1.0: the full sizes")
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/strads_real"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--apps", nargs="+", default=["mf", "lda", "lasso"])
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--mf-iters", type=int, default=10)
+    ap.add_argument("--lda-topics", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--lda-sweeps", type=int, default=10)
+    ap.add_argument("--lasso-ratios", type=float, nargs="+", default=[0.05, 0.001])
+    ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--generate-only", action="store_true")
+    ap.add_argument("--peer", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--gen", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.peer:
+        print(json.dumps(PEERS[a.peer[0]](json.loads(a.peer[1]))))
+        return
+    gens = {"mf": gen_ratings, "lda": gen_corpus, "lasso": gen_regression}
+    if a.gen:
+        print(json.dumps(gens[a.gen[0]](a.dir, float(a.gen[1]), a.seed)))
+        return
+    (a.dir / "warm").mkdir(parents=True, exist_ok=True)
+
+    def generate(app, folder, scale):
+        # in a process of its own: a child inherits its parent's peak RSS (ru_maxrss, which
+        # strads and the peers report) across fork and exec, so this one must stay small
+        p = subprocess.run([PY, str(HERE), "--gen", app, repr(scale), "--dir", str(folder),
+                            "--seed", str(a.seed)], capture_output=True, text=True, check=True)
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    benches = {"mf": bench_mf, "lda": bench_lda, "lasso": bench_lasso}
+    report = dict(scale=a.scale, seed=a.seed, repeat=a.repeat, argv=sys.argv, parent_peak_mb=0,
+                  date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
+    for app in a.apps:
+        t0 = time.perf_counter()
+        meta = generate(app, a.dir, a.scale)
+        print(f"{app}: data {json.dumps(meta)} ({time.perf_counter() - t0:.1f} s to generate"
+              " or find)", flush=True)
+        if a.generate_only:
+            continue
+        tiny = generate(app, a.dir / "warm", 0.0005)
+        res = benches[app](meta, tiny, a, a.dir)
+        report[app] = res
+        if app == "mf":
+            table(f"MF, rank {res['rank']}, lambda {res['lam']}, {res['iters']} iterations, "
+                  f"{meta['n_train']:,} training ratings", res["runs"], meta["n_train"],
+                  "rating", meta["bytes"], "test_rmse")
+        elif app == "lda":
+            for k, v in res["by_topics"].items():
+                table(f"LDA {k}, {v['sweeps']} sweeps, {meta['tokens']:,} tokens", v["runs"],
+                      meta["tokens"], "token", meta["bytes"], "ll_per_token")
+        else:
+            for k, v in res["by_lambda"].items():
+                table(f"Lasso at {k} (lambda {v['lam']:.4g}), {meta['nnz']:,} non-zeros",
+                      v["runs"], meta["nnz"], "non-zero", meta["bytes"], "objective")
+        report["startup_s"] = _STARTUP
+        report["parent_peak_mb"] = _peak_mb()  # must stay below every figure it reports
+        if a.json:
+            a.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
