@@ -20,7 +20,8 @@ OUTPUTS = ("summary.json", "trace.csv", "model.npz")
 def write(out, summary, trace, model):
     """Write the outputs into ``out``, all or nothing: into a new folder beside it, which
     then takes the place of ``out`` in one step; whatever else ``out`` held (a
-    checkpoint, your files) is moved into it."""
+    checkpoint, your files) is moved into it. ``trace`` None: no trace.csv (a saved
+    estimator's folder)."""
     out = os.path.abspath(out)
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
@@ -32,13 +33,14 @@ def write(out, summary, trace, model):
         with _durable(os.path.join(tmp, "summary.json"), "w") as f:
             json.dump(jsonable(summary), f, indent=2)
             f.write("\n")
-        cols = []
-        for row in trace:
-            cols += [k for k in row if k not in cols]
-        with _durable(os.path.join(tmp, "trace.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=cols)
-            w.writeheader()
-            w.writerows(trace)
+        if trace is not None:
+            cols = []
+            for row in trace:
+                cols += [k for k in row if k not in cols]
+            with _durable(os.path.join(tmp, "trace.csv"), "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=cols)
+                w.writeheader()
+                w.writerows(trace)
         with _durable(os.path.join(tmp, "model.npz"), "wb") as f:
             np.savez(f, **model)
         _ckpt._fsync_dir(tmp)
