@@ -119,10 +119,6 @@ def test_under_mpiexec_usage_and_errors_are_said_once(tmp_path):
     assert p.stderr == f"error: {bad}:2: label 'x' is not a number\n"
 
 
-def _shm_files():
-    return set(glob.glob("/dev/shm/mpich_shm_*"))
-
-
 def _rank_pid(mark, rank):
     for env in glob.glob("/proc/[0-9]*/environ"):
         try:
@@ -135,30 +131,54 @@ def _rank_pid(mark, rank):
     return None
 
 
-@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
-@pytest.mark.timeout(600)
-def test_a_killed_rank_leaves_no_shared_memory_file(tmp_path):
-    """mpiexec kills the other ranks at once (no strads code runs after): the files
-    MPICH maps were unlinked when the job started, so nothing is left."""
-    before = _shm_files()
-    mark = f"STRADS_TEST_MARK={os.getpid()}-{time.time()}"
-    cmd = [mpiexec(), "-n", "3", sys.executable, "-m", "strads.apps.lda",
-           "--sweeps", "1000000"]
+def _kill_rank_2(launcher):
+    """Start a long LDA run on 3 ranks by ``launcher``, kill -9 rank 2 once rank 0 prints its
+    first progress line; returns (exit status, the rest of stderr, the pid killed, the
+    shared-memory files it mapped)."""
+    mark = f"{os.getpid()}-{time.time()}"
+    cmd = launcher + ["strads.apps.lda", "--sweeps", "1000000"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            env={**child_env(), mark.split("=")[0]: mark.split("=", 1)[1]})
+                            env={**child_env(), "STRADS_TEST_MARK": mark})
     try:
-        for line in io.TextIOWrapper(proc.stderr):
+        err = io.TextIOWrapper(proc.stderr)
+        for line in err:
             if "round" in line:  # every rank has started its work
                 break
-        pid = _rank_pid(mark.encode(), 2)
+        pid = _rank_pid(f"STRADS_TEST_MARK={mark}".encode(), 2)
         assert pid is not None
+        with open(f"/proc/{pid}/maps") as f:  # MPICH's files this job maps
+            shm = {line.split(None, 5)[5].strip().removesuffix(" (deleted)") for line in f
+                   if "/dev/shm/mpich_shm_" in line}
         os.kill(pid, signal.SIGKILL)
-        assert proc.wait(timeout=120) != 0
+        rest = err.read()
+        return proc.wait(timeout=120), rest, pid, shm
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert not (_shm_files() - before)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+@pytest.mark.timeout(600)
+def test_a_killed_rank_leaves_no_shared_memory_file():
+    """mpiexec kills the other ranks at once (no strads code runs after): the files
+    MPICH maps were unlinked when the job started, so nothing is left."""
+    code, _, _, shm = _kill_rank_2([mpiexec(), "-n", "3", sys.executable, "-m"])
+    assert code != 0
+    assert shm and not any(os.path.exists(path) for path in shm)
+
+
+@pytest.mark.timeout(600)
+def test_the_launcher_names_a_killed_rank_and_keeps_the_exit_status():
+    """strads.launch --max-restarts 0 needs no checkpoints: one line naming the rank,
+    mpiexec's exit status."""
+    code, err, pid, _ = _kill_rank_2([sys.executable, "-m", "strads.launch",
+                                      "--max-restarts", "0", "-n", "3"])
+    assert code == 9  # mpiexec's for a rank killed by signal 9
+    lines = [x for x in err.splitlines() if x.startswith("strads.launch:")]
+    assert len(lines) == 1
+    assert re.match(rf"strads.launch: rank 2 \(pid {pid} on .+\) lost at round \d+; not "
+                    r"restarting \(--max-restarts 0\)$", lines[0])
 
 
 def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path, capsys):
