@@ -22,11 +22,16 @@ class Persistent:
 
     def save(self, out):
         """Write the fitted model into the folder ``out`` (summary.json, model.npz, all
-        or nothing, as a command line's ``--out``); :func:`strads.load` reads it back."""
-        from .. import outputs
+        or nothing, as a command line's ``--out``); :func:`strads.load` reads it back.
+        Under ``mpiexec`` every rank may call it: rank 0 writes."""
         from sklearn.utils.validation import check_is_fitted
 
+        from .. import outputs
+        from ..cli import launched_rank
+
         check_is_fitted(self)
+        if launched_rank() != 0:
+            return
         app = next(a for a, c in _CLASSES.items() if c == type(self).__name__)
         model = {k: np.asarray(v) for k, v in _DUMP[app](self).items()
                  if v is not None and not (np.ndim(v) == 0 and isinstance(v, float)
