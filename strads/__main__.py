@@ -4,7 +4,8 @@ import argparse
 import sys
 import time
 
-#: each app's command line on a tiny built-in problem: the default run's code paths
+#: each app's command line on a tiny built-in problem, run on two workers (the
+#: multi-worker code paths; the default problem, run first on one, takes the default's)
 TINY = {
     "lasso": ["--n-samples", "60", "--n-features", "80", "--n-informative", "5"],
     "logreg": ["--n-samples", "60", "--n-features", "80", "--n-informative", "5"],
@@ -15,10 +16,11 @@ TINY = {
 }
 
 
-def compile_apps(apps, workers=2):
-    """Run each app once on its tiny problem in this process (``workers`` threads: the
-    workers' kernels, the scheduler's, the readers' for the built-in data), and the
-    estimators' own kernels (LDA's fold-in)."""
+def compile_apps(apps):
+    """Run each app in this process on its default built-in problem (one worker: the
+    kernels of a default run, in one process or, by the workers' warm-up, under
+    mpiexec) and on a tiny one with two workers, and the estimators' own kernels (LDA's
+    fold-in)."""
     import contextlib
     import importlib
     import io
@@ -27,7 +29,8 @@ def compile_apps(apps, workers=2):
         t = time.perf_counter()
         main = importlib.import_module(f"strads.apps.{app}.__main__").main
         with contextlib.redirect_stdout(io.StringIO()):
-            main(TINY[app] + ["--quiet", "--workers", str(workers)])
+            for argv in (["--workers", "1"], TINY[app] + ["--workers", "2"]):
+                main(argv + ["--quiet"])
         if app == "lda":  # the estimator's fold-in (transform, score)
             import numpy as np
             import scipy.sparse as sp
