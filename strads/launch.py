@@ -43,13 +43,6 @@ _beat = {"round": 0}
 _started = False
 
 
-def _world_rank():
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return None
-
-
 def note_round(done):
     """The driver's rounds so far (rank 0's heartbeat tells the launcher)."""
     _beat["round"] = int(done)
@@ -58,9 +51,11 @@ def note_round(done):
 def heartbeat():
     """Under the launcher: write this rank's heartbeat every BEAT seconds (a daemon
     thread); elsewhere nothing."""
+    from .cli import launched_rank
+
     global _started
-    folder, rank = os.environ.get(ENV), _world_rank()
-    if _started or not folder or rank is None:
+    folder, rank = os.environ.get(ENV), launched_rank()
+    if _started or not folder:
         return
     _started = True
     path = os.path.join(folder, f"rank-{rank}.json")
