@@ -245,3 +245,19 @@ def test_load_refuses_an_array_larger_than_its_bytes(tmp_path, fitted):
         z.writestr("coef.npy", buf.getvalue() + b"\0" * 8)
     with pytest.raises(DataError, match=r"coef: shape \(1000000000000,\) needs more bytes"):
         strads.load(out)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_save_under_mpiexec_writes_once_and_every_rank_loads_it(tmp_path):
+    """Every rank fits and saves (rank 0 writes), then every rank loads the folder."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    out = comm.bcast(str(tmp_path / "saved") if comm.rank == 0 else None)
+    X, y = _regression()
+    est = strads.Lasso(alpha=0.01).fit(X, y)
+    est.save(out)
+    comm.Barrier()
+    back = strads.load(out)
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    assert sorted(os.listdir(out)) == ["model.npz", "summary.json"]
