@@ -124,13 +124,12 @@ class _Compiles:
     per process, that a run is waiting for them (numba's "numba:compile" event)."""
 
     def __init__(self):
-        self.count, self.said, self.app = 0, False, None
+        self.count, self.said, self.app, self.registered = 0, False, None, False
 
     def on_start(self, event):
         self.count += 1
         if self.app is not None:
             self.say(self.app)
-
 
     def say(self, app):
         if not self.said:
@@ -144,9 +143,8 @@ class _Compiles:
         if the cache lacks the app's kernels."""
         from numba.core import event
 
-        if self.app is None and not quiet:
-            self.app = app
-        if not getattr(self, "registered", False):
+        self.app = None if quiet else app
+        if not self.registered:
             # numba's listener class, made here: outputs does not import numba at load
             listener = type("Listener", (event.Listener,), {
                 "on_start": lambda _, e: self.on_start(e), "on_end": lambda _, e: None})
