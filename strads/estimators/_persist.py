@@ -109,7 +109,6 @@ class _Model:
             with zipfile.ZipFile(file) as z:
                 self.sizes = {n[:-4]: i.file_size for i in z.infolist()
                               for n in [i.filename] if n.endswith(".npy")}
-            self.npz = np.load(file, allow_pickle=False)
         except (OSError, ValueError, zipfile.BadZipFile) as e:
             raise DataError(f"{file}: not a .npz archive ({e})") from None
 
@@ -138,7 +137,8 @@ class _Model:
                 raise self.error(key, "an object array (strads never loads pickles)")
             if np.prod(hshape, dtype=object) * dtype.itemsize > self.sizes[key]:
                 raise self.error(key, f"shape {hshape} needs more bytes than stored")
-            a = self.npz[key]
+            with np.load(self.file, allow_pickle=False) as npz:
+                a = npz[key]
         except DataError:
             raise
         except (OSError, ValueError, EOFError, zipfile.BadZipFile, MemoryError) as e:
