@@ -17,6 +17,7 @@ $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[test,mpich]"
+	$(BIN)/python -m strads compile  # numba's cache: no run waits for its kernels
 	touch $@
 
 install: $(STAMP)

@@ -12,9 +12,9 @@ __all__ = ["Schedule", "Update", "Aggregate", "Context", "run", "Result", "DataE
 __version__ = "0.1.0"
 
 
-# scikit-learn estimators (strads.estimators), imported on first use so that
-# `import strads` does not need scikit-learn
-_ESTIMATORS = ("Lasso", "SparseLogisticRegression", "MatrixFactorization", "LDA")
+# scikit-learn estimators (strads.estimators) and load(DIR), imported on first use so
+# that `import strads` does not need scikit-learn
+_ESTIMATORS = ("Lasso", "SparseLogisticRegression", "MatrixFactorization", "LDA", "load")
 
 
 def __getattr__(name):

@@ -10,6 +10,7 @@ A custom app gets it in a few lines (``examples/ridge.py``)::
 import argparse
 import json
 import os
+import re
 import sys
 
 from . import params as P
@@ -19,15 +20,33 @@ from .outputs import jsonable
 from .params import nonneg_float, nonneg_int, pos_float, pos_int, unit_float  # noqa: F401
 
 
+#: a help text that states its flag's default ("(default: ...)", "...; default: ...")
+STATED = re.compile(r"\(default|\bdefault:")
+
+
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
     def _get_help_string(self, action):
-        """Every flag shows its default once: unless its help says it already."""
-        if "(default" in action.help or action.default is argparse.SUPPRESS:
+        """Every flag shows its default once: unless its help states it already."""
+        if STATED.search(action.help) or action.default is argparse.SUPPRESS:
             return action.help
-        return action.help + " (default: %(default)s)"
+        return action.help + (" (default: none)" if action.default is None
+                              else " (default: %(default)s)")
+
+
+def launched_rank():
+    """This process's rank as the MPI launcher announced it (0 when not launched), read
+    before MPI starts: the command line is parsed first."""
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
 
 
 class _Parser(argparse.ArgumentParser):
+    def _print_message(self, message, file=None):
+        if launched_rank() == 0:  # usage, --help, errors: once under mpiexec, not per rank
+            super()._print_message(message, file)
+
     def format_help(self):
         for action in self._actions:  # every flag shows its default, even without help
             if action.help is None:
@@ -44,10 +63,11 @@ class _Parser(argparse.ArgumentParser):
         return args
 
 
-def parser(module, description="", max_rounds=None, tol=0.0):
+def parser(module, description="", max_rounds=None, tol=0.0, tol_note=""):
     """A parser with the engine's flags (``max_rounds`` and ``tol``: this app's
-    defaults), for an app's own to be added to (:func:`add_flags`). ``module``: the
-    app's module name, or its script's path ending in .py."""
+    defaults; ``tol_note``: why this app's tol is what it is), for an app's own to be
+    added to (:func:`add_flags`). ``module``: the app's module name, or its script's
+    path ending in .py."""
     run = f"python {module}" if module.endswith(".py") else f"python -m {module}"
     p = _Parser(
         prog=run, description=description, formatter_class=_Formatter,
@@ -57,6 +77,9 @@ def parser(module, description="", max_rounds=None, tol=0.0):
                "workers that each run the schedule.")
     add_flags(p.add_argument_group("engine"), P.ENGINE,
               {"max_rounds": max_rounds, "tol": tol})
+    if tol_note:
+        action = next(a for a in p._actions if a.dest == "tol")
+        action.help += tol_note
     return p
 
 

@@ -56,7 +56,8 @@ class Driver:
 
     def __init__(self, tp, setup, update, *, staleness, max_rounds, time_limit, tol, app,
                  quiet, log_interval, out, checkpoint_every, resume, flags, stall_warn,
-                 signals, seed, rebalance=False, rebalance_every=5.0, schedulers=1):
+                 signals, seed, rebalance=False, rebalance_every=5.0, schedulers=1,
+                 label=None):
         self.tp, self.setup, self.update_cls = tp, setup, update
         self.W, self.seed, self.K = tp.n_workers, seed, schedulers
         # leaderless: every rank runs this loop on agreed state (transport.Replicated)
@@ -74,6 +75,7 @@ class Driver:
         self.staleness, self.max_rounds, self.time_limit, self.tol = (
             staleness, max_rounds, time_limit, tol)
         self.app, self.quiet, self.log_interval = app, quiet, log_interval
+        self.label = label or app
         self.every, self.resume, self.flags = checkpoint_every, resume, flags
         self.stall_warn, self.signals = stall_warn, signals
         self.folder = os.path.join(out, "checkpoint") if out else None
@@ -99,6 +101,7 @@ class Driver:
             if self.every is None:
                 self.every = manifest["checkpoint_every"]
         ctx = api.Context(self.W, self.staleness, self.seed, self.K)
+        _outputs.COMPILES.watch(self.label, self.quiet, self.tp.is_mpi)
         self.schedule, self.aggregate, shards = self.setup(ctx)
         if len(shards) != self.W:
             raise ValueError(f"setup returned {len(shards)} shards for {self.W} workers")
@@ -143,7 +146,7 @@ class Driver:
         self.last_ckpt = self.last_rebal = self._now()
         total = self.schedule.total_rounds  # after the staleness: it may depend on it
         self.progress = _outputs.Progress(
-            self.app, self.quiet, min(self.max_rounds, total or self.max_rounds),
+            self.label, self.quiet, min(self.max_rounds, total or self.max_rounds),
             self.time_limit)
 
     def _check_resume(self, m):
@@ -592,7 +595,8 @@ class Signals:
 def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit=None,
         tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
         checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True,
-        seed=0, scheduler="rank", rebalance=False, rebalance_every=5.0, schedulers=1):
+        seed=0, scheduler="rank", rebalance=False, rebalance_every=5.0, schedulers=1,
+        label=None):
     """Run an app, in this process (``workers`` simulated workers, each on a thread of
     its own with ``threads``, bit for bit the same) or, launched by ``mpiexec -n N``, on
     N ranks (``mpi``: None detects ``mpiexec``, False forces one process). The
@@ -603,7 +607,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     shards)``, one shard per worker, or K schedules with ``schedulers`` K (see
     :meth:`Schedule.combine`); ``update`` is the :class:`Update` subclass the workers
     make from their shard. A piece without the method the engine calls is refused
-    before any work (TypeError naming every one missing). ``flags``: the command line's,
+    before any work (TypeError naming every one missing). ``label``: the progress
+    line's name (default: ``app``). ``flags``: the command line's,
     which a ``resume`` must repeat but for :data:`strads.params.RESUME_MAY_CHANGE`.
     SIGINT and SIGTERM stop the run at the end of the round (``stop_reason``
     "interrupted", outputs written; a second one aborts); so does a NaN, infinite or
@@ -642,7 +647,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
               out=os.path.abspath(out) if out else None, checkpoint_every=checkpoint_every,
               resume=bool(resume), flags=flags, stall_warn=stall_warn, seed=seed,
               rebalance=bool(rebalance), rebalance_every=float(rebalance_every),
-              schedulers=int(schedulers))
+              schedulers=int(schedulers), label=label or app)
 
     if mpi is None:
         mpi = _transport.mpi_world_size() > 1

@@ -43,13 +43,6 @@ _beat = {"round": 0}
 _started = False
 
 
-def _world_rank():
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return None
-
-
 def note_round(done):
     """The driver's rounds so far (rank 0's heartbeat tells the launcher)."""
     _beat["round"] = int(done)
@@ -58,9 +51,11 @@ def note_round(done):
 def heartbeat():
     """Under the launcher: write this rank's heartbeat every BEAT seconds (a daemon
     thread); elsewhere nothing."""
+    from .cli import launched_rank
+
     global _started
-    folder, rank = os.environ.get(ENV), _world_rank()
-    if _started or not folder or rank is None:
+    folder, rank = os.environ.get(ENV), launched_rank()
+    if _started or not folder:
         return
     _started = True
     path = os.path.join(folder, f"rank-{rank}.json")
@@ -92,7 +87,8 @@ def _parser():
     p.add_argument("--min-ranks", type=int, default=2, metavar="M",
                    help="stop instead of restarting below this many ranks")
     p.add_argument("--max-restarts", type=int, default=3, metavar="R",
-                   help="restarts at most")
+                   help="restarts at most (0: none; the app then needs no --out: the "
+                        "launcher only names a rank that died)")
     p.add_argument("--hostfile", metavar="F",
                    help="hosts for mpiexec (lines 'host' or 'host:slots'); a lost rank's "
                         "host is left out of the restarts")
@@ -274,9 +270,9 @@ def main(argv=None):
     out, every = _flag(args, "--out"), _flag(args, "--checkpoint-every")
     if a.n < 1 or a.min_ranks < 1 or a.max_restarts < 0:
         p.error("-n and --min-ranks must be >= 1, --max-restarts >= 0")
-    if out is None or every is None:
+    if a.max_restarts and (out is None or every is None):
         p.error("the app needs --out DIR and --checkpoint-every SECONDS: a restart goes on "
-                "from the last checkpoint")
+                "from the last checkpoint (or --max-restarts 0: only say which rank died)")
     hosts = _hosts(a.hostfile) if a.hostfile else None
     app = [sys.executable, a.app] if a.app.endswith(".py") or os.sep in a.app else \
         [sys.executable, "-m", a.app]
@@ -309,7 +305,8 @@ def main(argv=None):
             else:
                 left = ranks - 1
             if len(restarts) >= a.max_restarts or left < a.min_ranks:
-                why = (f"{a.max_restarts} restarts done" if len(restarts) >= a.max_restarts
+                why = ("--max-restarts 0" if not a.max_restarts else
+                       f"{a.max_restarts} restarts done" if len(restarts) >= a.max_restarts
                        else f"{left} ranks left, fewer than --min-ranks {a.min_ranks}")
                 _say(f"{who} lost at round {at}; not restarting ({why})")
                 return code

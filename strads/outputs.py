@@ -20,7 +20,8 @@ OUTPUTS = ("summary.json", "trace.csv", "model.npz")
 def write(out, summary, trace, model):
     """Write the outputs into ``out``, all or nothing: into a new folder beside it, which
     then takes the place of ``out`` in one step; whatever else ``out`` held (a
-    checkpoint, your files) is moved into it."""
+    checkpoint, your files) is moved into it. ``trace`` None: no trace.csv (a saved
+    estimator's folder)."""
     out = os.path.abspath(out)
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
@@ -32,13 +33,14 @@ def write(out, summary, trace, model):
         with _durable(os.path.join(tmp, "summary.json"), "w") as f:
             json.dump(jsonable(summary), f, indent=2)
             f.write("\n")
-        cols = []
-        for row in trace:
-            cols += [k for k in row if k not in cols]
-        with _durable(os.path.join(tmp, "trace.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=cols)
-            w.writeheader()
-            w.writerows(trace)
+        if trace is not None:
+            cols = []
+            for row in trace:
+                cols += [k for k in row if k not in cols]
+            with _durable(os.path.join(tmp, "trace.csv"), "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=cols)
+                w.writeheader()
+                w.writerows(trace)
         with _durable(os.path.join(tmp, "model.npz"), "wb") as f:
             np.savez(f, **model)
         _ckpt._fsync_dir(tmp)
@@ -114,25 +116,92 @@ def jsonable(d):
     return out
 
 
+COMPILING = "compiling kernels (first run only)"
+
+
+class _Compiles:
+    """Counts numba's compilations in this process (a cache hit is none) and says, once
+    per process, that a run is waiting for them (numba's "numba:compile" event)."""
+
+    def __init__(self):
+        self.count, self.said, self.app, self.registered = 0, False, None, False
+
+    def on_start(self, event):
+        self.count += 1
+        if self.app is not None:
+            self.say(self.app)
+
+    def say(self, app):
+        if not self.said:
+            self.said = True
+            sys.stderr.write(f"[{app}] {COMPILING}\n")
+            sys.stderr.flush()
+
+    def watch(self, app, quiet, mpi):
+        """Listen from now on (``app``: who says it; quiet: nobody); ``mpi``: the first
+        worker compiles on a rank of its own, which this one cannot hear: say it now
+        if the cache lacks the app's kernels."""
+        from numba.core import event
+
+        self.app = None if quiet else app
+        if not self.registered:
+            # numba's listener class, made here: outputs does not import numba at load
+            listener = type("Listener", (event.Listener,), {
+                "on_start": lambda _, e: self.on_start(e), "on_end": lambda _, e: None})
+            event.register("numba:compile", listener())
+            self.registered = True
+        if mpi and not quiet and _cache_lacks_kernels():
+            self.say(app)
+
+
+COMPILES = _Compiles()
+
+
+def _cache_lacks_kernels():
+    """A module of loaded kernels (readers aside: not every run uses each) of which no
+    cached kernel is in numba's on-disk cache, for this source and this numba."""
+    from numba.core.dispatcher import Dispatcher
+
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("strads.") or name.startswith("strads.io") or mod is None:
+            continue
+        files = [v._cache._cache_file for v in vars(mod).values()
+                 if isinstance(v, Dispatcher) and hasattr(getattr(v, "_cache", None),
+                                                          "_cache_file")]
+        try:
+            if files and not any(f._load_index() for f in files):
+                return True
+        except Exception:  # noqa: BLE001 -- numba's internals moved: say nothing
+            return False
+    return False
+
+
 class Progress:
-    """One live line on stderr: round, updates/s, objective, elapsed, ETA."""
+    """One live line on stderr: round, updates/s, objective, elapsed, ETA. The ETA's
+    rate is measured from the first line after the last compilation (none before)."""
 
     def __init__(self, app, quiet, max_rounds, time_limit):
         self.app, self.quiet = app, quiet
         self.max_rounds, self.time_limit = max_rounds, time_limit
         self.tty = sys.stderr.isatty()
         self.last = 0.0
+        self.base = self.compiles = None  # (time, round) the rate is measured from
 
     def show(self, now, round, updates, objective, final=False):
-        if self.quiet or (not final and now - self.last < (0.5 if self.tty else 2.0)):
+        if self.quiet:
+            return
+        if self.compiles != COMPILES.count:  # rounds timed from here on
+            self.base, self.compiles = (now, round), COMPILES.count
+        if not final and now - self.last < (0.5 if self.tty else 2.0):
             return
         self.last = now
         rate = updates / now if now > 0 else 0.0
         eta = []
         if self.time_limit:
             eta.append(self.time_limit - now)
-        if self.max_rounds and self.max_rounds < sys.maxsize and round > 0:
-            eta.append(now / round * (self.max_rounds - round))
+        t0, r0 = self.base
+        if self.max_rounds and self.max_rounds < sys.maxsize and round > r0:
+            eta.append((now - t0) / (round - r0) * (self.max_rounds - round))
         eta_s = f"  eta<={max(0.0, min(eta)):.0f}s" if eta and not final else ""
         line = (f"[{self.app}] round {round}  {rate:,.0f} updates/s  "
                 f"objective {objective:.10g}  {now:.1f}s{eta_s}")

@@ -191,7 +191,8 @@ ENGINE = (
           choices=("rank", "replicated")),
     Param("schedulers", 1, "with --scheduler rank: K scheduler ranks (0..K-1), each "
           "scheduling a part of the parameters at the same time; the others are workers "
-          "(apps whose schedule splits: lasso)", low=1, metavar="K"),
+          "(apps whose schedule splits: lasso with --schedule priority, round-robin or "
+          "random; lda)", low=1, metavar="K"),
     Param("rebalance", False, "move rows (samples, documents) from slow workers to fast "
           "ones, by their measured seconds of work"),
     Param("rebalance_every", 5.0, "with --rebalance: measure and move this often",

@@ -310,6 +310,7 @@ class MPITransport:
             raise ValueError(f"{schedulers} scheduler ranks in {self.size}: no worker")
         self._pending = []  # sends not yet known complete, with the buffers they read
         _polite_barrier(self.comm)
+        _unlink_shm()
         hosts = self.comm.allgather(socket.gethostname())
         self._waiter = Waiter(self.comm, hosts, self._sends_done, doorbell)
         self._spin = self._waiter.spin
@@ -441,6 +442,7 @@ class Replicated:
         hosts = self.comm.allgather(socket.gethostname())
         self._spin = hosts.count(hosts[self.rank]) <= _cores()
         _polite_barrier(self.comm)
+        _unlink_shm()
         self.peers = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
         self._agree = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
         self.handler = None
@@ -559,6 +561,23 @@ def _polite_barrier(comm):
     wait(comm.Ibarrier().Test, spin=False)
 
 
+def _unlink_shm():
+    """Unlink the shared-memory files MPICH mapped here (every rank of the host has
+    mapped them once all have passed a barrier): they then go with the last rank, even
+    when a rank is killed and mpiexec kills the rest (no /dev/shm/mpich_shm_* left)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split(None, 5)[5].strip() for line in f
+                     if "/dev/shm/mpich_shm_" in line}
+    except (OSError, IndexError):
+        return
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:  # another rank of the host was first
+            pass
+
+
 def _abort(comm, exc, code=1, brief=False):
     rank, size = comm.Get_rank(), comm.Get_size()
     if brief:
@@ -571,6 +590,10 @@ def _abort(comm, exc, code=1, brief=False):
     # Give the launcher a moment to forward what we printed: MPI_Abort kills the job at
     # once, and output still in the launcher's pipes would be lost.
     time.sleep(0.3)
+    try:  # what went wrong is said: not MPICH's "Abort(2) on node ..." after it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    except OSError:
+        pass
     try:
         comm.Abort(code)
     finally:  # MPI_Abort may return before the launcher kills us: never unwind

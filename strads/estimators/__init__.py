@@ -16,11 +16,16 @@ their shards from it). When the run ends, rank 0 broadcasts the fitted attribute
 should happen once with ``if MPI.COMM_WORLD.rank == 0``. An exception on any rank ends
 the whole job (its traceback, then ``MPI_Abort``), as in :func:`strads.run`.
 
+A fitted estimator's ``save(DIR)`` writes the folder a command line's ``--out`` writes;
+:func:`load` reads either back (:mod:`strads.estimators._persist`); every estimator
+pickles.
+
 This package imports scikit-learn; ``import strads`` does not (``strads.Lasso`` and the
 others are loaded on first use).
 """
 from .glm import Lasso, SparseLogisticRegression
 from .lda import LDA
 from .mf import MatrixFactorization
+from ._persist import load
 
-__all__ = ["Lasso", "SparseLogisticRegression", "MatrixFactorization", "LDA"]
+__all__ = ["Lasso", "SparseLogisticRegression", "MatrixFactorization", "LDA", "load"]

@@ -12,9 +12,10 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import _check_choice, _check_number, _collective, _n_workers, _seed, _set
+from ._persist import Persistent
 
 
-class _LinearModel(BaseEstimator):
+class _LinearModel(Persistent, BaseEstimator):
     """What the two share: sparse input, the checks of their common parameters, the
     app's arguments, the warning of a run short of tol, and X @ coef + intercept."""
 

@@ -5,9 +5,10 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
 from ._base import _check_number, _collective, _n_workers, _seed, _set
+from ._persist import Persistent
 
 
-class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEstimator):
     """Latent Dirichlet allocation by model-parallel collapsed Gibbs sampling (the strads
     LDA app).
 
@@ -50,6 +51,9 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Joint log-likelihood ``log p(w, z)`` of the final state.
     n_features_in_ : int
         Vocabulary size seen during fit.
+    vocab_ : ndarray of str, shape (n_features,)
+        Only on a model loaded from a command line's run that knew its words
+        (:func:`strads.load`): :meth:`top_words`'s default vocabulary.
 
     Examples
     --------
@@ -251,7 +255,8 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         vocab : sequence of str, default=None
-            The word of every column of X; None: word ids (as strings).
+            The word of every column of X; None: ``vocab_`` if the model has one, else
+            word ids (as strings).
         n : int, default=10
             Words per topic.
 
@@ -264,6 +269,7 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         check_is_fitted(self, "components_")
         _check_number("n", n, 1, integer=True)
+        vocab = getattr(self, "vocab_", None) if vocab is None else vocab
         if vocab is not None and len(vocab) != self.components_.shape[1]:
             raise ValueError(f"{len(vocab)} vocabulary words for "
                              f"{self.components_.shape[1]} features")

@@ -7,9 +7,10 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._base import _check_choice, _check_number, _collective, _n_workers, _seed, _set
+from ._persist import Persistent
 
 
-class MatrixFactorization(BaseEstimator):
+class MatrixFactorization(Persistent, BaseEstimator):
     """Explicit-feedback matrix factorization by scheduled CCD++ (the strads MF app).
 
     Minimises ``sum over ratings (r_ui - mu - b_u - b_i - w_u . h_i)^2 + sum_u reg_u
@@ -226,6 +227,28 @@ class MatrixFactorization(BaseEstimator):
                             input_name="items").ravel()
         return mf.predict(self._model(), users, items, unknown="mean")
 
+    def score(self, R, y=None):
+        """Negative root mean squared error of :meth:`predict` on ratings (higher is
+        better, as scikit-learn's scorers, so that ``GridSearchCV`` can choose).
+
+        Parameters
+        ----------
+        R : scipy.sparse matrix or tuple (users, items, ratings)
+            Ratings, as :meth:`fit` takes them.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        score : float
+            ``-sqrt(mean((predict(users, items) - ratings) ** 2))``.
+        """
+        users, items, ratings = self._triplets(R)
+        if ratings.shape[0] == 0:
+            raise ValueError("score needs at least one rating")
+        err = self.predict(users, items) - ratings
+        return -float(np.sqrt(np.mean(err * err)))
+
     def recommend(self, user, n=10, filter_seen=True):
         """The ``n`` items with the highest predicted rating for one user, best first.
 
@@ -237,7 +260,8 @@ class MatrixFactorization(BaseEstimator):
         n : int, default=10
             Number of items (fewer when fewer are left).
         filter_seen : bool, default=True
-            Leave out the items the user rated in training.
+            Leave out the items the user rated in training (a model loaded from a
+            command line's ``--out`` does not know them: pass False).
 
         Returns
         -------
@@ -262,6 +286,10 @@ class MatrixFactorization(BaseEstimator):
                   + self.user_bias_[u] + self.item_bias_)
         candidates = np.arange(scores.shape[0])
         if filter_seen:
+            if self._seen_indptr is None:
+                raise ValueError("this model does not know which items each user rated "
+                                 "(loaded from a command line's --out): pass "
+                                 "filter_seen=False")
             seen = self._seen_items[self._seen_indptr[u]:self._seen_indptr[u + 1]]
             keep = np.ones(scores.shape[0], bool)
             keep[seen] = False

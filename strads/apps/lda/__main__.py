@@ -12,7 +12,9 @@ def build_parser():
     p = cli.parser(MODULE, "LDA topic model by collapsed Gibbs sampling, model-parallel "
                    "with rotating vocabulary slices (STRADS). --data reads UCI bag-of-words "
                    "(docword.*.txt + vocab.*.txt), LDA-C (*.ldac: 'N id:count ...') or plain "
-                   "text (one document per line).", max_rounds=10 ** 9, tol=0.0)
+                   "text (one document per line).", max_rounds=10 ** 9, tol=0.0,
+                   tol_note="; 0 here, not 1e-6 as elsewhere: a Gibbs chain's "
+                   "log-likelihood fluctuates, never settles, so --sweeps ends the run")
     cli.add_flags(p.add_argument_group("lda"), PARAMS + (
         Param("top_words", 10, "print the N top words of each topic at the end (0: none)",
               low=0, metavar="N"),

@@ -63,6 +63,9 @@ DENSE_PER_TOKEN = 4
 DENSE_MAX_BYTES = 1 << 20
 
 
+SMALL = (np.uint16,)  # the count and topic widths warmup() compiles
+
+
 class LDAUpdate(Update):
     # the worker's tokens' words and their layout: setup() gives them again (the tokens'
     # documents are kept: a resume on other workers finds each document's topics by them)
@@ -379,7 +382,8 @@ class LDAUpdate(Update):
     @classmethod
     def warmup(cls):
         # two tokens of word 0 in topic 0 (fresh counts for every call), the slice in
-        # hand unpacked or packed (its topics uint16, K <= 65536, or int32)
+        # hand unpacked or packed; 16-bit counts and topics only (int32: K > 65536 or a
+        # document of 65536 tokens, rare, compiled on first use, on every worker)
         docs = np.zeros(2, np.int32)
 
         def counts(packed):
@@ -390,8 +394,8 @@ class LDAUpdate(Update):
             return [None] + [K.packed_io((np.array([0, 1]), np.zeros(1, t),
                                           np.array([2], np.int32)), 2,
                                          np.zeros(2, np.uint8), np.zeros(2, np.int64))[0]
-                             for t in (np.uint16, np.int32)]
-        for dtype in (np.uint16, np.int32):
+                             for t in SMALL]
+        for dtype in SMALL:
             for packed in packs():
                 z, nwk, nk = counts(packed)
                 dmeta, dlist = np.zeros((1, 2), np.int64), np.zeros((2, 2), dtype)

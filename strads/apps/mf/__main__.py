@@ -69,7 +69,10 @@ def run(args):
             init_scale=args.init_scale, seed=args.seed,
             target_test_rmse=None if validation else args.target_test_rmse,
             block=args.block, early_stop=early_stop, validation=validation, report=report)
-        return driver.run(setup, MFUpdate, app="mf", **{**kw, **limits})
+        # early stopping's two runs, told apart on the progress line
+        label = "mf validation run" if validation else \
+            "mf refit on all ratings" if report else "mf"
+        return driver.run(setup, MFUpdate, app="mf", label=label, **{**kw, **limits})
 
     return validated(one, args.early_stop, args.validation_fraction, args.iters,
                      **{k: kw[k] for k in ("out", "resume", "max_rounds", "time_limit")})

@@ -1,0 +1,195 @@
+"""What a new user meets first: `python -m strads compile` and the compile notice, the
+progress line's ETA and labels, --help texts and defaults, one usage or error line
+under mpiexec, a killed rank's leftovers, an LDA run taken further on resume."""
+import glob
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import child_env, mpiexec, run_cli
+from strads import outputs
+from strads.outputs import COMPILING
+
+SMALL_MF = ["--n-users", "60", "--n-items", "40", "--n-ratings", "900", "--rank", "2"]
+SMALL_LDA = ["--n-docs", "60", "--n-words", "50", "--doc-length", "20", "--topics", "3",
+             "--top-words", "0"]
+
+
+def test_progress_shows_no_eta_until_rounds_are_timed(monkeypatch, capsys):
+    monkeypatch.setattr(outputs.COMPILES, "count", 0)
+    p = outputs.Progress("app", False, 100, None)
+    p.show(3.0, 1, 10, 1.0)  # the first line: nothing timed yet
+    outputs.COMPILES.count += 1  # a kernel compiled during round 2
+    p.show(30.0, 2, 20, 1.0)
+    p.show(40.0, 6, 60, 1.0)  # 4 rounds in 10 s since then: 94 more take 235 s
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3
+    assert "eta" not in lines[0] and "eta" not in lines[1]
+    assert lines[2].endswith("eta<=235s")
+
+
+def test_a_compilation_is_announced_once(capsys):
+    import numba
+
+    notice = outputs._Compiles()
+    notice.watch("app", quiet=False, mpi=False)
+    fn = numba.njit(lambda x: x + 1)
+    fn(1)
+    fn(1.0)  # a second specialisation: no second line
+    assert capsys.readouterr().err == f"[app] {COMPILING}\n"
+    assert notice.count == 2
+    quiet = outputs._Compiles()
+    quiet.watch("app", quiet=True, mpi=False)
+    numba.njit(lambda x: x + 2)(1)
+    assert capsys.readouterr().err == "" and quiet.count == 1
+
+
+@pytest.mark.timeout(900)
+def test_strads_compile_fills_the_cache(tmp_path):
+    """After `python -m strads compile mf`, the first MF run under mpiexec compiles
+    nothing; with an empty cache the same run says so once (rank 0), before its work."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "filled")}
+    p = run_cli(["strads", "compile", "mf"], env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert re.fullmatch(r"strads compile: mf \d+\.\ds\n", p.stdout)
+    run = ["strads.apps.mf"] + SMALL_MF
+    p = run_cli(run, np=3, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert COMPILING not in p.stderr
+    p = run_cli(run, np=3, env={"NUMBA_CACHE_DIR": str(tmp_path / "empty")}, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count(COMPILING) == 1
+    assert p.stderr.index(COMPILING) < p.stderr.index("round")
+    p = run_cli(["strads", "compile", "svm"])
+    assert p.returncode == 2 and "unknown app 'svm'" in p.stderr
+
+
+def test_mf_labels_its_two_runs(capsys):
+    from strads.apps.mf.__main__ import main
+
+    main(SMALL_MF)
+    err = capsys.readouterr().err
+    assert re.search(r"^\[mf validation run\] round \d+", err, re.M)
+    assert re.search(r"^\[mf refit on all ratings\] round \d+", err, re.M)
+    assert not re.search(r"^\[mf\] round", err, re.M)
+
+
+def _parsers():
+    from strads.apps.glm.cli import build_parser
+    from strads.apps.lasso import DATAFIT as LASSO
+    from strads.apps.lda.__main__ import build_parser as lda
+    from strads.apps.logreg import DATAFIT as LOGREG
+    from strads.apps.mf.__main__ import build_parser as mf
+
+    return {"lasso": build_parser(LASSO), "logreg": build_parser(LOGREG), "mf": mf(),
+            "lda": lda()}
+
+
+def test_schedulers_help_names_every_app_whose_schedule_splits():
+    for app, p in _parsers().items():
+        text = next(a.help for a in p._actions if a.dest == "schedulers")
+        assert "lasso with --schedule priority, round-robin or random; lda" in text
+
+
+def test_lda_tol_default_is_0_and_says_why():
+    parsers = _parsers()
+    for app in ("lasso", "logreg", "mf"):
+        assert parsers[app].parse_args([]).tol == 1e-6
+    lda = parsers["lda"]
+    assert lda.parse_args([]).tol == 0.0
+    assert "--sweeps ends the run" in next(a.help for a in lda._actions if a.dest == "tol")
+
+
+@pytest.mark.timeout(600)
+def test_under_mpiexec_usage_and_errors_are_said_once(tmp_path):
+    p = run_cli(["strads.apps.lasso", "--lamda", "0.1"], np=3)
+    assert p.returncode == 2
+    assert p.stderr.count("usage:") == 1 and p.stderr.count("unrecognized arguments") == 1
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:2\nx 3:4\n")
+    p = run_cli(["strads.apps.lasso", "--data", str(bad)], np=3)
+    assert p.returncode == 2
+    assert p.stderr == f"error: {bad}:2: label 'x' is not a number\n"
+
+
+def _rank_pid(mark, rank):
+    for env in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(env, "rb") as f:
+                vars_ = f.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in vars_ and f"PMI_RANK={rank}".encode() in vars_:
+            return int(env.split("/")[2])
+    return None
+
+
+def _kill_rank_2(launcher):
+    """Start a long LDA run on 3 ranks by ``launcher``, kill -9 rank 2 once rank 0 prints its
+    first progress line; returns (exit status, the rest of stderr, the pid killed, the
+    shared-memory files it mapped)."""
+    mark = f"{os.getpid()}-{time.time()}"
+    cmd = launcher + ["strads.apps.lda", "--sweeps", "1000000"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            env={**child_env(), "STRADS_TEST_MARK": mark})
+    try:
+        err = io.TextIOWrapper(proc.stderr)
+        for line in err:
+            if "round" in line:  # every rank has started its work
+                break
+        pid = _rank_pid(f"STRADS_TEST_MARK={mark}".encode(), 2)
+        assert pid is not None
+        with open(f"/proc/{pid}/maps") as f:  # MPICH's files this job maps
+            shm = {line.split(None, 5)[5].strip().removesuffix(" (deleted)") for line in f
+                   if "/dev/shm/mpich_shm_" in line}
+        os.kill(pid, signal.SIGKILL)
+        rest = err.read()
+        return proc.wait(timeout=120), rest, pid, shm
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+@pytest.mark.timeout(600)
+def test_a_killed_rank_leaves_no_shared_memory_file():
+    """mpiexec kills the other ranks at once (no strads code runs after): the files
+    MPICH maps were unlinked when the job started, so nothing is left."""
+    code, _, _, shm = _kill_rank_2([mpiexec(), "-n", "3", sys.executable, "-m"])
+    assert code != 0
+    assert shm and not any(os.path.exists(path) for path in shm)
+
+
+@pytest.mark.timeout(600)
+def test_the_launcher_names_a_killed_rank_and_keeps_the_exit_status():
+    """strads.launch --max-restarts 0 needs no checkpoints: one line naming the rank,
+    mpiexec's exit status."""
+    code, err, pid, _ = _kill_rank_2([sys.executable, "-m", "strads.launch",
+                                      "--max-restarts", "0", "-n", "3"])
+    assert code == 9  # mpiexec's for a rank killed by signal 9
+    lines = [x for x in err.splitlines() if x.startswith("strads.launch:")]
+    assert len(lines) == 1
+    assert re.match(rf"strads.launch: rank 2 \(pid {pid} on .+\) lost at round \d+; not "
+                    r"restarting \(--max-restarts 0\)$", lines[0])
+
+
+def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path, capsys):
+    from strads.apps.lda.__main__ import main
+
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    main(SMALL_LDA + ["--sweeps", "4", "--checkpoint-every", "1e-9", "--out", a, "--quiet"])
+    res = main(SMALL_LDA + ["--sweeps", "6", "--resume", "--out", a, "--quiet"])
+    assert res.extra["sweeps"] == 6
+    main(SMALL_LDA + ["--sweeps", "6", "--out", b, "--quiet"])
+    with np.load(os.path.join(a, "model.npz")) as x, np.load(os.path.join(b, "model.npz")) as y:
+        for k in y.files:
+            np.testing.assert_array_equal(x[k], y[k])
+    capsys.readouterr()
