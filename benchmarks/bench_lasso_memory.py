@@ -140,10 +140,11 @@ def parse_speed(path, W):
     workers on threads; each timed alone, after a warm-up that compiles the parsers)."""
     import threading
 
-    from strads import parts, transport
-    from strads.apps.lasso import loading
+    from strads import transport
+    from strads.io import source
+    from strads.apps.lasso import data as lasso_data
 
-    desc = loading.shard(path, None)
+    desc = lasso_data.shard(path, None)
 
     def once():
         group = transport._Group(W)
@@ -151,7 +152,7 @@ def parse_speed(path, W):
 
         def work(w):
             t = time.perf_counter()
-            loading.read_part(transport._ThreadPeers(group, w, W), desc)
+            lasso_data.read_part(transport._ThreadPeers(group, w, W), desc)
             took[w] = time.perf_counter() - t
         ts = [threading.Thread(target=work, args=(w,)) for w in range(W)]
         for t in ts:
@@ -161,7 +162,7 @@ def parse_speed(path, W):
         return took
     once()
     took = once()
-    sizes = [(lambda lo_hi: lo_hi[1] - lo_hi[0])(parts.line_range(path, w, W))
+    sizes = [(lambda lo_hi: lo_hi[1] - lo_hi[0])(source.line_range(path, w, W))
              for w in range(W)]
     return [s / t / 1e6 for s, t in zip(sizes, took)]
 

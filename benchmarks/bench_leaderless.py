@@ -7,9 +7,9 @@
   schedule) against ``--scheduler rank`` (``mpiexec -n 3``: rank 0 schedules, two
   workers), Lasso, MF and LDA on their built-in problems (the sizes below) with a
   fixed number of rounds; the models must be the same, bit for bit.
-* ``rebalance``: ``mpiexec -n 3 --scheduler replicated`` with ``STRADS_FAULT=slow:1:3``
-  (rank 1 takes 3x as long per unit of work), with and without ``--rebalance``, LDA
-  and Lasso; the wall time and the objective of both.
+* ``rebalance``: ``mpiexec -n 3 --scheduler replicated`` with worker 1 made 3x as slow
+  per unit of work (the tests' fault hook, ``STRADS_TEST_HOOK=faults:slow:1:3``), with
+  and without ``--rebalance``, LDA and Lasso; the wall time and the objective of both.
 * ``schedulers``: the Lasso ``priority`` schedule with ``--schedulers 1, 2, 3`` and two
   workers (``mpiexec -n K+2``): time, rounds to the tolerance, and every rank's peak
   RSS (ranks 1..K-1 hold only their range's priorities).
@@ -47,7 +47,7 @@ REBALANCE = {
 
 def run(app, n, flags, out, env=None):
     clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA", "STRADS_FAULT"))}
+             if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA", "STRADS_TEST_HOOK"))}
     cmd = [MPIEXEC, "-n", str(n), sys.executable, "-m", f"strads.apps.{app}", *flags,
            "--quiet", "--log-interval", "1", "--out", out]
     subprocess.run(cmd, check=True, env={**clean, **(env or {})}, cwd=ROOT,
@@ -101,8 +101,8 @@ def modes(repeat, tmp, results):
 
 
 def rebalance(repeat, tmp, results):
-    print("mpiexec -n 3 --scheduler replicated, STRADS_FAULT=slow:1:3:", flush=True)
-    env = {"STRADS_FAULT": "slow:1:3"}
+    print("mpiexec -n 3 --scheduler replicated, worker 1 3x as slow:", flush=True)
+    env = {"STRADS_TEST_HOOK": "faults:slow:1:3", "PYTHONPATH": str(ROOT / "tests")}
     for app, flags in REBALANCE.items():
         base = flags + ["--scheduler", "replicated"]
         times, best = best_of(repeat, {

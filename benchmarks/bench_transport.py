@@ -5,7 +5,7 @@ an engine round does, down the workers' tree and back up it, combined (default).
     mpiexec -n 3 python benchmarks/bench_transport.py             # 2 MB, 200 rounds
     mpiexec -n 4 python benchmarks/bench_transport.py --bytes 80 --rounds 2000
     mpiexec -n 4 python benchmarks/bench_transport.py --bytes 80 --rounds 2000 --direct
-    STRADS_DOORBELL=0 mpiexec -n 3 python benchmarks/bench_transport.py   # polling
+    mpiexec -n 4 python benchmarks/bench_transport.py --no-doorbells  # polling
 
 Prints the wall time and the scheduler's CPU time per round.
 """
@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from strads import engine, transport
+from strads import driver, transport
 
 
 def main():
@@ -23,12 +23,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--direct", action="store_true",
                     help="one message to each worker, each one's reply (no tree)")
+    ap.add_argument("--no-doorbells", action="store_true",
+                    help="poll instead of sleeping on doorbells")
     a = ap.parse_args()
 
     def combine(parts):
         return [x for p in parts for x in p]
-    engine._keep_freed_memory()  # as strads.run does
-    tp = transport.MPITransport()
+    driver._keep_freed_memory()  # as strads.run does
+    tp = transport.MPITransport(doorbell=not a.no_doorbells)
     x = np.random.default_rng(0).random(max(a.bytes // 8, 1))
     if tp.rank == 0:
         for w in range(tp.n_workers):  # one round to set up the connections
@@ -47,7 +49,7 @@ def main():
         wall = (time.perf_counter() - t0) / a.rounds
         cpu = (time.process_time() - c0) / a.rounds
         print(f"{'direct' if a.direct else 'tree'}, doorbells "
-              f"{'on' if tp._bells is not None else 'off'}: {x.nbytes} B to "
+              f"{'on' if tp._waiter.doorbells else 'off'}: {x.nbytes} B to "
               f"{tp.n_workers} workers and back: {wall * 1e6:.0f} us a round, scheduler "
               f"CPU {cpu * 1e6:.0f} us a round")
     else:

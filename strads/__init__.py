@@ -3,10 +3,11 @@
 A custom app subclasses :class:`Schedule`, :class:`Update` and :class:`Aggregate` and
 starts with :func:`run`; the same code runs in one process or under ``mpiexec``.
 """
-from .engine import (Aggregate, DataError, Result, Schedule, StalenessError, Update, run,
-                     split_balanced)
+from .api import Aggregate, Context, Result, Schedule, Update, split_balanced
+from .driver import run
+from .errors import DataError, StalenessError
 
-__all__ = ["Schedule", "Update", "Aggregate", "run", "Result", "DataError",
+__all__ = ["Schedule", "Update", "Aggregate", "Context", "run", "Result", "DataError",
            "StalenessError", "split_balanced"]
 __version__ = "0.1.0"
 

@@ -1,22 +1,9 @@
-"""Waiting without spinning a core: the transport's one ``wait`` strategy, kept here so
-the transport reads as message passing.
-
-MPICH's blocking calls poll a core at full speed, which with more ranks than cores
-starves the ranks that compute. When every rank is on one Linux host, each has a
-*doorbell* (an anonymous pipe, which no file backs, opened by its peers through /proc):
-a sender rings the receiver's after posting a message, with the number of messages it
-has posted to it so far, and a rank waiting for a message sleeps in ``select`` until
-that sender has rung, using no CPU, then tests with short sleeps for the microseconds
-until MPI shows the message (polling with sleeps cost the MF scheduler 0.17 s of CPU in
-a 2.5 s run and added up to a sleep's length to every hop). Elsewhere (ranks on several
-hosts, and collectives) a wait tests the request, yielding the core between tests for
-the first millisecond (only when the host has a core for every rank), then sleeping with
-exponential back-off from 10 us to 200 us. A transfer under way is tested without
-sleeping for up to 50 ms: without MPICH's single-copy transfers (CMA) the data moves in
-small steps, each needing both sides' MPI calls, and a receiver nudges a sender asleep
-on its doorbell. ``STRADS_YIELD_S`` and ``STRADS_MAX_SLEEP`` set the two thresholds,
-``STRADS_DOORBELL=0`` turns doorbells off.
-"""
+"""Waiting without spinning a core away from the ranks that compute (MPICH's blocking
+calls poll a core at full speed: with more ranks than cores that starves the others).
+A wait polls with back-off (:func:`wait`); a transfer under way is tested without
+sleeping for a while (:func:`transfer`); on one Linux host a rank waiting for a message
+sleeps on its *doorbell*, a pipe that a sender rings after posting (:class:`Waiter`;
+benchmarks/bench_transport.py compares it with polling)."""
 import os
 import select
 import sys
@@ -24,48 +11,27 @@ import time
 
 import numpy as np
 
-YIELD_S = float(os.environ.get('STRADS_YIELD_S', 1e-3))
-MAX_SLEEP = float(os.environ.get('STRADS_MAX_SLEEP', 2e-4))
-# A sleeper wakes at least this often without a ring (a ring is lost only when the
-# receiver's pipe is full; every 2 ms measurably slowed the worker sharing a core with
-# the scheduler).
-BELL_TIMEOUT = 2e-2
-NUDGE_S = 1e-4
-# the longest a rank keeps testing, without sleeping, a transfer under way
-TRANSFER_SPIN_S = 0.05
-
-
-class Watch:
-    """Calls ``warn(seconds waited)`` every ``seconds`` of one wait (a stalled peer)."""
-
-    def __init__(self, seconds, warn):
-        self.seconds, self.warn = seconds, warn
-        self.t0 = time.perf_counter()
-        self.next = self.t0 + seconds
-
-    def __call__(self):
-        now = time.perf_counter()
-        if now >= self.next:
-            self.next = now + self.seconds
-            self.warn(now - self.t0)
+YIELD_S = 1e-3  # how long a wait yields the core between tests, where it may
+MAX_SLEEP = 2e-4  # the longest sleep between tests
+BELL_TIMEOUT = 2e-2  # a sleeper wakes this often without a ring (a full pipe drops rings)
+NUDGE_S = 1e-4  # how often a receiver rings a sender whose transfer it waits for
+TRANSFER_SPIN_S = 0.05  # the longest a rank tests a transfer under way without sleeping
 
 
 def wait(test, spin=True, watch=None):
-    """Poll ``test()`` until true without spinning a core: yield the core while the wait
-    is short (a reply is often microseconds away; only with ``spin``, a core for every
-    rank), then sleep with back-off."""
+    """Poll ``test()`` until true: yield the core for the first millisecond (only with
+    ``spin``: a core for every rank), then sleep with exponential back-off."""
     if test():
         return
-    t0 = time.perf_counter()
-    delay = 1e-5
+    t0, delay = time.perf_counter(), 1e-5
     while not test():
         if spin and time.perf_counter() - t0 < YIELD_S:
             os.sched_yield()
-        else:
-            time.sleep(delay)
-            delay = min(2 * delay, MAX_SLEEP)
-            if watch is not None:
-                watch()
+            continue
+        time.sleep(delay)
+        delay = min(2 * delay, MAX_SLEEP)
+        if watch is not None:
+            watch()
 
 
 def spin_until(test, seconds):
@@ -79,174 +45,120 @@ def spin_until(test, seconds):
 
 
 def transfer(test, spin):
-    """Wait for a transfer under way: no ring will come for the rest of it. Test
-    without sleeping for a while: without single-copy transfers the data moves in small
-    steps, each needing both sides (2 MB: 0.3 ms with both testing, 43 ms with 0.1 ms
-    sleeps)."""
+    """Wait for a transfer under way: no ring will come for the rest of it, and without
+    single-copy transfers (CMA) the data moves in small steps needing both sides."""
     if not spin_until(test, TRANSFER_SPIN_S):
         wait(test, spin)
 
 
-class _Bells:
-    """This rank's doorbell and its peers': anonymous pipes, which no file backs, so a
-    rank killed at any moment leaves nothing behind (named pipes in the temp directory
-    were left there when a rank died during start-up). A peer opens a rank's pipe
-    through ``/proc/PID/fd/N`` (Linux). A pipe holds 64 KiB, 8,192 rings (Linux's
-    datagram sockets, tried too, queue only 10, fewer than a staleness can put in
-    flight)."""
-
-    def __init__(self):
-        self.mine, self._keep = os.pipe()  # our own write end: never an end-of-file
-        os.set_blocking(self.mine, False)
-        self.peers = {}
-
-    def open_peers(self, ends, rank):
-        """``ends``: every rank's (pid, read end)."""
-        for r, (pid, fd) in enumerate(ends):
-            if r != rank:
-                self.peers[r] = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
-
-    def fileno(self):
-        return self.mine
-
-    def ring(self, dest, who, count):
-        try:
-            os.write(self.peers[dest], np.array([who, count], dtype="<i4").tobytes())
-        # full of rings the receiver has not read yet, or closed: that rank no longer
-        # waits for anything
-        except (BlockingIOError, BrokenPipeError):
-            pass
-
-    def rings(self):
-        """Every ring so far (whole ones: 8 bytes each, written at once), as (sender,
-        count) rows."""
-        try:
-            got = os.read(self.mine, 1 << 16)
-        except BlockingIOError:
-            got = b""
-        return np.frombuffer(got, dtype="<i4").reshape(-1, 2)
-
-    def close(self):
-        for fd in [self.mine, self._keep, *self.peers.values()]:
-            os.close(fd)
-        self.peers = {}
-
-
 def _cores():
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def _fine_timer_slack():
-    # Linux rounds sleeps up by the timer slack (50 us by default); ask for 1 us.
-    try:
-        import ctypes
-        ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, ns
-    except Exception:  # not Linux: sleeps are merely coarser
-        pass
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
 
 
 class Waiter:
     """One rank's waits for point-to-point messages on ``comm``: asleep on its doorbell
-    where every rank has one, else polling politely (:func:`wait`). ``sends_done()``
-    (the caller's) moves this rank's own sends along when a receiver asks for it.
-    Collective (every rank of ``comm`` constructs one)."""
+    where every rank has one (``doorbells`` is true), else polling. ``sends_done()`` (the
+    caller's) moves this rank's own sends along when a receiver asks for it. Collective
+    (every rank of ``comm`` constructs one)."""
 
     def __init__(self, comm, hosts, sends_done, doorbell=True):
-        _fine_timer_slack()
+        try:  # Linux rounds sleeps up by the timer slack (50 us by default); ask for 1 us
+            import ctypes
+            ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, ns
+        except Exception:  # not Linux: sleeps are merely coarser
+            pass
         self.rank, size = comm.Get_rank(), comm.Get_size()
         # yielding between tests only helps when no other rank of this host needs the core
         self.spin = hosts.count(hosts[self.rank]) <= _cores()
-        self._bells = _doorbells(comm, hosts) if doorbell else None
         self._sends_done = sends_done
         # messages per peer: posted to us (as its rings said), received, sent to it
         self._posted, self._received, self._sent = ([0] * size for _ in range(3))
+        self._bell, self._peers = None, {}
+        self.doorbells = doorbell and _doorbells(self, comm, hosts)
+
+    def _ring(self, dest, who, count):
+        if self.doorbells:
+            try:
+                os.write(self._peers[dest], np.array([who, count], "<i4").tobytes())
+            except (BlockingIOError, BrokenPipeError):  # full, or that rank waits no more
+                pass
 
     def sent(self, dest):
         """A message to ``dest`` was posted: ring its bell."""
         self._sent[dest] += 1
-        if self._bells is not None:
-            self._bells.ring(dest, self.rank, self._sent[dest])
+        self._ring(dest, self.rank, self._sent[dest])
 
     def message(self, source, test, watch=None):
         """Wait until ``test()`` (a probe for ``source``'s next message) is true; the
         message then counts as received."""
-        self._wait_message(source, test, watch)
+        while self.doorbells and not test():
+            if self._posted[source] > self._received[source]:
+                break  # rung: the message is microseconds away (MPI still moving it)
+            if not select.select([self._bell[0]], [], [], BELL_TIMEOUT)[0]:
+                if watch is not None:
+                    watch()
+                continue
+            # every ring so far (8 bytes, written at once), as (sender, messages it has
+            # posted to us), or (-1 - rank, 0): a receiver waits for our MPI to move a
+            # send of ours along
+            try:
+                rings = np.frombuffer(os.read(self._bell[0], 1 << 16), "<i4").reshape(-1, 2)
+            except BlockingIOError:
+                continue
+            if (rings[:, 0] < 0).any():
+                spin_until(self._sends_done, TRANSFER_SPIN_S)
+            for r, k in rings[rings[:, 0] >= 0]:
+                self._posted[r] = max(self._posted[r], k)
+        wait(test, self.spin, watch)
         self._received[source] += 1
 
     def receiving(self, source, test):
         """Wait for a transfer from ``source`` under way, nudging it now and then: without
-        single-copy transfers (CMA) a large message moves only while the sender calls
-        MPI too, and it may sleep on its doorbell."""
+        single-copy transfers a large message moves only while the sender calls MPI too,
+        and it may sleep on its doorbell."""
         nudged = time.perf_counter()
 
         def received():
             nonlocal nudged
             if test():
                 return True
-            now = time.perf_counter()
-            if now - nudged > NUDGE_S and self._bells is not None:
-                nudged = now
-                self._bells.ring(source, -1 - self.rank, 0)
+            if time.perf_counter() - nudged > NUDGE_S:
+                nudged = time.perf_counter()
+                self._ring(source, -1 - self.rank, 0)
             return False
 
         transfer(received, self.spin)
 
-    def _wait_message(self, source, test, watch):
-        if self._bells is None:
-            return wait(test, self.spin, watch)
-        mine = self._bells
-        while not test():
-            if self._posted[source] > self._received[source]:
-                # rung: the message is microseconds away (the sender's MPI or ours may
-                # still be moving it; measured 5-60 us), or a descheduled moment
-                return wait(test, self.spin, watch)
-            rung, _, _ = select.select([mine], [], [], BELL_TIMEOUT)
-            if not rung:
-                if watch is not None:
-                    watch()
-                continue
-            # every ring so far (8 bytes each, written at once): (sender,
-            # how many messages it has posted to us), or (-1 - rank, 0), a nudge: a
-            # receiver waits for our MPI to move a send of ours along (no single-copy
-            # transfers). Rings for other senders count for their own waits.
-            rings = mine.rings()
-            if (rings[:, 0] < 0).any():
-                spin_until(self._sends_done, TRANSFER_SPIN_S)
-            for r, k in rings[rings[:, 0] >= 0]:
-                self._posted[r] = max(self._posted[r], k)
-
     def close(self):
-        if self._bells is not None:
-            self._bells.close()
-            self._bells = None
+        for fd in [*(self._bell or ()), *self._peers.values()]:
+            os.close(fd)
+        self._bell, self._peers, self.doorbells = None, {}, False
 
 
-def _doorbells(comm, hosts):
-    """This rank's :class:`_Bells` when every rank runs on one Linux host (``hosts``:
-    each rank's) and can open the others' pipes, else None; every rank gets the same
-    answer (collective)."""
+def _doorbells(waiter, comm, hosts):
+    """Give ``waiter`` a doorbell, an anonymous pipe (a rank killed at any moment leaves
+    nothing behind), and open its peers' through ``/proc/PID/fd/N``, when every rank is
+    on one Linux host; -> whether every rank could (collective: the same answer)."""
     from mpi4py import MPI
 
-    rank = comm.Get_rank()
-    ok = (len(set(hosts)) == 1 and sys.platform.startswith("linux")
-          and os.environ.get("STRADS_DOORBELL", "1") != "0")
-    bells = None
-    if ok:
+    ok = len(set(hosts)) == 1 and sys.platform.startswith("linux")
+    try:
+        if ok:
+            waiter._bell = os.pipe()  # we keep the write end too: never an end-of-file
+            os.set_blocking(waiter._bell[0], False)
+    except OSError:
+        ok = False
+    if comm.allreduce(ok, op=MPI.LAND):
+        ends = comm.allgather((os.getpid(), waiter._bell[0]))
         try:
-            bells = _Bells()
+            for r, (pid, fd) in enumerate(ends):
+                if r != comm.Get_rank():
+                    waiter._peers[r] = os.open(f"/proc/{pid}/fd/{fd}",
+                                               os.O_WRONLY | os.O_NONBLOCK)
         except OSError:
             ok = False
-    ok = comm.allreduce(ok, op=MPI.LAND)
-    if ok:
-        ends = comm.allgather((os.getpid(), bells.mine))
-        try:
-            bells.open_peers(ends, rank)
-        except OSError:
-            ok = False
-        ok = comm.allreduce(ok, op=MPI.LAND)  # also: every rank has opened its peers'
-    if not ok and bells is not None:
-        bells.close()
-        bells = None
-    return bells
+        if comm.allreduce(ok, op=MPI.LAND):  # every rank has opened its peers'
+            return True
+    waiter.close()
+    return False

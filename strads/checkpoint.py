@@ -42,7 +42,7 @@ class CheckpointError(DataError):
 # -- state of an object ----------------------------------------------------------------
 def _is_piece(v):
     """Another piece of the app, or the engine's: not this piece's state."""
-    from .engine import Aggregate, Schedule, Update  # the engine imports this module
+    from .api import Aggregate, Schedule, Update  # api imports this module
     from .transport import Peers
 
     return isinstance(v, (Schedule, Update, Aggregate, Peers))

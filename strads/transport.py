@@ -39,7 +39,7 @@ from collections import deque
 
 import numpy as np
 
-from ._wait import Waiter, transfer, wait
+from ._wait import Waiter, _cores, transfer, wait
 
 TAG = 11  # control plane: rank 0 and a worker, one to one
 TREE = 12  # control plane: the rounds, along the workers' tree
@@ -103,6 +103,8 @@ def _copy(obj):
     if t is list or t is tuple:
         out = [v if type(v) in _PLAIN else _copy(v) for v in obj]
         return out if t is list else tuple(out)
+    if issubclass(t, tuple) and hasattr(t, "_fields"):  # the engine's named records
+        return t(*[v if type(v) in _PLAIN else _copy(v) for v in obj])
     if isinstance(obj, np.ndarray):
         if not obj.flags.writeable and obj.dtype != object:
             return obj  # the sender marked it never to change (a shard's data): shared
@@ -166,6 +168,19 @@ class Peers:
         """Pass ``obj`` k places round the ring: worker w sends to w + k and receives
         from w - k (modulo ``size``), as STRADS hands vocabulary slices on."""
         return obj
+
+    def alltoall(self, pieces):
+        """``pieces[o]`` (one per worker) goes to worker o; returns what every worker
+        sent this one, in worker order. Sent in ``size - 1`` shifts round the ring (each
+        counted as traffic); the list is emptied as its pieces go, freeing them."""
+        w, W = self.rank, self.size
+        got = [None] * W
+        got[w], pieces[w] = pieces[w], None
+        for k in range(1, W):
+            o = (w + k) % W
+            got[(w - k) % W] = self.shift(pieces[o], k)
+            pieces[o] = None
+        return got
 
 
 def _fold(parts):
@@ -332,7 +347,6 @@ class MPITransport:
         hosts = self.comm.allgather(socket.gethostname())
         self._waiter = Waiter(self.comm, hosts, self._sends_done, doorbell)
         self._spin = self._waiter.spin
-        self._bells = self._waiter._bells
         self.traffic = new_traffic()
         # the workers' own communicator, for their data plane
         _polite_barrier(self.comm)
@@ -385,7 +399,7 @@ class MPITransport:
 
     def recv(self, w, watch=None):
         """Worker ``w``'s next direct reply; ``watch()`` is called now and then while
-        waiting (a :class:`Watch`)."""
+        waiting (:func:`strads.worker.stall_watch`)."""
         return self._recv_from(self._wrank(w), watch)
 
     def broadcast(self, msg):
@@ -436,7 +450,6 @@ class MPITransport:
             wait(req.Test, self._spin)
         self._pending = []
         self._waiter.close()
-        self._bells = None
 
     def abort(self, exc, code=1, brief=False):
         """End every rank of the job now, after printing why on this rank's stderr: its
@@ -464,7 +477,7 @@ class Replicated:
         self.n_workers, self.worker = self.size, self.rank
         self.traffic = new_traffic()
         hosts = self.comm.allgather(socket.gethostname())
-        self._spin = hosts.count(hosts[self.rank]) <= _wait_cores()
+        self._spin = hosts.count(hosts[self.rank]) <= _cores()
         _polite_barrier(self.comm)
         self.peers = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
         self._agree = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
@@ -509,11 +522,6 @@ class Replicated:
 
     def abort(self, exc, code=1, brief=False):
         _abort(self.comm, exc, code, brief)
-
-
-def _wait_cores():
-    from ._wait import _cores
-    return _cores()
 
 
 class _MPIPeers(Peers):

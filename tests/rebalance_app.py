@@ -1,4 +1,4 @@
-"""The ridge app of apps/ridge.py with rows that can move between workers (``rows``,
+"""The ridge app of examples/ridge.py with rows that can move between workers (``rows``,
 ``give``, ``take``), for the --rebalance tests."""
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ import numpy as np
 
 import strads
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import ridge  # noqa: E402
 
 

@@ -8,7 +8,7 @@ import pytest
 import strads
 from strads import transport
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import ridge  # noqa: E402
 
 
@@ -74,6 +74,22 @@ def test_run_rejects_bad_settings(bad, match):
         ridge.fit(np.ones((4, 2)), np.ones(4), **bad)
 
 
+def test_a_result_older_than_the_staleness_bound_is_refused(monkeypatch):
+    handle = strads.worker.WorkerHost.handle
+
+    def lagging(self, msg):
+        reply = handle(self, msg)
+        if isinstance(reply, strads.worker.RoundResult) and reply.round > 5:
+            reply = reply._replace(oldest=reply.oldest - 2)  # claim older parameters
+        return reply
+
+    monkeypatch.setattr(strads.worker.WorkerHost, "handle", lagging)
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((60, 6)), rng.standard_normal(60)
+    with pytest.raises(strads.StalenessError, match="rounds stale"):
+        ridge.fit(X, y, staleness=1, max_rounds=50, tol=0, quiet=True, workers=2)
+
+
 def test_time_limit_and_schedule_end():
     class Forever(strads.Schedule):
         def schedule(self, round):
@@ -125,7 +141,7 @@ def test_threaded_workers_give_the_sequential_result_bit_for_bit():
                                         block=8, max_rounds=300, tol=0, **kw),
     }
     seen = set()
-    orig = strads.engine._WorkerHost.handle
+    orig = strads.worker.WorkerHost.handle
 
     def spy(self, msg):
         seen.add(threading.current_thread().name)
@@ -134,11 +150,11 @@ def test_threaded_workers_give_the_sequential_result_bit_for_bit():
     for name, fit in runs.items():
         for staleness in (0, 1):
             seq = fit(workers=3, staleness=staleness, threads=False, quiet=True)
-            strads.engine._WorkerHost.handle = spy
+            strads.worker.WorkerHost.handle = spy
             try:
                 par = fit(workers=3, staleness=staleness, threads=True, quiet=True)
             finally:
-                strads.engine._WorkerHost.handle = orig
+                strads.worker.WorkerHost.handle = orig
             assert seq.model.keys() == par.model.keys()
             for k in seq.model:
                 np.testing.assert_array_equal(seq.model[k], par.model[k], err_msg=(name, k))
@@ -172,8 +188,12 @@ def test_help_shows_a_default_for_every_flag(module):
     text = " ".join(p.format_help().split())
     for action in p._actions:
         if action.option_strings and action.dest != "help":
-            assert action.help and "%(default)s" in action.help or \
-                f"(default: {action.default})" in text, action.option_strings
+            shown = action.help and "%(default)s" in action.help or \
+                f"(default: {action.default})" in text
+            says = action.help and "(default" in action.help  # in words: 1 for svd, ...
+            assert shown or says, action.option_strings
+    assert text.count("(default") == sum(1 for a in p._actions if a.dest != "help")
+    assert "(needs --out) (default: None)" in text  # once, not "default: none) (default"
 
 
 def test_runs_from_the_folder_holding_a_clone_named_strads(tmp_path):
@@ -220,3 +240,91 @@ def test_collectives_need_worker_threads_and_a_failing_worker_ends_the_run():
     # the others wait for worker 1 in a collective: they stop, and its error is the one
     with pytest.raises(ValueError, match="worker 1 fails in round 3"):
         strads.run(setup, Fails, workers=3, quiet=True)
+
+
+@pytest.mark.parametrize("spec", ["garbage", "faults:nope", "no_such_module:f", "faults:"])
+def test_an_invalid_test_hook_is_refused_in_one_line(monkeypatch, spec):
+    monkeypatch.setenv("STRADS_TEST_HOOK", spec)
+    with pytest.raises(strads.DataError, match=f"STRADS_TEST_HOOK={spec!r}: expected "
+                                               "MODULE:FUNCTION"):
+        ridge.fit(np.ones((4, 2)), np.ones(4), max_rounds=2, quiet=True)
+
+
+def test_an_incomplete_app_is_refused_before_any_work_naming_every_missing_method():
+    class NoPlan(strads.Schedule):
+        pass
+
+    class NoKernel(strads.Update):
+        pass
+
+    class NoSum(strads.Aggregate):
+        pass
+
+    made = []
+
+    def setup(ctx):
+        made.append(ctx)
+        return NoPlan(), NoSum(), [{}] * ctx.n_workers
+
+    with pytest.raises(TypeError, match=r"the app 'custom' is not complete: missing "
+                                        r"NoPlan.schedule and NoKernel.update and "
+                                        r"NoSum.aggregate"):
+        strads.run(setup, NoKernel, workers=2, quiet=True)
+    with pytest.raises(TypeError, match=r"missing NoKernel.update \(see"):
+        strads.run(lambda ctx: (ridge.Cyclic(4, 2), ridge.RidgeAggregate(8, 4, 0.1),
+                                [{}] * ctx.n_workers), NoKernel, quiet=True)
+
+
+def test_a_sync_that_the_workers_cannot_apply_is_refused_naming_the_hook():
+    class Forgetful(ridge.RidgeUpdate):
+        apply = strads.Update.apply  # as if the app had not written it
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 4)), rng.standard_normal(40)
+
+    def setup(ctx):
+        rows = np.array_split(np.arange(40), ctx.n_workers)
+        return ridge.Cyclic(4, 2), ridge.RidgeAggregate(40, 4, 0.1), [
+            {"X": X[r], "y": y[r]} for r in rows]
+
+    with pytest.raises(TypeError, match="RidgeAggregate.aggregate returned a sync for the "
+                                        "workers, but Forgetful does not define "
+                                        r"apply\(sync\)"):
+        strads.run(setup, Forgetful, workers=2, max_rounds=5, quiet=True)
+
+
+def test_a_custom_app_gets_the_standard_command_line(tmp_path, capsys):
+    import json
+    res = ridge.main(["--workers", "2", "--max-rounds", "30", "--quiet", "--lam", "0.5",
+                      "--out", str(tmp_path / "o")])
+    assert res.rounds == 30 and res.workers == 2
+    assert json.loads(capsys.readouterr().out)["rounds"] == 30
+    assert (tmp_path / "o" / "model.npz").exists()
+    with pytest.raises(SystemExit) as e:
+        ridge.main(["--block", "0"])
+    assert e.value.code == 2 and "argument --block" in capsys.readouterr().err
+
+
+def test_parameters_are_declared_once_for_the_cli_run_and_estimators():
+    from sklearn.utils._param_validation import (InvalidParameterError,
+                                                 validate_parameter_constraints)
+
+    from strads import params
+
+    eng = {p.name: p for p in params.ENGINE}
+    assert params.RESUME_MAY_CHANGE == {p.flag for p in params.ENGINE if p.resume}
+    assert "--staleness" not in params.RESUME_MAY_CHANGE and "--tol" in params.RESUME_MAY_CHANGE
+    with pytest.raises(strads.DataError, match=r"^--staleness must be an integer >= 0, "
+                                               r"got -1$"):
+        params.check(params.ENGINE, {"staleness": -1}, cli=True)
+    with pytest.raises(strads.DataError, match=r"^time_limit must be a finite number > 0 "
+                                               r"\(seconds\), got inf$"):
+        params.check(params.ENGINE, {"time_limit": float("inf")})
+    params.check(params.ENGINE, {"time_limit": None, "scheduler": "rank", "quiet": 1})
+    c = params.sklearn_constraints(params.ENGINE)
+    validate_parameter_constraints(c, {"staleness": 2, "time_limit": None, "out": None,
+                                       "scheduler": "replicated"}, "run")
+    for bad in ({"staleness": -1}, {"scheduler": "x"}, {"time_limit": float("inf")}):
+        with pytest.raises(InvalidParameterError):
+            validate_parameter_constraints(c, bad, "run")
+    assert eng["max_rounds"].problem(0) is None and eng["schedulers"].problem(0)

@@ -18,16 +18,16 @@ from conftest import run_cli, world
 APPS = {"lasso": (lasso, lasso_problem), "logreg": (logreg, logreg_problem)}
 
 
-def read_parts(loading, path, target=None, W=2):
-    """Every worker's ``loading.read_part()``, each on a thread with the in-process
+def read_parts(data, path, target=None, W=2):
+    """Every worker's ``data.read_part()``, each on a thread with the in-process
     collectives (as ``--workers W``): the parts, or the DataError the run ends with."""
     group = transport._Group(W)
     out = [None] * W
-    desc = loading.shard(path, target)
+    desc = data.shard(path, target)
 
     def work(w):
         try:
-            out[w] = loading.read_part(transport._ThreadPeers(group, w, W), desc)
+            out[w] = data.read_part(transport._ThreadPeers(group, w, W), desc)
         except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
             group.fail(e)
     threads = [threading.Thread(target=work, args=(w,)) for w in range(W)]
@@ -334,7 +334,7 @@ def test_a_datafit_missing_pieces_is_named_at_once():
         name = "half"
         Aggregate = object
 
-    with pytest.raises(TypeError, match="datafit Half lacks Update, data, loading, priority"):
+    with pytest.raises(TypeError, match="datafit Half lacks Update, data, priority"):
         Half()
     with pytest.raises(TypeError, match="unexpected option 'gram_budgett'"):
         lasso.make_setup(lambda: None, gram_budgett=1)

@@ -16,7 +16,9 @@ import scipy.io
 import scipy.sparse as sp
 
 import strads
-from strads.apps.lasso import data as D
+from strads.io import memory, mtx
+from strads.io import svmlight as S
+from strads.io.numbers import py_float
 from strads.apps.lasso.data import load, make_problem
 
 from conftest import run_cli
@@ -138,7 +140,7 @@ def test_broken_gzip_and_other_compressions_are_one_line(tmp_path):
 
 def test_gzip_larger_than_memory_is_refused(tmp_path, monkeypatch):
     path = write(tmp_path, "big.svm.gz", gzip.compress(PLAIN * 50))
-    monkeypatch.setattr(D, "physical_memory", lambda: 100_000)
+    monkeypatch.setattr(memory, "physical_memory", lambda: 100_000)
     with pytest.raises(strads.DataError, match="decompresses to more than this machine's"):
         load(path)
 
@@ -223,7 +225,7 @@ def test_absurd_feature_index_is_refused_on_its_line(tmp_path, index):
 
 
 def test_feature_limit_follows_physical_memory(tmp_path, monkeypatch):
-    monkeypatch.setattr(D, "physical_memory", lambda: 64 * 1100)  # room for 1100 features
+    monkeypatch.setattr(memory, "physical_memory", lambda: 64 * 1100)  # room for 1100 features
     ok = load(write(tmp_path, "ok.svm", b"1 1:2\n2 1000:1\n"))
     assert ok[0].shape == (2, 1000)
     with pytest.raises(strads.DataError, match=r"big\.svm:2: feature index 1101 is too large: "
@@ -247,11 +249,11 @@ def test_a_column_count_overflowing_int32_is_counted_again_in_int64(tmp_path, mo
     text = b"".join(b"%d 1:%d 2:0.5\n" % (k, k) for k in range(300))
     path = write(tmp_path, "tall.svm", text)
     ref = load(path)
-    monkeypatch.setattr(D, "_COUNTS", np.int8)  # overflows at 127 entries in a column
+    monkeypatch.setattr(S, "_COUNTS", np.int8)  # overflows at 127 entries in a column
     b = np.frombuffer(text, dtype=np.uint8)
-    assert D._svm_count(b, 0, False, 10, np.zeros(16, np.int8))[0] == -1
-    calls, count = [], D._svm_count
-    monkeypatch.setattr(D, "_svm_count", lambda *a: calls.append(a[4].dtype) or count(*a))
+    assert S._svm_count(b, False, 10, np.zeros(16, np.int8), S.state()) == -1
+    calls, count = [], S._svm_count
+    monkeypatch.setattr(S, "_svm_count", lambda *a: calls.append(a[3].dtype) or count(*a))
     X, y = load(path)
     assert calls == [np.int8, np.int64] and X.indptr.tolist() == [0, 300, 600]
     assert X.toarray().tobytes() == ref[0].toarray().tobytes() and y.tobytes() == ref[1].tobytes()
@@ -286,7 +288,7 @@ def test_mtx_variants_match_scipy(tmp_path):
     for k, (A, kw) in enumerate(cases):
         path = str(tmp_path / f"a{k}.mtx")
         scipy.io.mmwrite(path, A, **kw)
-        mine = D.read_mtx(path)
+        mine = mtx.read(path)
         ref = scipy.io.mmread(path)
         ref = ref.toarray() if sp.issparse(ref) else ref
         got = mine.toarray() if sp.issparse(mine) else mine
@@ -328,7 +330,7 @@ def test_mtx_header_problems(tmp_path):
              "X.mtx:3: diagonal entry (1, 1) in a skew-symmetric matrix"),
             (BOM + b"garbage\n", "X.mtx:1: not a MatrixMarket file")]:
         with pytest.raises(strads.DataError, match=re.escape(expected)):
-            D.read_mtx(write(tmp_path, "X.mtx", text))
+            mtx.read(write(tmp_path, "X.mtx", text))
 
 
 # -- .npz ------------------------------------------------------------------------------------
@@ -412,7 +414,7 @@ def test_values_equal_python_float_bit_for_bit(tmp_path):
     good = []
     for t in toks:
         try:
-            v = D._py_float(t)
+            v = py_float(t)
         except ValueError:
             continue
         if np.isfinite(v):
@@ -420,7 +422,7 @@ def test_values_equal_python_float_bit_for_bit(tmp_path):
     assert len(good) > 15000
     # as labels and as feature values, one feature per line (1:value)
     text = b"".join(b"%s 1:%s\n" % (t, t) for t, _ in good)
-    X, y = D.read_svmlight(write(tmp_path, "v.svm", text))
+    X, y = S.read(write(tmp_path, "v.svm", text))
     want = np.array([v for _, v in good])
     assert y.tobytes() == want.tobytes()
     assert X.shape == (len(good), 1) and X.data.tobytes() == want.tobytes()
@@ -451,14 +453,14 @@ def test_numba_passes_agree_with_the_reference_on_every_line(tmp_path):
         line = rng.choice([b" ", b"\t", b"  \x0b"]).join(parts)
         line += rng.choice([b"", b"", b" # c", b"#x:y", b"\r", b" \x07"])
         lines.append(line)
-    limit = D._max_features()
+    limit = S.max_features()
     for single in (False, True):
         for line in lines:
             b = np.frombuffer(line + b"\n", dtype=np.uint8)
-            bad_line = D._svm_count(b, 0, single, limit, np.zeros(16, np.int32))[0]
+            bad_line = S._count(b, single, limit)[0]
             try:
-                (D.parse_target_line if single else
-                 lambda *a: D.parse_svm_line(*a, limit))("f", 1, line)
+                (S.parse_target_line if single else
+                 lambda *a: S.parse_line(*a, limit))("f", 1, line)
                 ok = True
             except strads.DataError:
                 ok = False
@@ -467,7 +469,7 @@ def test_numba_passes_agree_with_the_reference_on_every_line(tmp_path):
 
 def _finite(tok):
     try:
-        return bool(np.isfinite(D._py_float(tok)))
+        return bool(np.isfinite(py_float(tok)))
     except ValueError:
         return False
 
@@ -477,7 +479,7 @@ def _reference_read(path):
     raw = raw[3:] if raw.startswith(BOM) else raw
     labels, rows, cols, vals = [], [], [], []
     for lineno, line in enumerate(raw.split(b"\n"), 1):
-        got = D.parse_svm_line(path, lineno, line)
+        got = S.parse_line(path, lineno, line)
         if got is None:
             continue
         label, pairs = got
@@ -525,11 +527,11 @@ def test_random_files_read_as_the_reference(tmp_path):
             ref = _reference_read(path)
         except strads.DataError as e:
             with pytest.raises(strads.DataError) as mine:
-                D.read_svmlight(path)
+                S.read(path)
             assert str(mine.value) == str(e)
             errors += 1
             continue
-        same(D.read_svmlight(path), ref)
+        same(S.read(path), ref)
         agree += 1
     assert agree > 20 and errors > 20
 

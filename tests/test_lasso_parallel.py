@@ -17,7 +17,7 @@ from sklearn.linear_model import Lasso
 
 import strads
 from strads.apps import lasso
-from strads.apps.lasso import loading
+from strads.apps.lasso import data as lasso_data
 from strads.apps.lasso.data import load, make_problem
 
 from conftest import run_cli
@@ -28,7 +28,7 @@ X0, Y0, _ = make_problem(60, 25, density=0.2, seed=11)
 TARGET = "".join(f"{float(v)!r}\n" for v in Y0).encode()
 
 
-read_parts = functools.partial(read_parts, loading)  # every worker's part of a file
+read_parts = functools.partial(read_parts, lasso_data)  # every worker's part of a file
 
 
 def _fit(args, out, np_=None):

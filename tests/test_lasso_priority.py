@@ -136,7 +136,7 @@ def test_full_every_still_bounds_the_full_rounds():
 def test_the_filter_cache_is_left_out_of_checkpoints_and_refused_when_too_large():
     X, y, _ = make_problem(60, 200, corr=0.5, dense=True, seed=2)
     setup = lasso.make_setup(lambda: (X, y), schedule="priority", lambda_ratio=0.1)
-    sched, agg, _ = setup(strads.engine.Context(n_workers=1))
+    sched, agg, _ = setup(strads.api.Context(n_workers=1))
     sched.schedule(0)  # (a full round)
     agg.aggregate(0, agg.full_task(), [{"g": X.T @ y, "rss": float(y @ y),
                                        "ry": float(y @ y)}])
@@ -147,7 +147,7 @@ def test_the_filter_cache_is_left_out_of_checkpoints_and_refused_when_too_large(
     old = S.FILTER_CACHE_BYTES
     try:
         S.FILTER_CACHE_BYTES = 1000
-        sched2, _, _ = setup(strads.engine.Context(n_workers=1))
+        sched2, _, _ = setup(strads.api.Context(n_workers=1))
         assert not sched2._cache() and sched2._known is None
     finally:
         S.FILTER_CACHE_BYTES = old

@@ -13,7 +13,7 @@ import strads
 from strads.apps import lda as app
 from strads.apps.lda import kernels as K
 from strads.apps.lda.data import load, make_corpus
-from strads.engine import Context
+from strads import Context
 from conftest import run_cli, world
 
 REUTERS = os.path.join(os.path.dirname(__import__("lda").__file__), "tests", "reuters.ldac")

@@ -23,6 +23,7 @@ from strads.apps import lda as app
 from strads.apps.lda import data as lda_data
 from strads.apps.lda.__main__ import build_parser
 from strads.apps.lda.data import load
+from strads.io.memory import fmt_bytes
 from conftest import run_cli
 
 INT32_MAX = 2 ** 31 - 1
@@ -339,7 +340,7 @@ def test_uci_header_sizes_beyond_memory_refused_at_their_line(tmp_path):
         load(str(f))
     msg = str(e.value)
     assert msg.startswith(f"{f}:3: ") and "1,000,000,000,000 (document, word) entries" in msg
-    assert f"more than this machine's {lda_data.gib(PHYS)} of memory" in msg
+    assert f"more than this machine's {fmt_bytes(PHYS)} of memory" in msg
     d = PHYS // lda_data.BYTES_PER_DOC + 1  # documents alone beyond memory
     if d <= INT32_MAX:
         f.write_text(f"{d}\n10\n1\n1 1 1\n")
@@ -390,7 +391,7 @@ def test_cli_topics_of_10_9_names_the_flag_and_the_size(tmp_path):
     need = 1000 * 10 ** 9 * 12  # the int32 table and its int64 build
     line = refused(cli("--data", f, "--topics", 10 ** 9), "--topics 1000000000: ",
                    "the word-topic counts (1,000 words x 1,000,000,000 topics) need "
-                   f"{lda_data.gib(need)}", f"more than this machine's {lda_data.gib(PHYS)}")
+                   f"{fmt_bytes(need)}", f"more than this machine's {fmt_bytes(PHYS)}")
     assert line.startswith("strads.apps.lda: error: --topics")
     # the built-in corpus is checked before it is drawn (its topics: K x V floats)
     refused(cli("--topics", 10 ** 9), "the built-in corpus of --topics 1000000000 x "

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 import strads
 from strads.apps import lda as app
 from strads.apps.lda import data as lda_data
+from strads.io import source
 from strads.transport import _Group, _ThreadPeers
 from conftest import run_cli
 
@@ -124,7 +125,7 @@ def corpus_files(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["docword.c.txt", "c.ldac", "c.txt"])
 def test_parts_make_the_same_corpus_for_any_worker_count(corpus_files, name, monkeypatch):
-    monkeypatch.setattr(lda_data, "BLOCK", 512)  # many blocks a part (and gzip: a worker)
+    monkeypatch.setattr(source, "BLOCK", 512)  # many blocks a part (and gzip: a worker)
     ref = whole(parts(corpus_files / name, 1, min_count=1))
     assert ref[0].sum() > 0
     same(lda_data.load(str(corpus_files / name), min_count=1), ref)

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from strads.apps import lda as app
 from strads.apps.lda.data import make_corpus
-from strads.engine import Context
+from strads import Context
 from strads.transport import InProcess
 from conftest import world
 
@@ -36,7 +36,7 @@ def _check_model(res, X, slow):
 
 @pytest.mark.parametrize("schedule", ["model", "data"])
 def test_rebalance_moves_documents_off_a_slow_worker(monkeypatch, schedule):
-    monkeypatch.setenv("STRADS_FAULT", "slow:1:6")  # one process: worker 1
+    monkeypatch.setenv("STRADS_TEST_HOOK", "faults:slow:1:6")  # worker 1
     X = small_corpus()
     sweeps = 60 if schedule == "model" else 180  # 180 rounds either way
     res = app.fit(X, n_topics=5, sweeps=sweeps, schedule=schedule, workers=3, quiet=True,
@@ -181,7 +181,7 @@ def test_doc_half_of_loglik_moves_with_the_documents():
 def test_lda_rebalance_under_mpi(monkeypatch, scheduler):
     rank, size = world()
     slow = 1  # worker 1: rank 2 with a scheduler rank, rank 1 without
-    monkeypatch.setenv("STRADS_FAULT", f"slow:{slow + (scheduler == 'rank')}:6")
+    monkeypatch.setenv("STRADS_TEST_HOOK", f"faults:slow:{slow}:6")
     X = small_corpus()
     res = app.fit(X, n_topics=5, sweeps=60, quiet=True, check=True, rebalance=True,
                   rebalance_every=0.05, scheduler=scheduler)

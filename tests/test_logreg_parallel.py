@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 import strads
 from strads.apps import logreg
-from strads.apps.logreg import loading
+from strads.apps.logreg import data as logreg_data
 from strads.apps.logreg.data import make_problem
 
 from conftest import run_cli
@@ -24,7 +24,7 @@ from test_logreg import liblinear
 X0, Y0, _ = make_problem(60, 25, density=0.2, seed=11)
 L0 = np.where(Y0 > 0, 7, 3)  # any two label values: 3 -> -1, 7 -> +1
 
-read_parts = functools.partial(read_parts, loading)  # every worker's part of a file
+read_parts = functools.partial(read_parts, logreg_data)  # every worker's part of a file
 _fit = functools.partial(fit_cli, "logreg")
 
 

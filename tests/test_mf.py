@@ -10,6 +10,7 @@ import strads
 from strads.apps import mf
 from strads.apps.mf import data as D
 
+import faults
 from conftest import run_cli
 
 LAM = 1.0  # the unweighted objective's lambda (weighted=False)
@@ -409,7 +410,8 @@ def test_cli_bad_input_one_line(tmp_path):
     assert p.returncode == 2 and "--rank" in p.stderr
 
 
-@pytest.mark.parametrize("env", [{}, {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}, {"STRADS_DOORBELL": "0"}],
+@pytest.mark.parametrize("env", [{}, {"MPIR_CVAR_CH4_CMA_ENABLE": "0"},
+                                 faults.env("no_doorbells")],
                          ids=["default", "no-single-copy", "no-doorbells"])
 def test_cli_under_mpiexec_matches_in_process(tmp_path, env):
     # columns of 160 kB: large messages (rendezvous), which without MPICH's single-copy
@@ -484,6 +486,55 @@ def test_block_kernel_equals_its_columns_one_after_the_other(monkeypatch, kw, wo
         np.testing.assert_array_equal(fused.model[key], ref.model[key])
     assert fused.extra["objective_per_iter"] == ref.extra["objective_per_iter"]
     assert fused.extra["test_rmse"] == ref.extra["test_rmse"]
+
+
+@pytest.mark.parametrize("kw,workers", [
+    (dict(), 1), (dict(), 3), (dict(inner=2, bias="mean", staleness=1), 2),
+    (dict(group=3, bias="none"), 2), (dict(rank=5, block=2, inner=2), 2),
+    (dict(schedule="als"), 2), (dict(early_stop=2), 3)])
+def test_tiled_layout_changes_no_bit(monkeypatch, tmp_path, kw, workers):
+    """Tile by tile of the other side's rows (kernels.ccd_tiles, the steps left to the
+    next pass) the numbers are those of the rows' layout, bit for bit: with pending
+    columns, inner passes, groups, blocks after tiled bias rounds (they put the rows
+    back), ALS, early stopping;
+    and a run stopped with checkpoints and resumed is the uninterrupted one."""
+    from strads.apps.mf import kernels as K
+    p = D.prepare(mf.make_problem(400, 200, 30000, seed=5), test_fraction=0.1, seed=2)
+    kw = {"rank": 4, **kw}
+    staleness = kw.pop("staleness", 0)
+    calls = []
+    real = K.ccd_tiles
+
+    def counted(*a):
+        calls.extend([1] if a[3].shape[1] > 1 else [])  # (not the warm-up's)
+        return real(*a)
+
+    monkeypatch.setattr(K, "ccd_tiles", counted)
+
+    def fit(tile, **run):
+        monkeypatch.setattr(K, "TILE_ROWS", tile)
+        return strads.run(mf.make_setup(lambda: p, iters=3, **kw), mf.MFUpdate,
+                          workers=workers, staleness=staleness, quiet=True, tol=0, **run)
+
+    rows = fit(10 ** 9)
+    assert not calls
+    for tile in (37, 300):  # several tiles a side; tiles on side H only (W: 200 items)
+        tiled = fit(tile)
+        assert calls or kw.get("schedule") == "als"  # (ALS keeps the rows)
+        for key in rows.model:
+            np.testing.assert_array_equal(tiled.model[key], rows.model[key], err_msg=key)
+        assert tiled.extra["objective_per_iter"] == rows.extra["objective_per_iter"]
+        assert tiled.extra["test_rmse"] == rows.extra["test_rmse"]
+        assert [r["objective"] for r in tiled.trace] == [r["objective"] for r in rows.trace]
+    if kw.get("schedule") == "als":
+        return
+    out = str(tmp_path / "part")
+    part = fit(37, out=out, max_rounds=9, checkpoint_every=1e-9)
+    assert part.stop_reason == "max_rounds"
+    resumed = fit(37, out=out, resume=True)
+    assert resumed.rounds == rows.rounds
+    for key in rows.model:
+        np.testing.assert_array_equal(resumed.model[key], rows.model[key], err_msg=key)
 
 
 def test_cli_bad_input_under_mpiexec_ends_job(tmp_path):
@@ -592,11 +643,12 @@ def test_early_stop_returns_the_best_iteration(schedule, workers, staleness):
 
 def test_early_stop_needs_a_held_out_set(tmp_path):
     t = mf.make_problem(400, 200, 8000)
-    with pytest.raises(strads.DataError, match="early stopping with validation=0 stops on "
+    with pytest.raises(strads.DataError, match="early_stop 2 with validation 0 stops on "
                        "the held-out set"):
         mf.fit(t.users, t.items, t.ratings, early_stop=2, validation=0, quiet=True)
     for bad in (-1, 1.5, True):
-        with pytest.raises(strads.DataError, match="early_stop must be an integer >= 1"):
+        with pytest.raises(strads.DataError, match=r"early_stop must be an integer >= 0 "
+                           r"\(iterations; 0 or None: off\)"):
             mf.fit(t.users, t.items, t.ratings, early_stop=bad, quiet=True)
     with pytest.raises(strads.DataError, match=r"validation fraction must be in \[0, 1\)"):
         mf.fit(t.users, t.items, t.ratings, validation=1.0, quiet=True)
@@ -614,7 +666,7 @@ def test_early_stop_needs_a_held_out_set(tmp_path):
     p = run_cli(["strads.apps.mf", "--early-stop", "-1"])
     assert p.returncode == 2 and "--early-stop" in p.stderr
     p = run_cli(["strads.apps.mf", "--validation-fraction", "1"])
-    assert p.returncode == 2 and "--validation-fraction must be below 1" in p.stderr
+    assert p.returncode == 2 and "--validation-fraction must be in [0, 1), got 1" in p.stderr
 
 
 def test_early_stop_cli_under_mpiexec_and_resumed_equals_in_process(tmp_path):
@@ -741,7 +793,9 @@ def test_early_stopping_cli_under_mpiexec_and_resumed_in_each_run(tmp_path):
     assert one["validation_rmse"] == first["test_rmse"]
     # legs: the first run stopped by --max-rounds (its result, no second run) ...
     part = tmp_path / "part"
-    leg = args + ["--workers", "2", "--out", str(part), "--checkpoint-every", "0.001"]
+    # a checkpoint due at every round boundary: the second run's 5 rounds can take
+    # less than a millisecond
+    leg = args + ["--workers", "2", "--out", str(part), "--checkpoint-every", "1e-9"]
     p = run_cli(leg + ["--max-rounds", "9"])
     assert p.returncode == 0, p.stderr
     assert "validation run stopped (max_rounds)" in p.stderr and "--resume" in p.stderr

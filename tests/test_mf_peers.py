@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from strads import engine
+import strads
 from strads.apps import mf
 from strads.apps.mf import __main__ as mf_cli
 
@@ -67,13 +67,13 @@ def test_the_scheduler_keeps_nothing_of_the_data_or_model_size(schedule):
     t = mf.make_problem(3000, 1500, 20000, seed=1)
     p = mf.prepare(t, test_fraction=0.1)
     setup = mf.make_setup(lambda: p, rank=6, bias="full", schedule=schedule, iters=2)
-    sched, agg, shards = setup(engine.Context(3))
+    sched, agg, shards = setup(strads.Context(3))
     kk = 6 + 2
     for piece in (sched, agg):
         big = [a.shape for a in _arrays(piece) if a.size > 2 * kk]
         assert not big, (type(piece).__name__, big)
     # and the whole run's results: the model file as before, from the workers' rows
-    res = engine.run(mf.make_setup(lambda: p, rank=6, bias="full", schedule=schedule,
+    res = strads.run(mf.make_setup(lambda: p, rank=6, bias="full", schedule=schedule,
                                    iters=2), mf.MFUpdate, workers=3, quiet=True)
     M = res.model
     assert M["W"].shape == (p.shape[0], 6) and M["H"].shape == (p.shape[1], 6)
@@ -142,3 +142,35 @@ def test_rank_0_traffic_per_round_does_not_grow_with_the_workers(tmp_path):
         small, large = per_round[3][k], per_round[5][k]
         # a column is 400 users x 8 bytes; a round's messages are far smaller
         assert 0 < small < 1000 and large == pytest.approx(small, rel=0.1), per_round
+
+
+def test_tiled_layout_under_mpiexec_is_the_rows_bit_for_bit(tmp_path, monkeypatch):
+    """More users than a tile (kernels.TILE_ROWS): the item side's ratings are read tile
+    by tile; under mpiexec -n 3 the model and figures are those of 2 workers in one
+    process with the rows' layout, bit for bit."""
+    from strads.apps.mf import kernels as K
+    args = ["strads.apps.mf", "--n-users", str(K.TILE_ROWS + 7000), "--n-items", "300",
+            "--n-ratings", "400000", "--rank", "3", "--iters", "2", "--tol", "0",
+            "--early-stop", "0", "--quiet"]
+    p = run_cli(args + ["--out", str(tmp_path)], np=3, timeout=300)
+    assert p.returncode == 0, p.stderr
+    s = json.loads((tmp_path / "summary.json").read_text())
+    calls = []
+    real = K.ccd_tiles
+
+    def counted(*a):
+        calls.append(a[3].shape[1])
+        return real(*a)
+
+    monkeypatch.setattr(K, "ccd_tiles", counted)  # (a[3]: the worker's own rows)
+    _in_process(args, 2)
+    assert max(calls) > 1  # the item side tiled (the warm-up's call has one row)
+    monkeypatch.setattr(K, "TILE_ROWS", 10 ** 9)
+    calls.clear()
+    rows = _in_process(args, 2)
+    assert max(calls) == 1  # (the warm-up's only)
+    with np.load(tmp_path / "model.npz") as z:
+        for k in z.files:
+            np.testing.assert_array_equal(z[k], rows.model[k], err_msg=k)
+    for k in ("objective", "train_rmse", "test_rmse", "objective_per_iter"):
+        assert s[k] == rows.summary()[k], k

@@ -3,19 +3,19 @@ import numpy as np
 import pytest
 
 import strads
-from strads import engine
+from strads import driver
 
 import rebalance_app
 from conftest import world
 
 
 def test_plan_gives_shares_by_speed_and_moves_rows_between_neighbours_only():
-    assert engine._plan([100, 100], [1.0, 1.05]) is None  # balanced enough
-    assert engine._plan([100, 100], [0.0, 1.0]) is None  # no work measured
-    new = engine._plan([100, 100, 100], [1.0, 4.0, 1.0])  # worker 1 four times slower
+    assert driver.plan([100, 100], [1.0, 1.05]) is None  # balanced enough
+    assert driver.plan([100, 100], [0.0, 1.0]) is None  # no work measured
+    new = driver.plan([100, 100, 100], [1.0, 4.0, 1.0])  # worker 1 four times slower
     assert sum(new) == 300 and new[1] < 100 and new[0] > 100 and new[2] > 100
     # a cut never passes a neighbour's old range, and every worker keeps a row
-    new = engine._plan([10, 10, 10], [1.0, 1000.0, 1.0])
+    new = driver.plan([10, 10, 10], [1.0, 1000.0, 1.0])
     assert new == [19, 1, 10] or (min(new) >= 1 and sum(new) == 30)
     cuts = np.cumsum([0, 10, 10, 10])
     got = np.cumsum([0] + new)
@@ -35,7 +35,7 @@ def _check(res, X, y, slow):
 
 
 def test_rebalance_moves_rows_off_a_slow_worker_in_one_process(monkeypatch):
-    monkeypatch.setenv("STRADS_FAULT", "slow:1:6")  # one process: worker 1
+    monkeypatch.setenv("STRADS_TEST_HOOK", "faults:slow:1:6")  # worker 1
     X, y = rebalance_app.problem()
     res = rebalance_app.fit(X, y, workers=3, max_rounds=400, tol=0, quiet=True,
                             rebalance=True, rebalance_every=0.05)
@@ -57,7 +57,7 @@ def test_rebalance_needs_an_app_that_moves_rows_and_no_checkpoints(tmp_path):
 def test_rebalance_under_mpi(monkeypatch, scheduler):
     rank, size = world()
     slow = 1  # worker 1: rank 2 with a scheduler rank, rank 1 without
-    monkeypatch.setenv("STRADS_FAULT", f"slow:{slow + (scheduler == 'rank')}:6")
+    monkeypatch.setenv("STRADS_TEST_HOOK", f"faults:slow:{slow}:6")
     X, y = rebalance_app.problem()
     res = rebalance_app.fit(X, y, max_rounds=400, tol=0, quiet=True, rebalance=True,
                             rebalance_every=0.05, scheduler=scheduler)
@@ -75,7 +75,7 @@ def test_lasso_moves_samples_off_a_slow_worker_and_still_reaches_the_optimum(mon
     from strads.apps import lasso
     from strads.apps.lasso.data import make_problem
 
-    monkeypatch.setenv("STRADS_FAULT", "slow:1:6")
+    monkeypatch.setenv("STRADS_TEST_HOOK", "faults:slow:1:6")
     X, y, _ = make_problem(600, 200, density=0.05, corr=0.3, n_informative=20,
                            dense=dense, seed=3)
     lam = 0.05 * lasso.lambda_max(X, y)

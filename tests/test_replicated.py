@@ -11,9 +11,10 @@ import pytest
 from strads.apps import lasso, lda, mf
 from strads.apps.lasso.data import make_problem
 
+import faults
 from conftest import ROOT, child_env, mpiexec, world
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "apps"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import ridge  # noqa: E402
 
 
@@ -60,7 +61,7 @@ def test_replicated_equals_one_process_with_as_many_workers(staleness):
 
 
 DIVERGE_RUNS = {  # app: (command, fault)
-    "ridge": ([str(ROOT / "apps" / "ridge.py"), "--max-rounds", "400", "--tol", "0"],
+    "ridge": ([str(ROOT / "examples" / "ridge.py"), "--max-rounds", "400", "--tol", "0"],
               "diverge:2:17"),
     "lasso": (["-m", "strads.apps.lasso", "--schedule", "priority", "--max-rounds", "60",
                "--tol", "0"], "diverge:2:5"),
@@ -70,7 +71,7 @@ DIVERGE_RUNS = {  # app: (command, fault)
 
 @pytest.mark.parametrize("app", sorted(DIVERGE_RUNS))
 def test_a_rank_that_schedules_differently_ends_the_job(tmp_path, app):
-    """STRADS_FAULT=diverge:RANK:ROUND makes that rank schedule differently: the job
+    """The test hook faults:diverge:RANK:ROUND makes that rank schedule differently: the job
     ends within seconds (20 s, start-up included), non-zero, with one line naming the
     round and the ranks; the same run without the switch succeeds."""
     import time
@@ -81,7 +82,7 @@ def test_a_rank_that_schedules_differently_ends_the_job(tmp_path, app):
             "--quiet", "--out", str(tmp_path / "o")]
     t0 = time.monotonic()
     p = subprocess.run(full, capture_output=True, text=True, timeout=60,
-                       env={**child_env(), "STRADS_FAULT": fault})
+                       env={**child_env(), **faults.env(fault)})
     assert time.monotonic() - t0 < 20
     assert p.returncode != 0
     lines = [ln for ln in p.stderr.splitlines() if "scheduled different work" in ln]
@@ -99,7 +100,7 @@ def test_replicated_runs_to_the_end_with_the_same_digest_on_every_run(tmp_path):
     digests = []
     for k in range(2):
         p = subprocess.run([mpiexec(), "-n", "3", sys.executable,
-                            str(ROOT / "apps" / "ridge.py"), "--scheduler", "replicated",
+                            str(ROOT / "examples" / "ridge.py"), "--scheduler", "replicated",
                             "--quiet", "--out", str(tmp_path / f"o{k}")],
                            capture_output=True, text=True, timeout=60, env=child_env())
         assert p.returncode == 0, p.stderr
@@ -115,7 +116,7 @@ def test_replicated_checkpoint_and_resume_bit_for_bit(tmp_path):
     leaderless run ends with the uninterrupted run's model."""
     def ridge_run(out, *extra):
         p = subprocess.run([mpiexec(), "-n", "3", sys.executable,
-                            str(ROOT / "apps" / "ridge.py"), "--scheduler", "replicated",
+                            str(ROOT / "examples" / "ridge.py"), "--scheduler", "replicated",
                             "--quiet", "--tol", "0", "--out", str(out), *extra],
                            capture_output=True, text=True, timeout=60, env=child_env())
         assert p.returncode == 0, p.stderr

@@ -16,7 +16,7 @@ from strads import checkpoint as ckpt
 
 from conftest import ROOT, child_env, mpiexec, run_cli
 
-sys.path.insert(0, str(ROOT / "apps"))
+sys.path.insert(0, str(ROOT / "examples"))
 import ridge  # noqa: E402
 
 # apps on small built-in problems: (module args, flags of a run of a few seconds at most)
@@ -28,7 +28,7 @@ APPS = {
            "--iters", "6", "--tol", "0", "--early-stop", "0"],
     "lda": ["strads.apps.lda", "--n-docs", "200", "--n-words", "300", "--doc-length", "40",
             "--sweeps", "12", "--tol", "0"],
-    "ridge": [str(ROOT / "apps" / "ridge.py"), "--max-rounds", "300", "--tol", "0"],
+    "ridge": [str(ROOT / "examples" / "ridge.py"), "--max-rounds", "300", "--tol", "0"],
 }
 
 

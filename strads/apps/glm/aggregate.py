@@ -16,7 +16,7 @@ from collections import deque
 
 import numpy as np
 
-from ...engine import Aggregate
+from ...api import Aggregate
 from . import kernels as K
 from . import split
 

@@ -1,7 +1,7 @@
 """``python -m strads.apps.lasso|logreg [--data FILE] [flags]``: one command line for every
 datafit; its texts and extra flags are the datafit's (``help``, ``add_flags``,
 ``cli_options``)."""
-from ... import cli, engine
+from ... import cli, driver
 
 
 def build_parser(datafit):
@@ -52,7 +52,7 @@ def run(datafit, args):
             args.snr, args.dense, args.seed)[:2]
         setup = datafit.make_setup(data, *flags,
                                    **datafit.cli_options(args, "built-in problem"))
-    return engine.run(setup, datafit.Update, app=datafit.name, **cli.engine_kwargs(args))
+    return driver.run(setup, datafit.Update, app=datafit.name, **cli.engine_kwargs(args))
 
 
 def main(datafit, argv=None):

@@ -28,7 +28,8 @@ from collections import deque
 import numpy as np
 import scipy.sparse as sp
 
-from ...engine import DataError, Schedule
+from ...api import Schedule
+from ...errors import DataError
 from . import kernels as K
 
 CALM_ROUNDS = 20  # rounds without an objective rise before the block or step grows back

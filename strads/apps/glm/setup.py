@@ -12,8 +12,10 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from ... import engine
-from ...engine import DataError
+from ... import api
+from ... import driver
+from ...errors import DataError
+from ...io.memory import memory_limits
 from . import kernels as K
 from . import split
 from .schedule import SCHEDULES, Priority
@@ -22,47 +24,10 @@ MiB = 1 << 20
 GRAM_BUDGET_MAX = 512  # MiB: the default Gram budget, unless memory is scarcer
 
 
-def _memory_limits():
-    """Bounds, in bytes, on what this process may use, those it can tell: its
-    address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,
-    if lower) divided among the MPI ranks of this host (MPI_LOCALNRANKS; else all the
-    job's ranks)."""
-    out = []
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY and soft > 0:
-            out.append(soft)
-    except (ImportError, ValueError, OSError):
-        pass
-    local = 1
-    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
-                "OMPI_COMM_WORLD_SIZE"):
-        if os.environ.get(var, "").isdigit():
-            local = max(1, int(os.environ[var]))
-            break
-    try:
-        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        for path in ("/sys/fs/cgroup/memory.max",
-                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-            try:
-                with open(path) as f:
-                    text = f.read().strip()
-                if text.isdigit():
-                    phys = min(phys, int(text))
-            except OSError:
-                pass
-        out.append(phys // local)
-    except (ValueError, OSError, AttributeError):
-        pass
-    return out
-
-
 def default_gram_budget():
     """The default ``gram_budget`` in MiB: GRAM_BUDGET_MAX (512), or an eighth of the
-    memory this process may use (see :func:`_memory_limits`), if that is less."""
-    limits = _memory_limits()
+    memory this process may use (:func:`strads.io.memory.memory_limits`), if less."""
+    limits = memory_limits()
     return min([GRAM_BUDGET_MAX] + [b / 8 / MiB for b in limits])
 
 
@@ -79,7 +44,7 @@ def split_rows(X, n_parts):
     """Boundaries of contiguous row blocks with about equal numbers of non-zeros."""
     n = X.shape[0]
     counts = np.bincount(X.indices, minlength=n) if sp.issparse(X) else np.ones(n)
-    return engine.split_balanced(counts, n_parts)
+    return api.split_balanced(counts, n_parts)
 
 
 def row_block(X, start, stop):
@@ -101,7 +66,7 @@ def _read_only(a):
     return v
 
 
-class _Later(engine.Schedule):
+class _Later(api.Schedule):
     """A schedule built in ``begin``, once the aggregate knows the problem's size from
     the workers' reports (parallel loading: the scheduler never reads the file)."""
 
@@ -144,7 +109,7 @@ class Datafit:
     missing one) and may override the hooks; its ``make_setup``, ``make_file_setup``,
     ``fit``, ``build_parser`` and ``main`` are its app's."""
 
-    NEEDS = ("name", "Aggregate", "Update", "data", "loading", "priority",
+    NEEDS = ("name", "Aggregate", "Update", "data", "priority",
              "options", "check_lambda", "aggregate", "later", "working_set", "help")
     schedules = SCHEDULES  # by name (the CLI's choices)
     drop_empty = False  # X's empty columns are left out of the solve (their coef is 0)
@@ -200,7 +165,7 @@ class Datafit:
 
     def shard(self, path, target, options):
         """Every worker's description of ``path`` (parallel loading)."""
-        return self.loading.shard(path, target)
+        return self.data.shard(path, target)
 
     # -- set-up --------------------------------------------------------------------------
     def _schedule(self, agg, ctx, X, flags, options):
@@ -279,7 +244,7 @@ class Datafit:
                         schedule="working-set", block=256, rho=0.1, floor=0.1,
                         full_every=None, seed=0, **options):
         """``setup(ctx)`` for ``--data PATH``: every worker reads its own part of a LIBSVM
-        or MatrixMarket coordinate file (plain or gzip; the datafit's ``loading``), and
+        or MatrixMarket coordinate file (plain or gzip; the datafit's ``data``), and
         rank 0 completes its aggregate and schedule from worker 0's report (n, the column
         norms, X'y, ...); priority's filter runs on the workers. ``.npz`` and dense
         MatrixMarket files are read on rank 0 and split (:meth:`make_setup`). X's empty
@@ -293,7 +258,7 @@ class Datafit:
         flags = (schedule, block, full_every, seed, rho, floor)
 
         def setup(ctx):
-            if self.loading.needs_rank0(path):
+            if self.data.needs_rank0(path):
                 return whole(ctx)
             agg = self.later(lam, lambda_ratio, ctx, options)
             shards = [self.shard(path, target, options)] * ctx.n_workers
@@ -322,7 +287,7 @@ class Datafit:
             options["tol"] = tol
         setup = self.make_setup(lambda: (X, y), lam, lambda_ratio, schedule, block, rho,
                                 floor, full_every, seed, **options)
-        return engine.run(setup, self.Update, tol=tol, max_rounds=max_rounds, app=self.name,
+        return driver.run(setup, self.Update, tol=tol, max_rounds=max_rounds, app=self.name,
                           seed=seed, **kw)
 
     def build_parser(self):

@@ -14,7 +14,7 @@ they agree; a round's step is the smallest of the K schedules' steps.
 """
 import numpy as np
 
-from ...engine import Schedule
+from ...api import Schedule
 from . import kernels as K
 from .schedule import REFRESH
 

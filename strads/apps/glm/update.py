@@ -4,21 +4,21 @@ parallel loading, priority's dependency filter when the scheduler holds no X, an
 Gram matrices of priority's groups."""
 import numpy as np
 
-from ...engine import Update
+from ...api import Update
 from . import kernels as K
 
 
 class GLMUpdate(Update):
-    #: the datafit's reader of a file's part (its ``read_part(peers, shard)``)
-    loading = None
+    #: the datafit's data module (its ``read_part(peers, shard)`` reads a file's part)
+    data = None
     checkpoint_skip = ("facts", "norms", "sq_norms")  # (__init__ makes them again)
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y``), or a file's
-        description (``file``), whose part this worker reads (:attr:`loading`)."""
+        description (``file``), whose part this worker reads (:attr:`data`)."""
         self.facts = self.norms = self.sq_norms = None
         if "file" in shard:
-            shard = self.loading.read_part(self.peers, shard)
+            shard = self.data.read_part(self.peers, shard)
             self.facts = shard["facts"]
         if "sq_norms" in shard:  # (priority's filter on the workers: --data, --schedulers)
             self.sq_norms = shard["sq_norms"]

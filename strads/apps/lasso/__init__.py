@@ -10,10 +10,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ... import cli
-from ...engine import DataError
+from ...errors import DataError
 from ..glm.schedule import SCHEDULES, Priority, WorkingSet, max_staleness
 from ..glm.setup import Datafit, default_gram_budget, gram_block_cap
-from . import data, loading
+from . import data
 from .aggregate import LassoAggregate
 from .data import load, make_problem
 from .update import LassoUpdate
@@ -70,7 +70,7 @@ class Quadratic(Datafit):
     screening, empty columns left out, ``--schedulers K``."""
     name = "lasso"
     Aggregate, Update = LassoAggregate, LassoUpdate
-    data, loading = data, loading
+    data = data
     priority = Priority
     drop_empty = splits = True
     options = {"gram_budget": None, "time_limit": None}

@@ -5,7 +5,6 @@ import numpy as np
 from numba import njit
 
 from ..glm.kernels import _dense, _opts, _u
-from ..glm.kernels import csc_sq_norms  # noqa: F401 (loading.py's, until it moves)
 
 
 @njit(**_opts)

@@ -8,11 +8,11 @@ import scipy.sparse as sp
 from ..glm import kernels as GK
 from ..glm.update import NO_WEIGHTS, GLMUpdate
 from . import kernels as K
-from . import loading
+from . import data
 
 
 class LassoUpdate(GLMUpdate):
-    loading = loading
+    data = data
 
     def __init__(self, shard):
         super().__init__(shard)
@@ -20,10 +20,16 @@ class LassoUpdate(GLMUpdate):
         self.r = self.y.copy()
         self.rss = float(self.r @ self.r)
 
-    # -- rebalancing: rows (samples) handed to a neighbour (engine.Update.give/take) --
+    # -- rebalancing: rows (samples) handed to a neighbour (strads.Update.give/take) --
     @property
     def rows(self):
         return self.n_rows
+
+    row_state = ("r",)  # a resume on another number of workers carries the residual
+
+    def resharded(self):
+        self.rss = float(self.r @ self.r)
+        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
 
     def _rows(self):
         """This worker's rows of X, as a matrix that slices by row."""

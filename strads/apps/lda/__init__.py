@@ -17,18 +17,38 @@ import os
 
 import numpy as np
 
-from ... import engine
-from ...engine import DataError
+from ... import api, driver
+from ...errors import DataError
+from ...params import ENGINE, Param
+from ... import params as _params
 from .aggregate import InvariantError, LDAAggregate
 from .data import BYTES_PER_DOC, BYTES_PER_TOKEN, BYTES_PER_WORD, INT32_MAX
 from .data import check as check_corpus
-from .data import gib, load, make_corpus, phys_mem
+from .data import load, make_corpus
+from ...io.memory import fmt_bytes, physical_memory
 from .schedule import SCHEDULES, Group
 from . import kernels
 from .update import LDAUpdate
 
-__all__ = ["fit", "make_setup", "file_source", "corpus_source", "loglikelihood", "load", "make_corpus", "top_words",
-           "LDAUpdate", "LDAAggregate", "SCHEDULES", "InvariantError"]
+__all__ = ["fit", "make_setup", "file_source", "corpus_source", "loglikelihood", "load",
+           "make_corpus", "top_words", "LDAUpdate", "LDAAggregate", "SCHEDULES",
+           "InvariantError", "PARAMS"]
+
+#: The parameters, each declared once: make_setup's checks, the command line's flags
+#: (``__main__``) and the estimator's constraints
+#: (:func:`strads.params.sklearn_constraints`).
+PARAMS = (
+    Param("n_topics", 10, "number of topics K", low=1, high=INT32_MAX, flag="--topics",
+          metavar="TOPICS"),
+    Param("alpha", 0.1, "symmetric Dirichlet prior of the document-topic distributions",
+          low=0, closed="neither"),
+    Param("beta", 0.01, "symmetric Dirichlet prior of the topic-word distributions",
+          low=0, closed="neither"),
+    Param("sweeps", 50, "passes over the corpus (model schedule: one sweep is workers x "
+          "(staleness + 1) rounds); a resumed run may ask for more", low=0, resume=True),
+    Param("schedule", "model", "model: STRADS vocabulary rotation; data: YahooLDA-style "
+          "data-parallel baseline", choices=tuple(sorted(SCHEDULES))),
+)
 
 
 def split_vocab(word_counts, n_slices):
@@ -51,11 +71,10 @@ def loglikelihood(word_topic, doc_topic, alpha, beta):
                  + (gammaln(doc_topic + alpha) - gammaln(alpha)).sum())
 
 
-# how a refusal names a parameter: the command line's flag, or fit()'s keyword
-_FLAGS = {"topics": "--topics", "alpha": "--alpha", "beta": "--beta", "sweeps": "--sweeps",
-          "staleness": "--staleness", "workers": "--workers"}
+# how a refusal names a parameter: fit()'s keyword, or the command line's flag
 _KWARGS = {"topics": "n_topics", "alpha": "alpha", "beta": "beta", "sweeps": "sweeps",
            "staleness": "staleness", "workers": "workers"}
+_FLAGS = {k: {p.name: p.flag for p in PARAMS + ENGINE}[n] for k, n in _KWARGS.items()}
 
 
 def memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, staleness,
@@ -103,7 +122,7 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
                  schedule, max_slice, flag=None):
     """Raise DataError naming the largest part when a run would not fit in this
     machine's physical memory."""
-    mem = phys_mem()
+    mem = physical_memory()
     if mem is None:
         return
     flag = flag or _KWARGS
@@ -120,14 +139,15 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
               "per-topic": "the workers' per-topic arrays (sum trees, topic totals)"}
     if max(parts, key=parts.get) in topics:  # the flag to turn down: name its parts
         lead = f"{flag['topics']} {n_topics}: " + ", ".join(
-            f"{what} need {gib(parts[k])}" for k, what in topics.items() if parts[k] >= 2**20)
+            f"{what} need {fmt_bytes(parts[k])}" for k, what in topics.items()
+            if parts[k] >= 2**20)
     else:
-        lead = (f"data: the corpus's {n_tokens:,} tokens need {gib(parts['tokens'])}"
+        lead = (f"data: the corpus's {n_tokens:,} tokens need {fmt_bytes(parts['tokens'])}"
                 if parts["tokens"] >= parts["other"] else
                 f"data: {n_docs:,} documents, {n_words:,} words and {n_entries:,} "
-                f"(document, word) entries need {gib(parts['other'])}")
-    raise DataError(f"{lead}; the run would need about {gib(need)}, more than this "
-                    f"machine's {gib(mem)} of memory")
+                f"(document, word) entries need {fmt_bytes(parts['other'])}")
+    raise DataError(f"{lead}; the run would need about {fmt_bytes(need)}, more than this "
+                    f"machine's {fmt_bytes(mem)} of memory")
 
 
 def file_source(path, fmt="auto", vocab=None, min_count=2):
@@ -181,27 +201,18 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
     line): on rank 0 for a matrix, on the workers (as soon as they know the corpus's
     size) for a description."""
     flag = _FLAGS if cli else _KWARGS
-    if schedule not in SCHEDULES:
-        raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
-    if int(n_topics) != n_topics or not 1 <= n_topics <= INT32_MAX:
-        raise DataError(f"{flag['topics']} must be an integer from 1 to {INT32_MAX}, got "
-                        f"{n_topics}")
-    for name, v in (("alpha", alpha), ("beta", beta)):
-        if not (v > 0 and math.isfinite(v)):
-            raise DataError(f"{flag[name]} must be a finite number > 0, got {v}")
-    if sweeps < 0:
-        raise DataError(f"{flag['sweeps']} must be >= 0, got {sweeps}")
+    _params.check(PARAMS, dict(n_topics=n_topics, alpha=alpha, beta=beta, sweeps=sweeps,
+                               schedule=schedule), cli)
     K = int(n_topics)
 
     def setup(ctx):
         n_workers, staleness = ctx.n_workers, ctx.staleness
         sched_cls = SCHEDULES[schedule]
         base = {"s1": staleness + 1, "mode": schedule, "seed": seed, "K": K,
-                "alpha": alpha, "beta": beta, "check": check, "sweeps": sweeps,
-                "flag": flag}
+                "alpha": alpha, "beta": beta, "check": check, "flag": flag}
         if isinstance(data, dict):  # the workers read or draw it: sizes come in begin()
             agg = LDAAggregate(None, K, None, None, alpha, beta, schedule, None, check)
-            sched = _split(sched_cls(None, n_workers, staleness, sweeps), ctx)
+            sched = _split(sched_cls(None, n_workers, staleness, sweeps, flag), ctx)
             return sched, agg, [{**base, "source": data} for _ in range(n_workers)]
         X, vocab = data()
         X = check_corpus(X, vocab)
@@ -228,8 +239,8 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         check_memory(n_docs, V, n_tokens, X.nnz, K, n_workers, staleness,
                      schedule, int(np.diff(cuts).max()), flag)
         agg = LDAAggregate(V, K, n_docs, n_tokens, alpha, beta, schedule, vocab, check)
-        sched = _split(sched_cls(V, n_workers, staleness, sweeps), ctx)
-        doc_cuts = engine.split_balanced(lengths, n_workers)
+        sched = _split(sched_cls(V, n_workers, staleness, sweeps, flag), ctx)
+        doc_cuts = api.split_balanced(lengths, n_workers)
         shards = []
         for w in range(n_workers):  # each worker's rows; it builds its tokens itself
             d0, d1 = int(doc_cuts[w]), int(doc_cuts[w + 1])
@@ -253,7 +264,7 @@ def fit(X, *, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50, se
                        seed, check)
     if max_rounds is None:  # the schedule ends the run after its sweeps
         max_rounds = 10 ** 9
-    return engine.run(setup, LDAUpdate, staleness=staleness, max_rounds=max_rounds,
+    return driver.run(setup, LDAUpdate, staleness=staleness, max_rounds=max_rounds,
                       app="lda", seed=seed, **run_kw)
 
 

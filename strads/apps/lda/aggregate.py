@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from ...engine import Aggregate
+from ...api import Aggregate
 from . import kernels as K
 from .update import doc_loglik, totals_loglik
 

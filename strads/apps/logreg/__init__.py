@@ -16,11 +16,11 @@ import math
 import numpy as np
 
 from ... import cli
-from ...engine import DataError
+from ...errors import DataError
 from ..glm.schedule import (SCHEDULES, PlannedWorkingSet, ShuffledPriority,
                             max_staleness)
 from ..glm.setup import Datafit, default_gram_budget, gram_block_cap
-from . import data, loading
+from . import data
 from .aggregate import LogRegAggregate
 from .data import check, load, make_problem
 from .update import LogRegUpdate
@@ -59,7 +59,7 @@ class Logistic(Datafit):
     the labels' two values kept in the model."""
     name = "logreg"
     Aggregate, Update = LogRegAggregate, LogRegUpdate
-    data, loading = data, loading
+    data = data
     priority = ShuffledPriority
     options = {"tol": 1e-6, "name": "data", "ws_min": WS_MIN, "reuse_hessian": True,
                "gram_budget": None}
@@ -98,7 +98,7 @@ class Logistic(Datafit):
         return X, y, {"classes": classes}
 
     def shard(self, path, target, options):
-        return loading.shard(path, target, options["name"])
+        return data.shard(path, target, options["name"])
 
     @staticmethod
     def _cap(ctx, options):

@@ -236,7 +236,7 @@ class LogRegAggregate(GLMAggregate):
             F = F[:, order]
             F.sort_indices()
             G = ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
-                 K.csc_sq_norms(F.indptr, F.data), n_rows)
+                 GK.csc_sq_norms(F.indptr, F.data), n_rows)
         else:
             Gx = _sum(partials, "Gx")  # (k, m): the rows of the new columns
             G = np.empty((cols.shape[0], cols.shape[0]))
@@ -409,7 +409,7 @@ def _restrict(G, cols, new):
         F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, cols.shape[0]))[:, pos]
         F.sort_indices()
         return ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
-                K.csc_sq_norms(F.indptr, F.data), n_rows)
+                GK.csc_sq_norms(F.indptr, F.data), n_rows)
     return G[np.ix_(pos, pos)]
 
 

@@ -13,7 +13,6 @@ import numpy as np
 from numba import njit
 
 from ..glm.kernels import _opts, _u, anderson, cd_move, gram_cols
-from ..glm.kernels import csc_sq_norms  # noqa: F401 (loading.py's, until it moves)
 
 #: -l'(z) steps beyond this use the plain difference of losses, not log1p(s expm1(.))
 _EXP_MAX = 700.0

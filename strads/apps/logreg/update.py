@@ -25,21 +25,22 @@ import scipy.sparse as sp
 from scipy.linalg.blas import dsyrk
 
 from ..glm import kernels as GK
+from ...api import rows_of
 from ..glm.update import GLMUpdate
 from . import kernels as K
-from . import loading
+from . import data
 
 #: dense X: the block's gathered columns are kept between rounds up to this size
 XB_CACHE_BYTES = 256 << 20
 
 
 class LogRegUpdate(GLMUpdate):
-    loading = loading
+    data = data
     checkpoint_skip = GLMUpdate.checkpoint_skip + ("xb",)  # (a cache)
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y`` in {-1, +1}), or a
-        file's description (``file``), whose part this worker reads (:mod:`.loading`)."""
+        file's description (``file``), whose part this worker reads (:mod:`.data`)."""
         super().__init__(shard)
         n = self.n_rows
         self.m = np.zeros(n)
@@ -78,6 +79,19 @@ class LogRegUpdate(GLMUpdate):
             K.factor_cols(*csc, cols, wts)
         K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
                           np.empty(1))
+
+    # -- a resume on another number of workers: the margins and what hangs on them ------
+    @property
+    def rows(self):
+        return self.n_rows
+
+    def reshard(self, olds, first):
+        old = olds[0][2]
+        for name in ("m", "dm", "zc", "gram_w"):  # (None: not pending, or not yet made)
+            if old[name] is not None:
+                setattr(self, name, rows_of(olds, first, self.n_rows, name))
+        self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
+        self.spec = None  # a speculative trial point: a commit then computes it again
 
     # -- syncs ---------------------------------------------------------------------------
     def apply(self, sync):

@@ -40,12 +40,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ... import engine
-from ...engine import DataError
+from ... import api, driver
+from ...errors import DataError
+from ...params import Param, check
 from . import kernels as K
 from .aggregate import MFAggregate
-from .data import _lookup, _problem_plan, check_fraction, fmt_bytes, physical_memory
-from .data import Layout as FileLayout
+from ...io.memory import fmt_bytes, physical_memory
+from ...io.ratings import Layout as FileLayout
+from .data import _lookup, _problem_plan
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES
@@ -54,7 +56,7 @@ from .update import MFUpdate
 __all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "read_ratings",
            "make_problem", "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
            "Layout", "BIAS", "BIAS_DEFAULT", "INIT", "DUPLICATES", "COLD_START",
-           "LAMBDA_WEIGHTING", "WEIGHTED", "EARLY_STOP", "VALIDATION", "validated"]
+           "LAMBDA_WEIGHTING", "WEIGHTED", "EARLY_STOP", "VALIDATION", "validated", "PARAMS"]
 
 BIAS = ("none", "mean", "full")
 #: The default bias, declared once: the global mean plus fitted user and item biases,
@@ -72,6 +74,66 @@ EARLY_STOP = 2
 VALIDATION = 0.1
 #: how a first run ends when early stopping chose its iteration count
 ENDED = ("tol", "schedule_done")
+
+#: The parameters, each declared once: fit()'s checks (named by their keyword, or their
+#: label), the command line's flags (``__main__``) and the estimator's constraints
+#: (:func:`strads.params.sklearn_constraints`). Defaults: the command line's.
+PARAMS = (
+    Param("rank", 8, "factor rank k", low=1),
+    Param("lam", 0.1, "L2 penalty lambda (0.1: LIBMF's default, per rating): user u's "
+          "term is lambda * n_u * (||w_u||^2 + b_u^2) with --lambda-weighting count, "
+          "lambda * (||w_u||^2 + b_u^2) with none; items alike", low=0, flag="--lambda",
+          label="lambda"),
+    Param("lambda_weighting", "count", "count: each user's (item's) penalty is lambda "
+          "times its number of training ratings (LIBMF, ALS-WR, Spark ALS); none: lambda "
+          "alone, the same for every row", choices=LAMBDA_WEIGHTING),
+    Param("weighted_lambda", False, "accepted for old command lines, does nothing: "
+          "--lambda-weighting count is the default"),
+    Param("bias", BIAS_DEFAULT, "none; mean: subtract the global mean; full: also user "
+          "and item biases (penalised with their row's factors)", choices=BIAS),
+    Param("schedule", "ccd", "ccd: CCD++ rank-one blocks; als: alternating least squares "
+          "(baseline) on the same layout", choices=tuple(sorted(SCHEDULES))),
+    Param("inner", 1, "ccd: passes over (W column t, H column t) before moving to t+1",
+          low=1, label="inner passes"),
+    Param("block", 1, "ccd: columns per round (a worker does them one after the other); "
+          "fewer, larger rounds: less per-round latency under MPI, and a block's columns "
+          "are swept tile by tile while its ratings are in cache (--block equal to --rank: "
+          "all of a side's factor columns in one round, the fastest per iteration; with "
+          "one --inner pass each bias column leads its side's first block)", low=1),
+    Param("iters", 20, "outer iterations (one sweep over all columns of W and H); with "
+          "--early-stop, the first run's most", low=1, none=True),
+    Param("init", "svd", "H's start: svd: orthonormal rows near the top singular vectors "
+          "(one randomized subspace iteration); random: Gaussian", choices=INIT),
+    Param("init_scale", None, "norm of each starting row of H (default: 1 for svd, "
+          "sqrt(items / rank) for random)", kind=float, low=0, closed="neither",
+          none=True, label="init scale"),
+    Param("test_data", None, "held-out ratings (same formats)", kind=str, metavar="PATH"),
+    Param("test_fraction", None, "hold out this share of --data, chosen by --seed "
+          "(default: 0.1 for the built-in problem, 0 for --data)", kind=float, low=0,
+          high=1, closed="left", none=True, label="test fraction"),
+    Param("duplicates", "error", "repeated (user, item) pairs: error, keep the last, or "
+          "average", choices=DUPLICATES),
+    Param("cold_start", "error", "held-out ratings of users/items with no training "
+          "rating: error, skip them, or predict from the mean and known biases",
+          choices=COLD_START),
+    Param("target_test_rmse", None, "stop once the held-out RMSE is at or below this",
+          kind=float, low=0, closed="neither", none=True, label="target test RMSE"),
+    Param("early_stop", EARLY_STOP, "early stopping, in two runs: the first holds out "
+          "--validation-fraction of the training ratings, scores their RMSE at every "
+          "iteration end and stops once it has not improved for N iterations (outputs in "
+          "OUT/validation/); the second fits all the training ratings for the best "
+          "iteration count (summary.json: best_iteration, early_stopped, validation_rmse, "
+          "validation_iterations, validation_wall_s; --max-rounds and --time-limit bound "
+          "both runs together). 0: one run of --iters iterations (or to --tol), the "
+          "objective's minimiser, which overfits at a small --lambda", low=0, none=True,
+          note=" (iterations; 0 or None: off)", metavar="N"),
+    Param("validation_fraction", VALIDATION, "with --early-stop: the share of the training ratings "
+          "held out in the first run, chosen by --seed (independently of "
+          "--test-fraction's). 0: one run that stops on the held-out set (--test-fraction "
+          "or --test-data) itself and writes its best iteration's model (each worker then "
+          "keeps a copy of its rows of W and H: the factor rows' memory doubles)", low=0,
+          high=1, closed="left", label="validation fraction", metavar="F"),
+)
 
 
 @dataclass
@@ -106,33 +168,13 @@ def _compressed(users, items, vals, m, n):
     return [(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data) for X in (A, B)]
 
 
-def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
-                   target_test_rmse, iters, early_stop=None):
-    if schedule not in SCHEDULES:
-        raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
-    if bias not in BIAS:
-        raise DataError(f"bias must be one of {BIAS}, got {bias!r}")
-    if int(rank) != rank or rank < 1:
-        raise DataError(f"rank must be an integer >= 1, got {rank}")
-    if not (lam >= 0 and np.isfinite(lam)):
-        raise DataError(f"lambda must be a finite number >= 0, got {lam}")
-    if int(inner) != inner or inner < 1:
-        raise DataError(f"inner passes must be an integer >= 1, got {inner}")
-    if int(block) != block or block < 1:
-        raise DataError(f"block must be an integer >= 1, got {block}")
-    if init not in INIT:
-        raise DataError(f"init must be one of {INIT}, got {init!r}")
-    if init_scale is not None and not (init_scale > 0 and np.isfinite(init_scale)):
-        raise DataError(f"init scale must be a finite number > 0, got {init_scale}")
-    if target_test_rmse is not None and not (target_test_rmse > 0
-                                             and np.isfinite(target_test_rmse)):
-        raise DataError(f"target test RMSE must be a finite number > 0, got "
-                        f"{target_test_rmse}")
-    if iters is not None and (int(iters) != iters or iters < 1):
-        raise DataError(f"iters must be an integer >= 1, got {iters}")
-    _check_early_stop(early_stop)
+def _check(cli=False, **values):
+    """The declared rules (:data:`PARAMS`), then whether a ccd sweep's list of rounds
+    fits in memory; -> the patience of early stopping (None: off)."""
+    check(PARAMS, values, cli)
+    rank, inner, block = (values.get(k, 1) for k in ("rank", "inner", "block"))
     mem = physical_memory()
-    if schedule == "ccd" and mem is not None:
+    if values.get("schedule") == "ccd" and mem is not None:
         # the sweep is a list of its rounds, 8 bytes each (16 while it is built)
         sweep = 2 * int(inner) * -(-rank // int(block)) + 2
         if 16 * sweep > mem:
@@ -140,7 +182,19 @@ def _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
                             f"{block} (--block): a sweep of {sweep} rounds needs about "
                             f"{fmt_bytes(16 * sweep)}, more than this machine's "
                             f"{fmt_bytes(mem)} of memory")
-    return int(rank), bias == "full"
+    early_stop = values.get("early_stop")
+    return int(early_stop) or None if early_stop is not None else None
+
+
+def check_held_out(early_stop, validation, held_out, cli=False):
+    """Early stopping with no validation split stops on the held-out set: it needs one
+    (``held_out``: a test set or a test fraction > 0)."""
+    if early_stop and not validation and not held_out:
+        raise DataError(
+            f"--early-stop {early_stop} with --validation-fraction 0 stops on the held-out "
+            "set: give --test-fraction or --test-data" if cli else
+            f"early_stop {early_stop} with validation 0 stops on the held-out set: give "
+            "test=(users, items, ratings) or test_fraction > 0")
 
 
 def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.0,
@@ -159,14 +213,12 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
     run of :func:`validated` (that share of the training ratings is the held-out set;
     the test set is read and checked, then set aside); ``report``: figures to add to the
     summary."""
-    rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init,
-                                  init_scale, target_test_rmse, iters, early_stop)
-    if duplicates not in DUPLICATES:
-        raise DataError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
-    if cold_start not in COLD_START:
-        raise DataError(f"cold_start must be one of {COLD_START}, got {cold_start!r}")
-    check_fraction("test fraction", test_fraction)
-    early_stop = _check_early_stop(early_stop, validation)
+    early_stop = _check(schedule=schedule, bias=bias, rank=rank, lam=lam, inner=inner,
+                        block=block, init=init, init_scale=init_scale, iters=iters,
+                        target_test_rmse=target_test_rmse, early_stop=early_stop,
+                        duplicates=duplicates, cold_start=cold_start,
+                        test_fraction=test_fraction, validation_fraction=validation)
+    rank, biases = int(rank), bias == "full"
     options = dict(rank=rank, lam=float(lam), bias=bias, weighted=bool(weighted),
                    schedule=schedule, block=int(block), init=init, init_scale=init_scale,
                    seed=seed, duplicates=duplicates, cold_start=cold_start,
@@ -210,9 +262,10 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
     ``weighted`` and ``early_stop``: as in :func:`fit`; ``report``: figures to add to
     the summary; ``validation`` > 0: ``data()``'s held-out set is the validation split
     of :func:`validated`'s first run (empty: the run ends at once)."""
-    rank, biases = _check_options(schedule, bias, rank, lam, inner, block, init, init_scale,
-                                  target_test_rmse, iters, early_stop)
-    early_stop = _check_early_stop(early_stop)
+    early_stop = _check(schedule=schedule, bias=bias, rank=rank, lam=lam, inner=inner,
+                        block=block, init=init, init_scale=init_scale, iters=iters,
+                        target_test_rmse=target_test_rmse, early_stop=early_stop)
+    rank, biases = int(rank), bias == "full"
 
     def setup(ctx):
         n_workers = ctx.n_workers
@@ -276,7 +329,7 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                           p.cold, K.wsumsq(None, rows[2]), sq,
                           math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
                           else float("nan"))
-        uo, io = engine.split_balanced(cu, n_workers), engine.split_balanced(ci, n_workers)
+        uo, io = api.split_balanced(cu, n_workers), api.split_balanced(ci, n_workers)
         shards = []
         for w, test in enumerate(_test_shares(p, mean, n_workers)):
             (u0, u1), (i0, i1) = uo[w:w + 2], io[w:w + 2]
@@ -365,10 +418,8 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
     ``validation_iterations``, ``validation_wall_s``). ``validation=0``: one run that
     stops on the held-out set itself and returns its best iteration's model (needs
     ``test`` or ``test_fraction > 0``)."""
-    _check_early_stop(early_stop, validation)
-    if early_stop and not validation and test is None and not test_fraction:
-        raise DataError("early stopping with validation=0 stops on the held-out set: give "
-                        "test=(users, items, ratings) or test_fraction > 0")
+    check(PARAMS, dict(early_stop=early_stop, validation_fraction=validation))
+    check_held_out(early_stop, validation, test is not None or test_fraction)
     train = from_arrays(users, items, ratings, "ratings")
     held = from_arrays(*test, name="test") if test is not None else None
     # prepared in setup, so only the scheduler rank does it under MPI; the last run's
@@ -389,22 +440,12 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
                            init_scale=init_scale, seed=seed,
                            target_test_rmse=None if vfrac else target_test_rmse,
                            block=block, early_stop=es, report=report, validation=vfrac)
-        return engine.run(setup, MFUpdate, tol=tol, app="mf", seed=seed,
+        return driver.run(setup, MFUpdate, tol=tol, app="mf", seed=seed,
                           **{**run_kw, **limits})
 
     limits = {k: run_kw.pop(k, None) for k in ("out", "resume", "time_limit")}
     return validated(one, early_stop, validation, iters, max_rounds=max_rounds,
                      mpi=run_kw.get("mpi"), **limits)
-
-
-def _check_early_stop(early_stop, validation=0.0):
-    """-> the patience as an int, None when off (None or 0)."""
-    if early_stop is not None and (isinstance(early_stop, bool) or early_stop < 0
-                                   or int(early_stop) != early_stop):
-        raise DataError(f"early_stop must be an integer >= 1 (iterations; 0 or None: "
-                        f"off), got {early_stop}")
-    check_fraction("validation fraction", validation)
-    return int(early_stop) or None if early_stop is not None else None
 
 
 def validated(run_one, early_stop, validation, iters, out=None, resume=False,

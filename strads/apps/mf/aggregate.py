@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from ...engine import Aggregate
+from ...api import Aggregate
 
 
 class MFAggregate(Aggregate):

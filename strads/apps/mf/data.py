@@ -1,32 +1,26 @@
-"""Rating data: readers (MatrixMarket, delimited triplets), id remapping, the held-out
-split and the built-in synthetic problem.
+"""Rating data: reading (:mod:`strads.io.ratings`: MatrixMarket or delimited triplets),
+deduplication, the held-out split, id remapping and the built-in synthetic problem; in
+one process (:func:`prepare`) or each worker its share (:func:`prepare_part`).
 
 Readers return :class:`Triplets` with the raw ids as written in the file; any problem
-raises :class:`strads.DataError` naming the file, the line and what is wrong. A file may
-be gzip-compressed (told by its magic bytes) and start with a UTF-8 byte-order mark; it
-reads exactly as the plain file. The byte parser (:mod:`.parse`, numba) reads clean lines;
-anything it cannot vouch for is parsed again line by line, with the same rules, so the
-error names the first bad line. Nothing is allocated from a size a file declares, and
-no more ratings are read than this machine's memory can fit.
+raises :class:`strads.DataError` naming the file, the line and what is wrong.
 """
-import contextlib
-import gzip
-import io
 import math
-import os
-import zlib
-from array import array
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
+from numba import njit
 
-from ...engine import DataError
+from ... import api
+from ...errors import DataError
+from ...io import memory, ratings as rating_io
+from ...io.agree import refuse, route
 from . import kernels as K
-from . import parse as P
 
+_nb = dict(cache=True, nogil=True)
 DUPLICATES = ("error", "last", "mean")
 COLD_START = ("error", "skip", "mean")
-
 
 @dataclass
 class Triplets:
@@ -37,7 +31,6 @@ class Triplets:
     ratings: np.ndarray
     path: str = "ratings"
     lines: np.ndarray = None
-    reparse: object = None  # () -> the same Triplets with lines, for messages
     pos: np.ndarray = None  # each entry's position among the file's ratings (the split's)
 
     def where(self, k):
@@ -47,17 +40,6 @@ class Triplets:
 
     def __len__(self):
         return self.ratings.shape[0]
-
-    def with_lines(self):
-        """The same entries with their line numbers (the fast path has none: the file is
-        parsed again line by line), for messages."""
-        if self.lines is not None or self.reparse is None:
-            return self
-        full = self.reparse()
-        if not all(np.array_equal(getattr(full, k), getattr(self, k))
-                   for k in ("users", "items", "ratings")):
-            raise DataError(f"{self.path}: the file changed while it was read")
-        return full
 
 
 def from_arrays(users, items, ratings, name="ratings"):
@@ -77,7 +59,7 @@ def from_arrays(users, items, ratings, name="ratings"):
                 k = int(np.flatnonzero(bad)[0])
                 raise DataError(f"{name}: entry {k}: {what} id {arr[k]} is not an integer "
                                 "(exactly, as a float: pass integer arrays)")
-        if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= _INT64:
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= rating_io.INT64:
             k = int(np.argmax(arr))
             raise DataError(f"{name}: entry {k}: {what} id {arr[k]} does not fit in a 64-bit "
                             "integer")
@@ -96,651 +78,23 @@ def _check_values(t):
         big = not np.isfinite(np.dot(t.ratings, t.ratings))
     if big:  # the squared errors (the objective) would overflow
         k = int(np.argmax(np.abs(t.ratings)))
-        raise DataError(f"{t.with_lines().where(k)}: rating {t.ratings[k]} is too large: "
+        raise DataError(f"{t.where(k)}: rating {t.ratings[k]} is too large: "
                         "the sum of squared ratings overflows")
-
-
-# -- readers -------------------------------------------------------------------------------
-# Every reader goes through one _Source: a plain or gzip-compressed file (told by its magic
-# bytes, not its name), a UTF-8 byte-order mark skipped, lines split as universal newlines
-# (\n, \r\n, \r). The byte parser (parse.py, ASCII only) and the line by line rules
-# (parse_line) see the same lines and accept the same fields: whatever the byte parser
-# cannot read is parsed again line by line, which names the first bad line.
-_BOM = b"\xef\xbb\xbf"
-_GZIP = b"\x1f\x8b"
-_FOREIGN = ((b"BZh", "bzip2-compressed"), (b"\xfd7zXZ\x00", "xz-compressed"),
-            (b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"PK\x03\x04", "a zip archive"),
-            (b"7z\xbc\xaf\x27\x1c", "a 7z archive"), (b"\x93NUMPY", "a NumPy .npy file"),
-            (b"\xff\xfe", "UTF-16 text"), (b"\xfe\xff", "UTF-16 text"))
-_READ_ERRORS = (OSError, EOFError, zlib.error)  # gzip: corrupt or truncated
-_ID_DTYPE = [("u", np.int64), ("i", np.int64), ("r", np.float64)]
-_INT64 = 1 << 63
-_SNIFF = 8192  # bytes looked at for binary data
-_LONG_LINE = P.LONG_LINE  # a line this long or longer: not a rating file
-BYTES_PER_RATING = 200  # peak memory of reading + preparing + fitting, per rating
-
-
-def physical_memory():
-    """Bytes of physical memory (``SC_PHYS_PAGES * SC_PAGE_SIZE``), or None if unknown."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def fmt_bytes(b):
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if b >= size:
-            return f"{b / size:.3g} {unit}"
-    return f"{int(b)} bytes"
-
-
-def max_ratings():
-    """The most ratings this machine's memory can read, prepare and fit (None: no cap)."""
-    mem = physical_memory()
-    return None if mem is None else max(mem // BYTES_PER_RATING, 1)
-
-
-class _Source:
-    """A rating file, checked to be a readable regular file holding text (plain or gzip),
-    before anything is parsed."""
-
-    def __init__(self, path):
-        self.path = path = os.fspath(path)
-        if os.path.isdir(path):
-            raise DataError(f"{path}: is a directory, not a rating file")
-        if not os.path.exists(path):
-            raise DataError(f"{path}: no such file")
-        if not os.path.isfile(path):
-            raise DataError(f"{path}: not a regular file")
-        try:
-            self.size = os.path.getsize(path)
-            with open(path, "rb") as f:
-                magic = f.read(8)
-        except OSError as e:
-            raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
-        if self.size == 0:
-            raise DataError(f"{path}: empty file")
-        self.gz = magic[:2] == _GZIP
-        if not self.gz:
-            self._foreign(magic, "")
-            if path.lower().endswith(".gz"):
-                raise DataError(f"{path}: named .gz but not gzip-compressed (no 1f 8b magic "
-                                "bytes)")
-        try:
-            with self.binary() as f:
-                head = f.read(_SNIFF)
-        except _READ_ERRORS as e:
-            raise DataError(f"{path}: {self._failed(e)}") from None
-        if not head:
-            raise DataError(f"{path}: no ratings (empty file"
-                            f"{' after decompression' if self.gz else ''})")
-        if self.gz:
-            self._foreign(head, " inside the gzip data")
-            if head[:2] == _GZIP:
-                raise DataError(f"{path}: gzip-compressed twice; decompress it once")
-        nul = head.find(b"\0")
-        if nul >= 0:
-            line = head[:nul].count(b"\n") + 1
-            raise DataError(f"{path}:{line}: binary data (a NUL byte), not a text rating "
-                            "file")
-        self.mtx = head[:14].lower() == b"%%matrixmarket"
-
-    def _foreign(self, head, where):
-        for magic, what in _FOREIGN:
-            if head.startswith(magic):
-                hint = ("save it as UTF-8" if "UTF" in what else
-                        "only plain or gzip-compressed text is read")
-                raise DataError(f"{self.path}: {what}{where}, not a text rating file; {hint}")
-
-    def binary(self):
-        """The file's bytes (decompressed), past a UTF-8 byte-order mark."""
-        f = gzip.open(self.path, "rb") if self.gz else open(self.path, "rb")
-        try:
-            if f.read(3) != _BOM:
-                f.seek(0)
-        except BaseException:
-            f.close()
-            raise
-        return f
-
-    @contextlib.contextmanager
-    def raw(self):
-        """(the decompressed stream, past a byte-order mark; the mark's length)."""
-        f = _Source.open_raw(self.path, self.gz)
-        try:
-            bom = 3 if f.read(3) == _BOM else 0
-            f.seek(bom)
-            yield f, bom
-        finally:
-            f.close()
-
-    @staticmethod
-    def open_raw(path, gz):
-        return gzip.open(path, "rb") if gz else open(path, "rb")
-
-    def text(self, encoding):
-        """Lines as str (universal newlines): ``ascii`` for the fast path (anything else
-        fails it), ``latin-1`` (never fails) for the line by line parse."""
-        return io.TextIOWrapper(self.binary(), encoding=encoding, errors="strict",
-                                newline=None)
-
-    def lines(self):
-        """(line number, line) pairs; a read or decompression error names the line it
-        stopped at."""
-        lineno = 0
-        with self.text("latin-1") as f:
-            try:
-                while True:
-                    line = f.readline(_LONG_LINE)
-                    if not line:
-                        return
-                    lineno += 1
-                    if len(line) >= _LONG_LINE and not line.endswith("\n"):
-                        raise DataError(f"{self.path}:{lineno}: a line longer than "
-                                        f"{_LONG_LINE} characters: not a rating file")
-                    yield lineno, line
-            except _READ_ERRORS as e:
-                raise DataError(f"{self.path}:{lineno + 1}: {self._failed(e)}") from None
-
-    def _failed(self, e):
-        return f"corrupt gzip data ({e})" if self.gz else f"cannot read ({e})"
-
-
-def _source(path):
-    return path if isinstance(path, _Source) else _Source(path)
-
-
-def _decode(tok):
-    return tok.encode("latin-1").decode("utf-8", errors="replace")
-
-
-def _id(tok, what, where):
-    try:
-        v = int(tok) if "_" not in tok else None  # int() takes 1_000; np.loadtxt does not
-    except ValueError:
-        v = None
-    if v is None:
-        raise DataError(f"{where}: {what} {_decode(tok)!r} is not an integer")
-    if not -_INT64 <= v < _INT64:
-        raise DataError(f"{where}: {what} id {v} does not fit in a 64-bit integer")
-    return v
-
-
-def _rating(tok, where):
-    try:
-        r = float(tok) if "_" not in tok else None
-    except ValueError:
-        r = None
-    if r is None:
-        raise DataError(f"{where}: rating {_decode(tok)!r} is not a number")
-    if not math.isfinite(r):
-        raise DataError(f"{where}: rating is {r}, not finite")
-    return r
-
-
-def _is_number(tok):
-    try:
-        float(tok)
-        return "_" not in tok
-    except ValueError:
-        return False
-
-
-def _split(line, delim):
-    return line.split(delim) if delim else line.split()
-
-
-def _too_many(src, limit, what=None):
-    mem = physical_memory()
-    return DataError(f"{src.path}: {what or f'more than {limit} ratings'}: this machine's "
-                     f"{fmt_bytes(mem)} of memory holds at most {limit} (about "
-                     f"{BYTES_PER_RATING} bytes a rating to read, prepare and fit)")
-
-
-class _LineError(Exception):
-    """What is wrong with one line (the caller names the file and line)."""
-
-
-def parse_line(raw, delim, bounds=None):
-    """One line (str, latin-1 decoded, without its line end) by the line-by-line rules:
-    None for a blank or comment line, else (user, item, rating); :class:`_LineError`
-    says what is wrong. ``bounds``: a MatrixMarket file's (rows, columns)."""
-    if len(raw) >= _LONG_LINE:
-        raise _LineError(f"a line longer than {_LONG_LINE} characters: not a rating file")
-    line = raw.strip()
-    if not line or line[0] in "#%":
-        return None
-    parts = _split(line, delim)
-    if not raw.isascii():  # fine in the ignored fields only (np.loadtxt sees ASCII)
-        blanks = delim is None and ("\x85" in line or "\xa0" in line)  # str.split's
-        bad = [c for c in (line if blanks else "".join(parts[:3])) if not c.isascii()]
-        if bad:
-            raise _LineError(f"non-ASCII byte 0x{ord(bad[0]):02x} in a rating line's first "
-                             "three fields (ids and ratings are ASCII numbers)")
-    if len(parts) < 3:
-        hint = (" (a '::'-separated file such as MovieLens ratings.dat: replace '::' "
-                "by tabs)" if "::" in line else " (only tabs, commas or blanks separate "
-                "fields)" if ";" in line or "|" in line else "")
-        raise _LineError(f"expected 'user item rating', found {len(parts)} field(s){hint}")
-    try:
-        u = _id(parts[0].strip(), "user", "")
-        i = _id(parts[1].strip(), "item", "")
-        r = _rating(parts[2].strip(), "")
-    except DataError as e:
-        raise _LineError(str(e)[2:]) from None  # the message less its empty "where: "
-    if bounds is not None:
-        for v, hi, what in ((u, bounds[0], "row"), (i, bounds[1], "column")):
-            if not 1 <= v <= hi:
-                raise _LineError(f"{what} {v} is outside 1..{hi}")
-    return u, i, r
-
-
-def _parse_lines(src, delim, skip, bounds=None):
-    """Line by line (the reference for the byte parser): exact errors, and the line
-    number of every entry."""
-    src = _source(src)
-    limit = max_ratings()
-    us, its, rs, lines = array("q"), array("q"), array("d"), array("q")
-    for lineno, raw in src.lines():
-        if lineno <= skip:
-            continue
-        try:
-            got = parse_line(raw.rstrip("\n"), delim, bounds)
-        except _LineError as e:
-            raise DataError(f"{src.path}:{lineno}: {e}") from None
-        if got is None:
-            continue
-        us.append(got[0])
-        its.append(got[1])
-        rs.append(got[2])
-        lines.append(lineno)
-        if limit is not None and len(rs) > limit:
-            raise _too_many(src, limit)
-    return Triplets(np.frombuffer(us, np.int64).copy(), np.frombuffer(its, np.int64).copy(),
-                    np.frombuffer(rs, np.float64).copy(), src.path,
-                    np.frombuffer(lines, np.int64).copy())
-
-
-# -- where the ratings start: a few lines read on one rank -------------------------------
-_CHUNK = 8 << 20  # bytes parsed at a time
-_GZ_READ = 1 << 16  # decompressed bytes read at a time (a read error loses at most these)
-
-
-def _byte_lines(src, f, base=0):
-    """(line number, offset of the line in the stream, the line without its end as
-    latin-1 text) from ``f`` at offset ``base`` (past a byte-order mark) of the
-    decompressed stream; universal newlines."""
-    buf, lineno, eof = b"", 0, False
-    while True:
-        cut = P.last_cut(np.frombuffer(buf, np.uint8)) if buf and not eof else len(buf)
-        if not eof and (cut == 0 or len(buf) < _GZ_READ):
-            if len(buf) - cut > _LONG_LINE + 2:  # no line end within a long line
-                raise DataError(f"{src.path}:{lineno + 1}: a line longer than {_LONG_LINE} "
-                                "characters: not a rating file")
-            try:
-                more = f.read(_GZ_READ)
-            except _READ_ERRORS as e:
-                raise DataError(f"{src.path}:{lineno + 1}: {src._failed(e)}") from None
-            if not more:
-                eof = True
-            buf += more
-            continue
-        pos = 0
-        while pos < cut:
-            end = pos
-            while end < cut and buf[end] not in (10, 13):
-                end += 1
-            nxt = end + 1
-            if end < len(buf) and buf[end] == 13 and end + 1 < len(buf) and buf[end + 1] == 10:
-                nxt = end + 2
-            lineno += 1
-            yield lineno, base + pos, buf[pos:end].decode("latin-1")
-            pos = nxt
-        if eof:
-            return
-        base += cut
-        buf = buf[cut:]
-
-
-class Layout:
-    """Where a rating file's ratings are (the part of a file each worker reads is cut
-    from ``begin``): found by reading the lines before the first rating."""
-
-    def __init__(self, path):
-        src = self.src = _Source(path)
-        self.path, self.gz, self.mtx, self.size = src.path, src.gz, src.mtx, src.size
-        self.bounds, self.nnz, self.size_line = None, None, None
-        with src.raw() as (f, bom):
-            lines = _byte_lines(src, f, bom)
-            try:
-                if self.mtx:
-                    self._mtx(lines)
-                else:
-                    self._delimited(lines)
-            finally:
-                lines.close()
-
-    def __getstate__(self):  # what a worker is sent: no open source
-        return {k: v for k, v in self.__dict__.items() if k != "src"}
-
-    def _delimited(self, lines):
-        first, header = None, False
-        for lineno, off, raw in lines:
-            if len(raw) >= _LONG_LINE:
-                raise DataError(f"{self.path}:{lineno}: a line longer than {_LONG_LINE} "
-                                "characters: not a rating file")
-            line = raw.strip()
-            if "%%matrixmarket" in line[:40].lower():  # not at the start of line 1
-                raise DataError(f"{self.path}:{lineno}: a MatrixMarket banner must start "
-                                "the file's first line")
-            if not line or line[0] in "#%":
-                continue
-            parts = _split(line, "\t" if "\t" in line else "," if "," in line else None)
-            if (not header and len(parts) >= 3 and
-                    not any(_is_number(p.strip()) for p in parts[:3])):
-                header = True  # column names
-                continue
-            first = (lineno, off, line)
-            break
-        if first is None:
-            what = "only a header" if header else "empty file"
-            raise DataError(f"{self.path}: no ratings ({what})")
-        self.line0, self.begin, line = first
-        self.delim = "\t" if "\t" in line else "," if "," in line else None
-
-    def _mtx(self, lines):
-        path = self.path
-        _, _, banner = next(lines)
-        _mtx_banner(path, banner)
-        size = None
-        for lineno, off, raw in lines:
-            line = raw.strip()
-            if line and not line.startswith("%"):
-                size = line.split()
-                break
-        if size is None:
-            raise DataError(f"{path}: no size line (empty file)")
-        m, n, nnz = _mtx_size(self.src, lineno, size)
-        self.bounds, self.nnz, self.size_line, self.delim = (m, n), nnz, lineno, None
-        self.line0 = lineno + 1
-        nxt = next(lines, None)
-        self.begin = nxt[1] if nxt is not None else None  # None: no line after it
-
-    @property
-    def delim_code(self):
-        return {None: 0, "\t": 9, ",": 44}[self.delim]
-
-    def where(self, line):
-        return f"{self.path}:{int(line)}"
-
-
-def _mtx_banner(path, banner):
-    toks = banner.lower().split()
-    if len(toks) < 5 or toks[0] != "%%matrixmarket" or toks[1] != "matrix":
-        raise DataError(f"{path}:1: not a MatrixMarket banner "
-                        "('%%MatrixMarket matrix coordinate real general')")
-    if toks[2] != "coordinate":
-        raise DataError(f"{path}:1: {_decode(toks[2])} format holds no sparse ratings; "
-                        "need 'coordinate'")
-    if toks[3] not in ("real", "integer", "double"):
-        raise DataError(f"{path}:1: field {_decode(toks[3])!r}: ratings need 'real' or "
-                        "'integer' values")
-    if toks[4] != "general":
-        raise DataError(f"{path}:1: symmetry {_decode(toks[4])!r}: a rating matrix is "
-                        "'general'")
-
-
-def _mtx_size(src, lineno, size):
-    path = src.path
-    where = f"{path}:{lineno}"
-    if len(size) != 3 or not all(x.lstrip("+").isdigit() and x.isascii() for x in size):
-        raise DataError(f"{where}: size line must be 'rows columns entries' (three "
-                        f"non-negative integers), got {_decode(' '.join(size))!r}")
-    m, n, nnz = (int(x) for x in size)
-    if max(m, n, nnz) >= _INT64:
-        raise DataError(f"{where}: size {m} x {n} with {nnz} entries does not fit in 64-bit "
-                        "integers")
-    if m < 1 or n < 1:
-        raise DataError(f"{where}: a {m} x {n} matrix holds no ratings")
-    if nnz == 0:
-        raise DataError(f"{where}: no ratings (0 entries)")
-    if nnz > m * n:
-        raise DataError(f"{where}: {nnz} entries announced, more than the {m} x {n} = "
-                        f"{m * n} cells of the matrix")
-    if not src.gz and 6 * nnz - 1 > src.size:  # an entry takes at least '1 1 1\n'
-        raise DataError(f"{where}: {nnz} entries announced; a file of {src.size} bytes "
-                        f"holds at most {(src.size + 1) // 6}")
-    limit = max_ratings()
-    if limit is not None and nnz > limit:
-        raise _too_many(src, limit, f"line {lineno}: {nnz} entries announced")
-    return m, n, nnz
-
-
-# -- one worker's part ---------------------------------------------------------------------
-def _line_start(f, pos, end):
-    """The first offset >= pos (> 0) that starts a line (universal newlines), at most
-    ``end``."""
-    base = pos - 1
-    f.seek(base)
-    data = f.read(1 << 16)
-    while True:
-        for k in range(len(data) - 1):
-            c = data[k]
-            if c == 10 or (c == 13 and data[k + 1] != 10):
-                return min(base + k + 1, end)
-        if base + len(data) >= end or len(data) < 2:
-            return end
-        base += len(data) - 1
-        data = data[-1:] + f.read(1 << 16)
-
-
-def line_range(path, part, n_parts, begin, end):
-    """Part ``part`` of ``n_parts`` of the lines in [begin, end) of a plain file: the
-    lines whose first byte lies in that share of the bytes (universal newlines), so the
-    parts cover every line once."""
-    span = max(end - begin, 0)
-    cuts = [begin + span * k // n_parts for k in (part, part + 1)]
-    with open(path, "rb") as f:
-        lo, hi = (c if c <= begin or c >= end else _line_start(f, c, end) for c in cuts)
-    return lo, max(lo, hi)
-
-
-class Part:
-    """A worker's ratings as read: raw ids ``u``, ``i``, ratings ``r``, each one's line
-    index ``l`` and position ``pos`` (counted from the part's first line and rating, or
-    from the file's first rating line when ``whole``), the lines and ratings passed
-    (``lines``, ``seen``), and the first error: (line index, what is wrong), or
-    ``too_many`` ratings for this machine."""
-
-    def __init__(self, cap=0):
-        self.u, self.i = np.empty(cap, np.int64), np.empty(cap, np.int64)
-        self.r, self.l = np.empty(cap), np.empty(cap, np.int64)
-        self.n = self.lines = self.seen = 0
-        self.segments = []  # (first index here, position of that rating)
-        self.err, self.too_many, self.whole = None, False, False
-        self.pos = None
-
-    def room(self, k):
-        if self.n + k > self.u.shape[0]:
-            cap = max(2 * self.u.shape[0], self.n + k)
-            for name in ("u", "i", "r", "l"):
-                a = getattr(self, name)
-                b = np.empty(cap, a.dtype)
-                b[:self.n] = a[:self.n]
-                setattr(self, name, b)
-
-    def finish(self):
-        for name in ("u", "i", "r", "l"):
-            setattr(self, name, getattr(self, name)[:self.n])
-        pos = np.empty(self.n, np.int64)
-        bounds = self.segments + [(self.n, None)]
-        for (a, p), (b, _) in zip(bounds[:-1], bounds[1:]):
-            pos[a:b] = np.arange(p, p + b - a)
-        self.pos = pos
-        return self
-
-
-def _parse_into(part, buf, lay, keep, limit):
-    """Parse the complete lines of ``buf`` into ``part`` (``keep`` False: count them and
-    find errors only). Returns False once an error is found."""
-    b = np.frombuffer(buf, np.uint8)
-    delim, (bm, bn) = lay.delim_code, lay.bounds or (0, 0)
-    fb = np.zeros(3, np.int64)
-    out = part if keep else Part(b.shape[0] // 6 + 2)
-    n0 = out.n
-    if keep:
-        part.segments.append((part.n, part.seen))
-    pos, stop = 0, b.shape[0]
-    while pos < stop:
-        out.room((stop - pos) // 6 + 2)
-        cap = out.u.shape[0]
-        if limit is not None:  # stop at the first rating beyond the limit
-            cap = min(cap, n0 + max(limit - part.seen, 0) + 1)
-        pos, out.n, fell, lines = P.parse_block(b, pos, stop, delim, bm, bn, out.u[:cap],
-                                                out.i[:cap], out.r[:cap], out.l[:cap],
-                                                out.n, part.lines, fb, P._P10)
-        part.lines += lines
-        if fell:
-            s, e, line = (int(x) for x in fb)
-            try:
-                row = parse_line(buf[s:e].decode("latin-1"), lay.delim, lay.bounds)
-            except _LineError as exc:
-                part.err = (line, str(exc))
-                return False
-            if row is not None:
-                out.room(1)
-                out.u[out.n], out.i[out.n], out.r[out.n] = row
-                out.l[out.n] = line
-                out.n += 1
-        if limit is not None and part.seen + out.n - n0 > limit:
-            part.too_many = True
-            return False
-    part.seen += out.n - n0
-    return True
-
-
-def read_part(lay, part, n_parts, limit="auto"):
-    """Worker ``part``'s ratings of the file ``lay`` describes (a :class:`Layout`):
-    a plain file's byte range, parsed in blocks; a gzip file (which cannot be cut by
-    bytes) is decompressed whole by every worker, which keeps every n_parts-th block
-    from its own on (the blocks are the same for all)."""
-    limit = max_ratings() if limit == "auto" else limit
-    p = Part()
-    if lay.begin is None:
-        return p.finish()
-    if not lay.gz:
-        lo, hi = line_range(lay.path, part, n_parts, lay.begin, lay.size)
-        p.room(min(hi - lo, _CHUNK) // 6 + 2)
-        try:
-            with open(lay.path, "rb") as f:
-                f.seek(lo)
-                carry, at = b"", lo
-                while at < hi or carry:
-                    data = f.read(min(_CHUNK, hi - at)) if at < hi else b""
-                    at += len(data)
-                    buf = carry + data
-                    if at < hi and data:
-                        cut = P.last_cut(np.frombuffer(buf, np.uint8))
-                        if cut == 0:
-                            if len(buf) > _LONG_LINE + 2:
-                                p.err = (p.lines, f"a line longer than {_LONG_LINE} "
-                                                  "characters: not a rating file")
-                                break
-                            carry = buf
-                            continue
-                    else:
-                        cut = len(buf)
-                    carry = buf[cut:]
-                    if not _parse_into(p, buf[:cut], lay, True, limit):
-                        break
-                    if not data:
-                        break
-        except OSError as e:
-            p.err = (p.lines, f"cannot read ({e})")
-        return p.finish()
-    p.whole = True
-    block, carry = 0, b""
-    with _Source.open_raw(lay.path, True) as f:
-        try:
-            skip = lay.begin
-            while skip > 0:
-                got = f.read(min(skip, _GZ_READ))
-                if not got:
-                    break
-                skip -= len(got)
-            eof = False
-            while not eof:
-                buf = carry
-                while len(buf) < _CHUNK and not eof:
-                    try:
-                        more = f.read(_GZ_READ)
-                    except _READ_ERRORS as e:
-                        if _parse_into(p, buf[:P.last_cut(np.frombuffer(buf, np.uint8))]
-                                       if buf else b"", lay, block % n_parts == part,
-                                       limit):
-                            p.err = (p.lines, f"corrupt gzip data ({e})")
-                        return p.finish()
-                    eof = not more
-                    buf += more
-                cut = len(buf) if eof else P.last_cut(np.frombuffer(buf, np.uint8))
-                if cut == 0 and not eof:
-                    if len(buf) > _LONG_LINE + 2:
-                        p.err = (p.lines, f"a line longer than {_LONG_LINE} characters: "
-                                          "not a rating file")
-                        break
-                    carry = buf
-                    continue
-                carry = buf[cut:]
-                if not _parse_into(p, buf[:cut], lay, block % n_parts == part, limit):
-                    break
-                block += 1
-        except OSError as e:
-            p.err = (p.lines, f"corrupt gzip data ({e})")
-    return p.finish()
-
-
-def read_whole(lay):
-    """Every rating of the file ``lay`` (a :class:`Layout`) describes, in one process."""
-    p = read_part(lay, 0, 1)
-    if p.err is not None:
-        raise DataError(f"{lay.where(lay.line0 + p.err[0])}: {p.err[1]}")
-    if p.too_many:
-        raise _too_many(lay.src, max_ratings())
-    t = Triplets(p.u, p.i, p.r, lay.path, lay.line0 + p.l, pos=p.pos)
-    skip, src = lay.line0 - 1, lay.src
-    t.reparse = lambda: _parse_lines(src, lay.delim, skip, lay.bounds)
-    return t
-
-
-def read_delimited(path):
-    """``user item rating [timestamp ...]`` per line, tab, comma or blank separated (told
-    by the first rating line), with an optional header line before the first rating (a
-    line whose first three fields are all not numbers, as in MovieLens ``ratings.csv``);
-    ``#`` and ``%`` start comment lines; blank lines are skipped; fields after the third
-    are ignored."""
-    lay = path if isinstance(path, Layout) else Layout(path)
-    return read_whole(lay)
-
-
-def read_mtx(path):
-    """MatrixMarket ``coordinate real|integer general``: row = user, column = item, both
-    1-based and within the declared size (which only bounds the ids: nothing is sized by
-    it); the size line's entry count must match the entries."""
-    lay = path if isinstance(path, Layout) else Layout(path)
-    t = read_whole(lay)
-    if len(t) != lay.nnz:
-        raise DataError(f"{lay.path}: the size line (line {lay.size_line}) announces "
-                        f"{lay.nnz} entries, the file has {len(t)}")
-    return t
 
 
 def read_ratings(path):
     """Read a rating file: MatrixMarket (``%%MatrixMarket`` banner) or delimited triplets,
-    plain or gzip-compressed (told by the magic bytes), with or without a UTF-8 BOM."""
-    lay = Layout(path)
-    return read_mtx(lay) if lay.mtx else read_delimited(lay)
-
+    plain or gzip-compressed (told by the magic bytes), with or without a UTF-8 BOM.
+    Delimited: ``user item rating [timestamp ...]`` per line, tab, comma or blank
+    separated (told by the first rating line), an optional header line before the first
+    rating (a line whose first three fields are all not numbers, as in MovieLens
+    ``ratings.csv``), ``#`` and ``%`` comment lines; fields after the third ignored.
+    MatrixMarket ``coordinate real|integer general``: row = user, column = item, both
+    1-based and within the declared size (which only bounds the ids: nothing is sized by
+    it); the size line's entry count must match the entries."""
+    lay = rating_io.Layout(path)
+    got = rating_io.read(lay)
+    return Triplets(got.u, got.i, got.r, lay.path, got.lines, pos=got.pos)
 
 # -- cleaning, remapping, splitting --------------------------------------------------------
 def dedupe(t, policy="error"):
@@ -760,10 +114,9 @@ def dedupe(t, policy="error"):
     if policy == "error":
         later, earlier = order[1:][dup], order[:-1][dup]
         k = int(np.argmin(later))
-        full = t.with_lines()  # line numbers, for the message
-        first = (f"line {int(full.lines[earlier[k]])}" if full.lines is not None
+        first = (f"line {int(t.lines[earlier[k]])}" if t.lines is not None
                  else f"entry {int(earlier[k])}")
-        raise DataError(f"{full.where(later[k])}: duplicate rating of user {t.users[later[k]]}"
+        raise DataError(f"{t.where(later[k])}: duplicate rating of user {t.users[later[k]]}"
                         f", item {t.items[later[k]]} (first at {first}); pass duplicates="
                         "'last' or 'mean' (--duplicates) to keep one")
     start = np.concatenate([[True], ~dup])
@@ -773,11 +126,8 @@ def dedupe(t, policy="error"):
         r = t.ratings[keep]
     else:
         r = np.bincount(group, weights=t.ratings[order]) / np.bincount(group)
-    # the values are this read's; only the line numbers (for later messages) come from
-    # parsing again
-    full = t.with_lines()
-    lines = full.lines[keep] if full.lines is not None else None
-    return Triplets(t.users[keep], t.items[keep], r, t.path, lines,
+    return Triplets(t.users[keep], t.items[keep], r, t.path,
+                    t.lines[keep] if t.lines is not None else None,
                     pos=t.pos[keep] if t.pos is not None else keep)
 
 
@@ -844,9 +194,22 @@ def split(t, fraction, seed):
     return keep(~test), keep(test)
 
 
+@njit(**_nb)
+def _held_out(seed, pos, fraction, out):
+    """out[k] = rating at global position pos[k] is held out: a splitmix64 hash of
+    (seed, position) below ``fraction`` -- the same whoever reads it."""
+    for k in range(pos.shape[0]):
+        z = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(pos[k]) \
+            + np.uint64(0x632BE59BD9B4E019)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+        out[k] = float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0) < fraction
+
+
 def held_out(seed, pos, fraction):
     out = np.empty(pos.shape[0], np.bool_)
-    P.held_out(np.int64(int(seed) & 0x7FFFFFFFFFFFFFFF), np.ascontiguousarray(pos, np.int64),
+    _held_out(np.int64(int(seed) & 0x7FFFFFFFFFFFFFFF), np.ascontiguousarray(pos, np.int64),
                float(fraction), out)
     return out
 
@@ -904,9 +267,8 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         cold = int(unseen.sum())
         if cold and cold_start == "error":
             k = int(np.flatnonzero(unseen)[0])
-            full = test.with_lines()
             what = (f"user {test.users[k]}" if not ku[k] else f"item {test.items[k]}")
-            raise DataError(f"{full.where(k)}: {what} has no training rating (cold start); "
+            raise DataError(f"{test.where(k)}: {what} has no training rating (cold start); "
                             "pass cold_start='skip' or 'mean' (--cold-start) to drop such "
                             "ratings or predict them from the mean and known biases")
         tu = np.where(ku, tu, m).astype(np.int32)
@@ -942,16 +304,16 @@ def _problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed):
     if n_ratings > 0.5 * n_users * n_items:
         raise DataError(f"{n_ratings} ratings for {n_users} x {n_items}: at most half of "
                         "the pairs can be rated")
-    need = (n_users + n_items) * (40 + 16 * rank) + BYTES_PER_RATING * n_ratings
-    mem = physical_memory()
-    if n_users * n_items >= _INT64:
+    need = (n_users + n_items) * (40 + 16 * rank) + rating_io.BYTES_PER_RATING * n_ratings
+    mem = memory.physical_memory()
+    if n_users * n_items >= rating_io.INT64:
         raise DataError(f"the built-in problem: {n_users} x {n_items} (--n-users x "
                         "--n-items) pairs do not fit in 64-bit integers")
     if mem is not None and need > mem:
         raise DataError(f"the built-in problem of {n_users} users (--n-users), {n_items} "
                         f"items (--n-items), {n_ratings} ratings (--n-ratings) and true rank "
-                        f"{rank} (--true-rank) needs about {fmt_bytes(need)}, more than this "
-                        f"machine's {fmt_bytes(mem)} of memory")
+                        f"{rank} (--true-rank) needs about {memory.fmt_bytes(need)}, "
+                        f"more than this machine's {memory.fmt_bytes(mem)} of memory")
     rng = np.random.default_rng([seed, 0x6D66, 1])
 
     def popularity(k):
@@ -1087,3 +449,332 @@ def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
     :class:`Triplets` (every part of :func:`make_problem_part`).
     """
     return make_problem_part(n_users, n_items, n_ratings, rank, noise, alpha, seed)
+
+
+# -- each worker's share (parallel loading) ------------------------------------------------
+@njit(**_nb)
+def _exact_partials(x):
+    """Non-overlapping partials whose exact sum is sum(x) (Shewchuk's msum, as
+    math.fsum): math.fsum over every worker's partials is then the correctly rounded
+    sum of all, however the values were split among workers."""
+    parts = np.zeros(64)
+    n = 0
+    for k in range(x.shape[0]):
+        v = x[k]
+        i = 0
+        for j in range(n):
+            y = parts[j]
+            if abs(v) < abs(y):
+                v, y = y, v
+            hi = v + y
+            lo = y - (hi - v)
+            if lo != 0.0:
+                parts[i] = lo
+                i += 1
+            v = hi
+        if i >= 64:  # cannot happen for finite doubles (at most ~40 partials)
+            i = 63
+        parts[i] = v
+        n = i + 1
+    return parts[:n].copy()
+
+
+def _generated(peers, spec):
+    """A worker's part of the built-in problem (chunks of users from the seed)."""
+    t = make_problem_part(*spec, part=peers.rank, n_parts=peers.size)
+    out = rating_io.Ratings()
+    out.path, out.u, out.i, out.r, out.pos, out.lines = ("built-in", t.users, t.items,
+                                                         t.ratings, t.pos, None)
+    out.total = sum(peers.allgather(t.ratings.shape[0]))
+    out.line_of = lambda peers, positions: {}
+    return out
+
+
+def _check_squares(peers, src):
+    """The sum of squared ratings must not overflow (the objective): the largest rating
+    (the first of them in the file) is named, by the worker that read it."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        ss = float(np.dot(src.r, src.r))
+    k = int(np.argmax(np.abs(src.r))) if src.r.shape[0] else -1
+    facts = peers.allgather((ss, None if k < 0 else (-abs(float(src.r[k])), int(src.pos[k]),
+                                                      float(src.r[k]), int(src.lines[k]))))
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = sum(f[0] for f in facts)
+    if not np.isfinite(total):
+        big, w = min((f[1], w) for w, f in enumerate(facts) if f[1] is not None)
+        refuse(peers, f"{src.path}:{big[3]}: rating {big[2]} is too large: the sum of "
+               "squared ratings overflows", w)
+
+
+def _owner_hash(raw, W):
+    z = raw.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z ^= z >> np.uint64(31)
+    return (z % np.uint64(W)).astype(np.int64)
+
+
+def _dup_groups(key, pos):
+    """Sort by (key, position): (order, start-of-group mask, dup mask) of the sorted."""
+    if pos.shape[0] > 1 and not (pos[1:] > pos[:-1]).all():
+        o = np.argsort(pos, kind="stable")
+    else:
+        o = None
+    k = key if o is None else key[o]
+    order = np.argsort(k, kind="stable")
+    if o is not None:
+        order = o[order]
+    ks = key[order]
+    dup = ks[1:] == ks[:-1]
+    return order, dup
+
+
+def _dedupe(peers, src, policy, key, pos, r, raw_u, raw_i):
+    """Duplicates among this worker's entries (all of a pair's are here): ``error``
+    raises naming both lines (the earliest second occurrence over all workers), else
+    the kept entries' indices (into the given arrays, sorted by key) and ratings."""
+    order, dup = _dup_groups(key, pos)
+    cand = None
+    if dup.any():
+        later, earlier = pos[order][1:][dup], pos[order][:-1][dup]
+        k = int(np.argmin(later))
+        j = order[1:][dup][k]
+        cand = (int(later[k]), int(earlier[k]), int(raw_u[j]), int(raw_i[j]))
+    if policy == "error":
+        cands = [c for c in peers.allgather(cand) if c is not None]
+        if cands:
+            later, earlier, uu, ii = min(cands)
+            lines = src.line_of(peers, [later, earlier])
+            where = (f"{src.path}:{lines[later]}" if later in lines
+                     else f"{src.path}: entry {later}")
+            first = (f"line {lines[earlier]}" if earlier in lines else f"entry {earlier}")
+            refuse(peers, f"{where}: duplicate rating of user {uu}, item {ii} "
+                   f"(first at {first}); pass duplicates='last' or 'mean' "
+                   "(--duplicates) to keep one")
+        return order, r[order]
+    if not dup.any():
+        return order, r[order]
+    start = np.concatenate([[True], ~dup])
+    group = np.cumsum(start) - 1
+    last = np.flatnonzero(np.concatenate([start[1:], [True]]))
+    keep = order[last]
+    if policy == "last":
+        vals = r[keep]
+    else:
+        vals = np.bincount(group, weights=r[order]) / np.bincount(group)
+    return keep, vals
+
+
+def prepare_part(peers, desc):
+    """This worker's shard (as make_setup's shards) and its report, from the file
+    descriptions in ``desc`` (see :func:`strads.apps.mf.make_parallel_setup`): it reads
+    its part of the file (or generates its part of the built-in problem), and the
+    workers agree on the rest with their collectives: the distinct raw ids (merged, dense
+    maps numbered in raw id order as in one process); the users cut into contiguous
+    blocks balanced by their ratings, every rating moved to its user's worker, where
+    duplicates are found and resolved; the held-out split, from ``seed`` and each
+    rating's global position (a hash, so it does not depend on the number of workers);
+    the items cut by their training counts, every training rating moved to its item's
+    worker too; the mean as the correctly rounded sum of all ratings (math.fsum of every
+    worker's exact partials); the start of H (one step of randomized subspace iteration,
+    R'R Z, every worker orthonormalising the same numbers)."""
+    W, me = peers.size, peers.rank
+    o = desc["options"]
+    lay_tr = desc["train"]
+    src = (_generated(peers, desc["builtin"]) if lay_tr is None
+           else rating_io.gather(peers, lay_tr))
+    tsrc = rating_io.gather(peers, desc["test"]) if desc["test"] is not None else None
+    for s in (src, tsrc):
+        if s is not None and s.lines is not None:
+            _check_squares(peers, s)
+
+    # -- ids: the distinct raw ids of every worker, merged
+    got = peers.allgather((np.unique(src.u), np.unique(src.i)))
+    user_ids = np.unique(np.concatenate([g[0] for g in got]))
+    item_ids = np.unique(np.concatenate([g[1] for g in got]))
+    del got
+    m, n = user_ids.shape[0], item_ids.shape[0]
+    from . import _check_factor_memory, Layout as FL
+    u = np.searchsorted(user_ids, src.u)
+    i = np.searchsorted(item_ids, src.i).astype(np.int32)
+
+    # -- rows: users in blocks balanced by their ratings, each rating to its user's
+    counts = peers.allreduce(np.bincount(u, minlength=m).astype(np.int64))
+    uo = api.split_balanced(counts, W)
+    del counts
+    u0, u1 = int(uo[me]), int(uo[me + 1])
+    dest = np.searchsorted(uo, u, side="right") - 1
+    u, i, r, pos = route(peers, dest, [u.astype(np.int32), i, src.r, src.pos])
+    del dest
+    src.u = src.i = src.r = None
+    ul = (u - u0).astype(np.int64)
+    key = ul * n + i
+    keep, r = _dedupe(peers, src, o["duplicates"], key, pos,
+                      r, user_ids[u], item_ids[i])
+    u, i, pos = u[keep], i[keep], pos[keep]
+    del key, keep, ul
+
+    # -- held-out ratings: a file, or a share of these chosen by seed and position
+    test = None
+    cold = 0
+    if tsrc is not None:
+        tu, ku = _lookup(user_ids, tsrc.u)
+        ti, ki = _lookup(item_ids, tsrc.i)
+        tdest = np.where(ku, np.searchsorted(uo, tu, side="right") - 1,
+                         _owner_hash(tsrc.u, W))
+        tu_raw, ti_raw, tr, tpos = route(peers, tdest, [tsrc.u, tsrc.i, tsrc.r, tsrc.pos])
+        # duplicates: by raw pair (an unseen id has no dense index)
+        key2 = np.lexsort((ti_raw, tu_raw))
+        rank_pairs = np.empty(key2.shape[0], np.int64)
+        if key2.shape[0]:
+            su, si = tu_raw[key2], ti_raw[key2]
+            new = np.concatenate([[True], (su[1:] != su[:-1]) | (si[1:] != si[:-1])])
+            rank_pairs[key2] = np.cumsum(new) - 1
+        keep, tr = _dedupe(peers, tsrc, o["duplicates"], rank_pairs, tpos, tr,
+                           tu_raw, ti_raw)
+        tu_raw, ti_raw, tpos = tu_raw[keep], ti_raw[keep], tpos[keep]
+        tu, ku = _lookup(user_ids, tu_raw)
+        ti, ki = _lookup(item_ids, ti_raw)
+        unseen = ~(ku & ki)
+        c = int(unseen.sum())
+        first = None
+        if c:
+            k = int(np.argmin(np.where(unseen, tpos, np.iinfo(np.int64).max)))
+            first = (int(tpos[k]), "user" if not ku[k] else "item",
+                     int(tu_raw[k]) if not ku[k] else int(ti_raw[k]))
+        got = peers.allgather((c, first))
+        cold = sum(g[0] for g in got)
+        if cold and o["cold_start"] == "error":
+            p, what, raw = min(g[1] for g in got if g[1] is not None)
+            lines = tsrc.line_of(peers, [p])
+            where = f"{tsrc.path}:{lines[p]}" if p in lines else f"{tsrc.path}: entry {p}"
+            refuse(peers, f"{where}: {what} {raw} has no training rating (cold "
+                   "start); pass cold_start='skip' or 'mean' (--cold-start) "
+                   "to drop such ratings or predict them from the mean and "
+                   "known biases")
+        tu = np.where(ku, tu, m).astype(np.int32)
+        ti = np.where(ki, ti, n).astype(np.int32)
+        if c and o["cold_start"] == "skip":
+            tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
+        test = (tu, ti, tr)
+        tsrc = None
+    frac = o["test_fraction"]
+
+    def hold_out(seed, frac, u, i, r, pos):  # its user and item keep a training rating
+        held = held_out(seed, pos, frac)
+        ul = u - u0
+        seen = np.bincount(ul[~held], minlength=u1 - u0) > 0
+        held &= seen[ul]
+        seen_i = peers.allreduce(np.bincount(i[~held], minlength=n).astype(np.int64)) > 0
+        held &= seen_i[i]
+        return (u[held].astype(np.int32), i[held], r[held]), ~held
+
+    if test is None and frac > 0:
+        test, train = hold_out(o["seed"], frac, u, i, r, pos)
+        u, i, r, pos = u[train], i[train], r[train], pos[train]
+    elif test is None:
+        test = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+    if o.get("validation"):  # early stopping's first run: the test set is set aside
+        test, train = hold_out(validation_seed(o["seed"]), o["validation"], u, i, r, pos)
+        u, i, r = u[train], i[train], r[train]
+        cold = 0
+    del pos
+    src = None
+
+    # -- what the data's size allows (after the data's own errors, as in one process)
+    if W > min(m, n):
+        refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
+               "needs users and items")
+    try:
+        _check_factor_memory(o["rank"], o["bias"] == "full", m, n, W, o["schedule"],
+                             o["block"], o.get("early_stop"))
+    except DataError as e:
+        refuse(peers, str(e))
+
+    # -- counts, the mean, the penalties' weights
+    cu = np.bincount(u - u0, minlength=u1 - u0)
+    ci = peers.allreduce(np.bincount(i, minlength=n).astype(np.int64))
+    parts = _exact_partials(r) if o["bias"] != "none" else np.zeros(0)
+    got = peers.allgather((r.shape[0], parts, int(cu.max()) if cu.shape[0] else 0,
+                           test[2].shape[0]))
+    n_train = sum(g[0] for g in got)
+    n_test = sum(g[3] for g in got)
+    if o.get("early_stop") is not None and not o.get("validation") and n_test == 0:
+        refuse(peers, f"--early-stop {o['early_stop']} needs held-out ratings: the "
+               "held-out set is empty")
+    mean = math.fsum(np.concatenate([g[1] for g in got])) / n_train \
+        if o["bias"] != "none" else 0.0
+    lam, weighted = o["lam"], o["weighted"]
+    with np.errstate(over="ignore"):
+        reg_rows = lam * cu if weighted else np.full(u1 - u0, float(lam))
+        reg_H = lam * ci if weighted else np.full(n, float(lam))
+        bad = weighted and not (np.isfinite(lam * float(max(g[2] for g in got)))
+                                and np.isfinite(reg_H).all())
+    if bad:
+        refuse(peers, f"lambda {lam} (--lambda) times a row's up to "
+               f"{max(max(g[2] for g in got), int(ci.max()))} ratings "
+               "(--lambda-weighting count) overflows")
+    io = api.split_balanced(ci, W)
+    i0, i1 = int(io[me]), int(io[me + 1])
+
+    # -- rows (CSR, sorted by user then item: the dedupe's order) and columns (CSC)
+    y = r - mean
+    del r
+    ul = (u - u0).astype(np.int64)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(ul, minlength=u1 - u0))])
+    rows = (indptr.astype(np.int64), i.astype(np.int32), y)
+    cdest = np.searchsorted(io, i, side="right") - 1
+    ci_, cu_, cy = route(peers, cdest, [i, u.astype(np.int32), y])
+    del cdest, ul
+    order = np.argsort((ci_.astype(np.int64) - i0) * m + cu_, kind="stable")
+    ci_, cu_, cy = ci_[order], cu_[order], cy[order]
+    del order
+    cptr = np.concatenate([[0], np.cumsum(np.bincount(ci_ - i0, minlength=i1 - i0))])
+    cols = (cptr.astype(np.int64), cu_.astype(np.int32), cy)
+    del ci_
+    te_u, te_i, te_r = test
+    if te_u.shape[0]:
+        o2 = np.lexsort((te_i, te_u))
+        test = (te_u[o2].astype(np.int32), te_i[o2].astype(np.int32), te_r[o2] - mean)
+    else:
+        test = (te_u.astype(np.int32), te_i.astype(np.int32), te_r - mean)
+
+    # -- the start of H
+    lay = FL(int(o["rank"]), float(lam), o["bias"] == "full")
+    rng = np.random.default_rng([o["seed"], 0x6D66, 2])
+    Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)
+    if o["init"] == "svd":
+        R = sp.csr_matrix((rows[2], rows[1], rows[0]), shape=(u1 - u0, n))
+        Y = np.ascontiguousarray(R @ Z.T)
+        del R
+        Y = np.concatenate(peers.allgather(Y))
+        C = sp.csr_matrix((cols[2], cols[1], cols[0]), shape=(i1 - i0, m))
+        Pc = np.ascontiguousarray(C @ Y)
+        del C, Y
+        Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
+        del Pc
+        K.orthonormalize(Z)
+    scale = o["init_scale"] if o["init_scale"] is not None else \
+        (1.0 if o["init"] == "svd" else np.sqrt(n / lay.rank))
+    H = np.zeros((lay.kk, n + 1))
+    H[:lay.rank, :n] = scale * Z
+    del Z
+    with np.errstate(over="ignore", invalid="ignore"):
+        penalty = float(reg_H @ (H[:lay.rank, :n] ** 2).sum(axis=0))
+    if not np.isfinite(penalty):
+        refuse(peers, f"lambda {lam} (--lambda) and starting scale {scale} "
+               "(--init-scale): the starting penalty lambda ||H||^2 "
+               "overflows")
+    if lay.biases:
+        H[lay.user_bias] = 1.0
+    sqH = np.array([K.wsumsq(reg_H, H[t, :n]) for t in range(lay.kk)])
+    sqW = np.zeros(lay.kk)
+    if lay.biases:
+        sqW[lay.item_bias] = K.wsumsq(reg_rows, np.ones(u1 - u0))
+    report = {"shape": (m, n), "mean": mean, "n_train": n_train, "n_test": n_test,
+              "cold": cold, "rss": K.wsumsq(None, y), "sqW": sqW,
+              "sqH": sqH if me == 0 else None, "sse": K.wsumsq(None, test[2])}
+    shard = {"layout": lay, "shape": (m, n), "H": H, "users": (u0, u1), "items": (i0, i1),
+             "rows": rows, "cols": cols, "reg_rows": reg_rows,
+             "reg_cols": reg_H[i0:i1].copy(), "test": test,
+             "user_ids": user_ids[u0:u1].copy(), "item_ids": item_ids[i0:i1].copy(),
+             "early_stop": o.get("early_stop")}
+    return shard, report

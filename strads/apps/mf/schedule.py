@@ -24,7 +24,8 @@ One outer iteration is one sweep; the last round of a sweep is marked ``end``.
 """
 import numpy as np
 
-from ...engine import DataError, Schedule
+from ...api import Schedule
+from ...errors import DataError
 
 
 class _Sweep(Schedule):

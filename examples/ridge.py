@@ -4,15 +4,16 @@ against the public API (min 1/(2n) ||y - X b||^2 + lam/2 ||b||^2).
 Each round takes the next block of coefficients; every worker returns, over its rows,
 X_B' r and the block's Gram X_B' X_B; the scheduler solves the block exactly and sends
 the change back, and the workers update their residuals. Run it:
-    python apps/ridge.py --workers 2        # one process, 2 simulated workers
-    mpiexec -n 4 python apps/ridge.py       # scheduler + 3 MPI workers
+    python examples/ridge.py --workers 2        # one process, 2 simulated workers
+    mpiexec -n 4 python examples/ridge.py       # scheduler + 3 MPI workers
 It takes every engine flag of the built-in apps (strads.cli): --out, --staleness,
 --checkpoint-every, --resume, ...
 """
 import numpy as np
 
 import strads
-import strads.cli
+from strads.cli import run_app
+from strads.params import Param
 
 
 class Cyclic(strads.Schedule):
@@ -69,19 +70,22 @@ def fit(X, y, lam=0.1, block=8, **run_kw):
     return strads.run(setup, RidgeUpdate, app="ridge", **run_kw)
 
 
+# the command line: the engine's flags, and these
+PARAMS = (Param("lam", 0.1, "the penalty", low=0, closed="neither"),
+          Param("block", 8, "coordinates a round", low=1))
+
+
 def main(argv=None):
-    p = strads.cli.parser("apps/ridge.py", __doc__.split("\n\n")[0], max_rounds=500,
-                          tol=1e-12)
-    p.add_argument("--lam", type=strads.cli.pos_float, default=0.1, help="the penalty")
-    p.add_argument("--block", type=strads.cli.pos_int, default=8, help="coordinates a round")
-    args = p.parse_args(argv)
-    if args.data:
-        p.error("--data: this example builds its own problem")
-    rng = np.random.default_rng(args.seed)
-    X = rng.standard_normal((1000, 64))
-    y = X @ rng.standard_normal(64) + rng.standard_normal(1000)
-    return strads.cli.main("ridge", lambda a: fit(X, y, a.lam, a.block,
-                                                  **strads.cli.engine_kwargs(a)), args)
+    def fit_args(args, **run_kw):
+        if args.data:
+            raise strads.DataError("--data: this example builds its own problem")
+        rng = np.random.default_rng(args.seed)
+        X = rng.standard_normal((1000, 64))
+        y = X @ rng.standard_normal(64) + rng.standard_normal(1000)
+        return fit(X, y, args.lam, args.block, **run_kw)
+
+    return run_app("examples/ridge.py", __doc__.split("\n\n")[0], PARAMS, fit_args,
+                   max_rounds=500, tol=1e-12, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,295 @@
+"""What an app is made of: a :class:`Schedule` picks the next block of work, an
+:class:`Update` (one per worker, on its shard) turns it into a partial result, an
+:class:`Aggregate` combines a round's partials and says what the workers must apply;
+``setup(ctx)`` makes them (:class:`Context`), :func:`strads.run` runs them and returns
+a :class:`Result`."""
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import checkpoint as _ckpt
+from . import outputs as _outputs
+from . import transport as _transport
+
+
+class _Piece:
+    """What the three pieces share: their state, for checkpoints, and their clock."""
+
+    #: attributes that setup() rebuilds identically (data), left out of checkpoints
+    checkpoint_skip = ()
+
+    #: The time (seconds since the epoch) a schedule's or an aggregate's decisions read.
+    #: In a leaderless run the engine replaces it by the ranks' agreed time (the latest
+    #: of their clocks at the last round's results), so that every rank decides alike.
+    clock = staticmethod(time.time)
+
+    def state(self):
+        """What a checkpoint keeps: by default every attribute that can change (arrays,
+        numbers, strings, random generators and containers of them), but read-only
+        arrays, the other pieces and the names in ``checkpoint_skip``."""
+        return _ckpt.picked(self)
+
+    def resume_on(self, n_workers, round):
+        """After :meth:`load_state` of a checkpoint written by another number of
+        workers at ``round``: a schedule or aggregate whose state depends on it adapts."""
+
+    def load_state(self, state):
+        """Restore what :meth:`state` returned, on an object fresh from setup()."""
+        self.__dict__.update(state)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What ``setup(ctx)`` is told of the run: the number of workers, the staleness (a
+    schedule may keep dependent blocks that far apart), the run's seed, and the number
+    of scheduler ranks (``--schedulers``: setup then returns one schedule per scheduler
+    rank, see :meth:`Schedule.combine`)."""
+    n_workers: int
+    staleness: int = 0
+    seed: int = 0
+    n_schedulers: int = 1
+
+
+class Schedule(_Piece):
+    """Chooses what the workers do next. Lives on the scheduler rank; reads the
+    aggregate's state, never writes it. ``total_rounds``, if the schedule knows how many
+    rounds it will make, gives the progress line its ETA."""
+
+    total_rounds = None
+
+    def begin(self, reports):
+        """Called once before the first round (and before a resume restores the state)
+        with every worker's :meth:`Update.report`, in worker order."""
+
+    def schedule(self, round):
+        """Return the task for ``round``: one message for every worker, or a list with
+        one message per worker, or None when there is nothing left to do."""
+        raise NotImplementedError
+
+    # -- several scheduler ranks (``--schedulers K``): optional. setup() returns K
+    # schedules, each scheduling its part (a range of coordinates); they run on ranks
+    # 0..K-1 at the same time and read no aggregate, only what it tells them.
+    def feedback(self, news):
+        """With several schedulers: what the aggregate told this schedule after a round
+        (:meth:`Aggregate.feedback`), in round order, before its next ``schedule``."""
+
+    @staticmethod
+    def combine(parts):
+        """With several schedulers: one round's task from their ``schedule(round)``
+        answers, in scheduler order (None: the run ends)."""
+        raise NotImplementedError
+
+
+class Update(_Piece):
+    """One worker's share of the data and the kernel that works on it.
+
+    Constructed on the worker from its shard (whatever the app's setup put in it; arrays
+    arrive as buffers; or a description, a file's byte range, that the worker reads
+    itself). ``apply`` receives each aggregated sync in order, ``update`` computes the
+    partial result of one task, ``collect`` returns the worker's part of the final model.
+    ``self.peers`` (set before ``__init__`` runs) are the workers' collectives
+    (:class:`strads.transport.Peers`: ``rank``, ``size``, ``allgather``, ``allreduce``,
+    ``bcast``, ``shift``), which every worker calls in the same order.
+    """
+
+    peers = _transport.Peers()
+
+    def __init__(self, shard):
+        self.shard = shard
+
+    def report(self):
+        """Small facts for the scheduler once this worker is set up (its rows' count, a
+        dimension it read): the schedule's and the aggregate's ``begin`` get them."""
+        return None
+
+    # -- rebalancing (``--rebalance``): optional; an app that moves rows defines all three
+    #: the number of rows (samples, documents) this worker holds, or None: cannot move
+    rows = None
+
+    def give(self, end, count):
+        """Remove this worker's first (``end="head"``) or last (``"tail"``) ``count`` rows
+        and return them (any picklable structure: arrays travel as buffers)."""
+        raise NotImplementedError
+
+    def take(self, end, rows):
+        """Add rows another worker gave, before its first row (``"head"``) or after its
+        last (``"tail"``): the rows stay in one contiguous order over the workers."""
+        raise NotImplementedError
+
+    # -- resuming on another number of workers: optional
+    #: the state arrays whose first axis runs over this worker's rows, in order: what
+    #: the default :meth:`reshard` carries over (the rest is this worker's fresh state)
+    row_state = None
+
+    def reshard(self, olds, first):
+        """Resume from a checkpoint written by another number of workers, on an Update
+        fresh from its new shard. ``olds``: ``(first row, rows, state)`` of each old
+        worker whose rows overlap this worker's (``first``: its first row, numbering all
+        workers' rows in order; ``state`` as :meth:`state` returned it); for an app
+        without ``rows``, every old worker's, ``first`` None. Every worker calls it at
+        once (the collectives may be used). Default: each array of ``row_state`` is cut
+        from the old workers', then :meth:`resharded`."""
+        if self.row_state is None or self.rows is None:
+            raise NotImplementedError
+        for name in self.row_state:
+            setattr(self, name, rows_of(olds, first, self.rows, name))
+        self.resharded()
+
+    def resharded(self):
+        """After the default :meth:`reshard`: derive what depends on the row state."""
+
+    @classmethod
+    def warmup(cls):
+        """Compile every kernel (numba, ``cache=True``). The first worker runs this
+        before the others start, so they load the on-disk cache instead of all
+        compiling at once."""
+
+    def apply(self, sync):
+        pass
+
+    def update(self, task):
+        raise NotImplementedError
+
+    def collect(self):
+        return {}
+
+
+def rows_of(olds, first, n, name):
+    """Rows ``first .. first + n`` of the state array ``name`` of old workers' parts
+    (``(first row, rows, state)`` in order, as :meth:`Update.reshard` gets them)."""
+    pieces = []
+    for start, _, state in olds:
+        a = state[name]
+        lo, hi = max(first - start, 0), min(first + n - start, a.shape[0])
+        if hi > lo:
+            pieces.append(a[lo:hi])
+    out = np.concatenate(pieces) if pieces else np.empty((0,) + a.shape[1:], a.dtype)
+    if out.shape[0] != n:
+        raise ValueError(f"{name}: {out.shape[0]} rows from the checkpoint for {n}")
+    return out
+
+
+class Aggregate(_Piece):
+    """Combines the partial results of a round. Lives on the scheduler rank."""
+
+    def begin(self, reports):
+        """As :meth:`Schedule.begin`; called first."""
+
+    #: number of parameter updates so far (the app increments it)
+    updates = 0
+    #: the objective is maximised (a log-likelihood): divergence is a fall, not a rise
+    maximize = False
+
+    def aggregate(self, round, task, partials):
+        """Combine the per-worker ``partials`` (a list, in worker order; None for a worker
+        that returned None) of ``round``. Return the sync every worker must apply (one
+        message, a list of one per worker, or None)."""
+        raise NotImplementedError
+
+    def objective(self):
+        """The objective of the current model (for logs, traces and ``tol``)."""
+        return float("nan")
+
+    def feedback(self, round, task, sync):
+        """With several schedulers: what they must know of aggregated ``round`` (one
+        message for all of them, a list of one per scheduler, or None)."""
+        return None
+
+    def converged(self, tol):
+        """Asked after every aggregated round until the run is stopping, whatever
+        ``tol``: ``tol <= 0`` turns a tolerance rule off, not an app's own targets.
+        Default rule: the objective moved by at most ``tol`` (relative) over the last 20
+        rounds -- a window, since one round may touch only parameters that are already
+        optimal. Apps with a duality gap or similar override this."""
+        if tol <= 0:
+            return False
+        hist = self.__dict__.setdefault("_objectives", deque(maxlen=21))
+        hist.append(self.objective())
+        if len(hist) < hist.maxlen or not all(map(math.isfinite, hist)):
+            return False
+        return abs(hist[0] - hist[-1]) <= tol * max(abs(hist[-1]), 1e-300)
+
+    def trace(self):
+        """Extra columns for this round's row of trace.csv."""
+        return {}
+
+    def finish(self, collected):
+        """Return the final model (name -> array) from each worker's ``collect()``."""
+        return {}
+
+    def summary(self):
+        """Extra figures for summary.json."""
+        return {}
+
+
+def check_app(app, schedule, update_cls, aggregate):
+    """Refuse, before any work, an app that lacks a method the engine calls: one error
+    naming every one missing."""
+    missing = []
+    for obj, base, name in ((schedule, Schedule, "schedule"), (update_cls, Update, "update"),
+                            (aggregate, Aggregate, "aggregate")):
+        cls = obj if isinstance(obj, type) else type(obj)
+        if getattr(cls, name, None) in (None, getattr(base, name)):
+            missing.append(f"{cls.__name__}.{name}")
+    if missing:
+        raise TypeError(f"the app {app!r} is not complete: missing {' and '.join(missing)} "
+                        "(see strads.Schedule, strads.Update and strads.Aggregate)")
+
+
+def check_sync(aggregate, update_cls):
+    """A sync that the workers would not apply: refused, naming the hook."""
+    if update_cls.apply is Update.apply:
+        raise TypeError(f"{type(aggregate).__name__}.aggregate returned a sync for the "
+                        f"workers, but {update_cls.__name__} does not define apply(sync): "
+                        "they would ignore it")
+
+
+def split_balanced(counts, n_parts):
+    """Contiguous blocks of rows (documents, users, samples) with about equal sums of
+    ``counts`` (their non-zeros, ratings or tokens), each at least one row long when
+    there are enough rows; returns the n_parts + 1 offsets. For an app's setup()."""
+    n = counts.shape[0]
+    cum = np.concatenate([[0], np.cumsum(counts)])
+    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1), side="right") - 1
+    cuts[0], cuts[-1] = 0, n
+    for k in range(1, n_parts):
+        cuts[k] = min(max(cuts[k], cuts[k - 1] + 1), n - (n_parts - k))
+    return cuts.astype(np.int64)
+
+
+@dataclass
+class Result:
+    app: str
+    ranks: int
+    workers: int
+    staleness: int
+    rounds: int
+    updates: int
+    wall_s: float
+    objective: float
+    stop_reason: str
+    model: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+    trace: list = field(default_factory=list)
+    versions: np.ndarray = None  # (round, worker, version) for every result
+    signal: int = 0  # the signal that stopped the run (stop_reason "interrupted")
+    traffic: list = field(default_factory=list)  # per rank: bytes, messages, peak RSS
+    rank: int = 0  # leaderless: the rank that holds this copy (rank 0 prints and writes)
+
+    def summary(self):
+        s = {k: getattr(self, k) for k in
+             ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
+              "objective", "stop_reason")}
+        s["updates_per_s"] = self.updates / self.wall_s if self.wall_s > 0 else 0.0
+        s["max_staleness_seen"] = int((self.versions[:, 0] - self.versions[:, 2]).max()
+                                      if len(self.versions) else 0)
+        s["traffic"] = self.traffic
+        s.update(self.extra)
+        return s
+
+    def write(self, out):
+        """Write summary.json, trace.csv and model.npz into ``out``, all or nothing."""
+        _outputs.write(out, self.summary(), self.trace, self.model)

@@ -1,0 +1,725 @@
+"""The scheduler's loop (dispatch, collect, staleness, stopping rules, checkpoints,
+rebalancing) and :func:`run`, which starts it on every rank.
+
+With ``staleness=s`` up to ``s + 1`` rounds are in flight: round r is scheduled and
+computed after rounds ``0 .. r-s-1`` have been aggregated and applied. Workers count the
+syncs they applied (their *version*) and return it with every result; the driver
+records ``(round, newest version, oldest version)`` and raises if ``round - version``
+ever exceeds ``s``. Results are aggregated in round order: a run is deterministic for a
+given seed, staleness and worker count, whatever the transport. A round's task goes
+down a tree of the workers and their results come back up it, combined (one message
+each way on rank 0); bulky exchanges go among the workers (``Update.peers``).
+"""
+import importlib
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+import zlib
+from collections import deque
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from . import api
+from . import checkpoint as _ckpt
+from . import outputs as _outputs
+from . import params as _params
+from . import transport as _transport
+from . import worker as W
+from .errors import DataError, StalenessError
+
+#: the objective "diverged" once it is this many times its scale away from its best
+DIVERGE_FACTOR = 1e6
+
+
+class ScheduleDivergence(RuntimeError):
+    """Leaderless scheduling: the ranks did not schedule the same work."""
+
+
+def per_worker(msg, n):
+    if isinstance(msg, list):
+        if len(msg) != n:
+            raise ValueError(f"a per-worker message has {len(msg)} parts for {n} workers")
+        return msg
+    return [msg] * n
+
+
+
+class Driver:
+    """The scheduler rank's loop, in three steps: :meth:`init` (setup, the workers'
+    shards, a checkpoint to resume from), :meth:`pipeline` (rounds until a stopping
+    rule) and :meth:`shutdown` (the workers' parts of the model, the result)."""
+
+    def __init__(self, tp, setup, update, *, staleness, max_rounds, time_limit, tol, app,
+                 quiet, log_interval, out, checkpoint_every, resume, flags, stall_warn,
+                 signals, seed, rebalance=False, rebalance_every=5.0, schedulers=1):
+        self.tp, self.setup, self.update_cls = tp, setup, update
+        self.W, self.seed, self.K = tp.n_workers, seed, schedulers
+        # leaderless: every rank runs this loop on agreed state (transport.Replicated)
+        self.rep = getattr(tp, "replicated", False)
+        self.writes = not self.rep or tp.rank == 0  # the scheduler's part, the manifest
+        self.digests, self.digest, self.digest_checks = {}, 0, 0
+        self.rebal, self.rebal_every = rebalance, rebalance_every
+        self.rebalances, self.rows = 0, None
+        if self.rep:
+            tp.flags = self._flags
+        self.staleness, self.max_rounds, self.time_limit, self.tol = (
+            staleness, max_rounds, time_limit, tol)
+        self.app, self.quiet, self.log_interval = app, quiet, log_interval
+        self.every, self.resume, self.flags = checkpoint_every, resume, flags
+        self.stall_warn, self.signals = stall_warn, signals
+        self.folder = os.path.join(out, "checkpoint") if out else None
+        self.trace, self.versions = [], []
+        self.pending = [[] for _ in range(self.W)]  # syncs not yet sent, per worker
+        self.inflight = deque()
+        self.r_next = self.done = 0
+        self.stopping, self.reason = False, "max_rounds"
+        self.elapsed0 = 0.0  # wall time of the run before it was resumed
+        self.last_log = -math.inf
+        self.first = self.best = None  # the objective's first and best finite values
+        self.signum = 0
+        self.ckpt_round = None  # the round of the last checkpoint begun
+        self.ckpt_wait = None  # a checkpoint begun whose workers' parts are not all written
+        self.synced = False  # an aggregate has returned a sync
+
+    # -- init ------------------------------------------------------------------------
+    def init(self):
+        manifest = None
+        if self.resume:
+            manifest = _ckpt.read_manifest(self.folder)
+            self._check_resume(manifest)
+            if self.every is None:
+                self.every = manifest["checkpoint_every"]
+        ctx = api.Context(self.W, self.staleness, self.seed, self.K)
+        self.schedule, self.aggregate, shards = self.setup(ctx)
+        if len(shards) != self.W:
+            raise ValueError(f"setup returned {len(shards)} shards for {self.W} workers")
+        if self.K > 1:
+            parts = self.schedule
+            if isinstance(parts, api.Schedule):
+                raise DataError(f"--schedulers {self.K}: this app's schedule does not split "
+                                f"over scheduler ranks ({type(parts).__name__}); use "
+                                "--schedulers 1")
+            if len(parts) != self.K:
+                raise ValueError(f"setup returned {len(parts)} schedules for {self.K} "
+                                 "schedulers")
+            self.schedule = Split(parts, self.tp)
+        api.check_app(self.app, self.schedule.first if self.K > 1 else self.schedule,
+                      self.update_cls, self.aggregate)
+        digest = bool(self.every or self.resume)
+        # The first worker compiles every kernel alone; the others then load them from
+        # its on-disk cache (in one process, the kernels are then there already). Then
+        # every worker gets its shard before any is waited for: setting up, the workers
+        # may meet in their collectives.
+        mpi = self.tp.is_mpi
+        if mpi and not self.rep:  # (leaderless: every rank warms its own worker up)
+            self.tp.send(0, W.Warmup())
+            self.tp.recv(0)
+        for w in range(self.W):
+            self.tp.send(w, W.Init(shards[w], mpi or w == 0, digest, self.rebal))
+            shards[w] = None  # the worker holds it now: the scheduler keeps no copy
+        shards = None
+        reports = [self.tp.recv(w).report for w in range(self.W)]
+        self.aggregate.begin(reports)
+        self.schedule.begin(reports)
+        if manifest is not None:
+            self._restore(manifest)
+        elif self.every:  # refuse a state that cannot be checkpointed now, not mid-run
+            for piece in (self.schedule, self.aggregate):
+                _ckpt.encode(piece.state(), type(piece).__name__)
+        self.t0 = time.perf_counter() - self.elapsed0
+        if self.rep:  # the ranks' agreed clock: the latest of their clocks
+            self.agreed_now = max(self.tp.allgather(time.time()))
+            self.wall0 = self.agreed_now - self.elapsed0
+            self.schedule.clock = self.aggregate.clock = lambda: self.agreed_now
+        self.last_ckpt = self.last_rebal = self._now()
+        total = self.schedule.total_rounds  # after the staleness: it may depend on it
+        self.progress = _outputs.Progress(
+            self.app, self.quiet, min(self.max_rounds, total or self.max_rounds),
+            self.time_limit)
+
+    def _check_resume(self, m):
+        was = {**m["flags"], **m["engine"]}
+        now = {**(self.flags or {}), "app": self.app, "workers": self.W,
+               "staleness": self.staleness}
+        # another number of workers: the app's Update moves its state (api.Update.reshard)
+        self.reshard = was.get("workers") != self.W
+        cls = self.update_cls
+        if self.reshard and (cls.reshard is not api.Update.reshard or cls.row_state):
+            was["workers"] = self.W
+        diff = [f"{k} {now.get(k)!r} (was {was.get(k)!r})" for k in sorted(set(was) | set(now))
+                if k not in _params.RESUME_MAY_CHANGE and was.get(k) != now.get(k)]
+        if diff:
+            why = ("" if was.get("workers") == self.W else
+                   f" ({cls.__name__} cannot move its state to another number of workers: "
+                   "it defines neither row_state nor reshard)")
+            raise _ckpt.CheckpointError(f"{self.folder}: cannot resume, these differ from "
+                                        f"the checkpointed run: {', '.join(diff)}{why}")
+
+    def _restore(self, m):
+        parts = _ckpt.read_part(self.folder, m["parts"][0])
+        self.schedule.load_state(_ckpt.decode(*parts["schedule"]))
+        self.aggregate.load_state(_ckpt.decode(*parts["aggregate"]))
+        loop = _ckpt.decode(*parts["engine"])
+        self.r_next = self.done = loop["done"]
+        self.trace = json.loads(loop["trace"])
+        self.versions = [tuple(v) for v in loop["versions"].tolist()]
+        self.elapsed0 = loop["elapsed"]
+        self.first, self.best = loop["first"], loop["best"]
+        self.last_log = loop["last_log"]
+        if self.reshard:
+            for piece in (self.schedule, self.aggregate):
+                piece.resume_on(self.W, self.done)
+        self.tp.broadcast(W.Restore(self.folder, m["parts"], self.reshard))
+        for w in range(self.W):
+            self.tp.recv(w)
+
+    # -- pipeline --------------------------------------------------------------------
+    def pipeline(self):
+        draining = False  # a checkpoint is due: let the rounds in flight finish first
+        while True:
+            if not draining:
+                self._dispatch()
+            if not self.inflight:
+                break
+            self._collect_round()
+            if not self.stopping and ((self.every and self._checkpoint_due())
+                                      or (self.rebal and self._rebalance_due())):
+                draining = True
+            if draining and not self.inflight:
+                if self.every and self._checkpoint_due():
+                    self.checkpoint()
+                if self.rebal and self._rebalance_due():
+                    self.rebalance()
+                draining = False
+
+    def _now(self):
+        """Seconds of the run so far: in a leaderless run, by the agreed clock."""
+        if self.rep:
+            return self.agreed_now - self.wall0
+        return time.perf_counter() - self.t0
+
+    def _checkpoint_due(self):
+        return self.ckpt_wait is None and self._now() - self.last_ckpt >= self.every
+
+    def _rebalance_due(self):
+        return self._now() - self.last_rebal >= self.rebal_every
+
+    def rebalance(self):
+        """At a round boundary: every worker's seconds of work since the last time, and
+        rows moved from the slow to the fast (:func:`_plan`; a rule on the agreed
+        measurements, so every rank of a leaderless run makes the same plan)."""
+        if any(self.pending):
+            self._step(None, None)
+        self.tp.broadcast(W.Timing())
+        got = [self.tp.recv(w) for w in range(self.W)]
+        rows, busy = [g.rows for g in got], [g.busy for g in got]
+        new = plan(rows, busy)
+        self.rows = rows
+        if new is not None:
+            self.tp.broadcast(W.Rebalance(rows, new))
+            self.rows = [self.tp.recv(w).rows for w in range(self.W)]
+            self.rebalances += 1
+        self.last_rebal = self._now()
+
+    def _flags(self):
+        """Leaderless: this rank's signal and clock now, and the digest of what it
+        scheduled for the round being gathered (shared with its results; the first two
+        agreed as the largest over the ranks)."""
+        return (self.signals.signum, time.time(), self.digests.pop(self.inflight[0][0]))
+
+    def _dispatch(self):
+        while (not self.stopping and self.r_next < self.max_rounds
+               and len(self.inflight) <= self.staleness):
+            if self.signals.signum and not self.rep:  # (leaderless: agreed, below)
+                self._stop("interrupted")
+                self.signum = self.signals.signum
+                break
+            task = self.schedule.schedule(self.r_next)
+            if task is None:
+                self._stop("schedule_done")
+                break
+            if self.rep:
+                self.digests[self.r_next] = _ckpt.digest(task)
+            self._step(self.r_next, task)
+            self.inflight.append((self.r_next, task))
+            self.r_next += 1
+
+    def _step(self, round, task):
+        """Send every worker the syncs it has not applied yet and ``task`` (one message
+        for all of them when they are the same)."""
+        tasks, pend = per_worker(task, self.W), self.pending
+        if all(t is tasks[0] and len(p) == len(pend[0])
+               and all(x is y for x, y in zip(p, pend[0])) for t, p in zip(tasks, pend)):
+            self.tp.broadcast(W.Step(round, pend[0], tasks[0], False))
+        else:
+            self.tp.broadcast(W.Step(round, pend, tasks, True))
+        self.pending = [[] for _ in range(self.W)]
+
+    def _stop(self, reason):
+        if not self.stopping:
+            self.stopping, self.reason = True, reason
+
+    def _collect_round(self):
+        r, task = self.inflight[0]
+        rr, newest, oldest, signum, got, written = self.tp.gather(W.merge, self._watch(r))
+        self.inflight.popleft()
+        if self.rep:
+            self._check_digests(r)
+            self.agreed_now = max(self.agreed_now, self.tp.agreed[1])
+        self._written(written)
+        if rr != r:
+            raise RuntimeError(f"the workers answered round {rr}, expected {r}")
+        if r - oldest > self.staleness:
+            raise StalenessError(f"round {r} was computed by a worker at version "
+                                 f"{oldest}: {r - oldest} rounds stale > {self.staleness}")
+        self.versions.append((r, newest, oldest))
+        partials = [None] * self.W
+        for w, partial in got:
+            partials[w] = partial
+        sync = self.aggregate.aggregate(r, task, partials)
+        if sync is not None and not self.synced:  # the first: can the workers apply it?
+            api.check_sync(self.aggregate, self.update_cls)
+            self.synced = True
+        if self.K > 1:
+            self.schedule.hear(self.aggregate.feedback(r, task, sync))
+        for w, s in enumerate(per_worker(sync, self.W)):
+            self.pending[w].append(s)
+        self.done = r + 1
+        _note_round(self.done)
+        now = self._now()
+        objective = self.aggregate.objective()
+        signum = signum if self.rep else self.signals.signum or signum
+        if signum:
+            self._stop("interrupted")
+            self.signum = self.signum or signum
+        elif self._diverged(objective):
+            self._stop("diverged")
+        elif not self.stopping:
+            if self.aggregate.converged(self.tol):
+                self._stop("tol")
+            elif self.time_limit and now >= self.time_limit:
+                self._stop("time_limit")
+        if now - self.last_log >= self.log_interval or self.done == 1:
+            self.last_log = now
+            self._log(now)
+        self.progress.show(now, self.done, self.aggregate.updates, objective)
+
+    def _check_digests(self, r):
+        """Leaderless: every rank scheduled the same round r, or the job ends here."""
+        rows = self.tp.allgather_flags
+        digests = [f[2] for f in rows]
+        if len(set(digests)) > 1:
+            ref = max(set(digests), key=digests.count)  # the most ranks' (rank 0's on a tie)
+            if digests.count(ref) == digests.count(digests[0]):
+                ref = digests[0]
+            odd = [k for k, d in enumerate(digests) if d != ref]
+            raise ScheduleDivergence(
+                f"the schedules diverged at round {r}: the ranks scheduled different "
+                f"work: rank(s) {', '.join(map(str, odd))} differ from rank(s) "
+                f"{', '.join(str(k) for k, d in enumerate(digests) if d == ref)} "
+                f"(schedule digests {', '.join(f'{d:08x}' for d in digests)})")
+        self.digest = zlib.crc32(digests[0].to_bytes(4, "little"), self.digest)
+        self.digest_checks += 1
+
+    def _watch(self, r):
+        if not self.stall_warn or not self.tp.is_mpi:
+            return None
+        return W.stall_watch(self.app, self.stall_warn, r, 0,
+                             f"the workers (rank {self.K} and those it waits for)")
+
+    def _diverged(self, objective):
+        """NaN or infinite after a finite value, or further from the best value, in the
+        worse direction, than DIVERGE_FACTOR times the objective's scale."""
+        if not math.isfinite(objective):
+            return self.first is not None
+        worse = -objective if self.aggregate.maximize else objective
+        if self.first is None:
+            self.first = self.best = worse
+        self.best = min(self.best, worse)
+        scale = max(abs(self.first), abs(self.best), 1e-300)
+        return worse - self.best > DIVERGE_FACTOR * scale
+
+    def _log(self, now):
+        agg = self.aggregate
+        row = {"round": self.done, "wall_s": round(now, 6), "updates": agg.updates,
+               "objective": agg.objective()}
+        row.update(agg.trace())
+        self.trace.append(row)
+
+    # -- checkpoints -----------------------------------------------------------------
+    def checkpoint(self):
+        """Every rank's state at this round boundary (no round in flight). The pending
+        syncs are applied first: the workers would apply them before the next task. The
+        workers copy their state and write it while the run goes on; the manifest, which
+        makes the checkpoint the one to resume from, follows when every part is on disk
+        (:meth:`_written`), and no checkpoint begins before the last one is complete."""
+        tp, tag = self.tp, f"r{self.done:012d}"
+        if any(self.pending):
+            self._step(None, None)
+        tp.broadcast(W.Checkpoint(self.folder, tag))
+        loop = {"done": self.done, "elapsed": self._now(),
+                "trace": json.dumps([{k: v.item() if isinstance(v, np.generic) else v
+                                      for k, v in row.items()} for row in self.trace]),
+                "versions": np.array(self.versions, np.int64).reshape(-1, 3),
+                "first": self.first, "best": self.best,
+                "last_log": self.last_log}
+        pieces = {
+            "schedule": _ckpt.encode(self.schedule.state(), type(self.schedule).__name__),
+            "aggregate": _ckpt.encode(self.aggregate.state(),
+                                      type(self.aggregate).__name__),
+            "engine": _ckpt.encode(loop, "engine")}
+        # leaderless: every rank holds the same state; rank 0 writes it
+        parts = [_ckpt.write_part(self.folder, f"{tag}-scheduler.npz", pieces)
+                 if self.writes else {}]
+        self.ckpt_wait = {"tag": tag, "round": self.done, "parts": parts + [None] * self.W}
+        self.last_ckpt = self._now()
+        self.ckpt_round = self.done
+
+    def _written(self, written):
+        """Workers' parts now on disk: the manifest once all of them are."""
+        wait = self.ckpt_wait
+        for w, tag, entry in written:
+            if wait is None or tag != wait["tag"]:
+                raise RuntimeError(f"worker {w} wrote checkpoint {tag}, none was pending")
+            wait["parts"][w + 1] = entry
+        if wait is not None and all(p is not None for p in wait["parts"]):
+            if self.writes:
+                _ckpt.write_manifest(self.folder, {
+                    "round": wait["round"], "parts": wait["parts"],
+                    "checkpoint_every": self.every, "flags": self.flags or {},
+                    "engine": {"app": self.app, "workers": self.W,
+                               "staleness": self.staleness}, "time": time.time()})
+            self.ckpt_wait = None
+
+    # -- shutdown --------------------------------------------------------------------
+    def shutdown(self):
+        tp = self.tp
+        if self.every and self.reason == "interrupted" and self.ckpt_round != self.done:
+            self.checkpoint()  # where it stopped: resumed, it goes on from here
+        if any(self.pending):
+            self._step(None, None)
+        tp.broadcast(W.Collect())
+        # rank 0's, then each worker rank's (under MPI; one entry in one process), up to
+        # the collect request: what every rank sent, some rank received
+        traffic = [] if self.rep else [W.rank_usage(tp.traffic)]  # (leaderless: the workers')
+        replies = [tp.recv(w) for w in range(self.W)]
+        if self.K > 1:  # then the other scheduler ranks'
+            traffic += self.schedule.close()
+        collected = [r.model for r in replies]
+        traffic += [r.usage for r in replies if r.usage is not None]
+        self._written([x for r in replies for x in r.written])  # every part is written now
+        if self.ckpt_wait is not None:
+            raise RuntimeError("a checkpoint's parts were never all written")
+        for rank, entry in enumerate(traffic):
+            entry["rank"] = rank
+        wall = time.perf_counter() - self.t0
+        agg = self.aggregate
+        model = agg.finish(collected)
+        # the last row is the final model's, as the summary (finish may score it exactly)
+        if self.trace and self.trace[-1]["round"] == self.done:
+            self.trace.pop()
+        self._log(wall)
+        self.progress.show(wall, self.done, agg.updates, agg.objective(), final=True)
+        extra = dict(agg.summary())
+        if self.rebal:
+            extra.update(rebalances=self.rebalances, rows_per_worker=self.rows)
+        if self.rep:
+            extra.update(scheduler="replicated", schedule_digest=f"{self.digest:08x}",
+                         digest_checks=self.digest_checks)
+        if self.K > 1:
+            extra.update(schedulers=self.K)
+        return api.Result(app=self.app, ranks=tp.size if tp.is_mpi else 1, workers=self.W,
+                      staleness=self.staleness, rounds=self.done, updates=int(agg.updates),
+                      wall_s=wall, objective=float(agg.objective()),
+                      stop_reason=self.reason, model=model, extra=extra,
+                      trace=self.trace, signal=self.signum, traffic=traffic,
+                      versions=np.array(self.versions, dtype=np.int64).reshape(-1, 3))
+
+
+class Split(api.Schedule):
+    """The driver's schedule with ``--schedulers K``: schedule 0 runs here, schedule k
+    on rank k (in one process: here too, each with copies of what it is sent, as under
+    MPI). A round asks every one for its part, at the same time, with the aggregate's
+    news since its last part, and combines their answers."""
+
+    def __init__(self, parts, tp):
+        self.parts, self.tp, self.K = list(parts), tp, len(parts)
+        self.combine = type(parts[0]).combine
+        self.first = parts[0]
+        self.hosts = [W.SchedulerHost() for _ in range(self.K)]
+        self.news = [[] for _ in range(self.K)]
+
+    def _ask(self, msgs):
+        """Each scheduler's answer to its message, all asked at once (the other ranks
+        first; in one process each works on its own copy, as under MPI)."""
+        mpi, mine = self.tp.is_mpi, {}
+        for k in range(self.K - 1, -1, -1):
+            if k and mpi:
+                self.tp.to_scheduler(k, msgs[k])
+            else:  # (the answer too: a copy)
+                mine[k] = self.hosts[k].handle(_transport._copy(msgs[k]) if k else msgs[k])
+                mine[k] = _transport._copy(mine[k]) if k else mine[k]
+        return [self.tp.from_scheduler(k) if k and mpi else mine[k] for k in range(self.K)]
+
+    def begin(self, reports):
+        self._ask([W.Begin(p, reports) for p in self.parts])
+        self.parts = None  # the scheduler ranks hold them now
+
+    @property
+    def total_rounds(self):
+        return self.first.total_rounds
+
+    def hear(self, news):
+        for k, n in enumerate(per_worker(news, self.K)):
+            if n is not None:
+                self.news[k].append(n)
+
+    def schedule(self, round):
+        answers = self._ask([W.Plan(round, n) for n in self.news])
+        self.news = [[] for _ in range(self.K)]
+        return self.combine([a.task for a in answers])
+
+    def close(self):
+        """The scheduler ranks' traffic, once they have stopped (MPI)."""
+        if not self.tp.is_mpi:
+            return []
+        for k in range(1, self.K):
+            self.tp.to_scheduler(k, W.Stop())
+        return [self.tp.from_scheduler(k) for k in range(1, self.K)]
+
+
+def plan(rows, busy, balanced=1.1, damping=0.5):
+    """New rows per worker from their rows and seconds of work: shares proportional to
+    their speeds (rows per second), each cut moved ``damping`` of the way there (a
+    round's time is not all per row, and measurements are noisy: a full step
+    overshoots and lets rows wander between equally fast workers), and kept inside its
+    neighbours' old ranges (rows move between neighbours only, every worker keeps one);
+    None when the slowest is within ``balanced`` of the fastest, or a worker did no work."""
+    rows, busy = np.asarray(rows, np.float64), np.asarray(busy, np.float64)
+    if len(rows) < 2 or (busy <= 0).any() or busy.max() <= balanced * busy.min():
+        return None
+    speed = rows / busy
+    ideal = np.concatenate([[0.0], np.cumsum(rows.sum() * speed / speed.sum())])
+    start = np.concatenate([[0.0], np.cumsum(rows)])
+    target = start + damping * (ideal - start)
+    old = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
+    cuts = old.copy()
+    for k in range(1, len(rows)):
+        cuts[k] = min(max(int(round(target[k])), old[k - 1] + 1, cuts[k - 1] + 1),
+                      old[k + 1] - 1)
+    new = np.diff(cuts).astype(np.int64)
+    return None if (new == rows).all() else [int(x) for x in new]
+
+
+class Signals:
+    """SIGINT and SIGTERM set ``signum``; the loop stops at the end of the round. A
+    second one raises KeyboardInterrupt (abort now). Only in the main thread."""
+
+    def __init__(self):
+        self.signum = 0
+        self._old = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.signum:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit=None,
+        tol=0.0, out=None, quiet=False, app="custom", log_interval=0.1, mpi=None,
+        checkpoint_every=None, resume=False, stall_warn=300.0, flags=None, threads=True,
+        seed=0, scheduler="rank", rebalance=False, rebalance_every=5.0, schedulers=1):
+    """Run an app, in this process (``workers`` simulated workers, each on a thread of
+    its own with ``threads``, bit for bit the same) or, launched by ``mpiexec -n N``, on
+    N ranks (``mpi``: None detects ``mpiexec``, False forces one process). The
+    parameters are declared, with their meaning, in :data:`strads.params.ENGINE`.
+
+    ``setup(ctx)`` runs on the scheduler rank (with ``scheduler="replicated"``: on every
+    rank), is told the run's :class:`Context` and returns ``(schedule, aggregate,
+    shards)``, one shard per worker, or K schedules with ``schedulers`` K (see
+    :meth:`Schedule.combine`); ``update`` is the :class:`Update` subclass the workers
+    make from their shard. A piece without the method the engine calls is refused
+    before any work (TypeError naming every one missing). ``flags``: the command line's,
+    which a ``resume`` must repeat but for :data:`strads.params.RESUME_MAY_CHANGE`.
+    SIGINT and SIGTERM stop the run at the end of the round (``stop_reason``
+    "interrupted", outputs written; a second one aborts); so does a NaN, infinite or
+    runaway objective ("diverged").
+
+    Returns: in one process, the :class:`Result`; under MPI with ``scheduler="rank"``,
+    the Result on rank 0 and None on every other rank (a caller that needs the model
+    everywhere broadcasts it, as the estimators do); with ``"replicated"``, the same
+    Result on every rank (``result.rank`` says which; rank 0 writes ``out``). Under MPI
+    an exception on any rank prints that rank's traceback (a :class:`DataError`: one
+    line) and aborts the whole job. For tests only, ``STRADS_TEST_HOOK`` may replace
+    ``setup`` and ``update`` (:func:`_test_hook`).
+    """
+    _params.check(_params.ENGINE, dict(
+        seed=seed, workers=workers, staleness=staleness, max_rounds=max_rounds,
+        time_limit=time_limit, tol=tol, log_interval=log_interval,
+        checkpoint_every=checkpoint_every, scheduler=scheduler, schedulers=schedulers,
+        rebalance_every=rebalance_every, stall_warn=stall_warn))
+    if max_rounds is None:  # no limit: the schedule, tol or time_limit ends the run
+        max_rounds = sys.maxsize
+    if out is not None and not os.fspath(out):
+        raise DataError("--out '': not a folder name")
+    if (checkpoint_every or resume) and not out:
+        raise DataError("checkpoints need an output folder: pass --out DIR")
+    if rebalance and checkpoint_every:
+        raise DataError("--rebalance and --checkpoint-every cannot be used together yet "
+                        "(a checkpoint keeps the rows where setup put them)")
+    if schedulers > 1 and scheduler == "replicated":
+        raise DataError("--schedulers applies to --scheduler rank (with replicated, every "
+                        "rank schedules)")
+    if schedulers > 1 and (checkpoint_every or resume):
+        raise DataError("--schedulers > 1 and checkpoints cannot be used together yet (a "
+                        "checkpoint holds one schedule)")
+    kw = dict(staleness=int(staleness), max_rounds=int(max_rounds), time_limit=time_limit,
+              tol=tol, app=app, quiet=quiet, log_interval=log_interval,
+              out=os.path.abspath(out) if out else None, checkpoint_every=checkpoint_every,
+              resume=bool(resume), flags=flags, stall_warn=stall_warn, seed=seed,
+              rebalance=bool(rebalance), rebalance_every=float(rebalance_every),
+              schedulers=int(schedulers))
+
+    if mpi is None:
+        mpi = _transport.mpi_world_size() > 1
+    if mpi and schedulers > 1 and scheduler == "rank" and \
+            schedulers >= _transport.mpi_world_size():
+        raise DataError(f"--schedulers {schedulers} under mpiexec -n "
+                        f"{_transport.mpi_world_size()}: no rank is left for a worker "
+                        f"(ranks 0..{schedulers - 1} schedule)")
+    setup, update = _test_hook(setup, update)
+    if mpi and os.environ.get("STRADS_LAUNCH"):  # the launcher watches for a lost rank
+        from . import launch
+        launch.heartbeat()
+        global _note_round
+        _note_round = launch.note_round
+    _keep_freed_memory()
+    # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
+    # start threads of their own, which under mpiexec would oversubscribe the cores.
+    with threadpool_limits(limits=1), Signals() as signals:
+        if not mpi:
+            result = _in_process(setup, update, workers, threads, signals, kw)
+        else:
+            result = _under_mpi(setup, update, scheduler, signals, kw)
+    if result is not None and result.stop_reason in ("interrupted", "diverged"):
+        what = (f"interrupted by {signal.Signals(result.signal).name}"
+                if result.stop_reason == "interrupted" else
+                f"stopped: the objective diverged ({result.objective:.6g})")
+        sys.stderr.write(f"[{app}] {what} at round {result.rounds}"
+                         + (f"; outputs in {out}" if out else "") + "\n")
+    return result
+
+
+def _note_round(done):
+    """Under strads.launch: rank 0's heartbeat tells the launcher the round."""
+
+
+#: names the hook of :func:`_test_hook`
+TEST_HOOK = "STRADS_TEST_HOOK"
+
+
+def _test_hook(setup, update):
+    """For tests only, where monkeypatch cannot reach (the ranks of an ``mpiexec`` job):
+    ``STRADS_TEST_HOOK=MODULE:FUNCTION[:ARG...]`` runs ``FUNCTION(setup, update, *ARGS)``
+    (the arguments as strings), which returns the ``(setup, update)`` to run instead,
+    such as an Update made slow or a schedule made to diverge (tests/faults.py)."""
+    spec = os.environ.get(TEST_HOOK)
+    if not spec:
+        return setup, update
+    module, _, name = spec.partition(":")
+    name, *args = name.split(":")
+    try:
+        hook = getattr(importlib.import_module(module), name, None) if name else None
+    except ImportError:
+        hook = None
+    if not callable(hook):
+        raise DataError(f"{TEST_HOOK}={spec!r}: expected MODULE:FUNCTION[:ARG...] naming "
+                        "a function that Python can import")
+    return hook(setup, update, *args)
+
+
+def _drive(tp, setup, update, **kw):
+    driver = Driver(tp, setup, update, **kw)
+    driver.init()
+    driver.pipeline()
+    return driver.shutdown()
+
+
+def _keep_freed_memory():
+    """Every round allocates and frees arrays of the same few sizes (messages, gather
+    buffers); glibc would unmap each freed block of a few MiB and the next round fault
+    its pages in again, a fixed cost per round that more workers do not share. Keep
+    blocks below 64 MiB in the heap (larger ones, the data, still go back to the
+    system). glibc only; elsewhere a no-op."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def _in_process(setup, update, workers, threads, signals, kw):
+    workers = 1 if workers is None else workers
+    _outputs.check_out(kw["out"])
+    tp = _transport.InProcess(int(workers), threads=threads)
+    tp.handlers = [W.WorkerHost(update, signals, w, tp.peers(w)).handle
+                   for w in range(tp.n_workers)]
+    try:
+        result = _drive(tp, setup, update, signals=signals, **kw)
+    except BaseException:
+        tp.close(wait=False)
+        raise
+    tp.close()
+    if kw["out"]:
+        result.write(kw["out"])
+    return result
+
+
+def _under_mpi(setup, update, scheduler, signals, kw):
+    """Every rank of the job: the driver on rank 0 (leaderless: on every rank), the
+    workers and scheduler ranks serving it. An exception on any rank ends the job."""
+    out, rep = kw["out"], scheduler == "replicated"
+    tp = _transport.Replicated() if rep else _transport.MPITransport(
+        schedulers=kw["schedulers"])
+    try:
+        result = None
+        if rep:
+            tp.handler = W.WorkerHost(update, signals, tp.rank, tp.peers, tp.traffic).handle
+        if rep or tp.rank == 0:
+            _outputs.check_out(out)
+            result = _drive(tp, setup, update, signals=signals,
+                            **{**kw, "quiet": kw["quiet"] or tp.rank > 0})
+            result.rank = tp.rank
+            if out and tp.rank == 0:  # (leaderless: rank 0 writes)
+                result.write(out)
+        elif tp.rank < kw["schedulers"]:
+            W.schedule_serve(tp)
+        else:
+            W.serve(tp, update, signals, kw["app"], kw["stall_warn"])
+        tp.close()
+        return result
+    except BaseException as exc:  # any rank: end the whole job, never hang
+        if isinstance(exc, KeyboardInterrupt):
+            tp.abort("interrupted again: aborting", 130, brief=True)
+        if isinstance(exc, ScheduleDivergence) and tp.rank:
+            time.sleep(1.0)  # every rank found it: rank 0 says so, once
+            os._exit(1)
+        brief = isinstance(exc, (DataError, ScheduleDivergence))
+        tp.abort(exc, 2 if isinstance(exc, DataError) else 1, brief=brief)

@@ -1,0 +1,60 @@
+"""How much memory this machine and this process have, and byte counts in words."""
+import os
+
+
+def physical_memory():
+    """Bytes of physical memory, or None where the system does not say."""
+    try:
+        n = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+    return n if n > 0 else None
+
+
+def ranks_per_host():
+    """The MPI ranks sharing this host (MPI_LOCALNRANKS; else all the job's ranks; 1)."""
+    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
+                "OMPI_COMM_WORLD_SIZE"):
+        if os.environ.get(var, "").isdigit():
+            return max(1, int(os.environ[var]))
+    return 1
+
+
+def memory_limits():
+    """Bounds, in bytes, on what this process may use, those it can tell: its
+    address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,
+    if lower) divided among the MPI ranks of this host."""
+    out = []
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            out.append(soft)
+    except (ImportError, ValueError, OSError):
+        pass
+    phys = physical_memory()
+    if phys is not None:
+        for path in ("/sys/fs/cgroup/memory.max",
+                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+            try:
+                with open(path) as f:
+                    text = f.read().strip()
+                if text.isdigit():
+                    phys = min(phys, int(text))
+            except OSError:
+                pass
+        out.append(phys // ranks_per_host())
+    return out
+
+
+def fmt_bytes(n):
+    """Bytes in words: ``600 bytes``, ``0.0672 MiB``, ``1.5 GiB``, ``58.2 TiB``, any size."""
+    n = int(n)
+    if n < 1 << 10:
+        return f"{n} bytes"
+    unit, shift = ("MiB", 20) if n < 1 << 28 else ("GiB", 30) if n < 1 << 40 else ("TiB", 40)
+    if n >= 1 << 1000:  # beyond what a float holds
+        s = str(n >> shift)
+        return f"{s[0]}.{s[1:3]}e+{len(s) - 1} {unit}"
+    return f"{n / 2 ** shift:.3g} {unit}"

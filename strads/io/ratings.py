@@ -1,0 +1,493 @@
+"""Rating files: delimited ``user item rating [...]`` lines (MovieLens u.data, ratings.csv)
+or MatrixMarket ``coordinate real|integer general`` (row = user, column = item), with
+the raw integer ids as written. Read whole (:func:`read`) or a worker's part
+(:func:`read_part`; the workers agree on the first bad line, the ratings' positions and
+their lines: :func:`gather`).
+
+A numba kernel reads the lines it can vouch for: ASCII, the detected delimiter (blanks,
+tab or comma), integer ids and ratings :mod:`.numbers` converts exactly. Any other line
+that is not blank or a comment (non-ASCII bytes, too few fields, an id or rating it does
+not read, a MatrixMarket index out of range, a line of 1 MiB or more) is left to the line
+by line rules of :func:`parse_line`, which read it exactly as before or name what is
+wrong. Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (universal newlines). Nothing is
+allocated from a size a file declares, and no more ratings are read than this
+machine's memory can fit.
+"""
+import math
+from array import array
+
+import numpy as np
+from numba import njit
+
+from ..errors import DataError
+from . import memory
+from .agree import refuse
+from .numbers import BIG, scan_float_inline, scan_int_inline
+from .source import Text
+
+_nb = dict(cache=True, nogil=True)
+LONG_LINE = 1 << 20  # a line this long or longer: not a rating file
+BYTES_PER_RATING = 200  # peak memory of reading + preparing + fitting, per rating
+INT64 = 1 << 63
+_CHUNK = 8 << 20  # bytes parsed at a time
+
+
+def max_ratings():
+    """The most ratings this machine's memory can read, prepare and fit (None: no cap)."""
+    mem = memory.physical_memory()
+    return None if mem is None else max(mem // BYTES_PER_RATING, 1)
+
+
+def too_many(path, limit, what=None):
+    return DataError(f"{path}: {what or f'more than {limit} ratings'}: this machine's "
+                     f"{memory.fmt_bytes(memory.physical_memory())} of memory holds at most "
+                     f"{limit} (about {BYTES_PER_RATING} bytes a rating to read, prepare and "
+                     "fit)")
+
+
+# -- the byte parser ---------------------------------------------------------------------
+@njit(**_nb)
+def _is_ws(c):
+    # what str.strip() and str.split() take as blanks among ASCII bytes
+    return c == 32 or (c >= 9 and c <= 13) or (c >= 28 and c <= 31)
+
+
+@njit(inline="always", **_nb)
+def _field(b, p, e, delim):
+    """(start, end) of the field at p (blanks stripped) and where the next one starts
+    (> e: none left)."""
+    if delim == 0:
+        while p < e and _is_ws(b[p]):
+            p += 1
+        if p >= e:
+            return p, p, e + 1
+        s = p
+        while p < e and not _is_ws(b[p]):
+            p += 1
+        return s, p, p
+    q = p
+    while q < e and b[q] != delim:
+        q += 1
+    s, t = p, q
+    while s < t and _is_ws(b[s]):
+        s += 1
+    while t > s and _is_ws(b[t - 1]):
+        t -= 1
+    return s, t, q + 1
+
+
+@njit(_nrt=False, **_nb)
+def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l, count,
+                 line0, fb):
+    """Parse the lines that start in ``b[start:stop]`` (each ends within ``b``) into
+    ``out_*[count:]`` (``out_l``: the line's index, ``line0`` for the first). It stops
+    after a line it leaves to the line-by-line rules, with ``fb`` = (its start, its
+    end, its index), or when ``out`` is full. Returns (where it stopped, count, whether
+    ``fb`` was set, lines passed)."""
+    n = b.shape[0]
+    cap = out_u.shape[0]
+    pos = start
+    line = line0
+    while pos < stop:
+        if count >= cap:
+            break
+        e = pos
+        ascii = True
+        while e < n:
+            c = b[e]
+            if c == 10 or c == 13:
+                break
+            if c >= 128:
+                ascii = False
+            e += 1
+        nxt = e + 1
+        if e < n and b[e] == 13 and e + 1 < n and b[e + 1] == 10:
+            nxt = e + 2
+        s = pos
+        while s < e and _is_ws(b[s]):
+            s += 1
+        if s < e and b[s] != 35 and b[s] != 37:  # neither blank nor a comment
+            ok = ascii and e - pos < LONG_LINE
+            s0 = e0 = s1 = e1 = s2 = e2 = p = 0
+            u = i = 0
+            r = 0.0
+            if ok:
+                s0, e0, p = _field(b, s, e, delim)
+                ok = s0 < e0 and p <= e
+            if ok:
+                s1, e1, p = _field(b, p, e, delim)
+                ok = s1 < e1 and p <= e
+            if ok:
+                s2, e2, p = _field(b, p, e, delim)
+                ok = s2 < e2
+            if ok:  # ids up to 2^62 (beyond: the line by line rules)
+                t, ok, u = scan_int_inline(b, s0, e0)
+                ok = ok and t == e0 and abs(u) < BIG
+            if ok:
+                t, ok, i = scan_int_inline(b, s1, e1)
+                ok = ok and t == e1 and abs(i) < BIG
+            if ok:
+                t, st, r = scan_float_inline(b, s2, e2)
+                ok = st == 0 and t == e2
+            if ok and mtx_m > 0:
+                ok = u >= 1 and u <= mtx_m and i >= 1 and i <= mtx_n
+            if ok:
+                out_u[count] = u
+                out_i[count] = i
+                out_r[count] = r
+                out_l[count] = line
+                count += 1
+            else:
+                fb[0] = pos
+                fb[1] = e
+                fb[2] = line
+                return min(nxt, n), count, True, line + 1 - line0
+        line += 1
+        pos = nxt
+    return min(pos, n), count, False, line - line0
+
+
+# -- the line by line rules (the reference, and the messages) -----------------------------
+class LineError(Exception):
+    """What is wrong with one line (the caller names the file and line)."""
+
+
+def decode(tok):
+    return tok.encode("latin-1").decode("utf-8", errors="replace")
+
+
+def _id(tok, what):
+    try:
+        v = int(tok) if "_" not in tok else None  # int() takes 1_000; np.loadtxt does not
+    except ValueError:
+        v = None
+    if v is None:
+        raise LineError(f"{what} {decode(tok)!r} is not an integer")
+    if not -INT64 <= v < INT64:
+        raise LineError(f"{what} id {v} does not fit in a 64-bit integer")
+    return v
+
+
+def _is_number(tok):
+    try:
+        float(tok)
+        return "_" not in tok
+    except ValueError:
+        return False
+
+
+def _split(line, delim):
+    return line.split(delim) if delim else line.split()
+
+
+def parse_line(raw, delim, bounds=None):
+    """One line (str, latin-1 decoded, without its line end) by the line-by-line rules:
+    None for a blank or comment line, else (user, item, rating); :class:`LineError`
+    says what is wrong. ``bounds``: a MatrixMarket file's (rows, columns)."""
+    if len(raw) >= LONG_LINE:
+        raise LineError(f"a line longer than {LONG_LINE} characters: not a rating file")
+    line = raw.strip()
+    if not line or line[0] in "#%":
+        return None
+    parts = _split(line, delim)
+    if not raw.isascii():  # fine in the ignored fields only (np.loadtxt sees ASCII)
+        blanks = delim is None and ("\x85" in line or "\xa0" in line)  # str.split's
+        bad = [c for c in (line if blanks else "".join(parts[:3])) if not c.isascii()]
+        if bad:
+            raise LineError(f"non-ASCII byte 0x{ord(bad[0]):02x} in a rating line's first "
+                            "three fields (ids and ratings are ASCII numbers)")
+    if len(parts) < 3:
+        hint = (" (a '::'-separated file such as MovieLens ratings.dat: replace '::' "
+                "by tabs)" if "::" in line else " (only tabs, commas or blanks separate "
+                "fields)" if ";" in line or "|" in line else "")
+        raise LineError(f"expected 'user item rating', found {len(parts)} field(s){hint}")
+    u = _id(parts[0].strip(), "user")
+    i = _id(parts[1].strip(), "item")
+    tok = parts[2].strip()
+    try:
+        r = float(tok) if "_" not in tok else None
+    except ValueError:
+        r = None
+    if r is None:
+        raise LineError(f"rating {decode(tok)!r} is not a number")
+    if not math.isfinite(r):
+        raise LineError(f"rating is {r}, not finite")
+    if bounds is not None:
+        for v, hi, what in ((u, bounds[0], "row"), (i, bounds[1], "column")):
+            if not 1 <= v <= hi:
+                raise LineError(f"{what} {v} is outside 1..{hi}")
+    return u, i, r
+
+
+def parse_lines(lay):
+    """Every rating by the line by line rules (the reference of the byte parser): (users,
+    items, ratings, lines), exact errors."""
+    limit = max_ratings()
+    us, its, rs, lines = array("q"), array("q"), array("d"), array("q")
+    for lineno, _, raw in Text(lay.path, "rating file").lines(True):
+        if lineno < lay.line0:
+            continue
+        try:
+            got = parse_line(raw.decode("latin-1"), lay.delim, lay.bounds)
+        except LineError as e:
+            raise DataError(f"{lay.path}:{lineno}: {e}") from None
+        if got is None:
+            continue
+        us.append(got[0])
+        its.append(got[1])
+        rs.append(got[2])
+        lines.append(lineno)
+        if limit is not None and len(rs) > limit:
+            raise too_many(lay.path, limit)
+    return tuple(np.frombuffer(a, t).copy() for a, t in ((us, np.int64), (its, np.int64),
+                                                         (rs, np.float64), (lines, np.int64)))
+
+
+# -- where the ratings start: a few lines read on one rank -------------------------------
+class Layout:
+    """Where a rating file's ratings are (the part of a file each worker reads is cut
+    from ``begin``), found by reading the lines before the first rating; a worker is
+    sent it."""
+
+    def __init__(self, path):
+        src = Text(path, "rating file")
+        path = self.path = src.path
+        if not src.gz and path.lower().endswith(".gz"):
+            raise DataError(f"{path}: named .gz but not gzip-compressed (no 1f 8b magic "
+                            "bytes)")
+        if not src.head:
+            raise DataError(f"{path}: no ratings (empty file"
+                            f"{' after decompression' if src.gz else ''})")
+        self.gz, self.size = src.gz, src.size
+        self.mtx = src.head[:14].lower() == b"%%matrixmarket"
+        self.bounds, self.nnz, self.size_line = None, None, None
+        lines = ((k, off, raw.decode("latin-1")) for k, off, raw in
+                 src.lines(True, cap=LONG_LINE + 2))
+        (self._mtx if self.mtx else self._delimited)(lines)
+        lines.close()
+
+    def _delimited(self, lines):
+        first, header = None, False
+        for lineno, off, raw in lines:
+            if len(raw) >= LONG_LINE:
+                raise DataError(f"{self.path}:{lineno}: a line longer than {LONG_LINE} "
+                                "characters: not a rating file")
+            line = raw.strip()
+            if "%%matrixmarket" in line[:40].lower():  # not at the start of line 1
+                raise DataError(f"{self.path}:{lineno}: a MatrixMarket banner must start "
+                                "the file's first line")
+            if not line or line[0] in "#%":
+                continue
+            parts = _split(line, "\t" if "\t" in line else "," if "," in line else None)
+            if (not header and len(parts) >= 3 and
+                    not any(_is_number(p.strip()) for p in parts[:3])):
+                header = True  # column names
+                continue
+            first = (lineno, off, line)
+            break
+        if first is None:
+            what = "only a header" if header else "empty file"
+            raise DataError(f"{self.path}: no ratings ({what})")
+        self.line0, self.begin, line = first
+        self.delim = "\t" if "\t" in line else "," if "," in line else None
+
+    def _mtx(self, lines):
+        path = self.path
+        toks = next(lines)[2].lower().split()
+        if len(toks) < 5 or toks[0] != "%%matrixmarket" or toks[1] != "matrix":
+            raise DataError(f"{path}:1: not a MatrixMarket banner "
+                            "('%%MatrixMarket matrix coordinate real general')")
+        if toks[2] != "coordinate":
+            raise DataError(f"{path}:1: {decode(toks[2])} format holds no sparse ratings; "
+                            "need 'coordinate'")
+        if toks[3] not in ("real", "integer", "double"):
+            raise DataError(f"{path}:1: field {decode(toks[3])!r}: ratings need 'real' or "
+                            "'integer' values")
+        if toks[4] != "general":
+            raise DataError(f"{path}:1: symmetry {decode(toks[4])!r}: a rating matrix is "
+                            "'general'")
+        size = None
+        for lineno, off, raw in lines:
+            line = raw.strip()
+            if line and not line.startswith("%"):
+                size = line.split()
+                break
+        if size is None:
+            raise DataError(f"{path}: no size line (empty file)")
+        where = f"{path}:{lineno}"
+        if len(size) != 3 or not all(x.lstrip("+").isdigit() and x.isascii() for x in size):
+            raise DataError(f"{where}: size line must be 'rows columns entries' (three "
+                            f"non-negative integers), got {decode(' '.join(size))!r}")
+        m, n, nnz = (int(x) for x in size)
+        if max(m, n, nnz) >= INT64:
+            raise DataError(f"{where}: size {m} x {n} with {nnz} entries does not fit in "
+                            "64-bit integers")
+        if m < 1 or n < 1:
+            raise DataError(f"{where}: a {m} x {n} matrix holds no ratings")
+        if nnz == 0:
+            raise DataError(f"{where}: no ratings (0 entries)")
+        if nnz > m * n:
+            raise DataError(f"{where}: {nnz} entries announced, more than the {m} x {n} = "
+                            f"{m * n} cells of the matrix")
+        if not self.gz and 6 * nnz - 1 > self.size:  # an entry takes at least '1 1 1\n'
+            raise DataError(f"{where}: {nnz} entries announced; a file of {self.size} bytes "
+                            f"holds at most {(self.size + 1) // 6}")
+        limit = max_ratings()
+        if limit is not None and nnz > limit:
+            raise too_many(path, limit, f"line {lineno}: {nnz} entries announced")
+        self.bounds, self.nnz, self.size_line, self.delim = (m, n), nnz, lineno, None
+        self.line0 = lineno + 1
+        nxt = next(lines, None)
+        self.begin = nxt[1] if nxt is not None else None  # None: no line after it
+
+    @property
+    def delim_code(self):
+        return {None: 0, "\t": 9, ",": 44}[self.delim]
+
+
+# -- one worker's part ---------------------------------------------------------------------
+class Part:
+    """A worker's ratings as read: raw ids ``u``, ``i``, ratings ``r``, each one's line
+    index ``l`` and position ``pos`` (counted from the part's first line and rating, or
+    from the file's first rating line when ``whole``), the lines and ratings passed
+    (``lines``, ``seen``), and the first error: (line index, what is wrong), or
+    ``too_many`` ratings for this machine."""
+
+    def __init__(self, cap=0):
+        self.u, self.i = np.empty(cap, np.int64), np.empty(cap, np.int64)
+        self.r, self.l = np.empty(cap), np.empty(cap, np.int64)
+        self.n = self.lines = self.seen = 0
+        self.segments = []  # (first index here, position of that rating)
+        self.err, self.too_many, self.whole = None, False, False
+        self.pos = None
+
+    def room(self, k):
+        if self.n + k > self.u.shape[0]:
+            cap = max(2 * self.u.shape[0], self.n + k)
+            for name in ("u", "i", "r", "l"):
+                a = getattr(self, name)
+                b = np.empty(cap, a.dtype)
+                b[:self.n] = a[:self.n]
+                setattr(self, name, b)
+
+    def finish(self):
+        for name in ("u", "i", "r", "l"):
+            setattr(self, name, getattr(self, name)[:self.n])
+        pos = np.empty(self.n, np.int64)
+        bounds = self.segments + [(self.n, None)]
+        for (a, p), (b, _) in zip(bounds[:-1], bounds[1:]):
+            pos[a:b] = np.arange(p, p + b - a)
+        self.pos = pos
+        return self
+
+
+def _parse_into(part, b, lay, keep, limit):
+    """Parse the lines of block ``b`` into ``part`` (``keep`` False: count them and find
+    errors only). Returns False once an error is found."""
+    delim, (bm, bn) = lay.delim_code, lay.bounds or (0, 0)
+    fb = np.zeros(3, np.int64)
+    out = part if keep else Part(b.shape[0] // 6 + 2)
+    n0 = out.n
+    if keep:
+        part.segments.append((part.n, part.seen))
+    pos, stop = 0, b.shape[0]
+    while pos < stop:
+        out.room((stop - pos) // 6 + 2)
+        cap = out.u.shape[0]
+        if limit is not None:  # stop at the first rating beyond the limit
+            cap = min(cap, n0 + max(limit - part.seen, 0) + 1)
+        pos, out.n, fell, lines = _parse_block(b, pos, stop, delim, bm, bn, out.u[:cap],
+                                               out.i[:cap], out.r[:cap], out.l[:cap],
+                                               out.n, part.lines, fb)
+        part.lines += lines
+        if fell:
+            s, e, line = (int(x) for x in fb)
+            try:
+                row = parse_line(b[s:e].tobytes().decode("latin-1"), lay.delim, lay.bounds)
+            except LineError as exc:
+                part.err = (line, str(exc))
+                return False
+            if row is not None:
+                out.room(1)
+                out.u[out.n], out.i[out.n], out.r[out.n] = row
+                out.l[out.n] = line
+                out.n += 1
+        if limit is not None and part.seen + out.n - n0 > limit:
+            part.too_many = True
+            return False
+    part.seen += out.n - n0
+    return True
+
+
+def read_part(lay, part, n_parts, limit="auto"):
+    """Worker ``part``'s ratings of the file ``lay`` describes (a :class:`Layout`): a
+    plain file's byte range, parsed in blocks; a gzip file (which cannot be cut by
+    bytes) is decompressed whole by every worker, which keeps every n_parts-th block
+    (the blocks are the same for all), counting the others' ratings and lines."""
+    limit = max_ratings() if limit == "auto" else limit
+    p = Part()
+    if lay.begin is None:
+        return p.finish()
+    p.whole = lay.gz
+    src = Text(lay.path, "rating file")
+    try:
+        for blk in src.blocks(lay.begin, part, n_parts, True, LONG_LINE + 2, _CHUNK):
+            if not _parse_into(p, blk.data, lay, blk.keep, limit):
+                break
+    except DataError as e:  # a corrupt stream, after the lines before it
+        if p.err is None:
+            p.err = (e.line - lay.line0, str(e)[len(f"{lay.path}:{e.line}: "):])
+    return p.finish()
+
+
+class Ratings:
+    """A worker's ratings of a file, as every worker agreed on them: raw ids ``u``,
+    ``i``, ratings ``r``, their lines ``lines`` and positions among the file's ratings
+    ``pos``; ``total`` ratings in all; ``path``."""
+
+    def line_of(self, peers, positions):
+        """The lines of these positions (whoever read them), on every worker."""
+        found = {}
+        for q in positions:
+            k = np.searchsorted(self.pos, q)
+            if k < self.pos.shape[0] and self.pos[k] == q:
+                found[int(q)] = int(self.lines[k])
+        merged = {}
+        for g in peers.allgather(found):
+            merged.update(g)
+        return merged
+
+
+def gather(peers, lay):
+    """This worker's :class:`Ratings` of the file ``lay`` describes; the first bad line
+    of the file (wherever it lies) raised by the worker that read it."""
+    p = read_part(lay, peers.rank, peers.size)
+    facts = peers.allgather((p.n, p.lines, p.err, p.too_many))
+    lbase = pbase = [0] * peers.size
+    if not p.whole:  # positions and lines follow the earlier parts'
+        lbase = np.concatenate([[0], np.cumsum([f[1] for f in facts])]).tolist()
+        pbase = np.concatenate([[0], np.cumsum([f[0] for f in facts])]).tolist()
+    errs = [(lay.line0 + lbase[w] + f[2][0], w, f[2][1])
+            for w, f in enumerate(facts) if f[2] is not None]
+    if errs:
+        line, w, text = min(errs)
+        refuse(peers, f"{lay.path}:{line}: {text}", w)
+    out = Ratings()
+    out.total, out.path = sum(f[0] for f in facts), lay.path
+    limit = max_ratings()
+    if any(f[3] for f in facts) or (limit is not None and out.total > limit):
+        refuse(peers, too_many(lay.path, limit))
+    if lay.mtx and out.total != lay.nnz:
+        refuse(peers, f"{lay.path}: the size line (line {lay.size_line}) announces "
+               f"{lay.nnz} entries, the file has {out.total}")
+    out.u, out.i, out.r = p.u, p.i, p.r
+    out.lines = p.l + (lay.line0 + lbase[peers.rank])
+    out.pos = p.pos + pbase[peers.rank]
+    return out
+
+
+def read(lay):
+    """Every rating of the file ``lay`` (a :class:`Layout`) describes, in one process."""
+    from ..transport import Peers
+
+    return gather(Peers(), lay)

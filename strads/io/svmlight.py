@@ -1,0 +1,436 @@
+"""LIBSVM / svmlight text: ``label index:value ...`` per line, ``#`` comments, ``qid:``
+tokens skipped; indices 1-based unless a 0 index appears (then all are 0-based), rising
+along a line. Read whole (:func:`read`) or a worker's part (:func:`read_part`).
+
+Parsed by numba over the raw bytes in two passes: the first validates every line and
+counts (rows, non-zeros per column), so sizes are checked against the machine's memory
+before anything large is allocated, the second fills the CSC arrays directly. On the
+first bad line the Python reference parser of that line (:func:`parse_line`) builds the
+message. Also the sizes of a sample-by-feature problem (:func:`check_size`), which every
+matrix reader checks, and the kernels of a text target (one number a line).
+"""
+import re
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from ..errors import DataError
+from . import memory
+from .agree import agree, attempt, refuse
+from .numbers import BIG, py_float, py_int, scan_float_inline, scan_int_inline
+from .source import Text, line_at, line_number, line_range
+
+_nb = dict(cache=True, nogil=True)
+# The matrix readers' words for a NUL byte and a broken gzip file
+WORDS = {"nul": "{where}: binary data (byte 0x00), not a text file",
+         "corrupt": "{path}: not a valid gzip file: {e}"}
+
+# -- sizes: refuse what cannot fit, before allocating it ----------------------------------
+# What a problem costs once loaded and solved, per unit, in bytes (docs/: the solver's
+# peak RSS per feature):
+PER_FEATURE = 64  # indptr, then the solver's coefficients, squared norms, norms,
+#                   priorities, screening flags and a full round's gradient (float64 each)
+PER_NONZERO = 24  # a CSC entry (8-byte value, 4- or 8-byte row index) and a worker's copy
+PER_SAMPLE = 32  # y, the workers' residuals and targets
+PER_DENSE = 16  # a dense entry and a worker's copy of it
+
+
+def max_features():
+    mem = memory.physical_memory()
+    return BIG if mem is None else max(mem // PER_FEATURE, 1)
+
+
+def _feature_limit_msg(j):
+    mem = memory.physical_memory()
+    return (f"feature index {j} is too large: {j:,} features would need about "
+            f"{memory.fmt_bytes(j * PER_FEATURE)} of memory (the solver keeps {PER_FEATURE} "
+            f"bytes per feature), more than this machine's physical memory "
+            f"({memory.fmt_bytes(mem or 0)})")
+
+
+def check_size(name, n_samples, n_features, nnz=None, extra=0, lead=""):
+    """Refuse a problem whose solve cannot fit in physical memory: sparse (``nnz``
+    non-zeros) or dense (``nnz`` None); ``extra`` bytes already held (a decompressed
+    file). Python integers throughout, so absurd sizes cannot overflow."""
+    n_samples, n_features = int(n_samples), int(n_features)
+    if nnz is None:
+        need = n_samples * n_features * PER_DENSE + n_features * PER_FEATURE
+        what = f"a dense {n_samples:,} x {n_features:,} matrix"
+    else:
+        need = (int(nnz) * PER_NONZERO + n_features * PER_FEATURE
+                + n_samples * PER_SAMPLE)
+        what = f"{n_samples:,} samples x {n_features:,} features with {int(nnz):,} non-zeros"
+    need += extra
+    mem = memory.physical_memory()
+    if mem is not None and need > mem:
+        raise DataError(f"{name}: {lead}{what}, which would need about "
+                        f"{memory.fmt_bytes(need)} of memory (the matrix, the workers' "
+                        "copies and the solver's per-feature arrays), more than this "
+                        f"machine's physical memory ({memory.fmt_bytes(mem)})")
+
+
+def open_text(path, kind):
+    """``(Text, bytes)`` of a matrix reader's text input (``kind``: LIBSVM, target)."""
+    src = Text(path, kind=f"{kind} text", words=WORDS)
+    buf = src.map()
+    if src.gz and buf.shape[0] == 0:
+        raise DataError(f"{path}: empty file (after gzip decompression)")
+    return src, buf
+
+
+# -- the two numba passes -----------------------------------------------------------------
+@njit(inline="always", **_nb)
+def _save(s, i, ls, line, rows, nnz, max_j, min_j, last, tok):
+    s[0], s[1], s[2], s[3], s[4] = i, ls, line, rows, nnz
+    s[5], s[6], s[7], s[8] = max_j, min_j, last, tok
+
+
+def state():
+    """Pass 1's state at the start: position, its line's first byte, line, rows,
+    non-zeros, max index, min index, the line's last index and tokens."""
+    return np.array([0, 0, 1, 0, 0, -1, BIG, -1, 0], np.int64)
+
+
+@njit(_nrt=False, **_nb)  # (it allocates nothing: the scanners are inlined)
+def _svm_count(b, single, limit, counts, s):
+    """Pass 1: validate every line (as :func:`parse_line`, or :func:`parse_target_line`
+    if ``single``) and count each index's entries in ``counts``, from :func:`state` ``s``
+    on, left where it stopped. Returns 0 at the end, the line of the first bad line, -1
+    if a count overflowed the dtype of ``counts``, or -2 - j if index j needs more."""
+    n = b.shape[0]
+    top = np.iinfo(counts.dtype).max
+    i, ls, line, rows, nnz = s[0], s[1], s[2], s[3], s[4]
+    max_j, min_j, last, tok = s[5], s[6], s[7], s[8]
+    code = 0
+    while i < n:
+        c = b[i]
+        if c == 10:
+            if tok:
+                rows += 1
+            tok = 0
+            last = -1
+            line += 1
+            i += 1
+            ls = i
+            continue
+        if c == 32 or 9 <= c <= 13:
+            i += 1
+            continue
+        if c == 35:  # a comment, to the end of the line (control bytes still refused)
+            while i < n and b[i] != 10:
+                if b[i] < 32 and (b[i] < 9 or b[i] > 13):
+                    code = line
+                    break
+                i += 1
+            if code:
+                break
+            continue
+        ts = i
+        j = -1
+        if tok > 0:
+            if single:
+                code = line
+                break
+            if (c == 113 and i + 2 < n and b[i + 1] == 105 and b[i + 2] == 100
+                    and (i + 3 == n or b[i + 3] == 58 or b[i + 3] == 32 or b[i + 3] == 35
+                         or 9 <= b[i + 3] <= 13)):
+                i, ctrl = _token_end(b, i + 3, n)  # qid, qid:anything
+                if ctrl:
+                    code = line
+                    break
+                continue
+            e, ok, j = scan_int_inline(b, i, n)
+            if not ok or e >= n or b[e] != 58 or j < 0 or j <= last or j > limit:
+                code = line
+                break
+            i = e + 1
+        e, st, _ = scan_float_inline(b, i, n, False)
+        if st < 0 or st > 1 or (e < n and not (b[e] == 32 or 9 <= b[e] <= 13 or b[e] == 35)):
+            code = line  # not a finite number, ending at a delimiter
+            break
+        i = e
+        if j >= 0:
+            if j + 1 >= counts.shape[0]:  # one spare entry: indptr's last, in place
+                i, code = ts, -2 - j
+                break
+            if counts[j] == top:
+                code = -1
+                break
+            counts[j] += 1
+            nnz += 1
+            last = j
+            max_j = max(max_j, j)
+            min_j = min(min_j, j)
+        tok += 1
+    if code == 0 and tok:
+        rows += 1
+        tok = 0
+    _save(s, i, ls, line, rows, nnz, max_j, min_j, last, tok)
+    return code
+
+
+@njit(inline="always", **_nb)
+def _token_end(b, i, n):
+    """(the end of the token at i, whether it holds a control byte)."""
+    ctrl = False
+    while i < n and not (b[i] == 32 or 9 <= b[i] <= 13 or b[i] == 35):
+        ctrl = ctrl or b[i] < 32
+        i += 1
+    return i, ctrl
+
+
+@njit(_nrt=False, **_nb)
+def _svm_fill(b, start, base, ptr, indices, data, labels, fb):
+    """Pass 2 over bytes pass 1 accepted: labels, and the CSC entries put in place
+    (``ptr[c]``: the next free slot of column c, advanced). The tokens left to Python's
+    float() go to the rows of ``fb`` (slot, or -1 - row for a label; first byte; end),
+    as many as fit; returns how many there are."""
+    n = b.shape[0]
+    row = 0
+    i = start
+    tok = 0
+    n_fb = 0
+    while i < n:
+        c = b[i]
+        if c == 10:
+            row += 1 if tok else 0
+            tok = 0
+            i += 1
+        elif c == 35:
+            while i < n and b[i] != 10:
+                i += 1
+        elif c == 32 or 9 <= c <= 13:
+            i += 1
+        elif tok > 0 and c == 113:  # qid
+            i, _ = _token_end(b, i, n)
+        else:
+            at = -1 - row
+            if tok > 0:
+                e, _, j = scan_int_inline(b, i, n)
+                i = e + 1
+                at = ptr[j - base]
+                ptr[j - base] = at + 1
+                indices[at] = row
+            tok += 1
+            e, st, v = scan_float_inline(b, i, n)
+            if at < 0:
+                labels[row] = v
+            else:
+                data[at] = v
+            if st:
+                if n_fb < fb.shape[0]:
+                    fb[n_fb, 0] = at
+                    fb[n_fb, 1] = i
+                    fb[n_fb, 2] = e
+                n_fb += 1
+            i = e
+    return n_fb
+
+
+@njit(**_nb)
+def _starts(counts):
+    """In place: counts to the start of each column (exclusive prefix sums)."""
+    total = 0
+    for c in range(counts.shape[0]):
+        k = counts[c]
+        counts[c] = total
+        total += k
+
+
+@njit(**_nb)
+def _ends_to_starts(ends):
+    for c in range(ends.shape[0] - 1, 0, -1):
+        ends[c] = ends[c - 1]
+    if ends.shape[0]:
+        ends[0] = 0
+
+
+_COUNTS = np.int32  # the dtype pass 1 counts in first
+
+
+def _count(b, single, limit):
+    """Pass 1 over ``b``: (the first bad line or 0, its first byte, rows, non-zeros, max
+    index, min index, counts): int32 counts (then indptr, in place), int64 if a column
+    holds 2^31 entries; grown as the indices need."""
+    for dtype in (_COUNTS, np.int64):
+        counts, s = np.zeros(16, dtype), state()
+        code = _svm_count(b, single, limit, counts, s)
+        while code <= -2:
+            grown = np.zeros(min(max(2 * counts.shape[0], -code), limit + 2), dtype)
+            grown[:counts.shape[0]] = counts
+            counts = grown
+            code = _svm_count(b, single, limit, counts, s)
+        if code != -1:
+            return code, int(s[1]), int(s[3]), int(s[4]), int(s[5]), int(s[6]), counts
+
+
+def _fill(b, base, ptr, indices, data, labels, cap):
+    while True:
+        fb = np.empty((cap, 3), dtype=np.int64)
+        n_fb = _svm_fill(b, 0, base, ptr, indices, data, labels, fb)
+        if n_fb <= cap:
+            break
+        _ends_to_starts(ptr)  # more tokens for float() than room: again, with room
+        cap = n_fb
+    for at, s, e in fb[:n_fb].tolist():
+        v = float(b[s:e].tobytes())
+        if at < 0:
+            labels[-1 - at] = v
+        else:
+            data[at] = v
+
+
+# -- the reference parser of a line (the messages) ----------------------------------------
+_CTRL = re.compile(rb"[\x00-\x08\x0e-\x1f]")
+
+
+def short(tok):
+    s = tok.decode(errors="replace")
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def refuse_control(path, lineno, raw):
+    m = _CTRL.search(raw)
+    if m:
+        raise DataError(f"{path}:{lineno}: binary data (byte 0x{m.group()[0]:02x}), "
+                        "not a text file")
+
+
+def parse_line(path, lineno, raw, limit=None):
+    """The reference parser of one LIBSVM line (the numba passes agree with it on every
+    line; it builds the message of the first bad one): None for a blank line, else
+    ``(label, [(index, value), ...])``."""
+    limit = max_features() if limit is None else limit
+    refuse_control(path, lineno, raw)
+    line = raw.split(b"#", 1)[0].strip()
+    if not line:
+        return None
+    parts = line.split()
+    try:
+        label = py_float(parts[0])
+    except ValueError:
+        raise DataError(f"{path}:{lineno}: label {short(parts[0])!r} is not a number"
+                        ) from None
+    if not np.isfinite(label):
+        raise DataError(f"{path}:{lineno}: label is {label}, not finite")
+    last, pairs = -1, []
+    for tok in parts[1:]:
+        idx, sep, val = tok.partition(b":")
+        if idx == b"qid":
+            continue
+        try:
+            if not sep:
+                raise ValueError
+            j, v = py_int(idx), py_float(val)
+        except ValueError:
+            raise DataError(f"{path}:{lineno}: {short(tok)!r} is not index:value") from None
+        if j < 0:
+            raise DataError(f"{path}:{lineno}: feature index {j} is negative")
+        if j <= last:
+            raise DataError(f"{path}:{lineno}: feature indices must increase "
+                            f"({j} after {last})")
+        if j > limit:
+            raise DataError(f"{path}:{lineno}: {_feature_limit_msg(j)}")
+        if not np.isfinite(v):
+            raise DataError(f"{path}:{lineno}: feature {j} has value {v}, not finite")
+        last = j
+        pairs.append((j, v))
+    return label, pairs
+
+
+def parse_target_line(path, lineno, raw):
+    """The reference parser of one line of a text target: None (blank) or the value."""
+    refuse_control(path, lineno, raw)
+    s = raw.split(b"#", 1)[0].strip()
+    if not s:
+        return None
+    try:
+        v = py_float(s)
+    except ValueError:
+        raise DataError(f"{path}:{lineno}: {short(s)!r} is not a number") from None
+    if not np.isfinite(v):
+        raise DataError(f"{path}:{lineno}: target is {v}, not finite")
+    return v
+
+
+def bad_line(path, buf, lo, line, ls, single, limit=None):
+    """The message of the bad line ``line`` (its first byte ``ls``) of the part of
+    ``buf`` from byte ``lo``, named by its line in the file."""
+    true = line_number(buf, lo) + line - 1
+    raw = line_at(buf[lo:], ls)
+    try:
+        if single:
+            parse_target_line(path, true, raw)
+        else:
+            parse_line(path, true, raw, limit)
+        return f"{path}:{true}: cannot parse this line"
+    except DataError as e:
+        return str(e)
+
+
+def union(peers, cols, p):
+    """The columns non-empty on any worker (sorted), or None if every one is."""
+    kept = np.unique(np.concatenate(peers.allgather(cols.astype(np.int64))))
+    return None if kept.shape[0] == p else kept
+
+
+# -- whole file, or a worker's part ---------------------------------------------------------
+def read_part(peers, path, whole=False):
+    """This worker's lines of the file as every worker agreed on them: ``csc`` (indptr,
+    indices, data; the kept columns only, unless ``whole``), ``n_rows``, ``y`` (the
+    labels), ``first`` (this worker's first row), ``n`` (samples), ``n_features`` and
+    ``kept`` (the columns non-empty on some worker; None if every one is, or ``whole``)."""
+    w, W = peers.rank, peers.size
+    src, buf = attempt(peers, open_text, path, "LIBSVM")
+    lo, hi = line_range(buf, w, W, src.bom)
+    b = buf[lo:hi]
+    limit = max_features()
+    line, ls, rows, nnz, max_j, min_j, counts = _count(b, False, limit)
+    agree(peers, bad_line(path, buf, lo, line, ls, False, limit) if line else None)
+    facts = peers.allgather((rows, nnz, max_j, min_j))
+    n = sum(f[0] for f in facts)
+    total = sum(f[1] for f in facts)
+    if not n or not total:
+        refuse(peers, f"{path}: no samples (empty file)" if not n else
+               f"{path}: no features (every sample is empty)")
+    base = 0 if min(f[3] for f in facts) == 0 else 1
+    p = int(max(f[2] for f in facts)) + 1 - base
+    attempt(peers, check_size, path, n, p, total, buf.shape[0] if src.gz else 0)
+    if W > n:
+        refuse(peers, f"{W} workers for {n} samples: each worker needs rows")
+    if counts.shape[0] < base + p + 1:
+        grown = np.zeros(base + p + 1, counts.dtype)
+        grown[:counts.shape[0]] = counts
+        counts = grown
+    if max(rows, p, nnz) >= 2**31 - 1 and counts.dtype != np.int64:
+        counts = counts.astype(np.int64)  # the prefix sums exceed int32
+    ptr = counts[base:base + p]
+    kept = None if whole else union(peers, np.flatnonzero(ptr), p)
+    width = None if kept is None else ptr[kept]
+    indices, data, labels = np.empty(nnz, counts.dtype), np.empty(nnz), np.empty(rows)
+    _starts(ptr)  # in place: the start of each column, then its end
+    _fill(b, base, ptr, indices, data, labels, nnz // 64 + 1024)
+    if kept is None:
+        indptr = counts[base:base + p + 1]  # the ends, shifted by one: indptr, in place
+        _ends_to_starts(indptr)
+        if counts.shape[0] > 1.25 * (base + p + 1) + 1024:  # growth left spare capacity
+            indptr = indptr.copy()
+    else:
+        indptr = np.zeros(width.shape[0] + 1, counts.dtype)
+        np.cumsum(width, out=indptr[1:])
+    first = sum(f[0] for f in facts[:w])
+    return {"csc": (indptr, indices, data), "n_rows": rows, "y": labels, "first": first,
+            "n": n, "n_features": p, "kept": kept}
+
+
+def read(path):
+    """``(X, y)`` of the whole file: X CSC (sorted indices), y the labels."""
+    from ..transport import Peers
+
+    part = read_part(Peers(), path, whole=True)
+    indptr, indices, data = part["csc"]
+    X = sp.csc_matrix((data, indices, indptr), shape=(part["n"], part["n_features"]),
+                      copy=False)
+    X.has_sorted_indices = True
+    return X, part["y"]

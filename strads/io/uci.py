@@ -1,0 +1,221 @@
+"""UCI bag-of-words: a docword file (three header lines D, W, NNZ, then ``docID wordID
+count`` lines, 1-based ids; blank lines skipped) and its vocabulary (one word a line).
+Also the words the corpus readers (:mod:`.uci`, :mod:`.ldac`, :mod:`.docs`) refuse with.
+
+:func:`scan` parses a worker's blocks of lines (:meth:`strads.io.source.Text.blocks`)
+with a numba kernel that takes only what it can judge alone (plain digits, ids and
+counts in range); at any other line it stops and the Python reference parser of that
+line raises the one-line error or adds the line. The caller's ``check`` refuses sizes
+beyond memory once the tokens pass ``limit``.
+"""
+import numpy as np
+from numba import njit
+
+from ..errors import DataError
+from .numbers import scan_int_inline
+from .source import Text
+
+_nb = dict(cache=True, nogil=True)
+INT32_MAX = 2 ** 31 - 1
+# The corpus readers' words for other compressions and a broken stream
+WORDS = {"foreign": "{path}: {short}-compressed data; decompress it first (gzip is read "
+                    "directly)",
+         "packed_only": True, "empty": "{path}: empty file (empty corpus)",
+         "corrupt": "{where}: cannot read the {what}: {e}"}
+
+
+def open_text(path, what="file"):
+    return Text(path, what, words=WORDS)
+
+
+def integer(tok, path, lineno, what):
+    try:
+        return int(tok)
+    except ValueError:
+        raise DataError(f"{path}:{lineno}: {what} {tok.decode(errors='replace')!r} is not "
+                        "an integer") from None
+
+
+def nul(path, lineno, what="file"):
+    return DataError(f"{path}:{lineno}: binary data (a NUL byte), not a text {what}")
+
+
+def bad_count(c, path, lineno):
+    if c < 1:
+        raise DataError(f"{path}:{lineno}: count {c} must be a positive integer")
+    raise DataError(f"{path}:{lineno}: count {c} is too large: at most {INT32_MAX} "
+                    "(counts are 32-bit)")
+
+
+def line_bytes(b, ls, universal=False):
+    """The line starting at ls of block b, and the start of the next one."""
+    e = ls
+    n = b.shape[0]
+    while e < n and b[e] != 10 and not (universal and b[e] == 13 and (
+            e + 1 >= n or b[e + 1] != 10)):
+        e += 1
+    return b[ls:e].tobytes(), min(e + 1, n)
+
+
+@njit(**_nb)
+def ws(c):
+    """bytes.split()'s white space but the newline: space, \\t, \\v, \\f, \\r."""
+    return c == 32 or c == 9 or c == 11 or c == 12 or c == 13
+
+
+@njit(inline="always", **_nb)
+def field_end(b, i, end):
+    return i >= end or b[i] == 10 or ws(b[i])
+
+
+@njit(inline="always", **_nb)
+def skip_ws(b, i, end):
+    """(the first byte from i that is no white space, whether the line ends there)."""
+    while i < end and ws(b[i]):
+        i += 1
+    return i, i >= end or b[i] == 10
+
+
+def read_vocab(path):
+    """The words of a vocabulary file, one a line (UTF-8, blanks stripped, undecodable
+    bytes replaced); trailing empty lines dropped."""
+    words = []
+    for lineno, _, raw in open_text(path, "vocabulary file").lines(True):
+        if b"\0" in raw:
+            raise nul(path, lineno, "vocabulary file")
+        words.append(raw.decode("utf-8", errors="replace").strip())
+    while words and not words[-1]:
+        words.pop()
+    if not words:
+        raise DataError(f"{path}: empty vocabulary")
+    if len(words) > INT32_MAX:
+        raise DataError(f"{path}: {len(words)} words; at most {INT32_MAX} are supported")
+    return words
+
+
+def header(src, check, vocab_len=None, vocab_path=None):
+    """(D, W, NNZ, the first byte after them) of the docword file ``src`` (a Text):
+    three lines of one integer (blank lines skipped). ``check(line, documents, entries,
+    tokens, words)`` refuses sizes beyond memory."""
+    path, values = src.path, []
+    for lineno, off, raw in src.lines():
+        if b"\0" in raw:
+            raise nul(path, lineno)
+        parts = raw.split()
+        if not parts:
+            continue
+        name = ("D", "W", "NNZ")[len(values)]
+        if len(parts) != 1:
+            raise DataError(f"{path}:{lineno}: header line must hold one integer "
+                            "(D, W, NNZ)")
+        v = integer(parts[0], path, lineno, name)
+        if v < 0:
+            raise DataError(f"{path}:{lineno}: header value {v} is negative")
+        if name != "NNZ" and v > INT32_MAX:
+            raise DataError(f"{path}:{lineno}: {name} = {v} is too large: at most "
+                            f"{INT32_MAX} {('documents', 'words')[len(values)]} "
+                            "(ids are 32-bit)")
+        values.append(v)
+        # (every entry holds a token at least)
+        check(lineno, values[0], v if name == "NNZ" else 0, v if name == "NNZ" else 0,
+              values[1] if len(values) > 1 else 0)
+        if name == "W" and vocab_len is not None and v != vocab_len:
+            raise DataError(f"{path}:{lineno}: W = {v} but {vocab_path} lists "
+                            f"{vocab_len} words")
+        if name == "NNZ":
+            return values[0], values[1], values[2], off + len(raw) + 1
+    raise DataError(f"{path}: missing header (D, W, NNZ); is this a UCI docword file?")
+
+
+@njit(_nrt=False, **_nb)
+def _scan(b, i, end, n_docs, n_words, limit, docs, words, counts, n, tokens):
+    """``docID wordID count`` lines (blank lines skipped) -> docs, words (0-based),
+    counts from index n. Returns (status, line start, next line, n, tokens): status 1,
+    a line for the reference parser; 2, the tokens passed ``limit``."""
+    while i < end:
+        start = i
+        nf = v0 = v1 = v2 = 0
+        ok = True
+        i, eol = skip_ws(b, i, end)
+        while ok and not eol:  # the fields: docID, wordID, count
+            i, ok, v = scan_int_inline(b, i, end)
+            ok = ok and field_end(b, i, end)
+            if nf == 0:
+                v0 = v
+            elif nf == 1:
+                v1 = v
+            else:
+                v2 = v
+            nf += 1
+            i, eol = skip_ws(b, i, end)
+        if not ok or (nf != 0 and nf != 3):
+            return 1, start, start, n, tokens
+        if i < end:
+            i += 1  # the newline
+        if nf == 0:
+            continue
+        if not (1 <= v0 <= n_docs and 1 <= v1 <= n_words and 1 <= v2 <= INT32_MAX):
+            return 1, start, start, n, tokens
+        docs[n] = v0 - 1
+        words[n] = v1 - 1
+        counts[n] = v2
+        n += 1
+        tokens += v2
+        if tokens > limit:
+            return 2, start, i, n, tokens
+    return 0, i, i, n, tokens
+
+
+def parse_line(raw, path, lineno, n_docs, n_words):
+    """The reference parser of one data line: (d, w, c) 1-based, None when blank."""
+    if b"\0" in raw:
+        raise nul(path, lineno)
+    parts = raw.split()
+    if not parts:
+        return None
+    if len(parts) != 3:
+        raise DataError(f"{path}:{lineno}: expected 'docID wordID count', got "
+                        f"{len(parts)} fields")
+    d = integer(parts[0], path, lineno, "docID")
+    w = integer(parts[1], path, lineno, "wordID")
+    c = integer(parts[2], path, lineno, "count")
+    if not 1 <= d <= n_docs:
+        raise DataError(f"{path}:{lineno}: docID {d} outside 1..{n_docs}")
+    if not 1 <= w <= n_words:
+        raise DataError(f"{path}:{lineno}: wordID {w} outside the vocabulary "
+                        f"1..{n_words}")
+    if not 1 <= c <= INT32_MAX:
+        bad_count(c, path, lineno)
+    return d, w, c
+
+
+def scan(blocks, path, n_docs, n_words, limit, check):
+    """This worker's entries: [(docs, words, counts) of a block, 0-based], tokens."""
+    out, tokens, entries = [], 0, 0
+    for blk in blocks:
+        if not blk.keep:
+            continue
+        b = blk.data
+        cap = (b.shape[0] + 1) // 6 + 1  # a line holds 6 bytes at least: '1 1 1\n'
+        docs, words, counts = (np.empty(cap, np.int32) for _ in range(3))
+        i, n = 0, 0
+        while True:
+            st, ls, nxt, n, tokens = _scan(b, i, b.shape[0], n_docs, n_words, limit, docs,
+                                           words, counts, n, tokens)
+            if st == 0:
+                break
+            lineno = blk.line(ls)
+            if st == 1:  # the reference judges the line: raises, or takes it
+                raw, nxt = line_bytes(b, ls)
+                got = parse_line(raw, path, lineno, n_docs, n_words)
+                if got is not None:
+                    docs[n], words[n], counts[n] = got[0] - 1, got[1] - 1, got[2]
+                    n += 1
+                    tokens += got[2]
+            if tokens > limit:  # from here on every line is checked
+                check(lineno, n_docs, entries + n, tokens, n_words)
+                limit = tokens
+            i = nxt
+        out.append((docs[:n], words[:n], counts[:n]))
+        entries += n
+    return out, tokens

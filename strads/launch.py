@@ -1,0 +1,333 @@
+"""Elastic runs: ``python -m strads.launch -n N [options] APP [APP ARGS]``.
+
+Runs APP (a module such as ``strads.apps.lasso``, or a script's path) under ``mpiexec -n
+N``. When a rank dies (killed, its node lost), the job is started again from the last
+complete checkpoint (``APP ARGS --resume``) on the ranks that remain: N - 1, or without
+the lost rank's host when a hostfile names the hosts; down to ``--min-ranks``, at most
+``--max-restarts`` times. A resumed run redistributes the checkpoint's rows and model
+over the new number of workers. One line on stderr per event; ``summary.json`` gets the
+list of ``restarts``. A run that fails by itself (bad input, an exception) is not
+restarted: its exit status is the launcher's.
+
+How a lost rank is found: every rank of a launched job writes a small heartbeat file
+(its pid, host and, on rank 0, the round) into a folder the launcher names in the
+environment (:data:`ENV`); the first rank whose process is gone (same host) or whose
+heartbeat stops (another host, on the shared file system the checkpoints need) while the
+others still run is the lost one. MPICH's own report names a surviving process, not the
+lost one.
+"""
+import argparse
+import glob
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ENV = "STRADS_LAUNCH"  # the folder of the heartbeat files, set by the launcher
+BEAT = 0.2  # seconds between a rank's heartbeats
+_PIDFD = hasattr(os, "pidfd_open")  # Linux >= 5.3: wait for a process that is no child
+STALE = 10.0  # a heartbeat this old, on another host: that rank is gone
+PROG = "strads.launch"
+APP_CODES = (1, 2, 3, 130, 143)  # the app's own: an error, bad input, diverged, SIGINT/TERM
+KILLED = (9, 137, -9)  # what mpiexec returns when a rank was killed
+
+# -- rank side -----------------------------------------------------------------------------
+_beat = {"round": 0}
+_started = False
+
+
+def _world_rank():
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return None
+
+
+def note_round(done):
+    """The driver's rounds so far (rank 0's heartbeat tells the launcher)."""
+    _beat["round"] = int(done)
+
+
+def heartbeat():
+    """Under the launcher: write this rank's heartbeat every BEAT seconds (a daemon
+    thread); elsewhere nothing."""
+    global _started
+    folder, rank = os.environ.get(ENV), _world_rank()
+    if _started or not folder or rank is None:
+        return
+    _started = True
+    path = os.path.join(folder, f"rank-{rank}.json")
+    me = {"rank": rank, "pid": os.getpid(), "host": socket.gethostname()}
+
+    def beat():
+        while True:
+            try:
+                with open(path + ".tmp", "w") as f:
+                    json.dump({**me, "round": _beat["round"], "time": time.time()}, f)
+                os.replace(path + ".tmp", path)
+            except OSError:
+                return  # the launcher's folder is gone: it is not watching any more
+            time.sleep(BEAT)
+
+    threading.Thread(target=beat, name="strads-heartbeat", daemon=True).start()
+
+
+# -- launcher side -------------------------------------------------------------------------
+def _parser():
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}",
+        description="Run a strads app under mpiexec and keep it going when ranks are lost: "
+                    "the job restarts from its last complete checkpoint on the ranks that "
+                    "remain. The app needs --out and --checkpoint-every.",
+        epilog="Example: python -m strads.launch -n 4 strads.apps.lasso --data X.svm "
+               "--out run --checkpoint-every 30")
+    p.add_argument("-n", type=int, required=True, metavar="N", help="ranks to start with")
+    p.add_argument("--min-ranks", type=int, default=2, metavar="M",
+                   help="stop instead of restarting below this many ranks")
+    p.add_argument("--max-restarts", type=int, default=3, metavar="R",
+                   help="restarts at most")
+    p.add_argument("--hostfile", metavar="F",
+                   help="hosts for mpiexec (lines 'host' or 'host:slots'); a lost rank's "
+                        "host is left out of the restarts")
+    p.add_argument("--mpiexec", default=None, metavar="PATH",
+                   help="the mpiexec to use (default: the one beside this Python, else "
+                        "on PATH)")
+    p.add_argument("app", metavar="APP", help="a module (strads.apps.lasso) or a script path")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="the app's own flags (with --out DIR and --checkpoint-every S)")
+    return p
+
+
+def _flag(args, name):
+    """The value of ``name`` in an argument list (``--out DIR`` or ``--out=DIR``)."""
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(name + "="):
+            return a[len(name) + 1:]
+    return None
+
+
+def _hosts(path):
+    """[(host, slots)] of a hostfile (hydra's 'host' or 'host:slots' lines)."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                host, _, slots = line.partition(":")
+                out.append((host.strip(), int(slots) if slots.strip() else 1))
+    return out
+
+
+def _mpiexec(given):
+    if given:
+        return given
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return beside if os.path.exists(beside) else (shutil.which("mpiexec") or "mpiexec")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is gone too
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _read_beats(folder):
+    beats = {}
+    for path in glob.glob(os.path.join(folder, "rank-*.json")):
+        try:
+            with open(path) as f:
+                b = json.load(f)
+            beats[int(b["rank"])] = {**b, "mtime": os.path.getmtime(path)}
+        except (OSError, ValueError, KeyError):
+            pass
+    return beats
+
+
+def _first_lost(beats, here, local=True):
+    """The rank that is gone while its job runs (None: all alive as far as we can tell);
+    ``local``: this host's ranks too (where no pidfd waits for them)."""
+    now = time.time()
+    for rank, b in sorted(beats.items()):
+        if b["host"] == here:
+            if local and not _alive(b["pid"]):
+                return rank
+        elif now - b["mtime"] > STALE:
+            return rank
+    return None
+
+
+def _shm():
+    return set(glob.glob("/dev/shm/mpich_shm_*")) if os.path.isdir("/dev/shm") else set()
+
+
+def _mapped():
+    """The shared-memory files some live process maps."""
+    out = set()
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            with open(maps) as f:
+                out.update(line.split(None, 5)[5].strip() for line in f
+                           if "/dev/shm/mpich_shm_" in line)
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def _run_once(cmd, folder, env):
+    """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None,
+    the round rank 0 had reached). MPICH kills the other ranks within milliseconds of
+    one's death, so this host's ranks are waited for as they happen (a pidfd each, which
+    wakes the launcher the moment its process ends); other hosts' by their heartbeats."""
+    before = _shm()
+    proc = subprocess.Popen(cmd, env=env)
+    lost, here, beats, read_at = None, socket.gethostname(), {}, 0.0
+    watch, fds = select.poll(), {}
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - read_at > BEAT / 2:
+                beats, read_at = _read_beats(folder), time.monotonic()
+                for rank, b in beats.items():  # this host's ranks, once each
+                    if b["host"] == here and rank not in fds.values() and _PIDFD:
+                        try:
+                            fd = os.pidfd_open(b["pid"])
+                        except OSError:  # gone already
+                            fd = None
+                        if fd is not None:
+                            fds[fd] = rank
+                            watch.register(fd, select.POLLIN)
+            ended = [fds[fd] for fd, _ in watch.poll(20)]
+            if lost is None:
+                k = min(ended) if ended else _first_lost(beats, here, local=not _PIDFD)
+                if k is not None:
+                    beats = _read_beats(folder)  # rank 0's round now
+                    lost = beats.get(k, {"rank": k, "pid": None, "host": here, "round": 0})
+    except KeyboardInterrupt:  # the user's: pass it on, then wait for the job's end
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    # a job killed with some of its ranks leaves MPICH's shared-memory files behind
+    # (those another job still maps are its own)
+    if proc.returncode != 0:
+        for path in _shm() - before - _mapped():
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    last_round = (beats.get(0) or {}).get("round", 0)
+    if lost is not None and lost["rank"] == 0:
+        last_round = lost["round"]
+    return proc.returncode, lost, last_round
+
+
+def _checkpoint_round(out):
+    try:
+        with open(os.path.join(out, "checkpoint", "manifest.json")) as f:
+            return int(json.load(f)["round"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _record(out, restarts):
+    """Add the restarts to the run's summary.json (in one step)."""
+    path = os.path.join(out, "summary.json")
+    try:
+        with open(path) as f:
+            summary = json.load(f)
+    except (OSError, ValueError):
+        return
+    summary["restarts"] = restarts
+    with open(path + ".tmp", "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def _say(msg):
+    sys.stderr.write(f"{PROG}: {msg}\n")
+    sys.stderr.flush()
+
+
+def main(argv=None):
+    p = _parser()
+    a = p.parse_args(argv)
+    args = list(a.args)
+    out, every = _flag(args, "--out"), _flag(args, "--checkpoint-every")
+    if a.n < 1 or a.min_ranks < 1 or a.max_restarts < 0:
+        p.error("-n and --min-ranks must be >= 1, --max-restarts >= 0")
+    if out is None or every is None:
+        p.error("the app needs --out DIR and --checkpoint-every SECONDS: a restart goes on "
+                "from the last checkpoint")
+    hosts = _hosts(a.hostfile) if a.hostfile else None
+    app = [sys.executable, a.app] if a.app.endswith(".py") or os.sep in a.app else \
+        [sys.executable, "-m", a.app]
+    ranks, restarts, t0 = a.n, [], time.time()
+    folder = tempfile.mkdtemp(prefix="strads-launch-")
+    try:
+        while True:
+            for path in glob.glob(os.path.join(folder, "*")):
+                os.unlink(path)
+            cmd = [_mpiexec(a.mpiexec)]
+            if hosts is not None:
+                hostfile = os.path.join(folder, "hosts")
+                with open(hostfile, "w") as f:
+                    f.writelines(f"{h}:{s}\n" for h, s in hosts)
+                ranks = min(ranks, sum(s for _, s in hosts))
+                cmd += ["-f", hostfile]
+            cmd += ["-n", str(ranks), *app, *args]
+            code, lost, at = _run_once(cmd, folder, {**os.environ, ENV: folder})
+            if code == 0:
+                if restarts:
+                    _record(out, restarts)
+                return 0
+            if code in APP_CODES or (lost is None and code not in KILLED):
+                return code  # the app stopped by itself (bad input, an error, a signal)
+            who = (f"rank {lost['rank']} (pid {lost['pid']} on {lost['host']})" if lost
+                   else "a rank")
+            if hosts is not None and lost is not None:
+                hosts = [(h, s) for h, s in hosts if h != lost["host"]]
+                left = sum(s for _, s in hosts)
+            else:
+                left = ranks - 1
+            if len(restarts) >= a.max_restarts or left < a.min_ranks:
+                why = (f"{a.max_restarts} restarts done" if len(restarts) >= a.max_restarts
+                       else f"{left} ranks left, fewer than --min-ranks {a.min_ranks}")
+                _say(f"{who} lost at round {at}; not restarting ({why})")
+                return code
+            resume = _checkpoint_round(out)
+            restarts.append({"lost_rank": lost["rank"] if lost else None,
+                             "host": lost["host"] if lost else None, "round": at,
+                             "resumed_from_round": resume, "ranks": left,
+                             "at_s": round(time.time() - t0, 3)})
+            if resume is not None and "--resume" not in args:
+                args.append("--resume")
+            where = (f"from the checkpoint of round {resume}" if resume is not None
+                     else "from the start (no checkpoint yet)")
+            _say(f"{who} lost at round {at}; going on {where} on {left} ranks "
+                 f"(restart {len(restarts)} of at most {a.max_restarts})")
+            ranks = left
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

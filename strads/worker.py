@@ -1,0 +1,292 @@
+"""The ranks that the driver commands: a worker (the app's Update on its shard) and, with
+``--schedulers K``, a scheduler rank (one of the K schedules). Messages are the named
+records below, handled by type; they travel pickled (arrays as buffers), so they stay
+small tuples."""
+import sys
+import threading
+import time
+from collections import namedtuple
+
+import numpy as np
+
+from . import checkpoint as _ckpt
+from .errors import DataError
+
+
+# The driver's requests to the workers: Warmup (compile the kernels, the first worker
+# alone); Init (a shard; ``warm``: compile first; ``digest``: keep the shard's digest,
+# which a resume checks; ``rebalance``: rows will move); Step (apply ``syncs`` in order,
+# then compute ``task`` of ``round``, None: syncs only; ``each``: both are lists of one
+# part per worker); Checkpoint, Restore (the manifest's ``parts``: the scheduler's, then
+# one per worker with its rows; ``reshard``: written by another number of workers) # one per worker); Timing (seconds of work since the last one); Rebalance (rows per
+# worker now and after); Collect (the worker's part of the model; its last message).
+Warmup, Init, Step, Checkpoint, Restore, Timing, Rebalance, Collect = (
+    namedtuple(*r) for r in (
+        ("Warmup", ""), ("Init", "shard warm digest rebalance"),
+        ("Step", "round syncs task each"), ("Checkpoint", "folder tag"),
+        ("Restore", "folder parts reshard"), ("Timing", ""), ("Rebalance", "old new"),
+        ("Collect", "")))
+# Their replies. RoundResult: a round's results merged along the workers' tree
+# (:func:`merge`): the newest and the oldest version (syncs applied) over the workers,
+# the largest signal, (worker, partial) in worker order, the checkpoint parts now on
+# disk as (worker, tag, manifest entry). Collected: also the rank's traffic and memory.
+Ready, RoundResult, Timed, Moved, Collected = (namedtuple(*r) for r in (
+    ("Ready", "report"), ("RoundResult", "round newest oldest signum partials written"),
+    ("Timed", "busy rows"), ("Moved", "rows"), ("Collected", "model usage written")))
+# A scheduler rank's (``--schedulers K``): its schedule and the workers' reports; the
+# aggregate's news since the last Plan; its part of the round's task; the end.
+Begin, Plan, Part, Stop = (namedtuple(*r) for r in (
+    ("Begin", "schedule reports"), ("Plan", "round news"), ("Part", "task"), ("Stop", "")))
+
+
+class WorkerHost:
+    """Worker ``w``: turns the driver's requests into calls on the app's Update."""
+
+    def __init__(self, update_cls, signals, w, peers, traffic=None):
+        self.update_cls, self.signals = update_cls, signals
+        self.w, self.peers = w, peers
+        self.traffic = traffic  # this rank's counters, under MPI
+        self.update = None
+        self.version = 0
+        self.digest = None  # of the shard, when checkpoints are on: checked on resume
+        self._writer = None  # the thread writing this worker's checkpoint part
+        self._written = []  # (worker, tag, manifest entry) of parts on disk, not yet told
+        self.busy = 0.0  # seconds of update() work since the last Timing
+
+    def handle(self, msg):
+        return self.HANDLERS[type(msg)](self, msg)
+
+    def warmup(self, msg):
+        self.update_cls.warmup()
+        return Ready(None)
+
+    def init(self, msg):
+        if msg.warm:
+            self.update_cls.warmup()
+        if msg.digest:
+            self.digest = _ckpt.digest(msg.shard)
+        update = self.update_cls.__new__(self.update_cls)
+        update.peers = self.peers  # before __init__: it may read its part with them
+        update.__init__(msg.shard)
+        self.update = update
+        if msg.rebalance and update.rows is None:
+            raise DataError(f"--rebalance: {type(update).__name__} cannot hand rows "
+                            "over (it defines no rows, give and take)")
+        if msg.digest:  # refuse a state that cannot be checkpointed now, not mid-run
+            _ckpt.encode(update.state(), type(update).__name__)
+        return Ready(update.report())
+
+    def step(self, msg):
+        syncs, task = msg.syncs, msg.task
+        if msg.each:  # one part per worker
+            syncs, task = syncs[self.w], task[self.w]
+        for sync in syncs:
+            if sync is not None:
+                self.update.apply(sync)
+            self.version += 1
+        if msg.round is None:  # syncs only
+            return None
+        t0, waited = time.perf_counter(), self.peers.waited
+        partial = self.update.update(task) if task is not None else None
+        # its own work: less the time it waited for the others in their collectives
+        self.busy += time.perf_counter() - t0 - (self.peers.waited - waited)
+        return RoundResult(msg.round, self.version, self.version, self.signals.signum,
+                           [] if partial is None else [(self.w, partial)], self._durable())
+
+    def checkpoint(self, msg):
+        """A copy of the state now, written to disk while the run goes on and told to
+        the driver with a later result; the driver then writes the manifest."""
+        self._join_writer()
+        rows = None if self.update.rows is None else int(self.update.rows)
+        host = {"version": self.version, "digest": self.digest}
+        pieces = _ckpt.snapshot({
+            "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
+            "host": _ckpt.encode(host, "worker")})
+        done, who = [], (self.w, msg.tag)
+
+        def write():  # an error is told with the next result: the run then ends
+            try:
+                entry = _ckpt.write_part(msg.folder, f"{msg.tag}-worker{self.w}.npz", pieces)
+                done.append((*who, {**entry, "rows": rows}))
+            except BaseException as exc:
+                done.append(exc)
+
+        # (the thread drops write, and the snapshot with it, once it is on disk)
+        self._writer = threading.Thread(target=write, name="strads-checkpoint", daemon=True)
+        self._writer.done = done
+        self._writer.start()
+
+    def restore(self, msg):
+        if msg.reshard:
+            return self._reshard(msg.folder, msg.parts[1:])
+        parts = _ckpt.read_part(msg.folder, msg.parts[self.w + 1])
+        host = _ckpt.decode(*parts["host"])
+        if host["digest"] != self.digest:
+            raise _ckpt.CheckpointError(
+                f"{msg.folder}: worker {self.w}'s data differs from the checkpointed run's "
+                "(was the input changed?)")
+        self.update.load_state(_ckpt.decode(*parts["update"]))
+        self.version = host["version"]
+        return Ready(None)
+
+    def _reshard(self, folder, entries):
+        """A checkpoint of another number of workers: the old workers' parts that hold
+        rows of this worker's (all of them for an app without rows) go to the app's
+        :meth:`~strads.Update.reshard`; rows are numbered over all workers in order."""
+        up = self.update
+        old = [e.get("rows") for e in entries]
+        mine = self.peers.allgather(up.rows)
+        if up.rows is not None:
+            if None in old or sum(old) != sum(mine):
+                raise _ckpt.CheckpointError(
+                    f"{folder}: the checkpoint holds {sum(r or 0 for r in old)} rows, this "
+                    f"run's data {sum(mine)}: the input differs from the checkpointed run's")
+            first = sum(mine[:self.w])
+            starts = np.cumsum([0] + old[:-1]).tolist()
+            keep = [k for k, (s, n) in enumerate(zip(starts, old))
+                    if s < first + up.rows and s + n > first]
+        else:
+            first, starts, keep = None, [None] * len(entries), range(len(entries))
+        olds, version = [], None
+        for k in keep:
+            parts = _ckpt.read_part(folder, entries[k])
+            host = _ckpt.decode(*parts["host"])
+            version = host["version"] if version is None else version
+            olds.append((starts[k], old[k], _ckpt.decode(*parts["update"])))
+        up.reshard(olds, first)
+        self.version = version if version is not None else self.version
+        return Ready(None)
+
+    def timing(self, msg):
+        busy, self.busy = self.busy, 0.0
+        return Timed(busy, self.update.rows)
+
+    def rebalance(self, msg):
+        """Move rows to and from the neighbours so that worker w holds ``new[w]`` rows:
+        cut k moves from sum(old[:k]) to sum(new[:k]), never past a neighbour's range."""
+        w, up, peers, new = self.w, self.update, self.peers, msg.new
+        c_old, c_new = np.cumsum([0] + list(msg.old)), np.cumsum([0] + list(new))
+        left = int(c_new[w] - c_old[w])  # > 0: give my first rows to w - 1
+        right = int(c_new[w + 1] - c_old[w + 1])  # > 0: take w + 1's first rows
+        to_right = up.give("tail", -right) if right < 0 else None
+        to_left = up.give("head", left) if left > 0 else None
+        from_left = peers.shift(to_right, 1)  # what w - 1 gives away at its tail
+        from_right = peers.shift(to_left, -1)  # what w + 1 gives away at its head
+        if left < 0:
+            up.take("head", from_left)
+        if right > 0:
+            up.take("tail", from_right)
+        if up.rows != new[w]:
+            raise RuntimeError(f"worker {w} holds {up.rows} rows after rebalancing, "
+                               f"expected {new[w]}")
+        return Moved(up.rows)
+
+    def collect(self, msg):
+        self._join_writer()
+        return Collected(self.update.collect(),
+                         None if self.traffic is None else rank_usage(self.traffic),
+                         self._durable())
+
+    def _join_writer(self):
+        if self._writer is not None:
+            self._writer.join()
+            got, self._writer = self._writer.done[0], None
+            if isinstance(got, BaseException):
+                raise got
+            self._written.append(got)
+
+    def _durable(self):
+        """The parts written since the last result (a writer that failed raises here)."""
+        if self._writer is not None and not self._writer.is_alive():
+            self._join_writer()
+        done, self._written = self._written, []
+        return done
+
+
+WorkerHost.HANDLERS = {
+    Warmup: WorkerHost.warmup, Init: WorkerHost.init, Step: WorkerHost.step,
+    Checkpoint: WorkerHost.checkpoint, Restore: WorkerHost.restore,
+    Timing: WorkerHost.timing, Rebalance: WorkerHost.rebalance,
+    Collect: WorkerHost.collect}
+
+
+class SchedulerHost:
+    """One of the schedules of ``--schedulers K``."""
+
+    schedule = None
+
+    def handle(self, msg):
+        if type(msg) is Begin:
+            self.schedule = msg.schedule
+            self.schedule.begin(msg.reports)
+            return Ready(None)
+        for n in msg.news:  # a Plan
+            self.schedule.feedback(n)
+        return Part(self.schedule.schedule(msg.round))
+
+
+def serve(tp, update_cls, signals, app, stall_warn):
+    """A worker rank's loop: its shard (and a warm-up) sent to it alone, then the
+    broadcasts, passed down the workers' tree; a round's result goes up the tree."""
+    host = WorkerHost(update_cls, signals, tp.worker, tp.peers, tp.traffic)
+    while True:
+        msg = tp.recv_task()
+        tp.reply(host.handle(msg))
+        if type(msg) is Init:
+            break
+    while True:
+        msg = tp.recv_broadcast()
+        reply = host.handle(msg)
+        if type(msg) is Step:
+            if reply is not None:
+                tp.reply_gathered(reply, merge, stall_warn and (
+                    lambda c, r=reply.round: stall_watch(
+                        app, stall_warn, r, tp.rank, f"worker {c} (rank {c + tp.offset})")))
+        elif reply is not None:
+            tp.reply(reply)
+        if type(msg) is Collect:
+            return
+
+
+def schedule_serve(tp):
+    """A scheduler rank's loop (``--schedulers K``, ranks 1..K-1)."""
+    host = SchedulerHost()
+    while True:
+        msg = tp.recv_scheduling()
+        if type(msg) is Stop:
+            tp.reply_scheduling(rank_usage(tp.traffic))
+            return
+        tp.reply_scheduling(host.handle(msg))
+
+
+def merge(parts):
+    """Workers' RoundResults of one round combined, in any grouping: along the tree or
+    all at once."""
+    return RoundResult(parts[0].round, max(p.newest for p in parts),
+                       min(p.oldest for p in parts), max(p.signum for p in parts),
+                       sorted((x for p in parts for x in p.partials), key=lambda x: x[0]),
+                       [x for p in parts for x in p.written])
+
+
+def rank_usage(traffic):
+    """A rank's traffic so far and its peak resident memory."""
+    import resource
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, B on macOS
+    return {**traffic, "peak_rss_mb": round(rss / (2**20 if sys.platform == "darwin"
+                                                   else 2**10), 1)}
+
+
+def stall_watch(app, seconds, round, rank, whom):
+    """A wait's ``watch()``: every ``seconds`` of the wait, say whom this rank awaits."""
+    t0 = time.perf_counter()
+    due = [t0 + seconds]
+
+    def watch():
+        now = time.perf_counter()
+        if now >= due[0]:
+            due[0] = now + seconds
+            what = f" to answer round {round}" if round is not None else ""
+            sys.stderr.write(f"[{app}] rank {rank} waiting {now - t0:.1f} s for "
+                             f"{whom}{what}\n")
+            sys.stderr.flush()
+    return watch
