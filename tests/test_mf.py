@@ -514,7 +514,8 @@ def test_tiled_layout_changes_no_bit(monkeypatch, tmp_path, kw, workers):
     def fit(tile, **run):
         monkeypatch.setattr(K, "TILE_ROWS", tile)
         return strads.run(mf.make_setup(lambda: p, iters=3, **kw), mf.MFUpdate,
-                          workers=workers, staleness=staleness, quiet=True, tol=0, **run)
+                          workers=workers, staleness=staleness, quiet=True, tol=0,
+                          log_interval=0, **run)  # a trace row every round
 
     rows = fit(10 ** 9)
     assert not calls
