@@ -813,3 +813,169 @@ def gram_cd(G, q, b, thresh, tol, max_passes, root=True):
     state = np.zeros(1, dtype=np.int64)
     passes, _ = cd_dense(G, q, b, c, thresh, tol, max_passes, hist, state, root)
     return passes
+
+
+# -- a block's Gram in factored form: F = D^1/2 X_B, stacked over the workers --------------
+@njit(**_opts)
+def block_counts(indptr, indices, cols, count):
+    """(non-zeros of X_B, sum over rows of (block entries)^2): the sizes of the block's
+    Gram in factored form D^1/2 X_B and (a bound) as a matrix. ``count`` (n_rows, all
+    zero) is scratch, left all zero."""
+    nnz = 0
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            count[_u(indices[_u(q)])] += 1
+            nnz += 1
+    sq = 0
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            i = _u(indices[_u(q)])
+            c = count[i]
+            if c:
+                sq += c * c
+                count[i] = 0
+    return nnz, sq
+
+
+@njit(**_opts)
+def factor_cols(indptr, indices, data, cols, wts):
+    """The block's Gram in factored form over this worker's rows: F = D^1/2 X_B as CSC
+    ``(ptr, rows, vals)`` (G = F'F; ``wts`` empty: F = X_B)."""
+    m = cols.shape[0]
+    weighted = wts.shape[0] > 0
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    for k in range(m):
+        ptr[k + 1] = ptr[k] + indptr[cols[k] + 1] - indptr[cols[k]]
+    rows = np.empty(ptr[m], dtype=np.int64)
+    vals = np.empty(ptr[m])
+    for k in range(m):
+        j = _u(cols[k])
+        e = ptr[k]
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            uq = _u(q)
+            i = indices[uq]
+            rows[e] = i
+            vals[e] = data[uq] * np.sqrt(wts[_u(i)]) if weighted else data[uq]
+            e += 1
+    return ptr, rows, vals
+
+
+@njit(**_opts)
+def factor_stack(ptrs, rows, vals, offsets):
+    """The workers' factors, one below the other: column k of the result holds, in
+    worker order, worker w's column k with its rows shifted by offsets[w]. ``ptrs``
+    (W, m + 1) index the concatenated ``rows`` and ``vals``. Returns (ptr, rows, vals,
+    column squared norms)."""
+    W, m1 = ptrs.shape
+    m = m1 - 1
+    out_ptr = np.zeros(m + 1, dtype=np.int64)
+    for k in range(m):
+        c = 0
+        for w in range(W):
+            c += ptrs[w, k + 1] - ptrs[w, k]
+        out_ptr[k + 1] = out_ptr[k] + c
+    out_rows = np.empty(out_ptr[m], dtype=np.int64)
+    out_vals = np.empty(out_ptr[m])
+    h = np.zeros(m)
+    for k in range(m):
+        e = out_ptr[k]
+        s = 0.0
+        for w in range(W):
+            for q in range(ptrs[w, k], ptrs[w, k + 1]):
+                out_rows[e] = rows[q] + offsets[w]
+                v = vals[q]
+                out_vals[e] = v
+                s += v * v
+                e += 1
+        h[k] = s
+    return out_ptr, out_rows, out_vals, h
+
+
+
+@njit(**_opts)
+def _quad_factor(ptr, rows, vals, q, b0, b, thresh, u, mu, n):
+    """1/2 ||F (b - b0)||^2 - n/2 (mu'(b - b0))^2 - q'(b - b0) + thresh |b|_1, with
+    u = F (b - b0) filled in (``mu`` empty: no centring term)."""
+    for i in range(u.shape[0]):
+        u[i] = 0.0
+    s = 0.0
+    c = 0.0
+    for j in range(b.shape[0]):
+        d = b[j] - b0[j]
+        s += thresh * abs(b[j]) - q[j] * d
+        if d != 0.0:
+            if mu.shape[0]:
+                c += mu[j] * d
+            for e in range(ptr[j], ptr[j + 1]):
+                u[rows[e]] += vals[e] * d
+    t = 0.0
+    for i in range(u.shape[0]):
+        t += u[i] * u[i]
+    return s + 0.5 * t - 0.5 * n * c * c
+
+
+@njit(**_opts)
+def cd_factor(ptr, rows, vals, h, q, b, thresh, tol, n_passes, root, b0, u, hist, state,
+              mu, n):
+    """:func:`cd_dense` with the Gram in factored form G = F'F - n mu mu' (F CSC
+    (n_rows, m); ``mu`` empty: G = F'F; the centring of a fitted intercept otherwise),
+    ``h`` its diagonal, on min 1/2 d'Gd - q'd + thresh |b0 + d|_1 (q the negative
+    gradient at b0): each coordinate costs two passes over its column of F (against
+    u = F (b - b0), n_rows) instead of a row of G, so a pass costs the non-zeros of F,
+    not m^2. ``q`` is left as it is. Resumable as :func:`cd_dense`: ``b0`` (the start),
+    ``u`` (zeros at the start), ``hist`` ((6, m)) and ``state[0]`` carry over between
+    calls. Returns (passes done, converged)."""
+    m = b.shape[0]
+    centred = mu.shape[0] > 0
+    u2 = np.empty(u.shape[0])
+    c = 0.0  # mu'(b - b0)
+    if centred:
+        for j in range(m):
+            c += mu[j] * (b[j] - b0[j])
+    n_hist = state[0]
+    for it in range(n_passes):
+        worst = 0.0
+        for j in range(m):
+            hj = h[j]
+            if hj <= 0.0:
+                continue
+            g = q[j]
+            for e in range(ptr[j], ptr[j + 1]):
+                g -= vals[e] * u[rows[e]]
+            if centred:
+                g += n * mu[j] * c
+            d = cd_move(b, j, g, hj, thresh)
+            if d != 0.0:
+                for e in range(ptr[j], ptr[j + 1]):
+                    u[rows[e]] += vals[e] * d
+                if centred:
+                    c += mu[j] * d
+                worst = max(worst, abs(d) * (np.sqrt(hj) if root else hj))
+        if worst <= tol:
+            state[0] = n_hist
+            return it + 1, True
+        n_hist, acc = anderson(hist, n_hist, b)
+        if acc.shape[0]:
+            f_acc = _quad_factor(ptr, rows, vals, q, b0, acc, thresh, u2, mu, n)
+            f_b = _quad_factor(ptr, rows, vals, q, b0, b, thresh, u, mu, n)
+            if f_acc < f_b:
+                b[:] = acc
+                u[:] = u2
+            c = 0.0
+            if centred:
+                for j in range(m):
+                    c += mu[j] * (b[j] - b0[j])
+    state[0] = n_hist
+    return n_passes, False
+
+
+@njit(**_opts)
+def factor_cd(ptr, rows, vals, h, n_rows, q, b, thresh, tol, max_passes, root=True):
+    """:func:`cd_factor` in one call from b0 = ``b`` (no centring); returns the
+    passes."""
+    passes, _ = cd_factor(ptr, rows, vals, h, q, b, thresh, tol, max_passes, root, b.copy(),
+                          np.zeros(n_rows), np.empty((6, b.shape[0])),
+                          np.zeros(1, dtype=np.int64), np.empty(0), 0.0)
+    return passes
