@@ -14,7 +14,8 @@ __version__ = "0.1.0"
 
 # scikit-learn estimators (strads.estimators), imported on first use so that
 # `import strads` does not need scikit-learn
-_ESTIMATORS = ("Lasso", "SparseLogisticRegression", "MatrixFactorization", "LDA")
+_ESTIMATORS = ("Lasso", "LassoCV", "lasso_path", "SparseLogisticRegression",
+               "MatrixFactorization", "LDA")
 
 
 def __getattr__(name):

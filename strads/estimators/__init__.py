@@ -19,8 +19,9 @@ the whole job (its traceback, then ``MPI_Abort``), as in :func:`strads.run`.
 This package imports scikit-learn; ``import strads`` does not (``strads.Lasso`` and the
 others are loaded on first use).
 """
-from .glm import Lasso, SparseLogisticRegression
+from .glm import Lasso, LassoCV, SparseLogisticRegression, lasso_path
 from .lda import LDA
 from .mf import MatrixFactorization
 
-__all__ = ["Lasso", "SparseLogisticRegression", "MatrixFactorization", "LDA"]
+__all__ = ["Lasso", "LassoCV", "lasso_path", "SparseLogisticRegression", "MatrixFactorization",
+           "LDA"]

@@ -51,6 +51,13 @@ class _LinearModel(BaseEstimator):
                           f"{res.stop_reason!r} after {res.rounds} rounds{detail}; raise "
                           "max_iter or tol", ConvergenceWarning)
 
+    def _coef0(self, X):
+        """The coefficients a warm start starts from (None: from 0)."""
+        coef = getattr(self, "coef_", None) if self.warm_start else None
+        if coef is None or np.size(coef) != X.shape[1]:
+            return None
+        return np.ravel(coef).astype(np.float64)
+
     def _linear(self, X):
         """``X @ coef_ + intercept_`` for new samples."""
         check_is_fitted(self, "coef_")
@@ -92,6 +99,8 @@ class Lasso(RegressorMixin, _LinearModel):
         The app's seed (randomised schedules only): an int is used as it is, an int is
         drawn from a RandomState or Generator, and None draws one from numpy's global
         RandomState.
+    warm_start : bool, default=False
+        Start from the last fit's ``coef_`` (same number of features), as scikit-learn's.
 
     Attributes
     ----------
@@ -125,7 +134,8 @@ class Lasso(RegressorMixin, _LinearModel):
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, schedule="working-set", tol=1e-6,
-                 max_iter=100000, n_jobs=None, staleness=0, random_state=None):
+                 max_iter=100000, n_jobs=None, staleness=0, random_state=None,
+                 warm_start=False):
         self._set_params(locals())
 
     def fit(self, X, y):
@@ -158,7 +168,7 @@ class Lasso(RegressorMixin, _LinearModel):
             X = X.copy()  # the app sums duplicates in place: not in the caller's matrix
             X.sum_duplicates()
         kw = dict(self._app_kwargs(X), staleness=int(self.staleness),
-                  intercept=bool(self.fit_intercept))
+                  intercept=bool(self.fit_intercept), coef0=self._coef0(X))
         attrs = _collective(lambda run: self._fit_scheduler(run, lasso.fit, X, y, kw),
                             lambda: lasso.fit(X, y, **kw))
         return _set(self, attrs)
@@ -310,3 +320,110 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         lp1 = -np.logaddexp(0, -d)
         lp0 = -np.logaddexp(0, d)
         return np.column_stack([lp0, lp1])
+
+
+# -- the regularisation path ----------------------------------------------------------------
+def _alpha_grid(X, y, fit_intercept, eps, n_alphas):
+    """scikit-learn's grid: n_alphas from alpha_max = max |Xc'yc| / n down to eps times
+    it, evenly on a log scale (Xc, yc: centred with an intercept)."""
+    n = X.shape[0]
+    yc = y - y.mean() if fit_intercept else y
+    xty = np.asarray(safe_sparse_dot(X.T, yc)).ravel()
+    if fit_intercept:
+        xty -= np.asarray(X.mean(axis=0)).ravel() * yc.sum()
+    alpha_max = np.abs(xty).max() / n
+    if alpha_max <= np.finfo(float).resolution:
+        return np.full(n_alphas, np.finfo(float).resolution)
+    return np.geomspace(alpha_max, alpha_max * eps, num=n_alphas)
+
+
+def _path(X, y, alphas, params):
+    """Lasso fits over ``alphas`` (decreasing), each warm-started from the one before:
+    (coefs (n_features, n_alphas), intercepts, dual gaps, rounds)."""
+    est = Lasso(**{**params, "warm_start": True})
+    coefs = np.empty((X.shape[1], len(alphas)))
+    intercepts, gaps, rounds = np.empty(len(alphas)), np.empty(len(alphas)), 0
+    for k, alpha in enumerate(alphas):
+        est.set_params(alpha=float(alpha)).fit(X, y)
+        coefs[:, k], intercepts[k], gaps[k] = est.coef_, est.intercept_, est.dual_gap_
+        rounds += est.n_iter_
+    return coefs, intercepts, gaps, rounds
+
+
+def lasso_path(X, y, *, eps=1e-3, n_alphas=100, alphas=None, **params):
+    """The Lasso over a grid of alphas, largest first, each fit warm-started from the
+    last, as :func:`sklearn.linear_model.lasso_path` (no intercept, unless
+    ``fit_intercept=True`` is among ``params``, the :class:`Lasso`'s parameters).
+
+    Returns ``(alphas, coefs, dual_gaps)``: coefs of shape (n_features, n_alphas)."""
+    X, y = validate_data(Lasso(), X, y, accept_sparse="csc", dtype=np.float64,
+                         y_numeric=True, multi_output=False)
+    params = {"fit_intercept": False, **params}
+    if alphas is None:
+        alphas = _alpha_grid(X, y, params["fit_intercept"], eps, n_alphas)
+    alphas = np.sort(np.asarray(alphas, dtype=np.float64))[::-1]
+    coefs, _, gaps, _ = _path(X, y, alphas, params)
+    return alphas, coefs, gaps
+
+
+class LassoCV(RegressorMixin, _LinearModel):
+    """Lasso with alpha chosen by cross-validation along a regularisation path (each
+    fold's path warm-started from large to small alpha), as
+    :class:`sklearn.linear_model.LassoCV`; then a fit on all the data at the best alpha.
+
+    Parameters
+    ----------
+    eps, n_alphas, alphas
+        The grid, as :func:`lasso_path` (alphas None: ``n_alphas`` from alpha_max down
+        to ``eps`` alpha_max).
+    cv : int, cross-validation generator or iterable, default=5
+        The folds (scikit-learn's ``check_cv``: an int is a KFold).
+    fit_intercept, schedule, tol, max_iter, n_jobs, random_state
+        As for :class:`Lasso`.
+
+    Attributes
+    ----------
+    alpha_ : float
+        The alpha of the least mean squared error over the folds.
+    alphas_ : ndarray of shape (n_alphas,)
+        The grid, largest first.
+    mse_path_ : ndarray of shape (n_alphas, n_folds)
+        Each fold's test mean squared error along the path.
+    coef_, intercept_, dual_gap_, n_iter_, n_features_in_, feature_names_in_
+        Of the final fit, as for :class:`Lasso`.
+    """
+
+    def __init__(self, *, eps=1e-3, n_alphas=100, alphas=None, fit_intercept=True,
+                 cv=5, schedule="working-set", tol=1e-6, max_iter=100000, n_jobs=None,
+                 random_state=None):
+        self._set_params(locals())
+
+    def fit(self, X, y):
+        """Fit the path on each fold, choose alpha, fit on all of ``X``, ``y``."""
+        from sklearn.model_selection import check_cv
+
+        X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
+                             y_numeric=True, multi_output=False)
+        _check_number("eps", self.eps, 0, inclusive=False)
+        _check_number("n_alphas", self.n_alphas, 1, integer=True)
+        params = dict(fit_intercept=self.fit_intercept, schedule=self.schedule,
+                      tol=self.tol, max_iter=self.max_iter, n_jobs=self.n_jobs,
+                      random_state=self.random_state)
+        alphas = _alpha_grid(X, y, self.fit_intercept, self.eps, self.n_alphas) \
+            if self.alphas is None else np.sort(np.asarray(self.alphas, float))[::-1]
+        folds = list(check_cv(self.cv).split(X, y))
+        mse = np.empty((len(alphas), len(folds)))
+        for f, (train, test) in enumerate(folds):
+            coefs, intercepts, _, _ = _path(X[train], y[train], alphas, params)
+            pred = np.asarray(safe_sparse_dot(X[test], coefs)) + intercepts
+            mse[:, f] = ((pred - y[test][:, None]) ** 2).mean(axis=0)
+        best = int(np.argmin(mse.mean(axis=1)))
+        final = Lasso(alpha=float(alphas[best]), **params).fit(X, y)
+        return _set(self, {"alpha_": float(alphas[best]), "alphas_": alphas,
+                           "mse_path_": mse, "coef_": final.coef_,
+                           "intercept_": final.intercept_, "dual_gap_": final.dual_gap_,
+                           "n_iter_": final.n_iter_})
+
+    def predict(self, X):
+        """``X @ coef_ + intercept_``."""
+        return self._linear(X)
