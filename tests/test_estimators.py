@@ -472,6 +472,30 @@ def test_sparse_logistic_regression_matches_liblinear_and_maps_labels(sparse):
     assert est.score(Xf, labels) > 0.85
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sparse_logistic_regression_intercept_and_warm_start_match_liblinear(sparse):
+    """With an intercept: liblinear's model at the same intercept_scaling (both penalise
+    the constant column's weight, alpha |c| / scaling); a warm start from another alpha
+    reaches it too."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(6)
+    X, _ = lasso_problem(300, 60, 0.2, 0.0, 6)
+    y01 = X @ rng.standard_normal(60) + 0.5 * rng.standard_normal(300) > 1.0
+    Xf = X if sparse else X.toarray()
+    alpha, scaling = 0.005, 10.0
+    ref = LogisticRegression(penalty="l1", solver="liblinear", C=1 / (300 * alpha),
+                             intercept_scaling=scaling, tol=1e-7, max_iter=10**4).fit(X, y01)
+    cold = SparseLogisticRegression(alpha=alpha, intercept_scaling=scaling, tol=1e-10)
+    warm = SparseLogisticRegression(alpha=0.05, intercept_scaling=scaling, tol=1e-10,
+                                    warm_start=True).fit(Xf, y01)
+    warm.set_params(alpha=alpha)
+    for est in (cold, warm):
+        est.fit(Xf, y01)
+        np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-5)
+        np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-5)
+
+
 def test_sparse_logistic_regression_fits_an_intercept():
     rng = np.random.default_rng(5)
     X = rng.standard_normal((400, 10))

@@ -216,7 +216,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         Fit an intercept (see above).
     intercept_scaling : float, default=100.0
         Value of the appended constant column.
-    schedule, tol, max_iter, n_jobs, random_state
+    schedule, tol, max_iter, n_jobs, random_state, warm_start
         As for :class:`Lasso` (the schedules: the README's logistic regression section).
 
     Attributes
@@ -240,7 +240,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
 
     def __init__(self, alpha=0.01, fit_intercept=True, intercept_scaling=100.0,
                  schedule="working-set", tol=1e-6, max_iter=100000, n_jobs=None,
-                 random_state=None):
+                 random_state=None, warm_start=False):
         self._set_params(locals())
 
     def __sklearn_tags__(self):
@@ -284,6 +284,10 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
             Xa = sp.hstack([X, sp.csc_matrix(col)], format="csc") if sp.issparse(X) \
                 else np.hstack([X, col])
         kw = self._app_kwargs(X)
+        coef0 = self._coef0(X)
+        if coef0 is not None:
+            c0 = float(np.ravel(self.intercept_)[0]) / self.intercept_scaling
+            kw["coef0"] = np.append(coef0, c0) if self.fit_intercept else coef0
 
         def fit_scheduler(run):
             res = run(logreg.fit, Xa, signs, **kw)

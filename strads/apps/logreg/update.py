@@ -54,6 +54,8 @@ class LogRegUpdate(GLMUpdate):
         self.mark = np.zeros(n, dtype=np.bool_)
         self.touched = np.empty(n, dtype=np.int64)
         self.count = np.zeros(n, dtype=np.int64)  # scratch of block_counts
+        if "start" in shard:  # a warm start
+            self.apply(shard["start"])
 
     @classmethod
     def warmup(cls):
