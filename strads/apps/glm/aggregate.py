@@ -17,6 +17,7 @@ from collections import deque
 import numpy as np
 
 from ...api import Aggregate
+from . import groups as KG
 from . import kernels as K
 from . import split
 
@@ -119,8 +120,8 @@ class GLMAggregate(Aggregate):
             gram = partials[0]["Gs"] if "Gs" in partials[0] else _sum(partials, "Gg")
             if self.mu is not None:
                 gram = _centre_groups(gram, self.mu[cols], gptr, self.n)
-            self.l1 += K.group_steps(self.w, cols, gptr, q, h, gram, self.thresh, step,
-                                     delta, K.GROUP_RTOL, K.GROUP_PASSES)
+            self.l1 += KG.group_steps(self.w, cols, gptr, q, h, gram, self.thresh, step,
+                                     delta, KG.GROUP_RTOL, KG.GROUP_PASSES)
             self.grouped += cols.shape[0] - (gptr.shape[0] - 1)
         self.updates += cols.shape[0]
         return self._moved(cols, before, delta, h)

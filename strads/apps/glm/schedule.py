@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from ...api import Schedule
 from ...errors import DataError
+from . import groups as KG
 from . import kernels as K
 
 CALM_ROUNDS = 20  # rounds without an objective rise before the block or step grows back
@@ -311,14 +312,14 @@ class Priority(_Jacobi):
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask
         if not self.dense:
-            kept, group = K.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
-                                          self.busy, self._head, K.GROUP_CAP)
+            kept, group = KG.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
+                                          self.busy, self._head, KG.GROUP_CAP)
         else:
-            cache = (self._known, self._conf) if self._cache() else K.NO_CACHE
-            kept, group = K.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
-                                         self.busy, *cache, K.GROUP_CAP)
+            cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
+            kept, group = KG.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
+                                         self.busy, *cache, KG.GROUP_CAP)
         self._n_kept = kept.shape[0]
-        cols, self._gptr = K.group_order(kept, group)
+        cols, self._gptr = KG.group_order(kept, group)
         return cols
 
     def _cache(self):
