@@ -14,7 +14,8 @@ __version__ = "0.1.0"
 
 # scikit-learn estimators (strads.estimators) and load(DIR), imported on first use so
 # that `import strads` does not need scikit-learn
-_ESTIMATORS = ("Lasso", "SparseLogisticRegression", "MatrixFactorization", "LDA", "load")
+_ESTIMATORS = ("Lasso", "LassoCV", "lasso_path", "SparseLogisticRegression",
+               "MatrixFactorization", "LDA", "load")
 
 
 def __getattr__(name):

@@ -19,8 +19,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 from strads.apps import lda as lda_app  # noqa: E402
 from strads.apps import mf as mf_app  # noqa: E402
 from strads.apps.lda import foldin  # noqa: E402
-from strads.estimators import (LDA, Lasso, MatrixFactorization,  # noqa: E402
-                               SparseLogisticRegression)
+from strads.estimators import (LDA, Lasso, LassoCV, MatrixFactorization,  # noqa: E402
+                               SparseLogisticRegression, lasso_path)
 
 from conftest import ROOT, child_env  # noqa: E402
 
@@ -34,7 +34,7 @@ def test_import_strads_does_not_import_sklearn():
 
 
 # -- scikit-learn's checks -----------------------------------------------------------------
-@parametrize_with_checks([Lasso(), SparseLogisticRegression()])
+@parametrize_with_checks([Lasso(), SparseLogisticRegression(), LassoCV(n_alphas=3, cv=2)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -121,6 +121,41 @@ def test_lasso_matches_sklearn(problem, fit_intercept, sparse, ratio):
     np.testing.assert_allclose(est.predict(X), ref.predict(Xd), rtol=1e-6,
                                atol=1e-6 * np.abs(y).max())
     assert est.score(Xd, y) == pytest.approx(ref.score(Xd, y), abs=1e-8)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_lasso_warm_start_path_and_cv_match_sklearn(sparse):
+    from sklearn.linear_model import LassoCV as SkLassoCV
+    from sklearn.linear_model import lasso_path as sk_lasso_path
+
+    X, y = lasso_problem(120, 40, 0.3, 3.0, 0)
+    Xd = X.toarray()
+    data = X if sparse else Xd
+    # warm start: from another alpha's coefficients to the same optimum, in fewer rounds
+    ref = SkLasso(alpha=0.05, tol=1e-10, max_iter=1_000_000).fit(Xd, y)
+    cold = Lasso(alpha=0.05, tol=1e-10).fit(data, y)
+    warm = Lasso(alpha=0.2, tol=1e-10, warm_start=True).fit(data, y)
+    warm.set_params(alpha=0.05).fit(data, y)
+    for est in (cold, warm):
+        np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-6, atol=1e-9)
+        assert est.intercept_ == pytest.approx(ref.intercept_, rel=1e-7)
+    assert warm.n_iter_ <= cold.n_iter_
+    # the path: scikit-learn's grid and coefficients (no intercept, as its lasso_path)
+    alphas, coefs, gaps = lasso_path(data, y, n_alphas=12, tol=1e-10)
+    sk_alphas, sk_coefs, _ = sk_lasso_path(Xd, y, alphas=alphas, tol=1e-12,
+                                           max_iter=1_000_000)
+    np.testing.assert_allclose(alphas, np.sort(alphas)[::-1])
+    np.testing.assert_allclose(coefs, sk_coefs, rtol=1e-5, atol=1e-8)
+    assert coefs.shape == (40, 12) and (gaps >= 0).all()
+    # cross-validation along the path: scikit-learn's alpha, errors and final model
+    cv = LassoCV(n_alphas=15, cv=3, tol=1e-10).fit(data, y)
+    sk = SkLassoCV(alphas=15, cv=3, tol=1e-12, max_iter=1_000_000).fit(Xd, y)
+    np.testing.assert_allclose(cv.alphas_, sk.alphas_, rtol=1e-12)
+    np.testing.assert_allclose(cv.mse_path_, sk.mse_path_, rtol=1e-6)
+    assert cv.alpha_ == pytest.approx(sk.alpha_, rel=1e-12)
+    np.testing.assert_allclose(cv.coef_, sk.coef_, rtol=1e-6, atol=1e-9)
+    assert cv.intercept_ == pytest.approx(sk.intercept_, rel=1e-7)
+    np.testing.assert_allclose(cv.predict(data), sk.predict(Xd), rtol=1e-6, atol=1e-6)
 
 
 def test_lasso_sparse_intercept_leaves_input_alone_and_matches_dense():
@@ -435,6 +470,30 @@ def test_sparse_logistic_regression_matches_liblinear_and_maps_labels(sparse):
     np.testing.assert_allclose(p.sum(axis=1), 1.0)
     np.testing.assert_allclose(p[:, 1], 1 / (1 + np.exp(-d)), rtol=1e-12)
     assert est.score(Xf, labels) > 0.85
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_sparse_logistic_regression_intercept_and_warm_start_match_liblinear(sparse):
+    """With an intercept: liblinear's model at the same intercept_scaling (both penalise
+    the constant column's weight, alpha |c| / scaling); a warm start from another alpha
+    reaches it too."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(6)
+    X, _ = lasso_problem(300, 60, 0.2, 0.0, 6)
+    y01 = X @ rng.standard_normal(60) + 0.5 * rng.standard_normal(300) > 1.0
+    Xf = X if sparse else X.toarray()
+    alpha, scaling = 0.005, 10.0
+    ref = LogisticRegression(penalty="l1", solver="liblinear", C=1 / (300 * alpha),
+                             intercept_scaling=scaling, tol=1e-7, max_iter=10**4).fit(X, y01)
+    cold = SparseLogisticRegression(alpha=alpha, intercept_scaling=scaling, tol=1e-10)
+    warm = SparseLogisticRegression(alpha=0.05, intercept_scaling=scaling, tol=1e-10,
+                                    warm_start=True).fit(Xf, y01)
+    warm.set_params(alpha=alpha)
+    for est in (cold, warm):
+        est.fit(Xf, y01)
+        np.testing.assert_allclose(est.coef_, ref.coef_, atol=1e-5)
+        np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-5)
 
 
 def test_sparse_logistic_regression_fits_an_intercept():

@@ -78,7 +78,11 @@ def test_small_budget_cuts_blocks_and_still_reaches_the_optimum(kind, staleness)
     blocks = [t["cols"] for t in keep["sched"].tasks if t.get("gram")]
     assert res.stop_reason == "tol"
     assert res.extra["gram_block_cap"] == cap
-    assert max(len(b) for b in blocks) <= cap
+    # a block beyond the cap goes as its factor X_B (sparse X), within the budget
+    factor_cap = budget * 2 ** 20 / lasso.FACTOR_BYTES
+    big = [b for b in blocks if len(b) > cap]
+    assert not big if kind == "dense" else \
+        all(np.diff(X.indptr)[b].sum() <= factor_cap for b in big)
     # the working sets were larger than the cap: solved in pieces
     assert res.extra["gram_pieces"] > 0
     assert res.extra["nnz_coef"] > cap
@@ -119,10 +123,10 @@ _DRIVER = textwrap.dedent("""
 @pytest.mark.timeout(120)
 def test_large_support_under_mpi_in_bounded_address_space(tmp_path):
     """10,000 x 20,000 sparse, random labels: the support grows to ~6,000 and the
-    working sets to ~8,000, whose Gram matrix (0.5 GB, dense on the scheduler for its
-    solve) does not fit in the 1 GB of address space each rank gets (a rank starts at
-    about 0.6 GB): uncut, rank 0 runs out of memory. The default budget (an eighth of
-    the address space) cuts the blocks, and the run ends at its time limit, exit 0."""
+    working sets to ~8,000, whose dense Gram matrix (0.5 GB) would not fit in the 1 GB
+    of address space each rank gets (a rank starts at about 0.6 GB). Within the default
+    budget (an eighth of the address space) those blocks go as their factor X_B (or
+    pieces), and the run ends (at tol or its time limit), exit 0, in bounds."""
     rng = np.random.default_rng(1)
     X = sp.random(10_000, 20_000, density=500_000 / 2e8, format="csr", random_state=rng)
     y = rng.choice([-1.0, 1.0], size=10_000)
@@ -144,14 +148,12 @@ def test_large_support_under_mpi_in_bounded_address_space(tmp_path):
     p = mpirun("default")
     assert p.returncode == 0, p.stderr[-3000:]
     s = json.loads(p.stdout.strip().splitlines()[-1])
-    assert s["stop_reason"] == "time_limit" and s["wall_s"] >= limit
+    assert s["stop_reason"] == "tol" or (s["stop_reason"] == "time_limit"
+                                         and s["wall_s"] >= limit)
     assert s["gram_block_cap"] == lasso.gram_block_cap(address_space / 8 / 2 ** 20, 2)
-    assert s["gram_pieces"] > 0
+    assert s["nnz_coef"] > s["gram_block_cap"]  # blocks beyond the dense cap were solved
     for rank in s.get("traffic", []):  # the engine's per-rank figures, where it has them
         assert rank["peak_rss_mb"] < address_space / 2 ** 20
-    # the control: without the cap the same run dies of memory
-    p = mpirun("1e6")
-    assert p.returncode != 0 and "Unable to allocate" in p.stderr, p.stderr[-3000:]
 
 
 # -- the time limit within a round ----------------------------------------------------
@@ -238,6 +240,11 @@ def test_sparse_gram_sends_only_its_non_zeros(monkeypatch):
     w = lasso.LassoUpdate({"csc": (X.indptr, X.indices, X.data), "n_rows": 300, "y": y})
     cols = np.arange(0, 2000, 3)
     m = len(cols)
+    # by default the factor X_B goes (fewer non-zeros than the Gram): X_B' X_B is G
+    part = w.gram_part(cols)
+    F = sp.csc_matrix((part["Fv"], part["Fi"], part["Fp"]), shape=(part["Fn"], m))
+    np.testing.assert_allclose((F.T @ F).toarray(), w.gram(cols), rtol=1e-12, atol=1e-13)
+    monkeypatch.setattr(update, "FACTOR_SHARE", 0.0)  # the Gram's own compact form
     monkeypatch.setattr(update, "PIECE_OPS", 50)  # many pieces
     part = w.gram_part(cols)
     assert set(part) == {"Gi", "Gv"} and len(part["Gi"]) < 0.1 * m * m
@@ -345,7 +352,7 @@ def test_resume_mid_pieces_gives_the_uninterrupted_model(tmp_path):
                           quiet=True, out=str(out), time_limit=time_limit, **kw)
 
     full = go(tmp_path / "full", max_rounds=200_000)
-    part = go(tmp_path / "part", 1000.0, max_rounds=12, checkpoint_every=1e-3)
+    part = go(tmp_path / "part", 1000.0, max_rounds=13, checkpoint_every=1e-3)
     assert part.stop_reason == "max_rounds" and part.extra["gram_pieces"] > 0
     assert keep["sched"].pieces  # stopped between two pieces of a working set
     resumed = go(tmp_path / "part", 600.0, max_rounds=200_000, resume=True,

@@ -5,6 +5,7 @@ import pytest
 
 import strads
 from strads.apps import lasso
+from strads.apps.glm import groups as KG
 from strads.apps.glm import kernels as K
 from strads.apps.glm import schedule as S
 from strads.apps.lasso.data import make_problem
@@ -55,9 +56,9 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
         taken = rng.random(p) < 0.05
         b = int(rng.integers(1, 60))
         cap = int(rng.integers(1, 5))
-        want = K.select_dense(X, norms, cand, rho, b, taken.copy(), *K.NO_CACHE, cap)
+        want = KG.select_dense(X, norms, cand, rho, b, taken.copy(), *KG.NO_CACHE, cap)
         t2 = taken.copy()
-        got = K.select_dense(X, norms, cand, rho, b, t2, known, conf, cap)
+        got = KG.select_dense(X, norms, cand, rho, b, t2, known, conf, cap)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
         assert np.array_equal(t2, taken)  # the taken mask restored

@@ -217,7 +217,7 @@ def test_gram_forms_agree():
     G = np.zeros((6, 6))
     G[np.repeat(np.arange(6), np.diff(ptr)), idx] = val
     np.testing.assert_allclose(G, ref, rtol=1e-12)
-    fp, fi, fv = K.factor_cols(*csc, cols, w)
+    fp, fi, fv = GK.factor_cols(*csc, cols, w)
     F = sp.csc_matrix((fv, fi, fp), shape=(80, 6))
     np.testing.assert_allclose((F.T @ F).toarray(), ref, rtol=1e-12)
     # two workers' halves, each form, summed or stacked by the scheduler
@@ -227,7 +227,7 @@ def test_gram_forms_agree():
         cw = (Xw.indptr, Xw.indices, Xw.data)
         rw = GK.gram_sparse_rows(*cw, cols, b - a)
         p, i, v = K.wgram_csr(*cw, cols, *rw, w[a:b])
-        fp, fi, fv = K.factor_cols(*cw, cols, w[a:b])
+        fp, fi, fv = GK.factor_cols(*cw, cols, w[a:b])
         parts.setdefault("csr", []).append({"Gp": p, "Gi": i, "Gv": v})
         parts.setdefault("factor", []).append({"Fp": fp, "Fi": fi, "Fv": fv, "Fn": b - a})
         parts.setdefault("dense", []).append({"G": wgram_dense(rw, w[a:b], 6)})
@@ -264,8 +264,8 @@ def test_subproblem_solvers_agree():
              q.copy(), b, thresh, 1e-13, 100_000)
     out.append(b)
     b = b0.copy()
-    K.cd_factor(F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data, diag, 40,
-                q, b, thresh, 1e-13, 100_000)
+    GK.factor_cd(F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data, diag, 40,
+                 q, b, thresh, 1e-13, 100_000, False)
     out.append(b)
     for b in out[1:]:
         np.testing.assert_allclose(b, out[0], atol=1e-9)

@@ -23,9 +23,10 @@ pickles.
 This package imports scikit-learn; ``import strads`` does not (``strads.Lasso`` and the
 others are loaded on first use).
 """
-from .glm import Lasso, SparseLogisticRegression
+from .glm import Lasso, LassoCV, SparseLogisticRegression, lasso_path
 from .lda import LDA
 from .mf import MatrixFactorization
 from ._persist import load
 
-__all__ = ["Lasso", "SparseLogisticRegression", "MatrixFactorization", "LDA", "load"]
+__all__ = ["Lasso", "LassoCV", "lasso_path", "SparseLogisticRegression", "MatrixFactorization",
+           "LDA", "load"]

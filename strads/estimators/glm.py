@@ -52,6 +52,13 @@ class _LinearModel(Persistent, BaseEstimator):
                           f"{res.stop_reason!r} after {res.rounds} rounds{detail}; raise "
                           "max_iter or tol", ConvergenceWarning)
 
+    def _coef0(self, X):
+        """The coefficients a warm start starts from (None: from 0)."""
+        coef = getattr(self, "coef_", None) if self.warm_start else None
+        if coef is None or np.size(coef) != X.shape[1]:
+            return None
+        return np.ravel(coef).astype(np.float64)
+
     def _linear(self, X):
         """``X @ coef_ + intercept_`` for new samples."""
         check_is_fitted(self, "coef_")
@@ -67,11 +74,8 @@ class Lasso(RegressorMixin, _LinearModel):
 
     Minimises ``1 / (2 n_samples) ||y - X w - c||^2 + alpha ||w||_1``, the objective of
     :class:`sklearn.linear_model.Lasso`, with the intercept ``c`` unpenalised (0 without
-    ``fit_intercept``). The fit is :func:`strads.apps.lasso.fit`, which has no
-    intercept: dense ``X`` is centered (one run); sparse ``X`` is not (that would make
-    it dense): the intercept is the root of ``G(c) = c - mean(y) + mean(X) @ w(c)``,
-    ``w(c)`` the no-intercept Lasso on ``(X, y - c)``, found by a few runs (see
-    ``_sparse_intercept``), to the solver's tolerance as for dense input.
+    ``fit_intercept``). The fit is :func:`strads.apps.lasso.fit`, one run, which
+    centres X implicitly for the intercept (sparse X stays sparse).
 
     Parameters
     ----------
@@ -96,6 +100,8 @@ class Lasso(RegressorMixin, _LinearModel):
         The app's seed (randomised schedules only): an int is used as it is, an int is
         drawn from a RandomState or Generator, and None draws one from numpy's global
         RandomState.
+    warm_start : bool, default=False
+        Start from the last fit's ``coef_`` (same number of features), as scikit-learn's.
 
     Attributes
     ----------
@@ -104,8 +110,7 @@ class Lasso(RegressorMixin, _LinearModel):
     intercept_ : float
         The intercept (0.0 without ``fit_intercept``).
     n_iter_ : int
-        Rounds of the engine (summed over the runs of the intercept search for
-        sparse ``X``).
+        Rounds of the engine.
     dual_gap_ : float
         Duality gap of the last run, in the objective's scale ``1/(2n) ||.||^2 + ...``
         (the scale of scikit-learn's ``dual_gap_``).
@@ -129,10 +134,9 @@ class Lasso(RegressorMixin, _LinearModel):
     [0, 3]
     """
 
-    MAX_SOLVES = 50  # runs of the intercept search for sparse X, at most
-
     def __init__(self, alpha=1.0, fit_intercept=True, schedule="working-set", tol=1e-6,
-                 max_iter=100000, n_jobs=None, staleness=0, random_state=None):
+                 max_iter=100000, n_jobs=None, staleness=0, random_state=None,
+                 warm_start=False):
         self._set_params(locals())
 
     def fit(self, X, y):
@@ -164,130 +168,19 @@ class Lasso(RegressorMixin, _LinearModel):
         if sp.issparse(X) and not X.has_canonical_format:
             X = X.copy()  # the app sums duplicates in place: not in the caller's matrix
             X.sum_duplicates()
-        kw = dict(self._app_kwargs(X), staleness=int(self.staleness))
+        kw = dict(self._app_kwargs(X), staleness=int(self.staleness),
+                  intercept=bool(self.fit_intercept), coef0=self._coef0(X))
         attrs = _collective(lambda run: self._fit_scheduler(run, lasso.fit, X, y, kw),
                             lambda: lasso.fit(X, y, **kw))
         return _set(self, attrs)
 
     def _fit_scheduler(self, run, fit, X, y, kw):
-        results = []
-
-        def solve(Xs, ys):
-            res = run(fit, Xs, ys, **kw)
-            results.append(res)
-            return res
-
-        if not self.fit_intercept:
-            used = solve(X, y)
-            coef, intercept = used.model["coef"], 0.0
-        elif not sp.issparse(X):
-            x_mean, y_mean = X.mean(axis=0), float(y.mean())
-            Xc = np.array(X, order="F")  # the one copy: centered in place
-            Xc -= x_mean
-            used = solve(Xc, y - y_mean)
-            coef = used.model["coef"]
-            intercept = y_mean - float(x_mean @ coef)
-        else:
-            coef, intercept, used = self._sparse_intercept(solve, X, y)
-        self._warn_unconverged(used, " with duality gap "
-                               f"{float(used.extra.get('duality_gap', np.nan)):.3g}")
-        return {"coef_": coef, "intercept_": float(intercept),
-                "n_iter_": int(sum(r.rounds for r in results)),
-                "dual_gap_": float(used.extra.get("duality_gap", np.nan))}
-
-    def _sparse_intercept(self, solve, X, y):
-        """The Lasso with intercept on sparse X, X uncentered: the root of
-        G(c) = c - mean(y) + mean(X) @ w(c), continuous, non-decreasing and piecewise
-        linear in c (slope in [0, 1], constant while the signs of w(c) do not change).
-        A first run solves [X, s 1] (its constant column's penalty alpha |c| / s is
-        negligible), which starts next to the root; then a safeguarded secant search
-        (regula falsi with the Illinois rule once bracketed) stops when a linear step
-        between two points of one sign pattern lands on that pattern again: the exact
-        root. Returns the coefficients, the intercept and the run they come from."""
-        x_mean = np.asarray(X.mean(axis=0)).ravel()
-        y_mean = float(y.mean())
-        floor = 1e-13 * max(abs(y_mean), float(y.std()), np.finfo(float).tiny)
-        cs, gs, coefs, signs, runs = [], [], [], [], []
-
-        def record(c, res, coef):
-            cs.append(c)
-            gs.append(c - y_mean + float(x_mean @ coef))
-            coefs.append(coef)
-            signs.append(np.sign(coef))
-            runs.append(res)
-            return len(cs) - 1
-
-        def evaluate(c):
-            res = solve(X, y - c)
-            return record(c, res, res.model["coef"])
-
-        def unconverged(k):  # a run short of tol: G is no more exact than its w
-            return self.tol > 0 and runs[k].stop_reason != "tol"
-
-        # Start: the Lasso on [X, s 1], the constant column penalised only by
-        # alpha |c| / s: its w is w(c) at its c exactly, and |G| there is at most
-        # alpha / s = delta times y's scale, so the start is next to the root, usually
-        # on its linear piece. delta is 1e-6, or more at a small tol: that run's gap
-        # rule reads the constant column's s 1'r, whose float rounding (about
-        # eps sum |r|) s multiplies, and that must stay well below tol.
-        scale = max(abs(y_mean), float(y.std()))
-        delta = 1e-6 if self.tol == 0 else \
-            float(np.clip(10 * np.finfo(float).eps / self.tol, 1e-6, 1e-2))
-        s = 1.0 if self.alpha == 0 or scale == 0 else \
-            float(np.clip(self.alpha / (delta * scale), 1.0, 1e12))
-        ones = sp.csc_matrix(np.full((X.shape[0], 1), s))
-        res = solve(sp.hstack([X, ones], format="csc"), y)
-        aug = res.model["coef"]
-        record(s * aug[-1], res, aug[:-1])
-        cur, prev = 0, None
-        weight = {}  # Illinois rule: factors on the G of a bracket end kept twice
-        side = None  # which end of the bracket the last step replaced
-        done = abs(gs[cur]) <= floor
-        while not done and len(cs) < self.MAX_SOLVES and not unconverged(cur):
-            neg = [k for k in range(len(cs)) if gs[k] < 0]
-            pos = [k for k in range(len(cs)) if gs[k] > 0]
-            bracket = bool(neg and pos)
-            if bracket:  # regula falsi with the Illinois rule
-                lo = max(neg, key=lambda k: cs[k])
-                hi = min(pos, key=lambda k: cs[k])
-                if cs[lo] >= cs[hi]:  # G is monotone: only solver noise does this
-                    break
-                glo, ghi = gs[lo] * weight.get(lo, 1.0), gs[hi] * weight.get(hi, 1.0)
-                c = cs[lo] - glo * (cs[hi] - cs[lo]) / (ghi - glo)
-                if not cs[lo] < c < cs[hi]:
-                    c = 0.5 * (cs[lo] + cs[hi])
-                if not cs[lo] < c < cs[hi]:  # as narrow as floats go
-                    break
-                base = (lo, hi) if lo not in weight and hi not in weight else None
-            elif prev is None:  # G has slope <= 1: this step never passes the root
-                c, base = cs[cur] - gs[cur], None
-            else:  # G had the same sign twice: secant, or twice the step where G is flat
-                dc = cs[cur] - cs[prev]
-                slope = (gs[cur] - gs[prev]) / dc
-                step = gs[cur] / slope if slope > 0 else 2 * abs(dc) * np.sign(gs[cur])
-                c, base = cs[cur] - step, (prev, cur)
-            if not np.isfinite(c) or c == cs[cur]:
-                break
-            prev, cur = cur, evaluate(c)
-            if bracket and gs[cur] != 0:
-                new_side = "lo" if gs[cur] < 0 else "hi"
-                if new_side == side:  # the other end was kept twice: halve its G
-                    keep = hi if new_side == "lo" else lo
-                    weight[keep] = weight.get(keep, 1.0) * 0.5
-                side = new_side
-            # done: |G| at rounding level, or a linear step between two points of one
-            # sign pattern that lands on it again (G is linear there: the exact root,
-            # up to the solver's tolerance)
-            done = abs(gs[cur]) <= floor or (
-                base is not None and all(np.array_equal(signs[k], signs[cur]) for k in base)
-                and abs(gs[cur]) <= 0.5 * min(abs(gs[k]) for k in base))
-        best = min(range(len(cs)), key=lambda k: abs(gs[k]))
-        if not done and len(cs) >= self.MAX_SOLVES:
-            warnings.warn(f"Lasso: the intercept search for sparse X stopped after "
-                          f"{len(cs)} runs with |mean residual| {abs(gs[best]):.3g}",
-                          ConvergenceWarning)
-        coef = coefs[best]
-        return coef, y_mean - float(x_mean @ coef), runs[best]
+        res = run(fit, X, y, **kw)
+        gap = float(res.extra.get("duality_gap", np.nan))
+        self._warn_unconverged(res, f" with duality gap {gap:.3g}")
+        return {"coef_": res.model["coef"],
+                "intercept_": float(res.model.get("intercept", 0.0)),
+                "n_iter_": int(res.rounds), "dual_gap_": gap}
 
     def predict(self, X):
         """Predict with the linear model.
@@ -324,7 +217,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         Fit an intercept (see above).
     intercept_scaling : float, default=100.0
         Value of the appended constant column.
-    schedule, tol, max_iter, n_jobs, random_state
+    schedule, tol, max_iter, n_jobs, random_state, warm_start
         As for :class:`Lasso` (the schedules: the README's logistic regression section).
 
     Attributes
@@ -348,7 +241,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
 
     def __init__(self, alpha=0.01, fit_intercept=True, intercept_scaling=100.0,
                  schedule="working-set", tol=1e-6, max_iter=100000, n_jobs=None,
-                 random_state=None):
+                 random_state=None, warm_start=False):
         self._set_params(locals())
 
     def __sklearn_tags__(self):
@@ -392,6 +285,10 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
             Xa = sp.hstack([X, sp.csc_matrix(col)], format="csc") if sp.issparse(X) \
                 else np.hstack([X, col])
         kw = self._app_kwargs(X)
+        coef0 = self._coef0(X)
+        if coef0 is not None:
+            c0 = float(np.ravel(self.intercept_)[0]) / self.intercept_scaling
+            kw["coef0"] = np.append(coef0, c0) if self.fit_intercept else coef0
 
         def fit_scheduler(run):
             res = run(logreg.fit, Xa, signs, **kw)
@@ -428,3 +325,110 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         lp1 = -np.logaddexp(0, -d)
         lp0 = -np.logaddexp(0, d)
         return np.column_stack([lp0, lp1])
+
+
+# -- the regularisation path ----------------------------------------------------------------
+def _alpha_grid(X, y, fit_intercept, eps, n_alphas):
+    """scikit-learn's grid: n_alphas from alpha_max = max |Xc'yc| / n down to eps times
+    it, evenly on a log scale (Xc, yc: centred with an intercept)."""
+    n = X.shape[0]
+    yc = y - y.mean() if fit_intercept else y
+    xty = np.asarray(safe_sparse_dot(X.T, yc)).ravel()
+    if fit_intercept:
+        xty -= np.asarray(X.mean(axis=0)).ravel() * yc.sum()
+    alpha_max = np.abs(xty).max() / n
+    if alpha_max <= np.finfo(float).resolution:
+        return np.full(n_alphas, np.finfo(float).resolution)
+    return np.geomspace(alpha_max, alpha_max * eps, num=n_alphas)
+
+
+def _path(X, y, alphas, params):
+    """Lasso fits over ``alphas`` (decreasing), each warm-started from the one before:
+    (coefs (n_features, n_alphas), intercepts, dual gaps, rounds)."""
+    est = Lasso(**{**params, "warm_start": True})
+    coefs = np.empty((X.shape[1], len(alphas)))
+    intercepts, gaps, rounds = np.empty(len(alphas)), np.empty(len(alphas)), 0
+    for k, alpha in enumerate(alphas):
+        est.set_params(alpha=float(alpha)).fit(X, y)
+        coefs[:, k], intercepts[k], gaps[k] = est.coef_, est.intercept_, est.dual_gap_
+        rounds += est.n_iter_
+    return coefs, intercepts, gaps, rounds
+
+
+def lasso_path(X, y, *, eps=1e-3, n_alphas=100, alphas=None, **params):
+    """The Lasso over a grid of alphas, largest first, each fit warm-started from the
+    last, as :func:`sklearn.linear_model.lasso_path` (no intercept, unless
+    ``fit_intercept=True`` is among ``params``, the :class:`Lasso`'s parameters).
+
+    Returns ``(alphas, coefs, dual_gaps)``: coefs of shape (n_features, n_alphas)."""
+    X, y = validate_data(Lasso(), X, y, accept_sparse="csc", dtype=np.float64,
+                         y_numeric=True, multi_output=False)
+    params = {"fit_intercept": False, **params}
+    if alphas is None:
+        alphas = _alpha_grid(X, y, params["fit_intercept"], eps, n_alphas)
+    alphas = np.sort(np.asarray(alphas, dtype=np.float64))[::-1]
+    coefs, _, gaps, _ = _path(X, y, alphas, params)
+    return alphas, coefs, gaps
+
+
+class LassoCV(RegressorMixin, _LinearModel):
+    """Lasso with alpha chosen by cross-validation along a regularisation path (each
+    fold's path warm-started from large to small alpha), as
+    :class:`sklearn.linear_model.LassoCV`; then a fit on all the data at the best alpha.
+
+    Parameters
+    ----------
+    eps, n_alphas, alphas
+        The grid, as :func:`lasso_path` (alphas None: ``n_alphas`` from alpha_max down
+        to ``eps`` alpha_max).
+    cv : int, cross-validation generator or iterable, default=5
+        The folds (scikit-learn's ``check_cv``: an int is a KFold).
+    fit_intercept, schedule, tol, max_iter, n_jobs, random_state
+        As for :class:`Lasso`.
+
+    Attributes
+    ----------
+    alpha_ : float
+        The alpha of the least mean squared error over the folds.
+    alphas_ : ndarray of shape (n_alphas,)
+        The grid, largest first.
+    mse_path_ : ndarray of shape (n_alphas, n_folds)
+        Each fold's test mean squared error along the path.
+    coef_, intercept_, dual_gap_, n_iter_, n_features_in_, feature_names_in_
+        Of the final fit, as for :class:`Lasso`.
+    """
+
+    def __init__(self, *, eps=1e-3, n_alphas=100, alphas=None, fit_intercept=True,
+                 cv=5, schedule="working-set", tol=1e-6, max_iter=100000, n_jobs=None,
+                 random_state=None):
+        self._set_params(locals())
+
+    def fit(self, X, y):
+        """Fit the path on each fold, choose alpha, fit on all of ``X``, ``y``."""
+        from sklearn.model_selection import check_cv
+
+        X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
+                             y_numeric=True, multi_output=False)
+        _check_number("eps", self.eps, 0, inclusive=False)
+        _check_number("n_alphas", self.n_alphas, 1, integer=True)
+        params = dict(fit_intercept=self.fit_intercept, schedule=self.schedule,
+                      tol=self.tol, max_iter=self.max_iter, n_jobs=self.n_jobs,
+                      random_state=self.random_state)
+        alphas = _alpha_grid(X, y, self.fit_intercept, self.eps, self.n_alphas) \
+            if self.alphas is None else np.sort(np.asarray(self.alphas, float))[::-1]
+        folds = list(check_cv(self.cv).split(X, y))
+        mse = np.empty((len(alphas), len(folds)))
+        for f, (train, test) in enumerate(folds):
+            coefs, intercepts, _, _ = _path(X[train], y[train], alphas, params)
+            pred = np.asarray(safe_sparse_dot(X[test], coefs)) + intercepts
+            mse[:, f] = ((pred - y[test][:, None]) ** 2).mean(axis=0)
+        best = int(np.argmin(mse.mean(axis=1)))
+        final = Lasso(alpha=float(alphas[best]), **params).fit(X, y)
+        return _set(self, {"alpha_": float(alphas[best]), "alphas_": alphas,
+                           "mse_path_": mse, "coef_": final.coef_,
+                           "intercept_": final.intercept_, "dual_gap_": final.dual_gap_,
+                           "n_iter_": final.n_iter_})
+
+    def predict(self, X):
+        """``X @ coef_ + intercept_``."""
+        return self._linear(X)

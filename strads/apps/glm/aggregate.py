@@ -17,6 +17,7 @@ from collections import deque
 import numpy as np
 
 from ...api import Aggregate
+from . import groups as KG
 from . import kernels as K
 from . import split
 
@@ -31,6 +32,7 @@ class GLMAggregate(Aggregate):
     last = None  # (coordinates, new priorities) of the last Jacobi round, for feedback()
     duals = 0  # dual points the schedule should send (the logistic loss's gap)
     grouped = 0  # priority: updates that joined a group (solved with others, exactly)
+    mu = None  # X's column means, when the datafit centres X implicitly (an intercept)
 
     @classmethod
     def later(cls, *args, **kw):
@@ -71,6 +73,19 @@ class GLMAggregate(Aggregate):
         self.fulls = 0  # full rounds aggregated
         self.objective_rises = 0
 
+    def warm(self, w0):
+        """Start from coefficients ``w0`` (a warm start); returns the sync that takes the
+        workers there from 0."""
+        self.w[:] = w0
+        self.l1 = float(np.abs(w0).sum())
+        self.l1_at = deque([self.l1])
+        self.nnz = int(np.count_nonzero(w0))
+        cols = np.flatnonzero(w0)
+        sync = {"cols": cols, "delta": w0[cols]}
+        if self.mu is not None:
+            sync["shift"] = float(self.mu[cols] @ sync["delta"])
+        return sync
+
     def objective(self):
         return self.primal
 
@@ -103,8 +118,10 @@ class GLMAggregate(Aggregate):
             self.l1 += K.coordinate_steps(self.w, cols, q, h, self.thresh, step, delta)
         else:
             gram = partials[0]["Gs"] if "Gs" in partials[0] else _sum(partials, "Gg")
-            self.l1 += K.group_steps(self.w, cols, gptr, q, h, gram, self.thresh, step,
-                                     delta, K.GROUP_RTOL, K.GROUP_PASSES)
+            if self.mu is not None:
+                gram = _centre_groups(gram, self.mu[cols], gptr, self.n)
+            self.l1 += KG.group_steps(self.w, cols, gptr, q, h, gram, self.thresh, step,
+                                     delta, KG.GROUP_RTOL, KG.GROUP_PASSES)
             self.grouped += cols.shape[0] - (gptr.shape[0] - 1)
         self.updates += cols.shape[0]
         return self._moved(cols, before, delta, h)
@@ -121,7 +138,10 @@ class GLMAggregate(Aggregate):
             if self.n_parts > 1:
                 self.last = (cols, vals)
         moved = delta != 0.0
-        return {"cols": cols[moved], "delta": delta[moved]}
+        sync = {"cols": cols[moved], "delta": delta[moved]}
+        if self.mu is not None:  # (the workers' residual stays centred)
+            sync["shift"] = float(self.mu[sync["cols"]] @ sync["delta"])
+        return sync
 
     def feedback(self, round, task, sync):
         return split.news(self, task, self.n_parts)
@@ -152,3 +172,35 @@ def _sum(partials, key):
     for part in partials[1:]:
         out += part[key]
     return out
+
+
+def _centre_groups(gram, mu, gptr, n):
+    """Groups' Gram matrices (:func:`kernels.group_steps`' layout) less n mu_g mu_g'."""
+    gram, off = gram.copy(), 0
+    for a, b in zip(gptr[:-1], gptr[1:]):
+        if b - a > 1:
+            gram[off:off + (b - a) ** 2] -= n * np.outer(mu[a:b], mu[a:b]).ravel()
+            off += (b - a) ** 2
+    return gram
+
+
+def _stack(partials, m, kp, ki, kv):
+    """The workers' CSR (or CSC) parts, keys ``kp`` (pointers), ``ki`` (indices), ``kv``
+    (values), one after the other: (their pointers (W, m + 1) into the concatenated
+    indices and values, those indices, those values)."""
+    ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
+    base = 0
+    for w, p in enumerate(partials):
+        ptrs[w] = p[kp] + base
+        base += p[ki].shape[0]
+    return (ptrs, np.concatenate([p[ki] for p in partials]),
+            np.concatenate([p[kv] for p in partials]))
+
+
+def _factor(partials, m):
+    """The workers' factors D^1/2 X_B stacked in worker order (rows offset by the rows
+    of the workers before)."""
+    n_rows = np.array([int(p["Fn"]) for p in partials], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(n_rows)[:-1]]).astype(np.int64)
+    stacked = K.factor_stack(*_stack(partials, m, "Fp", "Fi", "Fv"), offsets)
+    return ("factor", *stacked, int(n_rows.sum()))

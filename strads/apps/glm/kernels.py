@@ -2,11 +2,11 @@
 compiled once and cached on disk.
 
 Worker side: partial inner products x_j' v over the worker's rows, the block's Gram
-matrix X_B' X_B (the dependency filter's, and the Lasso's exact block solve), the Gram
-matrices of priority's groups. Scheduler side: the coordinate and group steps of a
-round and every coordinate's priority after a full round, a sum tree for priority
-sampling, the greedy correlation filter that forms the groups, and coordinate descent
-on a block's quadratic subproblem from its dense Gram matrix. Sparse matrices are
+matrix X_B' X_B (the dependency filter's, and the Lasso's exact block solve) or its
+factor. Scheduler side: the coordinate steps of a round and every coordinate's priority
+after a full round, a sum tree for priority sampling, and coordinate descent on a
+block's quadratic subproblem from its dense Gram matrix or its factor (priority's
+groups: :mod:`strads.apps.glm.groups`). Sparse matrices are
 CSC triplets (indptr, indices, data) with sorted indices; dense ones Fortran-ordered 2-D
 arrays, so a column is contiguous.
 
@@ -215,389 +215,6 @@ def priority_candidates(tree, u, n_cand, n_prio, p, seen, cand):
         cand[t] = j if j < p else p - 1
         used += 1
     return used
-
-
-# -- dependency filter ------------------------------------------------------------------
-# A candidate whose |correlation| exceeds rho with kept coordinates of ONE group only
-# joins that group (up to GROUP_CAP members): a group is solved exactly, so dependent
-# coordinates move together; groups are mutually |corr| <= rho and step in parallel.
-# One that conflicts with two groups (or a full one) is rejected.
-GROUP_CAP = 16
-
-
-@njit(**_opts)
-def _conflict(first, g):
-    """The conflicts' group so far (-1: none yet, -2: two or more) after one with ``g``."""
-    if first == -1 or first == g:
-        return g
-    return -2
-
-
-@njit(**_opts)
-def _admit(first, size, m, n_groups, group, cap):
-    """Place candidate ``m`` given its conflicts' group ``first`` (as :func:`_conflict`):
-    a new group, the one it conflicts with, or none (False); returns (ok, n_groups)."""
-    if first == -2 or (first >= 0 and size[first] >= cap):
-        return False, n_groups
-    if first == -1:
-        first = n_groups
-        n_groups += 1
-    group[m] = first
-    size[first] += 1
-    return True, n_groups
-
-
-@njit(**_opts)
-def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap):
-    """Greedy, in candidate order: a candidate with no |corr| > rho to a kept one starts a
-    group; one whose conflicts are all in one group joins it (at most ``cap`` members);
-    else it is rejected. Returns (kept, their groups numbered in order of creation).
-
-    The kept columns are threaded through their rows (``head[i]``: the last entry in row
-    i, -1 if none), so a candidate's inner products with all kept columns cost only the
-    entries it shares rows with. Candidates already ``taken`` are skipped (the caller
-    passes the coordinates of rounds in flight); the entries it sets, and ``head`` (all
-    -1), are restored before it returns.
-    """
-    n_cand_nnz = 0
-    for c in range(cand.shape[0]):
-        n_cand_nnz += indptr[_u(cand[c]) + _u(1)] - indptr[_u(cand[c])]
-    nxt = np.empty(n_cand_nnz, dtype=np.int64)
-    owner = np.empty(n_cand_nnz, dtype=np.int64)
-    val = np.empty(n_cand_nnz)
-    acc = np.zeros(max_block)
-    seen = np.empty(max_block, dtype=np.int64)
-    chosen = np.empty(max_block, dtype=np.int64)
-    group = np.empty(max_block, dtype=np.int64)
-    size = np.zeros(max_block, dtype=np.int64)
-    m = n_groups = used = rejected = 0
-    for c in range(cand.shape[0]):
-        if m == max_block:
-            break
-        j = _u(cand[c])
-        if taken[j] or norms[j] == 0.0:
-            continue
-        first = -1
-        if rho < 1.0:
-            n_seen = 0
-            for q in range(indptr[j], indptr[j + _u(1)]):
-                uq = _u(q)
-                e = head[_u(indices[uq])]
-                while e != -1:
-                    ue = _u(e)
-                    k = owner[ue]
-                    if acc[k] == 0.0:
-                        seen[n_seen] = k
-                        n_seen += 1
-                    acc[k] += data[uq] * val[ue]
-                    e = nxt[ue]
-            for t in range(n_seen):
-                k = seen[t]
-                if abs(acc[k]) > rho * norms[j] * norms[chosen[k]]:
-                    first = _conflict(first, group[k])
-                acc[k] = 0.0
-        ok, n_groups = _admit(first, size, m, n_groups, group, cap)
-        if not ok:
-            rejected += 1
-            if rejected > m + 16:  # the block is about as full as the filter allows
-                break
-            continue
-        for q in range(indptr[j], indptr[j + 1]):
-            i = indices[q]
-            nxt[used] = head[i]
-            owner[used] = m
-            val[used] = data[q]
-            head[i] = used
-            used += 1
-        chosen[m] = j
-        taken[j] = True
-        m += 1
-    for k in range(m):
-        taken[chosen[k]] = False
-        for q in range(indptr[chosen[k]], indptr[chosen[k] + 1]):
-            head[indices[q]] = -1
-    return chosen[:m], group[:m]
-
-
-@njit(**_dense)
-def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap):
-    """As :func:`select_sparse`, with the inner products over dense columns; with a
-    cache of its decisions when ``known`` has rows (else (0, 0) arrays: none). Bit k of
-    row j of ``known`` ((p, W) uint64, W = ceil(p / 64)) says the pair (j, k) has been
-    computed, the same bit of ``conf`` that |x_j' x_k| > rho |x_j| |x_k|. Only pairs
-    never seen before cost an inner product over the rows, and each pair is computed
-    once in a run (a pair met the other way round reuses the decision; computed again it
-    would compare rho |x_k| |x_j| instead, which can differ only in the last bit). A
-    candidate's checks stop at its second conflicting group."""
-    n = X.shape[0]
-    cached = known.shape[0] > 0
-    chosen = np.empty(max_block, dtype=np.int64)
-    group = np.empty(max_block, dtype=np.int64)
-    size = np.zeros(max_block, dtype=np.int64)
-    one = np.uint64(1)
-    m = n_groups = rejected = 0
-    for c in range(cand.shape[0]):
-        if m == max_block:
-            break
-        j = cand[c]
-        if taken[j] or norms[j] == 0.0:
-            continue
-        wj = j >> 6
-        bj = one << np.uint64(j & 63)
-        first = -1
-        if rho < 1.0:
-            lim = rho * norms[j]
-            for t in range(m):
-                k = chosen[t]
-                wk = k >> 6
-                bk = one << np.uint64(k & 63)
-                if cached and known[j, wk] & bk:
-                    hit = (conf[j, wk] & bk) != 0
-                else:
-                    s = 0.0
-                    for i in range(n):
-                        s += X[i, j] * X[i, k]
-                    hit = abs(s) > lim * norms[k]
-                    if cached:
-                        known[j, wk] |= bk
-                        known[k, wj] |= bj
-                        if hit:
-                            conf[j, wk] |= bk
-                            conf[k, wj] |= bj
-                if hit:
-                    first = _conflict(first, group[t])
-                    if first == -2:
-                        break
-        ok, n_groups = _admit(first, size, m, n_groups, group, cap)
-        if not ok:
-            rejected += 1
-            if rejected > m + 16:  # the block is about as full as the filter allows
-                break
-            continue
-        chosen[m] = j
-        taken[j] = True
-        m += 1
-    for k in range(m):
-        taken[chosen[k]] = False
-    return chosen[:m], group[:m]
-
-
-NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64))
-
-
-@njit(**_opts)
-def select_gram(G, norms, rho, max_block, cap):
-    """As :func:`select_dense`, from the strict lower triangle of the candidates' Gram
-    matrix ``G`` (over every row) and their ``norms``: (the positions in the candidate
-    list of those kept, their groups). The candidates are distinct and none is taken
-    (the caller filtered them)."""
-    chosen = np.empty(max_block, dtype=np.int64)
-    group = np.empty(max_block, dtype=np.int64)
-    size = np.zeros(max_block, dtype=np.int64)
-    m = n_groups = rejected = 0
-    for c in range(G.shape[0]):
-        if m == max_block:
-            break
-        if norms[c] == 0.0:
-            continue
-        first = -1
-        if rho < 1.0:
-            for t in range(m):
-                if abs(G[c, chosen[t]]) > rho * norms[c] * norms[chosen[t]]:
-                    first = _conflict(first, group[t])
-                    if first == -2:
-                        break
-        ok, n_groups = _admit(first, size, m, n_groups, group, cap)
-        if not ok:
-            rejected += 1
-            if rejected > m + 16:  # the block is about as full as the filter allows
-                break
-            continue
-        chosen[m] = c
-        m += 1
-    return chosen[:m], group[:m]
-
-
-@njit(**_opts)
-def group_order(chosen, group):
-    """The kept coordinates with each group contiguous (groups by their smallest
-    coordinate, members in increasing order): (cols, group boundaries ``gptr``), or
-    ``gptr`` empty when every group has one member (a plain Jacobi round, sorted)."""
-    m = chosen.shape[0]
-    n_groups = 0
-    for t in range(m):
-        n_groups = max(n_groups, group[t] + 1)
-    order = np.argsort(chosen)
-    if n_groups == m:
-        return chosen[order], np.empty(0, np.int64)
-    rank = np.full(n_groups, -1, np.int64)  # groups numbered by their smallest member
-    start = np.zeros(n_groups + 1, np.int64)
-    r = 0
-    for t in order:
-        g = group[t]
-        if rank[g] < 0:
-            rank[g] = r
-            r += 1
-        start[rank[g] + 1] += 1
-    for g in range(n_groups):
-        start[g + 1] += start[g]
-    fill = start[:-1].copy()
-    cols = np.empty(m, np.int64)
-    for t in order:  # increasing: members in order within their group
-        g = rank[group[t]]
-        cols[fill[g]] = chosen[t]
-        fill[g] += 1
-    return cols, start
-
-
-# -- a round's groups: their Gram matrices (workers), their exact steps (scheduler) -------
-@njit(**_opts)
-def group_gram_sparse(indptr, indices, data, cols, gptr, wts):
-    """The Gram matrices X_g' D X_g (D = diag(wts); ``wts`` empty: none) of the groups
-    of more than one member (``cols[gptr[g]:gptr[g + 1]]``) over these rows, each k x k
-    row-major, one after the other. Each entry merges the two columns' sorted rows."""
-    weighted = wts.shape[0] > 0
-    total = 0
-    for g in range(gptr.shape[0] - 1):
-        k = gptr[g + 1] - gptr[g]
-        if k > 1:
-            total += k * k
-    out = np.empty(total)
-    off = 0
-    for g in range(gptr.shape[0] - 1):
-        a0, k = gptr[g], gptr[g + 1] - gptr[g]
-        if k < 2:
-            continue
-        for a in range(k):
-            ja = cols[a0 + a]
-            for b in range(a, k):
-                jb = cols[a0 + b]
-                s = 0.0
-                p, q = indptr[ja], indptr[jb]
-                pe, qe = indptr[ja + 1], indptr[jb + 1]
-                while p < pe and q < qe:
-                    ip, iq = indices[p], indices[q]
-                    if ip == iq:
-                        v = data[p] * data[q]
-                        s += v * wts[ip] if weighted else v
-                        p += 1
-                        q += 1
-                    elif ip < iq:
-                        p += 1
-                    else:
-                        q += 1
-                out[off + a * k + b] = s
-                out[off + b * k + a] = s
-        off += k * k
-    return out
-
-
-@njit(**_dense)
-def group_gram_dense(X, cols, gptr, wts):
-    """As :func:`group_gram_sparse`, for dense X."""
-    weighted = wts.shape[0] > 0
-    n = X.shape[0]
-    total = 0
-    for g in range(gptr.shape[0] - 1):
-        k = gptr[g + 1] - gptr[g]
-        if k > 1:
-            total += k * k
-    out = np.empty(total)
-    off = 0
-    for g in range(gptr.shape[0] - 1):
-        a0, k = gptr[g], gptr[g + 1] - gptr[g]
-        if k < 2:
-            continue
-        for a in range(k):
-            ja = cols[a0 + a]
-            for b in range(a, k):
-                jb = cols[a0 + b]
-                s = 0.0
-                if weighted:
-                    for i in range(n):
-                        s += X[i, ja] * X[i, jb] * wts[i]
-                else:
-                    for i in range(n):
-                        s += X[i, ja] * X[i, jb]
-                out[off + a * k + b] = s
-                out[off + b * k + a] = s
-        off += k * k
-    return out
-
-
-@njit(**_opts)
-def group_gram_lower(G, pos, gptr, sq_norms):
-    """As :func:`group_gram_sparse`, from the strict lower triangle of a Gram matrix
-    ``G`` already summed (the workers' filter: column ``cols[a]`` is row ``pos[a]`` of
-    G) and the squared norms of ``cols`` for the diagonal."""
-    total = 0
-    for g in range(gptr.shape[0] - 1):
-        k = gptr[g + 1] - gptr[g]
-        if k > 1:
-            total += k * k
-    out = np.empty(total)
-    off = 0
-    for g in range(gptr.shape[0] - 1):
-        a0, k = gptr[g], gptr[g + 1] - gptr[g]
-        if k < 2:
-            continue
-        for a in range(k):
-            out[off + a * k + a] = sq_norms[a0 + a]
-            for b in range(a + 1, k):
-                pa, pb = pos[a0 + a], pos[a0 + b]
-                v = G[pa, pb] if pa > pb else G[pb, pa]
-                out[off + a * k + b] = v
-                out[off + b * k + a] = v
-        off += k * k
-    return out
-
-
-@njit(**_opts)
-def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
-    """A round of groups (``gptr``; :func:`group_order`), all from the same point
-    (Jacobi across groups): a group of one takes the coordinate step of
-    :func:`coordinate_steps`, a larger one moves to the exact minimiser of its
-    quadratic model 1/2 d'G_g d - q_g'd + thresh |w_g + d|_1 (G_g from ``gram``, as
-    :func:`group_gram_sparse` lays it out), by :func:`cd_dense` to ``rtol`` of its
-    first move in at most ``passes`` (GROUP_RTOL, GROUP_PASSES); both with relaxation
-    ``step``. ``delta`` gets the changes; returns the l1 change."""
-    d_l1 = 0.0
-    off = 0
-    for g in range(gptr.shape[0] - 1):
-        a0, k = gptr[g], gptr[g + 1] - gptr[g]
-        if k == 1:
-            d_l1 += coordinate_steps(w, cols[a0:a0 + 1], q[a0:a0 + 1], h[a0:a0 + 1],
-                                     thresh, step, delta[a0:a0 + 1])
-            continue
-        G = gram[off:off + k * k].reshape((k, k))
-        off += k * k
-        b0 = np.empty(k)
-        for t in range(k):
-            b0[t] = w[cols[a0 + t]]
-        b = b0.copy()
-        qq = q[a0:a0 + k].copy()
-        worst = 0.0  # the largest first move, in the norm of its column
-        for t in range(k):
-            if G[t, t] > 0.0:
-                d = soft(qq[t] + G[t, t] * b[t], G[t, t], thresh) - b[t]
-                worst = max(worst, abs(d) * np.sqrt(G[t, t]))
-        if worst > 0.0:
-            c = gram_c(G, qq, b)
-            hist = np.empty((6, k))
-            state = np.zeros(1, dtype=np.int64)
-            cd_dense(G, qq, b, c, thresh, rtol * worst, passes, hist, state, True)
-        for t in range(k):
-            j = cols[a0 + t]
-            new = b0[t] + step * (b[t] - b0[t])
-            delta[a0 + t] = new - b0[t]
-            w[j] = new
-            d_l1 += abs(new) - abs(b0[t])
-    return d_l1
-
-
-# a group's solve: to this share of its first move, in at most this many passes
-GROUP_RTOL = 1e-6
-GROUP_PASSES = 1000
 
 
 # -- CSC matrices: row slices, column norms, the block's Gram --------------------------
@@ -812,4 +429,170 @@ def gram_cd(G, q, b, thresh, tol, max_passes, root=True):
     hist = np.empty((6, b.shape[0]))
     state = np.zeros(1, dtype=np.int64)
     passes, _ = cd_dense(G, q, b, c, thresh, tol, max_passes, hist, state, root)
+    return passes
+
+
+# -- a block's Gram in factored form: F = D^1/2 X_B, stacked over the workers --------------
+@njit(**_opts)
+def block_counts(indptr, indices, cols, count):
+    """(non-zeros of X_B, sum over rows of (block entries)^2): the sizes of the block's
+    Gram in factored form D^1/2 X_B and (a bound) as a matrix. ``count`` (n_rows, all
+    zero) is scratch, left all zero."""
+    nnz = 0
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            count[_u(indices[_u(q)])] += 1
+            nnz += 1
+    sq = 0
+    for k in range(cols.shape[0]):
+        j = _u(cols[k])
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            i = _u(indices[_u(q)])
+            c = count[i]
+            if c:
+                sq += c * c
+                count[i] = 0
+    return nnz, sq
+
+
+@njit(**_opts)
+def factor_cols(indptr, indices, data, cols, wts):
+    """The block's Gram in factored form over this worker's rows: F = D^1/2 X_B as CSC
+    ``(ptr, rows, vals)`` (G = F'F; ``wts`` empty: F = X_B)."""
+    m = cols.shape[0]
+    weighted = wts.shape[0] > 0
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    for k in range(m):
+        ptr[k + 1] = ptr[k] + indptr[cols[k] + 1] - indptr[cols[k]]
+    rows = np.empty(ptr[m], dtype=np.int64)
+    vals = np.empty(ptr[m])
+    for k in range(m):
+        j = _u(cols[k])
+        e = ptr[k]
+        for q in range(indptr[j], indptr[j + _u(1)]):
+            uq = _u(q)
+            i = indices[uq]
+            rows[e] = i
+            vals[e] = data[uq] * np.sqrt(wts[_u(i)]) if weighted else data[uq]
+            e += 1
+    return ptr, rows, vals
+
+
+@njit(**_opts)
+def factor_stack(ptrs, rows, vals, offsets):
+    """The workers' factors, one below the other: column k of the result holds, in
+    worker order, worker w's column k with its rows shifted by offsets[w]. ``ptrs``
+    (W, m + 1) index the concatenated ``rows`` and ``vals``. Returns (ptr, rows, vals,
+    column squared norms)."""
+    W, m1 = ptrs.shape
+    m = m1 - 1
+    out_ptr = np.zeros(m + 1, dtype=np.int64)
+    for k in range(m):
+        c = 0
+        for w in range(W):
+            c += ptrs[w, k + 1] - ptrs[w, k]
+        out_ptr[k + 1] = out_ptr[k] + c
+    out_rows = np.empty(out_ptr[m], dtype=np.int64)
+    out_vals = np.empty(out_ptr[m])
+    h = np.zeros(m)
+    for k in range(m):
+        e = out_ptr[k]
+        s = 0.0
+        for w in range(W):
+            for q in range(ptrs[w, k], ptrs[w, k + 1]):
+                out_rows[e] = rows[q] + offsets[w]
+                v = vals[q]
+                out_vals[e] = v
+                s += v * v
+                e += 1
+        h[k] = s
+    return out_ptr, out_rows, out_vals, h
+
+
+
+@njit(**_opts)
+def _quad_factor(ptr, rows, vals, q, b0, b, thresh, u, mu, n):
+    """1/2 ||F (b - b0)||^2 - n/2 (mu'(b - b0))^2 - q'(b - b0) + thresh |b|_1, with
+    u = F (b - b0) filled in (``mu`` empty: no centring term)."""
+    for i in range(u.shape[0]):
+        u[i] = 0.0
+    s = 0.0
+    c = 0.0
+    for j in range(b.shape[0]):
+        d = b[j] - b0[j]
+        s += thresh * abs(b[j]) - q[j] * d
+        if d != 0.0:
+            if mu.shape[0]:
+                c += mu[j] * d
+            for e in range(ptr[j], ptr[j + 1]):
+                u[rows[e]] += vals[e] * d
+    t = 0.0
+    for i in range(u.shape[0]):
+        t += u[i] * u[i]
+    return s + 0.5 * t - 0.5 * n * c * c
+
+
+@njit(**_opts)
+def cd_factor(ptr, rows, vals, h, q, b, thresh, tol, n_passes, root, b0, u, hist, state,
+              mu, n):
+    """:func:`cd_dense` with the Gram in factored form G = F'F - n mu mu' (F CSC
+    (n_rows, m); ``mu`` empty: G = F'F; the centring of a fitted intercept otherwise),
+    ``h`` its diagonal, on min 1/2 d'Gd - q'd + thresh |b0 + d|_1 (q the negative
+    gradient at b0): each coordinate costs two passes over its column of F (against
+    u = F (b - b0), n_rows) instead of a row of G, so a pass costs the non-zeros of F,
+    not m^2. ``q`` is left as it is. Resumable as :func:`cd_dense`: ``b0`` (the start),
+    ``u`` (zeros at the start), ``hist`` ((6, m)) and ``state[0]`` carry over between
+    calls. Returns (passes done, converged)."""
+    m = b.shape[0]
+    centred = mu.shape[0] > 0
+    u2 = np.empty(u.shape[0])
+    c = 0.0  # mu'(b - b0)
+    if centred:
+        for j in range(m):
+            c += mu[j] * (b[j] - b0[j])
+    n_hist = state[0]
+    for it in range(n_passes):
+        worst = 0.0
+        for j in range(m):
+            hj = h[j]
+            if hj <= 0.0:
+                continue
+            g = q[j]
+            for e in range(ptr[j], ptr[j + 1]):
+                g -= vals[e] * u[rows[e]]
+            if centred:
+                g += n * mu[j] * c
+            d = cd_move(b, j, g, hj, thresh)
+            if d != 0.0:
+                for e in range(ptr[j], ptr[j + 1]):
+                    u[rows[e]] += vals[e] * d
+                if centred:
+                    c += mu[j] * d
+                worst = max(worst, abs(d) * (np.sqrt(hj) if root else hj))
+        if worst <= tol:
+            state[0] = n_hist
+            return it + 1, True
+        n_hist, acc = anderson(hist, n_hist, b)
+        if acc.shape[0]:
+            f_acc = _quad_factor(ptr, rows, vals, q, b0, acc, thresh, u2, mu, n)
+            f_b = _quad_factor(ptr, rows, vals, q, b0, b, thresh, u, mu, n)
+            if f_acc < f_b:
+                b[:] = acc
+                u[:] = u2
+            c = 0.0
+            if centred:
+                for j in range(m):
+                    c += mu[j] * (b[j] - b0[j])
+    state[0] = n_hist
+    return n_passes, False
+
+
+@njit(**_opts)
+def factor_cd(ptr, rows, vals, h, n_rows, q, b, thresh, tol, max_passes, root=True):
+    """:func:`cd_factor` in one call from b0 = ``b`` (no centring); returns the
+    passes."""
+    passes, _ = cd_factor(ptr, rows, vals, h, q, b, thresh, tol, max_passes, root, b.copy(),
+                          np.zeros(n_rows), np.empty((6, b.shape[0])),
+                          np.zeros(1, dtype=np.int64), np.empty(0), 0.0)
     return passes

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from ...api import Schedule
 from ...errors import DataError
+from . import groups as KG
 from . import kernels as K
 
 CALM_ROUNDS = 20  # rounds without an objective rise before the block or step grows back
@@ -311,14 +312,14 @@ class Priority(_Jacobi):
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask
         if not self.dense:
-            kept, group = K.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
-                                          self.busy, self._head, K.GROUP_CAP)
+            kept, group = KG.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
+                                          self.busy, self._head, KG.GROUP_CAP)
         else:
-            cache = (self._known, self._conf) if self._cache() else K.NO_CACHE
-            kept, group = K.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
-                                         self.busy, *cache, K.GROUP_CAP)
+            cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
+            kept, group = KG.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
+                                         self.busy, *cache, KG.GROUP_CAP)
         self._n_kept = kept.shape[0]
-        cols, self._gptr = K.group_order(kept, group)
+        cols, self._gptr = KG.group_order(kept, group)
         return cols
 
     def _cache(self):
@@ -374,15 +375,18 @@ class WorkingSet(_Clocked):
     solves the block exactly, so correlated coordinates in one block are safe. Full
     rounds and block rounds alternate.
 
-    Memory: a block has at most ``max_block`` coordinates (from the Gram budget, see
-    :func:`strads.apps.glm.setup.gram_block_cap`). A larger working set is cut into
-    pieces of at most that many, in order of priority (the support first), solved
-    exactly one after the other, each against the residual its predecessors left (block
+    Memory: a block's dense Gram has at most ``max_block`` coordinates (from the Gram
+    budget, see :func:`strads.apps.glm.setup.gram_block_cap`); for sparse X a larger
+    block goes as its factor X_B (the workers' rows of it), which the budget bounds in
+    non-zeros (``factor_cap``; ``agg.col_nnz``: each column's). A working set beyond
+    both is cut into pieces, in order of priority (the support first), solved exactly
+    one after the other, each against the residual its predecessors left (block
     coordinate descent: every piece lowers the objective); then the next full round."""
 
     def __init__(self, agg, min_size=256, max_block=None, block=256, time_limit=None,
-                 staleness=0):
+                 staleness=0, factor_cap=None):
         self._init(agg, block, time_limit, staleness)  # block: the staleness bound only
+        self.factor_cap = factor_cap if getattr(agg, "col_nnz", None) is not None else None
         self.max_block = int(max_block) if max_block else None
         self.min_size = min(min_size, self.max_block) if self.max_block else min_size
         self.used = 0  # full rounds already turned into a block
@@ -403,12 +407,11 @@ class WorkingSet(_Clocked):
             size = max(self.min_size, 2 * int(np.count_nonzero(nonzero)))
             pool, score = working_set(nonzero, agg.prio, size)
             cap = self.max_block
-            if cap and pool.shape[0] > cap:
+            if cap and pool.shape[0] > cap and not self._factor_fits(pool):
                 # by priority, the support first; ties by index, so the cut is
                 # deterministic; each piece sorted (the workers' Gram cache wants it)
                 order = pool[np.lexsort((pool, -score))]
-                self.pieces = [np.sort(order[a:a + cap])
-                               for a in range(0, order.shape[0], cap)]
+                self.pieces = [np.sort(p) for p in self._cut(order)]
                 self.n_pieces = len(self.pieces)
                 return self._block(self.pieces.pop(0))
             cols = np.sort(pool)
@@ -420,6 +423,25 @@ class WorkingSet(_Clocked):
             return agg.full_task()
         return self._wait()
 
+    def _factor_fits(self, cols):
+        return self.factor_cap is not None and \
+            self.agg.col_nnz[cols].sum() <= self.factor_cap
+
+    def _cut(self, order):
+        """Pieces of ``order``: each the longest run whose dense Gram (``max_block``
+        columns) or factor (``factor_cap`` non-zeros) fits."""
+        cap, out, a = self.max_block, [], 0
+        if self.factor_cap is not None:
+            nnz = np.concatenate([[0], np.cumsum(self.agg.col_nnz[order])])
+        while a < order.shape[0]:
+            b = a + cap
+            if self.factor_cap is not None:
+                b = max(b, int(np.searchsorted(nnz, nnz[a] + self.factor_cap,
+                                               side="right")) - 1)
+            out.append(order[a:b])
+            a = b
+        return out
+
     def _wait(self):
         return {"cols": np.empty(0, np.int64), "version": self.agg.done}  # (staleness)
 
@@ -428,7 +450,7 @@ class WorkingSet(_Clocked):
         self._hold(cols)
         if not self.pieces:  # the last piece: the next full round may follow it
             self.pending_full = True
-        task = {"cols": cols, "gram": True, "version": agg.done}
+        task = {"cols": cols, "gram": True, "version": agg.done, "dense_cap": self.max_block}
         if self.n_pieces > 1:
             # pieces do not overlap: a worker's cached Gram of the last one is no help
             task.update(piece=True, cache=False)

@@ -203,7 +203,8 @@ class Datafit:
         :func:`gram_block_cap` coordinates; the Lasso's ``time_limit`` (seconds, the
         run's): block rounds return what they have once it has run out; the logistic
         loss's ``tol``, ``name`` (of the data, in messages), ``ws_min`` (the smallest
-        working set), ``reuse_hessian``."""
+        working set), ``reuse_hessian``; ``coef0`` (the coefficients to start from, a
+        warm start; the Lasso's also ``intercept``)."""
         self.check_flags(schedule, block, rho, floor, lam, lambda_ratio, full_every, options)
         options = {**self.options, **options}
         flags = (schedule, block, full_every, seed, rho, floor)
@@ -227,12 +228,17 @@ class Datafit:
             agg = self.aggregate(X, y, sq_norms, lam_, ctx, options)
             for k, v in dict(attrs, kept=kept, n_features=p_all).items():
                 setattr(agg, k, v)
+            coef0 = options.get("coef0")  # a warm start: the workers' first sync
+            start = {} if coef0 is None else \
+                {"start": agg.warm(np.asarray(coef0, dtype=np.float64)[
+                    kept if kept is not None else slice(None)])}
             sched = self._parts(agg, ctx, flags, options, sq_norms) \
                 if ctx.n_schedulers > 1 else None
             if sched is None:
                 sched = self._schedule(agg, ctx, X, flags, options)
             cuts = split_rows(X, ctx.n_workers)
-            shards = [dict(row_block(X, a, b), y=y[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+            shards = [dict(row_block(X, a, b), y=y[a:b], **start)
+                      for a, b in zip(cuts[:-1], cuts[1:])]
             if isinstance(sched, list) and schedule == "priority":  # (the filter's norms)
                 for shard in shards:
                     shard["sq_norms"] = _read_only(sq_norms)

@@ -5,6 +5,7 @@ Gram matrices of priority's groups."""
 import numpy as np
 
 from ...api import Update
+from . import groups as KG
 from . import kernels as K
 
 
@@ -40,13 +41,13 @@ class GLMUpdate(Update):
         csc = (np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1))
         K.gram_sparse(*csc, np.zeros(1, np.int64), 2)
         # (priority: the workers' filter, and the groups' Gram matrices)
-        K.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1, K.GROUP_CAP)
-        K.group_order(np.zeros(1, np.int64), np.zeros(1, np.int64))
+        KG.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1, KG.GROUP_CAP)
+        KG.group_order(np.zeros(1, np.int64), np.zeros(1, np.int64))
         gptr = np.array([0, 1], np.int64)
-        K.group_gram_lower(np.ones((1, 1)), np.zeros(1, np.int64), gptr, np.ones(1))
+        KG.group_gram_lower(np.ones((1, 1)), np.zeros(1, np.int64), gptr, np.ones(1))
         for wts in (np.empty(0), np.ones(2)):
-            K.group_gram_sparse(*csc, np.zeros(1, np.int64), gptr, wts)
-            K.group_gram_dense(np.ones((2, 1), order="F"), np.zeros(1, np.int64), gptr, wts)
+            KG.group_gram_sparse(*csc, np.zeros(1, np.int64), gptr, wts)
+            KG.group_gram_dense(np.ones((2, 1), order="F"), np.zeros(1, np.int64), gptr, wts)
 
     def _jacobi_block(self, task, wts=None):
         """A Jacobi round's block, and what a partial adds for it: the task's block, or,
@@ -70,7 +71,7 @@ class GLMUpdate(Update):
         if wts is not None:
             out["Gg"] = self.group_gram(cols, gptr, wts)
         elif self.peers.rank == 0:
-            out["Gs"] = K.group_gram_lower(G, pos, gptr, self.sq_norms[cols])
+            out["Gs"] = KG.group_gram_lower(G, pos, gptr, self.sq_norms[cols])
         return cols, out
 
     def _select(self, cand, rho, b):
@@ -93,8 +94,8 @@ class GLMUpdate(Update):
             low = np.tril_indices(m, -1)
             G = np.zeros((m, m))
             G[low] = self.peers.allreduce((Xc.T @ Xc)[low])
-        kept, group = K.select_gram(G, self.norms[cand], rho, b, K.GROUP_CAP)
-        cols, gptr = K.group_order(cand[kept], group)
+        kept, group = KG.select_gram(G, self.norms[cand], rho, b, KG.GROUP_CAP)
+        cols, gptr = KG.group_order(cand[kept], group)
         order = np.argsort(cand)
         pos = order[np.searchsorted(cand, cols, sorter=order)]
         return cols, (gptr if gptr.shape[0] else None), G, pos
@@ -103,8 +104,8 @@ class GLMUpdate(Update):
         """The groups' Gram matrices X_g' D X_g over this worker's rows
         (:func:`kernels.group_gram_sparse`; ``wts`` empty: X_g' X_g)."""
         if self.sparse:
-            return K.group_gram_sparse(*self.X, cols, gptr, wts)
-        return K.group_gram_dense(self.X[0], cols, gptr, wts)
+            return KG.group_gram_sparse(*self.X, cols, gptr, wts)
+        return KG.group_gram_dense(self.X[0], cols, gptr, wts)
 
 
 NO_WEIGHTS = np.empty(0)  # (a Gram matrix without weights: X' X)

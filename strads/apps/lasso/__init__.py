@@ -1,9 +1,11 @@
 """Lasso by scheduled parallel coordinate descent (STRADS, Lee et al. 2014).
 
-Minimises 1/(2n) ||y - X b||^2 + lambda ||b||_1 (no intercept). Samples (rows) are split
-across workers, balanced by non-zeros; the scheduler chooses the coordinates of each
-round, sums the workers' partial inner products, soft-thresholds and sends the changes
-back, and every worker updates its residual. The set-up, schedules and command line are
+Minimises 1/(2n) ||y - X b - c||^2 + lambda ||b||_1, with c = 0, or (``intercept``)
+unpenalised: X and y centred implicitly (X's sparsity kept, see
+:class:`LassoAggregate`). Samples (rows) are split across workers, balanced by
+non-zeros; the scheduler chooses the coordinates of each round, sums the workers'
+partial inner products, soft-thresholds and sends the changes back, and every worker
+updates its residual. The set-up, schedules and command line are
 the generalised linear models' (:mod:`strads.apps.glm`); this is the Lasso's datafit.
 """
 import numpy as np
@@ -12,7 +14,7 @@ import scipy.sparse as sp
 from ... import cli
 from ...errors import DataError
 from ..glm.schedule import SCHEDULES, Priority, WorkingSet, max_staleness
-from ..glm.setup import Datafit, default_gram_budget, gram_block_cap
+from ..glm.setup import MiB, Datafit, default_gram_budget, gram_block_cap
 from . import data
 from .aggregate import LassoAggregate
 from .data import load, make_problem
@@ -73,7 +75,7 @@ class Quadratic(Datafit):
     data = data
     priority = Priority
     drop_empty = splits = True
-    options = {"gram_budget": None, "time_limit": None}
+    options = {"gram_budget": None, "time_limit": None, "intercept": False, "coef0": None}
     help = dict(
         description="Lasso, min 1/(2n)||y - Xb||^2 + lambda||b||_1, by scheduled parallel "
         "coordinate descent. --data reads LIBSVM/svmlight text, MatrixMarket (.mtx, with "
@@ -106,12 +108,29 @@ class Quadratic(Datafit):
     def cli_options(args, name):
         return dict(gram_budget=args.gram_budget, time_limit=args.time_limit)
 
+    def problem(self, data, options):
+        """With ``intercept``: y centred (its mean kept for the intercept)."""
+        X, y = self.data.check(*data())
+        if not options["intercept"]:
+            return X, y, {}
+        y_mean = float(y.mean())
+        return X, y - y_mean, {"y_mean": y_mean}
+
     @staticmethod
     def aggregate(X, y, sq_norms, lam, ctx, options):
-        return LassoAggregate(sq_norms, X.shape[0], lam, float(y @ y))
+        n, mu = X.shape[0], None
+        if options["intercept"]:  # the centred columns' norms ||x_j||^2 - n mu_j^2
+            mu = np.asarray(X.sum(axis=0)).ravel() / n
+            centred = sq_norms - n * mu * mu
+            sq_norms = np.where(centred > 1e-12 * sq_norms, centred, 0.0)  # (constants)
+        return LassoAggregate(sq_norms, n, lam, float(y @ y),
+                              np.diff(X.indptr) if sp.issparse(X) else None, mu)
 
     @staticmethod
     def later(lam, lambda_ratio, ctx, options):
+        if options["intercept"] or options["coef0"] is not None:
+            raise DataError("lasso: an intercept or a warm start needs the data read on "
+                            "rank 0")
         return LassoAggregate.later(lam, lambda_ratio)
 
     @staticmethod
@@ -120,8 +139,11 @@ class Quadratic(Datafit):
         budget = budget if budget is not None else default_gram_budget()
         agg.block_cap = gram_block_cap(budget, ctx.n_workers)
         return WorkingSet(agg, max_block=agg.block_cap, block=block,
-                          time_limit=options["time_limit"], staleness=ctx.staleness)
+                          time_limit=options["time_limit"], staleness=ctx.staleness,
+                          factor_cap=budget * MiB / FACTOR_BYTES)
 
 
+# a non-zero of a block's factor: its row and value on a worker, as received, as stacked
+FACTOR_BYTES = 3 * 16
 DATAFIT = Quadratic()
 fit, make_setup, make_file_setup = DATAFIT.fit, DATAFIT.make_setup, DATAFIT.make_file_setup

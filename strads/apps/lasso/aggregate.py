@@ -4,19 +4,25 @@ gap and Gap Safe screening; the rest is :class:`strads.apps.glm.aggregate.GLMAgg
 Objective 1/(2n) ||y - X b||^2 + lambda ||b||_1. The workers return x_j' r over their
 rows; the sum over workers gives each chosen coordinate its exact minimiser against the
 residual of the version the round was computed at.
+
+With an intercept, the problem is the one on centred X and y (the same minimiser, the
+intercept mean(y) - mu'b, mu X's column means), X kept as it is: y comes centred, the
+workers keep r = y - X b + (mu'b) 1 (each sync's ``shift`` mu_B'delta is added to every
+row), whose sum is 0, so x_j'r is the centred column's; the squared norms are the
+centred ones, a block's Gram is X_B'X_B - n mu_B mu_B'.
 """
 import time
 
 import numpy as np
 
 from ..glm import kernels as GK
-from ..glm.aggregate import GLMAggregate
+from ..glm.aggregate import GLMAggregate, _factor
 from . import kernels as K
 
 
 class LassoAggregate(GLMAggregate):
     # setup() and the schedule (or begin(), from the workers' reports) set them again
-    checkpoint_skip = GLMAggregate.checkpoint_skip + ("block_cap",)
+    checkpoint_skip = GLMAggregate.checkpoint_skip + ("block_cap", "col_nnz")
 
     @staticmethod
     def lambda_for(ratio, xty, n):
@@ -29,11 +35,15 @@ class LassoAggregate(GLMAggregate):
         n = f["n"]
         if lam is None:
             lam = self.lambda_for(lambda_ratio, f["xty"], n)
-        self.__init__(f["sq_norms"], n, lam, f["yy"])
+        self.__init__(f["sq_norms"], n, lam, f["yy"], f.get("col_nnz"))
 
-    def __init__(self, sq_norms, n_samples, lam, y_sq):
+    y_mean = 0.0  # with an intercept: y's mean (setup sets it)
+
+    def __init__(self, sq_norms, n_samples, lam, y_sq, col_nnz=None, mu=None):
         self._init(n_samples, sq_norms, lam, 0.5 * float(y_sq) / n_samples)
         self.y_sq = float(y_sq)
+        self.mu = mu  # with an intercept: X's column means
+        self.col_nnz = col_nnz  # sparse X: each column's non-zeros (working-set pieces)
         self.screened = np.zeros(self.w.shape[0], dtype=np.bool_)  # proven 0 at the optimum
         self.block_cap = None  # working-set: the most coordinates of one Gram block
         self.pieces = 0  # block rounds that solved a piece of a working set cut to the cap
@@ -59,6 +69,9 @@ class LassoAggregate(GLMAggregate):
         self._observe(self._primal_at(version, 0.5 * rss / self.n), version)
         self.done += 1
         if task.get("full"):
+            if self.mu is not None:  # sum(r) is 0 but for rounding: the centred x_j'r
+                rs = sum(part["rs"] for part in partials)
+                g -= rs * (self.mu if task["cols"] is None else self.mu[task["cols"]])
             if task["cols"] is not None:  # screened coordinates: x_j' r not computed
                 g_all = np.zeros(self.w.shape[0])
                 g_all[task["cols"]] = g
@@ -73,7 +86,7 @@ class LassoAggregate(GLMAggregate):
             return sync
         cols = task["cols"]
         before = np.count_nonzero(self.w[cols])
-        if all("G" in part or "Gi" in part for part in partials):
+        if all("G" in part or "Gi" in part or "Fp" in part for part in partials):
             delta = self._exact(cols, g, partials, task.get("deadline"))
         else:  # the time limit passed while the workers built the Gram: no update
             self.late_rounds += 1
@@ -85,45 +98,61 @@ class LassoAggregate(GLMAggregate):
 
     def _exact(self, cols, g, partials, deadline=None):
         """Solve the block's subproblem exactly (to a fraction of the current gap) from
-        its Gram matrix: updates inside the block see each other, so any block is safe."""
-        G = None
-        for part in partials:  # in worker order; a compact partial adds only non-zeros
-            if "G" in part:
-                if G is None:
-                    G = part["G"]  # this round's own copy: summed into in place
-                else:
-                    G += part["G"]
-            else:
-                if G is None:
-                    G = np.zeros((cols.shape[0], cols.shape[0]))
-                G.reshape(-1)[part["Gi"]] += part["Gv"]
+        its Gram matrix, or from the factor X_B the workers sent instead (sparse X, when
+        it is the smaller: :meth:`LassoUpdate.gram_part`): updates inside the block see
+        each other, so any block is safe."""
         old = self.w[cols]
         new = old.copy()
         # as skglm: solve to a fraction of the block's worst violation at the last full
         # round, so each block round makes real progress but none is wasted
         tol = max(0.3 * np.sqrt(self.prio[cols].max()), 1e-14 * np.sqrt(self.y_sq))
-        passes = self._solve(G, g, new, tol, MAX_PASSES, deadline)
+        mu = NO_MU if self.mu is None else self.mu[cols]
+        if "Fp" in partials[0]:  # (every worker sent its factor, or none did)
+            ptr, rows, vals, h, n_rows = _factor(partials, cols.shape[0])[1:]
+            G = (ptr, rows, vals, h - self.n * mu * mu if mu.shape[0] else h, n_rows)
+        else:
+            G = _dense_gram(partials, cols.shape[0])
+            if mu.shape[0]:
+                G -= self.n * np.outer(mu, mu)
+        passes = self._solve(G, g, new, tol, deadline=deadline, mu=mu)
         self.w[cols] = new
         self.l1 += np.abs(new).sum() - np.abs(old).sum()
         self.updates += passes * cols.shape[0]
         return new - old
 
-    def _solve(self, G, q, b, tol, max_passes, deadline=None):
-        """:func:`strads.apps.glm.kernels.gram_cd` in pieces of about SOLVE_OPS
+    def _solve(self, G, q, b, tol, max_passes=None, deadline=None, mu=None):
+        """Coordinate descent on the block (:func:`strads.apps.glm.kernels.cd_dense`
+        from a dense Gram ``G``, :func:`~strads.apps.glm.kernels.cd_factor` from a
+        factor ``(ptr, rows, vals, h, n_rows)``) in pieces of about SOLVE_OPS
         multiply-adds, looking at the clock between them: past ``deadline``
         (``time.time()``, the task's: the run's time limit) it returns the iterate it has
         (each pass lowers the objective, so that is still progress). Without a deadline,
-        one piece. Same arithmetic either way."""
+        one piece. Same arithmetic either way. ``mu``: the block's column means, for
+        the factor's centring (a dense ``G`` comes centred)."""
         m = b.shape[0]
-        c = GK.gram_c(G, q, b)
+        mu = NO_MU if mu is None else mu
+        max_passes = max_passes or MAX_PASSES
         hist = np.empty((6, m))
         state = np.zeros(1, dtype=np.int64)
+        if isinstance(G, np.ndarray):
+            c = GK.gram_c(G, q, b)
+            cost = m * m
+
+            def run(k):
+                return GK.cd_dense(G, q, b, c, self.thresh, tol, k, hist, state, True)
+        else:
+            ptr, rows, vals, h, n_rows = G
+            b0, u = b.copy(), np.zeros(n_rows)
+            cost = 2 * vals.shape[0] + m
+
+            def run(k):
+                return GK.cd_factor(ptr, rows, vals, h, q, b, self.thresh, tol, k, True,
+                                    b0, u, hist, state, mu, float(self.n))
         per_call = max_passes if deadline is None else \
-            int(max(1, min(max_passes, SOLVE_OPS // max(m * m, 1))))
+            int(max(1, min(max_passes, SOLVE_OPS // max(cost, 1))))
         passes = 0
         while passes < max_passes:
-            k, converged = GK.cd_dense(G, q, b, c, self.thresh, tol,
-                                       min(per_call, max_passes - passes), hist, state, True)
+            k, converged = run(min(per_call, max_passes - passes))
             passes += k
             if converged or (deadline is not None and time.time() >= deadline):
                 break
@@ -148,7 +177,10 @@ class LassoAggregate(GLMAggregate):
         return tol > 0 and self.gap <= tol * self.primal
 
     def finish(self, collected):
-        return {"coef": self.coef(), "lambda": np.float64(self.lam)}
+        model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
+        if self.mu is not None:
+            model["intercept"] = np.float64(self.y_mean - self.mu @ self.w)
+        return model
 
     def summary(self):
         empty = 0 if self.kept is None else self.n_features - self.kept.shape[0]
@@ -163,4 +195,22 @@ class LassoAggregate(GLMAggregate):
 
 
 MAX_PASSES = 100_000  # passes of a block solve, at most
+NO_MU = np.empty(0)  # (no centring)
 SOLVE_OPS = 20_000_000  # multiply-adds of a block solve between two looks at the clock
+
+
+def _dense_gram(partials, m):
+    """The workers' Gram matrices summed in worker order; a compact partial (``Gi``,
+    ``Gv``) adds only its non-zeros."""
+    G = None
+    for part in partials:
+        if "G" in part:
+            if G is None:
+                G = part["G"]  # this round's own copy: summed into in place
+            else:
+                G += part["G"]
+        else:
+            if G is None:
+                G = np.zeros((m, m))
+            G.reshape(-1)[part["Gi"]] += part["Gv"]
+    return G

@@ -16,9 +16,15 @@ class LassoUpdate(GLMUpdate):
 
     def __init__(self, shard):
         super().__init__(shard)
+        if "file" in shard and self.sparse:  # (working-set pieces: columns' non-zeros)
+            nnz = self.peers.allreduce(np.diff(self.X[0]).astype(np.int64))
+            if self.peers.rank == 0:
+                self.facts["col_nnz"] = nnz
         self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
         self.r = self.y.copy()
         self.rss = float(self.r @ self.r)
+        if "start" in shard:  # a warm start
+            self.apply(shard["start"])
 
     # -- rebalancing: rows (samples) handed to a neighbour (strads.Update.give/take) --
     @property
@@ -86,6 +92,9 @@ class LassoUpdate(GLMUpdate):
     def apply(self, sync):
         step = K.step_sparse if self.sparse else K.step_dense
         self.rss += step(*self.X, self.r, sync["cols"], sync["delta"])
+        if sync.get("shift"):  # (an intercept: the aggregate's implicit centring)
+            self.r += sync["shift"]
+            self.rss = float(self.r @ self.r)
 
     def update(self, task):
         grad = GK.grad_sparse if self.sparse else GK.grad_dense
@@ -94,7 +103,8 @@ class LassoUpdate(GLMUpdate):
             g = np.empty(cols.shape[0])
             grad(*self.X, self.r, cols, g)
             self.rss = float(self.r @ self.r)  # drop the drift of the running sum
-            return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y)}
+            return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y),
+                    "rs": float(self.r.sum())}
         if not task.get("gram"):  # a Jacobi round (priority: maybe groups, or a filter)
             cols, out = self._jacobi_block(task)
             g = np.empty(cols.shape[0])
@@ -106,21 +116,32 @@ class LassoUpdate(GLMUpdate):
         grad(*self.X, self.r, cols, g)
         if not task.get("cache", True):
             self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
-        part = self.gram_part(cols, task.get("deadline"))
+        part = self.gram_part(cols, task.get("deadline"), task.get("dense_cap"))
         if part is None:  # the deadline passed while it was built: the round is void
             return {"g": g, "rss": self.rss, "late": True}
         return {"g": g, "rss": self.rss, **part}
 
-    def gram_part(self, cols, deadline=None):
+    def gram_part(self, cols, deadline=None, dense_cap=None):
         """The block's Gram matrix over this worker's rows, as a block round returns it:
         ``{"G": G}``, or, when its non-zeros take under half the bytes (sparse X: few
         rows are shared by two columns of a block), only those, ``{"Gi": flat indices,
         "Gv": values}``; the scheduler adds either form into one matrix, bit for bit.
+        Sparse X, when the factor X_B (summed over the workers) has under a FACTOR_SHARE
+        of the Gram's non-zeros or entries, or the block has more than ``dense_cap``
+        columns: X_B itself, ``{"Fp", "Fi", "Fv", "Fn"}`` (CSC, its rows), which the
+        scheduler stacks (the workers agree on the form through a collective).
         None if the clock passed ``deadline`` (``time.time()``) first: it is built in
         pieces of about PIECE_OPS multiply-adds, with a look at the clock between them."""
         m = cols.shape[0]
         late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
         if self.sparse:
+            count = np.zeros(self.n_rows, dtype=np.int64)
+            nnz_f, nnz_g = self.peers.allreduce(np.array(
+                GK.block_counts(self.X[0], self.X[1], cols, count), dtype=np.float64))
+            if (dense_cap is not None and m > dense_cap) or \
+                    nnz_f < FACTOR_SHARE * min(nnz_g, float(m) * m):
+                ptr, rows, vals = GK.factor_cols(*self.X, cols, NO_WEIGHTS)
+                return {"Fp": ptr, "Fi": rows, "Fv": vals, "Fn": self.n_rows}
             rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
             k = np.diff(rows[0]).astype(np.float64)
             if 16 * float(k @ k) < 4.0 * m * m:  # (sum k_i^2 bounds the non-zeros)
@@ -219,3 +240,6 @@ class LassoUpdate(GLMUpdate):
 # the most memory its gathered dense columns may take
 PIECE_OPS = 50_000_000
 GATHER_BYTES = 64 << 20
+# sparse X: the block's factor X_B instead of its Gram when it has fewer non-zeros than
+# this share of the Gram's (a coordinate descent pass costs either's non-zeros)
+FACTOR_SHARE = 0.5

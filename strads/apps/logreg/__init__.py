@@ -62,7 +62,7 @@ class Logistic(Datafit):
     data = data
     priority = ShuffledPriority
     options = {"tol": 1e-6, "name": "data", "ws_min": WS_MIN, "reuse_hessian": True,
-               "gram_budget": None}
+               "gram_budget": None, "coef0": None}
     help = dict(
         description="Sparse logistic regression, min (1/n) sum_i log(1 + exp(-y_i x_i'w)) "
         "+ lambda ||w||_1 (labels: any two values, the smaller -> -1), by scheduled "
@@ -111,6 +111,8 @@ class Logistic(Datafit):
                                block_cap=self._cap(ctx, o), reuse=o["reuse_hessian"])
 
     def later(self, lam, lambda_ratio, ctx, o):
+        if o["coef0"] is not None:
+            raise DataError("logreg: a warm start needs the data read on rank 0")
         return LogRegAggregate.later(lam, lambda_ratio, o["tol"], min_size=o["ws_min"],
                                      block_cap=self._cap(ctx, o), reuse=o["reuse_hessian"])
 

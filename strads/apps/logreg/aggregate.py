@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..glm import kernels as GK
-from ..glm.aggregate import GLMAggregate, _sum
+from ..glm.aggregate import GLMAggregate, _factor, _stack, _sum
 from ..glm.schedule import working_set
 from . import kernels as K
 
@@ -285,7 +285,7 @@ class LogRegAggregate(GLMAggregate):
         G = self.G
         form = _form(G)
         if form == "factor":
-            self.cd_passes += K.cd_factor(*G[1:], qq, b, self.thresh, tol, MAX_CD)
+            self.cd_passes += GK.factor_cd(*G[1:], qq, b, self.thresh, tol, MAX_CD, False)
         elif form == "csr":
             self.cd_passes += K.cd_csr(*G[1:], qq, b, self.thresh, tol, MAX_CD)
         else:
@@ -411,28 +411,6 @@ def _restrict(G, cols, new):
         return ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
                 GK.csc_sq_norms(F.indptr, F.data), n_rows)
     return G[np.ix_(pos, pos)]
-
-
-def _stack(partials, m, kp, ki, kv):
-    """The workers' CSR (or CSC) parts, keys ``kp`` (pointers), ``ki`` (indices), ``kv``
-    (values), one after the other: (their pointers (W, m + 1) into the concatenated
-    indices and values, those indices, those values)."""
-    ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
-    base = 0
-    for w, p in enumerate(partials):
-        ptrs[w] = p[kp] + base
-        base += p[ki].shape[0]
-    return (ptrs, np.concatenate([p[ki] for p in partials]),
-            np.concatenate([p[kv] for p in partials]))
-
-
-def _factor(partials, m):
-    """The workers' factors D^1/2 X_B stacked in worker order (rows offset by the rows
-    of the workers before)."""
-    n_rows = np.array([int(p["Fn"]) for p in partials], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(n_rows)[:-1]]).astype(np.int64)
-    stacked = K.factor_stack(*_stack(partials, m, "Fp", "Fi", "Fv"), offsets)
-    return ("factor", *stacked, int(n_rows.sum()))
 
 
 def _gram(partials, m):

@@ -54,6 +54,8 @@ class LogRegUpdate(GLMUpdate):
         self.mark = np.zeros(n, dtype=np.bool_)
         self.touched = np.empty(n, dtype=np.int64)
         self.count = np.zeros(n, dtype=np.int64)  # scratch of block_counts
+        if "start" in shard:  # a warm start
+            self.apply(shard["start"])
 
     @classmethod
     def warmup(cls):
@@ -75,8 +77,8 @@ class LogRegUpdate(GLMUpdate):
             rows = GK.gram_sparse_rows(*csc, cols, 2)
             GK.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, wts)
             K.wgram_csr(*csc, cols, *rows, wts)
-            K.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
-            K.factor_cols(*csc, cols, wts)
+            GK.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
+            GK.factor_cols(*csc, cols, wts)
         K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
                           np.empty(1))
 
@@ -195,7 +197,7 @@ class LogRegUpdate(GLMUpdate):
         m = cols.shape[0]
         self.gram_w = self.wts.copy()  # the weights of this Gram, for _extend
         if self.sparse:
-            nnz_f, nnz_g = K.block_counts(self.X[0], self.X[1], cols, self.count)
+            nnz_f, nnz_g = GK.block_counts(self.X[0], self.X[1], cols, self.count)
             if 2 * nnz_f < nnz_g:
                 return self._factor(cols, self.wts)
             rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
@@ -213,7 +215,7 @@ class LogRegUpdate(GLMUpdate):
         return {"G": G}
 
     def _factor(self, cols, wts):
-        ptr, rows, vals = K.factor_cols(*self.X, cols, wts)
+        ptr, rows, vals = GK.factor_cols(*self.X, cols, wts)
         return {"Fp": ptr, "Fi": rows, "Fv": vals, "Fn": self.n_rows}
 
     def _extend(self, cols, new, form):

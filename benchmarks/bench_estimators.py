@@ -1,0 +1,158 @@
+"""The GLM estimators against scikit-learn, side by side in one run (issue 29).
+
+Problems: sparse X with Zipf feature popularity (a row's features drawn with probability
+~ 1/rank, counts log1p-scaled), as bag-of-words files are; y = X w + 1 + noise (Lasso)
+or its sign about the median (logistic regression). Cases:
+
+* ``fit``: strads.Lasso(fit_intercept=True) at a small alpha (thousands of non-zeros)
+  against sklearn.linear_model.Lasso; and without the intercept;
+* ``grid``: GridSearchCV over 5 alphas x 3 folds, each estimator's own;
+* ``path``: strads.LassoCV against sklearn's LassoCV (3 folds, the same grid);
+* ``logreg``: SparseLogisticRegression against LogisticRegression(liblinear), the same
+  intercept_scaling, a fit and a GridSearchCV over 5 alphas x 3 folds.
+
+Each estimator at its default tolerance (both stop on a duality gap, scaled
+differently); the objective each reaches is printed with its excess over the lower one.
+Ratios are strads / scikit-learn (below 1: strads is faster). ``--repeat N``: the two
+take turns N times and the best of each is reported (the machine may be shared). JIT
+compilation is done before timing.
+
+    python benchmarks/bench_estimators.py                 # every case, the issue's size
+    python benchmarks/bench_estimators.py --cases fit,grid --repeat 3
+    python benchmarks/bench_estimators.py --small         # a quick run
+"""
+import argparse
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn import linear_model as sk
+from sklearn.model_selection import GridSearchCV
+
+import strads
+
+
+def zipf_problem(n=6667, p=30000, per_row=40, n_informative=300, seed=0):
+    """(X CSC, y): each row ``per_row`` draws of a feature with probability ~ 1/rank,
+    counts log1p-scaled; y = X w + 1 + 0.5 N(0, 1), w with ``n_informative`` N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    prob = 1.0 / np.arange(1, p + 1)
+    cols = rng.permutation(p)[rng.choice(p, size=n * per_row, p=prob / prob.sum())]
+    X = sp.csr_matrix((np.ones(n * per_row), (np.repeat(np.arange(n), per_row), cols)),
+                      shape=(n, p))
+    X.sum_duplicates()
+    X.data = np.log1p(X.data)
+    w = np.zeros(p)
+    w[rng.choice(p, n_informative, replace=False)] = rng.standard_normal(n_informative)
+    return X.tocsc(), X @ w + 1.0 + 0.5 * rng.standard_normal(n)
+
+
+def lasso_objective(X, y, est, alpha):
+    r = y - X @ np.ravel(est.coef_) - est.intercept_
+    return 0.5 * float(r @ r) / X.shape[0] + alpha * float(np.abs(est.coef_).sum())
+
+
+def logreg_objective(X, s, est, alpha, scaling):
+    """(1/n) sum log(1 + exp(-s (Xw + c))) + alpha (|w|_1 + |c| / scaling)."""
+    z = s * (X @ np.ravel(est.coef_) + est.intercept_[0])
+    return float(np.logaddexp(0, -z).mean()) + alpha * (
+        float(np.abs(est.coef_).sum()) + abs(float(est.intercept_[0])) / scaling)
+
+
+def best_of(runs, repeat):
+    """Run each of ``runs`` (name -> callable) ``repeat`` times, taking turns; returns
+    name -> (best seconds, the last result)."""
+    out = {}
+    for _ in range(repeat):
+        for name, fn in runs.items():
+            t = time.perf_counter()
+            res = fn()
+            dt = time.perf_counter() - t
+            best = min(dt, out[name][0]) if name in out else dt
+            out[name] = (best, res)
+    return out
+
+
+def side_by_side(title, runs, repeat, objective=None):
+    res = best_of(runs, repeat)
+    (a, (ta, ra)), (b, (tb, rb)) = res.items()
+    line = f"{title:<44} {a} {ta:8.2f} s  {b} {tb:8.2f} s  ratio {ta / tb:6.2f}"
+    if objective is not None:
+        fa, fb = objective(ra), objective(rb)
+        low = min(fa, fb)
+        line += f"  objective {fa:.10g} / {fb:.10g} (excess {fa / low - 1:.1e} / " \
+                f"{fb / low - 1:.1e})"
+        nnz = (np.count_nonzero(ra.coef_), np.count_nonzero(rb.coef_))
+        line += f"  nnz {nnz[0]} / {nnz[1]}"
+    print(line, flush=True)
+    return res
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="fit,grid,path,logreg")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
+    ap.add_argument("--alpha", type=float, default=1e-5, help="the Lasso's (fit)")
+    args = ap.parse_args(argv)
+    cases = set(args.cases.split(","))
+    shape = dict(n=1500, p=6000) if args.small else {}
+    X, y = zipf_problem(**shape)
+    print(f"X {X.shape[0]} x {X.shape[1]}, {X.nnz} non-zeros, "
+          f"{int((np.diff(X.indptr) > 0).sum())} non-empty columns", flush=True)
+    warnings.filterwarnings("ignore", module="sklearn")  # (its penalty= deprecation)
+    strads.Lasso(alpha=0.1).fit(X[:200], y[:200])  # JIT compilation, not timed
+    strads.SparseLogisticRegression().fit(X[:200], y[:200] > np.median(y[:200]))
+    alpha = args.alpha
+
+    if "fit" in cases:
+        for fi in (True, False):
+            side_by_side(
+                f"Lasso alpha {alpha:g} fit_intercept={fi}",
+                {"strads": lambda: strads.Lasso(alpha=alpha, fit_intercept=fi).fit(X, y),
+                 "sklearn": lambda: sk.Lasso(alpha=alpha, fit_intercept=fi).fit(X, y)},
+                args.repeat, lambda est: lasso_objective(X, y, est, alpha))
+    grid = {"alpha": list(np.geomspace(1e-3, 1e-5, 5))}
+    if "grid" in cases:
+        side_by_side(
+            "Lasso GridSearchCV 5 alphas x 3 folds",
+            {"strads": lambda: GridSearchCV(strads.Lasso(), grid, cv=3).fit(X, y),
+             "sklearn": lambda: GridSearchCV(sk.Lasso(), grid, cv=3).fit(X, y)},
+            args.repeat)
+    if "path" in cases:
+        side_by_side(
+            "LassoCV 100 alphas (eps 1e-3) x 3 folds",
+            {"strads": lambda: strads.LassoCV(cv=3).fit(X, y),
+             "sklearn": lambda: sk.LassoCV(cv=3).fit(X, y)}, args.repeat)
+        side_by_side(
+            "lasso_path 100 alphas (eps 1e-3)",
+            {"strads": lambda: strads.lasso_path(X, y),
+             "sklearn": lambda: sk.lasso_path(X, y)}, args.repeat)
+    if "logreg" in cases:
+        labels = y > np.median(y)
+        s = np.where(labels, 1.0, -1.0)
+        scaling, n = 100.0, X.shape[0]
+        for a in (1e-3, 1e-4):
+            side_by_side(
+                f"SparseLogisticRegression alpha {a:g}",
+                {"strads": lambda: strads.SparseLogisticRegression(
+                    alpha=a, intercept_scaling=scaling).fit(X, labels),
+                 "liblinear": lambda: sk.LogisticRegression(
+                     penalty="l1", solver="liblinear", C=1 / (n * a),
+                     intercept_scaling=scaling).fit(X, labels)},
+                args.repeat, lambda est: logreg_objective(X, s, est, a, scaling))
+        C = [1 / (2 * n / 3 * a) for a in grid["alpha"]]  # (n of a training fold)
+        side_by_side(
+            "logreg GridSearchCV 5 alphas x 3 folds",
+            {"strads": lambda: GridSearchCV(
+                strads.SparseLogisticRegression(intercept_scaling=scaling),
+                {"alpha": grid["alpha"]}, cv=3).fit(X, labels),
+             "liblinear": lambda: GridSearchCV(
+                 sk.LogisticRegression(penalty="l1", solver="liblinear",
+                                       intercept_scaling=scaling),
+                 {"C": C}, cv=3).fit(X, labels)}, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
