@@ -180,10 +180,10 @@ def test_time_limit_stops_a_long_gram_round(monkeypatch):
         return now
     clock.time, gram_part = look, lasso.LassoUpdate.gram_part
 
-    def watched(self, cols, deadline_=None):
+    def watched(self, cols, deadline_=None, *rest):
         deadline[threading.get_ident()] = deadline_
         late_looks.append(0)
-        return gram_part(self, cols, deadline_)
+        return gram_part(self, cols, deadline_, *rest)
     monkeypatch.setattr(lasso.LassoUpdate, "gram_part", watched)
     res = strads.run(one_big_block, lasso.LassoUpdate, time_limit=limit, tol=0,
                      max_rounds=1000, quiet=True)
