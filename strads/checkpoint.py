@@ -20,6 +20,7 @@ travels as JSON inside the ``.npz``.
 """
 import functools
 import json
+import math
 import os
 import types
 import zipfile
@@ -206,18 +207,188 @@ def _rename_refs(m, old, new):
 
 
 def read_part(folder, entry):
+    """The pieces of a part ({piece: (meta, arrays)}), checked as a file: every member a
+    stored (uncompressed) array of plain numbers, its CRC-32 and its length as its header
+    declares, the structure well-formed JSON. What the pieces hold is checked against
+    the fresh setup's by :func:`restore`."""
     path = os.path.join(folder, entry["file"])
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: missing (the checkpoint is incomplete)")
     if os.path.getsize(path) != entry["bytes"]:
         raise CheckpointError(f"{path}: damaged (its size differs from the manifest's)")
     try:  # every member of an .npz (a zip) carries a CRC-32, checked as it is read
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():  # (stored: no member inflates past the file)
+                if info.compress_type != zipfile.ZIP_STORED:
+                    raise ValueError(f"member {info.filename!r} is compressed")
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        meta = arrays.pop("__meta__", None)
+        if meta is None or meta.dtype.kind != "U" or meta.ndim:
+            raise ValueError("no __meta__ structure")
+        meta = json.loads(str(meta))
+        if not isinstance(meta, dict) or not all(isinstance(m, dict) for m in meta.values()):
+            raise ValueError("__meta__ is not a dict of pieces")
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, RecursionError,
+            NotImplementedError) as e:
         raise CheckpointError(f"{path}: damaged ({e})") from None
-    meta = json.loads(str(arrays.pop("__meta__")))
+    if any(a.dtype.hasobject for a in arrays.values()):  # (np.load refuses them already)
+        raise CheckpointError(f"{path}: damaged (an object array)")
     return {piece: (m, arrays) for piece, m in meta.items()}
+
+
+#: the bit generators a checkpoint may name (NumPy's)
+RNGS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def restore(parts, name, fresh, where, sized=()):
+    """Piece ``name``'s state in ``parts`` (:func:`read_part`), decoded, once checked
+    against ``fresh``: an app's piece (its ``state()`` now, fresh from setup; its
+    ``checkpoint_sized``) or a state dict. The saved state must hold every attribute of
+    the fresh one, and may hold more (set during the run), but none that the piece's
+    class defines as a method or property; at every place of the structure the same
+    kind (None, where either has it, matches any kind: an attribute set later, or
+    reset); arrays of the same dtype and number of dimensions, and the same shape unless
+    the fresh array is empty or named in ``sized`` (attributes whose size the run
+    changes: buffers, working sets); tuples as long, a dict's values as the fresh one's
+    under the same key; random
+    generators of an allowed kind with a state NumPy accepts. ``where`` names the part
+    in messages; anything else is refused (:class:`CheckpointError`, one line)."""
+    owner = None
+    if hasattr(fresh, "state"):
+        owner, sized, fresh = type(fresh), tuple(getattr(fresh, "checkpoint_sized", ())), \
+            fresh.state()
+    if name not in parts:
+        raise CheckpointError(f"{where}: damaged (no {name!r} state)")
+    meta, arrays = parts[name]
+    fmeta, farrays = encode(fresh, name)
+    odd = sorted(set(fmeta) - set(meta)) + sorted(
+        k for k in set(meta) - set(fmeta)
+        if k.startswith("__") or callable(getattr(owner, k, None))
+        or isinstance(getattr(owner, k, None), property))
+    if odd:
+        raise CheckpointError(f"{where}: {name} state does not fit this run (attributes "
+                              f"{', '.join(odd)[:200]})")
+    try:
+        return {k: _restored(m, fmeta.get(k), arrays, farrays, k, k in sized)
+                for k, m in meta.items()}
+    except _Misfit as e:
+        raise CheckpointError(f"{where}: {name}.{e} does not fit this run") from None
+    except RecursionError:
+        raise CheckpointError(f"{where}: damaged ({name} nested too deep)") from None
+
+
+def restore_loop(parts, fresh, round, where):
+    """The driver's loop state (the "engine" piece), checked as :func:`restore` does
+    and for its values: the manifest's round, one version row per round, the trace a
+    JSON list of rows; ``trace`` is returned parsed."""
+    loop = restore(parts, "engine", fresh, where, ("versions",))
+    v = loop["versions"]
+    try:
+        trace = json.loads(loop["trace"]) if isinstance(loop["trace"], str) else None
+    except (ValueError, RecursionError):
+        trace = None
+    if not isinstance(trace, list) or not all(
+            isinstance(r, dict) and "round" in r and
+            all(type(x) in _SCALARS for x in r.values()) for r in trace):
+        raise CheckpointError(f"{where}: damaged (the trace is not a list of rows)")
+    if not all(loop[k] is None or isinstance(loop[k], (int, float, np.integer, np.floating))
+               and not isinstance(loop[k], bool) for k in ("first", "best", "last_log")):
+        raise CheckpointError(f"{where}: damaged (the objective's first, best or last "
+                              "logged value is not a number)")
+    if loop["done"] != round or v.shape != (round, 3) or \
+            (v[:, 0] != np.arange(round)).any():
+        raise CheckpointError(f"{where}: the loop is at round {loop['done']!r} with "
+                              f"{v.shape[0]} rounds' versions, the manifest at {round}")
+    if not 0 <= loop["elapsed"] < math.inf:
+        raise CheckpointError(f"{where}: elapsed time {loop['elapsed']!r}")
+    return dict(loop, trace=trace)
+
+
+class _Misfit(Exception):
+    """What of a saved state differs from the fresh one: ``name: problem``."""
+
+
+_SCALARS = {type(None): "None", bool: "bool", int: "number", float: "number", str: "str"}
+
+
+def _kind(m, name):
+    """The kind of a node of the structure: a key of :func:`_encode`'s output."""
+    if isinstance(m, dict):
+        if "v" in m and type(m["v"]) in _SCALARS:
+            return _SCALARS[type(m["v"])]
+        for k in ("f", "a", "rng", "deque", "list", "tuple", "dict"):
+            if k in m:
+                return "number" if k == "f" else "scalar" if k == "a" and m.get(
+                    "scalar") is True else k
+    raise _Misfit(f"{name}: malformed ({str(m)[:60]})")
+
+
+def _restored(m, f, arrays, farrays, name, sized):
+    """Node ``m`` decoded, checked against the fresh node ``f`` (None: nothing to
+    check against)."""
+    kind = _kind(m, name)
+    fkind = None if f is None else _kind(f, name)
+    if fkind == "None" or {kind, fkind} == {"number", "scalar"}:  # (NumPy's or Python's)
+        f = fkind = None
+    if fkind is not None and kind not in (fkind, "None"):
+        raise _Misfit(f"{name}: {kind} (this run has {fkind})")
+    if kind in ("None", "bool", "str") or "v" in m:
+        return m["v"]
+    if kind == "number":
+        try:
+            return float.fromhex(m["f"])
+        except (TypeError, ValueError, OverflowError):
+            raise _Misfit(f"{name}: {m['f']!r} is not a float") from None
+    if kind in ("a", "scalar"):
+        a = arrays.get(m["a"]) if isinstance(m["a"], str) else None
+        if a is None or not isinstance(m.get("scalar"), bool) or (
+                m["scalar"] and (a.ndim or a.dtype.kind not in "biufc")):
+            raise _Misfit(f"{name}: no array {str(m['a'])[:40]!r}")
+        if f is not None:
+            fa = farrays[f["a"]]
+            if a.dtype != fa.dtype or a.ndim != fa.ndim or m["scalar"] != f["scalar"]:
+                raise _Misfit(f"{name}: {a.dtype} array of shape {a.shape} (this run has "
+                              f"{fa.dtype}, shape {fa.shape})")
+            if a.shape != fa.shape and not sized and fa.size:
+                raise _Misfit(f"{name}: shape {a.shape} (this run has {fa.shape})")
+        return a[()] if m["scalar"] else a
+    if kind == "rng":
+        st = m["rng"]
+        bg = st.get("bit_generator") if isinstance(st, dict) else None
+        if bg not in RNGS or (f is not None and bg != f["rng"]["bit_generator"]):
+            raise _Misfit(f"{name}: random generator {str(bg)[:40]!r}")
+        try:
+            gen = getattr(np.random, bg)()
+            gen.state = st
+        except (TypeError, ValueError, KeyError, OverflowError) as e:
+            raise _Misfit(f"{name}: random generator state ({e})") from None
+        return np.random.Generator(gen)
+    items = m[kind]
+    if kind == "dict":
+        if not isinstance(items, dict):
+            raise _Misfit(f"{name}: malformed")
+        fd = {} if f is None else f["dict"]  # (its keys may come and go with the run)
+        return {k: _restored(x, fd.get(k), arrays, farrays, f"{name}/{k}", sized)
+                for k, x in items.items()}
+    if not isinstance(items, list):
+        raise _Misfit(f"{name}: malformed")
+    fl = None if f is None else f[kind]
+    if kind == "tuple" and fl is not None and len(fl) != len(items):
+        raise _Misfit(f"{name}: a tuple of {len(items)} (this run has {len(fl)})")
+    if kind == "deque" and f is not None and m.get("maxlen") != f.get("maxlen"):
+        raise _Misfit(f"{name}: maxlen {m.get('maxlen')!r} (this run has "
+                      f"{f.get('maxlen')!r})")
+    # a list's items are each checked against the fresh one at its place, or its last;
+    # their arrays' sizes are free (a list's items come and go with the run)
+    out = [_restored(x, fl[min(i, len(fl) - 1)] if fl else None, arrays, farrays,
+                     f"{name}/{i}", sized or kind != "tuple") for i, x in enumerate(items)]
+    if kind == "deque":
+        maxlen = m.get("maxlen")
+        if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+            raise _Misfit(f"{name}: maxlen {maxlen!r}")
+        return deque(out, maxlen=maxlen)
+    return tuple(out) if kind == "tuple" else out
 
 
 def write_manifest(folder, manifest):
@@ -241,14 +412,42 @@ def write_manifest(folder, manifest):
 
 
 def read_manifest(folder):
+    """The manifest, checked: its fields of the right types, its parts named for its
+    round, the scheduler's first, then worker 0's, 1's, ..."""
     path = os.path.join(folder, MANIFEST)
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no checkpoint to resume from")
     try:
         with open(path) as f:
             m = json.load(f)
-        if m.get("format") != FORMAT or not isinstance(m.get("parts"), list):
+        if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise ValueError("unknown format")
-    except (OSError, ValueError) as e:
+        _fields(m, {"round": int, "parts": list, "flags": dict, "engine": dict,
+                    "checkpoint_every": (int, float)})
+        _fields(m["engine"], {"app": str, "workers": int, "staleness": int})
+        if m["round"] < 0 or m["engine"]["workers"] < 1 or m["engine"]["staleness"] < 0 \
+                or not 0 < m["checkpoint_every"] < math.inf:
+            raise ValueError("a round, worker count, staleness or interval out of range")
+        tag = f"r{m['round']:012d}"
+        names = [f"{tag}-scheduler.npz"] + [f"{tag}-worker{w}.npz"
+                                            for w in range(len(m["parts"]) - 1)]
+        for part, name in zip(m["parts"], names):
+            _fields(part, {"file": str, "bytes": int})
+            if part["file"] != name:
+                raise ValueError(f"part {part['file'][:40]!r} where {name} belongs")
+        if len(m["parts"]) != m["engine"]["workers"] + 1:
+            raise ValueError(f"{len(m['parts'])} parts for {m['engine']['workers']} "
+                             "workers and the scheduler")
+    except (OSError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{path}: damaged checkpoint manifest ({e})") from None
     return m
+
+
+def _fields(d, types):
+    """Raise ValueError unless dict ``d`` has every field of ``types`` of its type."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{str(d)[:40]!r} is not an object")
+    for k, t in types.items():
+        if not isinstance(d.get(k), t) or isinstance(d.get(k), bool):
+            raise ValueError(f"{k!r} is {str(d.get(k))[:40]!r}, not "
+                             f"{getattr(t, '__name__', 'a number')}")

@@ -2,6 +2,7 @@
 ``--schedulers K``, a scheduler rank (one of the K schedules). Messages are the named
 records below, handled by type; they travel pickled (arrays as buffers), so they stay
 small tuples."""
+import os
 import sys
 import threading
 import time
@@ -18,13 +19,13 @@ from .errors import DataError
 # which a resume checks; ``rebalance``: rows will move); Step (apply ``syncs`` in order,
 # then compute ``task`` of ``round``, None: syncs only; ``each``: both are lists of one
 # part per worker); Checkpoint, Restore (the manifest's ``parts``: the scheduler's, then
-# one per worker); Timing (seconds of work since the last one); Rebalance (rows per
+# one per worker; its ``round``); Timing (seconds of work since the last one); Rebalance (rows per
 # worker now and after); Collect (the worker's part of the model; its last message).
 Warmup, Init, Step, Checkpoint, Restore, Timing, Rebalance, Collect = (
     namedtuple(*r) for r in (
         ("Warmup", ""), ("Init", "shard warm digest rebalance"),
         ("Step", "round syncs task each"), ("Checkpoint", "folder tag"),
-        ("Restore", "folder parts"), ("Timing", ""), ("Rebalance", "old new"),
+        ("Restore", "folder parts round"), ("Timing", ""), ("Rebalance", "old new"),
         ("Collect", "")))
 # Their replies. RoundResult: a round's results merged along the workers' tree
 # (:func:`merge`): the newest and the oldest version (syncs applied) over the workers,
@@ -97,7 +98,7 @@ class WorkerHost:
         """A copy of the state now, written to disk while the run goes on and told to
         the driver with a later result; the driver then writes the manifest."""
         self._join_writer()
-        host = {"version": self.version, "digest": self.digest}
+        host = self._host()
         pieces = _ckpt.snapshot({
             "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
             "host": _ckpt.encode(host, "worker")})
@@ -115,14 +116,25 @@ class WorkerHost:
         self._writer.done = done
         self._writer.start()
 
+    def _host(self):
+        return {"version": self.version, "digest": self.digest, "worker": self.w}
+
     def restore(self, msg):
-        parts = _ckpt.read_part(msg.folder, msg.parts[self.w + 1])
-        host = _ckpt.decode(*parts["host"])
+        entry = msg.parts[self.w + 1]
+        parts = _ckpt.read_part(msg.folder, entry)
+        # checked against this fresh worker's state before anything is loaded
+        where = os.path.join(msg.folder, entry["file"])
+        host = _ckpt.restore(parts, "host", self._host(), where)
+        state = _ckpt.restore(parts, "update", self.update, where)
+        if host["worker"] != self.w or host["version"] != msg.round:
+            raise _ckpt.CheckpointError(
+                f"{where}: worker {host['worker']!r} at version {host['version']!r}, not "
+                f"worker {self.w} at round {msg.round} (parts swapped or edited?)")
         if host["digest"] != self.digest:
             raise _ckpt.CheckpointError(
                 f"{msg.folder}: worker {self.w}'s data differs from the checkpointed run's "
                 "(was the input changed?)")
-        self.update.load_state(_ckpt.decode(*parts["update"]))
+        self.update.load_state(state)
         self.version = host["version"]
         return Ready(None)
 
