@@ -34,6 +34,7 @@ MANIFEST = "manifest.json"
 
 
 from .errors import DataError
+from .outputs import WriteError, durable, fsync_dir
 
 
 class CheckpointError(DataError):
@@ -131,19 +132,6 @@ def _decode(m, arrays):
 
 
 # -- parts and manifest ----------------------------------------------------------------
-def _fsync_dir(path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def digest(obj):
     """CRC-32 of a structure's arrays and values (a shard): checks on resume that setup()
     rebuilt the same data."""
@@ -178,7 +166,10 @@ def snapshot(pieces):
 def write_part(folder, name, pieces):
     """Write ``pieces`` ({piece: (meta, arrays)}) as ``folder/name`` atomically; returns
     the manifest's entry for it."""
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise WriteError(f"{folder}: cannot make the folder: {e.strerror or e}") from None
     arrays, meta = {}, {}
     for piece, (m, arrs) in pieces.items():
         meta[piece] = m
@@ -186,13 +177,18 @@ def write_part(folder, name, pieces):
         for k in arrs:
             _rename_refs(m, k, f"{piece}:{k}")
     path = os.path.join(folder, name)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    with durable(path + ".tmp", path, "wb") as f:  # (a failed write leaves no .tmp)
         np.savez(f, __meta__=np.array(json.dumps(meta)), **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    _replace(path + ".tmp", path)
     return {"file": name, "bytes": os.path.getsize(path)}
+
+
+def _replace(tmp, path):
+    try:
+        os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        raise WriteError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
 def _rename_refs(m, old, new):
@@ -393,13 +389,10 @@ def _restored(m, f, arrays, farrays, name, sized):
 
 def write_manifest(folder, manifest):
     path = os.path.join(folder, MANIFEST)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with durable(path + ".tmp", path, "w") as f:
         json.dump({"format": FORMAT, **manifest}, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(folder)
+    _replace(path + ".tmp", path)
+    fsync_dir(folder)
     keep = {MANIFEST} | {p["file"] for p in manifest["parts"]}
     mine = f"r{manifest['round']:012d}"
     for name in os.listdir(folder):  # parts of older checkpoints, and torn writes
