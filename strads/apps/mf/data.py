@@ -592,6 +592,9 @@ def prepare_part(peers, desc):
     item_ids = np.unique(np.concatenate([g[1] for g in got]))
     del got
     m, n = user_ids.shape[0], item_ids.shape[0]
+    if W > min(m, n):  # (before the users are cut into W blocks)
+        refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
+               "needs users and items")
     from . import _check_factor_memory, Layout as FL
     u = np.searchsorted(user_ids, src.u)
     i = np.searchsorted(item_ids, src.i).astype(np.int32)
@@ -680,9 +683,6 @@ def prepare_part(peers, desc):
     src = None
 
     # -- what the data's size allows (after the data's own errors, as in one process)
-    if W > min(m, n):
-        refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
-               "needs users and items")
     try:
         _check_factor_memory(o["rank"], o["bias"] == "full", m, n, W, o["schedule"],
                              o["block"], o.get("early_stop"))
