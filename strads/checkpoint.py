@@ -149,6 +149,8 @@ def digest(obj):
             crc = zlib.crc32(repr((v.dtype.str, v.shape)).encode(), crc)
         elif v is None or isinstance(v, (bool, int, float, str, bytes, np.generic)):
             crc = zlib.crc32(repr(v).encode(), crc)
+        elif hasattr(v, "strads_digest"):  # input files: their content (strads.io.source)
+            stack.append(v.strads_digest())
         elif hasattr(v, "__dict__"):  # a scipy.sparse matrix, a dataclass
             stack += [vars(v), type(v).__name__]
         else:
