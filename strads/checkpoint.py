@@ -2,11 +2,14 @@
 
 A checkpoint is a folder ``OUT/checkpoint/`` holding one ``.npz`` part per rank (the
 scheduler's and one per worker, each written by its own rank) and ``manifest.json``,
-written last: a checkpoint is complete when its manifest is in place, and the manifest
-names its parts with their sizes (and each array in a part has the CRC-32 of its zip
-member), so a damaged or partial part is found before any work. Parts carry the round in their name and older ones are deleted only
-after the new manifest has replaced the old one (write aside, fsync, rename), so a crash
-at any moment leaves the previous complete checkpoint.
+written last: a checkpoint is complete when its manifest is in place. The manifest names
+its parts with their sizes and seals (a CRC-32 of their members' CRC-32s, :func:`_seal`)
+and carries a CRC-32 of its own content; each array in a part has the CRC-32 of its zip
+member: a damaged, partial or edited file is found before any work, and what a part
+holds is checked against the fresh setup's state (:func:`restore`) before it is loaded.
+Parts carry the round in their name and older ones are deleted only after the new
+manifest has replaced the old one (write aside, fsync, rename), so a crash at any moment
+leaves the previous complete checkpoint.
 
 State is taken from an object's ``__dict__`` by :func:`picked` (the default ``state()``
 of ``Schedule``, ``Update`` and ``Aggregate``): arrays, numbers, strings,
@@ -29,7 +32,7 @@ from collections import deque
 
 import numpy as np
 
-FORMAT = 1
+FORMAT = 2  # 2: parts sealed, the manifest checksummed, the worker in its part
 MANIFEST = "manifest.json"
 
 
@@ -182,7 +185,15 @@ def write_part(folder, name, pieces):
     with durable(path + ".tmp", path, "wb") as f:  # (a failed write leaves no .tmp)
         np.savez(f, __meta__=np.array(json.dumps(meta)), **arrays)
     _replace(path + ".tmp", path)
-    return {"file": name, "bytes": os.path.getsize(path)}
+    return {"file": name, "bytes": os.path.getsize(path), "seal": _seal(path)}
+
+
+def _seal(path):
+    """A part's content in 32 bits, from its zip directory alone: the CRC-32 of its
+    members' names, sizes and CRC-32s (which the zip reader checks against the data)."""
+    with zipfile.ZipFile(path) as zf:
+        return zlib.crc32(json.dumps([(i.filename, i.file_size, i.CRC)
+                                      for i in zf.infolist()]).encode())
 
 
 def _replace(tmp, path):
@@ -215,6 +226,8 @@ def read_part(folder, entry):
     if os.path.getsize(path) != entry["bytes"]:
         raise CheckpointError(f"{path}: damaged (its size differs from the manifest's)")
     try:  # every member of an .npz (a zip) carries a CRC-32, checked as it is read
+        if _seal(path) != entry["seal"]:
+            raise ValueError("its content differs from the manifest's")
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():  # (stored: no member inflates past the file)
                 if info.compress_type != zipfile.ZIP_STORED:
@@ -391,8 +404,9 @@ def _restored(m, f, arrays, farrays, name, sized):
 
 def write_manifest(folder, manifest):
     path = os.path.join(folder, MANIFEST)
+    m = {"format": FORMAT, **manifest}
     with durable(path + ".tmp", path, "w") as f:
-        json.dump({"format": FORMAT, **manifest}, f, indent=1)
+        json.dump(dict(m, crc=_crc(m)), f, indent=1)
     _replace(path + ".tmp", path)
     fsync_dir(folder)
     keep = {MANIFEST} | {p["file"] for p in manifest["parts"]}
@@ -417,6 +431,8 @@ def read_manifest(folder):
             m = json.load(f)
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise ValueError("unknown format")
+        if m.pop("crc", None) != _crc(m):
+            raise ValueError("its checksum does not match its content")
         _fields(m, {"round": int, "parts": list, "flags": dict, "engine": dict,
                     "checkpoint_every": (int, float)})
         _fields(m["engine"], {"app": str, "workers": int, "staleness": int})
@@ -427,7 +443,7 @@ def read_manifest(folder):
         names = [f"{tag}-scheduler.npz"] + [f"{tag}-worker{w}.npz"
                                             for w in range(len(m["parts"]) - 1)]
         for part, name in zip(m["parts"], names):
-            _fields(part, {"file": str, "bytes": int})
+            _fields(part, {"file": str, "bytes": int, "seal": int})
             if part["file"] != name:
                 raise ValueError(f"part {part['file'][:40]!r} where {name} belongs")
         if len(m["parts"]) != m["engine"]["workers"] + 1:
@@ -436,6 +452,10 @@ def read_manifest(folder):
     except (OSError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{path}: damaged checkpoint manifest ({e})") from None
     return m
+
+
+def _crc(m):
+    return zlib.crc32(json.dumps(m, sort_keys=True).encode())
 
 
 def _fields(d, types):
