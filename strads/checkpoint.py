@@ -260,9 +260,9 @@ def restore(parts, name, fresh, where, sized=()):
     class defines as a method or property; at every place of the structure the same
     kind (None, where either has it, matches any kind: an attribute set later, or
     reset); arrays of the same dtype and number of dimensions, and the same shape unless
-    the fresh array is empty or named in ``sized`` (attributes whose size the run
-    changes: buffers, working sets); tuples as long, a dict's values as the fresh one's
-    under the same key; random
+    the fresh array is empty, in a deque or past the end of the fresh list, or named in
+    ``sized`` (attributes whose size the run changes: buffers, working sets, packed
+    slices); tuples as long, dicts with every key of the fresh one; random
     generators of an allowed kind with a state NumPy accepts. ``where`` names the part
     in messages; anything else is refused (:class:`CheckpointError`, one line)."""
     owner = None
@@ -379,7 +379,10 @@ def _restored(m, f, arrays, farrays, name, sized):
     if kind == "dict":
         if not isinstance(items, dict):
             raise _Misfit(f"{name}: malformed")
-        fd = {} if f is None else f["dict"]  # (its keys may come and go with the run)
+        fd = {} if f is None else f["dict"]  # (it may gain keys with the run)
+        missing = sorted(set(fd) - set(items))
+        if missing:
+            raise _Misfit(f"{name}: no key {str(missing[0])[:40]!r}")
         return {k: _restored(x, fd.get(k), arrays, farrays, f"{name}/{k}", sized)
                 for k, x in items.items()}
     if not isinstance(items, list):
@@ -390,10 +393,11 @@ def _restored(m, f, arrays, farrays, name, sized):
     if kind == "deque" and f is not None and m.get("maxlen") != f.get("maxlen"):
         raise _Misfit(f"{name}: maxlen {m.get('maxlen')!r} (this run has "
                       f"{f.get('maxlen')!r})")
-    # a list's items are each checked against the fresh one at its place, or its last;
-    # their arrays' sizes are free (a list's items come and go with the run)
+    # each item is checked against the fresh one at its place; beyond the fresh list's
+    # end (and in a deque: a queue's items come and go), against its last, any size
     out = [_restored(x, fl[min(i, len(fl) - 1)] if fl else None, arrays, farrays,
-                     f"{name}/{i}", sized or kind != "tuple") for i, x in enumerate(items)]
+                     f"{name}/{i}", sized or kind == "deque" or i >= len(fl or ()))
+           for i, x in enumerate(items)]
     if kind == "deque":
         maxlen = m.get("maxlen")
         if maxlen is not None and (type(maxlen) is not int or maxlen < 0):

@@ -89,6 +89,7 @@ DENSE_MAX_BYTES = 1 << 20
 
 class LDAUpdate(Update):
     # the worker's tokens (words, documents) and their layout: setup() gives them again
+    checkpoint_sized = ("held",)  # the slices in hand, packed: their size varies
     checkpoint_skip = ("words", "docs", "lengths", "cuts", "blocks", "beta_table", "vocab",
                        "dense", "resident", "alpha_table", "_lengths_ll")
 
