@@ -467,6 +467,7 @@ def _fields(d, types):
     if not isinstance(d, dict):
         raise ValueError(f"{str(d)[:40]!r} is not an object")
     for k, t in types.items():
-        if not isinstance(d.get(k), t) or isinstance(d.get(k), bool):
-            raise ValueError(f"{k!r} is {str(d.get(k))[:40]!r}, not "
+        v = d.get(k)
+        if not isinstance(v, t) or isinstance(v, bool):
+            raise ValueError(f"{k!r} is {repr(v)[:40] if k in d else 'missing'}, not "
                              f"{getattr(t, '__name__', 'a number')}")

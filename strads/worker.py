@@ -112,7 +112,8 @@ class WorkerHost:
                 done.append(exc)
 
         # (the thread drops write, and the snapshot with it, once it is on disk)
-        self._writer = threading.Thread(target=write, name="strads-checkpoint", daemon=True)
+        # (not a daemon: a run that ends in an error still finishes or removes the part)
+        self._writer = threading.Thread(target=write, name="strads-checkpoint")
         self._writer.done = done
         self._writer.start()
 

@@ -151,6 +151,9 @@ def _sparse(path, z, members):
                             "of range")
         return a.astype(np.int64, copy=False)
 
+    def values():  # (as float64: SciPy's conversions of some dtypes fail)
+        return _load(path, z, members, "data").astype(np.float64)
+
     def within(name, a, hi):
         bad = np.flatnonzero((a < 0) | (a >= hi))
         if bad.size:
@@ -159,7 +162,7 @@ def _sparse(path, z, members):
                             f"(the matrix is {M} x {N})")
 
     if fmt == "dia":
-        data, offsets = _load(path, z, members, "data"), index("offsets")
+        data, offsets = values(), index("offsets")
         if data.ndim != 2 or data.shape[0] != offsets.shape[0]:
             raise DataError(f"{path}: a dia matrix needs data of shape (diagonals, length) "
                             f"with one offset per diagonal, got {data.shape} and "
@@ -182,7 +185,7 @@ def _sparse(path, z, members):
                             f"values, got {row.shape[0]}, {col.shape[0]} and {dshape}")
         within("row", row, M)
         within("col", col, N)
-        return sp.coo_matrix((_load(path, z, members, "data"), (row, col)), shape=(M, N))
+        return sp.coo_matrix((values(), (row, col)), shape=(M, N))
     R = C = 1
     if fmt == "bsr":  # blocks of R x C entries
         R, C = dshape[1:3] if len(dshape) == 3 else (0, 0)
@@ -207,7 +210,7 @@ def _sparse(path, z, members):
                         f"the number of entries ({indices.shape[0]}) and never fall")
     within("indices", indices, minor)
     cls = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "bsr": sp.bsr_matrix}[fmt]
-    return cls((_load(path, z, members, "data"), indices, indptr), shape=(M, N))
+    return cls((values(), indices, indptr), shape=(M, N))
 
 
 def read_npy(path):

@@ -134,7 +134,7 @@ class LassoAggregate(GLMAggregate):
         priority refreshed. (Screened coordinates' g is 0 here: the problem restricted to
         the others has the same solution, so its gap is a valid certificate.)"""
         g_max = float(np.abs(g).max())
-        scale = max(self.thresh, g_max)  # theta = r / scale is dual feasible
+        scale = max(self.thresh, g_max) or 1.0  # theta = r / scale is dual feasible
         # lambda / scale, which neither lambda^2 nor n lambda may overflow into
         t = min(1.0 / self.n, self.lam / g_max) if g_max > 0 else 1.0 / self.n
         dual = t * ry - 0.5 * self.n * t * t * rss
