@@ -19,7 +19,6 @@ structure resumed to another model). Exit status 1 if there was a defect.
 """
 import argparse
 import contextlib
-import copy
 import gzip
 import io
 import json
@@ -33,7 +32,6 @@ import tempfile
 import threading
 import traceback
 import zipfile
-import zlib
 
 import numpy as np
 
@@ -296,16 +294,12 @@ def child(fmt):
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what strads prints goes to stderr, not into the answers
     import strads
-    runner = Resumer() if fmt == "checkpoint" else None
     for line in sys.stdin:
         case = json.loads(line)
         err = io.StringIO()
         try:
             with contextlib.redirect_stderr(err):
-                if runner is not None:
-                    got = runner.run(case)
-                else:
-                    got = read_case(fmt, case)
+                got = resume(case) if fmt == "checkpoint" else read_case(fmt, case)
         except strads.DataError as e:
             msg = str(e)
             got = ("refused" if "\n" not in msg.strip() else "multiline", msg[:300])
@@ -344,48 +338,32 @@ APPS = {  # (module, flags): small runs that checkpoint every round or so
 RUN = ["--workers", "2", "--quiet", "--log-interval", "0"]
 
 
-def cli_main(module):
+def resume(case):
+    """A case's checkpoint resumed by the app's command line, in this process."""
     import importlib
-    if module in ("strads.apps.lasso", "strads.apps.logreg"):
-        from strads.apps.glm import cli as gcli
-        datafit = importlib.import_module(module).DATAFIT
-        return lambda argv: gcli.main(datafit, argv)
-    return importlib.import_module(module + ".__main__").main
-
-
-def run_cli(module, argv):
-    """(exit status, stderr) of the app's command line, in this process."""
-    err = io.StringIO()
-    code = 0
+    module, flags = APPS[case["app"]]
+    main = importlib.import_module(module + ".__main__").main
+    err, code = io.StringIO(), 0
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            cli_main(module)(argv)
+            main(flags + RUN + ["--out", case["out"], "--resume", "--max-rounds",
+                                str(case["rounds"])])
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
-    return code, err.getvalue()
-
-
-class Resumer:
-    def run(self, case):
-        module, flags = APPS[case["app"]]
-        code, err = run_cli(module, flags + RUN + ["--out", case["out"], "--resume",
-                                                   "--max-rounds", str(case["rounds"])])
-        lines = [x for x in err.splitlines() if x.strip() and not x.startswith("[")]
-        if code == 2:
-            return ("refused" if len(lines) == 1 else "multiline", err.strip())
-        if code == 3 and case["kind"] == "forged-value":  # a value made the run diverge
-            return "diverged", err.strip()
-        if code:
-            return "error", f"exit {code}: {err.strip()[-300:]}"
-        with np.load(os.path.join(case["out"], "model.npz")) as z:
-            model = {k: z[k] for k in z.files}
-        with np.load(case["reference"]) as z:
-            same = set(model) == set(z.files) and all(
-                np.array_equal(model[k], z[k], equal_nan=True) for k in z.files)
-        if same:
+    err = err.getvalue().strip()
+    if code == 2:
+        lines = [x for x in err.splitlines() if not x.startswith("[")]
+        return ("refused" if len(lines) == 1 else "multiline", err)
+    if code == 3 and case["kind"] == "forged-value":  # a value made the run diverge
+        return "diverged", err
+    if code:
+        return "error", f"exit {code}: {err[-300:]}"
+    with np.load(os.path.join(case["out"], "model.npz")) as a, np.load(case["reference"]) as b:
+        if set(a.files) == set(b.files) and all(np.array_equal(a[k], b[k], equal_nan=True)
+                                                for k in b.files):
             return "ok", ""
-        return ("changed" if case["kind"] == "forged-value" else "differs",
-                f"{case['what']}: resumed to another model")
+    return ("changed" if case["kind"] == "forged-value" else "differs",
+            "resumed to another model")
 
 
 def reseal(folder):
@@ -636,7 +614,8 @@ def fuzz(fmt, count, seed, timeout, python, verbose, kinds=KINDS):
             counts[key] = counts.get(key, 0) + 1
             if got["outcome"] in DEFECTS:
                 defects.append((case, got))
-                print(f"  {got['outcome']}: case {case['i']} {case['what']} "
+                print(f"  {got['outcome']}: case {case['i']} {case.get('kind', '')} "
+                      f"{case['what']} "
                       f"({case.get('path') or case.get('out')}): {got['detail']}", flush=True)
             elif verbose:
                 print(f"  {got['outcome']}: {case['what']}: {got['detail'][:150]}")
@@ -661,7 +640,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds a case may take")
     ap.add_argument("--verbose", action="store_true", help="every outcome, not only defects")
     ap.add_argument("--kinds", default=",".join(KINDS),
-                    help="checkpoint: the mutations, of corrupt,structure,value")
+                    help="checkpoint: the mutations, of " + ",".join(KINDS))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:

@@ -241,7 +241,7 @@ def read_part(folder, entry):
         if not isinstance(meta, dict) or not all(isinstance(m, dict) for m in meta.values()):
             raise ValueError("__meta__ is not a dict of pieces")
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, RecursionError,
-            NotImplementedError) as e:
+            NotImplementedError, MemoryError) as e:  # (a header declaring too much)
         raise CheckpointError(f"{path}: damaged ({e})") from None
     if any(a.dtype.hasobject for a in arrays.values()):  # (np.load refuses them already)
         raise CheckpointError(f"{path}: damaged (an object array)")
@@ -252,7 +252,7 @@ def read_part(folder, entry):
 RNGS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 
 
-def restore(parts, name, fresh, where, sized=()):
+def restore(parts, name, fresh, where, sized=(), sizes=True):
     """Piece ``name``'s state in ``parts`` (:func:`read_part`), decoded, once checked
     against ``fresh``: an app's piece (its ``state()`` now, fresh from setup; its
     ``checkpoint_sized``) or a state dict. The saved state must hold every attribute of
@@ -264,7 +264,9 @@ def restore(parts, name, fresh, where, sized=()):
     ``sized`` (attributes whose size the run changes: buffers, working sets, packed
     slices); tuples as long, dicts with every key of the fresh one; random
     generators of an allowed kind with a state NumPy accepts. ``where`` names the part
-    in messages; anything else is refused (:class:`CheckpointError`, one line)."""
+    in messages; anything else is refused (:class:`CheckpointError`, one line).
+    ``sizes`` False: no array's size is compared (a part of another number of workers,
+    whose rows differ)."""
     owner = None
     if hasattr(fresh, "state"):
         owner, sized, fresh = type(fresh), tuple(getattr(fresh, "checkpoint_sized", ())), \
@@ -281,7 +283,7 @@ def restore(parts, name, fresh, where, sized=()):
         raise CheckpointError(f"{where}: {name} state does not fit this run (attributes "
                               f"{', '.join(odd)[:200]})")
     try:
-        return {k: _restored(m, fmeta.get(k), arrays, farrays, k, k in sized)
+        return {k: _restored(m, fmeta.get(k), arrays, farrays, k, k in sized or not sizes)
                 for k, m in meta.items()}
     except _Misfit as e:
         raise CheckpointError(f"{where}: {name}.{e} does not fit this run") from None

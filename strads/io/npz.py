@@ -89,9 +89,12 @@ def read(path):
                                 f"scipy.sparse.save_npz matrix; found {sorted(keys)}")
             y = None
             if "y" in keys:
-                if members["y"][1].kind not in "biuf":
-                    raise DataError(f"{path}: y has dtype {members['y'][1]}, not real "
-                                    "numbers")
+                shape, dtype, _ = members["y"]
+                if dtype.kind not in "biuf":
+                    raise DataError(f"{path}: y has dtype {dtype}, not real numbers")
+                if math.prod(shape) != X.shape[0]:  # (then nothing of another size is read)
+                    raise DataError(f"{path}: y has {math.prod(shape)} entries but X has "
+                                    f"{X.shape[0]} rows")
                 y = _load(path, z, members, "y")
     except DataError:
         raise
@@ -140,11 +143,15 @@ def _sparse(path, z, members):
     nnz = math.prod(dshape)
     check_size(path, M, N, nnz)
 
-    def index(name, ndim=1):
+    def index(name, shape, what):
+        """Integer index array ``name`` of ``shape`` (its header checked first: nothing
+        of another length is read); ``what`` says what the shape must be."""
         shp, dt, _ = members[name]
-        if len(shp) != ndim or dt.kind not in "iu":
-            raise DataError(f"{path}: {name!r} of a {fmt} matrix must be a {ndim}-D "
+        if len(shp) != len(shape) or dt.kind not in "iu":
+            raise DataError(f"{path}: {name!r} of a {fmt} matrix must be a {len(shape)}-D "
                             f"integer array, got shape {shp} of {dt}")
+        if shp != shape:
+            raise DataError(f"{path}: {what}, got {name} of shape {shp}")
         a = _load(path, z, members, name)
         if a.size and a.dtype.kind == "u" and int(a.max()) >= INT64:
             raise DataError(f"{path}: {name}[{int(a.argmax())}] = {int(a.max())} is out "
@@ -162,27 +169,23 @@ def _sparse(path, z, members):
                             f"(the matrix is {M} x {N})")
 
     if fmt == "dia":
-        data, offsets = values(), index("offsets")
-        if data.ndim != 2 or data.shape[0] != offsets.shape[0]:
-            raise DataError(f"{path}: a dia matrix needs data of shape (diagonals, length) "
-                            f"with one offset per diagonal, got {data.shape} and "
-                            f"{offsets.shape[0]} offsets")
+        need = "a dia matrix needs data of shape (diagonals, length) and one offset per " \
+               "diagonal"
+        if len(dshape) != 2:
+            raise DataError(f"{path}: {need}, got data of shape {dshape}")
+        offsets = index("offsets", dshape[:1], need)
         if np.unique(offsets).shape[0] != offsets.shape[0]:
             raise DataError(f"{path}: a dia matrix's offsets repeat")
         keep = (offsets > -M) & (offsets < N)  # others hold no entry of the matrix
-        return sp.dia_matrix((data[keep], offsets[keep]), shape=(M, N))
+        return sp.dia_matrix((values()[keep], offsets[keep]), shape=(M, N))
     if fmt == "coo":
+        need = "a coo matrix needs as many rows and columns as values"
+        if len(dshape) != 1:
+            raise DataError(f"{path}: {need}, got values of shape {dshape}")
         if coords:
-            c = index("coords", 2)
-            if c.shape[0] != 2:
-                raise DataError(f"{path}: coords of a 2-D coo matrix must have 2 rows, got "
-                                f"shape {c.shape}")
-            row, col = c[0], c[1]
+            row, col = index("coords", (2,) + dshape, need)
         else:
-            row, col = index("row"), index("col")
-        if len(dshape) != 1 or not row.shape[0] == col.shape[0] == dshape[0]:
-            raise DataError(f"{path}: a coo matrix needs as many rows and columns as "
-                            f"values, got {row.shape[0]}, {col.shape[0]} and {dshape}")
+            row, col = index("row", dshape, need), index("col", dshape, need)
         within("row", row, M)
         within("col", col, N)
         return sp.coo_matrix((values(), (row, col)), shape=(M, N))
@@ -195,13 +198,10 @@ def _sparse(path, z, members):
     elif len(dshape) != 1:
         raise DataError(f"{path}: data of a {fmt} matrix must be 1-D, got shape {dshape}")
     major, minor = (M // R, N // C) if fmt != "csc" else (N, M)
-    indptr, indices = index("indptr"), index("indices")
-    if indptr.shape[0] != major + 1:
-        raise DataError(f"{path}: indptr of a {M} x {N} {fmt} matrix must have {major + 1} "
-                        f"entries, got {indptr.shape[0]}")
-    if indices.shape[0] != dshape[0]:
-        raise DataError(f"{path}: a {fmt} matrix has {indices.shape[0]} indices for "
-                        f"{dshape[0]} values")
+    indptr = index("indptr", (major + 1,), f"indptr of a {M} x {N} {fmt} matrix must have "
+                   f"{major + 1} entries")
+    indices = index("indices", dshape[:1], f"a {fmt} matrix needs one index for each of "
+                    f"its {dshape[0]} values")
     steps = np.diff(indptr)
     if indptr[0] != 0 or indptr[-1] != indices.shape[0] or (steps < 0).any():
         k = int(np.flatnonzero(steps < 0)[0]) + 1 if (steps < 0).any() else \
