@@ -24,7 +24,9 @@ install: $(STAMP)
 run: $(STAMP)
 	$(MPIEXEC) -n $(NP) $(BIN)/python -m strads.apps.lasso
 
-SERIAL := $(BIN)/python -m pytest tests -q --timeout=600
+# the serial part on a process per core, four at most (the tests wait on subprocesses and
+# MPI jobs much of the time; each may start an mpiexec of its own)
+SERIAL := $(BIN)/python -m pytest tests -q --timeout=600 -n auto --maxprocesses 4
 # Every rank runs the MPI-marked tests; `timeout` ends the job if a deadlock outlives
 # the per-test timeouts.
 MPI := timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest tests -q --with-mpi \

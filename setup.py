@@ -14,7 +14,8 @@ setup(
     extras_require={
         "mpich": ["mpich"],
         "sklearn": ["scikit-learn>=1.6"],
-        "test": ["pytest>=7", "pytest-mpi>=0.6", "pytest-timeout>=2", "scikit-learn>=1.6",
+        "test": ["pytest>=7", "pytest-mpi>=0.6", "pytest-timeout>=2", "pytest-xdist>=3",
+                 "scikit-learn>=1.6",
                  "lda>=3", "pandas", "matplotlib"],
         "bench": ["scikit-learn>=1.3", "skglm", "celer", "lda", "tomotopy", "libmf"],
         "reproduce": ["matplotlib", "libmf"],

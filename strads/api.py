@@ -32,6 +32,10 @@ class _Piece:
         arrays, the other pieces and the names in ``checkpoint_skip``."""
         return _ckpt.picked(self)
 
+    def resume_on(self, n_workers, round):
+        """After :meth:`load_state` of a checkpoint written by another number of
+        workers at ``round``: a schedule or aggregate whose state depends on it adapts."""
+
     def load_state(self, state):
         """Restore what :meth:`state` returned, on an object fresh from setup()."""
         self.__dict__.update(state)
@@ -115,6 +119,28 @@ class Update(_Piece):
         last (``"tail"``): the rows stay in one contiguous order over the workers."""
         raise NotImplementedError
 
+    # -- resuming on another number of workers: optional
+    #: the state arrays whose first axis runs over this worker's rows, in order: what
+    #: the default :meth:`reshard` carries over (the rest is this worker's fresh state)
+    row_state = None
+
+    def reshard(self, olds, first):
+        """Resume from a checkpoint written by another number of workers, on an Update
+        fresh from its new shard. ``olds``: ``(first row, rows, state)`` of each old
+        worker whose rows overlap this worker's (``first``: its first row, numbering all
+        workers' rows in order; ``state`` as :meth:`state` returned it); for an app
+        without ``rows``, every old worker's, ``first`` None. Every worker calls it at
+        once (the collectives may be used). Default: each array of ``row_state`` is cut
+        from the old workers', then :meth:`resharded`."""
+        if self.row_state is None or self.rows is None:
+            raise NotImplementedError
+        for name in self.row_state:
+            setattr(self, name, rows_of(olds, first, self.rows, name))
+        self.resharded()
+
+    def resharded(self):
+        """After the default :meth:`reshard`: derive what depends on the row state."""
+
     @classmethod
     def warmup(cls):
         """Compile every kernel (numba, ``cache=True``). The first worker runs this
@@ -129,6 +155,23 @@ class Update(_Piece):
 
     def collect(self):
         return {}
+
+
+def rows_of(olds, first, n, name):
+    """Rows ``first .. first + n`` of the state array ``name`` of old workers' parts
+    (``(first row, rows, state)`` in order, as :meth:`Update.reshard` gets them)."""
+    pieces = []
+    for start, count, state in olds:
+        a = state[name]
+        if a.shape[0] != count:
+            raise ValueError(f"{name}: {a.shape[0]} rows in a part of {count}")
+        lo, hi = max(first - start, 0), min(first + n - start, a.shape[0])
+        if hi > lo:
+            pieces.append(a[lo:hi])
+    out = np.concatenate(pieces) if pieces else np.empty((0,) + a.shape[1:], a.dtype)
+    if out.shape[0] != n:
+        raise ValueError(f"{name}: {out.shape[0]} rows from the checkpoint for {n}")
+    return out
 
 
 class Aggregate(_Piece):

@@ -450,6 +450,9 @@ def read_manifest(folder):
                                             for w in range(len(m["parts"]) - 1)]
         for part, name in zip(m["parts"], names):
             _fields(part, {"file": str, "bytes": int, "seal": int})
+            rows = part.get("rows")  # a worker's rows (None: an app without rows)
+            if rows is not None and (type(rows) is not int or rows < 0):
+                raise ValueError(f"{part['file']} has rows {str(rows)[:40]}")
             if part["file"] != name:
                 raise ValueError(f"part {part['file'][:40]!r} where {name} belongs")
         if len(m["parts"]) != m["engine"]["workers"] + 1:

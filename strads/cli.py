@@ -39,6 +39,8 @@ class _Parser(argparse.ArgumentParser):
         # each setting under its flag's name: a resumed run compares them
         args.flag_names = {x.dest: x.option_strings[0] for x in self._actions
                            if x.option_strings and x.dest != "help"}
+        args.may_change = {x.option_strings[0] for x in self._actions
+                           if getattr(x, "resume", False)}
         return args
 
 
@@ -65,10 +67,11 @@ def engine_kwargs(args):
     """:func:`strads.run`'s keywords from parsed flags; ``flags``: those a resumed run
     must repeat, by flag name."""
     names = getattr(args, "flag_names", {})
+    may_change = P.RESUME_MAY_CHANGE | getattr(args, "may_change", set())
     flags = {}
     for k, v in vars(args).items():
         flag = names.get(k, "--" + k.replace("_", "-"))
-        if k != "flag_names" and flag not in P.RESUME_MAY_CHANGE:
+        if k not in ("flag_names", "may_change") and flag not in may_change:
             flags[flag] = v
     return dict({p.name: getattr(args, p.name) for p in P.ENGINE if p.name != "data"},
                 flags=flags)

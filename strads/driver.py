@@ -65,6 +65,10 @@ class Driver:
         self.digests, self.digest, self.digest_checks = {}, 0, 0
         self.rebal, self.rebal_every = rebalance, rebalance_every
         self.rebalances, self.rows = 0, None
+        self.rebal_round = 0  # the round of the last measurement (0: none yet)
+        self.move_cost = MOVE_ROUNDS  # a row's move, in rounds of its work (measured)
+        self.measured = None  # (rows, seconds a round) per worker at the last measurement
+        self.moved = False  # the first move is checked soon: a second point to fit
         if self.rep:
             tp.flags = self._flags
         self.staleness, self.max_rounds, self.time_limit, self.tol = (
@@ -146,11 +150,19 @@ class Driver:
         was = {**m["flags"], **m["engine"]}
         now = {**(self.flags or {}), "app": self.app, "workers": self.W,
                "staleness": self.staleness}
+        # another number of workers: the app's Update moves its state (api.Update.reshard)
+        self.reshard = was.get("workers") != self.W
+        cls = self.update_cls
+        if self.reshard and (cls.reshard is not api.Update.reshard or cls.row_state):
+            was["workers"] = self.W
         diff = [f"{k} {now.get(k)!r} (was {was.get(k)!r})" for k in sorted(set(was) | set(now))
                 if k not in _params.RESUME_MAY_CHANGE and was.get(k) != now.get(k)]
         if diff:
+            why = ("" if was.get("workers") == self.W else
+                   f" ({cls.__name__} cannot move its state to another number of workers: "
+                   "it defines neither row_state nor reshard)")
             raise _ckpt.CheckpointError(f"{self.folder}: cannot resume, these differ from "
-                                        f"the checkpointed run: {', '.join(diff)}")
+                                        f"the checkpointed run: {', '.join(diff)}{why}")
 
     def _restore(self, m):
         parts = _ckpt.read_part(self.folder, m["parts"][0])
@@ -167,7 +179,10 @@ class Driver:
         self.elapsed0 = loop["elapsed"]
         self.first, self.best = loop["first"], loop["best"]
         self.last_log = loop["last_log"]
-        self.tp.broadcast(W.Restore(self.folder, m["parts"], m["round"]))
+        if self.reshard:
+            for piece in (self.schedule, self.aggregate):
+                piece.resume_on(self.W, self.done)
+        self.tp.broadcast(W.Restore(self.folder, m["parts"], m["round"], self.reshard))
         for w in range(self.W):
             self.tp.recv(w)
 
@@ -200,23 +215,43 @@ class Driver:
         return self.ckpt_wait is None and self._now() - self.last_ckpt >= self.every
 
     def _rebalance_due(self):
+        """The first measurement after a few rounds (a slow worker is seen at once), and
+        again a few rounds after the first move (the fixed costs then fitted, see
+        :func:`plan`); then every ``rebalance_every`` seconds."""
+        if not self.rebal_round or self.moved:
+            return self.done - self.rebal_round >= FIRST_REBALANCE
         return self._now() - self.last_rebal >= self.rebal_every
 
     def rebalance(self):
         """At a round boundary: every worker's seconds of work since the last time, and
-        rows moved from the slow to the fast (:func:`_plan`; a rule on the agreed
-        measurements, so every rank of a leaderless run makes the same plan)."""
+        rows moved from the slow to the fast when that pays (:func:`plan`; a rule on the
+        agreed measurements, so every rank of a leaderless run makes the same plan)."""
         if any(self.pending):
             self._step(None, None)
         self.tp.broadcast(W.Timing())
         got = [self.tp.recv(w) for w in range(self.W)]
         rows, busy = [g.rows for g in got], [g.busy for g in got]
-        new = plan(rows, busy)
+        rounds = max(1, self.done - self.rebal_round)
+        total = min(self.max_rounds, self.schedule.total_rounds or self.max_rounds)
+        # the rounds a move would pay over: those left, or (unknown) as many as so far
+        ahead = total - self.done if total < sys.maxsize else self.done
+        new = plan(rows, busy, rounds, ahead, self.move_cost, self.measured)
+        self.measured = (rows, [b / rounds for b in busy])
+        self.moved = new is not None and not self.rebalances
         self.rows = rows
         if new is not None:
+            t0 = time.perf_counter()
             self.tp.broadcast(W.Rebalance(rows, new))
             self.rows = [self.tp.recv(w).rows for w in range(self.W)]
+            took = time.perf_counter() - t0
+            if self.rep:  # every rank the same figure
+                took = max(self.tp.allgather(took))
+            moved = sum(abs(a - b) for a, b in zip(np.cumsum(rows), np.cumsum(new)))
+            per_row = sum(busy) / sum(rows) / rounds  # a row's work in a round
+            if moved and per_row > 0:
+                self.move_cost = took / moved / per_row
             self.rebalances += 1
+        self.rebal_round = self.done
         self.last_rebal = self._now()
 
     def _flags(self):
@@ -490,27 +525,52 @@ class Split(api.Schedule):
         return [self.tp.from_scheduler(k) for k in range(1, self.K)]
 
 
-def plan(rows, busy, balanced=1.1, damping=0.5):
-    """New rows per worker from their rows and seconds of work: shares proportional to
-    their speeds (rows per second), each cut moved ``damping`` of the way there (a
-    round's time is not all per row, and measurements are noisy: a full step
-    overshoots and lets rows wander between equally fast workers), and kept inside its
-    neighbours' old ranges (rows move between neighbours only, every worker keeps one);
-    None when the slowest is within ``balanced`` of the fastest, or a worker did no work."""
+#: the first rebalancing measurement: after this many rounds
+FIRST_REBALANCE = 5
+#: a row's move, in rounds of its work, until a move has been timed
+MOVE_ROUNDS = 2.0
+
+
+def plan(rows, busy, rounds=1, ahead=None, move_cost=MOVE_ROUNDS, before=None,
+         balanced=1.1):
+    """New rows per worker from their rows and seconds of work over ``rounds`` rounds.
+    A worker's round takes ``c + a rows``: from one measurement c = 0 (shares
+    proportional to the speeds); with an earlier one at other rows (``before``: rows and
+    seconds a round per worker) both are fitted, so a round's fixed cost does not make a
+    move overshoot; the shares then make every worker's round as long. Each cut stays
+    inside its neighbours' old ranges (rows move between neighbours only, every worker
+    keeps one). None when the slowest is within ``balanced`` of the fastest, a worker
+    did no work, or the move would not pay: the time a round saves (the slowest
+    worker's, before and after) times the ``ahead`` rounds to come (None: no limit) must
+    exceed twice the move's cost, ``move_cost`` rounds of each moved row's work."""
     rows, busy = np.asarray(rows, np.float64), np.asarray(busy, np.float64)
     if len(rows) < 2 or (busy <= 0).any() or busy.max() <= balanced * busy.min():
         return None
-    speed = rows / busy
-    ideal = np.concatenate([[0.0], np.cumsum(rows.sum() * speed / speed.sum())])
-    start = np.concatenate([[0.0], np.cumsum(rows)])
-    target = start + damping * (ideal - start)
+    t = busy / rounds
+    a, c = t / rows, np.zeros_like(t)
+    if before is not None:
+        r0, t0 = np.asarray(before[0], np.float64), np.asarray(before[1], np.float64)
+        slope = (t - t0) / np.where(r0 != rows, rows - r0, 1)
+        fit = (np.abs(rows - r0) >= 0.1 * rows) & (slope > 0) & (t - slope * rows >= 0)
+        if len(r0) == len(rows) and fit.all():
+            a, c = slope, t - slope * rows
+    level = (rows.sum() + (c / a).sum()) / (1 / a).sum()  # every round this long
+    share = np.maximum((level - c) / a, 0.0)
+    ideal = np.concatenate([[0.0], np.cumsum(rows.sum() * share / share.sum())])
     old = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
     cuts = old.copy()
     for k in range(1, len(rows)):
-        cuts[k] = min(max(int(round(target[k])), old[k - 1] + 1, cuts[k - 1] + 1),
+        cuts[k] = min(max(int(round(ideal[k])), old[k - 1] + 1, cuts[k - 1] + 1),
                       old[k + 1] - 1)
     new = np.diff(cuts).astype(np.int64)
-    return None if (new == rows).all() else [int(x) for x in new]
+    if (new == rows).all():
+        return None
+    if ahead is not None:
+        saved = t.max() - (c + a * new).max()  # seconds a round
+        cost = np.abs(cuts - old).sum() * move_cost * t.sum() / rows.sum()
+        if saved * ahead <= 2 * cost:  # (measurements are noisy: a clear gain only)
+            return None
+    return [int(x) for x in new]
 
 
 class Signals:

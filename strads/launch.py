@@ -20,6 +20,7 @@ import argparse
 import glob
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -30,7 +31,8 @@ import threading
 import time
 
 ENV = "STRADS_LAUNCH"  # the folder of the heartbeat files, set by the launcher
-BEAT = 0.5  # seconds between a rank's heartbeats
+BEAT = 0.2  # seconds between a rank's heartbeats
+_PIDFD = hasattr(os, "pidfd_open")  # Linux >= 5.3: wait for a process that is no child
 STALE = 10.0  # a heartbeat this old, on another host: that rank is gone
 PROG = "strads.launch"
 APP_CODES = (1, 2, 3, 130, 143)  # the app's own: an error, bad input, diverged, SIGINT/TERM
@@ -158,12 +160,13 @@ def _read_beats(folder):
     return beats
 
 
-def _first_lost(beats, here):
-    """The rank that is gone while its job runs (None: all alive as far as we can tell)."""
+def _first_lost(beats, here, local=True):
+    """The rank that is gone while its job runs (None: all alive as far as we can tell);
+    ``local``: this host's ranks too (where no pidfd waits for them)."""
     now = time.time()
     for rank, b in sorted(beats.items()):
         if b["host"] == here:
-            if not _alive(b["pid"]):
+            if local and not _alive(b["pid"]):
                 return rank
         elif now - b["mtime"] > STALE:
             return rank
@@ -174,29 +177,58 @@ def _shm():
     return set(glob.glob("/dev/shm/mpich_shm_*")) if os.path.isdir("/dev/shm") else set()
 
 
+def _mapped():
+    """The shared-memory files some live process maps."""
+    out = set()
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            with open(maps) as f:
+                out.update(line.split(None, 5)[5].strip() for line in f
+                           if "/dev/shm/mpich_shm_" in line)
+        except (OSError, IndexError):
+            pass
+    return out
+
+
 def _run_once(cmd, folder, env):
     """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None,
     the round rank 0 had reached). MPICH kills the other ranks within milliseconds of
-    one's death, so the processes of this host are looked at often, the files seldom."""
+    one's death, so this host's ranks are waited for as they happen (a pidfd each, which
+    wakes the launcher the moment its process ends); other hosts' by their heartbeats."""
     before = _shm()
     proc = subprocess.Popen(cmd, env=env)
     lost, here, beats, read_at = None, socket.gethostname(), {}, 0.0
+    watch, fds = select.poll(), {}
     try:
         while proc.poll() is None:
-            time.sleep(0.01)
-            if time.monotonic() - read_at > BEAT:
+            if time.monotonic() - read_at > BEAT / 2:
                 beats, read_at = _read_beats(folder), time.monotonic()
+                for rank, b in beats.items():  # this host's ranks, once each
+                    if b["host"] == here and rank not in fds.values() and _PIDFD:
+                        try:
+                            fd = os.pidfd_open(b["pid"])
+                        except OSError:  # gone already
+                            fd = None
+                        if fd is not None:
+                            fds[fd] = rank
+                            watch.register(fd, select.POLLIN)
+            ended = [fds[fd] for fd, _ in watch.poll(20)]
             if lost is None:
-                k = _first_lost(beats, here)
+                k = min(ended) if ended else _first_lost(beats, here, local=not _PIDFD)
                 if k is not None:
-                    lost, beats = beats[k], _read_beats(folder)  # rank 0's round now
+                    beats = _read_beats(folder)  # rank 0's round now
+                    lost = beats.get(k, {"rank": k, "pid": None, "host": here, "round": 0})
     except KeyboardInterrupt:  # the user's: pass it on, then wait for the job's end
         proc.send_signal(signal.SIGINT)
         proc.wait()
         raise
+    finally:
+        for fd in fds:
+            os.close(fd)
     # a job killed with some of its ranks leaves MPICH's shared-memory files behind
+    # (those another job still maps are its own)
     if proc.returncode != 0:
-        for path in _shm() - before:
+        for path in _shm() - before - _mapped():
             try:
                 os.unlink(path)
             except OSError:

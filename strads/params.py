@@ -134,7 +134,8 @@ def add_flags(group, params, defaults=None):
             kw = dict(action="store_true") if p.kind is bool else dict(
                 type=parser_of(p), default=(defaults or {}).get(p.name, p.default),
                 choices=p.choices, metavar=p.metavar)
-            group.add_argument(p.flag, dest=p.name, help=p.help, **kw)
+            action = group.add_argument(p.flag, dest=p.name, help=p.help, **kw)
+            action.resume = p.resume  # a resumed run may change it (strads.cli)
 
 
 def sklearn_constraints(params):

@@ -19,13 +19,14 @@ from .errors import DataError
 # which a resume checks; ``rebalance``: rows will move); Step (apply ``syncs`` in order,
 # then compute ``task`` of ``round``, None: syncs only; ``each``: both are lists of one
 # part per worker); Checkpoint, Restore (the manifest's ``parts``: the scheduler's, then
-# one per worker; its ``round``); Timing (seconds of work since the last one); Rebalance (rows per
+# one per worker with its rows; its ``round``; ``reshard``: written by another number of
+# workers); Timing (seconds of work since the last one); Rebalance (rows per
 # worker now and after); Collect (the worker's part of the model; its last message).
 Warmup, Init, Step, Checkpoint, Restore, Timing, Rebalance, Collect = (
     namedtuple(*r) for r in (
         ("Warmup", ""), ("Init", "shard warm digest rebalance"),
         ("Step", "round syncs task each"), ("Checkpoint", "folder tag"),
-        ("Restore", "folder parts round"), ("Timing", ""), ("Rebalance", "old new"),
+        ("Restore", "folder parts round reshard"), ("Timing", ""), ("Rebalance", "old new"),
         ("Collect", "")))
 # Their replies. RoundResult: a round's results merged along the workers' tree
 # (:func:`merge`): the newest and the oldest version (syncs applied) over the workers,
@@ -98,6 +99,7 @@ class WorkerHost:
         """A copy of the state now, written to disk while the run goes on and told to
         the driver with a later result; the driver then writes the manifest."""
         self._join_writer()
+        rows = None if self.update.rows is None else int(self.update.rows)
         host = self._host()
         pieces = _ckpt.snapshot({
             "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
@@ -106,8 +108,8 @@ class WorkerHost:
 
         def write():  # an error is told with the next result: the run then ends
             try:
-                done.append((*who, _ckpt.write_part(msg.folder, f"{msg.tag}-worker"
-                                                    f"{self.w}.npz", pieces)))
+                entry = _ckpt.write_part(msg.folder, f"{msg.tag}-worker{self.w}.npz", pieces)
+                done.append((*who, {**entry, "rows": rows}))
             except BaseException as exc:
                 done.append(exc)
 
@@ -121,22 +123,64 @@ class WorkerHost:
         return {"version": self.version, "digest": self.digest, "worker": self.w}
 
     def restore(self, msg):
-        entry = msg.parts[self.w + 1]
-        parts = _ckpt.read_part(msg.folder, entry)
-        # checked against this fresh worker's state before anything is loaded
-        where = os.path.join(msg.folder, entry["file"])
-        host = _ckpt.restore(parts, "host", self._host(), where)
-        state = _ckpt.restore(parts, "update", self.update, where)
-        if host["worker"] != self.w or host["version"] != msg.round:
-            raise _ckpt.CheckpointError(
-                f"{where}: worker {host['worker']!r} at version {host['version']!r}, not "
-                f"worker {self.w} at round {msg.round} (parts swapped or edited?)")
+        if msg.reshard:
+            return self._reshard(msg)
+        host, state = self._read(msg, self.w)
         if host["digest"] != self.digest:
             raise _ckpt.CheckpointError(
                 f"{msg.folder}: worker {self.w}'s data differs from the checkpointed run's "
                 "(was the input changed?)")
         self.update.load_state(state)
         self.version = host["version"]
+        return Ready(None)
+
+    def _read(self, msg, k, sizes=True):
+        """The host and update state of worker ``k``'s part, checked against this fresh
+        worker's state (``sizes`` False: but for array sizes) before anything is loaded,
+        and for its worker and round."""
+        entry = msg.parts[k + 1]
+        parts = _ckpt.read_part(msg.folder, entry)
+        where = os.path.join(msg.folder, entry["file"])
+        host = _ckpt.restore(parts, "host", self._host(), where)
+        state = _ckpt.restore(parts, "update", self.update, where, sizes=sizes)
+        if host["worker"] != k or host["version"] != msg.round:
+            raise _ckpt.CheckpointError(
+                f"{where}: worker {host['worker']!r} at version {host['version']!r}, not "
+                f"worker {k} at round {msg.round} (parts swapped or edited?)")
+        return host, state
+
+    def _reshard(self, msg):
+        """A checkpoint of another number of workers: the old workers' parts that hold
+        rows of this worker's (all of them for an app without rows) go to the app's
+        :meth:`~strads.Update.reshard`; rows are numbered over all workers in order.
+        Each part is checked as :meth:`restore` does, but for the sizes of its arrays
+        (its rows are another worker's); what the app makes of them, in full."""
+        up, entries = self.update, msg.parts[1:]
+        old = [e.get("rows") for e in entries]
+        mine = self.peers.allgather(up.rows)
+        if up.rows is not None:
+            if None in old or sum(old) != sum(mine):
+                raise _ckpt.CheckpointError(
+                    f"{msg.folder}: the checkpoint holds {sum(r or 0 for r in old)} rows, "
+                    f"this run's data {sum(mine)}: the input differs from the checkpointed "
+                    "run's")
+            first = sum(mine[:self.w])
+            starts = np.cumsum([0] + old[:-1]).tolist()
+            keep = [k for k, (s, n) in enumerate(zip(starts, old))
+                    if s < first + up.rows and s + n > first]
+        else:
+            first, starts, keep = None, [None] * len(entries), range(len(entries))
+        fresh, name = up.state(), type(up).__name__
+        olds = [(starts[k], old[k], self._read(msg, k, sizes=False)[1]) for k in keep]
+        try:
+            up.reshard(olds, first)
+        except (ValueError, IndexError) as e:  # parts that do not add up
+            raise _ckpt.CheckpointError(f"{msg.folder}: the checkpoint does not fit this "
+                                        f"run on {len(mine)} workers ({e})") from None
+        _ckpt.restore({"update": _ckpt.encode(up.state(), name)}, "update", fresh,
+                      f"{msg.folder} on {len(mine)} workers",
+                      tuple(getattr(up, "checkpoint_sized", ())))
+        self.version = msg.round
         return Ready(None)
 
     def timing(self, msg):

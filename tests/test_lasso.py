@@ -7,6 +7,7 @@ from sklearn.linear_model import Lasso
 
 import strads
 from strads.apps import lasso
+from strads.apps.glm import kernels as K
 from strads.apps.lasso.data import load, make_problem
 
 
@@ -66,7 +67,8 @@ class _Recorder(strads.Schedule):
     def schedule(self, round):
         task = self.inner.schedule(round)
         if task is not None and not task.get("full"):
-            self.blocks.append(task["cols"].copy())
+            gptr = task.get("groups", np.arange(task["cols"].shape[0] + 1))
+            self.blocks.append((task["cols"].copy(), gptr))
         return task
 
 
@@ -82,29 +84,39 @@ def _blocks(X, y, rho, seed):
 
     strads.run(recording_setup, lasso.LassoUpdate, max_rounds=150, quiet=True)
     kept = rec["kept"]  # tasks name the solved (non-empty) columns
-    return [b if kept is None else kept[b] for b in rec["s"].blocks]
+    return [(b if kept is None else kept[b], g) for b, g in rec["s"].blocks]
 
 
-def _max_corr(X, cols):
+def _max_corr(X, cols, gptr=None):
+    """The largest |correlation| of two of ``cols`` stepped in parallel: in different
+    groups (``gptr``; None: every column a group of its own)."""
     C = X[:, cols]
     C = C.toarray() if sp.issparse(C) else C
     C = C / np.linalg.norm(C, axis=0)
     G = np.abs(C.T @ C)
-    np.fill_diagonal(G, 0)
+    group = np.arange(len(cols)) if gptr is None else \
+        np.repeat(np.arange(len(gptr) - 1), np.diff(gptr))
+    G[group[:, None] == group[None, :]] = 0
     return G.max() if len(cols) > 1 else 0.0
 
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("dense", [True, False])
-def test_dependency_filter_never_pairs_correlated_columns(seed, dense):
+def test_dependency_filter_never_steps_correlated_columns_in_parallel(seed, dense):
+    """Columns with |correlation| > rho are never in two groups of one round (they are
+    solved together, in one group of at most GROUP_CAP); groups do form."""
     X, y, _ = make_problem(150, 400, density=0.05, corr=0.8, dense=dense, seed=seed)
     rho = 0.3
     blocks = _blocks(X, y, rho, seed)
     assert len(blocks) > 50
-    assert all(_max_corr(X, b) <= rho + 1e-12 for b in blocks)
-    # the same draws without the filter do pair correlated columns: the check can fail
+    assert all(_max_corr(X, b, g) <= rho + 1e-12 for b, g in blocks)
+    assert all(np.diff(g).max() <= K.GROUP_CAP for _, g in blocks)
+    assert any(np.diff(g).max() > 1 for _, g in blocks)
+    # the same draws without the filter do pair correlated columns: the check can fail;
+    # and every group then has one member
     unfiltered = _blocks(X, y, 1.0, seed)
-    assert max(_max_corr(X, b) for b in unfiltered) > rho
+    assert max(_max_corr(X, b, g) for b, g in unfiltered) > rho
+    assert all(np.diff(g).max() == 1 for _, g in unfiltered)
 
 
 def test_tol_zero_runs_to_max_rounds():

@@ -37,9 +37,9 @@ def test_candidates_are_priority_draws_then_uniform():
 
 @pytest.mark.parametrize("rho", [0.05, 0.2, 0.5, 1.0])
 def test_the_dense_filter_cache_keeps_the_same_columns(rho):
-    """The cached filter keeps exactly what the uncached one keeps, round after round,
-    with coordinates taken by rounds in flight and empty columns among the candidates;
-    every pair it caches is right."""
+    """The cached filter keeps exactly what the uncached one keeps, in the same groups,
+    round after round, with coordinates taken by rounds in flight and empty columns
+    among the candidates; every pair it caches is right."""
     X, _, _ = make_problem(80, 300, corr=0.7, dense=True, seed=4)
     X[:, 17] = 0.0
     norms = np.linalg.norm(X, axis=0)
@@ -47,7 +47,6 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
     words = -(-p // 64)
     known = np.zeros((p, words), np.uint64)
     conf = np.zeros((p, words), np.uint64)
-    kept = np.zeros(words, np.uint64)
     rng = np.random.default_rng(1)
     C = np.abs(X.T @ X)
     for _ in range(200):
@@ -55,11 +54,14 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
         cand[::7] = 17
         taken = rng.random(p) < 0.05
         b = int(rng.integers(1, 60))
-        want = K.select_dense(X, norms, cand, rho, b, taken.copy(), *K.NO_CACHE)
+        cap = int(rng.integers(1, 5))
+        want = K.select_dense(X, norms, cand, rho, b, taken.copy(), *K.NO_CACHE, cap)
         t2 = taken.copy()
-        got = K.select_dense(X, norms, cand, rho, b, t2, known, conf, kept)
-        np.testing.assert_array_equal(got, want)
-        assert np.array_equal(t2, taken) and not kept.any()  # scratch restored
+        got = K.select_dense(X, norms, cand, rho, b, t2, known, conf, cap)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        assert np.array_equal(t2, taken)  # the taken mask restored
+        assert np.bincount(got[1]).max(initial=0) <= cap
     def unpack(a):
         return np.unpackbits(a.view(np.uint8), axis=1, bitorder="little")[:, :p] == 1
     bits, cbits = unpack(known), unpack(conf)
@@ -141,7 +143,7 @@ def test_the_filter_cache_is_left_out_of_checkpoints_and_refused_when_too_large(
     sched.schedule(1)
     assert sched._known is not None and sched._known.shape == (200, 4)
     state = sched.state()
-    assert not {"_known", "_conf", "_kept", "_head", "cols"} & set(state)
+    assert not {"_known", "_conf", "_gptr", "_head", "cols"} & set(state)
     old = S.FILTER_CACHE_BYTES
     try:
         S.FILTER_CACHE_BYTES = 1000

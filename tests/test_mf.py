@@ -488,6 +488,56 @@ def test_block_kernel_equals_its_columns_one_after_the_other(monkeypatch, kw, wo
     assert fused.extra["test_rmse"] == ref.extra["test_rmse"]
 
 
+@pytest.mark.parametrize("kw,workers", [
+    (dict(), 1), (dict(), 3), (dict(inner=2, bias="mean", staleness=1), 2),
+    (dict(group=3, bias="none"), 2), (dict(rank=5, block=2, inner=2), 2),
+    (dict(schedule="als"), 2), (dict(early_stop=2), 3)])
+def test_tiled_layout_changes_no_bit(monkeypatch, tmp_path, kw, workers):
+    """Tile by tile of the other side's rows (kernels.ccd_tiles, the steps left to the
+    next pass) the numbers are those of the rows' layout, bit for bit: with pending
+    columns, inner passes, groups, blocks after tiled bias rounds (they put the rows
+    back), ALS, early stopping;
+    and a run stopped with checkpoints and resumed is the uninterrupted one."""
+    from strads.apps.mf import kernels as K
+    p = D.prepare(mf.make_problem(400, 200, 30000, seed=5), test_fraction=0.1, seed=2)
+    kw = {"rank": 4, **kw}
+    staleness = kw.pop("staleness", 0)
+    calls = []
+    real = K.ccd_tiles
+
+    def counted(*a):
+        calls.extend([1] if a[3].shape[1] > 1 else [])  # (not the warm-up's)
+        return real(*a)
+
+    monkeypatch.setattr(K, "ccd_tiles", counted)
+
+    def fit(tile, **run):
+        monkeypatch.setattr(K, "TILE_ROWS", tile)
+        return strads.run(mf.make_setup(lambda: p, iters=3, **kw), mf.MFUpdate,
+                          workers=workers, staleness=staleness, quiet=True, tol=0,
+                          log_interval=0, **run)  # a trace row every round
+
+    rows = fit(10 ** 9)
+    assert not calls
+    for tile in (37, 300):  # several tiles a side; tiles on side H only (W: 200 items)
+        tiled = fit(tile)
+        assert calls or kw.get("schedule") == "als"  # (ALS keeps the rows)
+        for key in rows.model:
+            np.testing.assert_array_equal(tiled.model[key], rows.model[key], err_msg=key)
+        assert tiled.extra["objective_per_iter"] == rows.extra["objective_per_iter"]
+        assert tiled.extra["test_rmse"] == rows.extra["test_rmse"]
+        assert [r["objective"] for r in tiled.trace] == [r["objective"] for r in rows.trace]
+    if kw.get("schedule") == "als":
+        return
+    out = str(tmp_path / "part")
+    part = fit(37, out=out, max_rounds=9, checkpoint_every=1e-9)
+    assert part.stop_reason == "max_rounds"
+    resumed = fit(37, out=out, resume=True)
+    assert resumed.rounds == rows.rounds
+    for key in rows.model:
+        np.testing.assert_array_equal(resumed.model[key], rows.model[key], err_msg=key)
+
+
 def test_cli_bad_input_under_mpiexec_ends_job(tmp_path):
     f = tmp_path / "bad.tsv"
     f.write_text("1\t2\t3\n1\t2\t4\n")
@@ -744,7 +794,9 @@ def test_early_stopping_cli_under_mpiexec_and_resumed_in_each_run(tmp_path):
     assert one["validation_rmse"] == first["test_rmse"]
     # legs: the first run stopped by --max-rounds (its result, no second run) ...
     part = tmp_path / "part"
-    leg = args + ["--workers", "2", "--out", str(part), "--checkpoint-every", "0.001"]
+    # a checkpoint due at every round boundary: the second run's 5 rounds can take
+    # less than a millisecond
+    leg = args + ["--workers", "2", "--out", str(part), "--checkpoint-every", "1e-9"]
     p = run_cli(leg + ["--max-rounds", "9"])
     assert p.returncode == 0, p.stderr
     assert "validation run stopped (max_rounds)" in p.stderr and "--resume" in p.stderr

@@ -142,3 +142,35 @@ def test_rank_0_traffic_per_round_does_not_grow_with_the_workers(tmp_path):
         small, large = per_round[3][k], per_round[5][k]
         # a column is 400 users x 8 bytes; a round's messages are far smaller
         assert 0 < small < 1000 and large == pytest.approx(small, rel=0.1), per_round
+
+
+def test_tiled_layout_under_mpiexec_is_the_rows_bit_for_bit(tmp_path, monkeypatch):
+    """More users than a tile (kernels.TILE_ROWS): the item side's ratings are read tile
+    by tile; under mpiexec -n 3 the model and figures are those of 2 workers in one
+    process with the rows' layout, bit for bit."""
+    from strads.apps.mf import kernels as K
+    args = ["strads.apps.mf", "--n-users", str(K.TILE_ROWS + 7000), "--n-items", "300",
+            "--n-ratings", "400000", "--rank", "3", "--iters", "2", "--tol", "0",
+            "--early-stop", "0", "--quiet"]
+    p = run_cli(args + ["--out", str(tmp_path)], np=3, timeout=300)
+    assert p.returncode == 0, p.stderr
+    s = json.loads((tmp_path / "summary.json").read_text())
+    calls = []
+    real = K.ccd_tiles
+
+    def counted(*a):
+        calls.append(a[3].shape[1])
+        return real(*a)
+
+    monkeypatch.setattr(K, "ccd_tiles", counted)  # (a[3]: the worker's own rows)
+    _in_process(args, 2)
+    assert max(calls) > 1  # the item side tiled (the warm-up's call has one row)
+    monkeypatch.setattr(K, "TILE_ROWS", 10 ** 9)
+    calls.clear()
+    rows = _in_process(args, 2)
+    assert max(calls) == 1  # (the warm-up's only)
+    with np.load(tmp_path / "model.npz") as z:
+        for k in z.files:
+            np.testing.assert_array_equal(z[k], rows.model[k], err_msg=k)
+    for k in ("objective", "train_rmse", "test_rmse", "objective_per_iter"):
+        assert s[k] == rows.summary()[k], k

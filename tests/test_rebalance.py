@@ -22,6 +22,19 @@ def test_plan_gives_shares_by_speed_and_moves_rows_between_neighbours_only():
     assert all(cuts[k - 1] < got[k] < cuts[k + 1] for k in range(1, 3))
 
 
+def test_plan_moves_in_proportion_to_the_speeds_and_only_when_it_pays():
+    # one step to the shares of the speeds (100, 33, 100 rows a second), not half-way
+    assert driver.plan([100, 100, 100], [1.0, 3.0, 1.0]) == [129, 42, 129]
+    # a round of 3 s becomes one of 1.29 s: worth it over 100 rounds to come, not over 1
+    # (two cuts of 29 rows: 2 rounds of 58 rows' work, 2 * 58 * 15 s / 300 / 3 = 1.9 s,
+    # to be saved twice over)
+    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 100) == [129, 42, 129]
+    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 1) is None
+    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 2) is None  # 3.4 s < 3.9 s
+    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 3) is not None
+    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 100, move_cost=1000) is None
+
+
 def _check(res, X, y, slow):
     exact = np.linalg.solve(X.T @ X + X.shape[0] * 0.1 * np.eye(X.shape[1]), X.T @ y)
     np.testing.assert_allclose(res.model["coef"], exact, rtol=1e-8, atol=1e-10)
@@ -93,3 +106,14 @@ def test_lasso_moves_samples_off_a_slow_worker_and_still_reaches_the_optimum(mon
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=1_000_000).fit(X, y)
     f, f_sk = (lasso.objective(X, y, b, lam) for b in (res.model["coef"], sk.coef_))
     assert abs(f - f_sk) <= 1e-6 * f_sk
+
+
+def test_plan_fits_a_round_s_fixed_cost_from_two_measurements():
+    """Rounds of 1 s + 10 ms a row, and 3 s + 30 ms a row on the slow worker: from one
+    measurement the shares go by speed; from two, the fixed costs are known and the
+    slow worker keeps next to nothing (its fixed 3 s is more than the others' rounds)."""
+    first = driver.plan([100, 100, 100], [2.0, 6.0, 2.0])
+    assert first == [129, 42, 129]
+    t = [1 + 0.01 * 129, 3 + 0.03 * 42, 1 + 0.01 * 129]
+    assert driver.plan(first, t, before=([100, 100, 100], [2.0, 6.0, 2.0])) == [150, 1, 149]
+    assert driver.plan(first, t)[1] > 1  # without the earlier one: by speed again

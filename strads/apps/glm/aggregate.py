@@ -30,6 +30,7 @@ class GLMAggregate(Aggregate):
     n_parts = 1  # scheduler ranks (--schedulers): > 1, the schedules learn from feedback()
     last = None  # (coordinates, new priorities) of the last Jacobi round, for feedback()
     duals = 0  # dual points the schedule should send (the logistic loss's gap)
+    grouped = 0  # priority: updates that joined a group (solved with others, exactly)
 
     @classmethod
     def later(cls, *args, **kw):
@@ -87,11 +88,24 @@ class GLMAggregate(Aggregate):
             self.objective_rises += 1
         self.primal = primal
 
-    def _steps(self, cols, q, h, step):
-        """The Jacobi round's coordinate steps (:func:`kernels.coordinate_steps`)."""
+    def _steps(self, task, partials, q, h):
+        """A Jacobi round's coordinate steps (:func:`kernels.coordinate_steps`) on its
+        block (the task's, or the one the workers' filter chose); with priority's groups
+        (the task's, or the workers'), each group's exact step from its Gram matrix (the
+        workers' ``Gg``, summed here, or worker 0's ``Gs``, summed by the workers'
+        filter; :func:`kernels.group_steps`)."""
+        cols = partials[0].get("cols", task["cols"])
+        gptr = partials[0].get("groups", task.get("groups"))
+        step = task.get("step", 1.0)
         before = np.count_nonzero(self.w[cols])
         delta = np.empty(cols.shape[0])
-        self.l1 += K.coordinate_steps(self.w, cols, q, h, self.thresh, step, delta)
+        if gptr is None:
+            self.l1 += K.coordinate_steps(self.w, cols, q, h, self.thresh, step, delta)
+        else:
+            gram = partials[0]["Gs"] if "Gs" in partials[0] else _sum(partials, "Gg")
+            self.l1 += K.group_steps(self.w, cols, gptr, q, h, gram, self.thresh, step,
+                                     delta, K.GROUP_RTOL, K.GROUP_PASSES)
+            self.grouped += cols.shape[0] - (gptr.shape[0] - 1)
         self.updates += cols.shape[0]
         return self._moved(cols, before, delta, h)
 
@@ -129,3 +143,12 @@ class GLMAggregate(Aggregate):
         coef = np.zeros(self.n_features)
         coef[self.kept] = self.w
         return coef
+
+
+def _sum(partials, key):
+    """Sum of the partials' arrays ``key``, in worker order (into the first: each round's
+    partials are its own copies)."""
+    out = partials[0][key]
+    for part in partials[1:]:
+        out += part[key]
+    return out

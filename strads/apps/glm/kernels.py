@@ -2,10 +2,11 @@
 compiled once and cached on disk.
 
 Worker side: partial inner products x_j' v over the worker's rows, the block's Gram
-matrix X_B' X_B (the dependency filter's, and the Lasso's exact block solve). Scheduler
-side: the coordinate steps of a round and every coordinate's priority after a full
-round, a sum tree for priority sampling, the greedy correlation filter, and coordinate
-descent on a block's quadratic subproblem from its dense Gram matrix. Sparse matrices are
+matrix X_B' X_B (the dependency filter's, and the Lasso's exact block solve), the Gram
+matrices of priority's groups. Scheduler side: the coordinate and group steps of a
+round and every coordinate's priority after a full round, a sum tree for priority
+sampling, the greedy correlation filter that forms the groups, and coordinate descent
+on a block's quadratic subproblem from its dense Gram matrix. Sparse matrices are
 CSC triplets (indptr, indices, data) with sorted indices; dense ones Fortran-ordered 2-D
 arrays, so a column is contiguous.
 
@@ -217,9 +218,40 @@ def priority_candidates(tree, u, n_cand, n_prio, p, seen, cand):
 
 
 # -- dependency filter ------------------------------------------------------------------
+# A candidate whose |correlation| exceeds rho with kept coordinates of ONE group only
+# joins that group (up to GROUP_CAP members): a group is solved exactly, so dependent
+# coordinates move together; groups are mutually |corr| <= rho and step in parallel.
+# One that conflicts with two groups (or a full one) is rejected.
+GROUP_CAP = 16
+
+
 @njit(**_opts)
-def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head):
-    """Greedy: keep a candidate if |corr| with every kept one is <= rho.
+def _conflict(first, g):
+    """The conflicts' group so far (-1: none yet, -2: two or more) after one with ``g``."""
+    if first == -1 or first == g:
+        return g
+    return -2
+
+
+@njit(**_opts)
+def _admit(first, size, m, n_groups, group, cap):
+    """Place candidate ``m`` given its conflicts' group ``first`` (as :func:`_conflict`):
+    a new group, the one it conflicts with, or none (False); returns (ok, n_groups)."""
+    if first == -2 or (first >= 0 and size[first] >= cap):
+        return False, n_groups
+    if first == -1:
+        first = n_groups
+        n_groups += 1
+    group[m] = first
+    size[first] += 1
+    return True, n_groups
+
+
+@njit(**_opts)
+def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap):
+    """Greedy, in candidate order: a candidate with no |corr| > rho to a kept one starts a
+    group; one whose conflicts are all in one group joins it (at most ``cap`` members);
+    else it is rejected. Returns (kept, their groups numbered in order of creation).
 
     The kept columns are threaded through their rows (``head[i]``: the last entry in row
     i, -1 if none), so a candidate's inner products with all kept columns cost only the
@@ -227,25 +259,25 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
     passes the coordinates of rounds in flight); the entries it sets, and ``head`` (all
     -1), are restored before it returns.
     """
-    cap = 0
+    n_cand_nnz = 0
     for c in range(cand.shape[0]):
-        cap += indptr[_u(cand[c]) + _u(1)] - indptr[_u(cand[c])]
-    nxt = np.empty(cap, dtype=np.int64)
-    owner = np.empty(cap, dtype=np.int64)
-    val = np.empty(cap)
+        n_cand_nnz += indptr[_u(cand[c]) + _u(1)] - indptr[_u(cand[c])]
+    nxt = np.empty(n_cand_nnz, dtype=np.int64)
+    owner = np.empty(n_cand_nnz, dtype=np.int64)
+    val = np.empty(n_cand_nnz)
     acc = np.zeros(max_block)
     seen = np.empty(max_block, dtype=np.int64)
     chosen = np.empty(max_block, dtype=np.int64)
-    m = 0
-    used = 0
-    rejected = 0
+    group = np.empty(max_block, dtype=np.int64)
+    size = np.zeros(max_block, dtype=np.int64)
+    m = n_groups = used = rejected = 0
     for c in range(cand.shape[0]):
         if m == max_block:
             break
         j = _u(cand[c])
         if taken[j] or norms[j] == 0.0:
             continue
-        ok = True
+        first = -1
         if rho < 1.0:
             n_seen = 0
             for q in range(indptr[j], indptr[j + _u(1)]):
@@ -262,48 +294,48 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
             for t in range(n_seen):
                 k = seen[t]
                 if abs(acc[k]) > rho * norms[j] * norms[chosen[k]]:
-                    ok = False
+                    first = _conflict(first, group[k])
                 acc[k] = 0.0
-            if not ok:
-                rejected += 1
-                if rejected > m + 16:  # the block is about as full as the filter allows
-                    break
-        if ok:
-            for q in range(indptr[j], indptr[j + 1]):
-                i = indices[q]
-                nxt[used] = head[i]
-                owner[used] = m
-                val[used] = data[q]
-                head[i] = used
-                used += 1
-            chosen[m] = j
-            taken[j] = True
-            m += 1
+        ok, n_groups = _admit(first, size, m, n_groups, group, cap)
+        if not ok:
+            rejected += 1
+            if rejected > m + 16:  # the block is about as full as the filter allows
+                break
+            continue
+        for q in range(indptr[j], indptr[j + 1]):
+            i = indices[q]
+            nxt[used] = head[i]
+            owner[used] = m
+            val[used] = data[q]
+            head[i] = used
+            used += 1
+        chosen[m] = j
+        taken[j] = True
+        m += 1
     for k in range(m):
         taken[chosen[k]] = False
         for q in range(indptr[chosen[k]], indptr[chosen[k] + 1]):
             head[indices[q]] = -1
-    return chosen[:m]
+    return chosen[:m], group[:m]
 
 
 @njit(**_dense)
-def select_dense(X, norms, cand, rho, max_block, taken, known, conf, kept):
+def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap):
     """As :func:`select_sparse`, with the inner products over dense columns; with a
     cache of its decisions when ``known`` has rows (else (0, 0) arrays: none). Bit k of
     row j of ``known`` ((p, W) uint64, W = ceil(p / 64)) says the pair (j, k) has been
-    computed, the same bit of ``conf`` that |x_j' x_k| > rho |x_j| |x_k|. A candidate is
-    checked against the kept ones with W word operations; only pairs never seen before
-    cost an inner product over the rows, and each pair is computed once in a run (a pair
-    met the other way round reuses the decision; computed again it would compare
-    rho |x_k| |x_j| instead, which can differ only in the last bit). ``kept`` ((W,)
-    uint64, all 0) is scratch, restored."""
+    computed, the same bit of ``conf`` that |x_j' x_k| > rho |x_j| |x_k|. Only pairs
+    never seen before cost an inner product over the rows, and each pair is computed
+    once in a run (a pair met the other way round reuses the decision; computed again it
+    would compare rho |x_k| |x_j| instead, which can differ only in the last bit). A
+    candidate's checks stop at its second conflicting group."""
     n = X.shape[0]
     cached = known.shape[0] > 0
-    W = kept.shape[0]
     chosen = np.empty(max_block, dtype=np.int64)
+    group = np.empty(max_block, dtype=np.int64)
+    size = np.zeros(max_block, dtype=np.int64)
     one = np.uint64(1)
-    m = 0
-    rejected = 0
+    m = n_groups = rejected = 0
     for c in range(cand.shape[0]):
         if m == max_block:
             break
@@ -312,82 +344,260 @@ def select_dense(X, norms, cand, rho, max_block, taken, known, conf, kept):
             continue
         wj = j >> 6
         bj = one << np.uint64(j & 63)
-        ok = True
-        if rho < 1.0 and m > 0:
-            unknown = np.uint64(0)
-            if cached:
-                for w in range(W):
-                    if conf[j, w] & kept[w]:
-                        ok = False
-                        break
-                    unknown |= kept[w] & ~known[j, w]
-            if ok and (unknown or not cached):
-                lim = rho * norms[j]
-                for t in range(m):
-                    k = chosen[t]
-                    wk = k >> 6
-                    bk = one << np.uint64(k & 63)
-                    if cached and known[j, wk] & bk:
-                        continue
+        first = -1
+        if rho < 1.0:
+            lim = rho * norms[j]
+            for t in range(m):
+                k = chosen[t]
+                wk = k >> 6
+                bk = one << np.uint64(k & 63)
+                if cached and known[j, wk] & bk:
+                    hit = (conf[j, wk] & bk) != 0
+                else:
                     s = 0.0
                     for i in range(n):
                         s += X[i, j] * X[i, k]
+                    hit = abs(s) > lim * norms[k]
                     if cached:
                         known[j, wk] |= bk
                         known[k, wj] |= bj
-                    if abs(s) > lim * norms[k]:
-                        if cached:
+                        if hit:
                             conf[j, wk] |= bk
                             conf[k, wj] |= bj
-                        ok = False
+                if hit:
+                    first = _conflict(first, group[t])
+                    if first == -2:
                         break
-            if not ok:
-                rejected += 1
-                if rejected > m + 16:  # the block is about as full as the filter allows
-                    break
-        if ok:
-            chosen[m] = j
-            taken[j] = True
-            if cached:
-                kept[wj] |= bj
-            m += 1
+        ok, n_groups = _admit(first, size, m, n_groups, group, cap)
+        if not ok:
+            rejected += 1
+            if rejected > m + 16:  # the block is about as full as the filter allows
+                break
+            continue
+        chosen[m] = j
+        taken[j] = True
+        m += 1
     for k in range(m):
         taken[chosen[k]] = False
-        if cached:
-            kept[chosen[k] >> 6] = np.uint64(0)
-    return chosen[:m]
+    return chosen[:m], group[:m]
 
 
-NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64), np.zeros(0, np.uint64))
+NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64))
 
 
 @njit(**_opts)
-def select_gram(G, norms, rho, max_block):
-    """As :func:`select_dense`, from the candidates' Gram matrix ``G`` (over every row)
-    and their ``norms``: the positions in the candidate list of those kept. The
-    candidates are distinct and none is taken (the caller filtered them)."""
+def select_gram(G, norms, rho, max_block, cap):
+    """As :func:`select_dense`, from the strict lower triangle of the candidates' Gram
+    matrix ``G`` (over every row) and their ``norms``: (the positions in the candidate
+    list of those kept, their groups). The candidates are distinct and none is taken
+    (the caller filtered them)."""
     chosen = np.empty(max_block, dtype=np.int64)
-    m = 0
-    rejected = 0
+    group = np.empty(max_block, dtype=np.int64)
+    size = np.zeros(max_block, dtype=np.int64)
+    m = n_groups = rejected = 0
     for c in range(G.shape[0]):
         if m == max_block:
             break
         if norms[c] == 0.0:
             continue
-        ok = True
+        first = -1
         if rho < 1.0:
-            for k in range(m):
-                if abs(G[c, chosen[k]]) > rho * norms[c] * norms[chosen[k]]:
-                    ok = False
-                    break
-            if not ok:
-                rejected += 1
-                if rejected > m + 16:  # the block is about as full as the filter allows
-                    break
-        if ok:
-            chosen[m] = c
-            m += 1
-    return chosen[:m]
+            for t in range(m):
+                if abs(G[c, chosen[t]]) > rho * norms[c] * norms[chosen[t]]:
+                    first = _conflict(first, group[t])
+                    if first == -2:
+                        break
+        ok, n_groups = _admit(first, size, m, n_groups, group, cap)
+        if not ok:
+            rejected += 1
+            if rejected > m + 16:  # the block is about as full as the filter allows
+                break
+            continue
+        chosen[m] = c
+        m += 1
+    return chosen[:m], group[:m]
+
+
+@njit(**_opts)
+def group_order(chosen, group):
+    """The kept coordinates with each group contiguous (groups by their smallest
+    coordinate, members in increasing order): (cols, group boundaries ``gptr``), or
+    ``gptr`` empty when every group has one member (a plain Jacobi round, sorted)."""
+    m = chosen.shape[0]
+    n_groups = 0
+    for t in range(m):
+        n_groups = max(n_groups, group[t] + 1)
+    order = np.argsort(chosen)
+    if n_groups == m:
+        return chosen[order], np.empty(0, np.int64)
+    rank = np.full(n_groups, -1, np.int64)  # groups numbered by their smallest member
+    start = np.zeros(n_groups + 1, np.int64)
+    r = 0
+    for t in order:
+        g = group[t]
+        if rank[g] < 0:
+            rank[g] = r
+            r += 1
+        start[rank[g] + 1] += 1
+    for g in range(n_groups):
+        start[g + 1] += start[g]
+    fill = start[:-1].copy()
+    cols = np.empty(m, np.int64)
+    for t in order:  # increasing: members in order within their group
+        g = rank[group[t]]
+        cols[fill[g]] = chosen[t]
+        fill[g] += 1
+    return cols, start
+
+
+# -- a round's groups: their Gram matrices (workers), their exact steps (scheduler) -------
+@njit(**_opts)
+def group_gram_sparse(indptr, indices, data, cols, gptr, wts):
+    """The Gram matrices X_g' D X_g (D = diag(wts); ``wts`` empty: none) of the groups
+    of more than one member (``cols[gptr[g]:gptr[g + 1]]``) over these rows, each k x k
+    row-major, one after the other. Each entry merges the two columns' sorted rows."""
+    weighted = wts.shape[0] > 0
+    total = 0
+    for g in range(gptr.shape[0] - 1):
+        k = gptr[g + 1] - gptr[g]
+        if k > 1:
+            total += k * k
+    out = np.empty(total)
+    off = 0
+    for g in range(gptr.shape[0] - 1):
+        a0, k = gptr[g], gptr[g + 1] - gptr[g]
+        if k < 2:
+            continue
+        for a in range(k):
+            ja = cols[a0 + a]
+            for b in range(a, k):
+                jb = cols[a0 + b]
+                s = 0.0
+                p, q = indptr[ja], indptr[jb]
+                pe, qe = indptr[ja + 1], indptr[jb + 1]
+                while p < pe and q < qe:
+                    ip, iq = indices[p], indices[q]
+                    if ip == iq:
+                        v = data[p] * data[q]
+                        s += v * wts[ip] if weighted else v
+                        p += 1
+                        q += 1
+                    elif ip < iq:
+                        p += 1
+                    else:
+                        q += 1
+                out[off + a * k + b] = s
+                out[off + b * k + a] = s
+        off += k * k
+    return out
+
+
+@njit(**_dense)
+def group_gram_dense(X, cols, gptr, wts):
+    """As :func:`group_gram_sparse`, for dense X."""
+    weighted = wts.shape[0] > 0
+    n = X.shape[0]
+    total = 0
+    for g in range(gptr.shape[0] - 1):
+        k = gptr[g + 1] - gptr[g]
+        if k > 1:
+            total += k * k
+    out = np.empty(total)
+    off = 0
+    for g in range(gptr.shape[0] - 1):
+        a0, k = gptr[g], gptr[g + 1] - gptr[g]
+        if k < 2:
+            continue
+        for a in range(k):
+            ja = cols[a0 + a]
+            for b in range(a, k):
+                jb = cols[a0 + b]
+                s = 0.0
+                if weighted:
+                    for i in range(n):
+                        s += X[i, ja] * X[i, jb] * wts[i]
+                else:
+                    for i in range(n):
+                        s += X[i, ja] * X[i, jb]
+                out[off + a * k + b] = s
+                out[off + b * k + a] = s
+        off += k * k
+    return out
+
+
+@njit(**_opts)
+def group_gram_lower(G, pos, gptr, sq_norms):
+    """As :func:`group_gram_sparse`, from the strict lower triangle of a Gram matrix
+    ``G`` already summed (the workers' filter: column ``cols[a]`` is row ``pos[a]`` of
+    G) and the squared norms of ``cols`` for the diagonal."""
+    total = 0
+    for g in range(gptr.shape[0] - 1):
+        k = gptr[g + 1] - gptr[g]
+        if k > 1:
+            total += k * k
+    out = np.empty(total)
+    off = 0
+    for g in range(gptr.shape[0] - 1):
+        a0, k = gptr[g], gptr[g + 1] - gptr[g]
+        if k < 2:
+            continue
+        for a in range(k):
+            out[off + a * k + a] = sq_norms[a0 + a]
+            for b in range(a + 1, k):
+                pa, pb = pos[a0 + a], pos[a0 + b]
+                v = G[pa, pb] if pa > pb else G[pb, pa]
+                out[off + a * k + b] = v
+                out[off + b * k + a] = v
+        off += k * k
+    return out
+
+
+@njit(**_opts)
+def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
+    """A round of groups (``gptr``; :func:`group_order`), all from the same point
+    (Jacobi across groups): a group of one takes the coordinate step of
+    :func:`coordinate_steps`, a larger one moves to the exact minimiser of its
+    quadratic model 1/2 d'G_g d - q_g'd + thresh |w_g + d|_1 (G_g from ``gram``, as
+    :func:`group_gram_sparse` lays it out), by :func:`cd_dense` to ``rtol`` of its
+    first move in at most ``passes`` (GROUP_RTOL, GROUP_PASSES); both with relaxation
+    ``step``. ``delta`` gets the changes; returns the l1 change."""
+    d_l1 = 0.0
+    off = 0
+    for g in range(gptr.shape[0] - 1):
+        a0, k = gptr[g], gptr[g + 1] - gptr[g]
+        if k == 1:
+            d_l1 += coordinate_steps(w, cols[a0:a0 + 1], q[a0:a0 + 1], h[a0:a0 + 1],
+                                     thresh, step, delta[a0:a0 + 1])
+            continue
+        G = gram[off:off + k * k].reshape((k, k))
+        off += k * k
+        b0 = np.empty(k)
+        for t in range(k):
+            b0[t] = w[cols[a0 + t]]
+        b = b0.copy()
+        qq = q[a0:a0 + k].copy()
+        worst = 0.0  # the largest first move, in the norm of its column
+        for t in range(k):
+            if G[t, t] > 0.0:
+                d = soft(qq[t] + G[t, t] * b[t], G[t, t], thresh) - b[t]
+                worst = max(worst, abs(d) * np.sqrt(G[t, t]))
+        if worst > 0.0:
+            c = gram_c(G, qq, b)
+            hist = np.empty((6, k))
+            state = np.zeros(1, dtype=np.int64)
+            cd_dense(G, qq, b, c, thresh, rtol * worst, passes, hist, state, True)
+        for t in range(k):
+            j = cols[a0 + t]
+            new = b0[t] + step * (b[t] - b0[t])
+            delta[a0 + t] = new - b0[t]
+            w[j] = new
+            d_l1 += abs(new) - abs(b0[t])
+    return d_l1
+
+
+# a group's solve: to this share of its first move, in at most this many passes
+GROUP_RTOL = 1e-6
+GROUP_PASSES = 1000
 
 
 # -- CSC matrices: row slices, column norms, the block's Gram --------------------------

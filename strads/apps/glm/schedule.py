@@ -4,16 +4,19 @@ fresh priorities. The tasks' contents are the datafit aggregate's (``full_task``
 ``block_task``).
 
 * ``priority`` (STRADS): candidates sampled by the squared change of their last
-  update, and a uniform floor; kept only if their |correlation| with every one already
-  kept is <= rho (:class:`Priority`).
+  update, and a uniform floor; the dependency filter puts a candidate whose
+  |correlation| exceeds rho with kept ones of one group into that group, starts a group
+  with one that has none, and rejects the rest: a group is solved exactly from its
+  Gram matrix, the groups step in parallel (:class:`Priority`).
 * ``round-robin``: the next block in order; ``random``: a uniform block (Shotgun).
 * ``working-set``: the support and the worst violators after each full round, solved by
   the datafit on the scheduler from the block's Gram matrix: exactly in one round
   (:class:`WorkingSet`), or by prox-Newton steps the aggregate plans
   (:class:`PlannedWorkingSet`).
 
-The Jacobi schedules (priority, round-robin, random) step every coordinate of a round
-from the same point: on an objective rise the block halves, at one coordinate the step.
+The Jacobi schedules (priority, round-robin, random) step every coordinate (priority:
+every group) of a round from the same point: on an objective rise the block halves, at
+one coordinate the step.
 Rounds in flight (staleness > 0) hold disjoint coordinates (a minimiser must be computed
 against the coefficient it replaces), so a staleness above :func:`max_staleness` is
 refused at the first schedule() call. With ``time_limit``, working-set tasks carry a
@@ -200,8 +203,14 @@ class Random(_Jacobi):
 
 class Priority(_Jacobi):
     """STRADS' schedule: candidates drawn by priority (distinct, heavier ones likelier),
-    then ``floor`` of them uniformly; the dependency filter keeps them greedily, in that
-    order, while their |correlation| with every one kept before is <= rho.
+    then ``floor`` of them uniformly; the dependency filter takes them greedily, in that
+    order: one with |correlation| <= rho to every one kept before starts a group, one
+    whose larger correlations are all with one group joins it (at most
+    ``kernels.GROUP_CAP``), any other is rejected. The dependency structure decides what
+    is solved together (a group, exactly, from its Gram matrix: near-duplicate columns,
+    which single coordinate steps would zig-zag on, move as one) and what in parallel
+    (the groups, mutually |corr| <= rho); the task names the groups (``groups``:
+    boundaries in ``cols``; none when all have one member).
 
     Few rounds, each cheap (``benchmarks/bench_lasso.py``): full rounds also come once
     the priorities are spent (the updates since the last one reach the coordinates it
@@ -213,9 +222,9 @@ class Priority(_Jacobi):
 
     Without the scheduler's copy of X (``X`` None: parallel loading, several
     schedulers) the workers filter: the task holds the candidates, they sum their Gram
-    matrix and keep the same ones, in the same greedy order.
+    matrix and group them in the same greedy order.
     """
-    checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_kept")
+    checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr")
     # the priority draws come first, so without a filter (rho near 1) a round holds the
     # coordinates that move most, often neighbours: their joint step can overshoot
     # badly, and every rise halves the step as well as the block
@@ -235,7 +244,8 @@ class Priority(_Jacobi):
         else:
             self.cols = (X,)
             self.dense = True
-        self._known = self._conf = self._kept = None  # the dense filter's cache
+        self._known = self._conf = None  # the dense filter's cache
+        self._gptr = NO_GROUPS  # the last block's groups (none: every group of one)
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
         self._u = np.empty(0)  # uniforms drawn from self.rng, used from _u_pos on
         self._u_pos = 0
@@ -257,10 +267,14 @@ class Priority(_Jacobi):
 
     def schedule(self, round):
         task = super().schedule(round)
-        if self.remote and self.last_full != round:
-            # the workers sum the candidates' Gram matrix and keep, in the same greedy
-            # order, those with |correlation| <= rho with every one kept before them
+        if self.last_full == round:
+            return task
+        if self.remote:
+            # the workers sum the candidates' Gram matrix and group them, in the same
+            # greedy order (they return the block and its groups)
             task["select"] = (self.rho, self._b)
+        elif self._gptr.shape[0]:
+            task["groups"] = self._gptr
         return task
 
     def _uniforms(self, k):
@@ -297,14 +311,15 @@ class Priority(_Jacobi):
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask
         if not self.dense:
-            cols = K.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b, self.busy,
-                                   self._head)
+            kept, group = K.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
+                                          self.busy, self._head, K.GROUP_CAP)
         else:
-            cache = (self._known, self._conf, self._kept) if self._cache() else K.NO_CACHE
-            cols = K.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
-                                  self.busy, *cache)
-        self._n_kept = cols.shape[0]
-        return np.sort(cols)
+            cache = (self._known, self._conf) if self._cache() else K.NO_CACHE
+            kept, group = K.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
+                                         self.busy, *cache, K.GROUP_CAP)
+        self._n_kept = kept.shape[0]
+        cols, self._gptr = K.group_order(kept, group)
+        return cols
 
     def _cache(self):
         """The dense filter's cache, made at the first round (and again after a resume:
@@ -315,7 +330,6 @@ class Priority(_Jacobi):
                 return False
             self._known = np.zeros((self.p, words), dtype=np.uint64)
             self._conf = np.zeros((self.p, words), dtype=np.uint64)
-            self._kept = np.zeros(words, dtype=np.uint64)
         return True
 
 
@@ -347,6 +361,7 @@ class ShuffledPriority(Priority):
 # the last one (and enough updates were made); uniforms drawn at a time; the most memory
 # the dense filter's cache may take (bytes: 2 p^2 / 8, p <= 16,384)
 REFRESH = 0.1
+NO_GROUPS = np.empty(0, np.int64)
 RANDOM_CHUNK = 1 << 14
 FILTER_CACHE_BYTES = 64 << 20
 

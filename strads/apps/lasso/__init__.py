@@ -7,6 +7,7 @@ back, and every worker updates its residual. The set-up, schedules and command l
 the generalised linear models' (:mod:`strads.apps.glm`); this is the Lasso's datafit.
 """
 import numpy as np
+import scipy.sparse as sp
 
 from ... import cli
 from ...errors import DataError
@@ -17,7 +18,7 @@ from .aggregate import LassoAggregate
 from .data import load, make_problem
 from .update import LassoUpdate
 
-__all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "LassoUpdate",
+__all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "near_duplicates", "LassoUpdate",
            "LassoAggregate", "SCHEDULES", "make_setup", "make_file_setup",
            "default_gram_budget", "gram_block_cap", "max_staleness"]
 
@@ -25,6 +26,37 @@ __all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "LassoUpdat
 def lambda_max(X, y):
     """Smallest lambda for which b = 0 is optimal."""
     return float(np.abs(X.T @ y).max() / X.shape[0])
+
+
+def near_duplicates(n_samples=1500, n_features=20000, group=4, density=0.01, noise=0.01,
+                    n_informative=100, dense=False, seed=0):
+    """A correlated problem: X's columns in groups of ``group`` near-duplicates (a base
+    column plus ``noise`` times N(0, 1) on its non-zeros; dense: everywhere), groups
+    contiguous; y = X w + 0.1 N(0, 1), w with ``n_informative`` N(0, 1) non-zeros.
+    Returns (X, y): CSC (or Fortran-ordered dense) and y. Deterministic in ``seed``."""
+    rng = np.random.default_rng(seed)
+    base = n_features // group
+    if dense:
+        B = rng.standard_normal((n_samples, base))
+        X = np.hstack([B + noise * rng.standard_normal(B.shape) for _ in range(group)])
+    else:
+        B = sp.random(n_samples, base, density=density, format="csc", random_state=rng,
+                      data_rvs=rng.standard_normal)
+        parts = []
+        for _ in range(group):
+            C = B.copy()
+            C.data = C.data + noise * rng.standard_normal(C.data.shape)
+            parts.append(C)
+        X = sp.hstack(parts, format="csc")
+    X = X[:, np.arange(base * group).reshape(group, base).T.ravel()]  # groups contiguous
+    w = np.zeros(X.shape[1])
+    idx = rng.choice(X.shape[1], n_informative, replace=False)
+    w[idx] = rng.standard_normal(n_informative)
+    y = X @ w + 0.1 * rng.standard_normal(n_samples)
+    if dense:
+        return np.asfortranarray(X), y
+    X.sort_indices()
+    return X, y
 
 
 def objective(X, y, coef, lam):

@@ -66,12 +66,12 @@ class LassoAggregate(GLMAggregate):
             self._full(g, rss, sum(part["ry"] for part in partials), version)
             self.l1_at.append(self.l1)
             return None
-        # (priority with parallel loading: the workers chose among the task's candidates)
-        cols = partials[0].get("cols", task["cols"])
-        if not task.get("gram"):
-            sync = self._steps(cols, g, self.sq_norms[cols], task.get("step", 1.0))
+        if not task.get("gram"):  # (priority: the workers' filter may choose the block)
+            cols = partials[0].get("cols", task["cols"])
+            sync = self._steps(task, partials, g, self.sq_norms[cols])
             self.l1_at.append(self.l1)
             return sync
+        cols = task["cols"]
         before = np.count_nonzero(self.w[cols])
         if all("G" in part or "Gi" in part for part in partials):
             delta = self._exact(cols, g, partials, task.get("deadline"))
@@ -157,7 +157,8 @@ class LassoAggregate(GLMAggregate):
         empty = 0 if self.kept is None else self.n_features - self.kept.shape[0]
         s = {"lambda": self.lam, "nnz_coef": self.nnz,
              "screened": int(self.screened.sum()) + empty,
-             "duality_gap": self.gap, "objective_rises": self.objective_rises}
+             "duality_gap": self.gap, "objective_rises": self.objective_rises,
+             "grouped_updates": self.grouped}
         if self.block_cap is not None:
             s.update(gram_block_cap=self.block_cap, gram_pieces=self.pieces,
                      late_rounds=self.late_rounds)

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..glm import kernels as GK
-from ..glm.update import GLMUpdate
+from ..glm.update import NO_WEIGHTS, GLMUpdate
 from . import kernels as K
 from . import data
 
@@ -24,6 +24,12 @@ class LassoUpdate(GLMUpdate):
     @property
     def rows(self):
         return self.n_rows
+
+    row_state = ("r",)  # a resume on another number of workers carries the residual
+
+    def resharded(self):
+        self.rss = float(self.r @ self.r)
+        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
 
     def _rows(self):
         """This worker's rows of X, as a matrix that slices by row."""
@@ -89,22 +95,21 @@ class LassoUpdate(GLMUpdate):
             grad(*self.X, self.r, cols, g)
             self.rss = float(self.r @ self.r)  # drop the drift of the running sum
             return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y)}
+        if not task.get("gram"):  # a Jacobi round (priority: maybe groups, or a filter)
+            cols, out = self._jacobi_block(task)
+            g = np.empty(cols.shape[0])
+            grad(*self.X, self.r, cols, g)
+            return {"g": g, "rss": self.rss, **out}
+        # working-set: the block's Gram over this worker's rows too, for an exact solve
         cols = task["cols"]
-        chosen = None
-        if task.get("select"):  # the dependency filter over the candidates ``cols``
-            cols = chosen = self._select(cols, *task["select"])
         g = np.empty(cols.shape[0])
         grad(*self.X, self.r, cols, g)
-        if chosen is not None:
-            return {"g": g, "rss": self.rss, "cols": chosen}
-        if task.get("gram"):  # the block's Gram over this worker's rows, for an exact solve
-            if not task.get("cache", True):
-                self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
-            part = self.gram_part(cols, task.get("deadline"))
-            if part is None:  # the deadline passed while it was built: the round is void
-                return {"g": g, "rss": self.rss, "late": True}
-            return {"g": g, "rss": self.rss, **part}
-        return {"g": g, "rss": self.rss}
+        if not task.get("cache", True):
+            self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
+        part = self.gram_part(cols, task.get("deadline"))
+        if part is None:  # the deadline passed while it was built: the round is void
+            return {"g": g, "rss": self.rss, "late": True}
+        return {"g": g, "rss": self.rss, **part}
 
     def gram_part(self, cols, deadline=None):
         """The block's Gram matrix over this worker's rows, as a block round returns it:
@@ -210,7 +215,6 @@ class LassoUpdate(GLMUpdate):
         return G
 
 
-NO_WEIGHTS = np.empty(0)  # (gram_cols, gram_sparse_add: X_B' X_B)
 # a piece of a worker's Gram matrix between two looks at the clock (multiply-adds), and
 # the most memory its gathered dense columns may take
 PIECE_OPS = 50_000_000

@@ -46,7 +46,7 @@ PARAMS = (
     Param("beta", 0.01, "symmetric Dirichlet prior of the topic-word distributions",
           low=0, closed="neither"),
     Param("sweeps", 50, "passes over the corpus (model schedule: one sweep is workers x "
-          "(staleness + 1) rounds)", low=0),
+          "(staleness + 1) rounds); a resumed run may ask for more", low=0, resume=True),
     Param("schedule", "model", "model: STRADS vocabulary rotation; data: YahooLDA-style "
           "data-parallel baseline", choices=tuple(sorted(SCHEDULES))),
 )
@@ -206,11 +206,10 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         n_workers, staleness = ctx.n_workers, ctx.staleness
         sched_cls = SCHEDULES[schedule]
         base = {"s1": staleness + 1, "mode": schedule, "seed": seed, "K": K,
-                "alpha": alpha, "beta": beta, "check": check, "sweeps": sweeps,
-                "flag": flag}
+                "alpha": alpha, "beta": beta, "check": check, "flag": flag}
         if isinstance(data, dict):  # the workers read or draw it: sizes come in begin()
             agg = LDAAggregate(None, K, None, None, alpha, beta, schedule, None, check)
-            sched = _split(sched_cls(None, n_workers, staleness, sweeps), ctx)
+            sched = _split(sched_cls(None, n_workers, staleness, sweeps, flag), ctx)
             return sched, agg, [{**base, "source": data} for _ in range(n_workers)]
         X, vocab = data()
         X = check_corpus(X, vocab)
@@ -237,7 +236,7 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
         check_memory(n_docs, V, n_tokens, X.nnz, K, n_workers, staleness,
                      schedule, int(np.diff(cuts).max()), flag)
         agg = LDAAggregate(V, K, n_docs, n_tokens, alpha, beta, schedule, vocab, check)
-        sched = _split(sched_cls(V, n_workers, staleness, sweeps), ctx)
+        sched = _split(sched_cls(V, n_workers, staleness, sweeps, flag), ctx)
         doc_cuts = api.split_balanced(lengths, n_workers)
         shards = []
         for w in range(n_workers):  # each worker's rows; it builds its tokens itself

@@ -33,13 +33,40 @@ def slice_of(worker, round, n_workers, s1):
 
 
 class _LDASchedule(Schedule):
+    # a resumed run may ask for more (or fewer) sweeps: setup gives them again
+    checkpoint_skip = ("sweeps", "staleness_flag")
+    staleness_flag = "staleness"  # its name in messages (the flag, on the command line)
+    needs_words = True  # its staleness bound depends on the vocabulary's size
+    offset = 0  # the round the workers' layout started at (resumed on other workers)
+    sweeps0 = 0  # sweeps done before it
+
+    @property
+    def total_rounds(self):
+        return self.offset + max(0, self.sweeps - self.sweeps0) * self.per_sweep
+
+    def schedule(self, round):
+        phase = round - self.offset
+        if round >= self.total_rounds:
+            return None
+        task = {"round": round, "ll": phase % self.per_sweep == self.per_sweep - 1}
+        if self.offset:  # the slices rotate from the layout's start
+            task["phase"] = phase
+        return task
+
+    def resume_on(self, n_workers, round):
+        """The layout starts again at ``round`` (the slices are cut for the new number
+        of workers): a sweep begun before it counts as not done."""
+        self.sweeps0 += (round - self.offset) // self.per_sweep
+        self.offset, self.W = round, n_workers
+        self.per_sweep = self.rounds_per_sweep(n_workers, self.s1)
+
     def begin(self, reports):
         """The vocabulary's size, once known (from the workers when they read the
         corpus; they refused a staleness beyond it already, naming the flag)."""
         V = reports[0]["n_words"]
-        if V is not None:
+        if V is not None or not self.needs_words:
             self.check_staleness(self.s1 - 1, self.W, V, self.sweeps,
-                                 {"staleness": "staleness"})
+                                 {"staleness": self.staleness_flag})
 
     @classmethod
     def check_staleness(cls, staleness, n_workers, n_words, sweeps, flag):
@@ -59,22 +86,22 @@ class ModelParallel(_LDASchedule):
             f"must be no more than the {n_words} words for {n_workers} "
             f"worker{'s' if n_workers > 1 else ''}")
 
-    def __init__(self, n_words, n_workers, staleness, sweeps):
+    def __init__(self, n_words, n_workers, staleness, sweeps, flag=None):
         self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
+        self.staleness_flag = (flag or {}).get("staleness", self.staleness_flag)
         self.begin([{"n_words": n_words}])
-        self.per_sweep = n_workers * self.s1
-        self.total_rounds = sweeps * self.per_sweep
+        self.per_sweep = self.rounds_per_sweep(n_workers, self.s1)
+
+    @staticmethod
+    def rounds_per_sweep(n_workers, s1):
+        return n_workers * s1
 
     def slice_of(self, worker, round):
-        return slice_of(worker, round, self.W, self.s1)
-
-    def schedule(self, round):
-        if round >= self.total_rounds:
-            return None
-        return {"round": round, "ll": round % self.per_sweep == self.per_sweep - 1}
+        return slice_of(worker, round - self.offset, self.W, self.s1)
 
 
 class DataParallel(_LDASchedule):
+    needs_words = False
     @staticmethod
     def limit(n_workers, n_words, sweeps):
         most = max(0, sweeps - 1)
@@ -82,15 +109,15 @@ class DataParallel(_LDASchedule):
                       f"sweep{'s' if sweeps != 1 else ''} can keep at most {most + 1} "
                       f"round{'s' if most else ''} in flight")
 
-    def __init__(self, n_words, n_workers, staleness, sweeps):
+    def __init__(self, n_words, n_workers, staleness, sweeps, flag=None):
         self.W, self.s1, self.sweeps = n_workers, staleness + 1, sweeps
+        self.staleness_flag = (flag or {}).get("staleness", self.staleness_flag)
         self.begin([{"n_words": n_words}])
-        self.total_rounds = sweeps  # a sweep a round
+        self.per_sweep = 1  # a sweep a round
 
-    def schedule(self, round):
-        if round >= self.total_rounds:
-            return None
-        return {"round": round, "ll": True}
+    @staticmethod
+    def rounds_per_sweep(n_workers, s1):
+        return 1
 
 
 class Group(Schedule):

@@ -88,9 +88,10 @@ DENSE_MAX_BYTES = 1 << 20
 
 
 class LDAUpdate(Update):
-    # the worker's tokens (words, documents) and their layout: setup() gives them again
     checkpoint_sized = ("held",)  # the slices in hand, packed: their size varies
-    checkpoint_skip = ("words", "docs", "lengths", "cuts", "blocks", "beta_table", "vocab",
+    # the worker's tokens' words and their layout: setup() gives them again (the tokens'
+    # documents are kept: a resume on other workers finds each document's topics by them)
+    checkpoint_skip = ("words", "lengths", "cuts", "blocks", "beta_table", "vocab",
                        "dense", "resident", "alpha_table", "_lengths_ll")
 
     def __init__(self, shard):
@@ -141,11 +142,30 @@ class LDAUpdate(Update):
         z = np.empty(words.shape[0], np.int32)
         key = np.random.SeedSequence([self.seed, 3]).generate_state(1, np.uint64)[0]
         K.initial_topics(self.lengths, self.d0, key, self.K, z)
+        docs = np.repeat(np.arange(self.lengths.shape[0], dtype=np.int32), self.lengths)
+        self.dense = dense_topics(self.K, self.n_tokens, self.n_docs, self.W)
+        self._count(docs, z)
+        order = np.argsort(words, kind="stable")
+        self.words, self.docs, self.z = words[order], docs[order], z[order]
+        del order, words, docs, z
+        self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
+        self.beta_table = K.lgamma_table(self.beta, 4096)
+        self.alpha_table = K.lgamma_table(self.alpha, 4096)
+        self._lengths_ll = (None, 0.0)  # (lengths, doc_lengths_loglik of them)
+        # the slices whose word half of the log-likelihood (and check sums) this worker
+        # adds up in the data schedule: those it would hold first in the model schedule
+        self.share = [slice_of(self.worker, g, self.W, self.s1) for g in range(self.s1)]
+        # one worker, one slice: the slice never leaves, so it is never packed
+        self.resident = self.mode == "model" and self.W == 1 and self.s1 == 1
+        self._slices()
+        self._scratch()
+
+    def _count(self, docs, z):
+        """The counts of the tokens' topics ``z`` (``docs``: their documents, in document
+        order): each document's, and the topic totals over every worker's tokens."""
         n_docs = self.lengths.shape[0]
-        docs = np.repeat(np.arange(n_docs, dtype=np.int32), self.lengths)
         # 16-bit counts when they fit, to halve the memory traffic
         small = self.K <= 65536 and self.lengths.max(initial=0) < 65536
-        self.dense = dense_topics(self.K, self.n_tokens, self.n_docs, self.W)
         if self.dense:  # a dense documents x topics table
             self.dmeta = self.dlist = None
             self.ndk = np.zeros((n_docs, self.K), np.uint16 if small else np.int32)
@@ -155,19 +175,12 @@ class LDAUpdate(Update):
             self.dmeta = np.empty((n_docs, 2), np.int64)
             self.dlist = np.empty((z.shape[0], 2), np.uint16 if small else np.int32)
             K.doc_lists(self.lengths, docs, z, self.dmeta, self.dlist, self.K)
-        order = np.argsort(words, kind="stable")
-        self.words, self.docs, self.z = words[order], docs[order], z[order]
-        del order, words, docs, z
-        self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
-        self.nk = peers.allreduce(np.bincount(self.z, minlength=self.K).astype(np.int64))
-        self.beta_table = K.lgamma_table(self.beta, 4096)
-        self.alpha_table = K.lgamma_table(self.alpha, 4096)
-        self._lengths_ll = (None, 0.0)  # (lengths, doc_lengths_loglik of them)
-        # the slices whose word half of the log-likelihood (and check sums) this worker
-        # adds up in the data schedule: those it would hold first in the model schedule
-        self.share = [slice_of(self.worker, g, self.W, self.s1) for g in range(self.s1)]
-        # one worker, one slice: the slice never leaves, so it is never packed
-        self.resident = self.mode == "model" and self.W == 1 and self.s1 == 1
+        self.nk = self.peers.allreduce(np.bincount(z, minlength=self.K).astype(np.int64))
+
+    def _slices(self):
+        """The word-topic counts: the slices this worker holds first (model schedule), or
+        its copy of the whole table (data schedule), summed over every worker's tokens."""
+        peers = self.peers
         if self.mode == "model":
             n_rows = int(np.diff(self.cuts).max(initial=0))
             self.nwk = np.zeros((n_rows, self.K), np.int32)  # the slice in hand
@@ -179,6 +192,26 @@ class LDAUpdate(Update):
             self.nwk = np.zeros((self.V, self.K), np.int32)
             for part in peers.allgather(mine):  # every worker's counts, in worker order
                 K.add_packed(*part, self.nwk)
+
+    def reshard(self, olds, first):
+        """A checkpoint of another number of workers: each of this worker's documents
+        takes its tokens' topics from the old worker that held it (the tokens of one
+        document and word in the same order in both layouts: sorted by word, then
+        document); the counts are then made again from the topics, as at the start."""
+        z, mine = np.empty_like(self.z), self.d0 + self.docs.astype(np.int64)
+        for start, count, old in olds:
+            theirs = old["d0"] + old["docs"].astype(np.int64)
+            lo, hi = max(start, self.d0), min(self.d0 + self.rows, start + count)
+            got = old["z"][(theirs >= lo) & (theirs < hi)]
+            at = (mine >= lo) & (mine < hi)
+            if got.shape[0] != np.count_nonzero(at):
+                raise ValueError(f"documents {lo}..{hi - 1}: {got.shape[0]} tokens in the "
+                                 f"checkpoint, {np.count_nonzero(at)} in the data")
+            z[at] = got
+        self.z = z
+        order = np.argsort(self.docs, kind="stable")
+        self._count(self.docs[order], z[order])
+        self._slices()
         self._scratch()
 
     def _scratch(self):
@@ -325,8 +358,8 @@ class LDAUpdate(Update):
         if self.K * self.alpha == math.inf or self.V * self.beta == math.inf:
             raise DataError(f"{flag['alpha']} x topics or {flag['beta']} x words overflows "
                             f"({self.K} x {self.alpha}, {self.V} x {self.beta})")
-        SCHEDULES[self.mode].check_staleness(self.s1 - 1, self.W, self.V,
-                                             int(shard["sweeps"]), flag)
+        if self.mode == "model":  # (the data schedule's bound is the sweeps': rank 0's)
+            SCHEDULES[self.mode].check_staleness(self.s1 - 1, self.W, self.V, None, flag)
         cuts = split_vocab(word_counts, self.W * self.s1)
         check_memory(self.n_docs, self.V, self.n_tokens, nnz, self.K, self.W, self.s1 - 1,
                      self.mode, int(np.diff(cuts).max()), flag)
@@ -468,11 +501,12 @@ class LDAUpdate(Update):
 
     def update(self, task):
         r, peers = task["round"], self.peers
+        phase = task.get("phase", r)  # (rounds since the layout began: a resume's)
         nk0 = self.nk.copy()
         mine = {}
         if self.mode == "model":
-            g = r % self.s1
-            m = task.get("slice", slice_of(self.worker, r, self.W, self.s1))
+            g = phase % self.s1
+            m = task.get("slice", slice_of(self.worker, phase, self.W, self.s1))
             if self.held[g][0] != m:
                 raise RuntimeError(f"worker {self.worker} holds slice {self.held[g][0]} "
                                    f"in round {r}, expected {m}: the rotation broke")

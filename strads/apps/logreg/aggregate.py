@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..glm import kernels as GK
-from ..glm.aggregate import GLMAggregate
+from ..glm.aggregate import GLMAggregate, _sum
 from ..glm.schedule import working_set
 from . import kernels as K
 
@@ -357,11 +357,9 @@ class LogRegAggregate(GLMAggregate):
 
     # -- Jacobi schedules ------------------------------------------------------------------
     def _jacobi(self, task, partials):
-        cols = partials[0].get("cols", task["cols"])  # (the workers' filter chose them)
         loss = sum(p["loss"] for p in partials)
         self._observe(self._primal_at(task["version"], loss / self.n), task["version"])
-        return self._steps(cols, _sum(partials, "q"), _sum(partials, "h"),
-                           task.get("step", 1.0))
+        return self._steps(task, partials, _sum(partials, "q"), _sum(partials, "h"))
 
     # -- outputs ---------------------------------------------------------------------------
     def finish(self, collected):
@@ -380,16 +378,7 @@ class LogRegAggregate(GLMAggregate):
                 "line_search_backtracks": self.backtracks, "cd_passes": self.cd_passes,
                 "gram_reused": self.reused,
                 "gram_extended": self.extended,
-                "objective_rises": self.objective_rises}
-
-
-def _sum(partials, key):
-    """Sum of the partials' arrays ``key``, in worker order (into the first: each round's
-    partials are its own copies)."""
-    out = partials[0][key]
-    for part in partials[1:]:
-        out += part[key]
-    return out
+                "objective_rises": self.objective_rises, "grouped_updates": self.grouped}
 
 
 def _form(G):

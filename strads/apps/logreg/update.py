@@ -25,6 +25,7 @@ import scipy.sparse as sp
 from scipy.linalg.blas import dsyrk
 
 from ..glm import kernels as GK
+from ...api import rows_of
 from ..glm.update import GLMUpdate
 from . import kernels as K
 from . import data
@@ -78,6 +79,19 @@ class LogRegUpdate(GLMUpdate):
             K.factor_cols(*csc, cols, wts)
         K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
                           np.empty(1))
+
+    # -- a resume on another number of workers: the margins and what hangs on them ------
+    @property
+    def rows(self):
+        return self.n_rows
+
+    def reshard(self, olds, first):
+        old = olds[0][2]
+        for name in ("m", "dm", "zc", "gram_w"):  # (None: not pending, or not yet made)
+            if old[name] is not None:
+                setattr(self, name, rows_of(olds, first, self.n_rows, name))
+        self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
+        self.spec = None  # a speculative trial point: a commit then computes it again
 
     # -- syncs ---------------------------------------------------------------------------
     def apply(self, sync):
@@ -135,17 +149,14 @@ class LogRegUpdate(GLMUpdate):
             out.update(self._extend(task["cols"], task["new"], task["form"]))
         elif kind == "trial":
             out.update(self._trial(task["steps"], task.get("cols")))
-        elif kind == "block":
-            cols = task["cols"]
-            if "select" in task:  # the dependency filter over the candidates ``cols``
-                cols = self._select(cols, *task["select"])
-                out["cols"] = cols
+        elif kind == "block":  # (priority: maybe groups, or the workers' filter)
+            cols, chosen = self._jacobi_block(task, self.wts)  # (groups: Hessian blocks)
             g, h = np.empty(cols.shape[0]), np.empty(cols.shape[0])
             if self.sparse:
                 K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
             else:
                 K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
-            out.update(q=g, h=h, loss=self.loss)
+            out.update(chosen, q=g, h=h, loss=self.loss)
         return out
 
     def _full(self, hess):

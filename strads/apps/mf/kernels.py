@@ -28,6 +28,17 @@ def _fold(w, M, j, off, P):
 
 
 @njit(**_opts)
+def _solve(own, t, a, reg, rv, vv):
+    """own[t, a] <- the row's exact minimiser, from its sums r.v and v.v (the residual
+    without this step's change: r); returns the change."""
+    s = own[t, a]
+    den = reg + vv
+    z = (rv + s * vv) / den if den > 0.0 else 0.0
+    own[t, a] = z
+    return z - s
+
+
+@njit(**_opts)
 def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
     """One rank-one half-step: for every own row a,
     own[t, a] <- argmin_z sum_j (r_aj + own[t, a] v_j - z v_j)^2 + reg[a] z^2 with v the
@@ -88,11 +99,7 @@ def ccd_step(indptr, idx, res, own, t, G, reg, tps, scratch):
                 rr += r * r
                 rv += r * vj
                 vv += vj * vj
-        s = own[t, a]
-        den = reg[a] + vv
-        z = (rv + s * vv) / den if den > 0.0 else 0.0
-        step = z - s
-        own[t, a] = z
+        step = _solve(own, t, a, reg[a], rv, vv)
         if step != 0.0:
             for q in range(lo, hi):
                 res[_u(q)] -= step * scratch[_u(q - lo)]
@@ -167,11 +174,7 @@ def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
                         rr += r * r
                         rv += r * vj
                         vv += vj * vj
-                s = own[t, a]
-                den = reg[a] + vv
-                z = (rv + s * vv) / den if den > 0.0 else 0.0
-                step = z - s
-                own[t, a] = z
+                step = _solve(own, t, a, reg[a], rv, vv)
                 steps[a] = step
                 if c == b - 1:
                     rss += rr - 2.0 * step * rv + step * step * vv
@@ -188,16 +191,139 @@ def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
 
 
 @njit(**_opts)
-def apply_cols(indptr, idx, res, own, cols, delta):
+def apply_cols(ptr, idx, res, own, cols, delta):
     """res_aj -= sum_c delta[c, j] * own[cols[c], a]: the residual after the other side's
-    columns ``cols`` changed by ``delta``."""
-    for a in range(indptr.shape[0] - 1):
+    columns ``cols`` changed by ``delta`` (rows or the tiled layout: ``ptr``)."""
+    m = own.shape[1]
+    for b in range((ptr.shape[0] - 1) // m):
+        for a in range(m):
+            for q in range(ptr[b * m + a], ptr[b * m + a + 1]):
+                j = idx[q]
+                s = 0.0
+                for c in range(cols.shape[0]):
+                    s += delta[c, j] * own[cols[c], a]
+                res[q] -= s
+
+
+# -- the tiled layout ---------------------------------------------------------------------
+# Where the other side has more rows than a tile, a side's ratings are kept tile by tile
+# of the other side's rows (a tile's slice of the gather table stays in L2), each row's
+# ratings of a tile together and in their order: ``ptr[b * m + a]`` is the start of row
+# a's ratings in tile b. Visiting a row's segments tile by tile reads its ratings in the
+# rows' order, so every sum is made in the same order as over the rows.
+
+#: the other side's rows per tile (their gather table, 24 bytes a row, stays in L2)
+TILE_ROWS = 32768
+
+
+@njit(**_opts)
+def tile_layout(indptr, idx, n_other, tile):
+    """``ptr`` of the tiled layout of these rows (indices increasing along each row), or
+    an empty array when a row's indices are not increasing (keep the rows)."""
+    m = indptr.shape[0] - 1
+    T = max((n_other + tile - 1) // tile, 1)
+    ptr = np.zeros(T * m + 1, np.int64)
+    for a in range(m):
         for q in range(indptr[a], indptr[a + 1]):
-            j = idx[q]
-            s = 0.0
-            for c in range(cols.shape[0]):
-                s += delta[c, j] * own[cols[c], a]
-            res[q] -= s
+            if q > indptr[a] and idx[q] <= idx[q - 1]:
+                return np.zeros(0, np.int64)
+            ptr[(idx[q] // tile) * m + a + 1] += 1
+    for c in range(T * m):
+        ptr[c + 1] += ptr[c]
+    return ptr
+
+
+@njit(**_opts)
+def retile(indptr, ptr, src, to_tiles):
+    """``src`` (in the rows' order, or with ``to_tiles`` False the tiled order) in the other
+    order."""
+    m = indptr.shape[0] - 1
+    out = np.empty_like(src)
+    for a in range(m):
+        pos = indptr[a]
+        for b in range((ptr.shape[0] - 1) // m):
+            lo, hi = ptr[b * m + a], ptr[b * m + a + 1]
+            for q in range(lo, hi):
+                if to_tiles:
+                    out[q] = src[pos + q - lo]
+                else:
+                    out[pos + q - lo] = src[q]
+            pos += hi - lo
+    return out
+
+
+@njit(**_opts)
+def fill_table(G, v, delta):
+    """``G[j] = (v_j, delta[0, j], ..., delta[P-1, j])`` for j < len(G): ccd_step's
+    gather table."""
+    for j in range(G.shape[0]):
+        G[j, 0] = v[j]
+        for p in range(delta.shape[0]):
+            G[j, 1 + p] = delta[p, j]
+
+
+@njit(**_opts)
+def ccd_tiles(ptr, idx, res, own, t, v, tp, d, u, reg, steps, acc):
+    """:func:`ccd_step` over the tiled layout, the other side's column ``v`` and at most
+    one pending change ``d`` of its column ``tp`` (-1: none): the same numbers, bit for
+    bit. Each row's sums are gathered tile by tile (in ``acc``, one (rr, rv, vv) per
+    row) and its step made once all tiles are read. A tile's slices of ``v``, ``d`` and
+    ``u`` stay in L2 (no packed table needed). ``steps`` (per row) are the side's
+    previous steps, of the other side's column ``u``, not yet in ``res``: this pass
+    applies them first, as ccd_step's second pass would have before the fold. On return
+    ``steps`` holds this step's, left to the next pass the same way (of the column ``v``:
+    :func:`apply_steps` applies them)."""
+    m = own.shape[1]
+    w0 = 0.0
+    for a in range(m):
+        acc[a, 0] = 0.0
+        acc[a, 1] = 0.0
+        acc[a, 2] = 0.0
+    for b in range((ptr.shape[0] - 1) // m):
+        for a in range(m):
+            lo, hi = ptr[b * m + a], ptr[b * m + a + 1]
+            if lo == hi:
+                continue
+            sp = steps[a]
+            if tp >= 0:
+                w0 = own[tp, a]
+            rr, rv, vv = acc[a, 0], acc[a, 1], acc[a, 2]
+            for q in range(lo, hi):  # (LLVM takes the row's branches out of the loop)
+                uq = _u(q)
+                j = _u(idx[uq])
+                r = res[uq]
+                if sp != 0.0:
+                    r = r - sp * u[j]
+                if tp >= 0:
+                    r = r - w0 * d[j]
+                res[uq] = r
+                vj = v[j]
+                rr += r * r
+                rv += r * vj
+                vv += vj * vj
+            acc[a, 0], acc[a, 1], acc[a, 2] = rr, rv, vv
+    rss = 0.0
+    for a in range(m):
+        rr, rv, vv = acc[a, 0], acc[a, 1], acc[a, 2]
+        step = _solve(own, t, a, reg[a], rv, vv)
+        steps[a] = step
+        rss += rr - 2.0 * step * rv + step * step * vv
+    return rss
+
+
+@njit(**_opts)
+def apply_steps(ptr, idx, res, steps, u):
+    """The deferred steps of :func:`ccd_tiles`, of the column ``u``, into ``res`` as
+    ccd_step's second pass makes them; ``steps`` zeroed."""
+    m = steps.shape[0]
+    for b in range((ptr.shape[0] - 1) // m):
+        for a in range(m):
+            sp = steps[a]
+            if sp != 0.0:
+                for q in range(ptr[b * m + a], ptr[b * m + a + 1]):
+                    uq = _u(q)
+                    res[uq] -= sp * u[_u(idx[uq])]
+    steps[:] = 0.0
 
 
 @njit(**_opts)
@@ -286,16 +412,19 @@ def predict_pairs(WT, HT, users, items, out):
 
 
 @njit(**_opts)
-def rss_rows(indptr, idx, y, W, H):
-    """sum over the CSR ratings of (y_aj - W[a] . H[j])^2 (factors row-major)."""
+def rss_rows(ptr, idx, y, W, H):
+    """sum over the ratings, row by row in order, of (y_aj - W[a] . H[j])^2 (factors
+    row-major; rows or the tiled layout: ``ptr``)."""
     s = 0.0
-    for a in range(indptr.shape[0] - 1):
-        for q in range(indptr[a], indptr[a + 1]):
-            j = idx[q]
-            e = y[q]
-            for t in range(W.shape[1]):
-                e -= W[a, t] * H[j, t]
-            s += e * e
+    m = W.shape[0]
+    for a in range(m):
+        for b in range((ptr.shape[0] - 1) // m):
+            for q in range(ptr[b * m + a], ptr[b * m + a + 1]):
+                j = idx[q]
+                e = y[q]
+                for t in range(W.shape[1]):
+                    e -= W[a, t] * H[j, t]
+                s += e * e
     return s
 
 

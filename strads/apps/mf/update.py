@@ -37,21 +37,116 @@ class _Side:
 
     ``res`` is the residual of the worker's own entries and the synced other side, but
     for the other side's last synced change (``pending``), which the next step of this
-    side folds in while it reads the ratings anyway."""
+    side folds in while it reads the ratings anyway.
 
-    def __init__(self, indptr, idx, res, own, reg):
+    Where the other side has more rows than a tile (``kernels.TILE_ROWS``), the first
+    single-column ccd step puts the ratings in the tiled layout (``ptr``; ``y``, the
+    ratings of side W, goes along) and steps use :func:`kernels.ccd_tiles`, whose own
+    steps (``steps``, of the other side's column ``u``) are also left to the next pass:
+    ``settle`` applies them where anything else reads ``res``. A round that needs the
+    rows (a block, ALS, more than one pending column) puts them back for good. The
+    numbers are the same bit for bit in every layout."""
+
+    def __init__(self, indptr, idx, res, own, reg, y=None):
         self.indptr, self.idx, self.res = indptr, idx, res
-        self.own, self.reg = own, reg
+        self.own, self.reg, self.y = own, reg, y
         self.pending = None  # (cols, delta) of the other side, not yet in res
-        self.G = None  # the gather buffer of ccd steps
-        longest = int(np.diff(indptr).max()) if indptr.shape[0] > 1 else 0
-        self.scratch = np.empty(max(longest, 1))  # a row's gathered column, per step
+        self.G = None  # the gather table of ccd_step
+        self.scratch = None  # a row's gathered column, per ccd_step
+        self.ptr = None  # the tiled layout's segments (kernels.tile_layout), or rows
+        self.tiles = True  # False once a round needed the rows
+        self.steps = self.u = self.acc = None  # tiled: the deferred steps, the rows' sums
+        self.deferred = False  # steps holds steps not yet in res
+
+    @property
+    def segments(self):
+        return self.indptr if self.ptr is None else self.ptr
+
+    def tile(self, n_other):
+        """The tiled layout, if the other side's table outgrows a tile and a row's
+        ratings in a tile are several on average (a segment has a cost of its own)."""
+        if self.ptr is not None or not self.tiles or n_other <= K.TILE_ROWS:
+            return
+        self.tiles = False  # one try: a layout refused stays refused
+        segments = -(-n_other // K.TILE_ROWS) * (self.indptr.shape[0] - 1)
+        if 8 * segments > self.idx.shape[0]:
+            return
+        ptr = K.tile_layout(self.indptr, self.idx, n_other, K.TILE_ROWS)
+        if ptr.shape[0] == 0:
+            return
+        self.ptr, self.tiles = ptr, True
+        self._retile(ptr, True)
+        m = self.own.shape[1]
+        self.steps, self.u, self.acc = np.zeros(m), np.empty(n_other), np.empty((m, 3))
+
+    def settle(self):
+        """The deferred steps into res."""
+        if self.deferred:
+            K.apply_steps(self.ptr, self.idx, self.res, self.steps, self.u)
+            self.deferred = False
+
+    def rows(self, keep=False):
+        """The rows' layout again (``keep``: tiled again by the next ccd step)."""
+        self.settle()
+        if self.ptr is not None:
+            ptr, self.ptr = self.ptr, None
+            self._retile(ptr, False)
+            self.steps = self.u = self.acc = None
+        self.tiles = self.tiles and keep
+
+    def _retile(self, ptr, to_tiles):
+        # one array at a time: the old one is freed before the next is copied
+        self.idx = K.retile(self.indptr, ptr, self.idx, to_tiles)
+        self.res = K.retile(self.indptr, ptr, self.res, to_tiles)
+        if self.y is not None:
+            self.y = K.retile(self.indptr, ptr, self.y, to_tiles)
+
+    def res_rows(self):
+        """res, all steps in, in the rows' order (a checkpoint's)."""
+        self.settle()
+        if self.ptr is None:
+            return self.res
+        return K.retile(self.indptr, self.ptr, self.res, False)
 
     def apply_pending(self):
         if self.pending is not None:
+            self.settle()
             cols, delta = self.pending
-            K.apply_cols(self.indptr, self.idx, self.res, self.own, cols, delta)
+            K.apply_cols(self.segments, self.idx, self.res, self.own, cols, delta)
             self.pending = None
+
+    def ccd(self, t, v):
+        """One ccd step of column t against the other side's column ``v`` (synced: its
+        extra cold-start entry last)."""
+        n = v.shape[0] - 1
+        p = self.pending
+        if p is not None and p[0].shape[0] > 1:  # (a block of the other side's)
+            self.rows()
+        self.tile(n)
+        if self.ptr is not None:
+            tp, d = (-1, v) if p is None else (int(p[0][0]), p[1][0])
+            rss = K.ccd_tiles(self.ptr, self.idx, self.res, self.own, t, v, tp, d, self.u,
+                              self.reg, self.steps, self.acc)
+            np.copyto(self.u, v[:n])  # the column of the steps now deferred
+            self.deferred = True
+        else:
+            tps, delta = (_NONE, _NONE2) if p is None else p
+            # one table per side, reused: a fresh one per step would cost a page fault
+            # per 4 KiB of the other side's size, which more workers don't share
+            shape = (n, 1 + tps.shape[0])
+            if self.G is None or self.G.shape != shape:
+                self.G = np.empty(shape)
+            if self.scratch is None:
+                longest = int(np.diff(self.indptr).max()) if self.indptr.shape[0] > 1 else 0
+                self.scratch = np.empty(max(longest, 1))
+            K.fill_table(self.G, v, delta)
+            rss = K.ccd_step(self.indptr, self.idx, self.res, self.own, t, self.G,
+                             self.reg, tps, self.scratch)
+        self.pending = None
+        return rss
+
+
+_NONE, _NONE2 = np.zeros(0, np.int64), np.zeros((0, 0))
 
 
 class MFUpdate(Update):
@@ -64,7 +159,7 @@ class MFUpdate(Update):
             self.early_stop = shard.get("early_stop")
         lay = shard["layout"]
         m, n = shard["shape"]
-        (u0, u1), (i0, i1) = shard["users"], shard["items"]
+        (u0, u1), (i0, i1) = self.ranges = shard["users"], shard["items"]
         H = shard["H"]  # the starting H, transposed (kk x n + 1)
         if not H.flags.writeable:
             H = H.copy()
@@ -74,9 +169,6 @@ class MFUpdate(Update):
         self.size = (m, n)
         self.sync = [W, H]
         indptr, idx, y = shard["rows"]
-        # the training ratings less the mean, for the exact final RSS: W = 0 at the start,
-        # so they are also the starting residuals
-        self.y = y
         self.test = shard["test"]  # this worker's share of the held-out pairs
         self.ids = (shard["user_ids"], shard["item_ids"])
         self.scores = []  # (iteration or None, sse, seconds): sent with the next round
@@ -84,8 +176,10 @@ class MFUpdate(Update):
         # early stopping: the best held-out sum over all workers so far, and (iteration,
         # this worker's rows of W, of H, its held-out share's squared error) then
         self.best_sse, self.best = float("inf"), None
+        # y: the training ratings less the mean, for the exact final RSS; W = 0 at the
+        # start, so they are also the starting residuals
         self.sides = [
-            _Side(indptr, idx, y.copy(), W[:, u0:u1].copy(), shard["reg_rows"]),
+            _Side(indptr, idx, y.copy(), W[:, u0:u1].copy(), shard["reg_rows"], y),
             _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
 
     def report(self):
@@ -96,9 +190,10 @@ class MFUpdate(Update):
         # the ratings' layout (indptr, idx), the ratings, the regularisation, the ids and
         # the held-out share are the shard's, rebuilt by setup(); G and scratch are
         # buffers; the synced factors are every worker's own rows side by side (each
-        # round's columns are assembled from them), gathered again on load
+        # round's columns are assembled from them), gathered again on load; the
+        # residuals in the rows' order, whatever the layout
         return {"scores": self.scores, "score_next": self.score_next,
-                "sides": [{"res": s.res, "own": s.own, "pending": s.pending}
+                "sides": [{"res": s.res_rows(), "own": s.own, "pending": s.pending}
                           for s in self.sides],
                 "best_sse": self.best_sse, "best": self.best}
 
@@ -107,6 +202,7 @@ class MFUpdate(Update):
         self.score_next = state["score_next"]
         self.best_sse, self.best = state["best_sse"], state["best"]
         for side, st in zip(self.sides, state["sides"]):
+            side.rows(keep=True)
             side.res, side.own, side.pending = st["res"], st["own"], st["pending"]
         for s, side in enumerate(self.sides):  # (collective: every worker loads at once)
             F, off = self.sync[s], 0
@@ -117,6 +213,42 @@ class MFUpdate(Update):
                 raise RuntimeError(f"the workers' rows of side {s} add up to {off}, "
                                    f"expected {self.size[s]}")
 
+    def reshard(self, olds, first):
+        """A checkpoint of another number of workers (``olds``: every old worker's
+        state, in order): the factors are their rows side by side; this worker takes its
+        rows of them and makes its residuals again (the ratings less the predictions),
+        and takes the scores due, and the best iteration's error, on its held-out share."""
+        fresh = [side.res.copy() for side in self.sides]  # the ratings: W is 0 at the start
+        best = olds[0][2]["best"]
+        full = [[], []]
+        for s, side in enumerate(self.sides):
+            F = self.sync[s]
+            F[:, :self.size[s]] = np.concatenate([o["sides"][s]["own"] for *_, o in olds],
+                                                 axis=1)
+            (lo, hi), n = self.ranges[s], self.size[s]
+            side.own, side.pending = F[:, lo:hi].copy(), None
+            if best is not None:
+                full[s] = np.concatenate([o["best"][1 + s] for *_, o in olds], axis=1)
+        for s, side in enumerate(self.sides):
+            lo = self.ranges[s][0]
+            mine = lo + np.repeat(np.arange(side.indptr.shape[0] - 1), np.diff(side.indptr))
+            pairs = (mine, side.idx) if s == 0 else (side.idx, mine)
+            side.res = np.empty(side.idx.shape[0])
+            K.predict_pairs(self.sync[0], self.sync[1], *pairs, side.res)
+            np.subtract(fresh[s], side.res, out=side.res)
+        old = olds[0][2]
+        self.score_next = old["score_next"]
+        self.scores = [(it, *self._score()) for it, _, _ in old["scores"]]
+        self.best_sse, self.best = old["best_sse"], None
+        if best is not None:
+            users, items, ratings = self.test
+            out = np.empty(users.shape[0])
+            K.predict_pairs(full[0], full[1], users, items, out)
+            out -= ratings
+            (u0, u1), (i0, i1) = self.ranges
+            self.best = [best[0], full[0][:, u0:u1].copy(), full[1][:, i0:i1].copy(),
+                         K.wsumsq(None, out)]
+
     @classmethod
     def warmup(cls):
         indptr, idx = np.array([0, 1], np.int64), np.zeros(1, np.int32)
@@ -126,6 +258,13 @@ class MFUpdate(Update):
         K.ccd_block(indptr, idx, res, own, np.zeros(2, np.int64), other, reg, cols, other,
                     K.BLOCK_TILE)
         K.apply_cols(indptr, idx, res, own, cols, other)
+        ptr = K.tile_layout(indptr, idx, 1, 1)
+        K.retile(indptr, ptr, K.retile(indptr, ptr, idx, True), False)
+        K.retile(indptr, ptr, res, True)
+        G, steps = np.ones((1, 2)), np.zeros(1)
+        K.fill_table(G, res, other[:1])
+        K.ccd_tiles(ptr, idx, res, own, 0, res, 0, res, res, reg, steps, np.empty((1, 3)))
+        K.apply_steps(ptr, idx, res, steps, res)
         K.als_step(indptr, idx, res, own, cols, other, reg)
         K.predict_pairs(own, other, idx, idx, res)
         K.rss_rows(indptr, idx, res, np.ones((1, 2)), np.ones((1, 2)))
@@ -141,40 +280,30 @@ class MFUpdate(Update):
         side, other, cols = self.sides[s], self.sync[1 - s], task["cols"]
         n_other = self.size[1 - s]
         rss = None  # an empty round (padding between dependent columns) changes nothing
-        if task["method"] == "ccd" and cols.shape[0] > 1:
+        if task["method"] == "ccd" and cols.shape[0] == 1:
+            rss = side.ccd(int(cols[0]), other[cols[0]])
+        elif task["method"] == "ccd" and cols.shape[0] > 1:
             # a block: the columns one after the other (Gauss-Seidel), tile by tile, the
             # first folding in the other side's last round (ccd_block)
+            side.rows()
             p = side.pending
             if p is None:
                 p = (np.zeros(0, np.int64), np.zeros((0, n_other)))
             rss = K.ccd_block(side.indptr, side.idx, side.res, side.own, cols, other,
                               side.reg, p[0], p[1], K.BLOCK_TILE)
             side.pending = None
-        elif task["method"] == "ccd":
-            # the columns one after the other (Gauss-Seidel); the first folds in the
-            # other side's last round
-            for t in cols:
-                p = side.pending
-                tps = p[0] if p is not None else np.zeros(0, np.int64)
-                # one buffer per side, reused: a fresh one per step would cost a page
-                # fault per 4 KiB of the other side's size, which more workers don't share
-                shape = (n_other, 1 + tps.shape[0])
-                if side.G is None or side.G.shape != shape:
-                    side.G = np.empty(shape)
-                G = side.G
-                G[:, 0] = other[t, :n_other]
-                if p is not None:
-                    G[:, 1:] = p[1].T
-                rss = K.ccd_step(side.indptr, side.idx, side.res, side.own, int(t), G,
-                                 side.reg, tps, side.scratch)
-                side.pending = None
+        elif task["method"] == "ccd":  # an empty round (padding) changes nothing
+            pass
         else:
+            side.rows()
             side.apply_pending()
             rss = K.als_step(side.indptr, side.idx, side.res, side.own, cols, other, side.reg)
         sq = np.array([K.wsumsq(side.reg, side.own[c]) for c in cols])
         scores, self.scores = self.scores, []
-        mine = {"vals": side.own[cols], "rss": rss, "sq": sq, "test": scores}
-        # alone, the exchange is the worker's own fresh values (side.own[cols] is a copy)
+        vals = side.own[cols]  # a copy, never written: read-only, threads share it
+        vals.flags.writeable = False
+        mine = {"vals": vals, "rss": rss, "sq": sq, "test": scores}
+        # alone, the exchange is the worker's own fresh values
         got = [mine] if self.peers.size == 1 else self.peers.allgather(mine)
         self._take(s, cols, [g["vals"] for g in got])
         end = None
@@ -264,7 +393,7 @@ class MFUpdate(Update):
             it, own_W, own_H, sse = None, rows.own, cols.own, None
             H = np.ascontiguousarray(self.sync[1].T)
         W = np.ascontiguousarray(own_W.T)
-        rss = K.rss_rows(rows.indptr, rows.idx, self.y, W, H)
+        rss = K.rss_rows(rows.segments, rows.idx, rows.y, W, H)
         del W, H
         sq = {name: np.array([K.wsumsq(side.reg, own[c]) for c in range(own.shape[0])])
               for name, side, own in zip(SIDES, self.sides, (own_W, own_H))}

@@ -1,0 +1,222 @@
+"""Elastic runs: a checkpoint written by W workers resumes on W' (in one process and under
+mpiexec, both scheduler layouts), and ``strads.launch`` restarts a job that lost a rank
+from its last checkpoint on the ranks that remain."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import dump_svmlight_file
+
+from strads.apps import lasso, lda, logreg
+from strads.apps.lda.data import make_corpus
+
+from conftest import ROOT, child_env, mpiexec
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_robustness import _pid_of_rank  # noqa: E402
+
+
+def _legs(fit, W, W2, stop, tmp_path, **kw):
+    """An uninterrupted run on W workers, and a run checkpointed on W workers, stopped
+    after ``stop`` rounds and resumed on W2; and the checkpoint's round."""
+    ref = fit(workers=W, **kw)
+    out = tmp_path / "run"
+    fit(workers=W, out=str(out), checkpoint_every=1e-6, max_rounds=stop, **kw)
+    at = json.loads((out / "checkpoint" / "manifest.json").read_text())["round"]
+    return ref, fit(workers=W2, out=str(out), resume=True, **kw), at
+
+
+@pytest.mark.parametrize("app, schedule, stop", [
+    (lasso, "working-set", 3), (lasso, "priority", 40), (lasso, "round-robin", 40),
+    (logreg, "working-set", 5), (logreg, "round-robin", 40)])
+def test_glm_resumes_from_4_to_2_workers_at_the_optimum(app, schedule, stop, tmp_path):
+    X, y, _ = app.make_problem(500, 1500, density=0.02, seed=3)
+    fit = lambda **kw: app.fit(X, y, lambda_ratio=0.05, tol=1e-10, quiet=True,  # noqa
+                               schedule=schedule, **kw)
+    ref, res, at = _legs(fit, 4, 2, stop, tmp_path)
+    assert res.workers == 2 and res.stop_reason == "tol" and res.rounds > at > 0
+    lam = float(ref.model["lambda"])
+    f = lambda c: app.objective(X, y, c, lam)  # noqa: E731
+    assert abs(f(res.model["coef"]) - f(ref.model["coef"])) <= 1e-8 * f(ref.model["coef"])
+
+
+def test_lda_resumes_from_3_to_2_workers_at_the_same_quality(tmp_path):
+    """The topics of every document move to its new worker; the counts are made again
+    from them: the run goes on from the checkpoint's log-likelihood and ends within 1% of
+    the uninterrupted one."""
+    X = make_corpus(1500, 400, 120, 8, seed=1)[0]
+    fit = lambda **kw: lda.fit(X, n_topics=8, sweeps=40, seed=3, quiet=True,  # noqa
+                               log_interval=0, **kw)
+    ref, res, at = _legs(fit, 3, 2, 31, tmp_path)
+    assert res.workers == 2 and res.stop_reason == "schedule_done" and at > 3
+    assert abs(res.objective - ref.objective) <= 0.01 * abs(ref.objective)
+    lls = [row["objective"] for row in res.trace]
+    i = next(i for i, row in enumerate(res.trace) if row["round"] > at)
+    # no jump at the resume: the first sweep after it is no worse than before it
+    assert lls[i] >= lls[i - 1] - 0.002 * abs(lls[i - 1])
+    # a sweep under way was begun again on 2 workers: 40 sweeps in all
+    assert res.rounds == at + (40 - at // 3) * 2
+
+
+def test_same_workers_is_still_bit_for_bit_and_a_fixed_app_says_why(tmp_path):
+    X, y, _ = lasso.make_problem(300, 600, density=0.03, seed=1)
+    fit = lambda **kw: lasso.fit(X, y, lambda_ratio=0.05, tol=1e-10, quiet=True,  # noqa
+                                 schedule="priority", **kw)
+    ref, res, _ = _legs(fit, 3, 3, 25, tmp_path)
+    np.testing.assert_array_equal(res.model["coef"], ref.model["coef"])
+    assert res.rounds == ref.rounds
+    sys.path.insert(0, str(ROOT / "examples"))
+    import ridge
+    rng = np.random.default_rng(0)
+    Xr, yr = rng.standard_normal((60, 8)), rng.standard_normal(60)
+    out = str(tmp_path / "ridge")
+    ridge.fit(Xr, yr, workers=3, out=out, checkpoint_every=1e-6, max_rounds=5, quiet=True)
+    with pytest.raises(strads_error(), match="RidgeUpdate cannot move its state to "
+                                             "another number of workers"):
+        ridge.fit(Xr, yr, workers=2, out=out, resume=True, quiet=True)
+
+
+def strads_error():
+    from strads import DataError
+    return DataError
+
+
+def _svm(tmp_path):
+    X, y, _ = lasso.make_problem(600, 2000, density=0.02, seed=3)
+    path = str(tmp_path / "x.svm")
+    dump_svmlight_file(X, y, path)
+    return path
+
+
+def _mpi(n, args, timeout=180):
+    return subprocess.run([mpiexec(), "-n", str(n), sys.executable, "-m", *args],
+                          capture_output=True, text=True, timeout=timeout, env=child_env(),
+                          cwd=ROOT)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("scheduler", ["rank", "replicated"])
+def test_lasso_under_mpiexec_resumes_from_5_to_3_ranks(scheduler, tmp_path):
+    args = ["strads.apps.lasso", "--data", _svm(tmp_path), "--tol", "1e-10", "--quiet",
+            "--scheduler", scheduler]
+    ref = _mpi(5, args + ["--out", str(tmp_path / "ref")])
+    out = str(tmp_path / "run")
+    first = _mpi(5, args + ["--out", out, "--checkpoint-every", "1e-6", "--max-rounds", "6"])
+    res = _mpi(3, args + ["--out", out, "--resume"])
+    assert ref.returncode == first.returncode == res.returncode == 0, res.stderr
+    a, b = json.loads(ref.stdout), json.loads(res.stdout)
+    assert b["ranks"] == 3 and b["rounds"] > 6
+    assert abs(a["objective"] - b["objective"]) <= 1e-8 * a["objective"]
+
+
+# -- the launcher --------------------------------------------------------------------------
+LONG = ["strads.apps.lasso", "--n-samples", "3000", "--n-features", "20000",
+        "--schedule", "round-robin", "--tol", "1e-9", "--quiet"]
+
+
+def _launch(n, out, extra=(), **kw):
+    cmd = [sys.executable, "-m", "strads.launch", "-n", str(n), *extra, *LONG,
+           "--out", str(out), "--checkpoint-every", "0.2"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env(), cwd=ROOT, **kw)
+
+
+def _kill_after(out, rank, after, proc, deadline=120):
+    """kill -9 MPI rank ``rank`` of the job writing ``out`` once its checkpoint has passed
+    round ``after``; returns the checkpoint's round then."""
+    manifest = Path(out) / "checkpoint" / "manifest.json"
+    end = time.monotonic() + deadline
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            at = json.loads(manifest.read_text())["round"]
+        except (OSError, ValueError):
+            at = -1
+        pid = _pid_of_rank(out, rank)
+        if at > after and pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            return at
+        time.sleep(0.05)
+    raise AssertionError(f"the run ended or stalled before round {after}")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("victims", [[2], [0], [3, 1]])
+def test_launch_restarts_on_the_ranks_left_and_reaches_the_optimum(victims, tmp_path):
+    """kill -9 of a worker, of rank 0, of two workers one after the other: the job exits
+    0 with the uninterrupted run's optimum, one line per lost rank."""
+    ref = subprocess.run([sys.executable, "-m", *LONG, "--workers", "3"],
+                         capture_output=True, text=True, timeout=300, env=child_env(),
+                         cwd=ROOT)
+    f_ref = json.loads(ref.stdout)["objective"]
+    out = tmp_path / "run"
+    proc = _launch(4, out, ["--max-restarts", "2"])
+    after = 20
+    for victim in victims:
+        after = _kill_after(out, victim, after, proc) + 20
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr
+    lines = [line for line in stderr.splitlines() if line.startswith("strads.launch:")]
+    assert len(lines) == len(victims), stderr
+    for line, victim, left in zip(lines, victims, (3, 2)):
+        assert f"rank {victim} " in line and f"on {left} ranks" in line, line
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ranks"] == 4 - len(victims) and summary["stop_reason"] == "tol"
+    assert [r["lost_rank"] for r in summary["restarts"]] == victims
+    assert abs(summary["objective"] - f_ref) <= 1e-8 * f_ref
+
+
+def test_launch_refuses_an_app_without_checkpoints_and_passes_its_errors_on(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "strads.launch", "-n", "3", *LONG],
+                       capture_output=True, text=True, timeout=60, env=child_env(), cwd=ROOT)
+    assert p.returncode == 2 and "--out DIR and --checkpoint-every" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "strads.launch", "-n", "3", "strads.apps.lasso",
+                        "--data", str(tmp_path / "missing.svm"), "--out", str(tmp_path / "o"),
+                        "--checkpoint-every", "1"], capture_output=True, text=True,
+                       timeout=120, env=child_env(), cwd=ROOT)
+    assert p.returncode == 2 and "no such file" in p.stderr  # not a lost rank: no restart
+    assert "strads.launch:" not in p.stderr
+
+
+def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path):
+    """--sweeps may change on --resume: a run of 12 sweeps taken on to 20."""
+    out = str(tmp_path / "run")
+    common = ["strads.apps.lda", "--n-docs", "200", "--n-words", "300", "--quiet",
+              "--out", out]
+    first = subprocess.run([sys.executable, "-m", *common, "--sweeps", "12",
+                            "--checkpoint-every", "1e-6"], capture_output=True, text=True,
+                           timeout=120, env=child_env(), cwd=ROOT)
+    more = subprocess.run([sys.executable, "-m", *common, "--sweeps", "20", "--resume"],
+                          capture_output=True, text=True, timeout=120, env=child_env(),
+                          cwd=ROOT)
+    assert first.returncode == more.returncode == 0, more.stderr
+    a, b = (json.loads(p.stdout.splitlines()[0]) for p in (first, more))
+    assert (a["rounds"], b["rounds"]) == (12, 20) and b["stop_reason"] == "schedule_done"
+    assert b["objective"] > a["objective"]  # 8 more sweeps: a higher log-likelihood
+
+
+@pytest.mark.parametrize("early_stop", ["0", "2"])
+def test_mf_resumes_from_3_to_2_workers_with_the_same_model(early_stop, tmp_path):
+    """The factors are the old workers' rows side by side; each new worker takes its rows
+    and makes its residuals again: the run ends with the uninterrupted run's model."""
+    args = ["strads.apps.mf", "--n-users", "800", "--n-items", "400", "--n-ratings",
+            "30000", "--iters", "12", "--tol", "0", "--quiet", "--early-stop", early_stop]
+
+    def run(*extra):
+        p = subprocess.run([sys.executable, "-m", *args, *extra], capture_output=True,
+                           text=True, timeout=300, env=child_env(), cwd=ROOT)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout.splitlines()[0])
+
+    ref = run("--workers", "3")
+    out = str(tmp_path / "run")
+    run("--workers", "3", "--out", out, "--checkpoint-every", "1e-6", "--max-rounds", "150")
+    res = run("--workers", "2", "--out", out, "--resume")
+    assert res["workers"] == 2 and res["rounds"] == ref["rounds"]
+    for k in ("objective", "test_rmse", "train_rmse"):
+        assert res[k] == pytest.approx(ref[k], rel=1e-9), k
