@@ -146,7 +146,8 @@ CK_Y = CK_X[:, :5] @ np.arange(1.0, 6.0) + 0.1 * RNG.standard_normal(80)
 
 
 def ck_fit(out, **kw):
-    return lasso.fit(CK_X, CK_Y, schedule="priority", lambda_ratio=0.05, tol=0, workers=2,
+    kw = {"workers": 2, **kw}
+    return lasso.fit(CK_X, CK_Y, schedule="priority", lambda_ratio=0.05, tol=0,
                      quiet=True, out=str(out), **kw)
 
 
@@ -201,9 +202,9 @@ def reseal(folder, m=None):
     (folder / "manifest.json").write_text(json.dumps(m))
 
 
-def resume_refused(out, match):
+def resume_refused(out, match, **kw):
     with pytest.raises(strads.DataError) as e:
-        ck_fit(out, max_rounds=40, resume=True)
+        ck_fit(out, max_rounds=40, resume=True, **kw)
     msg = one_line(str(e.value))
     R = manifest(out / "checkpoint")["round"] if isinstance(
         manifest(out / "checkpoint"), dict) else 0
@@ -308,6 +309,49 @@ def test_checkpoint_part_fields(checkpointed, tmp_path, k):
     (folder / "manifest.json").write_text(forged)
     resume_refused(out, match)
     np.testing.assert_array_equal(np.random.get_state()[1][:4], state)
+
+
+def _rows(*rows):
+    return lambda m: dict(m, parts=[m["parts"][0]] + [dict(p, rows=r) for p, r in
+                                                      zip(m["parts"][1:], rows)])
+
+
+RESHARD_CASES = [  # (part, or None: the manifest; its edit; words of the refusal)
+    (1, lambda m, a: a.update({"update:r": a["update:r"].astype(np.int8)}),
+     "update.r: int8 array"),
+    (1, lambda m, a: a.update({"update:r": a["update:r"][:-5]}), "r: 35 rows in a part of 40"),
+    (2, lambda m, a: a.update({"update:r": a["update:r"][:, None]}),
+     "update.r: float64 array of shape (40, 1)"),
+    (2, _set(["host", "version", "v"], 5), "at version 5, not worker 1 at round {R}"),
+    (2, _set(["host", "worker", "v"], 0), "worker 0 at version {R}, not worker 1"),
+    (None, _rows(30, 50), "rows in a part of"),
+    (None, _rows(40, -1), "has rows -1"),
+    (None, _rows(40, None), "the checkpoint holds 40 rows, this run's data 80"),
+]
+
+
+@pytest.mark.parametrize("k", range(len(RESHARD_CASES)))
+def test_checkpoint_resumed_on_other_workers_is_checked_too(checkpointed, tmp_path, k):
+    """A checkpoint of 2 workers resumed on 3: each old part read as by a resume (seal,
+    host, kinds and dtypes; its rows' count free), the parts' rows adding up."""
+    which, edit, match = RESHARD_CASES[k]
+    out, folder = copy_of(checkpointed, tmp_path)
+    original = (folder / "manifest.json").read_text()
+    if which is None:
+        m = manifest(folder)
+        m.pop("crc")
+        reseal(folder, edit(m))
+    else:
+        forge(folder, which, edit)
+        forged = (folder / "manifest.json").read_text()
+        (folder / "manifest.json").write_text(original)
+        resume_refused(out, "damaged (its", workers=3)
+        (folder / "manifest.json").write_text(forged)
+    resume_refused(out, match, workers=3)
+    if k == 0:  # untouched, it resumes
+        (folder / "manifest.json").write_text(original)
+        shutil.copytree(checkpointed[0] / "checkpoint", folder, dirs_exist_ok=True)
+        assert ck_fit(out, max_rounds=40, resume=True, workers=3).rounds == 40
 
 
 def test_checkpoint_damage_is_refused(checkpointed, tmp_path):
