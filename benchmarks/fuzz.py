@@ -335,7 +335,8 @@ APPS = {  # (module, flags): small runs that checkpoint every round or so
     "lda": ("strads.apps.lda", ["--n-docs", "60", "--n-words", "80", "--doc-length", "20",
                                 "--sweeps", "40", "--tol", "0", "--top-words", "0"]),
 }
-RUN = ["--workers", "2", "--quiet", "--log-interval", "0"]
+RUN = ["--quiet", "--log-interval", "0"]
+WORKERS = (2, 3)  # checkpoints of 2 workers, resumed on 2 or (resharded) on 3
 
 
 def resume(case):
@@ -346,8 +347,8 @@ def resume(case):
     err, code = io.StringIO(), 0
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            main(flags + RUN + ["--out", case["out"], "--resume", "--max-rounds",
-                                str(case["rounds"])])
+            main(flags + RUN + ["--workers", str(case["workers"]), "--out", case["out"],
+                                "--resume", "--max-rounds", str(case["rounds"])])
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
     err = err.getvalue().strip()
@@ -500,22 +501,29 @@ def checkpoint_cases(tmp, count, rng, python, kinds):
     refs = {}
     for app, (module, flags) in APPS.items():
         d = os.path.join(tmp, f"ref-{app}")
-        subprocess.run([python, "-m", module, *flags, *RUN, "--out", d + "-full"],
-                       check=True, capture_output=True)
-        subprocess.run([python, "-m", module, *flags, *RUN, "--out", d, "--max-rounds", "12",
-                        "--checkpoint-every", "1e-6"], check=True, capture_output=True)
+        run = [python, "-m", module, *flags, *RUN]
+        subprocess.run(run + ["--workers", "2", "--out", d + "-full"], check=True,
+                       capture_output=True)
+        subprocess.run(run + ["--workers", "2", "--out", d, "--max-rounds", "12",
+                              "--checkpoint-every", "1e-6"], check=True, capture_output=True)
         with open(os.path.join(d + "-full", "summary.json")) as f:
             rounds = json.load(f)["rounds"]
-        refs[app] = (d, os.path.join(d + "-full", "model.npz"), rounds)
+        refs[app, 2] = (d, os.path.join(d + "-full", "model.npz"), rounds)
+        # on 3 workers: the untouched checkpoint resumed is the reference
+        shutil.copytree(os.path.join(d, "checkpoint"), os.path.join(d + "-3", "checkpoint"))
+        subprocess.run(run + ["--workers", "3", "--out", d + "-3", "--resume",
+                              "--max-rounds", str(rounds)], check=True, capture_output=True)
+        refs[app, 3] = (d, os.path.join(d + "-3", "model.npz"), rounds)
     for i in range(count):
-        app = rng.choice(sorted(APPS))
-        d, ref, rounds = refs[app]
+        app, workers = rng.choice(sorted(APPS)), rng.choice(WORKERS)
+        d, ref, rounds = refs[app, workers]
         out = os.path.join(tmp, f"case{i}")
         shutil.copytree(os.path.join(d, "checkpoint"), os.path.join(out, "checkpoint"))
         what, kind = mutate_checkpoint(os.path.join(out, "checkpoint"), rng, kinds)
         shutil.copytree(os.path.join(out, "checkpoint"), os.path.join(out, "mutated"))
         yield {"i": i, "app": app, "out": out, "reference": ref, "rounds": rounds,
-               "what": f"{app}: {what}", "kind": kind}
+               "workers": workers, "what": f"{app} on {workers} workers: {what}",
+               "kind": kind}
 
 
 def file_cases(fmt, tmp, count, rng):
