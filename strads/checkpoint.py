@@ -256,18 +256,19 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
     """Piece ``name``'s state in ``parts`` (:func:`read_part`), decoded, once checked
     against ``fresh``: an app's piece (its ``state()`` now, fresh from setup; its
     ``checkpoint_sized``) or a state dict. The saved state must hold every attribute of
-    the fresh one, and may hold more (set during the run), but none that the piece's
-    class defines as a method or property; at every place of the structure the same
-    kind (None, where either has it, matches any kind: an attribute set later, or
-    reset); arrays of the same dtype and number of dimensions, and the same shape unless
-    the fresh array is empty, in a deque or past the end of the fresh list, or named in
-    ``sized`` (attributes whose size the run changes: buffers, working sets, packed
-    slices); tuples as long, dicts with every key of the fresh one; random
-    generators of an allowed kind with a state NumPy accepts. ``where`` names the part
-    in messages; anything else is refused (:class:`CheckpointError`, one line).
-    ``sizes`` False: no array's size is compared (a part of another number of workers,
-    whose rows differ)."""
-    owner = None
+    the fresh one, and may hold more (set during the run: compared with the piece's
+    attribute of that name where it has one), but none that the piece's class defines
+    as a method or property or names in ``checkpoint_skip``; at every place of the
+    structure the same kind (None, where either has it, matches any kind: an attribute
+    set later, or reset; a float never where an integer belongs); arrays of the same
+    dtype and number of dimensions, and the same shape unless the fresh array is empty,
+    in a deque or past the end of the fresh list, or named in ``sized`` (attributes
+    whose size the run changes: buffers, working sets, packed slices); tuples as long,
+    dicts with every key of the fresh one; random generators of an allowed kind with a
+    state NumPy accepts. ``where`` names the part in messages; anything else is refused
+    (:class:`CheckpointError`, one line). ``sizes`` False: no array's size is compared
+    (a part of another number of workers, whose rows differ)."""
+    owner, obj = None, fresh
     if hasattr(fresh, "state"):
         owner, sized, fresh = type(fresh), tuple(getattr(fresh, "checkpoint_sized", ())), \
             fresh.state()
@@ -275,20 +276,36 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
         raise CheckpointError(f"{where}: damaged (no {name!r} state)")
     meta, arrays = parts[name]
     fmeta, farrays = encode(fresh, name)
+    also = {}  # attributes the piece has but leaves out of its state now (a buffer)
+    for k in set(meta) - set(fmeta) if owner is not None else ():
+        try:
+            also[k] = _encode(vars(obj)[k], k, farrays, name)
+        except (KeyError, CheckpointError):
+            pass
+    skip = set(getattr(owner, "checkpoint_skip", ()))  # (setup's: never loaded)
     odd = sorted(set(fmeta) - set(meta)) + sorted(
         k for k in set(meta) - set(fmeta)
-        if k.startswith("__") or callable(getattr(owner, k, None))
+        if k.startswith("__") or k in skip or callable(getattr(owner, k, None))
         or isinstance(getattr(owner, k, None), property))
     if odd:
         raise CheckpointError(f"{where}: {name} state does not fit this run (attributes "
                               f"{', '.join(odd)[:200]})")
     try:
-        return {k: _restored(m, fmeta.get(k), arrays, farrays, k, k in sized or not sizes)
-                for k, m in meta.items()}
+        return {k: _restored(m, fmeta.get(k, also.get(k)), arrays, farrays, k,
+                             k in sized or not sizes) for k, m in meta.items()}
     except _Misfit as e:
         raise CheckpointError(f"{where}: {name}.{e} does not fit this run") from None
     except RecursionError:
         raise CheckpointError(f"{where}: damaged ({name} nested too deep)") from None
+
+
+def load(piece, state, where):
+    """``piece.load_state(state)``: an app's checks of the values (a topic id, a column
+    in range) raise ValueError, refused in one line naming the part."""
+    try:
+        piece.load_state(state)
+    except ValueError as e:
+        raise CheckpointError(f"{where}: {type(piece).__name__}: {e}") from None
 
 
 def restore_loop(parts, fresh, round, where):
@@ -305,24 +322,28 @@ def restore_loop(parts, fresh, round, where):
             isinstance(r, dict) and "round" in r and
             all(type(x) in _SCALARS for x in r.values()) for r in trace):
         raise CheckpointError(f"{where}: damaged (the trace is not a list of rows)")
-    if not all(loop[k] is None or isinstance(loop[k], (int, float, np.integer, np.floating))
-               and not isinstance(loop[k], bool) for k in ("first", "best", "last_log")):
+    if not all(loop[k] is None or _number(loop[k]) for k in ("first", "best", "last_log")):
         raise CheckpointError(f"{where}: damaged (the objective's first, best or last "
                               "logged value is not a number)")
     if loop["done"] != round or v.shape != (round, 3) or \
             (v[:, 0] != np.arange(round)).any():
         raise CheckpointError(f"{where}: the loop is at round {loop['done']!r} with "
                               f"{v.shape[0]} rounds' versions, the manifest at {round}")
-    if not 0 <= loop["elapsed"] < math.inf:
+    if not (_number(loop["elapsed"]) and 0 <= loop["elapsed"] < math.inf):
         raise CheckpointError(f"{where}: elapsed time {loop['elapsed']!r}")
     return dict(loop, trace=trace)
+
+
+def _number(x):
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 class _Misfit(Exception):
     """What of a saved state differs from the fresh one: ``name: problem``."""
 
 
-_SCALARS = {type(None): "None", bool: "bool", int: "number", float: "number", str: "str"}
+_SCALARS = {type(None): "None", bool: "bool", int: "int", float: "number", str: "str"}
+_NUMBERS = {"int", "number", "scalar"}  # (Python's or NumPy's)
 
 
 def _kind(m, name):
@@ -342,7 +363,9 @@ def _restored(m, f, arrays, farrays, name, sized):
     check against)."""
     kind = _kind(m, name)
     fkind = None if f is None else _kind(f, name)
-    if fkind == "None" or {kind, fkind} == {"number", "scalar"}:  # (NumPy's or Python's)
+    if fkind == "int" and kind == "number":  # (a count, an index, a seed)
+        raise _Misfit(f"{name}: a float (this run has an integer)")
+    if fkind == "None" or kind != fkind and {kind, fkind} <= _NUMBERS:
         f = fkind = None
     if fkind is not None and kind not in (fkind, "None"):
         raise _Misfit(f"{name}: {kind} (this run has {fkind})")

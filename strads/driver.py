@@ -171,8 +171,8 @@ class Driver:
         schedule, aggregate = (_ckpt.restore(parts, k, p, where) for k, p in (
             ("schedule", self.schedule), ("aggregate", self.aggregate)))
         loop = _ckpt.restore_loop(parts, self._loop(), m["round"], where)
-        self.schedule.load_state(schedule)
-        self.aggregate.load_state(aggregate)
+        _ckpt.load(self.schedule, schedule, where)
+        _ckpt.load(self.aggregate, aggregate, where)
         self.r_next = self.done = loop["done"]
         self.trace = loop["trace"]
         self.versions = [tuple(v) for v in loop["versions"].tolist()]

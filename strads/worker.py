@@ -130,7 +130,7 @@ class WorkerHost:
             raise _ckpt.CheckpointError(
                 f"{msg.folder}: worker {self.w}'s data differs from the checkpointed run's "
                 "(was the input changed?)")
-        self.update.load_state(state)
+        _ckpt.load(self.update, state, os.path.join(msg.folder, msg.parts[self.w + 1]["file"]))
         self.version = host["version"]
         return Ready(None)
 

@@ -291,6 +291,12 @@ PART_CASES = [  # (part, edit of (meta, arrays), words of the refusal)
     (1, _set(["host", "digest", "v"], 7), "worker 0's data differs"),
     (1, _set(["update", "r"], "@deep@"), "damaged (maximum recursion depth"),
     (1, _set(["update", "gram_cache"], {"tuple": []}), "a tuple of 0 (this run has 2)"),
+    (0, _set(["engine", "done"], {"f": float.hex(12.0)}), "a float (this run has an integer)"),
+    (0, _set(["engine", "elapsed"], {"v": None}), "elapsed time None"),
+    (0, _set(["aggregate", "n"], {"v": 0}), "attributes n"),  # setup's: never loaded
+    (0, lambda m, a: a.update({"schedule:_u": np.append(a["schedule:_u"], np.nan)}),
+     "_u: not uniforms in [0, 1)"),  # (the kernels index with them)
+    (0, _set(["schedule", "_u_pos", "v"], -1), "_u: not uniforms in [0, 1) from _u_pos"),
 ]
 
 
@@ -352,6 +358,66 @@ def test_checkpoint_resumed_on_other_workers_is_checked_too(checkpointed, tmp_pa
         (folder / "manifest.json").write_text(original)
         shutil.copytree(checkpointed[0] / "checkpoint", folder, dirs_exist_ok=True)
         assert ck_fit(out, max_rounds=40, resume=True, workers=3).rounds == 40
+
+
+@pytest.fixture(scope="module")
+def app_checkpoints(tmp_path_factory):
+    """MF and LDA runs of 2 workers checkpointed mid-run: (fit, its checkpoint's out)."""
+    from strads.apps import lda, mf
+    rng = np.random.default_rng(3)
+    pairs = rng.permutation(30 * 20)[:300]
+    u, i = pairs // 20, pairs % 20
+    r = rng.integers(1, 6, 300).astype(float)
+    X = lda_data.make_corpus(60, 80, 20, 5, seed=1)[0]
+    fits = {"mf": lambda **kw: mf.fit(u, i, r, rank=3, iters=20, tol=0, early_stop=None,
+                                      workers=2, quiet=True, **kw),
+            "lda": lambda **kw: lda.fit(X, n_topics=8, sweeps=10, seed=3, quiet=True,
+                                        log_interval=0, workers=2, **kw)}
+    outs = {}
+    for app, fit in fits.items():
+        outs[app] = tmp_path_factory.mktemp(app)
+        fit(out=str(outs[app]), checkpoint_every=1e-6, max_rounds=6)
+    return {app: (fits[app], outs[app]) for app in fits}
+
+
+def _pending(m, a):  # MF: a pending column out of range (the kernels index with it)
+    a["update:c"], a["update:d"] = np.array([99], np.int64), np.zeros((1, 20))
+    m["update"]["sides"]["list"][0]["dict"]["pending"] = {"tuple": [
+        {"a": "update:c", "scalar": False}, {"a": "update:d", "scalar": False}]}
+
+
+def _array(name, k, value):
+    def edit(m, a):
+        a[name] = _with(a[name], k, value)
+    return edit
+
+
+VALUE_CASES = [  # (app, part, edit, words of the refusal): values the kernels index with
+    ("lda", 1, _array("update:z", 0, 10**9), "z: 0 .. 1000000000 is outside 0 .. 7"),
+    ("lda", 2, _array("update:docs", -1, -1), "docs: -1 .."),
+    ("lda", 1, _array("update:held/0/1/1", 0, 8), "held/0's topics: 0 .. 8 is outside"),
+    ("lda", 1, _set(["update", "held", "list", 0, "list", 0, "v"], 99),
+     "held/0 is not a slice of this run's"),
+    ("lda", 1, _set(["update", "seed"], {"f": float.hex(1.5)}), "attributes seed"),
+    ("lda", 0, _set(["aggregate", "K"], {"v": -1}), "attributes K"),
+    ("mf", 0, _set(["aggregate", "shape"], {"tuple": [{"v": 20}, {"v": 30}]}),
+     "attributes shape"),
+    ("mf", 1, _pending, "sides/0/pending: not columns of this run's"),
+]
+
+
+@pytest.mark.parametrize("k", range(len(VALUE_CASES)))
+def test_checkpoint_values_that_index_memory(app_checkpoints, tmp_path, k):
+    """MF and LDA: what setup gives is never loaded, and the ids and positions the
+    kernels index arrays with are in range: one line, never a signal."""
+    app, which, edit, match = VALUE_CASES[k]
+    fit, src = app_checkpoints[app]
+    out = tmp_path / "o"
+    shutil.copytree(src, out)
+    forge(out / "checkpoint", which, edit)
+    with pytest.raises(strads.DataError) as e:
+        fit(out=str(out), resume=True)
+    assert match in one_line(str(e.value)), str(e.value)
 
 
 def test_checkpoint_damage_is_refused(checkpointed, tmp_path):

@@ -24,8 +24,10 @@ from . import split
 class GLMAggregate(Aggregate):
     kept = None  # the columns solved, when X's empty columns were left out
     n_features = None  # X's columns, empty ones too
-    # setup() (or begin(), from the workers' reports) sets them again
-    checkpoint_skip = ("kept", "n_features", "_pending", "n_parts", "last")
+    # setup() (or begin(), from the workers' reports) sets them again; the priorities'
+    # sum tree is made again from them (the same sums)
+    checkpoint_skip = ("kept", "n_features", "_pending", "n_parts", "last", "n",
+                       "sq_norms", "norms", "_tree")
     _pending = None  # setup's arguments until begin() completes a later() aggregate
     n_parts = 1  # scheduler ranks (--schedulers): > 1, the schedules learn from feedback()
     last = None  # (coordinates, new priorities) of the last Jacobi round, for feedback()

@@ -277,6 +277,12 @@ class Priority(_Jacobi):
             task["groups"] = self._gptr
         return task
 
+    def load_state(self, state):
+        super().load_state(state)
+        u = self._u  # (the kernels index with u * p)
+        if not 0 <= self._u_pos <= u.shape[0] or ((u < 0) | ~(u < 1)).any():
+            raise ValueError("_u: not uniforms in [0, 1) from _u_pos on")
+
     def _uniforms(self, k):
         if self._u_pos + k > self._u.shape[0]:
             self._u = np.concatenate([self._u[self._u_pos:],

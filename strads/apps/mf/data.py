@@ -592,12 +592,19 @@ def prepare_part(peers, desc):
     item_ids = np.unique(np.concatenate([g[1] for g in got]))
     del got
     m, n = user_ids.shape[0], item_ids.shape[0]
-    if W > min(m, n):  # (before the users are cut into W blocks)
-        refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
-               "needs users and items")
     from . import _check_factor_memory, Layout as FL
     u = np.searchsorted(user_ids, src.u)
     i = np.searchsorted(item_ids, src.i).astype(np.int32)
+    if W > min(m, n):  # (before the users are cut into W blocks)
+        if o["duplicates"] == "error":  # a duplicate's line first: all on worker 0
+            got = peers.allgather((u, i, src.pos))
+            if me:
+                got = [(u[:0], i[:0], src.pos[:0])]
+            uu, ii, pp = (np.concatenate([g[k] for g in got]) for k in range(3))
+            del got
+            _dedupe(peers, src, "error", uu * n + ii, pp, pp, user_ids[uu], item_ids[ii])
+        refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
+               "needs users and items")
 
     # -- rows: users in blocks balanced by their ratings, each rating to its user's
     counts = peers.allreduce(np.bincount(u, minlength=m).astype(np.int64))
