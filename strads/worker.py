@@ -171,7 +171,17 @@ class WorkerHost:
         else:
             first, starts, keep = None, [None] * len(entries), range(len(entries))
         fresh, name = up.state(), type(up).__name__
-        olds = [(starts[k], old[k], self._read(msg, k, sizes=False)[1]) for k in keep]
+        try:
+            olds, err = [(starts[k], old[k], self._read(msg, k, sizes=False)[1])
+                         for k in keep], None
+        except _ckpt.CheckpointError as e:
+            olds, err = None, e
+        # (workers that read the same bad part: the first of them says so, alone)
+        failed = self.peers.allgather(err is not None)
+        if err is not None and failed.index(True) == self.w:
+            raise err
+        if any(failed):
+            return Ready(None)  # (the run ends with that worker's error)
         try:
             up.reshard(olds, first)
         except (ValueError, IndexError) as e:  # parts that do not add up

@@ -454,6 +454,9 @@ def test_checkpoint_under_mpiexec_forged_worker_part_is_one_line(tmp_path):
     p = run_cli(args + ["--resume", "--max-rounds", "40"], np=3, timeout=120)
     assert p.returncode == 2 and "update.r: shape" in one_line(p.stderr), p.stderr
     assert "worker1.npz" in p.stderr
+    forge(folder, 2, lambda m, a: a.update({"update:r": a["update:r"].astype(np.float32)}))
+    p = run_cli(args + ["--resume", "--max-rounds", "40"], np=4, timeout=120)  # resharded
+    assert p.returncode == 2 and "update.r: float32 array" in one_line(p.stderr), p.stderr
 
 
 # -- 4, 5, 6: outputs never lost -----------------------------------------------------------
