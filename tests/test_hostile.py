@@ -218,6 +218,10 @@ def test_checkpoint_resumes_bit_for_bit_and_seals_every_file(checkpointed, tmp_p
     np.testing.assert_array_equal(res.model["coef"], checkpointed[1])
     m = manifest(folder)
     assert m["format"] == ckpt.FORMAT and all("seal" in p for p in m["parts"])
+    early = tmp_path / "early"  # the priorities' sum tree as it was, not made again
+    ck_fit(early, max_rounds=3, checkpoint_every=1e-6)
+    res = ck_fit(early, max_rounds=40, resume=True)
+    np.testing.assert_array_equal(res.model["coef"], checkpointed[1])
 
 
 def _set(path_, value):
@@ -276,7 +280,7 @@ PART_CASES = [  # (part, edit of (meta, arrays), words of the refusal)
     (0, _set(["schedule", "rng", "rng", "state"], {"state": -1}), "random generator state"),
     (0, _set(["schedule", "rng", "rng", "bit_generator"], "MT19937"),
      "random generator 'MT19937'"),  # an allowed one, not this run's
-    (0, _set(["engine", "done", "v"], 3), "the loop is at round 3 with"),  # a position
+    (0, _set(["engine", "done", "v"], 10**6), "the loop is at round 1000000 with"),
     (0, _set(["engine", "trace", "v"], "[1, 2]"), "the trace is not a list of rows"),
     (0, _set(["engine", "first"], {"v": "x"}), "first, best or last logged value is not"),
     (0, lambda m, a: m["aggregate"].pop("w") and None, "attributes w"),  # missing
@@ -286,7 +290,8 @@ PART_CASES = [  # (part, edit of (meta, arrays), words of the refusal)
     (0, _set(["aggregate", "w"], {"bogus": 1}), "aggregate.w: malformed"),
     (0, _set(["aggregate", "l1_at", "maxlen"], -1), "maxlen"),
     (0, lambda m, a: m.pop("engine") and None, "no 'engine' state"),
-    (1, _set(["host", "version", "v"], 5), "at version 5, not worker 0 at round {R}"),
+    (1, _set(["host", "version", "v"], 10**6),
+     "at version 1000000, not worker 0 at round {R}"),
     (1, _set(["host", "worker", "v"], 1), "worker 1 at version {R}, not worker 0"),
     (1, _set(["host", "digest", "v"], 7), "worker 0's data differs"),
     (1, _set(["update", "r"], "@deep@"), "damaged (maximum recursion depth"),
@@ -297,6 +302,9 @@ PART_CASES = [  # (part, edit of (meta, arrays), words of the refusal)
     (0, lambda m, a: a.update({"schedule:_u": np.append(a["schedule:_u"], np.nan)}),
      "_u: not uniforms in [0, 1)"),  # (the kernels index with them)
     (0, _set(["schedule", "_u_pos", "v"], -1), "_u: not uniforms in [0, 1) from _u_pos"),
+    (0, lambda m, a: a.update({"aggregate:_tree": np.ones(64)}) or _set(
+        ["aggregate", "_tree"], {"a": "aggregate:_tree", "scalar": False})(m, a),
+     "_tree: not a sum tree"),  # (None in a fresh state)
 ]
 
 
@@ -328,7 +336,8 @@ RESHARD_CASES = [  # (part, or None: the manifest; its edit; words of the refusa
     (1, lambda m, a: a.update({"update:r": a["update:r"][:-5]}), "r: 35 rows in a part of 40"),
     (2, lambda m, a: a.update({"update:r": a["update:r"][:, None]}),
      "update.r: float64 array of shape (40, 1)"),
-    (2, _set(["host", "version", "v"], 5), "at version 5, not worker 1 at round {R}"),
+    (2, _set(["host", "version", "v"], 10**6),
+     "at version 1000000, not worker 1 at round {R}"),
     (2, _set(["host", "worker", "v"], 0), "worker 0 at version {R}, not worker 1"),
     (None, _rows(30, 50), "rows in a part of"),
     (None, _rows(40, -1), "has rows -1"),
