@@ -184,7 +184,9 @@ class WorkerHost:
             return Ready(None)  # (the run ends with that worker's error)
         try:
             up.reshard(olds, first)
-        except (ValueError, IndexError) as e:  # parts that do not add up
+        except (ValueError, IndexError, KeyError, TypeError, OverflowError) as e:
+            # (parts that do not add up; values of the wrong kind where the fresh state
+            # has none to compare with)
             raise _ckpt.CheckpointError(f"{msg.folder}: the checkpoint does not fit this "
                                         f"run on {len(mine)} workers ({e})") from None
         _ckpt.restore({"update": _ckpt.encode(up.state(), name)}, "update", fresh,

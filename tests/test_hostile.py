@@ -379,9 +379,9 @@ def app_checkpoints(tmp_path_factory):
     r = rng.integers(1, 6, 300).astype(float)
     X = lda_data.make_corpus(60, 80, 20, 5, seed=1)[0]
     fits = {"mf": lambda **kw: mf.fit(u, i, r, rank=3, iters=20, tol=0, early_stop=None,
-                                      workers=2, quiet=True, **kw),
+                                      quiet=True, **{"workers": 2, **kw}),
             "lda": lambda **kw: lda.fit(X, n_topics=8, sweeps=10, seed=3, quiet=True,
-                                        log_interval=0, workers=2, **kw)}
+                                        log_interval=0, **{"workers": 2, **kw})}
     outs = {}
     for app, fit in fits.items():
         outs[app] = tmp_path_factory.mktemp(app)
@@ -401,7 +401,7 @@ def _array(name, k, value):
     return edit
 
 
-VALUE_CASES = [  # (app, part, edit, words of the refusal): values the kernels index with
+VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("lda", 1, _array("update:z", 0, 10**9), "z: 0 .. 1000000000 is outside 0 .. 7"),
     ("lda", 2, _array("update:docs", -1, -1), "docs: -1 .."),
     ("lda", 1, _array("update:held/0/1/1", 0, 8), "held/0's topics: 0 .. 8 is outside"),
@@ -412,6 +412,9 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal): values the kernels i
     ("mf", 0, _set(["aggregate", "shape"], {"tuple": [{"v": 20}, {"v": 30}]}),
      "attributes shape"),
     ("mf", 1, _pending, "sides/0/pending: not columns of this run's"),
+    ("mf", 1, _set(["update", "scores"], {"list": [{"v": 5}]}), "scores: not (iteration"),
+    ("lda", 1, _array("update:z", 0, -1), "z: -1 .. ", 3),  # resharded: its own path
+    ("lda", 1, _set(["update", "d0", "v"], 2**63), "does not fit this run on 3 workers", 3),
 ]
 
 
@@ -419,13 +422,13 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal): values the kernels i
 def test_checkpoint_values_that_index_memory(app_checkpoints, tmp_path, k):
     """MF and LDA: what setup gives is never loaded, and the ids and positions the
     kernels index arrays with are in range: one line, never a signal."""
-    app, which, edit, match = VALUE_CASES[k]
+    app, which, edit, match, *workers = VALUE_CASES[k]
     fit, src = app_checkpoints[app]
     out = tmp_path / "o"
     shutil.copytree(src, out)
     forge(out / "checkpoint", which, edit)
     with pytest.raises(strads.DataError) as e:
-        fit(out=str(out), resume=True)
+        fit(out=str(out), resume=True, workers=(workers or [2])[0])
     assert match in one_line(str(e.value)), str(e.value)
 
 

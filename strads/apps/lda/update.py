@@ -219,6 +219,7 @@ class LDAUpdate(Update):
                 raise ValueError(f"documents {lo}..{hi - 1}: {got.shape[0]} tokens in the "
                                  f"checkpoint, {np.count_nonzero(at)} in the data")
             z[at] = got
+        _within("z", z, self.K)  # (the kernels index with them)
         self.z = z
         order = np.argsort(self.docs, kind="stable")
         self._count(self.docs[order], z[order])

@@ -217,6 +217,11 @@ class MFUpdate(Update):
                 b[1].shape == (kk, u1 - u0) and b[2].shape == (kk, i1 - i0) and
                 isinstance(b[3], float)):
             raise ValueError("best: not an iteration's factors of this run's")
+        if not all(isinstance(x, tuple) and len(x) == 3 and
+                   (x[0] is None or isinstance(x[0], (int, np.integer))) and
+                   all(isinstance(v, (float, np.floating)) for v in x[1:])
+                   for x in state["scores"]):
+            raise ValueError("scores: not (iteration, error, seconds) rows")
         self.scores = state["scores"]
         self.score_next = state["score_next"]
         self.best_sse, self.best = state["best_sse"], state["best"]
