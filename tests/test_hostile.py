@@ -305,7 +305,17 @@ PART_CASES = [  # (part, edit of (meta, arrays), words of the refusal)
     (0, lambda m, a: a.update({"aggregate:_tree": np.ones(64)}) or _set(
         ["aggregate", "_tree"], {"a": "aggregate:_tree", "scalar": False})(m, a),
      "_tree: not a sum tree"),  # (None in a fresh state)
+    (0, lambda m, a: _flight(m, a, [10**6]), "_flight: not rounds of this run's"),
+    (0, lambda m, a: _flight(m, a, np.arange(30) % 2), "_flight: not the coordinates in"),
 ]
+
+
+def _flight(m, a, cols):
+    """The Lasso schedule's rounds in flight: one, holding ``cols``."""
+    a["schedule:fl"] = np.asarray(cols, np.int64)
+    m["schedule"]["_flight"] = {"deque": [{"tuple": [{"v": 0}, {"a": "schedule:fl",
+                                                               "scalar": False}]}],
+                                "maxlen": None}
 
 
 @pytest.mark.parametrize("k", range(len(PART_CASES)))
