@@ -161,8 +161,10 @@ def rows_of(olds, first, n, name):
     """Rows ``first .. first + n`` of the state array ``name`` of old workers' parts
     (``(first row, rows, state)`` in order, as :meth:`Update.reshard` gets them)."""
     pieces = []
-    for start, _, state in olds:
+    for start, count, state in olds:
         a = state[name]
+        if a.shape[0] != count:
+            raise ValueError(f"{name}: {a.shape[0]} rows in a part of {count}")
         lo, hi = max(first - start, 0), min(first + n - start, a.shape[0])
         if hi > lo:
             pieces.append(a[lo:hi])

@@ -2,11 +2,14 @@
 
 A checkpoint is a folder ``OUT/checkpoint/`` holding one ``.npz`` part per rank (the
 scheduler's and one per worker, each written by its own rank) and ``manifest.json``,
-written last: a checkpoint is complete when its manifest is in place, and the manifest
-names its parts with their sizes (and each array in a part has the CRC-32 of its zip
-member), so a damaged or partial part is found before any work. Parts carry the round in their name and older ones are deleted only
-after the new manifest has replaced the old one (write aside, fsync, rename), so a crash
-at any moment leaves the previous complete checkpoint.
+written last: a checkpoint is complete when its manifest is in place. The manifest names
+its parts with their sizes and seals (a CRC-32 of their members' CRC-32s, :func:`_seal`)
+and carries a CRC-32 of its own content; each array in a part has the CRC-32 of its zip
+member: a damaged, partial or edited file is found before any work, and what a part
+holds is checked against the fresh setup's state (:func:`restore`) before it is loaded.
+Parts carry the round in their name and older ones are deleted only after the new
+manifest has replaced the old one (write aside, fsync, rename), so a crash at any moment
+leaves the previous complete checkpoint.
 
 State is taken from an object's ``__dict__`` by :func:`picked` (the default ``state()``
 of ``Schedule``, ``Update`` and ``Aggregate``): arrays, numbers, strings,
@@ -20,6 +23,7 @@ travels as JSON inside the ``.npz``.
 """
 import functools
 import json
+import math
 import os
 import types
 import zipfile
@@ -28,11 +32,12 @@ from collections import deque
 
 import numpy as np
 
-FORMAT = 1
+FORMAT = 2  # 2: parts sealed, the manifest checksummed, the worker in its part
 MANIFEST = "manifest.json"
 
 
 from .errors import DataError
+from .outputs import WriteError, durable, fsync_dir
 
 
 class CheckpointError(DataError):
@@ -130,19 +135,6 @@ def _decode(m, arrays):
 
 
 # -- parts and manifest ----------------------------------------------------------------
-def _fsync_dir(path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def digest(obj):
     """CRC-32 of a structure's arrays and values (a shard): checks on resume that setup()
     rebuilt the same data."""
@@ -160,6 +152,8 @@ def digest(obj):
             crc = zlib.crc32(repr((v.dtype.str, v.shape)).encode(), crc)
         elif v is None or isinstance(v, (bool, int, float, str, bytes, np.generic)):
             crc = zlib.crc32(repr(v).encode(), crc)
+        elif hasattr(v, "strads_digest"):  # input files: their content (strads.io.source)
+            stack.append(v.strads_digest())
         elif hasattr(v, "__dict__"):  # a scipy.sparse matrix, a dataclass
             stack += [vars(v), type(v).__name__]
         else:
@@ -177,7 +171,10 @@ def snapshot(pieces):
 def write_part(folder, name, pieces):
     """Write ``pieces`` ({piece: (meta, arrays)}) as ``folder/name`` atomically; returns
     the manifest's entry for it."""
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise WriteError(f"{folder}: cannot make the folder: {e.strerror or e}") from None
     arrays, meta = {}, {}
     for piece, (m, arrs) in pieces.items():
         meta[piece] = m
@@ -185,13 +182,26 @@ def write_part(folder, name, pieces):
         for k in arrs:
             _rename_refs(m, k, f"{piece}:{k}")
     path = os.path.join(folder, name)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    with durable(path + ".tmp", path, "wb") as f:  # (a failed write leaves no .tmp)
         np.savez(f, __meta__=np.array(json.dumps(meta)), **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return {"file": name, "bytes": os.path.getsize(path)}
+    _replace(path + ".tmp", path)
+    return {"file": name, "bytes": os.path.getsize(path), "seal": _seal(path)}
+
+
+def _seal(path):
+    """A part's content in 32 bits, from its zip directory alone: the CRC-32 of its
+    members' names, sizes and CRC-32s (which the zip reader checks against the data)."""
+    with zipfile.ZipFile(path) as zf:
+        return zlib.crc32(json.dumps([(i.filename, i.file_size, i.CRC)
+                                      for i in zf.infolist()]).encode())
+
+
+def _replace(tmp, path):
+    try:
+        os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        raise WriteError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
 def _rename_refs(m, old, new):
@@ -206,29 +216,228 @@ def _rename_refs(m, old, new):
 
 
 def read_part(folder, entry):
+    """The pieces of a part ({piece: (meta, arrays)}), checked as a file: every member a
+    stored (uncompressed) array of plain numbers, its CRC-32 and its length as its header
+    declares, the structure well-formed JSON. What the pieces hold is checked against
+    the fresh setup's by :func:`restore`."""
     path = os.path.join(folder, entry["file"])
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: missing (the checkpoint is incomplete)")
     if os.path.getsize(path) != entry["bytes"]:
         raise CheckpointError(f"{path}: damaged (its size differs from the manifest's)")
     try:  # every member of an .npz (a zip) carries a CRC-32, checked as it is read
+        if _seal(path) != entry["seal"]:
+            raise ValueError("its content differs from the manifest's")
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():  # (stored: no member inflates past the file)
+                if info.compress_type != zipfile.ZIP_STORED:
+                    raise ValueError(f"member {info.filename!r} is compressed")
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        meta = arrays.pop("__meta__", None)
+        if meta is None or meta.dtype.kind != "U" or meta.ndim:
+            raise ValueError("no __meta__ structure")
+        meta = json.loads(str(meta))
+        if not isinstance(meta, dict) or not all(isinstance(m, dict) for m in meta.values()):
+            raise ValueError("__meta__ is not a dict of pieces")
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, RecursionError,
+            NotImplementedError, MemoryError) as e:  # (a header declaring too much)
         raise CheckpointError(f"{path}: damaged ({e})") from None
-    meta = json.loads(str(arrays.pop("__meta__")))
+    if any(a.dtype.hasobject for a in arrays.values()):  # (np.load refuses them already)
+        raise CheckpointError(f"{path}: damaged (an object array)")
     return {piece: (m, arrays) for piece, m in meta.items()}
+
+
+#: the bit generators a checkpoint may name (NumPy's)
+RNGS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def restore(parts, name, fresh, where, sized=(), sizes=True):
+    """Piece ``name``'s state in ``parts`` (:func:`read_part`), decoded, once checked
+    against ``fresh``: an app's piece (its ``state()`` now, fresh from setup; its
+    ``checkpoint_sized``) or a state dict. The saved state must hold every attribute of
+    the fresh one, and may hold more (set during the run: compared with the piece's
+    attribute of that name where it has one), but none that the piece's class defines
+    as a method or property or names in ``checkpoint_skip``; at every place of the
+    structure the same kind (None, where either has it, matches any kind: an attribute
+    set later, or reset; a float never where an integer belongs); arrays of the same
+    dtype and number of dimensions, and the same shape unless the fresh array is empty,
+    in a deque or past the end of the fresh list, or named in ``sized`` (attributes
+    whose size the run changes: buffers, working sets, packed slices); tuples as long,
+    dicts with every key of the fresh one; random generators of an allowed kind with a
+    state NumPy accepts. ``where`` names the part in messages; anything else is refused
+    (:class:`CheckpointError`, one line). ``sizes`` False: no array's size is compared
+    (a part of another number of workers, whose rows differ)."""
+    owner, obj = None, fresh
+    if hasattr(fresh, "state"):
+        owner, sized, fresh = type(fresh), tuple(getattr(fresh, "checkpoint_sized", ())), \
+            fresh.state()
+    if name not in parts:
+        raise CheckpointError(f"{where}: damaged (no {name!r} state)")
+    meta, arrays = parts[name]
+    fmeta, farrays = encode(fresh, name)
+    also = {}  # attributes the piece has but leaves out of its state now (a buffer)
+    for k in set(meta) - set(fmeta) if owner is not None else ():
+        try:
+            also[k] = _encode(vars(obj)[k], k, farrays, name)
+        except (KeyError, CheckpointError):
+            pass
+    skip = set(getattr(owner, "checkpoint_skip", ()))  # (setup's: never loaded)
+    odd = sorted(set(fmeta) - set(meta)) + sorted(
+        k for k in set(meta) - set(fmeta)
+        if k.startswith("__") or k in skip or callable(getattr(owner, k, None))
+        or isinstance(getattr(owner, k, None), property))
+    if odd:
+        raise CheckpointError(f"{where}: {name} state does not fit this run (attributes "
+                              f"{', '.join(odd)[:200]})")
+    try:
+        return {k: _restored(m, fmeta.get(k, also.get(k)), arrays, farrays, k,
+                             k in sized or not sizes) for k, m in meta.items()}
+    except _Misfit as e:
+        raise CheckpointError(f"{where}: {name}.{e} does not fit this run") from None
+    except RecursionError:
+        raise CheckpointError(f"{where}: damaged ({name} nested too deep)") from None
+
+
+def load(piece, state, where):
+    """``piece.load_state(state)``: an app's checks of the values (a topic id, a column
+    in range) raise ValueError, refused in one line naming the part."""
+    try:
+        piece.load_state(state)
+    except ValueError as e:
+        raise CheckpointError(f"{where}: {type(piece).__name__}: {e}") from None
+
+
+def restore_loop(parts, fresh, round, where):
+    """The driver's loop state (the "engine" piece), checked as :func:`restore` does
+    and for its values: the manifest's round, one version row per round, the trace a
+    JSON list of rows; ``trace`` is returned parsed."""
+    loop = restore(parts, "engine", fresh, where, ("versions",))
+    v = loop["versions"]
+    try:
+        trace = json.loads(loop["trace"]) if isinstance(loop["trace"], str) else None
+    except (ValueError, RecursionError):
+        trace = None
+    if not isinstance(trace, list) or not all(
+            isinstance(r, dict) and "round" in r and
+            all(type(x) in _SCALARS for x in r.values()) for r in trace):
+        raise CheckpointError(f"{where}: damaged (the trace is not a list of rows)")
+    if not all(loop[k] is None or _number(loop[k]) for k in ("first", "best", "last_log")):
+        raise CheckpointError(f"{where}: damaged (the objective's first, best or last "
+                              "logged value is not a number)")
+    if loop["done"] != round or v.shape != (round, 3) or \
+            (v[:, 0] != np.arange(round)).any():
+        raise CheckpointError(f"{where}: the loop is at round {loop['done']!r} with "
+                              f"{v.shape[0]} rounds' versions, the manifest at {round}")
+    if not (_number(loop["elapsed"]) and 0 <= loop["elapsed"] < math.inf):
+        raise CheckpointError(f"{where}: elapsed time {loop['elapsed']!r}")
+    return dict(loop, trace=trace)
+
+
+def _number(x):
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+class _Misfit(Exception):
+    """What of a saved state differs from the fresh one: ``name: problem``."""
+
+
+_SCALARS = {type(None): "None", bool: "bool", int: "int", float: "number", str: "str"}
+_NUMBERS = {"int", "number", "scalar"}  # (Python's or NumPy's)
+
+
+def _kind(m, name):
+    """The kind of a node of the structure: a key of :func:`_encode`'s output."""
+    if isinstance(m, dict):
+        if "v" in m and type(m["v"]) in _SCALARS:
+            return _SCALARS[type(m["v"])]
+        for k in ("f", "a", "rng", "deque", "list", "tuple", "dict"):
+            if k in m:
+                return "number" if k == "f" else "scalar" if k == "a" and m.get(
+                    "scalar") is True else k
+    raise _Misfit(f"{name}: malformed ({str(m)[:60]})")
+
+
+def _restored(m, f, arrays, farrays, name, sized):
+    """Node ``m`` decoded, checked against the fresh node ``f`` (None: nothing to
+    check against)."""
+    kind = _kind(m, name)
+    fkind = None if f is None else _kind(f, name)
+    if fkind == "int" and kind == "number":  # (a count, an index, a seed)
+        raise _Misfit(f"{name}: a float (this run has an integer)")
+    if fkind == "None" or kind != fkind and {kind, fkind} <= _NUMBERS:
+        f = fkind = None
+    if fkind is not None and kind not in (fkind, "None"):
+        raise _Misfit(f"{name}: {kind} (this run has {fkind})")
+    if kind in ("None", "bool", "str") or "v" in m:
+        return m["v"]
+    if kind == "number":
+        try:
+            return float.fromhex(m["f"])
+        except (TypeError, ValueError, OverflowError):
+            raise _Misfit(f"{name}: {m['f']!r} is not a float") from None
+    if kind in ("a", "scalar"):
+        a = arrays.get(m["a"]) if isinstance(m["a"], str) else None
+        if a is None or not isinstance(m.get("scalar"), bool) or (
+                m["scalar"] and (a.ndim or a.dtype.kind not in "biufc")):
+            raise _Misfit(f"{name}: no array {str(m['a'])[:40]!r}")
+        if f is not None:
+            fa = farrays[f["a"]]
+            if a.dtype != fa.dtype or a.ndim != fa.ndim or m["scalar"] != f["scalar"]:
+                raise _Misfit(f"{name}: {a.dtype} array of shape {a.shape} (this run has "
+                              f"{fa.dtype}, shape {fa.shape})")
+            if a.shape != fa.shape and not sized and fa.size:
+                raise _Misfit(f"{name}: shape {a.shape} (this run has {fa.shape})")
+        return a[()] if m["scalar"] else a
+    if kind == "rng":
+        st = m["rng"]
+        bg = st.get("bit_generator") if isinstance(st, dict) else None
+        if bg not in RNGS or (f is not None and bg != f["rng"]["bit_generator"]):
+            raise _Misfit(f"{name}: random generator {str(bg)[:40]!r}")
+        try:
+            gen = getattr(np.random, bg)()
+            gen.state = st
+        except (TypeError, ValueError, KeyError, OverflowError) as e:
+            raise _Misfit(f"{name}: random generator state ({e})") from None
+        return np.random.Generator(gen)
+    items = m[kind]
+    if kind == "dict":
+        if not isinstance(items, dict):
+            raise _Misfit(f"{name}: malformed")
+        fd = {} if f is None else f["dict"]  # (it may gain keys with the run)
+        missing = sorted(set(fd) - set(items))
+        if missing:
+            raise _Misfit(f"{name}: no key {str(missing[0])[:40]!r}")
+        return {k: _restored(x, fd.get(k), arrays, farrays, f"{name}/{k}", sized)
+                for k, x in items.items()}
+    if not isinstance(items, list):
+        raise _Misfit(f"{name}: malformed")
+    fl = None if f is None else f[kind]
+    if kind == "tuple" and fl is not None and len(fl) != len(items):
+        raise _Misfit(f"{name}: a tuple of {len(items)} (this run has {len(fl)})")
+    if kind == "deque" and f is not None and m.get("maxlen") != f.get("maxlen"):
+        raise _Misfit(f"{name}: maxlen {m.get('maxlen')!r} (this run has "
+                      f"{f.get('maxlen')!r})")
+    # each item is checked against the fresh one at its place; beyond the fresh list's
+    # end (and in a deque: a queue's items come and go), against its last, any size
+    out = [_restored(x, fl[min(i, len(fl) - 1)] if fl else None, arrays, farrays,
+                     f"{name}/{i}", sized or kind == "deque" or i >= len(fl or ()))
+           for i, x in enumerate(items)]
+    if kind == "deque":
+        maxlen = m.get("maxlen")
+        if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+            raise _Misfit(f"{name}: maxlen {maxlen!r}")
+        return deque(out, maxlen=maxlen)
+    return tuple(out) if kind == "tuple" else out
 
 
 def write_manifest(folder, manifest):
     path = os.path.join(folder, MANIFEST)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"format": FORMAT, **manifest}, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(folder)
+    m = {"format": FORMAT, **manifest}
+    with durable(path + ".tmp", path, "w") as f:
+        json.dump(dict(m, crc=_crc(m)), f, indent=1)
+    _replace(path + ".tmp", path)
+    fsync_dir(folder)
     keep = {MANIFEST} | {p["file"] for p in manifest["parts"]}
     mine = f"r{manifest['round']:012d}"
     for name in os.listdir(folder):  # parts of older checkpoints, and torn writes
@@ -241,14 +450,52 @@ def write_manifest(folder, manifest):
 
 
 def read_manifest(folder):
+    """The manifest, checked: its fields of the right types, its parts named for its
+    round, the scheduler's first, then worker 0's, 1's, ..."""
     path = os.path.join(folder, MANIFEST)
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no checkpoint to resume from")
     try:
         with open(path) as f:
             m = json.load(f)
-        if m.get("format") != FORMAT or not isinstance(m.get("parts"), list):
+        if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise ValueError("unknown format")
-    except (OSError, ValueError) as e:
+        if m.pop("crc", None) != _crc(m):
+            raise ValueError("its checksum does not match its content")
+        _fields(m, {"round": int, "parts": list, "flags": dict, "engine": dict,
+                    "checkpoint_every": (int, float)})
+        _fields(m["engine"], {"app": str, "workers": int, "staleness": int})
+        if m["round"] < 0 or m["engine"]["workers"] < 1 or m["engine"]["staleness"] < 0 \
+                or not 0 < m["checkpoint_every"] < math.inf:
+            raise ValueError("a round, worker count, staleness or interval out of range")
+        tag = f"r{m['round']:012d}"
+        names = [f"{tag}-scheduler.npz"] + [f"{tag}-worker{w}.npz"
+                                            for w in range(len(m["parts"]) - 1)]
+        for part, name in zip(m["parts"], names):
+            _fields(part, {"file": str, "bytes": int, "seal": int})
+            rows = part.get("rows")  # a worker's rows (None: an app without rows)
+            if rows is not None and (type(rows) is not int or rows < 0):
+                raise ValueError(f"{part['file']} has rows {str(rows)[:40]}")
+            if part["file"] != name:
+                raise ValueError(f"part {part['file'][:40]!r} where {name} belongs")
+        if len(m["parts"]) != m["engine"]["workers"] + 1:
+            raise ValueError(f"{len(m['parts'])} parts for {m['engine']['workers']} "
+                             "workers and the scheduler")
+    except (OSError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{path}: damaged checkpoint manifest ({e})") from None
     return m
+
+
+def _crc(m):
+    return zlib.crc32(json.dumps(m, sort_keys=True).encode())
+
+
+def _fields(d, types):
+    """Raise ValueError unless dict ``d`` has every field of ``types`` of its type."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{str(d)[:40]!r} is not an object")
+    for k, t in types.items():
+        v = d.get(k)
+        if not isinstance(v, t) or isinstance(v, bool):
+            raise ValueError(f"{k!r} is {repr(v)[:40] if k in d else 'missing'}, not "
+                             f"{getattr(t, '__name__', 'a number')}")

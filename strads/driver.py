@@ -169,11 +169,15 @@ class Driver:
 
     def _restore(self, m):
         parts = _ckpt.read_part(self.folder, m["parts"][0])
-        self.schedule.load_state(_ckpt.decode(*parts["schedule"]))
-        self.aggregate.load_state(_ckpt.decode(*parts["aggregate"]))
-        loop = _ckpt.decode(*parts["engine"])
+        # every piece checked against the fresh setup's state before any is loaded
+        where = os.path.join(self.folder, m["parts"][0]["file"])
+        schedule, aggregate = (_ckpt.restore(parts, k, p, where) for k, p in (
+            ("schedule", self.schedule), ("aggregate", self.aggregate)))
+        loop = _ckpt.restore_loop(parts, self._loop(), m["round"], where)
+        _ckpt.load(self.schedule, schedule, where)
+        _ckpt.load(self.aggregate, aggregate, where)
         self.r_next = self.done = loop["done"]
-        self.trace = json.loads(loop["trace"])
+        self.trace = loop["trace"]
         self.versions = [tuple(v) for v in loop["versions"].tolist()]
         self.elapsed0 = loop["elapsed"]
         self.first, self.best = loop["first"], loop["best"]
@@ -181,7 +185,7 @@ class Driver:
         if self.reshard:
             for piece in (self.schedule, self.aggregate):
                 piece.resume_on(self.W, self.done)
-        self.tp.broadcast(W.Restore(self.folder, m["parts"], self.reshard))
+        self.tp.broadcast(W.Restore(self.folder, m["parts"], m["round"], self.reshard))
         for w in range(self.W):
             self.tp.recv(w)
 
@@ -389,12 +393,7 @@ class Driver:
         if any(self.pending):
             self._step(None, None)
         tp.broadcast(W.Checkpoint(self.folder, tag))
-        loop = {"done": self.done, "elapsed": self._now(),
-                "trace": json.dumps([{k: v.item() if isinstance(v, np.generic) else v
-                                      for k, v in row.items()} for row in self.trace]),
-                "versions": np.array(self.versions, np.int64).reshape(-1, 3),
-                "first": self.first, "best": self.best,
-                "last_log": self.last_log}
+        loop = self._loop()
         pieces = {
             "schedule": _ckpt.encode(self.schedule.state(), type(self.schedule).__name__),
             "aggregate": _ckpt.encode(self.aggregate.state(),
@@ -406,6 +405,15 @@ class Driver:
         self.ckpt_wait = {"tag": tag, "round": self.done, "parts": parts + [None] * self.W}
         self.last_ckpt = self._now()
         self.ckpt_round = self.done
+
+    def _loop(self):
+        """The loop's state, as a checkpoint keeps it."""
+        return {"done": self.done, "elapsed": self._now() if self.done else self.elapsed0,
+                "trace": json.dumps([{k: v.item() if isinstance(v, np.generic) else v
+                                      for k, v in row.items()} for row in self.trace]),
+                "versions": np.array(self.versions, np.int64).reshape(-1, 3),
+                "first": self.first, "best": self.best,
+                "last_log": self.last_log}
 
     def _written(self, written):
         """Workers' parts now on disk: the manifest once all of them are."""

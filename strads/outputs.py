@@ -2,6 +2,7 @@
 all or nothing), the check of ``--out`` before any work, and the progress line."""
 import contextlib
 import csv
+import errno
 import json
 import math
 import os
@@ -11,58 +12,144 @@ import tempfile
 
 import numpy as np
 
-from . import checkpoint as _ckpt
 from .errors import DataError
 
 OUTPUTS = ("summary.json", "trace.csv", "model.npz")
 
 
+class WriteError(DataError, OSError):
+    """A file that cannot be written (a full disk, a file size limit, a read-only
+    mount): one line naming it and the cause; its partial file is removed."""
+
+
 def write(out, summary, trace, model):
-    """Write the outputs into ``out``, all or nothing: into a new folder beside it, which
-    then takes the place of ``out`` in one step; whatever else ``out`` held (a
-    checkpoint, your files) is moved into it. ``trace`` None: no trace.csv (a saved
+    """Write the outputs into ``out``, all or nothing. ``out`` a symbolic link to a
+    folder: into that folder (the link stays). Into a new folder beside it, which then
+    takes the place of ``out`` in one step; whatever else ``out`` held (a checkpoint,
+    your files) is moved into it. Where folders cannot be swapped (``out`` a mount
+    point, its parent on another file system or not writable): the new files are
+    written complete into a hidden folder inside ``out``, then each renamed into place
+    (:func:`_replace_files`). ``trace`` None: no trace.csv (a saved
     estimator's folder)."""
-    out = os.path.abspath(out)
+    out = os.path.realpath(os.path.abspath(out))
     parent = os.path.dirname(out)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
+    if os.path.isdir(out) and not _swappable(out):
+        return _replace_files(out, summary, trace, model)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.tmp-", dir=parent)
+    except OSError as e:
+        if os.path.isdir(out):
+            return _replace_files(out, summary, trace, model)
+        raise WriteError(f"{out}: cannot make the folder: {e.strerror or e}") from None
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would have made it
-        with _durable(os.path.join(tmp, "summary.json"), "w") as f:
-            json.dump(jsonable(summary), f, indent=2)
-            f.write("\n")
-        if trace is not None:
-            cols = []
-            for row in trace:
-                cols += [k for k in row if k not in cols]
-            with _durable(os.path.join(tmp, "trace.csv"), "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=cols)
-                w.writeheader()
-                w.writerows(trace)
-        with _durable(os.path.join(tmp, "model.npz"), "wb") as f:
-            np.savez(f, **model)
-        _ckpt._fsync_dir(tmp)
+        _write_files(tmp, summary, trace, model, out)
         if not os.path.lexists(out):
             os.rename(tmp, out)
         else:
-            _exchange(tmp, out)  # out: the new results; tmp: the old folder
+            try:
+                _exchange(tmp, out)  # out: the new results; tmp: the old folder
+            except OSError:  # (a file system that cannot: the other way)
+                return _replace_files(out, summary, trace, model, staged=tmp)
             for name in os.listdir(tmp):
                 if name not in OUTPUTS:
                     os.rename(os.path.join(tmp, name), os.path.join(out, name))
-        _ckpt._fsync_dir(parent)
+        fsync_dir(parent)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swappable(out):
+    """Whether folder ``out`` can trade places with a new folder beside it."""
+    parent = os.path.dirname(out)
+    try:
+        return (out != parent and not os.path.ismount(out)
+                and os.stat(parent).st_dev == os.stat(out).st_dev
+                and os.access(parent, os.W_OK | os.X_OK))
+    except OSError:
+        return False
+
+
+def _write_files(folder, summary, trace, model, out):
+    """The outputs into ``folder`` (a failure names them as in ``out``)."""
+    def at(name):
+        return os.path.join(folder, name), os.path.join(out, name)
+
+    with durable(*at("summary.json"), "w") as f:
+        json.dump(jsonable(summary), f, indent=2)
+        f.write("\n")
+    if trace is not None:
+        cols = []
+        for row in trace:
+            cols += [k for k in row if k not in cols]
+        with durable(*at("trace.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerows(trace)
+    with durable(*at("model.npz"), "wb") as f:
+        np.savez(f, **model)
+    fsync_dir(folder)
+
+
+def _replace_files(out, summary, trace, model, staged=None):
+    """The outputs written complete into a hidden folder inside ``out`` (or moved there
+    from ``staged``), then renamed over the previous ones, summary.json last: the
+    previous set stays whole until the new one is on disk; between the renames (a crash
+    there) the folder may hold some of each."""
+    tmp = tempfile.mkdtemp(prefix=".strads-new-", dir=out)
+    try:
+        if staged is None:
+            _write_files(tmp, summary, trace, model, out)
+        names = ("model.npz",) + (("trace.csv",) if trace is not None else ()) + (
+            "summary.json",)
+        for name in names:
+            if staged is not None:
+                shutil.move(os.path.join(staged, name), os.path.join(tmp, name))
+        fsync_dir(tmp)
+        for name in names:
+            os.replace(os.path.join(tmp, name), os.path.join(out, name))
+        fsync_dir(out)
+    except OSError as e:
+        if isinstance(e, WriteError):
+            raise
+        raise WriteError(f"{out}: cannot write the outputs: {e.strerror or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def _durable(path, mode, **kw):
-    """open() for writing that flushes to disk before closing."""
-    with open(path, mode, **kw) as f:
-        yield f
-        f.flush()
-        os.fsync(f.fileno())
+def durable(path, shown, mode, **kw):
+    """open() for writing that flushes to disk before closing; if it fails (a full
+    disk, ``ulimit -f``: Python ignores SIGXFSZ, so the write fails with EFBIG), the
+    partial file is removed and :class:`WriteError` names it as ``shown``."""
+    try:
+        with open(path, mode, **kw) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        if isinstance(e, WriteError):
+            raise
+        raise WriteError(f"{shown}: cannot write: {e.strerror or e}") from None
+
+
+def fsync_dir(path):
+    """Flush a folder's entries (a rename in it) to disk, where the system allows."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _exchange(a, b):
@@ -73,21 +160,33 @@ def _exchange(a, b):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:
             return
-    except (OSError, AttributeError):
+        err = ctypes.get_errno()
+        if err in (errno.EBUSY, errno.EXDEV):  # a mount point; another file system
+            raise OSError(err, os.strerror(err), b)
+    except (AttributeError, TypeError):
         pass
     old = a + ".old"
     os.rename(b, old)
-    os.rename(a, b)
+    try:
+        os.rename(a, b)
+    except OSError:
+        os.rename(old, b)  # (b back in its place)
+        raise
     os.rename(old, a)
 
 
 def check_out(out):
-    """Refuse an output folder that cannot be written, before any work (one line)."""
+    """Refuse an output folder that cannot be written, before any work (one line): it,
+    or where it would be made (a symbolic link: the folder it points to)."""
     if out is None:
         return
     if not isinstance(out, (str, os.PathLike)) or not os.fspath(out):
         raise DataError(f"--out {out!r}: not a folder name")
     path = os.path.abspath(out)
+    if os.path.islink(path) and not os.path.isdir(path):
+        raise DataError(f"--out {out}: a symbolic link to {os.readlink(path)}, not to a "
+                        "folder")
+    path = os.path.realpath(path)
     if os.path.lexists(path) and not os.path.isdir(path):
         raise DataError(f"--out {out}: exists and is not a folder")
     probe = path
@@ -95,12 +194,10 @@ def check_out(out):
         probe = os.path.dirname(probe)
     if not os.path.isdir(probe):
         raise DataError(f"--out {out}: {probe} is a file, not a folder")
-    need = [p for p in (path, os.path.dirname(path)) if os.path.isdir(p)] or [probe]
-    for p in need:  # really try: permission bits do not stop root, a read-only mount does
-        try:
-            os.rmdir(tempfile.mkdtemp(prefix=".strads-probe-", dir=p))
-        except OSError as e:
-            raise DataError(f"--out {out}: cannot write in {p}: {e.strerror}") from None
+    try:  # really try: permission bits do not stop root, a read-only mount does
+        os.rmdir(tempfile.mkdtemp(prefix=".strads-probe-", dir=probe))
+    except OSError as e:
+        raise DataError(f"--out {out}: cannot write in {probe}: {e.strerror}") from None
 
 
 def jsonable(d):

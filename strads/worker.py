@@ -2,6 +2,7 @@
 ``--schedulers K``, a scheduler rank (one of the K schedules). Messages are the named
 records below, handled by type; they travel pickled (arrays as buffers), so they stay
 small tuples."""
+import os
 import sys
 import threading
 import time
@@ -18,13 +19,14 @@ from .errors import DataError
 # which a resume checks; ``rebalance``: rows will move); Step (apply ``syncs`` in order,
 # then compute ``task`` of ``round``, None: syncs only; ``each``: both are lists of one
 # part per worker); Checkpoint, Restore (the manifest's ``parts``: the scheduler's, then
-# one per worker with its rows; ``reshard``: written by another number of workers) # one per worker); Timing (seconds of work since the last one); Rebalance (rows per
+# one per worker with its rows; its ``round``; ``reshard``: written by another number of
+# workers); Timing (seconds of work since the last one); Rebalance (rows per
 # worker now and after); Collect (the worker's part of the model; its last message).
 Warmup, Init, Step, Checkpoint, Restore, Timing, Rebalance, Collect = (
     namedtuple(*r) for r in (
         ("Warmup", ""), ("Init", "shard warm digest rebalance"),
         ("Step", "round syncs task each"), ("Checkpoint", "folder tag"),
-        ("Restore", "folder parts reshard"), ("Timing", ""), ("Rebalance", "old new"),
+        ("Restore", "folder parts round reshard"), ("Timing", ""), ("Rebalance", "old new"),
         ("Collect", "")))
 # Their replies. RoundResult: a round's results merged along the workers' tree
 # (:func:`merge`): the newest and the oldest version (syncs applied) over the workers,
@@ -100,7 +102,7 @@ class WorkerHost:
         the driver with a later result; the driver then writes the manifest."""
         self._join_writer()
         rows = None if self.update.rows is None else int(self.update.rows)
-        host = {"version": self.version, "digest": self.digest}
+        host = self._host()
         pieces = _ckpt.snapshot({
             "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
             "host": _ckpt.encode(host, "worker")})
@@ -114,49 +116,85 @@ class WorkerHost:
                 done.append(exc)
 
         # (the thread drops write, and the snapshot with it, once it is on disk)
-        self._writer = threading.Thread(target=write, name="strads-checkpoint", daemon=True)
+        # (not a daemon: a run that ends in an error still finishes or removes the part)
+        self._writer = threading.Thread(target=write, name="strads-checkpoint")
         self._writer.done = done
         self._writer.start()
 
+    def _host(self):
+        return {"version": self.version, "digest": self.digest, "worker": self.w}
+
     def restore(self, msg):
         if msg.reshard:
-            return self._reshard(msg.folder, msg.parts[1:])
-        parts = _ckpt.read_part(msg.folder, msg.parts[self.w + 1])
-        host = _ckpt.decode(*parts["host"])
+            return self._reshard(msg)
+        host, state = self._read(msg, self.w)
         if host["digest"] != self.digest:
             raise _ckpt.CheckpointError(
                 f"{msg.folder}: worker {self.w}'s data differs from the checkpointed run's "
                 "(was the input changed?)")
-        self.update.load_state(_ckpt.decode(*parts["update"]))
+        _ckpt.load(self.update, state, os.path.join(msg.folder, msg.parts[self.w + 1]["file"]))
         self.version = host["version"]
         return Ready(None)
 
-    def _reshard(self, folder, entries):
+    def _read(self, msg, k, sizes=True):
+        """The host and update state of worker ``k``'s part, checked against this fresh
+        worker's state (``sizes`` False: but for array sizes) before anything is loaded,
+        and for its worker and round."""
+        entry = msg.parts[k + 1]
+        parts = _ckpt.read_part(msg.folder, entry)
+        where = os.path.join(msg.folder, entry["file"])
+        host = _ckpt.restore(parts, "host", self._host(), where)
+        state = _ckpt.restore(parts, "update", self.update, where, sizes=sizes)
+        if host["worker"] != k or host["version"] != msg.round:
+            raise _ckpt.CheckpointError(
+                f"{where}: worker {host['worker']!r} at version {host['version']!r}, not "
+                f"worker {k} at round {msg.round} (parts swapped or edited?)")
+        return host, state
+
+    def _reshard(self, msg):
         """A checkpoint of another number of workers: the old workers' parts that hold
         rows of this worker's (all of them for an app without rows) go to the app's
-        :meth:`~strads.Update.reshard`; rows are numbered over all workers in order."""
-        up = self.update
+        :meth:`~strads.Update.reshard`; rows are numbered over all workers in order.
+        Each part is checked as :meth:`restore` does, but for the sizes of its arrays
+        (its rows are another worker's); what the app makes of them, in full."""
+        up, entries = self.update, msg.parts[1:]
         old = [e.get("rows") for e in entries]
         mine = self.peers.allgather(up.rows)
         if up.rows is not None:
             if None in old or sum(old) != sum(mine):
                 raise _ckpt.CheckpointError(
-                    f"{folder}: the checkpoint holds {sum(r or 0 for r in old)} rows, this "
-                    f"run's data {sum(mine)}: the input differs from the checkpointed run's")
+                    f"{msg.folder}: the checkpoint holds {sum(r or 0 for r in old)} rows, "
+                    f"this run's data {sum(mine)}: the input differs from the checkpointed "
+                    "run's")
             first = sum(mine[:self.w])
             starts = np.cumsum([0] + old[:-1]).tolist()
             keep = [k for k, (s, n) in enumerate(zip(starts, old))
                     if s < first + up.rows and s + n > first]
         else:
             first, starts, keep = None, [None] * len(entries), range(len(entries))
-        olds, version = [], None
-        for k in keep:
-            parts = _ckpt.read_part(folder, entries[k])
-            host = _ckpt.decode(*parts["host"])
-            version = host["version"] if version is None else version
-            olds.append((starts[k], old[k], _ckpt.decode(*parts["update"])))
-        up.reshard(olds, first)
-        self.version = version if version is not None else self.version
+        fresh, name = up.state(), type(up).__name__
+        try:
+            olds, err = [(starts[k], old[k], self._read(msg, k, sizes=False)[1])
+                         for k in keep], None
+        except _ckpt.CheckpointError as e:
+            olds, err = None, e
+        # (workers that read the same bad part: the first of them says so, alone)
+        failed = self.peers.allgather(err is not None)
+        if err is not None and failed.index(True) == self.w:
+            raise err
+        if any(failed):
+            return Ready(None)  # (the run ends with that worker's error)
+        try:
+            up.reshard(olds, first)
+        except (ValueError, IndexError, KeyError, TypeError, OverflowError) as e:
+            # (parts that do not add up; values of the wrong kind where the fresh state
+            # has none to compare with)
+            raise _ckpt.CheckpointError(f"{msg.folder}: the checkpoint does not fit this "
+                                        f"run on {len(mine)} workers ({e})") from None
+        _ckpt.restore({"update": _ckpt.encode(up.state(), name)}, "update", fresh,
+                      f"{msg.folder} on {len(mine)} workers",
+                      tuple(getattr(up, "checkpoint_sized", ())))
+        self.version = msg.round
         return Ready(None)
 
     def timing(self, msg):

@@ -1,11 +1,17 @@
 """Plain text documents, one a line (lines end at ``\\n`` or a lone ``\\r``): the words
-of the regular expression ``[a-z][a-z0-9']*[a-z0-9]|[a-z]`` on the lower-cased line, of 2
-characters or more, stop words dropped (:func:`tokenize`). :func:`scan` reads a worker's
-blocks with a numba kernel (its own word table, open addressing over an arena of the
-lower-cased words); a line it cannot judge alone (a NUL byte, a character that
-lower-cases to an ASCII letter) goes through :func:`tokenize`.
+of the regular expression ``L(L|[0-9'])*(L|[0-9])|L`` on the lower-cased line, of 2
+characters or more, stop words dropped (:func:`tokenize`). A letter ``L`` is an ASCII
+letter or any other character but Unicode white space, U+0080-U+00BF (control codes,
+Latin-1 punctuation and signs), the signs x and / of Latin-1, and the blocks of
+punctuation and symbols: U+2000-U+206F, U+2190-U+2BFF, U+2E00-U+2E7F, U+3000-U+303F,
+U+FEFF, U+FFFD (an undecodable byte), U+1F000-U+1FAFF (emoji): so "cafe", "naive",
+"strasse" in any script stay whole. :func:`scan` reads a worker's blocks with a numba
+kernel over the UTF-8 bytes (its own word table, open addressing over an arena of the
+lower-cased words); a line it cannot judge alone (a NUL byte, a non-ASCII character that
+lower-casing changes) goes through :func:`tokenize`.
 """
 import re
+import threading
 
 import numpy as np
 from numba import njit
@@ -16,11 +22,86 @@ from .uci import line_bytes, nul
 _nb = dict(cache=True, nogil=True)
 _FNV = np.uint64(0xcbf29ce484222325)
 _PRIME = np.uint64(0x100000001b3)
-_WORD = re.compile(r"[a-z][a-z0-9']*[a-z0-9]|[a-z]")
+# non-ASCII characters that are not letters (the kernel's _uni_letter: the same ranges)
+_NOT_LETTERS = [(0x80, 0xBF), (0xD7, 0xD7), (0xF7, 0xF7), (0x1680, 0x1680),
+                (0x2000, 0x206F), (0x2190, 0x2BFF), (0x2E00, 0x2E7F), (0x3000, 0x303F),
+                (0xD800, 0xDFFF), (0xFEFF, 0xFEFF), (0xFFFD, 0xFFFD), (0x1F000, 0x1FAFF)]
+
+
+def _class(ascii_ranges):
+    """A regex class: these ASCII ranges and the non-ASCII letters."""
+    out = [f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ascii_ranges] + [
+        f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _NOT_LETTERS]
+    return "[^" + "".join(out) + "]"
+
+
+_L = _class([(0, 0x60), (0x7B, 0x7F)])  # a-z and the non-ASCII letters
+_W = _class([(0, 0x26), (0x28, 0x2F), (0x3A, 0x60), (0x7B, 0x7F)])  # and 0-9 '
+_E = _class([(0, 0x2F), (0x3A, 0x60), (0x7B, 0x7F)])  # and 0-9
+_WORD = re.compile(f"{_L}{_W}*{_E}|{_L}")
+_UPPER, _UPPER_LOCK = None, threading.Lock()
 
 
 def tokenize(line, stop_words):
     return [w for w in _WORD.findall(line.lower()) if len(w) > 1 and w not in stop_words]
+
+
+def upper():
+    """The non-ASCII characters that lower-casing changes (sorted code points): a line
+    holding one goes through :func:`tokenize`. (None beyond U+1FFFF in Unicode.)"""
+    global _UPPER
+    with _UPPER_LOCK:
+        if _UPPER is None:
+            _UPPER = np.array([c for c in range(0x80, 0x20000)
+                               if chr(c).lower() != chr(c)], np.int64)
+        return _UPPER
+
+
+@njit(inline="always", **_nb)
+def _utf8(b, i, end):
+    """(bytes, code point) of the UTF-8 sequence at b[i] (>= 0x80); (0, 0) if it is not
+    one (as Python decodes: no overlong forms, surrogates or code points past U+10FFFF)."""
+    c = np.int64(b[i])
+    if c < 0xC2 or c > 0xF4:
+        return 0, 0
+    k = 2 if c < 0xE0 else 3 if c < 0xF0 else 4
+    if i + k > end:
+        return 0, 0
+    lo, hi = 0x80, 0xBF
+    if c == 0xE0:
+        lo = 0xA0
+    elif c == 0xED:
+        hi = 0x9F
+    elif c == 0xF0:
+        lo = 0x90
+    elif c == 0xF4:
+        hi = 0x8F
+    c1 = np.int64(b[i + 1])
+    if c1 < lo or c1 > hi:
+        return 0, 0
+    cp = (c & (0x1F if k == 2 else 0x0F if k == 3 else 0x07)) << 6 | (c1 & 0x3F)
+    for j in range(i + 2, i + k):
+        cj = np.int64(b[j])
+        if cj < 0x80 or cj > 0xBF:
+            return 0, 0
+        cp = cp << 6 | (cj & 0x3F)
+    return k, cp
+
+
+@njit(inline="always", **_nb)
+def _uni_letter(cp):
+    """A non-ASCII code point counts as a letter: not in _NOT_LETTERS."""
+    return not (cp <= 0xBF or cp == 0xD7 or cp == 0xF7 or cp == 0x1680 or
+                0x2000 <= cp <= 0x206F or 0x2190 <= cp <= 0x2BFF or
+                0x2E00 <= cp <= 0x2E7F or 0x3000 <= cp <= 0x303F or cp == 0xFEFF or
+                cp == 0xFFFD or 0x1F000 <= cp <= 0x1FAFF)
+
+
+@njit(inline="always", **_nb)
+def _changes(cp, upper):
+    """Whether lower-casing changes code point cp (sorted ``upper``)."""
+    k = np.searchsorted(upper, cp)
+    return k < upper.shape[0] and upper[k] == cp
 
 
 @njit(inline="always", **_nb)
@@ -95,12 +176,12 @@ def _word_id(b, s, e, table, wstart, wlen, arena, n_ids, arena_n):
 
 @njit(_nrt=False, **_nb)
 def _scan(b, i, end, line, n_stop, limit, table, wstart, wlen, arena, n_ids, arena_n,
-              tdoc, tword, n, last):
+              tdoc, tword, n, last, upper):
     """Plain text, a document a line (lines end at b'\\n' or a lone b'\\r'): the words
-    of the regular expression ``[a-z][a-z0-9']*[a-z0-9]|[a-z]`` on the lower-cased line,
-    of 2 characters or more, their ids below ``n_stop`` (stop words) dropped -> tokens
-    (line, word id). Returns (status, line start, next line, line, n_ids, arena_n, n,
-    last)."""
+    of :data:`_WORD` on the lower-cased line, of 2 characters or more, their ids below
+    ``n_stop`` (stop words) dropped -> tokens (line, word id). Returns (status, line
+    start, next line, line, n_ids, arena_n, n, last); status 1: the line is the
+    reference's (a NUL, a character in ``upper``)."""
     while i < end:
         start = i
         n0 = n
@@ -115,33 +196,48 @@ def _scan(b, i, end, line, n_stop, limit, table, wstart, wlen, arena, n_ids, are
                     i += u
                     continue
                 nonblank = True
-                # U+0130 and U+212A lower-case to ASCII letters: the reference decides
-                if (c == 0xC4 and i + 1 < end and b[i + 1] == 0xB0) or (
-                        c == 0xE2 and i + 2 < end and b[i + 1] == 0x84 and
-                        b[i + 2] == 0xAA):
+                k, cp = _utf8(b, i, end)
+                if k == 0:  # an undecodable byte: U+FFFD, no letter
+                    i += 1
+                    continue
+                if _changes(cp, upper):
                     return 1, start, start, line, n_ids, arena_n, n0, last
-                i += 1
-                continue
-            if c == 0:
-                return 1, start, start, line, n_ids, arena_n, n0, last
-            if not (c == 32 or 9 <= c <= 13 or 28 <= c <= 31):
-                nonblank = True
-            lc = _lower(c)
-            if not _alpha(lc):
-                i += 1
-                continue
+                if not _uni_letter(cp):
+                    i += k
+                    continue
+            else:
+                if c == 0:
+                    return 1, start, start, line, n_ids, arena_n, n0, last
+                if not (c == 32 or 9 <= c <= 13 or 28 <= c <= 31):
+                    nonblank = True
+                if not _alpha(_lower(c)):
+                    i += 1
+                    continue
             s = i
-            e = i + 1  # one past the last letter or digit
-            j = i + 1
+            e = i  # one past the last letter or digit
+            chars = 0  # characters up to e
+            j, m = i, 0
             while j < end:
-                cj = _lower(b[j])
-                if not _inword(cj):
+                cj = b[j]
+                if cj >= 128:
+                    k, cp = _utf8(b, j, end)
+                    if k == 0 or not _uni_letter(cp):
+                        break
+                    if _changes(cp, upper):
+                        return 1, start, start, line, n_ids, arena_n, n0, last
+                    j += k
+                    m += 1
+                    e, chars = j, m
+                    continue
+                lc = _lower(cj)
+                if not _inword(lc):
                     break
                 j += 1
-                if cj != 39:
-                    e = j
+                m += 1
+                if lc != 39:
+                    e, chars = j, m
             i = e
-            if e - s < 2:
+            if chars < 2:
                 continue
             wid, n_ids, arena_n = _word_id(b, s, e, table, wstart, wlen, arena, n_ids,
                                            arena_n)
@@ -182,6 +278,7 @@ class Words:
     lower-cased words), seeded with the stop words (ids below ``n_stop``)."""
 
     def __init__(self, stop_words):
+        self.upper = upper()
         self.table = np.full(1 << 12, -1, np.int64)
         self.wstart = np.zeros(1 << 11, np.int64)
         self.wlen = np.zeros(1 << 11, np.int64)
@@ -196,7 +293,7 @@ class Words:
     def scan(self, b, i, line, limit, tdoc, tword, n, last):
         st, ls, nxt, line, self.n_ids, self.arena_n, n, last = _scan(
             b, i, b.shape[0], line, self.n_stop, limit, self.table, self.wstart, self.wlen,
-            self.arena, self.n_ids, self.arena_n, tdoc, tword, n, last)
+            self.arena, self.n_ids, self.arena_n, tdoc, tword, n, last, self.upper)
         return st, ls, nxt, line, n, last
 
     def grow(self, need_tokens, tdoc, tword, n):
@@ -244,7 +341,7 @@ def scan(blocks, path, stop_words, limit, check, line=0):
                 i = ls
                 continue
             lineno = blk.line(ls)
-            if st == 1:  # NUL, or a character the reference lower-cases to a letter
+            if st == 1:  # NUL, or a character that lower-casing changes
                 raw, nxt = line_bytes(b, ls, True)
                 text = raw.decode("utf-8", errors="replace")
                 if "\0" in text:

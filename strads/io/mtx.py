@@ -305,7 +305,7 @@ def _error(path, code, line, raw, field_no, n_tok, m, p, declared, hline):
 
 
 def _open(path, whole):
-    src = Text(path, kind="MatrixMarket text", words=WORDS)
+    src = Text(path, kind="MatrixMarket text", words=WORDS).newlines()
     buf = src.map()
     fmt, field, sym, (m, p, declared), hline, pos = header(path, buf, src.bom)
     where, extra, symc = f"{path}:{hline}", buf.shape[0] if src.gz else 0, _SYM[sym]

@@ -1,5 +1,12 @@
-"""NumPy files: an ``.npz`` of arrays X and y (or a ``scipy.sparse.save_npz`` matrix), and
-an ``.npy`` target; either may be gzip-compressed. Read whole: rank 0 splits them."""
+"""NumPy files: an ``.npz`` of arrays X and y (or a ``scipy.sparse.save_npz`` matrix: CSR,
+CSC, COO, BSR or DIA), and an ``.npy`` target; either may be gzip-compressed. Read whole:
+rank 0 splits them.
+
+Every array is untrusted: its header is read first (shape, dtype, and that the zip member
+holds that many bytes), sizes are checked against memory before anything is loaded, and
+a sparse matrix is built only from arrays checked by :func:`_sparse` (1-D integer indices
+inside the shape, ``indptr`` from 0, non-decreasing, ending at the number of entries):
+SciPy's own conversions trust them and would read or write out of bounds."""
 import io
 import math
 
@@ -10,6 +17,12 @@ from ..errors import DataError
 from .source import Text
 from .svmlight import WORDS, check_size
 
+#: the arrays of a save_npz matrix of each format, besides ``format`` and ``shape``
+SPARSE = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
+          "bsr": ("data", "indices", "indptr"), "coo": ("data", "row", "col"),
+          "dia": ("data", "offsets")}
+INT64 = 1 << 63
+
 
 def _bytes(path):
     """(the file, or its decompressed bytes as a stream; gzip-compressed or not)."""
@@ -17,13 +30,16 @@ def _bytes(path):
     return (io.BytesIO(src.map().tobytes()), True) if src.gz else (path, False)
 
 
-def _members(z):
-    """(shape, dtype) of each array of an open .npz, from the .npy headers alone."""
+def _members(path, z):
+    """(shape, dtype, bytes held after the header) of each array of an open .npz, from
+    the .npy headers alone."""
     from numpy.lib import format as npf
 
     out = {}
+    names = set(z.zip.namelist())
     for name in z.files:
-        with z.zip.open(name + ".npy" if name + ".npy" in z.zip.namelist() else name) as f:
+        member = name + ".npy" if name + ".npy" in names else name
+        with z.zip.open(member) as f:
             version = npf.read_magic(f)
             if version == (1, 0):
                 shape, _, dtype = npf.read_array_header_1_0(f)
@@ -31,8 +47,23 @@ def _members(z):
                 shape, _, dtype = npf.read_array_header_2_0(f)
             else:
                 shape, _, dtype = npf._read_array_header(f, version)
-        out[name] = (shape, dtype)
+            held = z.zip.getinfo(member).file_size - f.tell()
+        if dtype.hasobject:
+            raise DataError(f"{path}: array {name!r} holds Python objects "
+                            "(not read: it would need pickle)")
+        out[name] = (shape, dtype, held)
     return out
+
+
+def _load(path, z, members, name):
+    """Array ``name``, once its member is seen to hold the bytes its header declares
+    (else NumPy would allocate them first)."""
+    shape, dtype, held = members[name]
+    need = math.prod(shape) * dtype.itemsize
+    if need > held:
+        raise DataError(f"{path}: array {name!r} declares shape {shape} of {dtype} "
+                        f"({need} bytes) but holds {max(held, 0)} bytes")
+    return z[name]
 
 
 def read(path):
@@ -40,50 +71,146 @@ def read(path):
     src, gz = _bytes(path)
     try:
         with np.load(src, allow_pickle=False) as z:
-            members = _members(z)
-            for name, (shape, dtype) in members.items():
-                if dtype.hasobject:
-                    raise DataError(f"{path}: array {name!r} holds Python objects "
-                                    "(not read: it would need pickle)")
+            members = _members(path, z)
             keys = set(members)
-            if {"data", "indices", "indptr", "shape", "format"} <= keys:  # save_npz
-                shape = tuple(int(s) for s in z["shape"])
-                if len(shape) != 2 or min(shape) < 0:
-                    raise DataError(f"{path}: a sparse matrix must be 2-D, got shape {shape}")
-                nnz = math.prod(int(k) for k in members["data"][0])
-                check_size(path, shape[0], shape[1], nnz)
-                if members["data"][1].kind not in "biuf":
-                    raise DataError(f"{path}: the matrix has dtype {members['data'][1]}, "
-                                    "not real numbers")
-                if gz:
-                    src.seek(0)
-                X, y = sp.load_npz(src), (z["y"] if "y" in keys else None)
+            if {"format", "shape", "data"} <= keys:  # save_npz
+                X = _sparse(path, z, members)
             elif "X" in keys:
-                shape, dtype = members["X"]
+                shape, dtype, _ = members["X"]
                 if dtype.kind not in "biuf":
                     raise DataError(f"{path}: X has dtype {dtype}, not real numbers")
-                if len(shape) == 2:
-                    check_size(path, shape[0], shape[1], None)
-                X, y = z["X"], (z["y"] if "y" in keys else None)
+                if len(shape) != 2:
+                    raise DataError(f"{path}: X must be a 2-D numeric array, got shape "
+                                    f"{shape}")
+                check_size(path, shape[0], shape[1], None)
+                X = _load(path, z, members, "X")
             else:
                 raise DataError(f"{path}: expected arrays 'X' and 'y', or a "
                                 f"scipy.sparse.save_npz matrix; found {sorted(keys)}")
-            if y is not None and y.dtype.kind not in "biuf":
-                raise DataError(f"{path}: y has dtype {y.dtype}, not real numbers")
+            y = None
+            if "y" in keys:
+                shape, dtype, _ = members["y"]
+                if dtype.kind not in "biuf":
+                    raise DataError(f"{path}: y has dtype {dtype}, not real numbers")
+                if math.prod(shape) != X.shape[0]:  # (then nothing of another size is read)
+                    raise DataError(f"{path}: y has {math.prod(shape)} entries but X has "
+                                    f"{X.shape[0]} rows")
+                y = _load(path, z, members, "y")
     except DataError:
         raise
     except Exception as e:  # zip, zlib, header and format errors: many kinds
         raise DataError(f"{path}: cannot read as .npz: {type(e).__name__}: {e}") from None
-    if not sp.issparse(X):
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise DataError(f"{path}: X must be a 2-D numeric array, got shape {X.shape}")
     if y is not None:
         y = np.asarray(y, dtype=np.float64).ravel()
         bad = np.flatnonzero(~np.isfinite(y))
         if bad.size:
             raise DataError(f"{path}: y[{bad[0]}] is {y[bad[0]]}, not finite")
     return X, y
+
+
+def _sparse(path, z, members):
+    """The save_npz matrix of an open .npz, each of its arrays checked before SciPy sees
+    it (a sparse array is read as a matrix: the same numbers)."""
+    def small(name, ndim, kinds):
+        shape, dtype, _ = members[name]
+        if len(shape) != ndim or dtype.kind not in kinds or math.prod(shape) > 16:
+            raise DataError(f"{path}: {name!r} of a save_npz matrix must be a "
+                            f"{ndim}-D {'string' if 'S' in kinds else 'integer'} array, "
+                            f"got shape {shape} of {dtype}")
+        return _load(path, z, members, name)
+
+    fmt = small("format", 0, "SU").item()
+    fmt = fmt.decode("ascii", "replace") if isinstance(fmt, bytes) else fmt
+    if fmt not in SPARSE:
+        raise DataError(f"{path}: sparse format {fmt!r} is not one of "
+                        f"{', '.join(SPARSE)}")
+    shape = small("shape", 1, "iu")
+    got = tuple(int(s) for s in shape)
+    if len(got) != 2:
+        raise DataError(f"{path}: a sparse matrix must be 2-D, got shape {got}")
+    if not all(0 <= s < INT64 for s in got):
+        raise DataError(f"{path}: a sparse matrix's shape must be two non-negative 64-bit "
+                        f"integers, got {got}")
+    M, N = (int(s) for s in shape)
+    coords = "coords" in members and fmt == "coo"
+    names = ("data", "coords") if coords else SPARSE[fmt]
+    missing = [k for k in names if k not in members]
+    if missing:
+        raise DataError(f"{path}: a save_npz {fmt} matrix lacks {', '.join(missing)}")
+    dshape, dtype, _ = members["data"]
+    if dtype.kind not in "biuf":
+        raise DataError(f"{path}: the matrix has dtype {dtype}, not real numbers")
+    nnz = math.prod(dshape)
+    check_size(path, M, N, nnz)
+
+    def index(name, shape, what):
+        """Integer index array ``name`` of ``shape`` (its header checked first: nothing
+        of another length is read); ``what`` says what the shape must be."""
+        shp, dt, _ = members[name]
+        if len(shp) != len(shape) or dt.kind not in "iu":
+            raise DataError(f"{path}: {name!r} of a {fmt} matrix must be a {len(shape)}-D "
+                            f"integer array, got shape {shp} of {dt}")
+        if shp != shape:
+            raise DataError(f"{path}: {what}, got {name} of shape {shp}")
+        a = _load(path, z, members, name)
+        if a.size and a.dtype.kind == "u" and int(a.max()) >= INT64:
+            raise DataError(f"{path}: {name}[{int(a.argmax())}] = {int(a.max())} is out "
+                            "of range")
+        return a.astype(np.int64, copy=False)
+
+    def values():  # (as float64: SciPy's conversions of some dtypes fail)
+        return _load(path, z, members, "data").astype(np.float64)
+
+    def within(name, a, hi):
+        bad = np.flatnonzero((a < 0) | (a >= hi))
+        if bad.size:
+            k = int(bad[0])
+            raise DataError(f"{path}: {name}[{k}] = {int(a[k])} is outside 0..{hi - 1} "
+                            f"(the matrix is {M} x {N})")
+
+    if fmt == "dia":
+        need = "a dia matrix needs data of shape (diagonals, length) and one offset per " \
+               "diagonal"
+        if len(dshape) != 2:
+            raise DataError(f"{path}: {need}, got data of shape {dshape}")
+        offsets = index("offsets", dshape[:1], need)
+        if np.unique(offsets).shape[0] != offsets.shape[0]:
+            raise DataError(f"{path}: a dia matrix's offsets repeat")
+        keep = (offsets > -M) & (offsets < N)  # others hold no entry of the matrix
+        return sp.dia_matrix((values()[keep], offsets[keep]), shape=(M, N))
+    if fmt == "coo":
+        need = "a coo matrix needs as many rows and columns as values"
+        if len(dshape) != 1:
+            raise DataError(f"{path}: {need}, got values of shape {dshape}")
+        if coords:
+            row, col = index("coords", (2,) + dshape, need)
+        else:
+            row, col = index("row", dshape, need), index("col", dshape, need)
+        within("row", row, M)
+        within("col", col, N)
+        return sp.coo_matrix((values(), (row, col)), shape=(M, N))
+    R = C = 1
+    if fmt == "bsr":  # blocks of R x C entries
+        R, C = dshape[1:3] if len(dshape) == 3 else (0, 0)
+        if R < 1 or C < 1 or M % R or N % C:
+            raise DataError(f"{path}: a bsr matrix needs data of shape (blocks, R, C) with "
+                            f"R and C dividing {M} x {N}, got {dshape}")
+    elif len(dshape) != 1:
+        raise DataError(f"{path}: data of a {fmt} matrix must be 1-D, got shape {dshape}")
+    major, minor = (M // R, N // C) if fmt != "csc" else (N, M)
+    indptr = index("indptr", (major + 1,), f"indptr of a {M} x {N} {fmt} matrix must have "
+                   f"{major + 1} entries")
+    indices = index("indices", dshape[:1], f"a {fmt} matrix needs one index for each of "
+                    f"its {dshape[0]} values")
+    steps = np.diff(indptr)
+    if indptr[0] != 0 or indptr[-1] != indices.shape[0] or (steps < 0).any():
+        k = int(np.flatnonzero(steps < 0)[0]) + 1 if (steps < 0).any() else \
+            0 if indptr[0] != 0 else major
+        raise DataError(f"{path}: indptr[{k}] = {int(indptr[k])}: indptr must rise from 0 to "
+                        f"the number of entries ({indices.shape[0]}) and never fall")
+    within("indices", indices, minor)
+    cls = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "bsr": sp.bsr_matrix}[fmt]
+    return cls((values(), indices, indptr), shape=(M, N))
 
 
 def read_npy(path):

@@ -23,7 +23,7 @@ from ..errors import DataError
 from . import memory
 from .agree import refuse
 from .numbers import BIG, scan_float_inline, scan_int_inline
-from .source import Text
+from .source import Content, Text
 
 _nb = dict(cache=True, nogil=True)
 LONG_LINE = 1 << 20  # a line this long or longer: not a rating file
@@ -106,6 +106,11 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
         s = pos
         while s < e and _is_ws(b[s]):
             s += 1
+        if s + 1 < e and b[s] == 37 and b[s + 1] == 37:  # '%%': a misplaced banner?
+            fb[0] = pos
+            fb[1] = e
+            fb[2] = line
+            return min(nxt, n), count, True, line + 1 - line0
         if s < e and b[s] != 35 and b[s] != 37:  # neither blank nor a comment
             ok = ascii and e - pos < LONG_LINE
             s0 = e0 = s1 = e1 = s2 = e2 = p = 0
@@ -187,6 +192,8 @@ def parse_line(raw, delim, bounds=None):
     if len(raw) >= LONG_LINE:
         raise LineError(f"a line longer than {LONG_LINE} characters: not a rating file")
     line = raw.strip()
+    if line[:14].lower() == "%%matrixmarket":
+        raise LineError("a MatrixMarket banner must start the file's first line")
     if not line or line[0] in "#%":
         return None
     parts = _split(line, delim)
@@ -259,6 +266,7 @@ class Layout:
             raise DataError(f"{path}: no ratings (empty file"
                             f"{' after decompression' if src.gz else ''})")
         self.gz, self.size = src.gz, src.size
+        self.content = Content(path)  # (what a resume checks: the shard's digest)
         self.mtx = src.head[:14].lower() == b"%%matrixmarket"
         self.bounds, self.nnz, self.size_line = None, None, None
         lines = ((k, off, raw.decode("latin-1")) for k, off, raw in

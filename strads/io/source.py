@@ -15,6 +15,7 @@ there is an error (:func:`line_number`).
 """
 import gzip
 import os
+import threading
 import zlib
 
 import numpy as np
@@ -47,6 +48,8 @@ WORDS = {
     "twice": "{path}: gzip-compressed twice; decompress it once",
     "nul": "{where}: binary data (a NUL byte), not a text {what}",
     "corrupt": "{where}: corrupt gzip data ({e})",
+    "lone_cr": "{path}: lines end with a lone carriage return (\\r, classic Mac OS); this "
+               "{what} needs \\n or \\r\\n line ends (convert it: tr '\\r' '\\n')",
     "packed_only": False,  # refuse only compressed formats and archives
 }
 
@@ -95,6 +98,13 @@ class Text:
         nul = self.head.find(b"\0")
         if nul >= 0:
             self.refuse("nul", line=self.head.count(b"\n", 0, nul) + 1)
+
+    def newlines(self):
+        """For a reader whose lines end at \\n: a text whose first 64 KiB hold a \\r but
+        no \\n is refused by name, not read as one long line."""
+        if b"\r" in self.head and b"\n" not in self.head:
+            self.refuse("lone_cr")
+        return self
 
     def refuse(self, word, line=None, **kw):
         """Raise the refusal ``word`` (its ``line``: the error's ``line`` too)."""
@@ -215,6 +225,44 @@ class Text:
                                 nl, None, universal)
                 nl += _count_ends(np.frombuffer(done, np.uint8), universal)
                 self.refuse("corrupt", line=nl + 1, e=e)
+
+
+CHECKSUM_BLOCK = 1 << 20  # bytes of each CRC-32 of a file's checksum
+_sums, _sums_lock = {}, threading.Lock()
+
+
+def checksum(path):
+    """A file's content in 32 bits: the CRC-32 of the CRC-32s of its 1 MiB blocks (the
+    bytes as stored) in block order, and its length. The same for any number of
+    workers; computed once per process for a file as it is (workers on threads share
+    it)."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _sums_lock:
+        if key not in _sums:
+            crcs, buf = [], bytearray(CHECKSUM_BLOCK)
+            with open(path, "rb") as f:
+                while True:
+                    n = f.readinto(buf)
+                    if not n:
+                        break
+                    crcs.append(zlib.crc32(memoryview(buf)[:n]))
+            _sums[key] = zlib.crc32(np.array(crcs, "<u4").tobytes(),
+                                    zlib.crc32(st.st_size.to_bytes(8, "little")))
+        return _sums[key]
+
+
+class Content:
+    """The input files a shard names (None: none), standing for their content in the
+    shard's digest (:func:`strads.checkpoint.digest`), which a resume checks: a copy, a
+    restore or a ``touch`` of the same bytes resumes; any changed byte is refused. The
+    checksum (:func:`checksum`) is taken only when the digest is, with checkpoints."""
+
+    def __init__(self, *paths):
+        self.paths = [os.path.abspath(p) for p in paths if p is not None]
+
+    def strads_digest(self):
+        return [checksum(p) if os.path.isfile(p) else None for p in self.paths]
 
 
 class Block:

@@ -72,7 +72,7 @@ def check_size(name, n_samples, n_features, nnz=None, extra=0, lead=""):
 
 def open_text(path, kind):
     """``(Text, bytes)`` of a matrix reader's text input (``kind``: LIBSVM, target)."""
-    src = Text(path, kind=f"{kind} text", words=WORDS)
+    src = Text(path, kind=f"{kind} text", words=WORDS).newlines()
     buf = src.map()
     if src.gz and buf.shape[0] == 0:
         raise DataError(f"{path}: empty file (after gzip decompression)")

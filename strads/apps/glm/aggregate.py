@@ -26,7 +26,8 @@ class GLMAggregate(Aggregate):
     kept = None  # the columns solved, when X's empty columns were left out
     n_features = None  # X's columns, empty ones too
     # setup() (or begin(), from the workers' reports) sets them again
-    checkpoint_skip = ("kept", "n_features", "_pending", "n_parts", "last")
+    checkpoint_skip = ("kept", "n_features", "_pending", "n_parts", "last", "n",
+                       "sq_norms", "norms")
     _pending = None  # setup's arguments until begin() completes a later() aggregate
     n_parts = 1  # scheduler ranks (--schedulers): > 1, the schedules learn from feedback()
     last = None  # (coordinates, new priorities) of the last Jacobi round, for feedback()
@@ -145,6 +146,13 @@ class GLMAggregate(Aggregate):
 
     def feedback(self, round, task, sync):
         return split.news(self, task, self.n_parts)
+
+    def load_state(self, state):
+        super().load_state(state)
+        t = self._tree  # (the schedule descends it to a coordinate): its leaves' sums
+        if t is not None and not np.array_equal(t, K.tree_build(
+                t[t.shape[0] // 2:][:self.w.shape[0]])):
+            raise ValueError("_tree: not a sum tree over this run's coordinates")
 
     @property
     def tree(self):

@@ -96,6 +96,18 @@ class _Clocked(Schedule):
         while self._flight and self._flight[0][0] < done:
             self.busy[self._flight.popleft()[1]] = False
 
+    def load_state(self, state):
+        super().load_state(state)
+        held = np.zeros(self.p, dtype=np.bool_)  # the rounds in flight hold what is busy
+        for item in self._flight:
+            cols = item[1] if isinstance(item, tuple) and len(item) == 2 else None
+            if not (isinstance(cols, np.ndarray) and cols.dtype.kind in "iu" and
+                    cols.ndim == 1 and ((cols >= 0) & (cols < self.p)).all()):
+                raise ValueError("_flight: not rounds of this run's coordinates")
+            held[cols] = True
+        if not np.array_equal(held, self.busy):
+            raise ValueError("_flight: not the coordinates in flight")
+
     def _hold(self, cols):
         """``cols`` are in flight from this round until the aggregate has taken it."""
         self.busy[cols] = True
@@ -277,6 +289,12 @@ class Priority(_Jacobi):
         elif self._gptr.shape[0]:
             task["groups"] = self._gptr
         return task
+
+    def load_state(self, state):
+        super().load_state(state)
+        u = self._u  # (the kernels index with u * p)
+        if not 0 <= self._u_pos <= u.shape[0] or ((u < 0) | ~(u < 1)).any():
+            raise ValueError("_u: not uniforms in [0, 1) from _u_pos on")
 
     def _uniforms(self, k):
         if self._u_pos + k > self._u.shape[0]:

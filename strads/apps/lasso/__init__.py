@@ -84,7 +84,7 @@ class Quadratic(Datafit):
         "each worker decompresses the whole file and keeps its part); .npz and dense "
         "MatrixMarket files are read on rank 0.",
         target="y for a .mtx or sparse .npz --data: .npy or one number per line",
-        lambda_type=cli.nonneg_float,
+        lambda_type=cli.pos_float,  # 0: least squares, no duality gap to stop on
         lambda_ratio="lambda as a fraction of lambda_max (when --lambda is not given)",
         schedule="working-set: priority-chosen blocks solved exactly from their Gram "
         "matrix; priority: STRADS priority sampling + dependency filter (--rho); "

@@ -162,8 +162,11 @@ class LassoAggregate(GLMAggregate):
         """Duality gap at this version, gap-safe screening, and every coordinate's
         priority refreshed. (Screened coordinates' g is 0 here: the problem restricted to
         the others has the same solution, so its gap is a valid certificate.)"""
-        scale = max(self.thresh, np.abs(g).max())  # theta = r / scale is dual feasible
-        dual = (-0.5 * self.n * self.lam ** 2 * rss / scale ** 2 + self.lam * ry / scale)
+        g_max = float(np.abs(g).max())
+        scale = max(self.thresh, g_max) or 1.0  # theta = r / scale is dual feasible
+        # lambda / scale, which neither lambda^2 nor n lambda may overflow into
+        t = min(1.0 / self.n, self.lam / g_max) if g_max > 0 else 1.0 / self.n
+        dual = t * ry - 0.5 * self.n * t * t * rss
         self.gap = max(self.primal - dual, 0.0)
         # Gap Safe rule (Fercoq et al. 2015): b*_j = 0 if |x_j' theta| + |x_j| R < 1, with
         # R = sqrt(2 n gap) / (n lambda) the radius of a ball that holds the dual optimum.

@@ -11,6 +11,7 @@ columns' squared norms, X'y and y'y, summed in worker order); rank 0 completes i
 aggregate and schedule from them. ``.npz`` files and dense (array) MatrixMarket files
 are read on rank 0, which splits them into shards (:func:`needs_rank0`).
 """
+import math
 import os
 
 import numpy as np
@@ -19,6 +20,7 @@ import scipy.sparse as sp
 from ...errors import DataError
 from ...io import mtx, npz, svmlight, target as target_file
 from ...io.agree import refuse
+from ...io.source import Content
 from ..glm import kernels as K
 
 
@@ -98,6 +100,10 @@ def make_problem(n_samples=2000, n_features=10000, density=0.01, n_informative=1
         raise DataError(f"corr must be in [0, 1), got {corr}")
     if snr <= 0:
         raise DataError(f"snr must be > 0, got {snr}")
+    # before allocating: sparse X = R B and its parts take about 3 copies of the entries
+    svmlight.check_size("the built-in problem (--n-samples, --n-features, --density)",
+                        n_samples, n_features,
+                        None if dense else 3 * math.ceil(n_samples * n_features * density))
     n_informative = min(int(n_informative), n_features)
     rng = np.random.default_rng(seed)
     if dense:
@@ -134,16 +140,10 @@ def needs_rank0(path):
 
 
 def shard(path, target):
-    """The description every worker gets: it reads its part itself. Size and mtime are
-    in it so that a resumed run's check of the shard notices a changed file."""
-    def stamp(p):
-        try:
-            st = os.stat(p)
-            return [int(st.st_size), int(st.st_mtime_ns)]
-        except OSError:
-            return None
+    """The description every worker gets: it reads its part itself. The files' content
+    (:class:`strads.io.source.Content`) is in its digest, which a resumed run checks."""
     return {"file": os.path.abspath(path), "target": target,
-            "stamp": [stamp(path), stamp(target) if target else None]}
+            "content": Content(path, target)}
 
 
 def read_rows(peers, shard):

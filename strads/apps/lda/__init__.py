@@ -13,7 +13,8 @@ from ... import params as _params
 from .aggregate import InvariantError, LDAAggregate
 from .data import BYTES_PER_DOC, BYTES_PER_TOKEN, BYTES_PER_WORD, INT32_MAX
 from .data import check as check_corpus
-from .data import load, make_corpus
+from .data import inputs, load, make_corpus
+from ...io.source import Content
 from ...io.memory import fmt_bytes, physical_memory
 from .schedule import SCHEDULES, Group
 from . import kernels
@@ -139,13 +140,9 @@ def file_source(path, fmt="auto", vocab=None, min_count=2):
     """What :func:`make_setup` hands the workers for a corpus file: each worker reads
     its part (:func:`strads.apps.lda.data.read_part`); rank 0 never opens it."""
     path = os.fspath(path)
-    try:  # a resumed run's workers check the input is unchanged (the shard's digest)
-        st = os.stat(path)
-        stamp = (st.st_size, st.st_mtime_ns)
-    except OSError:
-        stamp = None
+    # a resumed run's workers check the input is unchanged (its content, in the digest)
     return {"kind": "file", "path": path, "fmt": fmt, "vocab": vocab,
-            "min_count": min_count, "stamp": stamp}
+            "min_count": min_count, "content": Content(*inputs(path, fmt, vocab))}
 
 
 def corpus_source(n_docs=1000, n_words=1000, doc_length=100, n_topics=10, alpha=0.1,

@@ -14,8 +14,10 @@ class InvariantError(RuntimeError):
 
 
 class LDAAggregate(Aggregate):
-    #: the vocabulary (words for the model file): setup() gives it again
-    checkpoint_skip = ("vocab",)
+    #: the vocabulary (words for the model file), the corpus's sizes and the flags:
+    #: setup() gives them again
+    checkpoint_skip = ("vocab", "mode", "check", "V", "K", "n_docs", "n_tokens", "alpha",
+                       "beta")
 
     def __init__(self, n_words, n_topics, n_docs, n_tokens, alpha, beta, mode, vocab=None,
                  check=False):

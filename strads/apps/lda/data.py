@@ -163,10 +163,9 @@ def _open_part(path, fmt, vocab):
     src = uci.open_text(path)
     if not src.head and not src.bom:
         src.refuse("empty")
-    base = _strip_gz(os.path.basename(path)).lower()
-    if fmt == "auto":
-        fmt = ("uci" if base.startswith("docword") else
-               "ldac" if base.endswith((".ldac", ".dat")) else "text")
+    fmt = _format(path, fmt)
+    if fmt != "text":  # (plain text reads \r line ends too)
+        src.newlines()
     if fmt == "text":
         if vocab:
             raise DataError(f"{vocab}: a vocabulary file is for UCI and LDA-C data; {path} "
@@ -180,6 +179,22 @@ def _open_part(path, fmt, vocab):
         *header, begin = uci.header(src, lambda *a: check_size(path, *a),
                                     None if words is None else len(words), vocab)
     return fmt, src, begin, header, words
+
+
+def _format(path, fmt):
+    """``fmt``, or for "auto" the format the file's name tells."""
+    base = _strip_gz(os.path.basename(path)).lower()
+    if fmt == "auto":
+        fmt = ("uci" if base.startswith("docword") else
+               "ldac" if base.endswith((".ldac", ".dat")) else "text")
+    return fmt
+
+
+def inputs(path, fmt="auto", vocab=None):
+    """The files a corpus is read from: it, and for UCI and LDA-C its vocabulary."""
+    if fmt not in FORMATS or _format(path, fmt) == "text":
+        return [path]
+    return [path, vocab or _guess_vocab(path)]
 
 
 def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,

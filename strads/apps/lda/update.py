@@ -66,11 +66,23 @@ DENSE_MAX_BYTES = 1 << 20
 SMALL = (np.uint16,)  # the count and topic widths warmup() compiles
 
 
+def _within(name, a, hi):
+    """ValueError unless array ``a`` (or None) holds only values in 0 .. hi - 1."""
+    if a is not None and a.size and (a.min() < 0 or a.max() >= hi):
+        raise ValueError(f"{name}: {a.min()} .. {a.max()} is outside 0 .. {hi - 1}")
+
+
 class LDAUpdate(Update):
+    checkpoint_sized = ("held",)  # the slices in hand, packed: their size varies
     # the worker's tokens' words and their layout: setup() gives them again (the tokens'
     # documents are kept: a resume on other workers finds each document's topics by them)
     checkpoint_skip = ("words", "lengths", "cuts", "blocks", "beta_table", "vocab",
-                       "dense", "resident", "alpha_table", "_lengths_ll")
+                       "dense", "resident", "alpha_table", "_lengths_ll",
+                       # the run's sizes and flags, and the sampler's scratch: a
+                       # checkpoint never sets them
+                       "worker", "seed", "W", "s1", "mode", "K", "V", "alpha", "beta",
+                       "vbeta", "check", "n_tokens", "n_docs", "share", "mark", "extra",
+                       "tree", "cum")
 
     def __init__(self, shard):
         """The worker reads or draws its own documents (``shard["source"]``) or takes the
@@ -181,6 +193,7 @@ class LDAUpdate(Update):
                 raise ValueError(f"documents {lo}..{hi - 1}: {got.shape[0]} tokens in the "
                                  f"checkpoint, {np.count_nonzero(at)} in the data")
             z[at] = got
+        _within("z", z, self.K)  # (the kernels index with them)
         self.z = z
         order = np.argsort(self.docs, kind="stable")
         self._count(self.docs[order], z[order])
@@ -372,6 +385,39 @@ class LDAUpdate(Update):
             else:
                 state.pop("nwk", None)
         return state
+
+    def load_state(self, state):
+        super().load_state(state)
+        # the values the kernels index memory with, in range (ValueError: refused)
+        n_docs, K, held = self.lengths.shape[0], self.K, []
+        _within("z", self.z, K)
+        _within("docs", self.docs, n_docs)
+        for name in ("nk", "ndk", "nwk"):
+            _within(name, getattr(self, name, None), np.inf)
+        if self.dmeta is not None:  # document d's list: its own tokens' range
+            start, m, lengths = self.dmeta[:, 0], self.dmeta[:, 1], self.lengths
+            if (start != self._offsets()[:-1]).any() or (m < 0).any() or \
+                    (m > lengths).any() or self.dlist.shape[0] != self.z.shape[0]:
+                raise ValueError("dmeta: not the documents' lists")
+            used = np.arange(self.dlist.shape[0]) - np.repeat(start, lengths) < \
+                np.repeat(m, lengths)
+            _within("dlist's topics", self.dlist[used, 0], K)
+            _within("dlist's counts", self.dlist[used, 1], np.inf)
+        if self.mode == "model" and not self.resident:
+            held = self.held
+        for g, h in enumerate(held):  # [slice, (indptr, topics, counts)] in hand
+            name = f"held/{g}"
+            if not (isinstance(h, list) and len(h) == 2 and type(h[0]) is int and
+                    0 <= h[0] < self.cuts.shape[0] - 1 and isinstance(h[1], tuple)):
+                raise ValueError(f"{name} is not a slice of this run's")
+            indptr, idx, cnt = h[1]
+            steps = np.diff(indptr)
+            if indptr.shape[0] != self.cuts[h[0] + 1] - self.cuts[h[0]] + 1 or \
+                    indptr[0] != 0 or (steps < 0).any() or indptr[-1] != idx.shape[0] \
+                    or idx.shape != cnt.shape:
+                raise ValueError(f"{name}: not slice {h[0]} packed")
+            _within(f"{name}'s topics", idx, K)
+            _within(f"{name}'s counts", cnt, np.inf)
 
     def report(self):
         """The initial state's log-likelihood pieces (rank 0 adds them in worker order)

@@ -191,6 +191,9 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         lay_tr = FileLayout(train) if train is not None else None
         if builtin is not None:
             _problem_plan(*builtin)  # its refusals, before the workers start
+            if ctx.n_workers > min(builtin[:2]):
+                raise DataError(f"{ctx.n_workers} workers for {builtin[0]} users and "
+                                f"{builtin[1]} items: each worker needs users and items")
         lay_te = FileLayout(test) if test is not None else None
         lay = Layout(rank, float(lam), biases)
         agg = MFAggregate(lay, None, 0.0, 0, 0, 0, 0.0, None, float("nan"))

@@ -8,8 +8,8 @@ from ...api import Aggregate
 
 
 class MFAggregate(Aggregate):
-    # the layout: setup() rebuilds it
-    checkpoint_skip = ("lay",)
+    # the layout and the data's sizes: setup() gives them again
+    checkpoint_skip = ("lay", "shape", "mean", "cold", "n_train", "n_test")
 
     def __init__(self, layout, shape, mean, n_train, n_test, cold, rss, sq, test_rmse):
         """``sq``: side -> each column's penalty at the start; ``rss``, ``test_rmse``:

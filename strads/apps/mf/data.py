@@ -588,6 +588,16 @@ def prepare_part(peers, desc):
     # int32 and the destinations int16, before the ratings move
     u = np.searchsorted(user_ids, src.u).astype(np.int32)
     i = np.searchsorted(item_ids, src.i).astype(np.int32)
+    if W > min(m, n):  # (before the users are cut into W blocks)
+        if o["duplicates"] == "error":  # a duplicate's line first: all on worker 0
+            got = peers.allgather((u, i, src.pos))
+            if me:
+                got = [(u[:0], i[:0], src.pos[:0])]
+            uu, ii, pp = (np.concatenate([g[k] for g in got]) for k in range(3))
+            del got
+            _dedupe(peers, src, "error", uu.astype(np.int64) * n + ii, pp, pp, user_ids[uu], item_ids[ii])
+        refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
+               "needs users and items")
     src.u = src.i = None
     dtype = np.int16 if W < 1 << 15 else np.int64
 
@@ -675,9 +685,6 @@ def prepare_part(peers, desc):
     src = None
 
     # -- what the data's size allows (after the data's own errors, as in one process)
-    if W > min(m, n):
-        refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
-               "needs users and items")
     try:
         _check_factor_memory(o["rank"], o["bias"] == "full", m, n, W, o["schedule"],
                              o["block"], o.get("early_stop"))

@@ -166,6 +166,30 @@ class MFUpdate(Update):
                 "best_sse": self.best_sse, "best": self.best}
 
     def load_state(self, state):
+        kk, (u0, u1), (i0, i1) = self.sync[0].shape[0], *self.ranges
+        for s, st in enumerate(state["sides"]):  # (None in a fresh state: unchecked)
+            p = st["pending"]  # the other side's (columns, changes) not yet in res
+            if p is not None and not (
+                    isinstance(p, tuple) and len(p) == 2 and
+                    all(isinstance(a, np.ndarray) for a in p) and p[0].dtype == np.int64 and
+                    p[0].ndim == 1 and p[1].dtype == np.float64 and
+                    p[1].shape == (p[0].shape[0], self.size[1 - s]) and
+                    ((p[0] >= 0) & (p[0] < kk)).all()):
+                raise ValueError(f"sides/{s}/pending: not columns of this run's and their "
+                                 "changes")
+        b = state["best"]  # (iteration, W's rows, H's rows, held-out error)
+        if b is not None and not (
+                isinstance(b, list) and len(b) == 4 and
+                isinstance(b[0], (int, np.integer)) and
+                all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in b[1:3]) and
+                b[1].shape == (kk, u1 - u0) and b[2].shape == (kk, i1 - i0) and
+                isinstance(b[3], float)):
+            raise ValueError("best: not an iteration's factors of this run's")
+        if not all(isinstance(x, tuple) and len(x) == 3 and
+                   (x[0] is None or isinstance(x[0], (int, np.integer))) and
+                   all(isinstance(v, (float, np.floating)) for v in x[1:])
+                   for x in state["scores"]):
+            raise ValueError("scores: not (iteration, error, seconds) rows")
         self.scores = state["scores"]
         self.score_next = state["score_next"]
         self.best_sse, self.best = state["best_sse"], state["best"]
