@@ -595,7 +595,8 @@ def prepare_part(peers, desc):
                 got = [(u[:0], i[:0], src.pos[:0])]
             uu, ii, pp = (np.concatenate([g[k] for g in got]) for k in range(3))
             del got
-            _dedupe(peers, src, "error", uu.astype(np.int64) * n + ii, pp, pp, user_ids[uu], item_ids[ii])
+            _dedupe(peers, src, "error", uu.astype(np.int64) * n + ii, pp, pp,
+                    user_ids[uu], item_ids[ii])
         refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
                "needs users and items")
     src.u = src.i = None
