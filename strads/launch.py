@@ -36,6 +36,7 @@ _PIDFD = hasattr(os, "pidfd_open")  # Linux >= 5.3: wait for a process that is n
 STALE = 10.0  # a heartbeat this old, on another host: that rank is gone
 PROG = "strads.launch"
 APP_CODES = (1, 2, 3, 130, 143)  # the app's own: an error, bad input, diverged, SIGINT/TERM
+SOCK = "ranks.sock"  # where the ranks of the launcher's host connect
 KILLED = (9, 137, -9)  # what mpiexec returns when a rank was killed
 
 # -- rank side -----------------------------------------------------------------------------
@@ -72,6 +73,15 @@ def heartbeat():
             time.sleep(BEAT)
 
     threading.Thread(target=beat, name="strads-heartbeat", daemon=True).start()
+    # a connection to the launcher held until this process ends: the kernel closes it as
+    # the process dies, before MPICH can hear of it and kill the others, so the first to
+    # close is the lost rank (a pidfd fires only after the whole process is torn down)
+    try:
+        _beat["conn"] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        _beat["conn"].connect(os.path.join(folder, SOCK))
+        _beat["conn"].sendall(f"{rank}\n".encode())
+    except OSError:
+        _beat.pop("conn", None)  # another host, or no launcher listening
 
 
 # -- launcher side -------------------------------------------------------------------------
@@ -192,15 +202,23 @@ def _run_once(cmd, folder, env):
     one's death, so this host's ranks are waited for as they happen (a pidfd each, which
     wakes the launcher the moment its process ends); other hosts' by their heartbeats."""
     before = _shm()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock_path = os.path.join(folder, SOCK)
+    if os.path.lexists(sock_path):
+        os.unlink(sock_path)
+    listener.bind(sock_path)
+    listener.listen(1024)
     proc = subprocess.Popen(cmd, env=env)
     lost, here, beats, read_at = None, socket.gethostname(), {}, 0.0
-    watch, fds = select.poll(), {}
+    watch, fds, conns = select.poll(), {}, {}
+    watch.register(listener.fileno(), select.POLLIN)
     try:
         while proc.poll() is None:
             if time.monotonic() - read_at > BEAT / 2:
                 beats, read_at = _read_beats(folder), time.monotonic()
                 for rank, b in beats.items():  # this host's ranks, once each
-                    if b["host"] == here and rank not in fds.values() and _PIDFD:
+                    if (b["host"] == here and rank not in fds.values() and _PIDFD
+                            and all(r != rank for r, _ in conns.values())):
                         try:
                             fd = os.pidfd_open(b["pid"])
                         except OSError:  # gone already
@@ -208,12 +226,34 @@ def _run_once(cmd, folder, env):
                         if fd is not None:
                             fds[fd] = rank
                             watch.register(fd, select.POLLIN)
-            ended = [fds[fd] for fd, _ in watch.poll(20)]
+            ended = []
+            for fd, _ in watch.poll(20):
+                if fd == listener.fileno():  # a rank connects: it names itself
+                    conn, _ = listener.accept()
+                    conn.settimeout(5)
+                    try:
+                        rank = int(conn.recv(64).decode().strip())
+                    except (OSError, ValueError):
+                        conn.close()
+                        continue
+                    conns[conn.fileno()] = (rank, conn)
+                    watch.register(conn.fileno(), select.POLLIN | select.POLLHUP)
+                    if any(r == rank for r in fds.values()):  # its close tells first
+                        for pfd in [k for k, r in fds.items() if r == rank]:
+                            watch.unregister(pfd)
+                elif fd in conns:
+                    ended.append(conns[fd][0])
+                    watch.unregister(fd)
+                else:
+                    ended.append(fds[fd])
             if lost is None:
                 k = min(ended) if ended else _first_lost(beats, here, local=not _PIDFD)
                 if k is not None:
                     beats = _read_beats(folder)  # rank 0's round now
                     lost = beats.get(k, {"rank": k, "pid": None, "host": here, "round": 0})
+                    # several ended between two looks (a loaded machine: MPICH had killed
+                    # the others already): which went first is not known, so all are named
+                    lost = {**lost, "together": sorted(ended) if len(ended) > 1 else None}
     except KeyboardInterrupt:  # the user's: pass it on, then wait for the job's end
         proc.send_signal(signal.SIGINT)
         proc.wait()
@@ -221,6 +261,9 @@ def _run_once(cmd, folder, env):
     finally:
         for fd in fds:
             os.close(fd)
+        for _, conn in conns.values():
+            conn.close()
+        listener.close()
     # a job killed with some of its ranks leaves MPICH's shared-memory files behind
     # (those another job still maps are its own)
     if proc.returncode != 0:
@@ -299,6 +342,9 @@ def main(argv=None):
                 return code  # the app stopped by itself (bad input, an error, a signal)
             who = (f"rank {lost['rank']} (pid {lost['pid']} on {lost['host']})" if lost
                    else "a rank")
+            if lost and lost.get("together"):
+                who = (f"one of ranks {', '.join(map(str, lost['together']))} (they ended "
+                       f"together on {lost['host']}; which went first is not known)")
             if hosts is not None and lost is not None:
                 hosts = [(h, s) for h, s in hosts if h != lost["host"]]
                 left = sum(s for _, s in hosts)
