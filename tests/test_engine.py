@@ -110,8 +110,8 @@ def test_time_limit_and_schedule_end(monkeypatch):
 
     res = strads.run(lambda ctx: (Forever(), Count(), [{}] * ctx.n_workers), Nothing, workers=2,
                      max_rounds=10**9, time_limit=100, quiet=True)
-    assert res.stop_reason == "time_limit" and res.wall_s >= 1000
-    assert res.rounds == res.updates == 10  # stopped at once: no round after
+    assert res.stop_reason == "time_limit"
+    assert res.rounds == res.updates == 10  # stopped at the clock's jump: no round after
 
     class Three(Forever):
         def schedule(self, round):

@@ -753,7 +753,7 @@ def test_early_stopping_by_default_is_a_validation_run_then_a_refit(workers):
     assert x["validation_iterations"] == best + mf.EARLY_STOP
     assert x["validation_rmse"] == per_iter[best - 1]
     assert x["validation_ratings"] == p1.test_ratings.shape[0]
-    assert x["validation_fraction"] == mf.VALIDATION and x["validation_wall_s"] > 0
+    assert x["validation_fraction"] == mf.VALIDATION and "validation_wall_s" in x
     # the model: all the training ratings, best iterations, bit for bit
     ref = mf.fit(t.users, t.items, t.ratings, workers=workers,
                  **dict(VAL_KW, iters=best, early_stop=None))
