@@ -206,12 +206,15 @@ def _run_once(cmd, folder, env):
     sock_path = os.path.join(folder, SOCK)
     if os.path.lexists(sock_path):
         os.unlink(sock_path)
-    listener.bind(sock_path)
-    listener.listen(1024)
+    watch, fds, conns = select.poll(), {}, {}
+    try:
+        listener.bind(sock_path)  # (a path over the socket name limit: pidfds alone)
+        listener.listen(1024)
+        watch.register(listener.fileno(), select.POLLIN)
+    except OSError:
+        pass
     proc = subprocess.Popen(cmd, env=env)
     lost, here, beats, read_at = None, socket.gethostname(), {}, 0.0
-    watch, fds, conns = select.poll(), {}, {}
-    watch.register(listener.fileno(), select.POLLIN)
     try:
         while proc.poll() is None:
             if time.monotonic() - read_at > BEAT / 2:
