@@ -1,0 +1,169 @@
+"""The apps' command lines, measured from summary.json: ``threads`` (every core in one
+process: ``--workers 2`` against ``--workers 1``), ``ranks`` (rank 0's share of memory and
+traffic), ``scaling`` (bytes per round and memory as the workers grow, against the model of
+docs/scaling.md) and ``checkpoint`` (what checkpoints cost). Method and figures:
+docs/benchmarks.md."""
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+from _common import ROOT, listed, run_cli, timed_cli
+
+
+def mf(m, n, nnz, k, *more):
+    return ["strads.apps.mf", "--n-users", str(m), "--n-items", str(n), "--n-ratings",
+            str(nnz), "--rank", str(k), "--tol", "0", "--bias", "mean", "--early-stop", "0",
+            *more]
+
+
+def lda(D, V, L, K, *more):
+    return ["strads.apps.lda", "--n-docs", str(D), "--n-words", str(V), "--doc-length",
+            str(L), "--topics", str(K), "--tol", "0", "--top-words", "0", *more]
+
+
+WEIGHTED = ("--lambda", "0.05", "--weighted-lambda")
+
+
+def threads(a, s):
+    """LDA at K = 1,000 and MF CCD++ on 5M ratings, loop time."""
+    runs = {"lda": lda(s(20000), s(20000), 200, 1000, "--true-topics", "50", "--sweeps", "5"),
+            "mf": mf(s(200000), s(20000), s(5000000), 32, *WEIGHTED, "--iters", "3")}
+    for app in a.only.split(","):
+        times = {1: [], 2: []}
+        for _ in range(a.repeat):
+            for w in (1, 2):
+                times[w].append(timed_cli(runs[app] + ["--workers", w])[1]["wall_s"])
+        one, two = min(times[1]), min(times[2])
+        print(f"{app}: --workers 1 {one:.2f}s, --workers 2 (threads) {two:.2f}s: "
+              f"{two / one:.2f}x the time ({os.cpu_count()} cores; best of {a.repeat}: "
+              f"{listed(times[1])} / {listed(times[2])})", flush=True)
+
+
+def lasso_file(folder, s):
+    from sklearn.datasets import dump_svmlight_file
+    from strads.apps.lasso import make_problem
+
+    path = os.path.join(folder, "lasso.svm")
+    X, y, _ = make_problem(s(50_000), s(100_000), density=0.001, n_informative=200, seed=0)
+    dump_svmlight_file(X, y, path)
+    return path
+
+
+def traffic(n, out, args):
+    s = run_cli(args, out, np=n)
+    return s["rounds"], s["traffic"]
+
+
+def rss_range(t):
+    rss = [e["peak_rss_mb"] for e in t]
+    return f"peak RSS rank 0 {rss[0]:.0f} MB, workers {min(rss[1:]):.0f}-{max(rss[1:]):.0f} MB"
+
+
+def ranks(a, s, tmp):
+    """Peak memory and traffic of every rank, for the three apps."""
+    runs = {"mf": mf(s(200000), s(20000), s(5000000), 32, "--iters", "2"),
+            "lda": lda(s(20000), s(20000), 200, 1000, "--sweeps", "2"),
+            "lasso": ["strads.apps.lasso", "--max-rounds", "20"]}
+    for app in a.only.split(","):
+        args = runs[app] + (["--data", lasso_file(tmp, s)] if app == "lasso" else [])
+        for n in map(int, a.np.split(",")):
+            t = traffic(n, os.path.join(tmp, f"{app}-{n}"), args)[1]
+            mb = lambda b: f"{b / 1e6:.0f}"  # noqa: E731
+            print(f"{app} -n {n}: {rss_range(t)}; MB sent/received: "
+                  + ", ".join(f"rank {e['rank']} {mb(e['bytes_sent'])}/"
+                              f"{mb(e['bytes_received'])}" for e in t), flush=True)
+
+
+def scaling(a, s, tmp):
+    """Bytes a worker receives per round: measured between a short and a longer run, and
+    predicted (docs/scaling.md)."""
+    M, LD = dict(m=s(20_000), n=s(5_000), nnz=s(500_000), k=16), \
+        dict(D=s(2_000), V=s(5_000), L=100, K=100)
+    runs = {"mf": (mf(*M.values()), "--iters", (1, 3)),
+            "lda": (lda(*LD.values()), "--sweeps", (1, 3))}
+
+    def model(app, W, out):
+        if app == "mf":
+            # one factor column of one side a round, allgathered: (W-1)/W of it arrives
+            return 8 * (W - 1) / W * (M["m"] + M["n"]) / 2
+        # a slice (V / W words) of the packed word-topic table from the ring neighbour: 6
+        # bytes a non-zero (the final model's count) and 8 a word; the others' topic-total
+        # changes, 8 bytes a topic
+        import numpy as np
+        nnz = np.count_nonzero(np.load(Path(out, "model.npz"))["word_topic"])
+        return (6 * nnz + 8 * LD["V"]) / W + 8 * (W - 1) * LD["K"]
+
+    for app in a.only.split(","):
+        args, flag, counts = runs[app]
+        for n in map(int, a.np.split(",")):
+            outs = [os.path.join(tmp, f"{app}-{n}-{c}") for c in counts]
+            (r1, t1), (r2, t2) = [traffic(n, o, args + [flag, str(c)])
+                                  for c, o in zip(counts, outs)]
+            per = [((b["bytes_sent"] + b["bytes_received"]) -
+                    (a_["bytes_sent"] + a_["bytes_received"])) / (r2 - r1)
+                   for a_, b in zip(t1, t2)]
+            recv = [(b["bytes_received"] - a_["bytes_received"]) / (r2 - r1)
+                    for a_, b in zip(t1, t2)]
+            print(f"{app} -n {n}: rank 0 {per[0]:,.0f} B/round (sent+received); "
+                  f"workers received {min(recv[1:]):,.0f}-{max(recv[1:]):,.0f} "
+                  f"B/round (model {model(app, n - 1, outs[-1]):,.0f}); {rss_range(t2)}",
+                  flush=True)
+
+
+def checkpoint(a, s):
+    """The MF 10M and LDA K = 1,000 runs of bench_mf.py and bench_lda.py under
+    ``mpiexec -n 3``, with and without ``--checkpoint-every``."""
+    runs = {"mf": mf(s(250000), s(100000), s(10000000), 32, *WEIGHTED, "--log-interval",
+                     "1", "--iters", str(a.mf_iters)),
+            "lda": lda(s(20000), s(20000), 200, 1000, "--true-topics", "50", "--alpha", "0.1",
+                       "--beta", "0.01", "--log-interval", "1", "--sweeps",
+                       str(a.lda_sweeps))}
+    for app in a.only.split(","):
+        times = {0: [], a.every: []}
+        size = 0
+        with tempfile.TemporaryDirectory(dir=ROOT) as tmp:
+            for rep in range(a.repeat):
+                for every in (a.every, 0):
+                    out = os.path.join(tmp, f"{every}-{rep}")
+                    times[every].append(run_cli(runs[app] + (
+                        ["--checkpoint-every", every] if every else []), out, np=3)["wall_s"])
+                    folder = Path(out, "checkpoint")
+                    if folder.exists():
+                        size = max(size, sum(f.stat().st_size for f in folder.iterdir()))
+        base, with_ = min(times[0]), min(times[a.every])
+        print(f"{app}: mpiexec -n 3, loop {base:.2f}s without checkpoints, {with_:.2f}s with "
+              f"one every {a.every:g}s ({with_ / base - 1:+.1%}; best of {a.repeat}: "
+              f"without {listed(times[0])}; with {listed(times[a.every])}); a checkpoint is "
+              f"{size / 1e6:.0f} MB on disk", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="times every data size (0.01: a quick check that it runs)")
+    sub = ap.add_subparsers(dest="what", required=True)
+    for name, only, extra in (("threads", "lda,mf", ()), ("ranks", "mf,lda,lasso", ("3,5",)),
+                              ("scaling", "mf,lda", ("3,5,8",)), ("checkpoint", "mf,lda", ())):
+        p = sub.add_parser(name, help=globals()[name].__doc__.split("\n")[0])
+        p.add_argument("--only", default=only)
+        if extra:
+            p.add_argument("--np", default=extra[0])
+        else:
+            p.add_argument("--repeat", type=int, default=3)
+    c = sub.choices["checkpoint"]
+    c.add_argument("--every", type=float, default=5.0, help="seconds between checkpoints")
+    c.add_argument("--mf-iters", type=int, default=8)
+    c.add_argument("--lda-sweeps", type=int, default=10)
+    a = ap.parse_args()
+
+    def s(x):
+        return max(int(x * a.scale), 10)
+    if a.what in ("threads", "checkpoint"):
+        return globals()[a.what](a, s)
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()[a.what](a, s, tmp)
+
+
+if __name__ == "__main__":
+    main()
