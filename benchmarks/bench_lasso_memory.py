@@ -3,33 +3,16 @@ and time". Method and figures: docs/benchmarks.md."""
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from _common import MPIEXEC, ROOT, child_env
-
-# run by every rank when /usr/bin/time is missing: the rank's own peak RSS, to a file
-_WRAPPER = r"""
-import os, resource, runpy, sys
-out = sys.argv.pop(1)
-sys.argv = sys.argv[1:]
-code = 0
-try:
-    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
-except SystemExit as e:
-    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-finally:
-    rank = os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
-    with open(f"{out}.{rank}", "w") as f:
-        f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
-sys.exit(code)
-"""
 
 
 def make_data(path, n=100_000, p=200_000, nnz=5_000_000, seed=0):
@@ -51,45 +34,24 @@ def run(n_ranks, limit_kb, args, timeout):
     """One mpiexec run under `ulimit -v limit_kb`: (exit code, wall s, [peak RSS MiB per
     rank], summary dict or None, stderr tail)."""
     tmp = tempfile.mkdtemp(prefix="bench_lasso_memory_")
-    gnu_time = os.path.exists("/usr/bin/time")
-    if gnu_time:
-        rank_cmd = ("/usr/bin/time -v -o {tmp}/rss.$PMI_RANK {py} -m strads.apps.lasso "
-                    "{args}").format(tmp=tmp, py=sys.executable, args=" ".join(args))
-        cmd = [MPIEXEC, "-n", str(n_ranks), "sh", "-c", rank_cmd]
-    else:
-        wrapper = os.path.join(tmp, "wrap.py")
-        with open(wrapper, "w") as f:
-            f.write(_WRAPPER)
-        cmd = [MPIEXEC, "-n", str(n_ranks), sys.executable, wrapper,
-               os.path.join(tmp, "rss"), "strads.apps.lasso", *args]
+    cmd = [MPIEXEC, "-n", str(n_ranks), sys.executable, "-m", "strads.apps.lasso", *args,
+           "--out", tmp]
     shell = f"ulimit -v {limit_kb}; exec " + " ".join(f"'{c}'" for c in cmd)
-    env = child_env()
     t = time.perf_counter()
     try:
         p = subprocess.run(["bash", "-c", shell], capture_output=True, text=True,
-                           timeout=timeout, cwd=ROOT, env=env)
-        code, out, err = p.returncode, p.stdout, p.stderr
+                           timeout=timeout, cwd=ROOT, env=child_env())
+        code, err = p.returncode, p.stderr
     except subprocess.TimeoutExpired as e:
-        code, out, err = "timeout", e.stdout or "", e.stderr or ""
-        out, err = (s.decode() if isinstance(s, bytes) else s for s in (out, err))
+        code, err = "timeout", e.stderr or ""
+        err = err.decode() if isinstance(err, bytes) else err
     wall = time.perf_counter() - t
-    rss = []
-    for r in range(n_ranks):
-        path = os.path.join(tmp, f"rss.{r}")
-        try:
-            text = open(path).read()
-        except OSError:
-            rss.append(float("nan"))
-            continue
-        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-        kb = int(m.group(1)) if m else int(text.strip() or 0)
-        rss.append(kb / 1024)
+    try:  # each rank's peak RSS, from the run's summary
+        summary = json.loads(Path(tmp, "summary.json").read_text())
+        rss = [e["peak_rss_mb"] for e in summary["traffic"]]
+    except (OSError, ValueError, KeyError):
+        summary, rss = None, [float("nan")] * n_ranks
     shutil.rmtree(tmp, ignore_errors=True)
-    summary = None
-    for line in out.splitlines()[::-1]:
-        if line.startswith("{"):
-            summary = json.loads(line)
-            break
     return code, wall, rss, summary, err[-2000:]
 
 
@@ -143,23 +105,15 @@ def parallel_load(a):
     size = os.path.getsize(path)
     print(f"data: {path} ({size / 1e6:.0f} MB, {time.perf_counter() - t:.1f} s to make "
           "or find)")
-    out = tempfile.mkdtemp(prefix="bench_lasso_parallel_")
-    cmd = [MPIEXEC, "-n", str(a.np), sys.executable, "-m", "strads.apps.lasso", "--data",
-           path, "--max-rounds", str(a.rounds), "--quiet", "--out", out]
-    env = child_env()
-    t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
-    wall = time.perf_counter() - t
+    code, wall, rss, _, err = run(a.np, "unlimited", ["--data", path, "--max-rounds",
+                                                     str(a.rounds), "--quiet"], 900)
     print(f"mpiexec -n {a.np} ... --data {path} --max-rounds {a.rounds}: exit "
-          f"{p.returncode}, {wall:.1f} s")
-    if p.returncode:
-        print(p.stderr[-3000:])
+          f"{code}, {wall:.1f} s")
+    if code:
+        print(err)
         return
-    s = json.load(open(os.path.join(out, "summary.json")))
-    shutil.rmtree(out, ignore_errors=True)
-    for r in s["traffic"]:
-        print(f"  rank {r['rank']}: peak RSS {r['peak_rss_mb']:.1f} MiB")
-    rss = [r["peak_rss_mb"] for r in s["traffic"]]
+    for r, x in enumerate(rss):
+        print(f"  rank {r}: peak RSS {x:.1f} MiB")
     print(f"  rank 0 {rss[0]:.1f} MiB <= smallest worker {min(rss[1:]):.1f} MiB: "
           f"{rss[0] <= min(rss[1:])}")
     W = a.np - 1
