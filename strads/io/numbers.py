@@ -125,6 +125,30 @@ def _rounds_to_inf(b, k, i1, f0, f1):
     return True
 
 
+@njit(inline="always", **_nb)
+def _digits(b, i, n, man, nd, dp, trunc, frac):
+    """The decimal digits from b[i]: the first 19 significant ones into ``man`` (``nd`` of
+    them); ``dp`` counts the integer digits dropped, or (``frac``) the fraction digits
+    kept; ``trunc``: a dropped digit was not 0. -> (end, man, nd, dp, trunc)."""
+    while i < n:
+        d = b[i] - 48
+        if d < 0 or d > 9:
+            break
+        if nd < 19:
+            if nd > 0 or d != 0:
+                man = man * np.uint64(10) + np.uint64(d)
+                nd += 1
+            if frac:
+                dp -= 1
+        else:
+            if not frac:
+                dp += 1
+            if d != 0:
+                trunc = True
+        i += 1
+    return i, man, nd, dp, trunc
+
+
 def scan_int(b, i, n):
     """The integer at b[i:n] in Python's int() grammar (no underscores): (end, ok,
     value), the value saturated at +-2^62; ok False when no digit is there."""
@@ -156,41 +180,12 @@ def scan_float(b, i, n, value=True):
     if i < n and (b[i] | 32 == 105 or b[i] | 32 == 110):
         e = _word(b, i, n)
         return e, (2 if e > i else -1), 0.0
-    u10 = np.uint64(10)
-    man = np.uint64(0)
-    nd = 0
-    dp = 0
-    trunc = False
     i0 = i
-    while i < n:
-        d = b[i] - 48
-        if d < 0 or d > 9:
-            break
-        if nd < 19:
-            if nd > 0 or d != 0:
-                man = man * u10 + np.uint64(d)
-                nd += 1
-        else:
-            dp += 1
-            if d != 0:
-                trunc = True
-        i += 1
+    i, man, nd, dp, trunc = _digits(b, i, n, np.uint64(0), 0, 0, False, False)
     i1 = f0 = f1 = i
     if i < n and b[i] == 46:
-        i += 1
-        f0 = i
-        while i < n:
-            d = b[i] - 48
-            if d < 0 or d > 9:
-                break
-            if nd < 19:
-                if nd > 0 or d != 0:
-                    man = man * u10 + np.uint64(d)
-                    nd += 1
-                dp -= 1
-            elif d != 0:
-                trunc = True
-            i += 1
+        f0 = i + 1
+        i, man, nd, dp, trunc = _digits(b, f0, n, man, nd, dp, trunc, True)
         f1 = i
     if i1 == i0 and f1 == f0:
         return i, -1, 0.0
@@ -215,8 +210,8 @@ def scan_float(b, i, n, value=True):
     if not value:
         return i, 0, 0.0
     if not trunc:  # trailing zeros ("2.50"): a smaller exact significand
-        while man % u10 == np.uint64(0):
-            man = man // u10
+        while man % np.uint64(10) == np.uint64(0):
+            man = man // np.uint64(10)
             dp += 1
     ok = True
     if not trunc and man <= np.uint64(1 << 53) and -22 <= dp <= 22:
