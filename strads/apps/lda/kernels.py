@@ -146,6 +146,7 @@ SHORT_RUN = 8
 @njit(**_opts)
 def _pk_copy(packed, r0, r1, o):
     indptr, idx, cnt, out_ptr, out_idx, out_cnt = packed[:6]
+    out_ptr[r0] = o  # (set already, but for row 0)
     for r in range(r0, r1):
         for q in range(indptr[r], indptr[r + 1]):
             out_idx[o] = idx[q]
@@ -199,6 +200,28 @@ def _pk_emit(packed, r, z, i, j, nwk, o):
     return o
 
 
+@njit(**_opts)
+def _word_run(words, i, n, v0, nwk, packed, r_next, o):
+    """The run of tokens of word ``words[i]``: (its row, the run's end, o); with
+    ``packed``, the rows before it copied out and its own scattered into ``nwk``."""
+    w = words[i]
+    j = i
+    while j < n and words[j] == w:
+        j += 1
+    if packed is not None:
+        o = _pk_copy(packed, r_next, w - v0, o)
+        _pk_scatter(packed, w - v0, nwk)
+    return w - v0, j, o
+
+
+@njit(**_opts)
+def _pk_rest(packed, r_next, o):
+    """The rows after the last run copied out (with ``packed``): -> o."""
+    if packed is not None:
+        o = _pk_copy(packed, r_next, packed[0].shape[0] - 1, o)
+    return o
+
+
 def packed_io(packed, n_tokens, mark, extra):
     """The ``packed`` argument of a sampler for the packed slice ``packed`` and
     ``n_tokens`` tokens; -> (argument, function of the sampler's result giving the
@@ -229,18 +252,9 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
     per_line = max(1, 64 // dlist.strides[0])  # list entries in a 64-byte cache line
     o = 0
     r_next = 0
-    if packed is not None:
-        packed[3][0] = 0
     i = 0
     while i < n:
-        w = words[i]
-        row = w - v0
-        j = i
-        while j < n and words[j] == w:
-            j += 1
-        if packed is not None:
-            o = _pk_copy(packed, r_next, row, o)
-            _pk_scatter(packed, row, nwk)
+        row, j, o = _word_run(words, i, n, v0, nwk, packed, r_next, o)
         use_tree = j - i > short_run
         qsum = 0.0
         if use_tree:
@@ -335,9 +349,7 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
             o = _pk_emit(packed, row, z, i, j, nwk, o)
             r_next = row + 1
         i = j
-    if packed is not None:
-        o = _pk_copy(packed, r_next, packed[0].shape[0] - 1, o)
-    return o
+    return _pk_rest(packed, r_next, o)
 
 
 _fast = dict(_opts, fastmath={"reassoc", "contract", "nsz"})
@@ -412,18 +424,9 @@ def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, 
     n = words.shape[0]
     o = 0
     r_next = 0
-    if packed is not None:
-        packed[3][0] = 0
     i = 0
     while i < n:
-        w = words[i]
-        row = w - v0
-        j = i
-        while j < n and words[j] == w:
-            j += 1
-        if packed is not None:
-            o = _pk_copy(packed, r_next, row, o)
-            _pk_scatter(packed, row, nwk)
+        row, j, o = _word_run(words, i, n, v0, nwk, packed, r_next, o)
         for k in range(K):
             q[k] = (nwk[row, k] + beta) * inv[k]
         prev_d = -1
@@ -476,9 +479,7 @@ def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, 
             o = _pk_emit(packed, row, z, i, j, nwk, o)
             r_next = row + 1
         i = j
-    if packed is not None:
-        o = _pk_copy(packed, r_next, packed[0].shape[0] - 1, o)
-    return o
+    return _pk_rest(packed, r_next, o)
 
 
 @njit(**_opts)
