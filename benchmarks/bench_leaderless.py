@@ -22,15 +22,12 @@ run is the least disturbed).
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+from _common import ROOT, best_of, listed, run_cli
 
 MODES = {  # app: flags (built-in problems, a fixed amount of work)
     "lasso": ["--schedule", "priority", "--n-features", "20000", "--max-rounds", "3000",
@@ -47,31 +44,12 @@ REBALANCE = {
 
 
 def run(app, n, flags, out, env=None):
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA", "STRADS_TEST_HOOK"))}
-    cmd = [MPIEXEC, "-n", str(n), sys.executable, "-m", f"strads.apps.{app}", *flags,
-           "--quiet", "--log-interval", "1", "--out", out]
-    subprocess.run(cmd, check=True, env={**clean, **(env or {})}, cwd=ROOT,
-                   stdout=subprocess.DEVNULL)
-    return json.loads(Path(out, "summary.json").read_text())
-
-
-def best_of(repeat, runs):
-    """``runs``: label -> thunk returning a summary; alternate, keep every time and the
-    best run's summary."""
-    times, best = {k: [] for k in runs}, {}
-    for _ in range(repeat):
-        for k, thunk in runs.items():
-            s = thunk()
-            times[k].append(s["wall_s"])
-            if s["wall_s"] == min(times[k]):
-                best[k] = s
-    return times, best
+    return run_cli([f"strads.apps.{app}", *flags, "--log-interval", "1"], out, np=n, env=env)
 
 
 def show(label, times, s):
     print(f"  {label}: {min(times):.2f} s (best of {len(times)}: "
-          f"{', '.join(f'{t:.2f}' for t in times)}), {s['rounds']} rounds, objective "
+          f"{listed(times)}), {s['rounds']} rounds, objective "
           f"{s['objective']:.10g}", flush=True)
 
 

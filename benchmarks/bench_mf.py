@@ -1,35 +1,14 @@
 """Matrix factorization: strads CCD++ (and ALS) against LIBMF's SGD, side by side. Method
 and figures: docs/benchmarks.md."""
 import argparse
-import contextlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-import numpy as np
-
-from _common import MPIEXEC, ROOT, child_env
+from _common import best_of, libmf_run, listed, run_cli
 from strads.apps import mf
 from strads.apps.mf import data as D
-
-
-
-def libmf_run(p, rank, lam, iters, eta):
-    with contextlib.redirect_stdout(open(os.devnull, "w")):
-        from libmf import mf as libmf
-    X = np.column_stack([p.users, p.items, p.ratings]).astype(np.float32)
-    model = libmf.MF(k=rank, nr_threads=1, nr_iters=iters, lambda_p1=0.0, lambda_q1=0.0,
-                     lambda_p2=lam, lambda_q2=lam, eta=eta, quiet=True)
-    t0 = time.perf_counter()
-    model.fit(X)
-    wall = time.perf_counter() - t0
-    P, Q = model.p_factors().astype(np.float64), model.q_factors().astype(np.float64)
-    e = p.test_ratings - np.einsum("ij,ij->i", P[p.test_users], Q[p.test_items])
-    return wall, float(np.sqrt(e @ e / e.shape[0]))
 
 
 def strads_run(p, rank, lam, schedule, target, time_limit):
@@ -100,35 +79,23 @@ def part1(a):
 
 
 def part2(a):
-    flags = ["--n-users", str(5 * a.users), "--n-items", str(5 * a.items), "--n-ratings",
-             str(5 * a.ratings), "--rank", str(a.rank), "--lambda", str(a.lam),
+    flags = ["strads.apps.mf", "--n-users", str(5 * a.users), "--n-items", str(5 * a.items),
+             "--n-ratings", str(5 * a.ratings), "--rank", str(a.rank), "--lambda", str(a.lam),
              "--lambda-weighting", "count", "--bias", "mean", "--iters", str(a.mpi_iters),
-             "--tol", "0", "--early-stop", "0",
-             "--quiet", "--log-interval", "1"]
-    env, mpiexec = child_env(), MPIEXEC
-    per_iter = {}
-    runs = (("1 worker", [], ["--workers", "1"]),
-            ("mpiexec -n 3", [mpiexec, "-n", "3"], []),
-            ("mpiexec -n 3, staleness 1", [mpiexec, "-n", "3"], ["--staleness", "1"]))
-    # alternating runs, the best of --repeat for each (as in part 1: the machine's load
-    # moves between runs, and the best run is the least disturbed)
-    times = {label: [] for label, _, _ in runs}
+             "--tol", "0", "--early-stop", "0", "--log-interval", "1"]
+    runs = {"1 worker": (None, ["--workers", "1"]), "mpiexec -n 3": (3, []),
+            "mpiexec -n 3, staleness 1": (3, ["--staleness", "1"])}
+    # alternating runs, the best of --repeat for each (as in part 1)
     with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(a.repeat):
-            for k, (label, pre, extra) in enumerate(runs):
-                cmd = pre + [sys.executable, "-m", "strads.apps.mf"] + flags + extra + [
-                    "--out", os.path.join(tmp, str(k))]
-                subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
-                s = json.loads(Path(tmp, str(k), "summary.json").read_text())
-                times[label].append(s["wall_s"] / s["iterations"])
-                if rep == a.repeat - 1:
-                    per_iter[label] = min(times[label])
-                    print(f"{5 * a.ratings} ratings, {label}: {per_iter[label]:.2f}s per "
-                          f"outer iteration (best of {a.repeat}: "
-                          f"{', '.join(f'{t:.2f}' for t in times[label])}; "
-                          f"{s['workers']} worker(s), {s['n_train']} training ratings, "
-                          f"test RMSE {s['test_rmse']:.4f} after {s['iterations']})",
-                          flush=True)
+        times, best = best_of(a.repeat, {label: lambda n=n, extra=extra: run_cli(
+            flags + extra, tempfile.mkdtemp(dir=tmp), np=n) for label, (n, extra) in runs.items()})
+    per_iter = {}
+    for label, s in best.items():
+        per_iter[label] = s["wall_s"] / s["iterations"]
+        print(f"{5 * a.ratings} ratings, {label}: {per_iter[label]:.2f}s per outer iteration "
+              f"(best of {a.repeat}: {listed(t / s['iterations'] for t in times[label])}; "
+              f"{s['workers']} worker(s), {s['n_train']} training ratings, "
+              f"test RMSE {s['test_rmse']:.4f} after {s['iterations']})", flush=True)
     one = per_iter["1 worker"]
     speedup = {k: one / v for k, v in per_iter.items() if k != "1 worker"}
     for k, v in speedup.items():

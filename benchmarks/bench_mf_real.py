@@ -1,16 +1,13 @@
 """Matrix factorization on real ratings (MovieLens 100k): strads against LIBMF. Method and
 figures: docs/benchmarks.md."""
 import argparse
-import contextlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import libmf_run  # noqa: E402
 from real_data import FetchError, movielens_100k  # noqa: E402
 
 import strads  # noqa: E402
@@ -21,23 +18,9 @@ RANK, ITERS, LAMBDAS = 40, 50, (0.02, 0.05, 0.1, 0.2)
 BLOCK = RANK  # every factor column of a side in one round
 
 
-def rmse(e):
-    return float(np.sqrt(e @ e / e.shape[0]))
-
-
-def libmf_run(p, lam, iters, rank=RANK):
-    with contextlib.redirect_stdout(open(os.devnull, "w")):
-        from libmf import mf as libmf
-    X = np.column_stack([p.users, p.items, p.ratings]).astype(np.float32)
-    model = libmf.MF(k=rank, nr_threads=1, nr_iters=iters, lambda_p1=0.0, lambda_q1=0.0,
-                     lambda_p2=lam, lambda_q2=lam, eta=0.1, quiet=True)
-    t0 = time.perf_counter()
-    model.fit(X)
-    wall = time.perf_counter() - t0
-    P, Q = model.p_factors().astype(np.float64), model.q_factors().astype(np.float64)
-    # the wrapper's predict() is wrong: scored from the factors
-    e = p.test_ratings - np.einsum("ij,ij->i", P[p.test_users], Q[p.test_items])
-    return {"s": wall, "test_rmse": rmse(e), "iters": iters}
+def libmf(p, lam, iters):
+    wall, rmse = libmf_run(p, RANK, lam, iters)
+    return {"s": wall, "test_rmse": rmse, "iters": iters}
 
 
 def strads_run(p, lam, rank=RANK, tol=0.0, **kw):
@@ -115,14 +98,14 @@ def main():
 
     for rep in range(a.repeat):
         for lam in LAMBDAS:
-            add("LIBMF SGD, 50 it", lam, libmf_run(p, lam, ITERS))
+            add("LIBMF SGD, 50 it", lam, libmf(p, lam, ITERS))
             for name, cfg in CONFIGS.items():
                 cfg = dict(cfg)
                 if cfg.pop("val", False):
                     add(name, lam, strads_validated(p, p_val, lam, **cfg))
                 else:
                     add(name, lam, strads_run(p, lam, **cfg))
-            add("LIBMF defaults (20 it)", lam, libmf_run(p, lam, 20))
+            add("LIBMF defaults (20 it)", lam, libmf(p, lam, 20))
             add("strads defaults", lam, strads_defaults(p, lam))
             add("strads defaults + bias mean", lam, strads_defaults(p, lam, bias="mean"))
             add("strads defaults + no early stopping", lam,

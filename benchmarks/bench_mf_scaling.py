@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import MPIEXEC, ROOT, child_env
+from _common import MPIEXEC, ROOT, best_of, child_env, listed
 
 COMMON = ["--rank", "32", "--lambda", "0.05", "--weighted-lambda", "--schedule", "ccd",
           "--staleness", "0", "--tol", "0", "--log-interval", "1", "--quiet", "--bias",
@@ -154,20 +154,13 @@ def main():
     flags = SHAPES[a.shape] + COMMON + ["--iters", str(a.iters)]
     trees = [ROOT] + ([Path(a.tree).resolve()] if a.tree else [])
     runs = [(t, k) for k in a.runs.split(",") for t in trees]
-    times = {r: [] for r in runs}
-    best = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(a.repeat):
-            for r in runs:
-                out = os.path.join(tmp, f"{len(times[r])}-{r[1]}-{trees.index(r[0])}")
-                s = run(r[1], r[0], flags, out, a.profile)
-                times[r].append(s["wall_s"])
-                if s["wall_s"] == min(times[r]):
-                    best[r] = s
+        times, best = best_of(a.repeat, {r: lambda r=r: run(
+            r[1], r[0], flags, tempfile.mkdtemp(dir=tmp), a.profile) for r in runs})
     for r in runs:
         s = best[r]
         print(f"[{r[0]}] {RUNS[r[1]]}: loop {min(times[r]):.2f}s (best of {a.repeat}: "
-              f"{', '.join(f'{t:.2f}' for t in times[r])}), {s['rounds']} rounds, "
+              f"{listed(times[r])}), {s['rounds']} rounds, "
               f"test RMSE {s['test_rmse']:.4f}, objective {s['objective']!r}", flush=True)
         print(f"    {usage(s)}", flush=True)
         for line in profile_lines(s) if a.profile else ():

@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, listed, run_cli, timed_cli
+from _common import ROOT, best_of, listed, run_cli, timed_cli
 
 
 def mf(m, n, nnz, k, *more):
@@ -30,10 +30,8 @@ def threads(a, s):
     runs = {"lda": lda(s(20000), s(20000), 200, 1000, "--true-topics", "50", "--sweeps", "5"),
             "mf": mf(s(200000), s(20000), s(5000000), 32, *WEIGHTED, "--iters", "3")}
     for app in a.only.split(","):
-        times = {1: [], 2: []}
-        for _ in range(a.repeat):
-            for w in (1, 2):
-                times[w].append(timed_cli(runs[app] + ["--workers", w])[1]["wall_s"])
+        times, _ = best_of(a.repeat, {w: lambda w=w: timed_cli(runs[app] + ["--workers", w])[1]
+                                      for w in (1, 2)})
         one, two = min(times[1]), min(times[2])
         print(f"{app}: --workers 1 {one:.2f}s, --workers 2 (threads) {two:.2f}s: "
               f"{two / one:.2f}x the time ({os.cpu_count()} cores; best of {a.repeat}: "
@@ -120,22 +118,23 @@ def checkpoint(a, s):
                        "--beta", "0.01", "--log-interval", "1", "--sweeps",
                        str(a.lda_sweeps))}
     for app in a.only.split(","):
-        times = {0: [], a.every: []}
-        size = 0
+        size = [0]
+
+        def run(every):
+            out = tempfile.mkdtemp(dir=tmp)
+            s = run_cli(runs[app] + (["--checkpoint-every", every] if every else []), out,
+                        np=3)
+            folder = Path(out, "checkpoint")
+            if folder.exists():
+                size[0] = max(size[0], sum(f.stat().st_size for f in folder.iterdir()))
+            return s
         with tempfile.TemporaryDirectory(dir=ROOT) as tmp:
-            for rep in range(a.repeat):
-                for every in (a.every, 0):
-                    out = os.path.join(tmp, f"{every}-{rep}")
-                    times[every].append(run_cli(runs[app] + (
-                        ["--checkpoint-every", every] if every else []), out, np=3)["wall_s"])
-                    folder = Path(out, "checkpoint")
-                    if folder.exists():
-                        size = max(size, sum(f.stat().st_size for f in folder.iterdir()))
+            times, _ = best_of(a.repeat, {e: lambda e=e: run(e) for e in (a.every, 0)})
         base, with_ = min(times[0]), min(times[a.every])
         print(f"{app}: mpiexec -n 3, loop {base:.2f}s without checkpoints, {with_:.2f}s with "
               f"one every {a.every:g}s ({with_ / base - 1:+.1%}; best of {a.repeat}: "
               f"without {listed(times[0])}; with {listed(times[a.every])}); a checkpoint is "
-              f"{size / 1e6:.0f} MB on disk", flush=True)
+              f"{size[0] / 1e6:.0f} MB on disk", flush=True)
 
 
 def main():
