@@ -45,8 +45,56 @@ _started = False
 
 
 def note_round(done):
-    """The driver's rounds so far (rank 0's heartbeat tells the launcher)."""
+    """The driver's rounds so far (rank 0's heartbeat tells the launcher); the first
+    after going on in place completes that recovery's record and line."""
     _beat["round"] = int(done)
+    if _event:
+        e = dict(_event)
+        _event.clear()
+        e["recovery_s"] = round(time.perf_counter() - e.pop("t0"), 3)
+        recoveries.append(e)
+        who = ", ".join(map(str, e["lost_ranks"]))
+        where = (f"from the checkpoint of round {e['resumed_from_round']}"
+                 if e["resumed_from_round"] is not None else "from the start")
+        sys.stderr.write(f"[{e.pop('label')}] rank{'s' * (len(e['lost_ranks']) > 1)} {who} "
+                         f"lost at round {e['round']}; went on in place (ULFM) {where} on "
+                         f"{e['ranks']} ranks in {e['recovery_s']:.2f} s\n")
+        sys.stderr.flush()
+
+
+# -- in place, with ULFM -------------------------------------------------------------------
+recoveries = []  # this run's, for summary.json: rank 0's record of each
+_event = {}  # a recovery whose record waits for the first round after it (rank 0)
+
+
+def recover(comm, tp, kw):
+    """A survivor's part in going on in place after a lost rank (ULFM): the transport's
+    communicators revoked, the survivors' one made (:func:`transport.shrink`), the round
+    reached and the checkpoint agreed; the run then resumes on it from the last complete
+    checkpoint (the rows re-read for the new layout), or from the start when there is
+    none. Timed from here to the first round after it. -> (communicator, resume)."""
+    from mpi4py import MPI
+
+    from . import transport
+
+    t0 = time.perf_counter()
+    if tp is not None:
+        tp.revoke()
+    lost, mine = [], max(_beat["round"], getattr(tp, "round", 0))
+    while True:  # (a rank lost meanwhile: shrink again)
+        comm, gone = transport.shrink(comm)
+        lost += gone
+        try:
+            reached = comm.allreduce(mine, op=MPI.MAX)
+            at = comm.bcast(_checkpoint_round(kw["out"]) if kw["out"] else None)
+            break
+        except MPI.Exception as exc:
+            if not transport.rank_lost(exc):
+                raise
+    if comm.Get_rank() == 0:
+        _event.update(lost_ranks=sorted(lost), round=reached, resumed_from_round=at,
+                      ranks=comm.Get_size(), t0=t0, label=kw["label"])
+    return comm, at is not None
 
 
 def heartbeat():
