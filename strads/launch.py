@@ -244,11 +244,12 @@ def _mapped():
     return out
 
 
-def _run_once(cmd, folder, env):
-    """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None,
-    the round rank 0 had reached). MPICH kills the other ranks within milliseconds of
-    one's death, so this host's ranks are waited for as they happen (a pidfd each, which
-    wakes the launcher the moment its process ends); other hosts' by their heartbeats."""
+def _run_once(cmd, folder, env, resumed=None):
+    """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None, the
+    round rank 0 had reached, when its heartbeat first showed a round past ``resumed``).
+    MPICH kills the other ranks within milliseconds of one's death, so this host's ranks
+    are waited for as they happen (a pidfd each, which wakes the launcher the moment its
+    process ends); other hosts' by their heartbeats."""
     before = _shm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock_path = os.path.join(folder, SOCK)
@@ -262,11 +263,13 @@ def _run_once(cmd, folder, env):
     except OSError:
         pass
     proc = subprocess.Popen(cmd, env=env)
-    lost, here, beats, read_at = None, socket.gethostname(), {}, 0.0
+    lost, here, beats, read_at, went_on = None, socket.gethostname(), {}, 0.0, None
     try:
         while proc.poll() is None:
             if time.monotonic() - read_at > BEAT / 2:
                 beats, read_at = _read_beats(folder), time.monotonic()
+                if went_on is None and (beats.get(0) or {}).get("round", 0) > (resumed or 0):
+                    went_on = read_at
                 for rank, b in beats.items():  # this host's ranks, once each
                     if (b["host"] == here and rank not in fds.values() and _PIDFD
                             and all(r != rank for r, _ in conns.values())):
@@ -304,7 +307,8 @@ def _run_once(cmd, folder, env):
                     lost = beats.get(k, {"rank": k, "pid": None, "host": here, "round": 0})
                     # several ended between two looks (a loaded machine: MPICH had killed
                     # the others already): which went first is not known, so all are named
-                    lost = {**lost, "together": sorted(ended) if len(ended) > 1 else None}
+                    lost = {**lost, "together": sorted(ended) if len(ended) > 1 else None,
+                            "t": time.monotonic()}
     except KeyboardInterrupt:  # the user's: pass it on, then wait for the job's end
         proc.send_signal(signal.SIGINT)
         proc.wait()
@@ -326,7 +330,7 @@ def _run_once(cmd, folder, env):
     last_round = (beats.get(0) or {}).get("round", 0)
     if lost is not None and lost["rank"] == 0:
         last_round = lost["round"]
-    return proc.returncode, lost, last_round
+    return proc.returncode, lost, last_round, went_on
 
 
 def _checkpoint_round(out):
@@ -370,7 +374,7 @@ def main(argv=None):
     hosts = _hosts(a.hostfile) if a.hostfile else None
     app = [sys.executable, a.app] if a.app.endswith(".py") or os.sep in a.app else \
         [sys.executable, "-m", a.app]
-    ranks, restarts, t0 = a.n, [], time.time()
+    ranks, restarts, t0, t_lost = a.n, [], time.time(), None
     folder = tempfile.mkdtemp(prefix="strads-launch-")
     try:
         while True:
@@ -384,7 +388,13 @@ def main(argv=None):
                 ranks = min(ranks, sum(s for _, s in hosts))
                 cmd += ["-f", hostfile]
             cmd += ["-n", str(ranks), *app, *args]
-            code, lost, at = _run_once(cmd, folder, {**os.environ, ENV: folder})
+            code, lost, at, went_on = _run_once(cmd, folder, {**os.environ, ENV: folder},
+                                                restarts[-1]["resumed_from_round"]
+                                                if restarts else None)
+            if t_lost is not None and went_on is not None:
+                # from the loss seen to the first round after it (heartbeats: +0.3 s at most)
+                restarts[-1]["recovery_s"] = round(went_on - t_lost, 3)
+            t_lost = None
             if code == 0:
                 if restarts:
                     _record(out, restarts)
@@ -412,6 +422,7 @@ def main(argv=None):
                              "host": lost["host"] if lost else None, "round": at,
                              "resumed_from_round": resume, "ranks": left,
                              "at_s": round(time.time() - t0, 3)})
+            t_lost = lost["t"] if lost else time.monotonic()
             if resume is not None and "--resume" not in args:
                 args.append("--resume")
             where = (f"from the checkpoint of round {resume}" if resume is not None
