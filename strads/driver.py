@@ -26,6 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from . import api
 from . import checkpoint as _ckpt
+from . import launch as _launch
 from . import outputs as _outputs
 from . import params as _params
 from . import transport as _transport
@@ -321,7 +322,7 @@ class Driver:
         for w, s in enumerate(per_worker(sync, self.W)):
             self.pending[w].append(s)
         self.done = r + 1
-        _note_round(self.done)
+        _launch.note_round(self.done)
         now = self._now()
         objective = self.aggregate.objective()
         signum = signum if self.rep else self.signals.signum or signum
@@ -666,10 +667,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
                         f"(ranks 0..{schedulers - 1} schedule)")
     setup, update = _test_hook(setup, update)
     if mpi and os.environ.get("STRADS_LAUNCH"):  # the launcher watches for a lost rank
-        from . import launch
-        launch.heartbeat()
-        global _note_round
-        _note_round = launch.note_round
+        _launch.heartbeat()
     _keep_freed_memory()
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
@@ -685,10 +683,6 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
         sys.stderr.write(f"[{app}] {what} at round {result.rounds}"
                          + (f"; outputs in {out}" if out else "") + "\n")
     return result
-
-
-def _note_round(done):
-    """Under strads.launch: rank 0's heartbeat tells the launcher the round."""
 
 
 #: names the hook of :func:`_test_hook`
@@ -756,32 +750,45 @@ def _in_process(setup, update, workers, threads, signals, kw):
 
 def _under_mpi(setup, update, scheduler, signals, kw):
     """Every rank of the job: the driver on rank 0 (leaderless: on every rank), the
-    workers and scheduler ranks serving it. An exception on any rank ends the job."""
+    workers and scheduler ranks serving it. An exception on any rank ends the job; with
+    ULFM a lost rank does not: the survivors go on in place (:func:`launch.recover`)."""
     out, rep = kw["out"], scheduler == "replicated"
-    tp = _transport.Replicated() if rep else _transport.MPITransport(
-        schedulers=kw["schedulers"])
-    try:
-        result = None
-        if rep:
-            tp.handler = W.WorkerHost(update, signals, tp.rank, tp.peers, tp.traffic).handle
-        if rep or tp.rank == 0:
-            _outputs.check_out(out)
-            result = _drive(tp, setup, update, signals=signals,
-                            **{**kw, "quiet": kw["quiet"] or tp.rank > 0})
-            result.rank = tp.rank
-            if out and tp.rank == 0:  # (leaderless: rank 0 writes)
-                result.write(out)
-        elif tp.rank < kw["schedulers"]:
-            W.schedule_serve(tp)
-        else:
-            W.serve(tp, update, signals, kw["app"], kw["stall_warn"])
-        tp.close()
-        return result
-    except BaseException as exc:  # any rank: end the whole job, never hang
-        if isinstance(exc, KeyboardInterrupt):
-            tp.abort("interrupted again: aborting", 130, brief=True)
-        if isinstance(exc, ScheduleDivergence) and tp.rank:
-            time.sleep(1.0)  # every rank found it: rank 0 says so, once
-            os._exit(1)
-        brief = isinstance(exc, (DataError, ScheduleDivergence))
-        tp.abort(exc, 2 if isinstance(exc, DataError) else 1, brief=brief)
+    comm, tp = _transport.world(), None
+    while True:
+        tp = None
+        try:
+            tp = _transport.Replicated(comm) if rep else _transport.MPITransport(
+                comm, schedulers=kw["schedulers"])
+            result = None
+            if rep:
+                tp.handler = W.WorkerHost(update, signals, tp.rank, tp.peers,
+                                          tp.traffic).handle
+            if rep or tp.rank == 0:
+                _outputs.check_out(out)
+                result = _drive(tp, setup, update, signals=signals,
+                                **{**kw, "quiet": kw["quiet"] or tp.rank > 0})
+                result.rank = tp.rank
+                if _launch.recoveries:
+                    result.extra["recoveries"] = _launch.recoveries
+                if out and tp.rank == 0:  # (leaderless: rank 0 writes)
+                    result.write(out)
+            elif tp.rank < kw["schedulers"]:
+                W.schedule_serve(tp)
+            else:
+                W.serve(tp, update, signals, kw["app"], kw["stall_warn"])
+            tp.close()
+            return result
+        except BaseException as exc:  # any rank: end the whole job, never hang
+            if _transport.rank_lost(exc) and _transport.ulfm():
+                comm, resume = _launch.recover(comm, tp, kw)
+                kw = {**kw, "resume": resume}
+                continue
+            if tp is None:
+                raise
+            if isinstance(exc, KeyboardInterrupt):
+                tp.abort("interrupted again: aborting", 130, brief=True)
+            if isinstance(exc, ScheduleDivergence) and tp.rank:
+                time.sleep(1.0)  # every rank found it: rank 0 says so, once
+                os._exit(1)
+            brief = isinstance(exc, (DataError, ScheduleDivergence))
+            tp.abort(exc, 2 if isinstance(exc, DataError) else 1, brief=brief)

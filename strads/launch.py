@@ -45,8 +45,56 @@ _started = False
 
 
 def note_round(done):
-    """The driver's rounds so far (rank 0's heartbeat tells the launcher)."""
+    """The driver's rounds so far (rank 0's heartbeat tells the launcher); the first
+    after going on in place completes that recovery's record and line."""
     _beat["round"] = int(done)
+    if _event:
+        e = dict(_event)
+        _event.clear()
+        e["recovery_s"] = round(time.perf_counter() - e.pop("t0"), 3)
+        recoveries.append(e)
+        who = ", ".join(map(str, e["lost_ranks"]))
+        where = (f"from the checkpoint of round {e['resumed_from_round']}"
+                 if e["resumed_from_round"] is not None else "from the start")
+        sys.stderr.write(f"[{e.pop('label')}] rank{'s' * (len(e['lost_ranks']) > 1)} {who} "
+                         f"lost at round {e['round']}; went on in place (ULFM) {where} on "
+                         f"{e['ranks']} ranks in {e['recovery_s']:.2f} s\n")
+        sys.stderr.flush()
+
+
+# -- in place, with ULFM -------------------------------------------------------------------
+recoveries = []  # this run's, for summary.json: rank 0's record of each
+_event = {}  # a recovery whose record waits for the first round after it (rank 0)
+
+
+def recover(comm, tp, kw):
+    """A survivor's part in going on in place after a lost rank (ULFM): the transport's
+    communicators revoked, the survivors' one made (:func:`transport.shrink`), the round
+    reached and the checkpoint agreed; the run then resumes on it from the last complete
+    checkpoint (the rows re-read for the new layout), or from the start when there is
+    none. Timed from here to the first round after it. -> (communicator, resume)."""
+    from mpi4py import MPI
+
+    from . import transport
+
+    t0 = time.perf_counter()
+    if tp is not None:
+        tp.revoke()
+    lost, mine = [], max(_beat["round"], getattr(tp, "round", 0))
+    while True:  # (a rank lost meanwhile: shrink again)
+        comm, gone = transport.shrink(comm)
+        lost += gone
+        try:
+            reached = comm.allreduce(mine, op=MPI.MAX)
+            at = comm.bcast(_checkpoint_round(kw["out"]) if kw["out"] else None)
+            break
+        except MPI.Exception as exc:
+            if not transport.rank_lost(exc):
+                raise
+    if comm.Get_rank() == 0:
+        _event.update(lost_ranks=sorted(lost), round=reached, resumed_from_round=at,
+                      ranks=comm.Get_size(), t0=t0, label=kw["label"])
+    return comm, at is not None
 
 
 def heartbeat():
@@ -196,11 +244,12 @@ def _mapped():
     return out
 
 
-def _run_once(cmd, folder, env):
-    """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None,
-    the round rank 0 had reached). MPICH kills the other ranks within milliseconds of
-    one's death, so this host's ranks are waited for as they happen (a pidfd each, which
-    wakes the launcher the moment its process ends); other hosts' by their heartbeats."""
+def _run_once(cmd, folder, env, resumed=None):
+    """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None, the
+    round rank 0 had reached, when its heartbeat first showed a round past ``resumed``).
+    MPICH kills the other ranks within milliseconds of one's death, so this host's ranks
+    are waited for as they happen (a pidfd each, which wakes the launcher the moment its
+    process ends); other hosts' by their heartbeats."""
     before = _shm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock_path = os.path.join(folder, SOCK)
@@ -214,11 +263,13 @@ def _run_once(cmd, folder, env):
     except OSError:
         pass
     proc = subprocess.Popen(cmd, env=env)
-    lost, here, beats, read_at = None, socket.gethostname(), {}, 0.0
+    lost, here, beats, read_at, went_on = None, socket.gethostname(), {}, 0.0, None
     try:
         while proc.poll() is None:
             if time.monotonic() - read_at > BEAT / 2:
                 beats, read_at = _read_beats(folder), time.monotonic()
+                if went_on is None and (beats.get(0) or {}).get("round", 0) > (resumed or 0):
+                    went_on = read_at
                 for rank, b in beats.items():  # this host's ranks, once each
                     if (b["host"] == here and rank not in fds.values() and _PIDFD
                             and all(r != rank for r, _ in conns.values())):
@@ -256,7 +307,8 @@ def _run_once(cmd, folder, env):
                     lost = beats.get(k, {"rank": k, "pid": None, "host": here, "round": 0})
                     # several ended between two looks (a loaded machine: MPICH had killed
                     # the others already): which went first is not known, so all are named
-                    lost = {**lost, "together": sorted(ended) if len(ended) > 1 else None}
+                    lost = {**lost, "together": sorted(ended) if len(ended) > 1 else None,
+                            "t": time.monotonic()}
     except KeyboardInterrupt:  # the user's: pass it on, then wait for the job's end
         proc.send_signal(signal.SIGINT)
         proc.wait()
@@ -278,7 +330,7 @@ def _run_once(cmd, folder, env):
     last_round = (beats.get(0) or {}).get("round", 0)
     if lost is not None and lost["rank"] == 0:
         last_round = lost["round"]
-    return proc.returncode, lost, last_round
+    return proc.returncode, lost, last_round, went_on
 
 
 def _checkpoint_round(out):
@@ -322,7 +374,7 @@ def main(argv=None):
     hosts = _hosts(a.hostfile) if a.hostfile else None
     app = [sys.executable, a.app] if a.app.endswith(".py") or os.sep in a.app else \
         [sys.executable, "-m", a.app]
-    ranks, restarts, t0 = a.n, [], time.time()
+    ranks, restarts, t0, t_lost = a.n, [], time.time(), None
     folder = tempfile.mkdtemp(prefix="strads-launch-")
     try:
         while True:
@@ -336,7 +388,13 @@ def main(argv=None):
                 ranks = min(ranks, sum(s for _, s in hosts))
                 cmd += ["-f", hostfile]
             cmd += ["-n", str(ranks), *app, *args]
-            code, lost, at = _run_once(cmd, folder, {**os.environ, ENV: folder})
+            code, lost, at, went_on = _run_once(cmd, folder, {**os.environ, ENV: folder},
+                                                restarts[-1]["resumed_from_round"]
+                                                if restarts else None)
+            if t_lost is not None and went_on is not None:
+                # from the loss seen to the first round after it (heartbeats: +0.3 s at most)
+                restarts[-1]["recovery_s"] = round(went_on - t_lost, 3)
+            t_lost = None
             if code == 0:
                 if restarts:
                     _record(out, restarts)
@@ -364,6 +422,7 @@ def main(argv=None):
                              "host": lost["host"] if lost else None, "round": at,
                              "resumed_from_round": resume, "ranks": left,
                              "at_s": round(time.time() - t0, 3)})
+            t_lost = lost["t"] if lost else time.monotonic()
             if resume is not None and "--resume" not in args:
                 args.append("--resume")
             where = (f"from the checkpoint of round {resume}" if resume is not None

@@ -306,6 +306,7 @@ class MPITransport:
         self.size = self.comm.Get_size()
         self.offset = schedulers  # worker w's rank is w + offset
         self.n_workers = self.size - schedulers
+        self.round, self._comms = 0, [self.comm]  # (the round a worker rank has seen)
         if self.n_workers < 1:
             raise ValueError(f"{schedulers} scheduler ranks in {self.size}: no worker")
         self._pending = []  # sends not yet known complete, with the buffers they read
@@ -322,6 +323,7 @@ class MPITransport:
         if self.worker >= 0:
             self.parent, self.children = _tree(self.worker, self.n_workers)
             self.peers = _MPIPeers(wcomm, self.traffic, self._spin)
+            self._comms.append(wcomm)
 
     def _wrank(self, w):
         """The rank of worker ``w`` (-1: rank 0, the tree's parent of its root)."""
@@ -404,7 +406,10 @@ class MPITransport:
         frame = self._recv_from(self._wrank(self.parent), watch, tag=TREE, raw=True)
         for c in self.children:
             self._send_to(self._wrank(c), None, frame, tag=TREE)
-        return unpack(frame)
+        msg = unpack(frame)
+        if isinstance(getattr(msg, "round", None), int):  # a Step: the round under way
+            self.round = msg.round
+        return msg
 
     def reply_gathered(self, msg, combine, watch=None):
         """Combine this worker's reply with its children's, and pass it up the tree."""
@@ -422,6 +427,13 @@ class MPITransport:
         """End every rank of the job now, after printing why on this rank's stderr: its
         traceback, or (``brief``: bad input) its message alone."""
         _abort(self.comm, exc, code, brief)
+
+    def revoke(self):
+        """A rank is lost (ULFM): end every operation of every rank on this transport's
+        communicators, wherever it waits; forget the sends to the lost."""
+        _revoke(self._comms)
+        self._pending = []
+        self._waiter.close()
 
 
 class Replicated:
@@ -486,6 +498,9 @@ class Replicated:
 
     def abort(self, exc, code=1, brief=False):
         _abort(self.comm, exc, code, brief)
+
+    def revoke(self):
+        _revoke([self.comm, self.peers.comm, self._agree.comm])
 
 
 class _MPIPeers(Peers):
@@ -617,6 +632,86 @@ class Job:
 
     def abort(self, exc):
         _abort(self.comm, exc)
+
+
+# -- User-Level Failure Mitigation (docs/elastic.md) ---------------------------------------
+def ulfm():
+    """Whether a lost rank is reported to the survivors, who may go on: an MPI with ULFM
+    (mpi4py's Comm.Shrink) started with it on (Open MPI 5: ``mpiexec --with-ft ulfm``)."""
+    from mpi4py import MPI
+
+    on = os.environ.get("OMPI_MCA_mpi_ft_enable", "").lower() in ("1", "true", "yes")
+    return on and hasattr(MPI.Comm, "Shrink") and hasattr(MPI, "ERR_PROC_FAILED")
+
+
+def world():
+    """The communicator a run starts on: with ULFM a copy of COMM_WORLD, which a lost rank
+    revokes (COMM_WORLD itself stays for MPI_Finalize)."""
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD.Dup() if ulfm() else MPI.COMM_WORLD
+
+
+def rank_lost(exc):
+    """Whether ``exc`` (or what it was raised from) is MPI's report of a lost rank: a
+    failed peer, or a communicator another survivor revoked on hearing of one."""
+    from mpi4py import MPI
+
+    lost = {getattr(MPI, k) for k in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING",
+                                      "ERR_REVOKED") if hasattr(MPI, k)}
+    while exc is not None:
+        if isinstance(exc, MPI.Exception) and exc.Get_error_class() in lost:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _revoke(comms):
+    from mpi4py import MPI
+
+    for c in comms:
+        if c != MPI.COMM_NULL:
+            try:
+                c.Revoke()
+            except MPI.Exception:  # revoked already
+                pass
+
+
+def shrink(comm):
+    """The survivors' communicator after a lost rank: ``comm`` revoked (every survivor's
+    waits on it end), shrunk to the ranks alive, the survivors agreeing that each has it;
+    -> (the new communicator, the COMM_WORLD ranks lost since ``comm``). Collective over
+    the survivors; a rank lost meanwhile is left out too."""
+    from mpi4py import MPI
+
+    _revoke([comm])
+    while True:
+        try:
+            new = comm.Shrink()
+            if new.Agree(1) == 1:
+                break
+        except MPI.Exception as exc:  # another lost during the shrink: once more
+            if not rank_lost(exc):
+                raise
+    _finalize_alone()
+    world = MPI.COMM_WORLD.Get_group()
+    was, now = (set(g.Translate_ranks(range(g.Get_size()), world))
+                for g in (comm.Get_group(), new.Get_group()))
+    return new, sorted(was - now)
+
+
+def _finalize_alone():
+    """Open MPI 5's MPI_Finalize waits for every process of the job, the lost ones too,
+    for ever (open-mpi/ompi#11404); its switch to skip that wait is no MCA parameter:
+    set it where the library holds it."""
+    import ctypes
+
+    for lib in (None, "libmpi.so.40", "libmpi.so"):
+        try:
+            ctypes.c_bool.in_dll(ctypes.CDLL(lib), "ompi_async_mpi_finalize").value = True
+            return
+        except (OSError, ValueError):
+            pass
 
 
 def mpi_job():
