@@ -91,6 +91,36 @@ def test_objective_and_coefficients_match_liblinear(kind, schedule, workers):
     assert float(res.model["lambda"]) == lam
 
 
+def zipf_sparse(n, p, seed, per_row=40):
+    """Bag-of-words-like X (a row's features drawn with probability ~ 1/rank, counts
+    log1p-scaled) and labels from a sparse linear model: at a small lambda nearly
+    separable, many samples fitted far past exp's range."""
+    rng = np.random.default_rng(seed)
+    prob = 1.0 / np.arange(1, p + 1)
+    cols = rng.permutation(p)[rng.choice(p, size=n * per_row, p=prob / prob.sum())]
+    X = sp.csr_matrix((np.ones(n * per_row), (np.repeat(np.arange(n), per_row), cols)),
+                      shape=(n, p))
+    X.sum_duplicates()
+    X.data = np.log1p(X.data)
+    w = np.zeros(p)
+    w[rng.choice(p, 300, replace=False)] = rng.standard_normal(300)
+    z = X @ w + 0.5 * rng.standard_normal(n)
+    return X.tocsc(), np.where(z > np.median(z), 1.0, -1.0)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_small_lambda_on_nearly_separable_data_reaches_liblinear(workers):
+    """A Newton step once took coefficients so far that all their samples' sigmoids
+    underflowed: no curvature, no loss gradient, and the run stalled at 70 times the
+    optimal objective (the Gram's weights are now damped)."""
+    X, y = zipf_sparse(300, 1000, seed=1)
+    lam = 3e-6
+    f_ref = logreg.objective(X, y, liblinear(X, y, lam), lam)
+    res = logreg.fit(X, y, lam=lam, workers=workers, tol=1e-10, quiet=True)
+    assert res.stop_reason == "tol"
+    assert logreg.objective(X, y, res.model["coef"], lam) <= f_ref * (1 + 1e-8)
+
+
 def test_duality_gap_is_the_logistic_dual_and_a_certificate():
     X, y, lam = problem("sparse")
     _, f_ref = reference("sparse")
@@ -180,6 +210,11 @@ def test_stable_loss_sigmoid_and_exact_loss_changes():
     K.trial_losses(np.ones(1), np.zeros(1), np.array([-1000.0]), np.ones(1), diff[:1],
                    adiff[:1])
     assert diff[0] == pytest.approx(1000.0 - np.log(2), rel=1e-12)
+    # a large decrease on a badly fitted sample (s rounds to 1): log1p(-1) would be -inf,
+    # and the line search would accept a step however far it goes
+    K.trial_losses(np.ones(1), np.array([-50.0]), np.array([100.0]), np.ones(1),
+                   diff[:1], adiff[:1])
+    assert diff[0] == pytest.approx(K.log1pexp(-50.0) - K.log1pexp(50.0), rel=1e-12)
     # the dual's entropy, with 1 - c s kept precise where s is near 1
     z = np.array([-50.0, -3.0, 0.0, 4.0, 60.0])
     s, sbar = 1 / (1 + np.exp(z)), 1 / (1 + np.exp(-z))  # s(-50) rounds to 1

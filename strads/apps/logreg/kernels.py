@@ -102,8 +102,10 @@ def dual_entropy(z, c):
 def trial_losses(y, m, dm, steps, diff, adiff):
     """Loss changes along the direction dm at each step t: diff[k] = sum_i
     l(z_i + t_k y_i dm_i) - l(z_i), each term as log1p(s_i expm1(-t y_i dm_i)), exact
-    to rounding even when the change is tiny (no difference of two large sums);
-    adiff[k] = sum of the terms' magnitudes (the scale of its rounding)."""
+    to rounding even when the change is tiny (no difference of two large sums); a term
+    below -log 2 as the difference of the two losses (log1p's argument near -1 would
+    round to -1: -inf, a step accepted however far it goes); adiff[k] = sum of the
+    terms' magnitudes (the scale of its rounding)."""
     n_t = steps.shape[0]
     for k in range(n_t):
         diff[k] = 0.0
@@ -116,8 +118,9 @@ def trial_losses(y, m, dm, steps, diff, adiff):
         s = sigmoid(-z)
         for k in range(n_t):
             d = steps[k] * dz
-            if -d < _EXP_MAX:
-                v = np.log1p(s * np.expm1(-d))
+            a = s * np.expm1(-d) if -d < _EXP_MAX else np.inf
+            if a > -0.5 and a < np.inf:
+                v = np.log1p(a)
             else:
                 v = log1pexp(-(z + d)) - log1pexp(-z)
             diff[k] += v

@@ -32,6 +32,11 @@ from . import data
 
 #: dense X: the block's gathered columns are kept between rounds up to this size
 XB_CACHE_BYTES = 256 << 20
+#: added to the Hessian weights s (1 - s) of the Newton subproblem's Gram (Levenberg-
+#: Marquardt): a coefficient whose samples are all fitted past exp's underflow has no
+#: curvature and no loss gradient, and its Newton step would be unbounded (or, by CD on
+#: the subproblem, never taken: the run stalls far from the optimum)
+DAMPING = 1e-6
 
 
 class LogRegUpdate(GLMUpdate):
@@ -195,20 +200,22 @@ class LogRegUpdate(GLMUpdate):
         F, k^2 to G), else as CSR {"Gp", "Gi", "Gv"} when under a quarter of its
         entries can be non-zero, else dense {"G"}; dense X, dense."""
         m = cols.shape[0]
-        self.gram_w = self.wts.copy()  # the weights of this Gram, for _extend
+        # the weights of this Gram (kept for _extend), damped: see DAMPING
+        self.gram_w = self.wts + DAMPING
+        wts = self.gram_w
         if self.sparse:
             nnz_f, nnz_g = GK.block_counts(self.X[0], self.X[1], cols, self.count)
             if 2 * nnz_f < nnz_g:
-                return self._factor(cols, self.wts)
+                return self._factor(cols, wts)
             rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
             if 4 * nnz_g < m * m:
-                ptr, idx, val = K.wgram_csr(*self.X, cols, *rows, self.wts)
+                ptr, idx, val = K.wgram_csr(*self.X, cols, *rows, wts)
                 return {"Gp": ptr, "Gi": idx, "Gv": val}
             G = np.zeros((m, m))
-            GK.gram_sparse_add(*rows, G, 0, self.n_rows, self.wts)
+            GK.gram_sparse_add(*rows, G, 0, self.n_rows, wts)
             return {"G": G}
         Xb = self._block(cols)
-        W = np.asfortranarray(Xb * np.sqrt(self.wts)[:, None])
+        W = np.asfortranarray(Xb * np.sqrt(wts)[:, None])
         G = dsyrk(1.0, W, trans=1)  # the upper triangle of W'W
         iu = np.tril_indices(m, -1)
         G[iu] = G.T[iu]
