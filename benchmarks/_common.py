@@ -79,3 +79,16 @@ def libmf_run(p, rank, lam, iters, eta=0.1):
     # the wrapper's predict() is wrong: scored from the factors
     e = p.test_ratings - np.einsum("ij,ij->i", P[p.test_users], Q[p.test_items])
     return wall, float(np.sqrt(e @ e / e.shape[0]))
+
+
+def lasso_svm(path, n, p, density):
+    """The built-in Lasso problem (200 informative features, seed 0) as a LIBSVM file at
+    ``path``, unless one is there already; -> path."""
+    if not os.path.exists(path):
+        from sklearn.datasets import dump_svmlight_file
+        from strads.apps.lasso import make_problem
+
+        X, y, _ = make_problem(n, p, density=density, n_informative=200, seed=0)
+        dump_svmlight_file(X, y, f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)
+    return path

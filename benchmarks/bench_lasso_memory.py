@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import MPIEXEC, ROOT, child_env
+from _common import MPIEXEC, ROOT, child_env, lasso_svm
 
 
 def make_data(path, n=100_000, p=200_000, nnz=5_000_000, seed=0):
@@ -55,17 +55,6 @@ def run(n_ranks, limit_kb, args, timeout):
     return code, wall, rss, summary, err[-2000:]
 
 
-def make_svm(path, n=25_000, p=50_000, density=0.002, seed=0):
-    if os.path.exists(path):
-        return
-    from sklearn.datasets import dump_svmlight_file
-    from strads.apps.lasso import make_problem
-
-    X, y, _ = make_problem(n, p, density=density, n_informative=200, seed=seed)
-    dump_svmlight_file(X, y, path + ".tmp")
-    os.replace(path + ".tmp", path)
-
-
 def parse_speed(path, W):
     """MB/s of each of W workers' read_part over its own byte range, in one process (the
     workers on threads; each timed alone, after a warm-up that compiles the parsers)."""
@@ -101,7 +90,7 @@ def parse_speed(path, W):
 def parallel_load(a):
     path = "/tmp/bench_lasso_parallel.svm"
     t = time.perf_counter()
-    make_svm(path)
+    lasso_svm(path, 25_000, 50_000, 0.002)
     size = os.path.getsize(path)
     print(f"data: {path} ({size / 1e6:.0f} MB, {time.perf_counter() - t:.1f} s to make "
           "or find)")

@@ -3,9 +3,7 @@ tomotopy, side by side in one run, printing ratios. Method and figures: docs/ben
 """
 import argparse
 import csv
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -13,6 +11,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import run_cli  # noqa: E402
 from strads.apps import lda as app  # noqa: E402
 from strads.apps.lda.data import make_corpus  # noqa: E402
 
@@ -157,18 +156,10 @@ def one_process(name, X, Ks, sweeps, lda_sweeps, repeats=3):
 
 def cli_run(args, np_=None):
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "strads.apps.lda", "--quiet", "--top-words", "0",
-               "--out", out, "--log-interval", "0", *args]
-        if np_:
-            cmd = [os.path.join(os.path.dirname(sys.executable), "mpiexec"), "-n", str(np_),
-                   *cmd]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        with open(os.path.join(out, "summary.json")) as f:
-            summary = json.load(f)
+        s = run_cli(["strads.apps.lda", "--top-words", "0", "--log-interval", "0", *args], out,
+                    np=np_)
         with open(os.path.join(out, "trace.csv")) as f:
-            trace = list(csv.DictReader(f))
-    return summary, trace
+            return s, list(csv.DictReader(f))
 
 
 def write_uci(X, path):

@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, best_of, listed, run_cli, timed_cli
+from _common import ROOT, best_of, lasso_svm, listed, run_cli, timed_cli
 
 
 def mf(m, n, nnz, k, *more):
@@ -38,16 +38,6 @@ def threads(a, s):
               f"{listed(times[1])} / {listed(times[2])})", flush=True)
 
 
-def lasso_file(folder, s):
-    from sklearn.datasets import dump_svmlight_file
-    from strads.apps.lasso import make_problem
-
-    path = os.path.join(folder, "lasso.svm")
-    X, y, _ = make_problem(s(50_000), s(100_000), density=0.001, n_informative=200, seed=0)
-    dump_svmlight_file(X, y, path)
-    return path
-
-
 def traffic(n, out, args):
     s = run_cli(args, out, np=n)
     return s["rounds"], s["traffic"]
@@ -64,7 +54,8 @@ def ranks(a, s, tmp):
             "lda": lda(s(20000), s(20000), 200, 1000, "--sweeps", "2"),
             "lasso": ["strads.apps.lasso", "--max-rounds", "20"]}
     for app in a.only.split(","):
-        args = runs[app] + (["--data", lasso_file(tmp, s)] if app == "lasso" else [])
+        args = runs[app] + (["--data", lasso_svm(os.path.join(tmp, "lasso.svm"), s(50_000),
+                                                s(100_000), 0.001)] if app == "lasso" else [])
         for n in map(int, a.np.split(",")):
             t = traffic(n, os.path.join(tmp, f"{app}-{n}"), args)[1]
             mb = lambda b: f"{b / 1e6:.0f}"  # noqa: E731

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import MPIEXEC, child_env
+from _common import MPIEXEC, child_env, libmf_run
 
 EXPERIMENTS = ("lasso", "logreg", "lda", "mf", "scaling", "staleness")
 SIZE_NAMES = ("tiny", "quick", "full")
@@ -480,9 +480,8 @@ def write_ratings(d, p):
 
 
 def libmf_curve(p, rank, lam, iters_list, eta=0.1):
-    """(epochs, seconds, test RMSE) of LIBMF fits (bench_mf's runner) on the centred
+    """(epochs, seconds, test RMSE) of LIBMF fits (_common.libmf_run) on the centred
     ratings, as strads' --bias mean fits them."""
-    from bench_mf import libmf_run
     mu = float(p.ratings.mean())
     centred = dataclasses.replace(p, ratings=p.ratings - mu, test_ratings=p.test_ratings - mu)
     return [(it, *libmf_run(centred, rank, lam, it, eta)) for it in iters_list]

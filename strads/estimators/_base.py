@@ -85,9 +85,3 @@ def _collective(fit_scheduler, serve):
                 serve()
             attrs = None
         return job.bcast(attrs)
-
-
-def _set(est, attrs):
-    for k, v in attrs.items():
-        setattr(est, k, v)
-    return est

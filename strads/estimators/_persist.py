@@ -177,7 +177,7 @@ def _like(v, default):
     return number if isinstance(default, (int, float)) else isinstance(v, type(default))
 
 
-def _fitted(est, values):
+def _set(est, values):
     for k, v in values.items():
         setattr(est, k, v)
     return est
@@ -225,7 +225,7 @@ def _build_glm(cls, m, summary, params):
         gap = m.scalar("dual_gap", required=False)
         values.update(coef_=coef.astype(np.float64), intercept_=c,
                       dual_gap_=float(_number(summary, "duality_gap")) if gap is None else gap)
-    return _fitted(est, values)
+    return _set(est, values)
 
 
 def _dump_mf(est):
@@ -277,7 +277,7 @@ def _build_mf(cls, m, summary, params):
         values.update(_seen_indptr=ptr, _seen_items=seen)
     else:
         values.update(_seen_indptr=None, _seen_items=None)
-    return _fitted(est, values)
+    return _set(est, values)
 
 
 def _dump_lda(est):
@@ -314,7 +314,7 @@ def _build_lda(cls, m, summary, params):
     vocab = m.get("vocab", "U", 1, (V,), required=False)
     if vocab is not None:
         values["vocab_"] = vocab
-    return _fitted(est, values)
+    return _set(est, values)
 
 
 _DUMP = {"lasso": _dump_glm, "logreg": _dump_glm, "mf": _dump_mf, "lda": _dump_lda}

@@ -11,8 +11,8 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._base import _check_choice, _check_number, _collective, _n_workers, _seed, _set
-from ._persist import Persistent
+from ._base import _check_choice, _check_number, _collective, _n_workers, _seed
+from ._persist import Persistent, _set
 
 
 class _LinearModel(Persistent, BaseEstimator):

@@ -4,8 +4,8 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
-from ._base import _check_number, _collective, _n_workers, _seed, _set
-from ._persist import Persistent
+from ._base import _check_number, _collective, _n_workers, _seed
+from ._persist import Persistent, _set
 
 
 class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEstimator):

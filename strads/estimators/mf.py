@@ -6,8 +6,8 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from ._base import _check_choice, _check_number, _collective, _n_workers, _seed, _set
-from ._persist import Persistent
+from ._base import _check_choice, _check_number, _collective, _n_workers, _seed
+from ._persist import Persistent, _set
 
 
 class MatrixFactorization(Persistent, BaseEstimator):

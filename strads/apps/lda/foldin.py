@@ -5,20 +5,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
+from .kernels import _GOLDEN, _TO_UNIT, _first_above as _draw, _mix64 as _mix
+
 _nb = dict(cache=True, nogil=True)
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
-_TO_UNIT = 1.0 / 9007199254740992.0  # 2^-53
-
-
-@njit(inline="always")
-def _mix(z):
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
 
 
 @njit(inline="always")
@@ -26,20 +15,7 @@ def _uniform(state):
     """The next number in [0, 1) of the splitmix64 stream ``state`` (a 1-element uint64
     array, advanced in place)."""
     state[0] += _GOLDEN
-    return np.float64(_mix(state[0]) >> _S11) * _TO_UNIT
-
-
-@njit(inline="always")
-def _draw(cum, K, u):
-    """The first k with u < cum[k] (cum: increasing partial sums, u in [0, cum[K-1]))."""
-    lo, hi = 0, K - 1
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if u < cum[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return np.float64(_mix(state[0]) >> np.uint64(11)) * _TO_UNIT
 
 
 @njit(**_nb)

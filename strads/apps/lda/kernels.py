@@ -118,6 +118,7 @@ def _tree_draw(tree, u, n_leaves, K):
 
 @njit(**_opts)
 def _first_above(cum, n, u):
+    """The first k with u < cum[k] (cum: increasing partial sums, u below cum[n - 1])."""
     lo, hi = 0, n - 1
     while lo < hi:
         mid = (lo + hi) >> 1
