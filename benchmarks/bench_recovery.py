@@ -18,19 +18,8 @@ from _common import ROOT, child_env
 LASSO = ["strads.apps.lasso", "--n-samples", "3000", "--n-features", "20000",
          "--schedule", "round-robin", "--tol", "1e-9", "--quiet", "--checkpoint-every", "0.2"]
 ULFM = ROOT / ".venv-ulfm" / "bin"
-
-
-def _pid(out, rank):
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(out).encode() in cmd and b"python" in cmd[0] and any(
-                f"{v}={rank}".encode() in env for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK")):
-            return int(pid)
-    return None
+sys.path.insert(0, str(ROOT / "tests"))
+from test_robustness import _pid_of_rank  # noqa: E402
 
 
 def one(path, out):
@@ -51,7 +40,7 @@ def one(path, out):
             at = json.loads(manifest.read_text())["round"]
         except (OSError, ValueError):
             at = -1
-        pid = _pid(out, 2)
+        pid = _pid_of_rank(out, 2)
         if at > 20 and pid:
             os.kill(pid, signal.SIGKILL)
             break

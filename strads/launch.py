@@ -73,26 +73,16 @@ def recover(comm, tp, kw):
     reached and the checkpoint agreed; the run then resumes on it from the last complete
     checkpoint (the rows re-read for the new layout), or from the start when there is
     none. Timed from here to the first round after it. -> (communicator, resume)."""
-    from mpi4py import MPI
-
     from . import transport
 
     t0 = time.perf_counter()
     if tp is not None:
         tp.revoke()
-    lost, mine = [], max(_beat["round"], getattr(tp, "round", 0))
-    while True:  # (a rank lost meanwhile: shrink again)
-        comm, gone = transport.shrink(comm)
-        lost += gone
-        try:
-            reached = comm.allreduce(mine, op=MPI.MAX)
-            at = comm.bcast(_checkpoint_round(kw["out"]) if kw["out"] else None)
-            break
-        except MPI.Exception as exc:
-            if not transport.rank_lost(exc):
-                raise
+    comm, lost, reached, at = transport.shrink(
+        comm, max(_beat["round"], getattr(tp, "round", 0)),
+        lambda: _checkpoint_round(kw["out"]) if kw["out"] else None)
     if comm.Get_rank() == 0:
-        _event.update(lost_ranks=sorted(lost), round=reached, resumed_from_round=at,
+        _event.update(lost_ranks=lost, round=reached, resumed_from_round=at,
                       ranks=comm.Get_size(), t0=t0, label=kw["label"])
     return comm, at is not None
 
@@ -123,13 +113,16 @@ def heartbeat():
     threading.Thread(target=beat, name="strads-heartbeat", daemon=True).start()
     # a connection to the launcher held until this process ends: the kernel closes it as
     # the process dies, before MPICH can hear of it and kill the others, so the first to
-    # close is the lost rank (a pidfd fires only after the whole process is torn down)
+    # close is the lost rank (a pidfd fires only after the whole process is torn down).
+    # On fd 0 (no app reads stdin; the launcher gives mpiexec none): a dying process
+    # closes its files in order, this one before those MPICH watches (output, PMI).
     try:
-        _beat["conn"] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        _beat["conn"].connect(os.path.join(folder, SOCK))
-        _beat["conn"].sendall(f"{rank}\n".encode())
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(os.path.join(folder, SOCK))
+            conn.sendall(f"{rank}\n".encode())
+            os.dup2(conn.fileno(), 0)
     except OSError:
-        _beat.pop("conn", None)  # another host, or no launcher listening
+        pass  # another host, or no launcher listening
 
 
 # -- launcher side -------------------------------------------------------------------------
@@ -255,14 +248,15 @@ def _run_once(cmd, folder, env, resumed=None):
     sock_path = os.path.join(folder, SOCK)
     if os.path.lexists(sock_path):
         os.unlink(sock_path)
-    watch, fds, conns = select.poll(), {}, {}
+    # epoll, not poll: its ready list keeps the order the closes came in
+    watch, fds, conns = select.epoll(), {}, {}
     try:
         listener.bind(sock_path)  # (a path over the socket name limit: pidfds alone)
         listener.listen(1024)
         watch.register(listener.fileno(), select.POLLIN)
     except OSError:
         pass
-    proc = subprocess.Popen(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
     lost, here, beats, read_at, went_on = None, socket.gethostname(), {}, 0.0, None
     try:
         while proc.poll() is None:
@@ -281,7 +275,7 @@ def _run_once(cmd, folder, env, resumed=None):
                             fds[fd] = rank
                             watch.register(fd, select.POLLIN)
             ended = []
-            for fd, _ in watch.poll(20):
+            for fd, _ in watch.poll(0.02):
                 if fd == listener.fileno():  # a rank connects: it names itself
                     conn, _ = listener.accept()
                     conn.settimeout(5)
@@ -301,14 +295,11 @@ def _run_once(cmd, folder, env, resumed=None):
                 else:
                     ended.append(fds[fd])
             if lost is None:
-                k = min(ended) if ended else _first_lost(beats, here, local=not _PIDFD)
+                k = ended[0] if ended else _first_lost(beats, here, local=not _PIDFD)
                 if k is not None:
                     beats = _read_beats(folder)  # rank 0's round now
-                    lost = beats.get(k, {"rank": k, "pid": None, "host": here, "round": 0})
-                    # several ended between two looks (a loaded machine: MPICH had killed
-                    # the others already): which went first is not known, so all are named
-                    lost = {**lost, "together": sorted(ended) if len(ended) > 1 else None,
-                            "t": time.monotonic()}
+                    lost = {**beats.get(k, {"rank": k, "pid": None, "host": here,
+                                            "round": 0}), "t": time.monotonic()}
     except KeyboardInterrupt:  # the user's: pass it on, then wait for the job's end
         proc.send_signal(signal.SIGINT)
         proc.wait()
@@ -319,6 +310,7 @@ def _run_once(cmd, folder, env, resumed=None):
         for _, conn in conns.values():
             conn.close()
         listener.close()
+        watch.close()
     # a job killed with some of its ranks leaves MPICH's shared-memory files behind
     # (those another job still maps are its own)
     if proc.returncode != 0:
@@ -403,9 +395,6 @@ def main(argv=None):
                 return code  # the app stopped by itself (bad input, an error, a signal)
             who = (f"rank {lost['rank']} (pid {lost['pid']} on {lost['host']})" if lost
                    else "a rank")
-            if lost and lost.get("together"):
-                who = (f"one of ranks {', '.join(map(str, lost['together']))} (they ended "
-                       f"together on {lost['host']}; which went first is not known)")
             if hosts is not None and lost is not None:
                 hosts = [(h, s) for h, s in hosts if h != lost["host"]]
                 left = sum(s for _, s in hosts)

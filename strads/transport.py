@@ -677,27 +677,32 @@ def _revoke(comms):
                 pass
 
 
-def shrink(comm):
+def shrink(comm, reached, checkpoint):
     """The survivors' communicator after a lost rank: ``comm`` revoked (every survivor's
-    waits on it end), shrunk to the ranks alive, the survivors agreeing that each has it;
-    -> (the new communicator, the COMM_WORLD ranks lost since ``comm``). Collective over
-    the survivors; a rank lost meanwhile is left out too."""
+    waits on it end), shrunk to the ranks alive, the survivors agreeing that each has it,
+    then on the round ``reached`` (the largest) and on the new rank 0's ``checkpoint()``;
+    -> (communicator, the COMM_WORLD ranks lost since ``comm``, round, checkpoint).
+    Collective over the survivors; a rank lost meanwhile: shrunk away too."""
     from mpi4py import MPI
 
-    _revoke([comm])
+    world, lost = MPI.COMM_WORLD.Get_group(), set()
     while True:
+        _revoke([comm])
+        new = comm.Shrink()
+        was, now = (set(g.Translate_ranks(range(g.Get_size()), world))
+                    for g in (comm.Get_group(), new.Get_group()))
+        lost |= was - now
         try:
-            new = comm.Shrink()
-            if new.Agree(1) == 1:
-                break
-        except MPI.Exception as exc:  # another lost during the shrink: once more
+            new.Agree(1)
+            reached = new.allreduce(reached, op=MPI.MAX)
+            at = new.bcast(checkpoint() if new.Get_rank() == 0 else None)
+            break
+        except MPI.Exception as exc:  # another lost meanwhile: shrink again
             if not rank_lost(exc):
                 raise
+            comm = new
     _finalize_alone()
-    world = MPI.COMM_WORLD.Get_group()
-    was, now = (set(g.Translate_ranks(range(g.Get_size()), world))
-                for g in (comm.Get_group(), new.Get_group()))
-    return new, sorted(was - now)
+    return new, sorted(lost), reached, at
 
 
 def _finalize_alone():

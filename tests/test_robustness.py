@@ -178,7 +178,8 @@ def test_state_round_trip_keeps_types_and_bits():
 
 
 def _pid_of_rank(out, rank):
-    """The pid of the process of MPI rank ``rank`` whose command line names ``out``."""
+    """The pid of the process of MPI rank ``rank`` (MPICH's or Open MPI's) whose command
+    line names ``out``."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -187,8 +188,8 @@ def _pid_of_rank(out, rank):
             env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if str(out).encode() in cmd and f"PMI_RANK={rank}".encode() in env \
-                and b"python" in cmd[0]:
+        if str(out).encode() in cmd and b"python" in cmd[0] and any(
+                f"{v}={rank}".encode() in env for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK")):
             return int(pid)
     return None
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, child_env
+from test_robustness import _pid_of_rank
 
 VENV = ROOT / ".venv-ulfm" / "bin"
 if not (VENV / "mpiexec").exists() or not (VENV / "python").exists():
@@ -39,19 +40,6 @@ def _reference(app):
                        text=True, timeout=300, env=child_env(), cwd=ROOT)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.splitlines()[0])
-
-
-def _pid_of_rank(out, rank):
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if str(out).encode() in cmd and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env \
-                and b"python" in cmd[0]:
-            return int(pid)
-    return None
 
 
 def _run_killing(app, out, victims, after, extra=()):
