@@ -272,7 +272,7 @@ def read_ratings(path):
     t = D.read_ratings(path)
     lay = R.Layout(path)
     ps = threads(2, lambda peers: R.gather(peers, lay))
-    order = np.argsort(np.concatenate([p.pos for p in ps]), kind="stable")
+    order = np.argsort(np.concatenate([p.positions() for p in ps]), kind="stable")
     par = [np.concatenate([getattr(p, k) for p in ps])[order].tobytes() for k in "uir"]
     whole = R.read(lay)
     return [getattr(whole, k).tobytes() for k in "uir"] + [t.ratings.tobytes()], \

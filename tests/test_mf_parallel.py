@@ -58,6 +58,34 @@ def test_parallel_read_equals_the_serial_reader(tmp_path):
     assert runs[1].objective == pytest.approx(ref.objective, rel=1e-10)
 
 
+def test_ids_beyond_int32_widen_and_errors_after_them_name_their_line(tmp_path):
+    """The parser's int32 ids widen to int64 within a part (on an id the byte parser
+    reads and on one left to the line-by-line rules): the same ids and model as the
+    one-process reader for any W; a duplicate past them names both lines, plain and
+    gzip (the lines are found by reading the part again)."""
+    rows = [f"{k % 50 + 1}\t{k % 7 + 1}\t{k % 5 + 1}\n" for k in range(300)]
+    rows += [f"{2 ** 40 + k}\t{k % 7 + 1}\t3\n" for k in range(60)]
+    rows += [f"{-2 ** 62 - 9}\t2\t4.5\n", f"{2 ** 31}\t{2 ** 33}\t1\n"]
+    f = tmp_path / "u.data"
+    f.write_text("".join(rows))
+    p = D.prepare(D.read_ratings(str(f)))
+    assert p.user_ids.dtype == np.int64 and p.user_ids[0] == -2 ** 62 - 9
+    runs = [in_process(["--data", str(f)] + ARGS, w) for w in (1, 2, 3)]
+    for res in runs:
+        np.testing.assert_array_equal(res.model["user_ids"], p.user_ids)
+        np.testing.assert_array_equal(res.model["item_ids"], p.item_ids)
+        np.testing.assert_array_equal(res.model["W"], runs[0].model["W"])
+    rows.append(f"{2 ** 40 + 3}\t4\t1\n")  # line 304's pair again, as line 363
+    message = ("f:363: duplicate rating of user 1099511627779, item 4 (first at line "
+               "304); pass duplicates='last' or 'mean' (--duplicates) to keep one")
+    for data in ("".join(rows).encode(), gzip.compress("".join(rows).encode())):
+        (tmp_path / "f").write_bytes(data)
+        for w in (1, 2, 3):
+            with pytest.raises(strads.DataError) as e:
+                in_process(["--data", str(tmp_path / "f"), "--rank", "1"], w)
+            assert str(e.value) == message.replace("f:", f"{tmp_path / 'f'}:")
+
+
 @pytest.mark.parametrize("text,extra,message", [
     ("1\t2\t3\n4\t5\t1\n" * 3 + "7\t8\tx\n", [], "f:7: rating 'x' is not a number"),
     ("".join(f"{k}\t{k % 5}\t3\n" for k in range(1, 40)) + "3\t3\t5\n", [],

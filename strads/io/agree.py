@@ -8,8 +8,11 @@ process the failing thread releases them (the engine reports the first error).
 import re
 
 import numpy as np
+from numba import njit
 
 from ..errors import DataError
+
+_nb = dict(cache=True, nogil=True)
 
 
 def refuse(peers, message, worker=0):
@@ -46,14 +49,148 @@ def attempt(peers, fn, *args):
 
 
 def route(peers, dest, arrays):
-    """Row k of every array (None: none) to worker ``dest[k]``; returns the rows this
-    worker receives, each array's in source worker order (a source's rows in theirs)."""
+    """Row k of every array (None: none; 1-D) to worker ``dest[k]``; returns the rows
+    this worker receives, each array's in source worker order (a source's rows in
+    theirs). The list's arrays are dropped as they are grouped (a caller that keeps no
+    other reference frees them then)."""
     W = peers.size
     if W == 1:
         return list(arrays)
-    order = np.argsort(dest.astype(np.int16) if W < 1 << 15 else dest, kind="stable")
-    cuts = np.searchsorted(dest[order], np.arange(W + 1))
-    got = peers.alltoall([[None if a is None else a[order[cuts[o]:cuts[o + 1]]]
-                           for a in arrays] for o in range(W)])
-    return [None if a is None else np.concatenate([g[j] for g in got])
-            for j, a in enumerate(arrays)]
+    starts, out = bucket_starts(dest, W), []
+    for j, a in enumerate(arrays):  # one array at a time: its copies only are in flight
+        if a is None:
+            out.append(None)
+            continue
+        g = grouped(dest, starts, a)
+        arrays[j] = a = None
+        got = peers.alltoall([g[starts[o]:starts[o + 1]] for o in range(W)])
+        del g
+        out.append(np.concatenate(got))
+        del got
+    return out
+
+
+def bucket_starts(keys, n):
+    """Where each of keys 0..n-1 starts in the keys' counting sort (n + 1 offsets)."""
+    return np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=n))]).astype(np.int64)
+
+
+@njit(**_nb)
+def _scatter(keys, starts, a, out):
+    nxt = starts[:-1].copy()
+    for k in range(keys.shape[0]):
+        d = keys[k]
+        out[nxt[d]] = a[k]
+        nxt[d] += 1
+
+
+def grouped(keys, starts, a):
+    """``a`` in the stable order of ``keys`` (a counting sort: no index array, one
+    pass): ``a[np.argsort(keys, kind='stable')]``."""
+    out = np.empty(a.shape[0], a.dtype)
+    _scatter(keys, starts, a, out)
+    return out
+
+
+@njit(**_nb)
+def _pair_order(rows, r0, n_rows, cols, n_cols):
+    o1 = np.empty(rows.shape[0], np.int64)
+    nxt = np.zeros(n_cols + 1, np.int64)
+    for k in range(cols.shape[0]):
+        nxt[cols[k] + 1] += 1
+    for t in range(n_cols):
+        nxt[t + 1] += nxt[t]
+    for k in range(cols.shape[0]):
+        o1[nxt[cols[k]]] = k
+        nxt[cols[k]] += 1
+    o2 = np.empty(rows.shape[0], np.int64)
+    nxt = np.zeros(n_rows + 1, np.int64)
+    for k in range(rows.shape[0]):
+        nxt[rows[k] - r0 + 1] += 1
+    for t in range(n_rows):
+        nxt[t + 1] += nxt[t]
+    for t in range(o1.shape[0]):
+        k = o1[t]
+        o2[nxt[rows[k] - r0]] = k
+        nxt[rows[k] - r0] += 1
+    return o2
+
+
+def pair_order(rows, r0, n_rows, cols, n_cols):
+    """The stable order of (row, column) pairs, rows r0..r0+n_rows-1 and columns
+    0..n_cols-1: ``np.lexsort((cols, rows))`` by two counting sorts."""
+    return _pair_order(rows, r0, n_rows, cols, n_cols)
+
+
+@njit(**_nb)
+def _same_pairs(rows, cols, order):
+    out = np.empty(max(order.shape[0] - 1, 0), np.bool_)
+    for t in range(out.shape[0]):
+        a, b = order[t], order[t + 1]
+        out[t] = rows[a] == rows[b] and cols[a] == cols[b]
+    return out
+
+
+def same_pairs(rows, cols, order):
+    """Whether each pair in ``order`` repeats the one before it (one fewer than pairs)."""
+    return _same_pairs(rows, cols, order)
+
+
+def owners(cuts, ids):
+    """``np.searchsorted(cuts, ids, side='right') - 1`` (the owner of each id 0..cuts[-1]
+    - 1 by contiguous ``cuts``) as int16 (int64 beyond 2^15 owners), by a table."""
+    W = cuts.shape[0] - 1
+    table = np.repeat(np.arange(W, dtype=np.int16 if W < 1 << 15 else np.int64),
+                      np.diff(cuts))
+    return table[ids]
+
+
+def distinct(ids):
+    """``np.unique(ids)``: by a table of the ids present when they span no more than a
+    few times their count, else by a sort."""
+    if ids.shape[0] and ids.dtype.kind in "iu":
+        lo, hi = int(ids.min()), int(ids.max())
+        if hi - lo < 4 * ids.shape[0] + (1 << 20):
+            present = np.zeros(hi - lo + 1, np.bool_)
+            present[ids - lo if lo else ids] = True
+            return (np.flatnonzero(present) + lo).astype(ids.dtype)
+    return np.unique(ids)
+
+
+def dense_ids(sorted_ids, ids):
+    """The index of each of ``ids`` in ``sorted_ids`` (all present), int32: by a table
+    when the ids span no more than a few times their count, else by a search."""
+    if ids.shape[0] and sorted_ids.shape[0]:
+        lo, hi = int(sorted_ids[0]), int(sorted_ids[-1])
+        if hi - lo < 4 * ids.shape[0] + (1 << 20):
+            table = np.zeros(hi - lo + 1, np.int32)
+            table[sorted_ids - lo] = np.arange(sorted_ids.shape[0], dtype=np.int32)
+            return table[ids - lo if lo else ids]
+    return np.searchsorted(sorted_ids, ids).astype(np.int32)
+
+
+@njit(**_nb)
+def exact_partials(x):
+    """Non-overlapping partials whose exact sum is sum(x) (Shewchuk's msum, as
+    math.fsum): math.fsum over every worker's partials is then the correctly rounded
+    sum of all, however the values were split among workers."""
+    parts = np.zeros(64)
+    n = 0
+    for k in range(x.shape[0]):
+        v = x[k]
+        i = 0
+        for j in range(n):
+            y = parts[j]
+            if abs(v) < abs(y):
+                v, y = y, v
+            hi = v + y
+            lo = y - (hi - v)
+            if lo != 0.0:
+                parts[i] = lo
+                i += 1
+            v = hi
+        if i >= 64:  # cannot happen for finite doubles (at most ~40 partials)
+            i = 63
+        parts[i] = v
+        n = i + 1
+    return parts[:n].copy()

@@ -1,5 +1,7 @@
 """How much memory this machine and this process have, and byte counts in words."""
 import os
+import threading
+from contextlib import contextmanager
 
 
 def physical_memory():
@@ -58,3 +60,33 @@ def fmt_bytes(n):
         s = str(n >> shift)
         return f"{s[0]}.{s[1:3]}e+{len(s) - 1} {unit}"
     return f"{n / 2 ** shift:.3g} {unit}"
+
+
+KEPT_BLOCK = 64 << 20  # the engine's glibc mmap threshold during the rounds (driver.py)
+_loading, _loading_lock = [0], threading.Lock()
+
+
+def _mmap_threshold(n):
+    try:
+        import ctypes
+        ctypes.CDLL(None).mallopt(-3, n)  # M_MMAP_THRESHOLD (glibc; elsewhere a no-op)
+    except (OSError, AttributeError):
+        pass
+
+
+@contextmanager
+def returning_freed_memory():
+    """While data is loaded (by any of this process's threads), a freed array of 1 MiB
+    or more goes back to the system at once: below the rounds' threshold, glibc would
+    keep the load's freed arrays in its heap, and the process's peak would count them
+    all (docs/apps/mf.md, memory)."""
+    with _loading_lock:
+        _loading[0] += 1
+        _mmap_threshold(1 << 20)
+    try:
+        yield
+    finally:
+        with _loading_lock:
+            _loading[0] -= 1
+            if not _loading[0]:
+                _mmap_threshold(KEPT_BLOCK)

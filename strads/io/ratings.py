@@ -23,7 +23,7 @@ from ..errors import DataError
 from . import memory
 from .agree import refuse
 from .numbers import BIG, scan_float_inline, scan_int_inline
-from .source import Content, Text
+from .source import Content, Text, line_range
 
 _nb = dict(cache=True, nogil=True)
 LONG_LINE = 1 << 20  # a line this long or longer: not a rating file
@@ -78,12 +78,13 @@ def _field(b, p, e, delim):
 
 @njit(_nrt=False, **_nb)
 def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l, count,
-                 line0, fb):
+                 line0, fb, lim):
     """Parse the lines that start in ``b[start:stop]`` (each ends within ``b``) into
-    ``out_*[count:]`` (``out_l``: the line's index, ``line0`` for the first). It stops
-    after a line it leaves to the line-by-line rules, with ``fb`` = (its start, its
-    end, its index), or when ``out`` is full. Returns (where it stopped, count, whether
-    ``fb`` was set, lines passed)."""
+    ``out_*[count:]`` (``out_l``, unless empty: the line's index, ``line0`` for the
+    first). It stops after a line it leaves to the line-by-line rules, with ``fb`` = (its
+    start, its end, its index), before a line with an id beyond ``lim`` (the id arrays'
+    width), or when ``out`` is full. Returns (where it stopped, count, 0 / 1 (``fb``
+    set) / 2 (an id too wide), lines passed)."""
     n = b.shape[0]
     cap = out_u.shape[0]
     pos = start
@@ -110,7 +111,7 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
             fb[0] = pos
             fb[1] = e
             fb[2] = line
-            return min(nxt, n), count, True, line + 1 - line0
+            return min(nxt, n), count, 1, line + 1 - line0
         if s < e and b[s] != 35 and b[s] != 37:  # neither blank nor a comment
             ok = ascii and e - pos < LONG_LINE
             s0 = e0 = s1 = e1 = s2 = e2 = p = 0
@@ -136,20 +137,23 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
                 ok = st == 0 and t == e2
             if ok and mtx_m > 0:
                 ok = u >= 1 and u <= mtx_m and i >= 1 and i <= mtx_n
+            if ok and (u > lim or u < -lim - 1 or i > lim or i < -lim - 1):
+                return pos, count, 2, line - line0
             if ok:
                 out_u[count] = u
                 out_i[count] = i
                 out_r[count] = r
-                out_l[count] = line
+                if out_l.shape[0]:
+                    out_l[count] = line
                 count += 1
             else:
                 fb[0] = pos
                 fb[1] = e
                 fb[2] = line
-                return min(nxt, n), count, True, line + 1 - line0
+                return min(nxt, n), count, 1, line + 1 - line0
         line += 1
         pos = nxt
-    return min(pos, n), count, False, line - line0
+    return min(pos, n), count, 0, line - line0
 
 
 # -- the line by line rules (the reference, and the messages) -----------------------------
@@ -354,38 +358,55 @@ class Layout:
 
 
 # -- one worker's part ---------------------------------------------------------------------
+I32 = (1 << 31) - 1
+
+
 class Part:
-    """A worker's ratings as read: raw ids ``u``, ``i``, ratings ``r``, each one's line
-    index ``l`` and position ``pos`` (counted from the part's first line and rating, or
-    from the file's first rating line when ``whole``), the lines and ratings passed
-    (``lines``, ``seen``), and the first error: (line index, what is wrong), or
-    ``too_many`` ratings for this machine."""
+    """A worker's ratings as read: raw ids ``u``, ``i`` (int32, int64 once an id needs
+    it), ratings ``r``, each one's line index ``l`` only when asked for (``lines``;
+    counted from the part's first line, or from the file's first rating line when
+    ``whole``), the lines and ratings passed (``lines``, ``seen``), ``segments`` (first
+    index here, position of that rating among the file's), and the first error: (line
+    index, what is wrong), or ``too_many`` ratings for this machine."""
 
-    def __init__(self, cap=0):
-        self.u, self.i = np.empty(cap, np.int64), np.empty(cap, np.int64)
-        self.r, self.l = np.empty(cap), np.empty(cap, np.int64)
+    def __init__(self, cap=0, lines=False):
+        self.u, self.i = np.empty(cap, np.int32), np.empty(cap, np.int32)
+        self.r, self.l = np.empty(cap), np.empty(cap if lines else 0, np.int64)
+        self.track = lines
         self.n = self.lines = self.seen = 0
-        self.segments = []  # (first index here, position of that rating)
+        self.segments = []
+        self.left = None  # bytes of the part not yet parsed (None: not known, gzip)
+        self.done = 0  # bytes of its blocks parsed
         self.err, self.too_many, self.whole = None, False, False
-        self.pos = None
 
-    def room(self, k):
-        if self.n + k > self.u.shape[0]:
-            cap = max(2 * self.u.shape[0], self.n + k)
-            for name in ("u", "i", "r", "l"):
-                a = getattr(self, name)
-                b = np.empty(cap, a.dtype)
-                b[:self.n] = a[:self.n]
-                setattr(self, name, b)
+    def _arrays(self):
+        return ("u", "i", "r", "l") if self.track else ("u", "i", "r")
+
+    def room(self, k, more=0):
+        """Room for k more ratings (``more``: what the rest of the part will need)."""
+        if self.n + k > self.u.shape[0]:  # in place where the allocator can: no copy
+            cap = max(self.u.shape[0] + self.u.shape[0] // 2 if not more else 0,
+                      self.n + max(k, more))
+            for name in self._arrays():
+                getattr(self, name).resize(cap, refcheck=False)
+
+    def widen(self):
+        """int64 ids, for an id beyond int32's."""
+        self.u, self.i = self.u.astype(np.int64), self.i.astype(np.int64)
+
+    def add(self, row, line):
+        if self.u.dtype == np.int32 and not (-I32 - 1 <= row[0] <= I32 and
+                                             -I32 - 1 <= row[1] <= I32):
+            self.widen()
+        self.room(1)
+        self.u[self.n], self.i[self.n], self.r[self.n] = row
+        if self.track:
+            self.l[self.n] = line
+        self.n += 1
 
     def finish(self):
-        for name in ("u", "i", "r", "l"):
-            setattr(self, name, getattr(self, name)[:self.n])
-        pos = np.empty(self.n, np.int64)
-        bounds = self.segments + [(self.n, None)]
-        for (a, p), (b, _) in zip(bounds[:-1], bounds[1:]):
-            pos[a:b] = np.arange(p, p + b - a)
-        self.pos = pos
+        for name in self._arrays():
+            getattr(self, name).resize(self.n, refcheck=False)
         return self
 
 
@@ -394,21 +415,27 @@ def _parse_into(part, b, lay, keep, limit):
     errors only). Returns False once an error is found."""
     delim, (bm, bn) = lay.delim_code, lay.bounds or (0, 0)
     fb = np.zeros(3, np.int64)
-    out = part if keep else Part(b.shape[0] // 6 + 2)
+    out = part if keep else Part()
     n0 = out.n
     if keep:
         part.segments.append((part.n, part.seen))
     pos, stop = 0, b.shape[0]
     while pos < stop:
-        out.room((stop - pos) // 6 + 2)
+        done = pos + (part.done if keep else 0)  # bytes a rating so far (a line: >= 6)
+        est = max(done // out.n, 1) if out.n else 6
+        more = 0 if part.left is None or not out.n else (part.left - pos) * 21 // (20 * est)
+        out.room((stop - pos) // est + 16, more)
         cap = out.u.shape[0]
         if limit is not None:  # stop at the first rating beyond the limit
             cap = min(cap, n0 + max(limit - part.seen, 0) + 1)
+        lim = I32 if out.u.dtype == np.int32 else INT64 - 1
         pos, out.n, fell, lines = _parse_block(b, pos, stop, delim, bm, bn, out.u[:cap],
                                                out.i[:cap], out.r[:cap], out.l[:cap],
-                                               out.n, part.lines, fb)
+                                               out.n, part.lines, fb, lim)
         part.lines += lines
-        if fell:
+        if fell == 2:
+            out.widen()
+        elif fell:
             s, e, line = (int(x) for x in fb)
             try:
                 row = parse_line(b[s:e].tobytes().decode("latin-1"), lay.delim, lay.bounds)
@@ -416,31 +443,38 @@ def _parse_into(part, b, lay, keep, limit):
                 part.err = (line, str(exc))
                 return False
             if row is not None:
-                out.room(1)
-                out.u[out.n], out.i[out.n], out.r[out.n] = row
-                out.l[out.n] = line
-                out.n += 1
+                out.add(row, line)
         if limit is not None and part.seen + out.n - n0 > limit:
             part.too_many = True
             return False
     part.seen += out.n - n0
+    part.done += b.shape[0] if keep else 0
     return True
 
 
-def read_part(lay, part, n_parts, limit="auto"):
+def read_part(lay, part, n_parts, limit="auto", lines=False, visit=None):
     """Worker ``part``'s ratings of the file ``lay`` describes (a :class:`Layout`): a
     plain file's byte range, parsed in blocks; a gzip file (which cannot be cut by
     bytes) is decompressed whole by every worker, which keeps every n_parts-th block
-    (the blocks are the same for all), counting the others' ratings and lines."""
+    (the blocks are the same for all), counting the others' ratings and lines.
+    ``lines``: each rating's line index too; ``visit(p)`` after each block (False:
+    stop)."""
     limit = max_ratings() if limit == "auto" else limit
-    p = Part()
+    p = Part(lines=lines)
     if lay.begin is None:
         return p.finish()
     p.whole = lay.gz
     src = Text(lay.path, "rating file")
+    if not lay.gz:
+        lo, hi = line_range(src.map(), part, n_parts, lay.begin, universal=True)
+        p.left = hi - lo
     try:
         for blk in src.blocks(lay.begin, part, n_parts, True, LONG_LINE + 2, _CHUNK):
             if not _parse_into(p, blk.data, lay, blk.keep, limit):
+                break
+            if p.left is not None:
+                p.left -= blk.data.shape[0]
+            if visit is not None and visit(p) is False:
                 break
     except DataError as e:  # a corrupt stream, after the lines before it
         if p.err is None:
@@ -450,26 +484,67 @@ def read_part(lay, part, n_parts, limit="auto"):
 
 class Ratings:
     """A worker's ratings of a file, as every worker agreed on them: raw ids ``u``,
-    ``i``, ratings ``r``, their lines ``lines`` and positions among the file's ratings
-    ``pos``; ``total`` ratings in all; ``path``."""
+    ``i``, ratings ``r``; their positions among the file's ratings (:meth:`positions`);
+    ``lines``, their lines, only when asked for (else :meth:`line_of` reads the part
+    again); ``n`` ratings here, ``total`` in all; ``path``."""
+
+    pos = lines = lay = None  # pos: the positions as an array (else from ``segments``)
+
+    def positions(self):
+        if self.pos is not None:
+            return self.pos
+        n = self.n
+        out = np.empty(n, np.int64)
+        bounds = self.segments + [(n, None)]
+        for (a, p), (b, _) in zip(bounds[:-1], bounds[1:]):
+            out[a:b] = np.arange(p, p + b - a)
+        return out
+
+    def position(self, k):
+        if self.pos is not None:
+            return int(self.pos[k])
+        a, p = max(s for s in self.segments if s[0] <= k)
+        return p + k - a
+
+    def _index(self, q):
+        """This worker's index of the rating at position ``q`` (None: another's)."""
+        if self.pos is not None:
+            k = np.searchsorted(self.pos, q)
+            return int(k) if k < self.pos.shape[0] and self.pos[k] == q else None
+        bounds = self.segments + [(self.n, None)]
+        for (a, p), (b, _) in zip(bounds[:-1], bounds[1:]):
+            if p <= q < p + b - a:
+                return a + q - p
+        return None
 
     def line_of(self, peers, positions):
         """The lines of these positions (whoever read them), on every worker."""
-        found = {}
-        for q in positions:
-            k = np.searchsorted(self.pos, q)
-            if k < self.pos.shape[0] and self.pos[k] == q:
-                found[int(q)] = int(self.lines[k])
+        found = {int(q): k for q in positions if (k := self._index(q)) is not None}
+        if found and self.lines is not None:
+            found = {q: int(self.lines[k]) for q, k in found.items()}
+        elif found:  # read the part again, keeping the lines of one block at a time
+            want, got, base = sorted(set(found.values())), {}, [0]
+
+            def visit(p):
+                for k in want:
+                    if base[0] <= k < base[0] + p.n:
+                        got[k] = int(p.l[k - base[0]]) + self.line_base
+                base[0] += p.n
+                p.n, p.segments = 0, []
+                return base[0] <= want[-1]
+            read_part(self.lay, self.part, self.n_parts, None, True, visit)
+            found = {q: got[k] for q, k in found.items()}
         merged = {}
         for g in peers.allgather(found):
             merged.update(g)
         return merged
 
 
-def gather(peers, lay):
-    """This worker's :class:`Ratings` of the file ``lay`` describes; the first bad line
-    of the file (wherever it lies) raised by the worker that read it."""
-    p = read_part(lay, peers.rank, peers.size)
+def gather(peers, lay, lines=False):
+    """This worker's :class:`Ratings` of the file ``lay`` describes (``lines``: with each
+    rating's line); the first bad line of the file (wherever it lies) raised by the
+    worker that read it."""
+    p = read_part(lay, peers.rank, peers.size, lines=lines)
     facts = peers.allgather((p.n, p.lines, p.err, p.too_many))
     lbase = pbase = [0] * peers.size
     if not p.whole:  # positions and lines follow the earlier parts'
@@ -488,14 +563,18 @@ def gather(peers, lay):
     if lay.mtx and out.total != lay.nnz:
         refuse(peers, f"{lay.path}: the size line (line {lay.size_line}) announces "
                f"{lay.nnz} entries, the file has {out.total}")
-    out.u, out.i, out.r = p.u, p.i, p.r
-    out.lines = p.l + (lay.line0 + lbase[peers.rank])
-    out.pos = p.pos + pbase[peers.rank]
+    out.u, out.i, out.r, out.n = p.u, p.i, p.r, p.n
+    out.lay, out.part, out.n_parts = lay, peers.rank, peers.size
+    out.line_base = lay.line0 + lbase[peers.rank]
+    out.segments = [(a, q + pbase[peers.rank]) for a, q in p.segments]
+    if lines:
+        out.lines = p.l + out.line_base
     return out
 
 
 def read(lay):
-    """Every rating of the file ``lay`` (a :class:`Layout`) describes, in one process."""
+    """Every rating of the file ``lay`` (a :class:`Layout`) describes, in one process,
+    with their lines."""
     from ..transport import Peers
 
-    return gather(Peers(), lay)
+    return gather(Peers(), lay, lines=True)

@@ -14,6 +14,7 @@ block of it (:meth:`Text.blocks`). A line number for a message is counted only w
 there is an error (:func:`line_number`).
 """
 import gzip
+import mmap
 import os
 import threading
 import zlib
@@ -187,6 +188,7 @@ class Text:
                 most = hi if cap is None else min(hi, a + size + cap)
                 b = hi if hi - a <= size else _next_start(buf, a + size, most, universal)
                 yield Block(buf[a:b], a, True, None, buf, universal)
+                _forget(buf, a, b)
                 a = b
             return
         nl, got, c, pending, pieces = 0, 0, 0, b"", []
@@ -283,6 +285,17 @@ class Block:
         d = self.data
         return self.nl0 + _count_ends(d[:o], self.universal,
                                       int(d[o]) if o < d.shape[0] else -1) + 1
+
+
+def _forget(buf, a, b):
+    """A memory-mapped text's pages in [a, b) leave this process's memory (a parsed
+    block's: the page cache keeps them, a later read maps them again)."""
+    mm = getattr(getattr(buf, "base", None), "_mmap", None)
+    if mm is not None and hasattr(mm, "madvise"):
+        page = mmap.PAGESIZE
+        lo, hi = a // page * page, b // page * page
+        if hi > lo:
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def _line_end(buf, pos, end, universal):

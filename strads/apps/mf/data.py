@@ -15,7 +15,8 @@ from numba import njit
 from ... import api
 from ...errors import DataError
 from ...io import memory, ratings as rating_io
-from ...io.agree import refuse, route
+from ...io.agree import (bucket_starts, dense_ids, distinct, exact_partials, grouped, owners,
+                         pair_order, refuse, route, same_pairs)
 from . import kernels as K
 
 _nb = dict(cache=True, nogil=True)
@@ -94,7 +95,8 @@ def read_ratings(path):
     it); the size line's entry count must match the entries."""
     lay = rating_io.Layout(path)
     got = rating_io.read(lay)
-    return Triplets(got.u, got.i, got.r, lay.path, got.lines, pos=got.pos)
+    return Triplets(got.u.astype(np.int64), got.i.astype(np.int64), got.r, lay.path,
+                    got.lines, pos=got.positions())
 
 # -- cleaning, remapping, splitting --------------------------------------------------------
 def dedupe(t, policy="error"):
@@ -452,39 +454,11 @@ def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
 
 
 # -- each worker's share (parallel loading) ------------------------------------------------
-@njit(**_nb)
-def _exact_partials(x):
-    """Non-overlapping partials whose exact sum is sum(x) (Shewchuk's msum, as
-    math.fsum): math.fsum over every worker's partials is then the correctly rounded
-    sum of all, however the values were split among workers."""
-    parts = np.zeros(64)
-    n = 0
-    for k in range(x.shape[0]):
-        v = x[k]
-        i = 0
-        for j in range(n):
-            y = parts[j]
-            if abs(v) < abs(y):
-                v, y = y, v
-            hi = v + y
-            lo = y - (hi - v)
-            if lo != 0.0:
-                parts[i] = lo
-                i += 1
-            v = hi
-        if i >= 64:  # cannot happen for finite doubles (at most ~40 partials)
-            i = 63
-        parts[i] = v
-        n = i + 1
-    return parts[:n].copy()
-
-
 def _generated(peers, spec):
     """A worker's part of the built-in problem (chunks of users from the seed)."""
     t = make_problem_part(*spec, part=peers.rank, n_parts=peers.size)
     out = rating_io.Ratings()
-    out.path, out.u, out.i, out.r, out.pos, out.lines = ("built-in", t.users, t.items,
-                                                         t.ratings, t.pos, None)
+    out.path, out.u, out.i, out.r, out.pos = "built-in", t.users, t.items, t.ratings, t.pos
     out.total = sum(peers.allgather(t.ratings.shape[0]))
     out.line_of = lambda peers, positions: {}
     return out
@@ -496,13 +470,14 @@ def _check_squares(peers, src):
     with np.errstate(over="ignore", invalid="ignore"):
         ss = float(np.dot(src.r, src.r))
     k = int(np.argmax(np.abs(src.r))) if src.r.shape[0] else -1
-    facts = peers.allgather((ss, None if k < 0 else (-abs(float(src.r[k])), int(src.pos[k]),
-                                                      float(src.r[k]), int(src.lines[k]))))
+    facts = peers.allgather((ss, None if k < 0 else (-abs(float(src.r[k])), src.position(k),
+                                                      float(src.r[k]))))
     with np.errstate(over="ignore", invalid="ignore"):
         total = sum(f[0] for f in facts)
     if not np.isfinite(total):
         big, w = min((f[1], w) for w, f in enumerate(facts) if f[1] is not None)
-        refuse(peers, f"{src.path}:{big[3]}: rating {big[2]} is too large: the sum of "
+        line = src.line_of(peers, [big[1]])[big[1]]
+        refuse(peers, f"{src.path}:{line}: rating {big[2]} is too large: the sum of "
                "squared ratings overflows", w)
 
 
@@ -513,31 +488,41 @@ def _owner_hash(raw, W):
 
 
 def _dup_groups(key, pos):
-    """Sort by (key, position): (order, start-of-group mask, dup mask) of the sorted."""
+    """Sort by (key, position): (order, dup mask of the sorted)."""
+    o = None
     if pos.shape[0] > 1 and not (pos[1:] > pos[:-1]).all():
         o = np.argsort(pos, kind="stable")
-    else:
-        o = None
     k = key if o is None else key[o]
     order = np.argsort(k, kind="stable")
     if o is not None:
         order = o[order]
     ks = key[order]
-    dup = ks[1:] == ks[:-1]
-    return order, dup
+    return order, ks[1:] == ks[:-1]
 
 
-def _dedupe(peers, src, policy, key, pos, r, raw_u, raw_i):
-    """Duplicates among this worker's entries (all of a pair's are here): ``error``
-    raises naming both lines (the earliest second occurrence over all workers), else
-    the kept entries' indices (into the given arrays, sorted by key) and ratings."""
-    order, dup = _dup_groups(key, pos)
+def _pair_groups(u, u0, nu, i, n, pos):
+    """_dup_groups for keys (user u0..u0+nu-1, item 0..n-1), by counting sorts."""
+    o = None
+    if pos.shape[0] > 1 and not (pos[1:] > pos[:-1]).all():  # a gzip file's blocks
+        o = np.argsort(pos, kind="stable")
+        u, i = u[o], i[o]
+    order = pair_order(u, u0, nu, i, n)
+    dup = same_pairs(u, i, order)
+    return (order if o is None else o[order]), dup
+
+
+def _dedupe(peers, src, policy, groups, pos, r, raw):
+    """Duplicates among this worker's entries (all of a pair's are here; ``groups``:
+    (order, dup) of :func:`_dup_groups`): ``error`` raises naming both lines (the
+    earliest second occurrence over all workers), else the kept entries' indices (into
+    the given arrays, sorted by key) and their ratings (None: ``r[keep]``). ``raw(j)``:
+    entry j's raw (user, item)."""
+    order, dup = groups
     cand = None
     if dup.any():
-        later, earlier = pos[order][1:][dup], pos[order][:-1][dup]
+        later, earlier = pos[order[1:][dup]], pos[order[:-1][dup]]
         k = int(np.argmin(later))
-        j = order[1:][dup][k]
-        cand = (int(later[k]), int(earlier[k]), int(raw_u[j]), int(raw_i[j]))
+        cand = (int(later[k]), int(earlier[k])) + tuple(raw(order[1:][dup][k]))
     if policy == "error":
         cands = [c for c in peers.allgather(cand) if c is not None]
         if cands:
@@ -549,9 +534,9 @@ def _dedupe(peers, src, policy, key, pos, r, raw_u, raw_i):
             refuse(peers, f"{where}: duplicate rating of user {uu}, item {ii} "
                    f"(first at {first}); pass duplicates='last' or 'mean' "
                    "(--duplicates) to keep one")
-        return order, r[order]
+        return order, None
     if not dup.any():
-        return order, r[order]
+        return order, None
     start = np.concatenate([[True], ~dup])
     group = np.cumsum(start) - 1
     last = np.flatnonzero(np.concatenate([start[1:], [True]]))
@@ -567,6 +552,11 @@ def prepare_part(peers, desc):
     """This worker's shard and report from the file descriptions ``desc``: it reads its part
     and agrees with the others on ids, duplicates, the split, the mean and the start
     (docs/apps/mf.md)."""
+    with memory.returning_freed_memory():
+        return _prepare_part(peers, desc)
+
+
+def _prepare_part(peers, desc):
     W, me = peers.size, peers.rank
     o = desc["options"]
     lay_tr = desc["train"]
@@ -574,49 +564,54 @@ def prepare_part(peers, desc):
            else rating_io.gather(peers, lay_tr))
     tsrc = rating_io.gather(peers, desc["test"]) if desc["test"] is not None else None
     for s in (src, tsrc):
-        if s is not None and s.lines is not None:
+        if s is not None and s.lay is not None:
             _check_squares(peers, s)
 
     # -- ids: the distinct raw ids of every worker, merged
-    got = peers.allgather((np.unique(src.u), np.unique(src.i)))
-    user_ids = np.unique(np.concatenate([g[0] for g in got]))
-    item_ids = np.unique(np.concatenate([g[1] for g in got]))
+    got = peers.allgather((distinct(src.u), distinct(src.i)))
+    user_ids = np.unique(np.concatenate([g[0] for g in got])).astype(np.int64)
+    item_ids = np.unique(np.concatenate([g[1] for g in got])).astype(np.int64)
     del got
     m, n = user_ids.shape[0], item_ids.shape[0]
     from . import _check_factor_memory, Layout as FL
     # the peak of the load is in the routes below: the raw ids go, the dense ones are
     # int32 and the destinations int16, before the ratings move
-    u = np.searchsorted(user_ids, src.u).astype(np.int32)
-    i = np.searchsorted(item_ids, src.i).astype(np.int32)
+    u = dense_ids(user_ids, src.u)
+    src.u = None
+    i = dense_ids(item_ids, src.i)
+    src.i = None
     if W > min(m, n):  # (before the users are cut into W blocks)
         if o["duplicates"] == "error":  # a duplicate's line first: all on worker 0
-            got = peers.allgather((u, i, src.pos))
+            pos = src.positions()
+            got = peers.allgather((u, i, pos))
             if me:
-                got = [(u[:0], i[:0], src.pos[:0])]
+                got = [(u[:0], i[:0], pos[:0])]
             uu, ii, pp = (np.concatenate([g[k] for g in got]) for k in range(3))
             del got
-            _dedupe(peers, src, "error", uu.astype(np.int64) * n + ii, pp, pp,
-                    user_ids[uu], item_ids[ii])
+            _dedupe(peers, src, "error", _pair_groups(uu, 0, m, ii, n, pp), pp, pp,
+                    lambda j: (user_ids[uu[j]], item_ids[ii[j]]))
         refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
                "needs users and items")
-    src.u = src.i = None
-    dtype = np.int16 if W < 1 << 15 else np.int64
 
     # -- rows: users in blocks balanced by their ratings, each rating to its user's
     counts = peers.allreduce(np.bincount(u, minlength=m).astype(np.int64))
     uo = api.split_balanced(counts, W)
     del counts
     u0, u1 = int(uo[me]), int(uo[me + 1])
-    dest = (np.searchsorted(uo, u, side="right") - 1).astype(dtype)
-    u, i, r, pos = route(peers, dest, [u, i, src.r, src.pos])
-    del dest
+    dest = owners(uo, u)
+    rows = [u, i, src.r, src.positions()]
+    del u, i
     src.r = None
-    ul = (u - u0).astype(np.int64)
-    key = ul * n + i
-    keep, r = _dedupe(peers, src, o["duplicates"], key, pos,
-                      r, user_ids[u], item_ids[i])
-    u, i, pos = u[keep], i[keep], pos[keep]
-    del key, keep, ul
+    u, i, r, pos = route(peers, dest, rows)
+    del dest, rows
+    keep, vals = _dedupe(peers, src, o["duplicates"],
+                         _pair_groups(u, u0, u1 - u0, i, n, pos), pos, r,
+                         lambda j: (user_ids[u[j]], item_ids[i[j]]))
+    u = u[keep]
+    i = i[keep]
+    pos = pos[keep]
+    r = r[keep] if vals is None else vals
+    del keep, vals
 
     # -- held-out ratings: a file, or a share of these chosen by seed and position
     test = None
@@ -625,8 +620,8 @@ def prepare_part(peers, desc):
         tu, ku = _lookup(user_ids, tsrc.u)
         ti, ki = _lookup(item_ids, tsrc.i)
         tdest = np.where(ku, np.searchsorted(uo, tu, side="right") - 1,
-                         _owner_hash(tsrc.u, W))
-        tu_raw, ti_raw, tr, tpos = route(peers, tdest, [tsrc.u, tsrc.i, tsrc.r, tsrc.pos])
+                         _owner_hash(tsrc.u.astype(np.int64), W))
+        tu_raw, ti_raw, tr, tpos = route(peers, tdest, [tsrc.u, tsrc.i, tsrc.r, tsrc.positions()])
         # duplicates: by raw pair (an unseen id has no dense index)
         key2 = np.lexsort((ti_raw, tu_raw))
         rank_pairs = np.empty(key2.shape[0], np.int64)
@@ -634,9 +629,10 @@ def prepare_part(peers, desc):
             su, si = tu_raw[key2], ti_raw[key2]
             new = np.concatenate([[True], (su[1:] != su[:-1]) | (si[1:] != si[:-1])])
             rank_pairs[key2] = np.cumsum(new) - 1
-        keep, tr = _dedupe(peers, tsrc, o["duplicates"], rank_pairs, tpos, tr,
-                           tu_raw, ti_raw)
+        keep, vals = _dedupe(peers, tsrc, o["duplicates"], _dup_groups(rank_pairs, tpos),
+                             tpos, tr, lambda j: (tu_raw[j], ti_raw[j]))
         tu_raw, ti_raw, tpos = tu_raw[keep], ti_raw[keep], tpos[keep]
+        tr = tr[keep] if vals is None else vals
         tu, ku = _lookup(user_ids, tu_raw)
         ti, ki = _lookup(item_ids, ti_raw)
         unseen = ~(ku & ki)
@@ -675,7 +671,10 @@ def prepare_part(peers, desc):
 
     if test is None and frac > 0:
         test, train = hold_out(o["seed"], frac, u, i, r, pos)
-        u, i, r, pos = u[train], i[train], r[train], pos[train]
+        u = u[train]
+        i = i[train]
+        r = r[train]
+        pos = pos[train]
     elif test is None:
         test = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
     if o.get("validation"):  # early stopping's first run: the test set is set aside
@@ -695,7 +694,7 @@ def prepare_part(peers, desc):
     # -- counts, the mean, the penalties' weights
     cu = np.bincount(u - u0, minlength=u1 - u0)
     ci = peers.allreduce(np.bincount(i, minlength=n).astype(np.int64))
-    parts = _exact_partials(r) if o["bias"] != "none" else np.zeros(0)
+    parts = exact_partials(r) if o["bias"] != "none" else np.zeros(0)
     got = peers.allgather((r.shape[0], parts, int(cu.max()) if cu.shape[0] else 0,
                            test[2].shape[0]))
     n_train = sum(g[0] for g in got)
@@ -721,18 +720,20 @@ def prepare_part(peers, desc):
     # -- rows (CSR, sorted by user then item: the dedupe's order) and columns (CSC)
     y = r - mean
     del r
-    ul = (u - u0).astype(np.int64)
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(ul, minlength=u1 - u0))])
-    rows = (indptr.astype(np.int64), i.astype(np.int32), y)
-    cdest = (np.searchsorted(io, i, side="right") - 1).astype(dtype)
-    ci_, cu_, cy = route(peers, cdest, [i, u.astype(np.int32), y])
-    del cdest, ul
-    order = np.argsort((ci_.astype(np.int64) - i0) * m + cu_, kind="stable")
-    ci_, cu_, cy = ci_[order], cu_[order], cy[order]
-    del order
-    cptr = np.concatenate([[0], np.cumsum(np.bincount(ci_ - i0, minlength=i1 - i0))])
-    cols = (cptr.astype(np.int64), cu_.astype(np.int32), cy)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(u - u0, minlength=u1 - u0))])
+    rows = (indptr.astype(np.int64), i.astype(np.int32, copy=False), y)
+    sent = [i, u, y]
+    del u
+    ci_, cu_, cy = route(peers, owners(io, i), sent)
+    # by item, then user: a stable counting sort by item keeps each item's users in
+    # order (the sources are user blocks in order, each in (user, item) order)
+    if i0:
+        ci_ = ci_ - i0
+    cptr = bucket_starts(ci_, i1 - i0)
+    cu_ = grouped(ci_, cptr, cu_)
+    cy = grouped(ci_, cptr, cy)
     del ci_
+    cols = (cptr, cu_.astype(np.int32, copy=False), cy)
     te_u, te_i, te_r = test
     if te_u.shape[0]:
         o2 = np.lexsort((te_i, te_u))
