@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from sklearn import linear_model as sk
 from sklearn.model_selection import GridSearchCV
 
+from _common import best_of
 import strads
 
 
@@ -60,25 +61,16 @@ def logreg_objective(X, s, est, alpha, scaling):
         float(np.abs(est.coef_).sum()) + abs(float(est.intercept_[0])) / scaling)
 
 
-def best_of(runs, repeat):
-    """Run each of ``runs`` (name -> callable) ``repeat`` times, taking turns; returns
-    name -> (best seconds, the last result)."""
-    out = {}
-    for _ in range(repeat):
-        for name, fn in runs.items():
-            t = time.perf_counter()
-            res = fn()
-            dt = time.perf_counter() - t
-            best = min(dt, out[name][0]) if name in out else dt
-            out[name] = (best, res)
-    return out
-
-
 def side_by_side(title, runs, repeat, objective=None):
-    res = best_of(runs, repeat)
-    (a, (ta, ra)), (b, (tb, rb)) = res.items()
+    def timed(fn):
+        t = time.perf_counter()
+        est = fn()
+        return {"wall_s": time.perf_counter() - t, "est": est}
+    times, best = best_of(repeat, {k: lambda fn=fn: timed(fn) for k, fn in runs.items()})
+    (a, b), (ta, tb) = times, [min(v) for v in times.values()]
     line = f"{title:<44} {a} {ta:8.2f} s  {b} {tb:8.2f} s  ratio {ta / tb:6.2f}"
     if objective is not None:
+        ra, rb = best[a]["est"], best[b]["est"]
         fa, fb = objective(ra), objective(rb)
         low = min(fa, fb)
         line += f"  objective {fa:.10g} / {fb:.10g} (excess {fa / low - 1:.1e} / " \
@@ -86,7 +78,6 @@ def side_by_side(title, runs, repeat, objective=None):
         nnz = (np.count_nonzero(ra.coef_), np.count_nonzero(rb.coef_))
         line += f"  nnz {nnz[0]} / {nnz[1]}"
     print(line, flush=True)
-    return res
 
 
 def main(argv=None):
