@@ -345,7 +345,8 @@ def test_more_ratings_than_memory_holds(tmp_path, memory):
     memory(3 * rating_io.BYTES_PER_RATING)  # room for 3 ratings
     ok = write(tmp_path, "ok", b"1 1 1\n2 2 2\n3 3 3\n")
     assert len(read(ok)) == 3
-    msg = "more than 3 ratings: this machine's 600 bytes of memory holds at most 3"
+    room = f"{3 * rating_io.BYTES_PER_RATING} bytes"
+    msg = f"more than 3 ratings: this machine's {room} of memory holds at most 3"
     for name, text in [("fast", b"1 1 1\n2 2 2\n3 3 3\n4 4 4\n"),
                        ("slow", "# é\n1 1 1\n2 2 2\n3 3 3\n4 4 4\n1 1 x\n".encode()),
                        ("gz", gzip.compress(b"1 1 1\n% c\n2 2 2\n3 3 3\n4 4 4\n"))]:
@@ -353,7 +354,7 @@ def test_more_ratings_than_memory_holds(tmp_path, memory):
             D.read_ratings(str(write(tmp_path, name, text)))
     mtx = write(tmp_path, "mtx", MTX + b"5 5 4\n1 1 1\n2 2 2\n3 3 3\n4 4 4\n")
     with pytest.raises(strads.DataError, match=": line 2: 4 entries announced: this "
-                                               "machine's 600 bytes of memory holds at "
+                                               f"machine's {room} of memory holds at "
                                                "most 3"):
         D.read_ratings(str(mtx))
 

@@ -27,7 +27,7 @@ from .source import Content, Text, line_range
 
 _nb = dict(cache=True, nogil=True)
 LONG_LINE = 1 << 20  # a line this long or longer: not a rating file
-BYTES_PER_RATING = 200  # peak memory of reading + preparing + fitting, per rating
+BYTES_PER_RATING = 120  # peak memory to read, prepare and fit a rating (docs/scaling.md)
 INT64 = 1 << 63
 _CHUNK = 8 << 20  # bytes parsed at a time
 
@@ -460,14 +460,17 @@ def read_part(lay, part, n_parts, limit="auto", lines=False, visit=None):
     ``lines``: each rating's line index too; ``visit(p)`` after each block (False:
     stop)."""
     limit = max_ratings() if limit == "auto" else limit
-    p = Part(lines=lines)
     if lay.begin is None:
-        return p.finish()
-    p.whole = lay.gz
-    src = Text(lay.path, "rating file")
+        return Part().finish()
+    src, left, cap = Text(lay.path, "rating file"), None, 0
     if not lay.gz:
         lo, hi = line_range(src.map(), part, n_parts, lay.begin, universal=True)
-        p.left = hi - lo
+        # room for the lines the head's line length predicts, and a quarter more: pages
+        # never written cost no memory, and no growth zero-fills the arrays
+        left, ends = hi - lo, src.head.count(b"\n") + 1
+        cap = left * ends * 5 // (4 * len(src.head)) + 1024
+    p = Part(cap, lines)
+    p.whole, p.left = lay.gz, left
     try:
         for blk in src.blocks(lay.begin, part, n_parts, True, LONG_LINE + 2, _CHUNK):
             if not _parse_into(p, blk.data, lay, blk.keep, limit):

@@ -621,7 +621,8 @@ def _prepare_part(peers, desc):
         ti, ki = _lookup(item_ids, tsrc.i)
         tdest = np.where(ku, np.searchsorted(uo, tu, side="right") - 1,
                          _owner_hash(tsrc.u.astype(np.int64), W))
-        tu_raw, ti_raw, tr, tpos = route(peers, tdest, [tsrc.u, tsrc.i, tsrc.r, tsrc.positions()])
+        tu_raw, ti_raw, tr, tpos = route(peers, tdest,
+                                         [tsrc.u, tsrc.i, tsrc.r, tsrc.positions()])
         # duplicates: by raw pair (an unseen id has no dense index)
         key2 = np.lexsort((ti_raw, tu_raw))
         rank_pairs = np.empty(key2.shape[0], np.int64)
