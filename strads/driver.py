@@ -32,6 +32,7 @@ from . import params as _params
 from . import transport as _transport
 from . import worker as W
 from .errors import DataError, StalenessError
+from .io import memory
 
 #: the objective "diverged" once it is this many times its scale away from its best
 DIVERGE_FACTOR = 1e6
@@ -668,7 +669,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     setup, update = _test_hook(setup, update)
     if mpi and os.environ.get("STRADS_LAUNCH"):  # the launcher watches for a lost rank
         _launch.heartbeat()
-    _keep_freed_memory()
+    memory.keep_freed_memory()
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
     with threadpool_limits(limits=1), Signals() as signals:
@@ -714,21 +715,6 @@ def _drive(tp, setup, update, **kw):
     driver.init()
     driver.pipeline()
     return driver.shutdown()
-
-
-def _keep_freed_memory():
-    """Every round allocates and frees arrays of the same few sizes (messages, gather
-    buffers); glibc would unmap each freed block of a few MiB and the next round fault
-    its pages in again, a fixed cost per round that more workers do not share. Keep
-    blocks below 64 MiB in the heap (larger ones, the data, still go back to the
-    system). glibc only; elsewhere a no-op."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None)
-        libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
 
 
 def _in_process(setup, update, workers, threads, signals, kw):

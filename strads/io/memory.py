@@ -62,16 +62,27 @@ def fmt_bytes(n):
     return f"{n / 2 ** shift:.3g} {unit}"
 
 
-KEPT_BLOCK = 64 << 20  # the engine's glibc mmap threshold during the rounds (driver.py)
+KEPT_BLOCK = 64 << 20  # glibc's mmap threshold during the rounds (keep_freed_memory)
 _loading, _loading_lock = [0], threading.Lock()
 
 
-def _mmap_threshold(n):
+def _mmap_threshold(n, trim=None):
     try:
         import ctypes
-        ctypes.CDLL(None).mallopt(-3, n)  # M_MMAP_THRESHOLD (glibc; elsewhere a no-op)
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, n)  # M_MMAP_THRESHOLD (glibc; elsewhere a no-op)
+        if trim:
+            libc.mallopt(-1, trim)  # M_TRIM_THRESHOLD
     except (OSError, AttributeError):
         pass
+
+
+def keep_freed_memory():
+    """Every round allocates and frees arrays of the same few sizes (messages, gather
+    buffers); glibc would unmap each freed block of a few MiB and the next round fault
+    its pages in again, a fixed cost per round that more workers do not share. Keep
+    blocks below KEPT_BLOCK in the heap (larger ones, the data, still go back)."""
+    _mmap_threshold(KEPT_BLOCK, trim=256 << 20)
 
 
 @contextmanager
