@@ -192,6 +192,7 @@ class _ThreadPeers(Peers):
         g.barrier.wait()
         got = list(g.slots)
         g.barrier.wait()  # nobody overwrites a slot before every worker has read it
+        g.slots[self.rank] = None  # the receivers hold what they took; no third copy kept
         self.waited += time.perf_counter() - t0
         return got
 
