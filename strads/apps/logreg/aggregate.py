@@ -30,7 +30,7 @@ EPS_TOL = 0.3  # a working set is solved to 0.3 of the worst violation (as skglm
 ARMIJO = 1e-4  # sufficient decrease of the line search
 BACKOFF = 0.5 ** np.arange(1, 21)  # the line search's steps after t = 1 failed
 MAX_PN = 50  # prox-Newton steps on one working set, at most
-MAX_CD = 10_000  # coordinate-descent passes of one subproblem, at most
+MAX_CD = 50  # coordinate-descent passes of one subproblem, at most (an inexact direction)
 MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
 
 
