@@ -12,23 +12,27 @@ from ..transport import mpi_job
 
 
 #: the constraints of the parameters only the estimators have (joblib's n_jobs: not 0)
-N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"),
-          None]
+N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None]
 RANDOM_STATE = ["random_state", np.random.Generator]
 
 
 class _Checked:
-    """scikit-learn's check of ``_parameter_constraints`` (``_fit_context``), and a bool
-    refused where a number is asked (to Python, True is the integer 1)."""
+    """Parameters kept as given (scikit-learn's rule) and checked by ``_fit_context`` against
+    ``_parameter_constraints``, with no bool where a number is asked (True == 1)."""
+
+    def _set_params(self, values):
+        """__init__'s arguments, from its locals()."""
+        for name, value in values.items():
+            if name != "self":
+                setattr(self, name, value)
 
     def _validate_params(self):
         super()._validate_params()
         for name, allowed in self._parameter_constraints.items():
             value = getattr(self, name)
             if isinstance(value, bool) and "boolean" not in allowed:
-                raise InvalidParameterError(f"The {name!r} parameter of "
-                                            f"{type(self).__name__} must not be a bool. "
-                                            f"Got {value!r} instead.")
+                raise InvalidParameterError(f"The {name!r} parameter of {type(self).__name__} "
+                                            f"must not be a bool. Got {value!r} instead.")
 
 
 def _n_workers(n_jobs, *caps):

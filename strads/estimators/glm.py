@@ -13,7 +13,7 @@ from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..apps.glm.schedule import SCHEDULES
+from ..apps import lasso
 from ..params import ENGINE, sklearn_constraints
 from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
 from ._persist import Persistent, _set
@@ -31,14 +31,8 @@ class _LinearModel(Persistent, _Checked, BaseEstimator):
         **sklearn_constraints(ENGINE, dict(tol="tol", max_iter="max_rounds"),
                               max_iter=dict(low=1, none=False)),
         "alpha": [Interval(Real, 0, None, closed="left")],
-        "schedule": [StrOptions(set(SCHEDULES))], "fit_intercept": ["boolean"],
+        "schedule": [StrOptions(set(lasso.SCHEDULES))], "fit_intercept": ["boolean"],
         "warm_start": ["boolean"], "n_jobs": N_JOBS, "random_state": RANDOM_STATE}
-
-    def _set_params(self, values):
-        """__init__'s arguments as they are (scikit-learn's rule), from its locals()."""
-        for name, value in values.items():
-            if name != "self":
-                setattr(self, name, value)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -163,8 +157,6 @@ class Lasso(RegressorMixin, _LinearModel):
         self : object
             The fitted estimator (on every rank under ``mpiexec``).
         """
-        from ..apps import lasso
-
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
                              y_numeric=True, multi_output=False)
         most = lasso.max_staleness(X.shape[1], 256)  # the app's bound, at its block 256
@@ -415,9 +407,8 @@ class LassoCV(RegressorMixin, _LinearModel):
 
     _parameter_constraints = {
         **{k: v for k, v in _LinearModel._parameter_constraints.items()
-           if k not in ("alpha", "warm_start")},
-        "eps": _POSITIVE, "n_alphas": [Interval(Integral, 1, None, closed="left")],
-        "alphas": ["array-like", None], "cv": ["cv_object"]}
+           if k not in ("alpha", "warm_start")}, "eps": _POSITIVE, "alphas": ["array-like", None],
+        "n_alphas": [Interval(Integral, 1, None, closed="left")], "cv": ["cv_object"]}
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):

@@ -9,6 +9,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
 from ..apps import lda
+from ..apps.lda import foldin
 from ..params import sklearn_constraints
 from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
 from ._persist import Persistent, _set
@@ -74,16 +75,9 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None,
                  max_iter=50, random_state=None, n_jobs=None, max_doc_update_iter=100):
-        self.n_components = n_components
-        self.doc_topic_prior = doc_topic_prior
-        self.topic_word_prior = topic_word_prior
-        self.max_iter = max_iter
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.max_doc_update_iter = max_doc_update_iter
+        self._set_params(locals())
 
-    # the app's declarations under the estimator's names (None: the app's default prior;
-    # fit runs at least one sweep)
+    # the app's declarations, under the estimator's names (None: the app's default prior)
     _parameter_constraints = {
         **sklearn_constraints(lda.PARAMS, dict(
             n_components="n_topics", doc_topic_prior="alpha", topic_word_prior="beta",
@@ -197,29 +191,24 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
             burn-in; rows sum to 1 (an empty document: 1/K each). The same for the same
             fitted model and X.
         """
-        from ..apps.lda import foldin
+        return self._fold_in(X, "LDA.transform")[1]
 
+    def _fold_in(self, X, whom):
+        """``(X, theta, phi, tokens)``: X checked, its mixtures, the topics, its tokens."""
         check_is_fitted(self, "components_")
-        X = self._counts(X, False, "LDA.transform")
-        doc_ptr, words = foldin.tokens(X)
-        return foldin.fold_in_threads(doc_ptr, words, self._topics(),
-                                      float(self.doc_topic_prior_),
-                                      int(self.max_doc_update_iter), self._transform_seed,
-                                      _n_workers(self.n_jobs, max(X.shape[0], 1)))
-
-    def _loglik(self, X):
-        from ..apps.lda import foldin
-
-        check_is_fitted(self, "components_")
-        X = self._counts(X, False, "LDA.score")
+        X = self._counts(X, False, whom)
         doc_ptr, words = foldin.tokens(X)
         phi = self._topics()
         theta = foldin.fold_in_threads(doc_ptr, words, phi, float(self.doc_topic_prior_),
                                        int(self.max_doc_update_iter), self._transform_seed,
                                        _n_workers(self.n_jobs, max(X.shape[0], 1)))
+        return X, theta, phi, int(doc_ptr[-1])
+
+    def _loglik(self, X):
+        X, theta, phi, n_tokens = self._fold_in(X, "LDA.score")
         ll = foldin.doc_loglik(X.indptr.astype(np.int64), X.indices.astype(np.int64),
                                X.data.astype(np.float64), theta, phi)
-        return float(ll.sum()), int(doc_ptr[-1])
+        return float(ll.sum()), n_tokens
 
     def score(self, X, y=None):
         """Approximate log-likelihood of documents.
@@ -278,11 +267,9 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
         words : list of lists of str
             One list per topic, most probable first.
         """
-        from ..apps.lda import top_words
-
         check_is_fitted(self, "components_")
         vocab = getattr(self, "vocab_", None) if vocab is None else vocab
         if vocab is not None and len(vocab) != self.components_.shape[1]:
             raise ValueError(f"{len(vocab)} vocabulary words for "
                              f"{self.components_.shape[1]} features")
-        return top_words(self.components_.T, vocab, n)
+        return lda.top_words(self.components_.T, vocab, n)

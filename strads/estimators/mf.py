@@ -99,18 +99,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
     def __init__(self, n_components=8, alpha=0.1, weighted=True, biases="full",
                  schedule="ccd", max_iter=20, early_stopping=True, validation_fraction=0.1,
                  n_iter_no_change=2, tol=1e-6, n_jobs=None, random_state=None):
-        self.n_components = n_components
-        self.alpha = alpha
-        self.weighted = weighted
-        self.biases = biases
-        self.schedule = schedule
-        self.max_iter = max_iter
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
-        self.n_jobs = n_jobs
-        self.random_state = random_state
+        self._set_params(locals())
 
     # the app's declarations under the estimator's names; with early stopping, its first
     # run holds out some ratings and waits at least one iteration
@@ -166,15 +155,14 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
             The fitted estimator (on every rank under ``mpiexec``).
         """
         users, items, ratings = self._triplets(R)
-        n_u = np.unique(users).shape[0] if users.size else 0
-        n_i = np.unique(items).shape[0] if items.size else 0
         kw = dict(rank=int(self.n_components), lam=float(self.alpha),
                   schedule=self.schedule, iters=int(self.max_iter), bias=self.biases,
                   weighted=bool(self.weighted), seed=_seed(self.random_state),
                   tol=float(self.tol), duplicates="error", cold_start="error",
                   early_stop=int(self.n_iter_no_change) if self.early_stopping else None,
                   validation=float(self.validation_fraction) if self.early_stopping else 0.0,
-                  workers=_n_workers(self.n_jobs, max(n_u, 1), max(n_i, 1)), quiet=True)
+                  workers=_n_workers(self.n_jobs, len(np.unique(users)), len(np.unique(items))),
+                  quiet=True)
 
         def scheduler(run):
             res = run(mf.fit, users, items, ratings, **kw)
@@ -269,12 +257,10 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         scores : ndarray of shape (n,)
             Their predicted ratings.
         """
-        from ..apps.mf.data import _lookup
-
         check_is_fitted(self, "user_factors_")
         if not np.isscalar(user):
             raise ValueError(f"recommend takes one user id, got {user!r}")
-        pos, known = _lookup(self.user_ids_, np.array([user]))
+        pos, known = mf._lookup(self.user_ids_, np.array([user]))
         if not known[0]:
             raise ValueError(f"user {user!r} was not in the training data: recommend "
                              "needs a user with factors (predict() scores unseen ids by "
