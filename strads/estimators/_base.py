@@ -1,6 +1,5 @@
 """What the estimators share: scikit-learn's conventions for n_jobs and random_state, the
 check of the parameters, and a fit run on every rank under ``mpiexec``."""
-import contextlib
 import os
 from numbers import Integral
 
@@ -12,7 +11,8 @@ from ..transport import mpi_job
 
 
 #: the constraints of the parameters only the estimators have (joblib's n_jobs: not 0)
-N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"), None]
+N_JOBS = [None, Interval(Integral, None, -1, closed="right"),
+          Interval(Integral, 1, None, closed="left")]
 RANDOM_STATE = ["random_state", np.random.Generator]
 
 
@@ -52,19 +52,6 @@ def _seed(random_state):
     return int(check_random_state(random_state).randint(0, 2 ** 31 - 1))
 
 
-@contextlib.contextmanager
-def _whole_job(job):
-    """Under MPI, an exception ends the whole job (traceback, then MPI_Abort), since the
-    other ranks wait in a collective call; in one process it propagates."""
-    if job is None:
-        yield
-        return
-    try:
-        yield
-    except BaseException as exc:  # noqa: BLE001 -- never leave the other ranks waiting
-        job.abort(exc)
-
-
 def _collective(fit_scheduler, serve):
     """Run a fit on every rank and return the fitted attributes everywhere.
 
@@ -72,11 +59,13 @@ def _collective(fit_scheduler, serve):
     fitted attributes; it starts each engine run with ``run(fn, *args, **kw)``. Under
     MPI, ``serve()`` is what a worker rank does for each of those runs (the same app
     ``fit()`` with its own arguments: only rank 0's data is used), told by a broadcast
-    whether another run follows; then rank 0 broadcasts the attributes."""
+    whether another run follows; then rank 0 broadcasts the attributes. Under MPI an
+    exception ends the whole job (traceback, then MPI_Abort): the other ranks wait in a
+    collective call; in one process it propagates."""
     job = mpi_job()
     if job is None:
         return fit_scheduler(lambda fn, *a, **kw: fn(*a, **kw))
-    with _whole_job(job):
+    try:
         if job.rank == 0:
             def run(fn, *a, **kw):
                 job.bcast(True)
@@ -89,3 +78,5 @@ def _collective(fit_scheduler, serve):
                 serve()
             attrs = None
         return job.bcast(attrs)
+    except BaseException as exc:  # noqa: BLE001 -- never leave the other ranks waiting
+        job.abort(exc)

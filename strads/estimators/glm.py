@@ -407,8 +407,8 @@ class LassoCV(RegressorMixin, _LinearModel):
 
     _parameter_constraints = {
         **{k: v for k, v in _LinearModel._parameter_constraints.items()
-           if k not in ("alpha", "warm_start")}, "eps": _POSITIVE, "alphas": ["array-like", None],
-        "n_alphas": [Interval(Integral, 1, None, closed="left")], "cv": ["cv_object"]}
+           if k not in ("alpha", "warm_start")}, "eps": _POSITIVE, "cv": ["cv_object"],
+        "n_alphas": [Interval(Integral, 1, None, closed="left")], "alphas": ["array-like", None]}
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):

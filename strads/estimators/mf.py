@@ -161,7 +161,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                   tol=float(self.tol), duplicates="error", cold_start="error",
                   early_stop=int(self.n_iter_no_change) if self.early_stopping else None,
                   validation=float(self.validation_fraction) if self.early_stopping else 0.0,
-                  workers=_n_workers(self.n_jobs, len(np.unique(users)), len(np.unique(items))),
+                  workers=_n_workers(self.n_jobs, *(len(np.unique(a)) for a in (users, items))),
                   quiet=True)
 
         def scheduler(run):
