@@ -5,7 +5,7 @@ line's flags (:mod:`strads.cli`), the checks of :func:`strads.run` and of the ap
 scikit-learn's parameter constraints (:func:`sklearn_constraints`)."""
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import DataError
 
@@ -138,21 +138,27 @@ def add_flags(group, params, defaults=None):
             action.resume = p.resume  # a resumed run may change it (strads.cli)
 
 
-def sklearn_constraints(params):
-    """``{name: [constraint, ...]}`` for scikit-learn's ``_parameter_constraints``."""
+def sklearn_constraints(params, names=None, **changed):
+    """``{name: [constraint, ...]}`` for scikit-learn's ``_parameter_constraints``.
+    ``names`` (an estimator's name -> the declared one): only those, under the estimator's
+    names; ``changed`` (an estimator's name -> Param fields): where the estimator allows
+    other values than the declaration (say, at least one iteration)."""
     from numbers import Integral, Real
 
     from sklearn.utils._param_validation import Interval, StrOptions
 
+    declared = {p.name: p for p in params}
     out = {}
-    for p in params:
+    for name, of in (names or {n: n for n in declared}).items():
+        p = replace(declared[of], **changed.get(name, {}))
+        none = p.none or p.default is None and "none" not in changed.get(name, {})
         closed = p.closed  # no upper bound: none at infinity (a float is finite)
         if p.high is None:
             closed = {"both": "left", "right": "neither"}.get(closed, closed)
         c = (["boolean"] if p.kind is bool else [StrOptions(set(p.choices))]
              if p.choices else [str] if p.kind is str else
              [Interval(Integral if p.kind is int else Real, p.low, p.high, closed=closed)])
-        out[p.name] = c + [None] * ((p.none or p.default is None) and p.kind is not bool)
+        out[name] = c + [None] * (none and p.kind is not bool)
     return out
 
 

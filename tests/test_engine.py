@@ -335,3 +335,11 @@ def test_parameters_are_declared_once_for_the_cli_run_and_estimators():
         with pytest.raises(InvalidParameterError):
             validate_parameter_constraints(c, bad, "run")
     assert eng["max_rounds"].problem(0) is None and eng["schedulers"].problem(0)
+    # an estimator's names, and where it allows other values (at least one round, no None)
+    c = params.sklearn_constraints(params.ENGINE, {"max_iter": "max_rounds"},
+                                   max_iter=dict(low=1, none=False))
+    assert set(c) == {"max_iter"}
+    validate_parameter_constraints(c, {"max_iter": 1}, "fit")
+    for bad in (0, None, 1.5):
+        with pytest.raises(InvalidParameterError, match=r"'max_iter' parameter of fit"):
+            validate_parameter_constraints(c, {"max_iter": bad}, "fit")

@@ -2,6 +2,7 @@
 Lasso against sklearn.linear_model.Lasso, MF against its own model, LDA's fold-in."""
 import subprocess
 import sys
+import re
 import textwrap
 import warnings
 
@@ -189,13 +190,39 @@ def test_lasso_workers_schedules_and_random_state():
     assert np.array_equal(a.coef_, b.coef_) and a.n_iter_ == b.n_iter_
 
 
+GLM_BAD = dict(alpha=[-1, np.inf, "1"], schedule=["nope", None], tol=[np.nan, -1.0],
+               max_iter=[0, 1.5, True, None], fit_intercept=["yes", 1], n_jobs=[0, 1.5],
+               random_state=[-3, "x"])
+BAD = [(Lasso, dict(GLM_BAD, staleness=[-1, 0.5], warm_start=[None])),
+       (SparseLogisticRegression, dict(GLM_BAD, alpha=[0, -1.0], intercept_scaling=[0, -1])),
+       (LassoCV, dict(eps=[0, -1e-3], n_alphas=[0, 2.5], cv=["x"], tol=[-1], max_iter=[0])),
+       (MatrixFactorization, dict(
+           n_components=[0, 2.5, True], alpha=[-0.1, np.nan], max_iter=[0, None],
+           tol=[-1], weighted=["yes"], early_stopping=["yes"], n_iter_no_change=[0, None],
+           validation_fraction=[0.0, 1.0, -0.5], biases=["both"], schedule=["sgd"],
+           n_jobs=[0], random_state=[-1])),
+       (LDA, dict(n_components=[0, 2.5], max_iter=[0, -1], max_doc_update_iter=[-1, 1.5],
+                  doc_topic_prior=[0, -0.1, "0.1"], topic_word_prior=[0, np.inf],
+                  n_jobs=[0], random_state=[-2]))]
+
+
+@pytest.mark.parametrize("Est, name, value", [(E, n, v) for E, bad in BAD
+                                              for n, vs in bad.items() for v in vs],
+                         ids=repr)
+def test_every_bad_parameter_is_refused_naming_it_and_its_value(Est, name, value):
+    """scikit-learn's InvalidParameterError (a ValueError), before any work."""
+    X = np.array([[1.0, 2.0], [3.0, 1.0], [0.0, 1.0], [2.0, 2.0]])
+    data = (X, np.array([0, 1, 0, 1])) if Est not in (MatrixFactorization, LDA) else \
+        (sp.csr_matrix(X),)
+    with pytest.raises(ValueError, match=rf"'{name}' parameter of {Est.__name__} must .*"
+                                         rf"Got {re.escape(repr(value))} instead"):
+        Est(**{name: value}).fit(*data)
+
+
 def test_lasso_bad_parameters_and_convergence_warning():
     X, y = lasso_problem(50, 10, 0.5, 0.0, 5)
-    for bad in (dict(alpha=-1), dict(schedule="nope"), dict(max_iter=0), dict(n_jobs=0),
-                dict(random_state=-3), dict(tol=np.nan), dict(staleness=-1),
-                dict(staleness=2)):
-        with pytest.raises(ValueError):
-            Lasso(**bad).fit(X, y)
+    with pytest.raises(ValueError, match="staleness 2 is above the useful maximum"):
+        Lasso(staleness=2).fit(X, y)
     with pytest.raises(NotFittedError):
         Lasso().predict(X)
     with pytest.warns(Warning, match="did not converge"):
@@ -286,6 +313,8 @@ def test_mf_recommend_order_and_filter_seen():
         assert len(items) == len(full) - len(seen)
     with pytest.raises(ValueError, match="not in the training data"):
         est.recommend(int(u.max()) + 2)
+    with pytest.raises(ValueError, match=r"'n' parameter of .*recommend must .* Got -1 "):
+        est.recommend(int(u[0]), n=-1)
     # the empty users' predictions: mean and item bias
     np.testing.assert_allclose(est.predict([u.max() + 2], [0]),
                                est.global_mean_ + est.item_bias_[0])
@@ -298,15 +327,9 @@ def test_mf_input_validation():
     with pytest.raises(TypeError, match="scipy.sparse"):
         MatrixFactorization().fit(np.ones((4, 4)))
     with pytest.raises(ValueError):
-        MatrixFactorization(biases="both").fit((u, i, r))
-    with pytest.raises(ValueError):
         MatrixFactorization().fit(sp.csr_matrix((3, 3)))
     with pytest.raises(NotFittedError):
         MatrixFactorization().recommend(0)
-    for bad in (dict(validation_fraction=0.0), dict(validation_fraction=1.0),
-                dict(n_iter_no_change=0), dict(early_stopping="yes")):
-        with pytest.raises(ValueError, match=next(iter(bad))):
-            MatrixFactorization(**bad).fit((u, i, r))
 
 
 @pytest.mark.parametrize("early_stopping", [True, False])
@@ -359,6 +382,8 @@ def test_lda_transform_recovers_topics_of_top_word_documents():
         assert mix.argmax() == k and mix[k] > 0.8
     vocab = [f"w{j}" for j in range(V)]
     assert est.top_words(vocab, 3)[0] == [f"w{w}" for w in top[0][:3]]
+    with pytest.raises(ValueError, match=r"'n' parameter of .*top_words must .* Got 0 "):
+        est.top_words(vocab, 0)
     # well separated: each fitted topic owns one block of words
     blocks = {int(w) // 30 for t in top for w in t[:5]}
     assert blocks == {0, 1, 2, 3}

@@ -2,43 +2,42 @@
 :class:`SparseLogisticRegression`, on the strads Lasso and logistic regression apps,
 sharing :class:`_LinearModel`."""
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._base import _check_choice, _check_number, _collective, _n_workers, _seed
+from ..apps import lasso
+from ..params import ENGINE, sklearn_constraints
+from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
+_POSITIVE = [Interval(Real, 0, None, closed="neither")]
 
-class _LinearModel(Persistent, BaseEstimator):
-    """What the two share: sparse input, the checks of their common parameters, the
+
+class _LinearModel(Persistent, _Checked, BaseEstimator):
+    """What the two share: sparse input, the constraints of their common parameters, the
     app's arguments, the warning of a run short of tol, and X @ coef + intercept."""
 
-    def _set_params(self, values):
-        """__init__'s arguments as they are (scikit-learn's rule), from its locals()."""
-        for name, value in values.items():
-            if name != "self":
-                setattr(self, name, value)
+    # strads.run's declarations (at least one round), and the family's penalty (the
+    # Lasso's: lambda >= 0) and schedules, which the GLM apps do not declare as Params
+    _parameter_constraints = {
+        **sklearn_constraints(ENGINE, dict(tol="tol", max_iter="max_rounds"),
+                              max_iter=dict(low=1, none=False)),
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "schedule": [StrOptions(set(lasso.SCHEDULES))], "fit_intercept": ["boolean"],
+        "warm_start": ["boolean"], "n_jobs": N_JOBS, "random_state": RANDOM_STATE}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-
-    def _check_params(self, app, inclusive):
-        """alpha (>= 0, or > 0 when not ``inclusive``), tol, max_iter, fit_intercept and
-        the schedule (one of ``app.SCHEDULES``)."""
-        _check_number("alpha", self.alpha, 0, inclusive=inclusive)
-        _check_number("tol", self.tol, 0)
-        _check_number("max_iter", self.max_iter, 1, integer=True)
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
-        _check_choice("schedule", self.schedule, app.SCHEDULES)
 
     def _app_kwargs(self, X):
         return dict(lam=float(self.alpha), schedule=self.schedule,
@@ -139,6 +138,10 @@ class Lasso(RegressorMixin, _LinearModel):
                  warm_start=False):
         self._set_params(locals())
 
+    _parameter_constraints = {**_LinearModel._parameter_constraints,
+                              **sklearn_constraints(ENGINE, dict(staleness="staleness"))}
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the model.
 
@@ -154,12 +157,8 @@ class Lasso(RegressorMixin, _LinearModel):
         self : object
             The fitted estimator (on every rank under ``mpiexec``).
         """
-        from ..apps import lasso
-
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
                              y_numeric=True, multi_output=False)
-        self._check_params(lasso, inclusive=True)
-        _check_number("staleness", self.staleness, 0, integer=True)
         most = lasso.max_staleness(X.shape[1], 256)  # the app's bound, at its block 256
         if self.staleness > most:
             raise ValueError(f"staleness {self.staleness} is above the useful maximum "
@@ -244,11 +243,16 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
                  random_state=None, warm_start=False):
         self._set_params(locals())
 
+    # the logistic loss's lambda is > 0: at 0, separable data has no minimiser
+    _parameter_constraints = {**_LinearModel._parameter_constraints, "alpha": _POSITIVE,
+                              "intercept_scaling": _POSITIVE}
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the model.
 
@@ -276,8 +280,6 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         if classes.shape[0] != 2:
             raise ValueError(f"SparseLogisticRegression needs samples of exactly two "
                              f"classes; got {classes.shape[0]} class(es): {classes[:5]}")
-        self._check_params(logreg, inclusive=False)
-        _check_number("intercept_scaling", self.intercept_scaling, 0, inclusive=False)
         signs = np.where(y == classes[1], 1.0, -1.0)
         Xa = X
         if self.fit_intercept:
@@ -403,14 +405,18 @@ class LassoCV(RegressorMixin, _LinearModel):
                  random_state=None):
         self._set_params(locals())
 
+    _parameter_constraints = {
+        **{k: v for k, v in _LinearModel._parameter_constraints.items()
+           if k not in ("alpha", "warm_start")}, "eps": _POSITIVE, "cv": ["cv_object"],
+        "n_alphas": [Interval(Integral, 1, None, closed="left")], "alphas": ["array-like", None]}
+
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the path on each fold, choose alpha, fit on all of ``X``, ``y``."""
         from sklearn.model_selection import check_cv
 
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
                              y_numeric=True, multi_output=False)
-        _check_number("eps", self.eps, 0, inclusive=False)
-        _check_number("n_alphas", self.n_alphas, 1, integer=True)
         params = dict(fit_intercept=self.fit_intercept, schedule=self.schedule,
                       tol=self.tol, max_iter=self.max_iter, n_jobs=self.n_jobs,
                       random_state=self.random_state)

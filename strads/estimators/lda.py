@@ -1,14 +1,22 @@
 """The latent Dirichlet allocation estimator (:class:`LDA`)."""
+from numbers import Integral
+
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import (BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                          _fit_context)
+from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
-from ._base import _check_number, _collective, _n_workers, _seed
+from ..apps import lda
+from ..apps.lda import foldin
+from ..params import sklearn_constraints
+from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
 
-class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEstimator):
+class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checked,
+          BaseEstimator):
     """Latent Dirichlet allocation by model-parallel collapsed Gibbs sampling (the strads
     LDA app).
 
@@ -67,13 +75,16 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEst
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None,
                  max_iter=50, random_state=None, n_jobs=None, max_doc_update_iter=100):
-        self.n_components = n_components
-        self.doc_topic_prior = doc_topic_prior
-        self.topic_word_prior = topic_word_prior
-        self.max_iter = max_iter
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.max_doc_update_iter = max_doc_update_iter
+        self._set_params(locals())
+
+    # the app's declarations, under the estimator's names (None: the app's default prior)
+    _parameter_constraints = {
+        **sklearn_constraints(lda.PARAMS, dict(
+            n_components="n_topics", doc_topic_prior="alpha", topic_word_prior="beta",
+            max_iter="sweeps"), doc_topic_prior=dict(none=True),
+            topic_word_prior=dict(none=True), max_iter=dict(low=1)),
+        "random_state": RANDOM_STATE, "n_jobs": N_JOBS,
+        "max_doc_update_iter": [Interval(Integral, 0, None, closed="left")]}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -100,6 +111,7 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEst
         X.eliminate_zeros()
         return X
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit the topics.
 
@@ -115,16 +127,9 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEst
         self : object
             The fitted estimator (on every rank under ``mpiexec``).
         """
-        from ..apps import lda
-
         X = self._counts(X, True, "LDA.fit")
-        _check_number("n_components", self.n_components, 1, integer=True)
-        _check_number("max_iter", self.max_iter, 1, integer=True)
-        _check_number("max_doc_update_iter", self.max_doc_update_iter, 0, integer=True)
         alpha = 0.1 if self.doc_topic_prior is None else self.doc_topic_prior
         beta = 0.01 if self.topic_word_prior is None else self.topic_word_prior
-        _check_number("doc_topic_prior", alpha, 0, inclusive=False)
-        _check_number("topic_word_prior", beta, 0, inclusive=False)
         seed = _seed(self.random_state)
         kw = dict(n_topics=int(self.n_components), alpha=float(alpha), beta=float(beta),
                   sweeps=int(self.max_iter), seed=seed, quiet=True,
@@ -186,29 +191,24 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEst
             burn-in; rows sum to 1 (an empty document: 1/K each). The same for the same
             fitted model and X.
         """
-        from ..apps.lda import foldin
+        return self._fold_in(X, "LDA.transform")[1]
 
+    def _fold_in(self, X, whom):
+        """``(X, theta, phi, tokens)``: X checked, its mixtures, the topics, its tokens."""
         check_is_fitted(self, "components_")
-        X = self._counts(X, False, "LDA.transform")
-        doc_ptr, words = foldin.tokens(X)
-        return foldin.fold_in_threads(doc_ptr, words, self._topics(),
-                                      float(self.doc_topic_prior_),
-                                      int(self.max_doc_update_iter), self._transform_seed,
-                                      _n_workers(self.n_jobs, max(X.shape[0], 1)))
-
-    def _loglik(self, X):
-        from ..apps.lda import foldin
-
-        check_is_fitted(self, "components_")
-        X = self._counts(X, False, "LDA.score")
+        X = self._counts(X, False, whom)
         doc_ptr, words = foldin.tokens(X)
         phi = self._topics()
         theta = foldin.fold_in_threads(doc_ptr, words, phi, float(self.doc_topic_prior_),
                                        int(self.max_doc_update_iter), self._transform_seed,
                                        _n_workers(self.n_jobs, max(X.shape[0], 1)))
+        return X, theta, phi, int(doc_ptr[-1])
+
+    def _loglik(self, X):
+        X, theta, phi, n_tokens = self._fold_in(X, "LDA.score")
         ll = foldin.doc_loglik(X.indptr.astype(np.int64), X.indices.astype(np.int64),
                                X.data.astype(np.float64), theta, phi)
-        return float(ll.sum()), int(doc_ptr[-1])
+        return float(ll.sum()), n_tokens
 
     def score(self, X, y=None):
         """Approximate log-likelihood of documents.
@@ -249,6 +249,8 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEst
             raise ValueError("perplexity needs documents with at least one token")
         return float(np.exp(-ll / n_tokens))
 
+    @validate_params({"n": [Interval(Integral, 1, None, closed="left")]},
+                     prefer_skip_nested_validation=True)
     def top_words(self, vocab=None, n=10):
         """The ``n`` most probable words of every topic.
 
@@ -265,12 +267,9 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, BaseEst
         words : list of lists of str
             One list per topic, most probable first.
         """
-        from ..apps.lda import top_words
-
         check_is_fitted(self, "components_")
-        _check_number("n", n, 1, integer=True)
         vocab = getattr(self, "vocab_", None) if vocab is None else vocab
         if vocab is not None and len(vocab) != self.components_.shape[1]:
             raise ValueError(f"{len(vocab)} vocabulary words for "
                              f"{self.components_.shape[1]} features")
-        return top_words(self.components_.T, vocab, n)
+        return lda.top_words(self.components_.T, vocab, n)

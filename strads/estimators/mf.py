@@ -1,16 +1,19 @@
 """The matrix factorization estimator (:class:`MatrixFactorization`)."""
-import numbers
+from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from ._base import _check_choice, _check_number, _collective, _n_workers, _seed
+from ..apps import mf
+from ..params import ENGINE, sklearn_constraints
+from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
 
-class MatrixFactorization(Persistent, BaseEstimator):
+class MatrixFactorization(Persistent, _Checked, BaseEstimator):
     """Explicit-feedback matrix factorization by scheduled CCD++ (the strads MF app).
 
     Minimises ``sum over ratings (r_ui - mu - b_u - b_i - w_u . h_i)^2 + sum_u reg_u
@@ -96,18 +99,19 @@ class MatrixFactorization(Persistent, BaseEstimator):
     def __init__(self, n_components=8, alpha=0.1, weighted=True, biases="full",
                  schedule="ccd", max_iter=20, early_stopping=True, validation_fraction=0.1,
                  n_iter_no_change=2, tol=1e-6, n_jobs=None, random_state=None):
-        self.n_components = n_components
-        self.alpha = alpha
-        self.weighted = weighted
-        self.biases = biases
-        self.schedule = schedule
-        self.max_iter = max_iter
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
-        self.n_jobs = n_jobs
-        self.random_state = random_state
+        self._set_params(locals())
+
+    # the app's declarations under the estimator's names; with early stopping, its first
+    # run holds out some ratings and waits at least one iteration
+    _parameter_constraints = {
+        **sklearn_constraints(mf.PARAMS + ENGINE, dict(
+            n_components="rank", alpha="lam", biases="bias", schedule="schedule",
+            max_iter="iters", n_iter_no_change="early_stop",
+            validation_fraction="validation_fraction", tol="tol"),
+            max_iter=dict(none=False), n_iter_no_change=dict(low=1, none=False),
+            validation_fraction=dict(closed="neither")),
+        "weighted": ["boolean"], "early_stopping": ["boolean"], "n_jobs": N_JOBS,
+        "random_state": RANDOM_STATE}
 
     @staticmethod
     def _triplets(R):
@@ -131,6 +135,7 @@ class MatrixFactorization(Persistent, BaseEstimator):
                         "(its explicit entries are the ratings) or a tuple (users, items, "
                         f"ratings) of 1-D arrays, got {type(R).__name__}")
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, R, y=None):
         """Fit the factors.
 
@@ -149,33 +154,15 @@ class MatrixFactorization(Persistent, BaseEstimator):
         self : object
             The fitted estimator (on every rank under ``mpiexec``).
         """
-        from ..apps import mf
-
         users, items, ratings = self._triplets(R)
-        _check_number("n_components", self.n_components, 1, integer=True)
-        _check_number("alpha", self.alpha, 0)
-        _check_number("max_iter", self.max_iter, 1, integer=True)
-        _check_number("tol", self.tol, 0)
-        for name in ("weighted", "early_stopping"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got "
-                                 f"{getattr(self, name)!r}")
-        if self.early_stopping:
-            _check_number("n_iter_no_change", self.n_iter_no_change, 1, integer=True)
-            v = self.validation_fraction
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 < v < 1:
-                raise ValueError(f"validation_fraction must be in (0, 1), got {v!r}")
-        _check_choice("biases", self.biases, mf.BIAS)
-        _check_choice("schedule", self.schedule, mf.SCHEDULES)
-        n_u = np.unique(users).shape[0] if users.size else 0
-        n_i = np.unique(items).shape[0] if items.size else 0
         kw = dict(rank=int(self.n_components), lam=float(self.alpha),
                   schedule=self.schedule, iters=int(self.max_iter), bias=self.biases,
                   weighted=bool(self.weighted), seed=_seed(self.random_state),
                   tol=float(self.tol), duplicates="error", cold_start="error",
                   early_stop=int(self.n_iter_no_change) if self.early_stopping else None,
                   validation=float(self.validation_fraction) if self.early_stopping else 0.0,
-                  workers=_n_workers(self.n_jobs, max(n_u, 1), max(n_i, 1)), quiet=True)
+                  workers=_n_workers(self.n_jobs, *(len(np.unique(a)) for a in (users, items))),
+                  quiet=True)
 
         def scheduler(run):
             res = run(mf.fit, users, items, ratings, **kw)
@@ -218,8 +205,6 @@ class MatrixFactorization(Persistent, BaseEstimator):
         ratings : ndarray of shape (n_pairs,)
             ``mu + b_u + b_i + w_u . h_i``.
         """
-        from ..apps import mf
-
         check_is_fitted(self, "user_factors_")
         users = check_array(users, ensure_2d=False, dtype=None, ensure_min_samples=0,
                             input_name="users").ravel()
@@ -249,6 +234,8 @@ class MatrixFactorization(Persistent, BaseEstimator):
         err = self.predict(users, items) - ratings
         return -float(np.sqrt(np.mean(err * err)))
 
+    @validate_params({"n": [Interval(Integral, 0, None, closed="left")]},
+                     prefer_skip_nested_validation=True)
     def recommend(self, user, n=10, filter_seen=True):
         """The ``n`` items with the highest predicted rating for one user, best first.
 
@@ -270,13 +257,10 @@ class MatrixFactorization(Persistent, BaseEstimator):
         scores : ndarray of shape (n,)
             Their predicted ratings.
         """
-        from ..apps.mf.data import _lookup
-
         check_is_fitted(self, "user_factors_")
-        _check_number("n", n, 0, integer=True)
         if not np.isscalar(user):
             raise ValueError(f"recommend takes one user id, got {user!r}")
-        pos, known = _lookup(self.user_ids_, np.array([user]))
+        pos, known = mf._lookup(self.user_ids_, np.array([user]))
         if not known[0]:
             raise ValueError(f"user {user!r} was not in the training data: recommend "
                              "needs a user with factors (predict() scores unseen ids by "

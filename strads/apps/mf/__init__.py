@@ -45,8 +45,8 @@ VALIDATION = 0.1
 ENDED = ("tol", "schedule_done")
 
 #: The parameters, each declared once: fit()'s checks (named by their keyword, or their
-#: label), the command line's flags (``__main__``) and the estimator's constraints
-#: (:func:`strads.params.sklearn_constraints`). Defaults: the command line's.
+#: label), the command line's flags (``__main__``) and MatrixFactorization's constraints
+#: (:func:`strads.params.sklearn_constraints`, under its names). Defaults: the command line's.
 PARAMS = (
     Param("rank", 8, "factor rank k", low=1),
     Param("lam", 0.1, "L2 penalty lambda (0.1: LIBMF's default, per rating): user u's "
