@@ -313,8 +313,10 @@ def test_mf_recommend_order_and_filter_seen():
         assert len(items) == len(full) - len(seen)
     with pytest.raises(ValueError, match="not in the training data"):
         est.recommend(int(u.max()) + 2)
-    with pytest.raises(ValueError, match=r"'n' parameter of .*recommend must .* Got -1 "):
-        est.recommend(int(u[0]), n=-1)
+    for bad in (-1, True, 2.0):  # a bool is not a count (True == 1)
+        with pytest.raises(ValueError, match=rf"'n' parameter of .*recommend must .* Got "
+                                             rf"{bad!r} "):
+            est.recommend(int(u[0]), n=bad)
     # the empty users' predictions: mean and item bias
     np.testing.assert_allclose(est.predict([u.max() + 2], [0]),
                                est.global_mean_ + est.item_bias_[0])
@@ -375,6 +377,9 @@ def test_lda_transform_recovers_topics_of_top_word_documents():
     assert T.shape == (X.shape[0], 4) and (T > 0).all()
     top = est.top_words(n=10)
     assert len(top) == 4 and all(len(t) == 10 for t in top)
+    for bad in (0, True, 2.0):  # a bool is not a count (True == 1)
+        with pytest.raises(ValueError, match=rf"'n' parameter of .*top_words .* Got {bad!r} "):
+            est.top_words(n=bad)
     for k in range(4):
         doc = np.zeros((1, V), np.int64)
         doc[0, [int(w) for w in top[k]]] = 3

@@ -16,6 +16,13 @@ N_JOBS = [None, Interval(Integral, None, -1, closed="right"),
 RANDOM_STATE = ["random_state", np.random.Generator]
 
 
+class Count(Interval):
+    """scikit-learn's integer interval without bools (True == 1 is not a count)."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, bool) and super().is_satisfied_by(val)
+
+
 class _Checked:
     """Parameters kept as given (scikit-learn's rule) and checked by ``_fit_context`` against
     ``_parameter_constraints``, with no bool where a number is asked (True == 1)."""

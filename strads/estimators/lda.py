@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 from ..apps import lda
 from ..apps.lda import foldin
 from ..params import sklearn_constraints
-from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
+from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
 
@@ -249,7 +249,7 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
             raise ValueError("perplexity needs documents with at least one token")
         return float(np.exp(-ll / n_tokens))
 
-    @validate_params({"n": [Interval(Integral, 1, None, closed="left")]},
+    @validate_params({"n": [Count(Integral, 1, None, closed="left")]},
                      prefer_skip_nested_validation=True)
     def top_words(self, vocab=None, n=10):
         """The ``n`` most probable words of every topic.

@@ -4,12 +4,12 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils._param_validation import validate_params
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..apps import mf
 from ..params import ENGINE, sklearn_constraints
-from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
+from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
 
@@ -234,7 +234,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         err = self.predict(users, items) - ratings
         return -float(np.sqrt(np.mean(err * err)))
 
-    @validate_params({"n": [Interval(Integral, 0, None, closed="left")]},
+    @validate_params({"n": [Count(Integral, 0, None, closed="left")]},
                      prefer_skip_nested_validation=True)
     def recommend(self, user, n=10, filter_seen=True):
         """The ``n`` items with the highest predicted rating for one user, best first.
