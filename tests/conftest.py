@@ -42,6 +42,17 @@ def run_cli(args, timeout=300, np=None, env=None, **kw):
                           env={**child_env(), **(env or {})}, cwd=kw.pop("cwd", ROOT), **kw)
 
 
+
+def l1_logistic(**kw):
+    """scikit-learn's L1 LogisticRegression: ``l1_ratio=1`` from 1.8 (``penalty`` is
+    deprecated there and goes in 1.10), ``penalty="l1"`` before."""
+    import sklearn
+    from sklearn.linear_model import LogisticRegression
+
+    new = tuple(int(v) for v in sklearn.__version__.split(".")[:2]) >= (1, 8)
+    return LogisticRegression(**kw, **({"l1_ratio": 1.0} if new else {"penalty": "l1"}))
+
+
 def pytest_collection_modifyitems(config, items):
     # pytest-mpi runs unmarked tests on every rank even with --only-mpi; an in-process
     # test must not run under mpiexec (its fit() would join the MPI job).

@@ -23,7 +23,7 @@ from strads.apps.lda import foldin  # noqa: E402
 from strads.estimators import (LDA, Lasso, LassoCV, MatrixFactorization,  # noqa: E402
                                SparseLogisticRegression, lasso_path)
 
-from conftest import ROOT, child_env  # noqa: E402
+from conftest import ROOT, child_env, l1_logistic  # noqa: E402
 
 
 def test_import_strads_does_not_import_sklearn():
@@ -473,8 +473,6 @@ def test_estimators_do_not_warn_on_clean_input():
 # -- sparse logistic regression --------------------------------------------------------------
 @pytest.mark.parametrize("sparse", [False, True])
 def test_sparse_logistic_regression_matches_liblinear_and_maps_labels(sparse):
-    from sklearn.linear_model import LogisticRegression
-
     rng = np.random.default_rng(4)
     X = rng.standard_normal((300, 40))
     w = np.zeros(40)
@@ -486,8 +484,8 @@ def test_sparse_logistic_regression_matches_liblinear_and_maps_labels(sparse):
     est = SparseLogisticRegression(alpha=alpha, fit_intercept=False, tol=1e-10).fit(
         Xf, labels)
     assert list(est.classes_) == ["ham", "spam"] and est.coef_.shape == (1, 40)
-    ref = LogisticRegression(penalty="l1", solver="liblinear", C=1 / (300 * alpha),
-                             fit_intercept=False, tol=1e-10, max_iter=10**6).fit(X, y01)
+    ref = l1_logistic(solver="liblinear", C=1 / (300 * alpha), fit_intercept=False,
+                      tol=1e-10, max_iter=10**6).fit(X, y01)
 
     def f(coef):
         z = np.where(y01, 1.0, -1.0) * (X @ coef)
@@ -507,15 +505,13 @@ def test_sparse_logistic_regression_intercept_and_warm_start_match_liblinear(spa
     """With an intercept: liblinear's model at the same intercept_scaling (both penalise
     the constant column's weight, alpha |c| / scaling); a warm start from another alpha
     reaches it too."""
-    from sklearn.linear_model import LogisticRegression
-
     rng = np.random.default_rng(6)
     X, _ = lasso_problem(300, 60, 0.2, 0.0, 6)
     y01 = X @ rng.standard_normal(60) + 0.5 * rng.standard_normal(300) > 1.0
     Xf = X if sparse else X.toarray()
     alpha, scaling = 0.005, 10.0
-    ref = LogisticRegression(penalty="l1", solver="liblinear", C=1 / (300 * alpha),
-                             intercept_scaling=scaling, tol=1e-7, max_iter=10**4).fit(X, y01)
+    ref = l1_logistic(solver="liblinear", C=1 / (300 * alpha), intercept_scaling=scaling,
+                      tol=1e-7, max_iter=10**4).fit(X, y01)
     cold = SparseLogisticRegression(alpha=alpha, intercept_scaling=scaling, tol=1e-10)
     warm = SparseLogisticRegression(alpha=0.05, intercept_scaling=scaling, tol=1e-10,
                                     warm_start=True).fit(Xf, y01)

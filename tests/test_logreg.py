@@ -3,7 +3,6 @@ kernels, its data formats and bad input on the command line (the rest of it:
 tests/test_glm.py); under mpiexec, bit for bit against an
 in-process run (``mpiexec -n 3 python -m pytest tests/test_logreg.py --with-mpi
 --only-mpi``)."""
-import warnings
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from strads.apps.glm import kernels as GK
 from strads.apps.logreg import kernels as K
 from strads.apps.logreg.data import make_problem
 
-from conftest import run_cli
+from conftest import l1_logistic, run_cli
 
 SCHEDULES = ["working-set", "priority", "round-robin", "random"]
 
@@ -32,17 +31,12 @@ def problem(kind):
 
 
 def liblinear(X, y, lam):
-    from sklearn.linear_model import LogisticRegression
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # penalty= is deprecated in recent scikit-learn
-        # liblinear minimises C sum_i log(1 + exp(-y_i x_i'w)) + ||w||_1: the same
-        # minimiser as ours with C = 1 / (n lambda). Its coordinate order is random: on
-        # the sparse problem some seeds (0, 1, 5) spin on rounding for 20-250 s, seed 3
-        # converges in 37 iterations (and the dense one in 573)
-        m = LogisticRegression(penalty="l1", solver="liblinear", C=1 / (X.shape[0] * lam),
-                               fit_intercept=False, tol=1e-10, max_iter=10**6,
-                               random_state=3).fit(X, y)
+    # liblinear minimises C sum_i log(1 + exp(-y_i x_i'w)) + ||w||_1: the same minimiser
+    # as ours with C = 1 / (n lambda). Its coordinate order is random: on the sparse
+    # problem some seeds (0, 1, 5) spin on rounding for 20-250 s, seed 3 converges in 37
+    # iterations (and the dense one in 573)
+    m = l1_logistic(solver="liblinear", C=1 / (X.shape[0] * lam), fit_intercept=False,
+                    tol=1e-10, max_iter=10**6, random_state=3).fit(X, y)
     return m.coef_.ravel()
 
 
