@@ -140,6 +140,25 @@ def test_cli_rejects_bad_flags_with_one_line(app, flags, message):
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("app", [lasso, logreg])
+@pytest.mark.parametrize("kw, message", [
+    (dict(schedule="magic"), "schedule must be one of priority, random, round-robin, "
+     "working-set, got 'magic'"),
+    (dict(block=0), "block must be an integer >= 1, got 0"),
+    (dict(rho=1.5), "rho must be in [0, 1], got 1.5"),
+    (dict(floor=-0.1), "floor must be in [0, 1], got -0.1"),
+    (dict(lambda_ratio=0), "lambda_ratio must be a finite number > 0, got 0"),
+    (dict(lambda_ratio=float("inf")), "lambda_ratio must be a finite number > 0, got inf"),
+    (dict(full_every=0), "full_every must be an integer >= 1, got 0"),
+    (dict(gram_budget=-1), "gram_budget must be a finite number > 0 (MiB), got -1"),
+])
+def test_make_setup_refuses_bad_parameters_by_name(app, kw, message):
+    X, y = np.ones((4, 3)), np.array([0.0, 1.0, 0.0, 1.0])
+    with pytest.raises(strads.DataError) as e:
+        app.make_setup(lambda: (X, y), **kw)
+    assert str(e.value) == message
+
+
 @pytest.mark.parametrize("app, flags, texts", [
     ("lasso", ("--rho", "--n-samples", "--log-interval", "--gram-budget"), ()),
     ("logreg", ("--lambda", "--lambda-ratio", "--schedule", "--rho", "--target",

@@ -103,7 +103,8 @@ def test_default_budget_leaves_small_problems_uncut():
 def test_bad_budget_is_one_data_error():
     X, y, lam = problem("sparse")
     for bad in (0, -1, float("nan"), float("inf")):
-        with pytest.raises(strads.DataError, match="gram budget"):
+        with pytest.raises(strads.DataError,
+                           match=r"^gram_budget must be a finite number > 0 \(MiB\), got "):
             lasso.fit(X, y, lam=lam, gram_budget=bad, quiet=True)
 
 

@@ -8,12 +8,13 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.extmath import safe_sparse_dot
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..apps import lasso
+from ..apps.glm.setup import PARAMS as GLM
 from ..params import ENGINE, sklearn_constraints
 from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
 from ._persist import Persistent, _set
@@ -25,13 +26,13 @@ class _LinearModel(Persistent, _Checked, BaseEstimator):
     """What the two share: sparse input, the constraints of their common parameters, the
     app's arguments, the warning of a run short of tol, and X @ coef + intercept."""
 
-    # strads.run's declarations (at least one round), and the family's penalty (the
-    # Lasso's: lambda >= 0) and schedules, which the GLM apps do not declare as Params
+    # strads.run's declarations (at least one round), the family's schedule, and its
+    # penalty (the Lasso's: lambda >= 0), which each datafit checks by a rule of its own
     _parameter_constraints = {
         **sklearn_constraints(ENGINE, dict(tol="tol", max_iter="max_rounds"),
                               max_iter=dict(low=1, none=False)),
-        "alpha": [Interval(Real, 0, None, closed="left")],
-        "schedule": [StrOptions(set(lasso.SCHEDULES))], "fit_intercept": ["boolean"],
+        **sklearn_constraints(GLM, dict(schedule="schedule")),
+        "alpha": [Interval(Real, 0, None, closed="left")], "fit_intercept": ["boolean"],
         "warm_start": ["boolean"], "n_jobs": N_JOBS, "random_state": RANDOM_STATE}
 
     def __sklearn_tags__(self):

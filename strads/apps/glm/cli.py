@@ -1,7 +1,10 @@
 """``python -m strads.apps.lasso|logreg [--data FILE] [flags]``: one command line for every
 datafit; its texts and extra flags are the datafit's (``help``, ``add_flags``,
 ``cli_options``)."""
-from ... import cli, driver
+from dataclasses import replace
+
+from ... import cli, driver, params
+from .setup import PARAMS
 
 
 def build_parser(datafit):
@@ -12,21 +15,12 @@ def build_parser(datafit):
     lam = a.add_mutually_exclusive_group()
     lam.add_argument("--lambda", dest="lam", type=h["lambda_type"], default=None,
                      help="the penalty lambda")
-    lam.add_argument("--lambda-ratio", type=cli.pos_float, default=0.1,
-                     help=h["lambda_ratio"])
-    a.add_argument("--schedule", choices=sorted(datafit.schedules), default="working-set",
-                   help=h["schedule"])
-    a.add_argument("--block", type=cli.pos_int, default=256,
-                   help="priority, round-robin, random: coordinates updated in parallel "
-                        "per round (at most)")
-    a.add_argument("--rho", type=cli.unit_float, default=0.1,
-                   help="priority: max |correlation| between coordinates of one round")
-    a.add_argument("--floor", type=cli.unit_float, default=0.1,
-                   help="priority: share of candidates drawn uniformly, so none starves")
-    a.add_argument("--full-every", type=cli.pos_int, default=None, metavar="UPDATES",
-                   help="priority, round-robin, random: coordinate updates between "
-                        f"full rounds (duality gap, priorities){h['full_every']}; default: "
-                        "n_features")
+    texts = dict(lambda_ratio=h["lambda_ratio"], schedule=h["schedule"], full_every=(
+        "priority, round-robin, random: coordinate updates between full rounds (duality "
+        f"gap, priorities){h['full_every']}; default: n_features"))
+    ps = [replace(p, help=texts.get(p.name, p.help)) for p in PARAMS]
+    params.add_flags(lam, ps[:1])
+    params.add_flags(a, ps[1:])
     datafit.add_flags(a)
     g = p.add_argument_group("built-in problem (no --data)")
     g.add_argument("--n-samples", type=cli.pos_int, default=2000)

@@ -7,7 +7,6 @@ column-major. Rank 0 holds the aggregate (the datafit's) and the schedule (share
 report of their parts: every worker reads its own part of the file.
 """
 import math
-import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,11 +15,34 @@ from ... import api
 from ... import driver
 from ...errors import DataError
 from ...io.memory import memory_limits
+from ...params import ENGINE, Param, check
 from . import kernels as K
 from . import split
 from .schedule import SCHEDULES, Priority
 
 MiB = 1 << 20
+
+#: The family's parameters, each declared once: the command line's flags (the datafit
+#: gives lambda_ratio's, schedule's and full_every's help texts) and check_flags' checks.
+PARAMS = (
+    Param("lambda_ratio", 0.1, low=0, closed="neither"),
+    Param("schedule", "working-set", choices=tuple(sorted(SCHEDULES))),
+    Param("block", 256, "priority, round-robin, random: coordinates updated in parallel "
+          "per round (at most)", low=1),
+    Param("rho", 0.1, "priority: max |correlation| between coordinates of one round",
+          low=0, high=1),
+    Param("floor", 0.1, "priority: share of candidates drawn uniformly, so none starves",
+          low=0, high=1),
+    Param("full_every", None, kind=int, low=1, metavar="UPDATES"),
+)
+#: the datafits' options that have a rule (--gram-budget: the Lasso's flag)
+GRAM_BUDGET = Param("gram_budget", None, "working-set: memory one round's Gram matrices "
+                    "may take in one process; larger working sets are solved in pieces "
+                    "(default: the least of 512, 1/8 of ulimit -v, 1/8 of physical memory "
+                    "/ ranks on the host)", kind=float, low=0, closed="neither",
+                    note=" (MiB)", metavar="MiB")
+OPTIONS = (GRAM_BUDGET, *(p for p in ENGINE if p.name == "time_limit"),
+           Param("ws_min", 1.0, low=1, flag=None))
 GRAM_BUDGET_MAX = 512  # MiB: the default Gram budget, unless memory is scarcer
 
 
@@ -111,7 +133,6 @@ class Datafit:
 
     NEEDS = ("name", "Aggregate", "Update", "data", "priority",
              "options", "check_lambda", "aggregate", "later", "working_set", "help")
-    schedules = SCHEDULES  # by name (the CLI's choices)
     drop_empty = False  # X's empty columns are left out of the solve (their coef is 0)
     splits = False  # --schedulers K: the Jacobi schedules split over coordinate ranges
 
@@ -130,28 +151,13 @@ class Datafit:
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             raise TypeError(f"{self.name}: unexpected option {unknown[0]!r}")
-        if schedule not in SCHEDULES:
-            raise DataError(f"unknown schedule {schedule!r}; choose from {sorted(SCHEDULES)}")
-        if block < 1:
-            raise DataError(f"block must be >= 1, got {block}")
-        if not 0 <= rho <= 1:
-            raise DataError(f"rho must be in [0, 1], got {rho}")
-        if not 0 <= floor <= 1:
-            raise DataError(f"floor must be in [0, 1], got {floor}")
+        values = dict(options, schedule=schedule, block=block, rho=rho, floor=floor,
+                      full_every=full_every)
         if lam is not None:
             self.check_lambda(lam)
-        elif not (lambda_ratio > 0 and math.isfinite(lambda_ratio)):
-            raise DataError(f"lambda ratio must be > 0, got {lambda_ratio}")
-        if full_every is not None and full_every < 1:
-            raise DataError(f"full_every must be >= 1, got {full_every}")
-        budget = options.get("gram_budget")
-        if budget is not None and not (budget > 0 and math.isfinite(budget)):
-            raise DataError(f"gram budget must be a positive number of MiB, got {budget}")
-        time_limit = options.get("time_limit")
-        if time_limit is not None and not time_limit > 0:
-            raise DataError(f"time_limit must be > 0 seconds, got {time_limit}")
-        if not options.get("ws_min", 1) >= 1:
-            raise DataError(f"ws_min must be >= 1, got {options['ws_min']}")
+        else:
+            values["lambda_ratio"] = lambda_ratio
+        check(PARAMS + OPTIONS, values)
 
     # -- hooks -------------------------------------------------------------------------
     def add_flags(self, group):

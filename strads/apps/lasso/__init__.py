@@ -11,10 +11,10 @@ the generalised linear models' (:mod:`strads.apps.glm`); this is the Lasso's dat
 import numpy as np
 import scipy.sparse as sp
 
-from ... import cli
+from ... import cli, params
 from ...errors import DataError
 from ..glm.schedule import SCHEDULES, Priority, WorkingSet, max_staleness
-from ..glm.setup import MiB, Datafit, default_gram_budget, gram_block_cap
+from ..glm.setup import GRAM_BUDGET, MiB, Datafit, default_gram_budget, gram_block_cap
 from . import data
 from .aggregate import LassoAggregate
 from .data import load, make_problem
@@ -98,11 +98,7 @@ class Quadratic(Datafit):
             raise DataError(f"lambda must be >= 0, got {lam}")
 
     def add_flags(self, group):
-        group.add_argument(
-            "--gram-budget", type=cli.pos_float, default=None, metavar="MiB",
-            help="working-set: memory one round's Gram matrices may take in one process; "
-                 "larger working sets are solved in pieces (default: the least of 512, "
-                 "1/8 of ulimit -v, 1/8 of physical memory / ranks on the host)")
+        params.add_flags(group, [GRAM_BUDGET])
 
     @staticmethod
     def cli_options(args, name):
