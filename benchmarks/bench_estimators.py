@@ -26,27 +26,12 @@ import time
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn import linear_model as sk
 from sklearn.model_selection import GridSearchCV
 
 from _common import best_of
 import strads
-
-
-def zipf_problem(n=6667, p=30000, per_row=40, n_informative=300, seed=0):
-    """(X CSC, y): each row ``per_row`` draws of a feature with probability ~ 1/rank,
-    counts log1p-scaled; y = X w + 1 + 0.5 N(0, 1), w with ``n_informative`` N(0, 1)."""
-    rng = np.random.default_rng(seed)
-    prob = 1.0 / np.arange(1, p + 1)
-    cols = rng.permutation(p)[rng.choice(p, size=n * per_row, p=prob / prob.sum())]
-    X = sp.csr_matrix((np.ones(n * per_row), (np.repeat(np.arange(n), per_row), cols)),
-                      shape=(n, p))
-    X.sum_duplicates()
-    X.data = np.log1p(X.data)
-    w = np.zeros(p)
-    w[rng.choice(p, n_informative, replace=False)] = rng.standard_normal(n_informative)
-    return X.tocsc(), X @ w + 1.0 + 0.5 * rng.standard_normal(n)
+from strads.apps.lasso.data import make_zipf_problem
 
 
 def lasso_objective(X, y, est, alpha):
@@ -89,7 +74,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cases = set(args.cases.split(","))
     shape = dict(n=1500, p=6000) if args.small else {}
-    X, y = zipf_problem(**shape)
+    X, y = make_zipf_problem(**shape)
     print(f"X {X.shape[0]} x {X.shape[1]}, {X.nnz} non-zeros, "
           f"{int((np.diff(X.indptr) > 0).sum())} non-empty columns", flush=True)
     warnings.filterwarnings("ignore", module="sklearn")  # (its penalty= deprecation)

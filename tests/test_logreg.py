@@ -13,6 +13,7 @@ import strads
 from strads.apps import logreg
 from strads.apps.glm import kernels as GK
 from strads.apps.logreg import kernels as K
+from strads.apps.lasso.data import make_zipf_problem
 from strads.apps.logreg.data import make_problem
 
 from conftest import l1_logistic, run_cli
@@ -85,29 +86,13 @@ def test_objective_and_coefficients_match_liblinear(kind, schedule, workers):
     assert float(res.model["lambda"]) == lam
 
 
-def zipf_sparse(n, p, seed, per_row=40):
-    """Bag-of-words-like X (a row's features drawn with probability ~ 1/rank, counts
-    log1p-scaled) and labels from a sparse linear model: at a small lambda nearly
-    separable, many samples fitted far past exp's range."""
-    rng = np.random.default_rng(seed)
-    prob = 1.0 / np.arange(1, p + 1)
-    cols = rng.permutation(p)[rng.choice(p, size=n * per_row, p=prob / prob.sum())]
-    X = sp.csr_matrix((np.ones(n * per_row), (np.repeat(np.arange(n), per_row), cols)),
-                      shape=(n, p))
-    X.sum_duplicates()
-    X.data = np.log1p(X.data)
-    w = np.zeros(p)
-    w[rng.choice(p, 300, replace=False)] = rng.standard_normal(300)
-    z = X @ w + 0.5 * rng.standard_normal(n)
-    return X.tocsc(), np.where(z > np.median(z), 1.0, -1.0)
-
-
 @pytest.mark.parametrize("workers", [1, 3])
 def test_small_lambda_on_nearly_separable_data_reaches_liblinear(workers):
     """A Newton step once took coefficients so far that all their samples' sigmoids
     underflowed: no curvature, no loss gradient, and the run stalled at 70 times the
     optimal objective (the Gram's weights are now damped)."""
-    X, y = zipf_sparse(300, 1000, seed=1)
+    X, y = make_zipf_problem(300, 1000, seed=1)  # nearly separable at a small lambda
+    y = np.where(y > np.median(y), 1.0, -1.0)
     lam = 3e-6
     f_ref = logreg.objective(X, y, liblinear(X, y, lam), lam)
     res = logreg.fit(X, y, lam=lam, workers=workers, tol=1e-10, quiet=True)

@@ -130,6 +130,22 @@ def make_problem(n_samples=2000, n_features=10000, density=0.01, n_informative=1
     return X, y, w
 
 
+def make_zipf_problem(n=6667, p=30000, per_row=40, n_informative=300, seed=0):
+    """``(X CSC, y)`` like bag-of-words data: each row ``per_row`` draws of a feature with
+    probability ~ 1/rank, counts log1p-scaled; y = X w + 1 + 0.5 N(0, 1), w with
+    ``n_informative`` N(0, 1) entries (labels: y above its median)."""
+    rng = np.random.default_rng(seed)
+    prob = 1.0 / np.arange(1, p + 1)
+    cols = rng.permutation(p)[rng.choice(p, size=n * per_row, p=prob / prob.sum())]
+    X = sp.csr_matrix((np.ones(n * per_row), (np.repeat(np.arange(n), per_row), cols)),
+                      shape=(n, p))
+    X.sum_duplicates()
+    X.data = np.log1p(X.data)
+    w = np.zeros(p)
+    w[rng.choice(p, n_informative, replace=False)] = rng.standard_normal(n_informative)
+    return X.tocsc(), X @ w + 1.0 + 0.5 * rng.standard_normal(n)
+
+
 # -- parallel loading: each worker reads its own part ---------------------------------------
 def needs_rank0(path):
     """True for the inputs rank 0 reads whole and splits into shards: .npz (a zip of
