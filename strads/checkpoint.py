@@ -1,26 +1,7 @@
-"""Checkpoints: the state of every rank as plain arrays, written atomically.
-
-A checkpoint is a folder ``OUT/checkpoint/`` holding one ``.npz`` part per rank (the
-scheduler's and one per worker, each written by its own rank) and ``manifest.json``,
-written last: a checkpoint is complete when its manifest is in place. The manifest names
-its parts with their sizes and seals (a CRC-32 of their members' CRC-32s, :func:`_seal`)
-and carries a CRC-32 of its own content; each array in a part has the CRC-32 of its zip
-member: a damaged, partial or edited file is found before any work, and what a part
-holds is checked against the fresh setup's state (:func:`restore`) before it is loaded.
-Parts carry the round in their name and older ones are deleted only after the new
-manifest has replaced the old one (write aside, fsync, rename), so a crash at any moment
-leaves the previous complete checkpoint.
-
-State is taken from an object's ``__dict__`` by :func:`picked` (the default ``state()``
-of ``Schedule``, ``Update`` and ``Aggregate``): arrays, numbers, strings,
-``None``, NumPy random generators and lists, tuples, dicts and deques of those. Skipped:
-read-only arrays (a promise that they never change, as in the transport), the other
-pieces of the app (a schedule's reference to its aggregate) and the attributes a class
-names in ``checkpoint_skip`` (data that ``setup`` rebuilds the same on resume), and
-functions. Anything
-else is refused with a message naming the attribute. No pickle anywhere: the structure
-travels as JSON inside the ``.npz``.
-"""
+"""Checkpoints: the state of every rank as plain arrays, written atomically (one ``.npz``
+part per rank, then ``manifest.json`` last; every file sealed by CRC-32s, no pickle).
+The format and its guarantees: docs/failures.md; what :func:`picked` takes from a
+piece's ``__dict__``: docs/extending.md."""
 import functools
 import json
 import math

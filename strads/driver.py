@@ -1,15 +1,6 @@
 """The scheduler's loop (dispatch, collect, staleness, stopping rules, checkpoints,
-rebalancing) and :func:`run`, which starts it on every rank.
-
-With ``staleness=s`` up to ``s + 1`` rounds are in flight: round r is scheduled and
-computed after rounds ``0 .. r-s-1`` have been aggregated and applied. Workers count the
-syncs they applied (their *version*) and return it with every result; the driver
-records ``(round, newest version, oldest version)`` and raises if ``round - version``
-ever exceeds ``s``. Results are aggregated in round order: a run is deterministic for a
-given seed, staleness and worker count, whatever the transport. A round's task goes
-down a tree of the workers and their results come back up it, combined (one message
-each way on rank 0); bulky exchanges go among the workers (``Update.peers``).
-"""
+rebalancing) and :func:`run`, which starts it on every rank. Staleness, versions, the
+round order of aggregation and the tree of the workers: docs/architecture.md."""
 import importlib
 import json
 import math

@@ -4,14 +4,9 @@ the raw integer ids as written. Read whole (:func:`read`) or a worker's part
 (:func:`read_part`; the workers agree on the first bad line, the ratings' positions and
 their lines: :func:`gather`).
 
-A numba kernel reads the lines it can vouch for: ASCII, the detected delimiter (blanks,
-tab or comma), integer ids and ratings :mod:`.numbers` converts exactly. Any other line
-that is not blank or a comment (non-ASCII bytes, too few fields, an id or rating it does
-not read, a MatrixMarket index out of range, a line of 1 MiB or more) is left to the line
-by line rules of :func:`parse_line`, which read it exactly as before or name what is
-wrong. Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (universal newlines). Nothing is
-allocated from a size a file declares, and no more ratings are read than this
-machine's memory can fit.
+A numba kernel reads the lines it can vouch for, :func:`parse_line` judges every other
+(docs/apps/mf.md, "Parallel loading"). Nothing is allocated from a size a file declares,
+and no more ratings are read than this machine's memory can fit.
 """
 import math
 from array import array
