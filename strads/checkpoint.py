@@ -236,19 +236,11 @@ RNGS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 def restore(parts, name, fresh, where, sized=(), sizes=True):
     """Piece ``name``'s state in ``parts`` (:func:`read_part`), decoded, once checked
     against ``fresh``: an app's piece (its ``state()`` now, fresh from setup; its
-    ``checkpoint_sized``) or a state dict. The saved state must hold every attribute of
-    the fresh one, and may hold more (set during the run: compared with the piece's
-    attribute of that name where it has one), but none that the piece's class defines
-    as a method or property or names in ``checkpoint_skip``; at every place of the
-    structure the same kind (None, where either has it, matches any kind: an attribute
-    set later, or reset; a float never where an integer belongs); arrays of the same
-    dtype and number of dimensions, and the same shape unless the fresh array is empty,
-    in a deque or past the end of the fresh list, or named in ``sized`` (attributes
-    whose size the run changes: buffers, working sets, packed slices); tuples as long,
-    dicts with every key of the fresh one; random generators of an allowed kind with a
-    state NumPy accepts. ``where`` names the part in messages; anything else is refused
-    (:class:`CheckpointError`, one line). ``sizes`` False: no array's size is compared
-    (a part of another number of workers, whose rows differ)."""
+    ``checkpoint_sized``) or a state dict, by the rules of docs/failures.md ("A checkpoint
+    is untrusted input"); ``sized``: attributes whose size the run changes. ``where``
+    names the part in messages; anything else is refused (:class:`CheckpointError`, one
+    line). ``sizes`` False: no array's size is compared (a part of another number of
+    workers, whose rows differ)."""
     owner, obj = None, fresh
     if hasattr(fresh, "state"):
         owner, sized, fresh = type(fresh), tuple(getattr(fresh, "checkpoint_sized", ())), \
