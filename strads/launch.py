@@ -14,8 +14,7 @@ How a lost rank is found: every rank of a launched job writes a small heartbeat 
 environment (:data:`ENV`) and, on the launcher's host, holds a connection to it; the
 first rank whose connection closes (same host) or whose heartbeat stops (another host,
 on the shared file system the checkpoints need) while the others still run is the lost
-one. MPICH's own report names a surviving process, not the
-lost one.
+one. MPICH's own report names a surviving process, not the lost one.
 """
 import argparse
 import fcntl
@@ -415,6 +414,9 @@ def main(argv=None):
                 _say(f"{who} lost at round {at}; not restarting ({why})")
                 return code
             resume = _checkpoint_round(out)
+            # rank 0's heartbeat is up to BEAT old: the round reached is at least the
+            # checkpoint's
+            at = max(at, resume or 0)
             restarts.append({"lost_rank": lost["rank"] if lost else None,
                              "host": lost["host"] if lost else None, "round": at,
                              "resumed_from_round": resume, "ranks": left,
