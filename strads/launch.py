@@ -11,15 +11,17 @@ restarted: its exit status is the launcher's.
 
 How a lost rank is found: every rank of a launched job writes a small heartbeat file
 (its pid, host and, on rank 0, the round) into a folder the launcher names in the
-environment (:data:`ENV`); the first rank whose process is gone (same host) or whose
-heartbeat stops (another host, on the shared file system the checkpoints need) while the
-others still run is the lost one. MPICH's own report names a surviving process, not the
-lost one.
+environment (:data:`ENV`) and, on the launcher's host, holds a connection to it; the
+first rank whose connection closes (same host) or whose heartbeat stops (another host,
+on the shared file system the checkpoints need) while the others still run is the lost
+one. MPICH's own report names a surviving process, not the lost one.
 """
 import argparse
+import fcntl
 import glob
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -110,19 +112,22 @@ def heartbeat():
                 return  # the launcher's folder is gone: it is not watching any more
             time.sleep(BEAT)
 
-    threading.Thread(target=beat, name="strads-heartbeat", daemon=True).start()
-    # a connection to the launcher held until this process ends: the kernel closes it as
-    # the process dies, before MPICH can hear of it and kill the others, so the first to
-    # close is the lost rank (a pidfd fires only after the whole process is torn down).
-    # On fd 0 (no app reads stdin; the launcher gives mpiexec none): a dying process
-    # closes its files in order, this one before those MPICH watches (output, PMI).
+    # a connection to the launcher held until this process ends, on the highest file
+    # descriptor it may have: the kernel releases a dying process's files from the highest
+    # number down (Linux runs the closes queued at exit last in, first out), so this one
+    # closes before the PMI socket and output pipes through which MPICH hears of the death
+    # and kills the others; the first to close is the lost rank. (On fd 0 it closed last:
+    # a victim descheduled in between was named after a rank MPICH killed, issue #31.)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(os.path.join(folder, SOCK))
             conn.sendall(f"{rank}\n".encode())
-            os.dup2(conn.fileno(), 0)
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            top = (1 << 16) if soft == resource.RLIM_INFINITY else min(soft, 1 << 16)
+            fcntl.fcntl(conn.fileno(), fcntl.F_DUPFD_CLOEXEC, top - 1)
     except OSError:
-        pass  # another host, or no launcher listening
+        pass  # another host, no launcher listening, or that descriptor taken: pidfd
+    threading.Thread(target=beat, name="strads-heartbeat", daemon=True).start()
 
 
 # -- launcher side -------------------------------------------------------------------------
@@ -241,8 +246,10 @@ def _run_once(cmd, folder, env, resumed=None):
     """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None, the
     round rank 0 had reached, when its heartbeat first showed a round past ``resumed``).
     MPICH kills the other ranks within milliseconds of one's death, so this host's ranks
-    are waited for as they happen (a pidfd each, which wakes the launcher the moment its
-    process ends); other hosts' by their heartbeats."""
+    are waited for as they happen: by the connection each holds (:func:`heartbeat`),
+    which closes as its process dies, before MPICH hears of it; a pidfd where a rank has
+    none (it fires once the process is torn down: after MPICH may have killed others);
+    other hosts' by their heartbeats."""
     before = _shm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock_path = os.path.join(folder, SOCK)
@@ -407,6 +414,9 @@ def main(argv=None):
                 _say(f"{who} lost at round {at}; not restarting ({why})")
                 return code
             resume = _checkpoint_round(out)
+            # rank 0's heartbeat is up to BEAT old: the round reached is at least the
+            # checkpoint's
+            at = max(at, resume or 0)
             restarts.append({"lost_rank": lost["rank"] if lost else None,
                              "host": lost["host"] if lost else None, "round": at,
                              "resumed_from_round": resume, "ranks": left,

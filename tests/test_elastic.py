@@ -3,8 +3,9 @@ mpiexec, both scheduler layouts), and ``strads.launch`` restarts a job that lost
 from its last checkpoint on the ranks that remain."""
 import json
 import os
-import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -167,15 +168,43 @@ def test_launch_restarts_on_the_ranks_left_and_reaches_the_optimum(victims, tmp_
     assert proc.returncode == 0, stderr
     lines = [line for line in stderr.splitlines() if line.startswith("strads.launch:")]
     assert len(lines) == len(victims), stderr
-    for line, left in zip(lines, (3, 2)):
-        # the line names a rank of the job; which one is not asserted: a fresh CI run on
-        # 2026-12-04 named rank 0 for a kill of rank 3 (the race in docs/elastic.md)
-        assert re.match(r"strads\.launch: rank \d+ \(pid ", line), line
+    for line, victim, left in zip(lines, victims, (3, 2)):
+        assert line.startswith(f"strads.launch: rank {victim} (pid "), line
         assert f"on {left} ranks" in line, line
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ranks"] == 4 - len(victims) and summary["stop_reason"] == "tol"
     assert [r["ranks"] for r in summary["restarts"]] == [3, 2][:len(victims)]
+    assert [r["lost_rank"] for r in summary["restarts"]] == victims
     assert abs(summary["objective"] - f_ref) <= 1e-8 * f_ref
+
+
+def test_a_killed_ranks_connection_closes_before_its_other_files(tmp_path):
+    """The launcher names the rank whose connection closes first: a killed rank's must
+    close before its lower descriptors (the PMI socket, the output pipes) through which
+    MPICH hears of the death and kills the other ranks."""
+    from strads import launch
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / launch.SOCK))
+    listener.listen(4)
+    code = "from strads import launch; launch.heartbeat(); print(flush=True); input()"
+    for _ in range(3):
+        pmi, pmi_child = socket.socketpair()  # stands in for MPICH's PMI socket
+        proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[pmi_child.fileno()],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                env={**child_env(), launch.ENV: str(tmp_path),
+                                     "PMI_RANK": "3"}, cwd=ROOT)
+        pmi_child.close()
+        conn = listener.accept()[0]
+        assert conn.recv(8) == b"3\n" and proc.stdout.readline() == b"\n"
+        watch = select.epoll()
+        for s in (pmi, conn):
+            watch.register(s.fileno(), select.POLLIN | select.POLLHUP)
+        proc.kill()
+        proc.wait(timeout=60)
+        assert [fd for fd, _ in watch.poll(10)][:1] == [conn.fileno()]
+        for s in (watch, pmi, conn, proc.stdin, proc.stdout):
+            s.close()
 
 
 def test_launch_refuses_an_app_without_checkpoints_and_passes_its_errors_on(tmp_path):

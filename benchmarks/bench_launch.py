@@ -1,0 +1,110 @@
+"""The launcher (``strads.launch``) under kill -9. ``naming``: does its line name the rank
+that was killed, under load? The launcher test's Lasso on 4 ranks (``--max-restarts
+0``: the launcher only names the lost rank) loses rank ``--victim`` once the checkpoint
+has passed round 20; ``--parallel`` such runs at a time, beside ``--load`` busy processes
+(``yes > /dev/null``). ``cost``: a Lasso run under ``mpiexec -n 4`` against the same run
+under ``strads.launch -n 4`` losing rank 2 once its checkpoint has passed half the
+uninterrupted run's rounds. Figures: docs/elastic.md."""
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from _common import ROOT, child_env
+
+ENV = {**child_env(), "PYTHONPATH": str(ROOT)}
+NAMING = ["strads.apps.lasso", "--n-samples", "3000", "--n-features", "20000", "--schedule",
+          "round-robin", "--tol", "1e-9", "--quiet", "--checkpoint-every", "0.2"]
+COST = ["strads.apps.lasso", "--n-samples", "4000", "--n-features", "30000", "--schedule",
+        "round-robin", "--tol", "1e-9", "--quiet", "--checkpoint-every", "2"]
+sys.path.insert(0, str(ROOT / "tests"))
+from test_elastic import _kill_after  # noqa: E402
+
+
+def launch(app, out, victim, after, extra=()):
+    """-> (the launcher's stderr, the job's seconds from start to exit)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "strads.launch", "-n", "4", *extra, *app,
+                             "--out", str(out)], env=ENV, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _kill_after(out, victim, after, proc)
+    err = proc.communicate(timeout=600)[1]
+    return err, time.perf_counter() - t0
+
+
+def naming(a):
+    busy = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(a.load)]
+    named, lock, todo = [], threading.Lock(), list(range(a.kills))
+
+    def worker():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop()
+            with tempfile.TemporaryDirectory() as tmp:
+                err = launch(NAMING, Path(tmp, "run"), a.victim, 20,
+                             ["--max-restarts", "0"])[0]
+            m = re.search(r"^strads\.launch: rank (\d+) ", err, re.M)
+            with lock:
+                named.append(int(m.group(1)) if m else None)
+                print(f"run {i}: killed rank {a.victim}, named {named[-1]}", flush=True)
+                if named[-1] != a.victim:
+                    print(err, flush=True)
+
+    try:
+        threads = [threading.Thread(target=worker) for _ in range(a.parallel)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    right = named.count(a.victim)
+    print(f"{right} of {len(named)} kills of rank {a.victim} named right "
+          f"({a.parallel} runs at a time, {a.load} busy processes)")
+    return 0 if right == len(named) else 1
+
+
+def cost(a):
+    print("| uninterrupted s | with the launcher s | lost at round | resumed from | "
+          "recovery_s | objective's relative difference |\n|---|---|---|---|---|---|")
+    for _ in range(a.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            subprocess.run([str(Path(sys.executable).with_name("mpiexec")), "-n", "4",
+                            sys.executable, "-m", *COST, "--out", f"{tmp}/ref"], env=ENV,
+                           cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+            wall0 = time.perf_counter() - t0
+            ref = json.loads(Path(tmp, "ref", "summary.json").read_text())
+            _, wall = launch(COST, Path(tmp, "run"), 2, ref["rounds"] // 2)
+            s = json.loads(Path(tmp, "run", "summary.json").read_text())
+            r = s["restarts"][0]
+            diff = abs(s["objective"] - ref["objective"]) / ref["objective"]
+            print(f"| {wall0:.1f} | {wall:.1f} | {r['round']} | "
+                  f"{r['resumed_from_round']} | {r['recovery_s']:.2f} | {diff:.1g} |",
+                  flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    n = sub.add_parser("naming")
+    n.add_argument("--kills", type=int, default=40, help="runs in all")
+    n.add_argument("--parallel", type=int, default=3, help="runs at a time")
+    n.add_argument("--load", type=int, default=2, help="busy processes beside them")
+    n.add_argument("--victim", type=int, default=3)
+    sub.add_parser("cost").add_argument("--repeat", type=int, default=2)
+    a = ap.parse_args()
+    return naming(a) if a.what == "naming" else cost(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
