@@ -81,6 +81,29 @@ def libmf_run(p, rank, lam, iters, eta=0.1):
     return wall, float(np.sqrt(e @ e / e.shape[0]))
 
 
+def read_trace(path):
+    """trace.csv's numeric columns as float64 arrays ({} when it has no row)."""
+    import numpy as np
+    t = np.atleast_1d(np.genfromtxt(path, delimiter=",", names=True))
+    return {k: t[k].astype(np.float64) for k in t.dtype.names or ()} if t.size else {}
+
+
+def tomotopy_loglik(m, n_words, K, alpha, beta, first_id=0):
+    """A tomotopy LDAModel's state (its words: ids as strings, from ``first_id``) scored
+    by strads' log p(w, z), over ``n_words`` words and ``K`` topics."""
+    import numpy as np
+
+    from strads.apps.lda import loglikelihood
+    ids = np.array([int(w) - first_id for w in m.used_vocabs])
+    wt = np.zeros((n_words, K), np.int64)
+    dt = np.zeros((len(m.docs), K), np.int64)
+    for d, doc in enumerate(m.docs):
+        w, z = ids[np.asarray(doc.words)], np.asarray(doc.topics)
+        np.add.at(wt, (w, z), 1)
+        dt[d] = np.bincount(z, minlength=K)
+    return loglikelihood(wt, dt, alpha, beta)
+
+
 def lasso_svm(path, n, p, density):
     """The built-in Lasso problem (200 informative features, seed 0) as a LIBSVM file at
     ``path``, unless one is there already; -> path."""

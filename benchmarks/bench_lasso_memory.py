@@ -58,30 +58,18 @@ def run(n_ranks, limit_kb, args, timeout):
 def parse_speed(path, W):
     """MB/s of each of W workers' read_part over its own byte range, in one process (the
     workers on threads; each timed alone, after a warm-up that compiles the parsers)."""
-    import threading
-
     from strads import transport
     from strads.io import source
     from strads.apps.lasso import data as lasso_data
 
     desc = lasso_data.shard(path, None)
 
-    def once():
-        group = transport._Group(W)
-        took = [0.0] * W
-
-        def work(w):
-            t = time.perf_counter()
-            lasso_data.read_part(transport._ThreadPeers(group, w, W), desc)
-            took[w] = time.perf_counter() - t
-        ts = [threading.Thread(target=work, args=(w,)) for w in range(W)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        return took
-    once()
-    took = once()
+    def once(peers):
+        t = time.perf_counter()
+        lasso_data.read_part(peers, desc)
+        return time.perf_counter() - t
+    transport.on_threads(W, once)
+    took = transport.on_threads(W, once)
     sizes = [(lambda lo_hi: lo_hi[1] - lo_hi[0])(source.line_range(path, w, W))
              for w in range(W)]
     return [s / t / 1e6 for s, t in zip(sizes, took)]

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import run_cli  # noqa: E402
+from _common import run_cli, tomotopy_loglik  # noqa: E402
 from strads.apps import lda as app  # noqa: E402
 from strads.apps.lda.data import make_corpus  # noqa: E402
 
@@ -54,15 +54,7 @@ def peer_tomotopy(X, K, sweeps):
     t = time.perf_counter()
     m.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
     wall = time.perf_counter() - t
-    # the same log p(w, z) as ours, over the same vocabulary size
-    ids = np.array([int(w) for w in m.used_vocabs])
-    wt = np.zeros((X.shape[1], K), np.int64)
-    dt = np.zeros((len(m.docs), K), np.int64)
-    for d, doc in enumerate(m.docs):
-        w, z = ids[np.asarray(doc.words)], np.asarray(doc.topics)
-        np.add.at(wt, (w, z), 1)
-        dt[d] = np.bincount(z, minlength=K)
-    return X.sum() * sweeps / wall, app.loglikelihood(wt, dt, ALPHA, BETA)
+    return X.sum() * sweeps / wall, tomotopy_loglik(m, X.shape[1], K, ALPHA, BETA)
 
 
 def _module_docstrings(site_packages):

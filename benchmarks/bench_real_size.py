@@ -54,9 +54,10 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import MPIEXEC, read_trace, tomotopy_loglik
+
 HERE = Path(__file__).resolve()
 PY = sys.executable
-MPIEXEC = str(Path(PY).with_name("mpiexec"))
 CHUNK = 2_000_000  # ratings, tokens or non-zeros generated at a time
 
 NETFLIX = dict(users=480_189, items=17_770, ratings=100_480_507)
@@ -340,17 +341,7 @@ def peer_tomotopy(a):
         m.train(1, workers=a["workers"])
         sweeps.append(time.perf_counter() - t)
     peak = _peak_mb()
-    # tomotopy's state scored by strads' log p(w, z), over the same vocabulary
-    from strads.apps.lda import loglikelihood
-    K = a["K"]
-    ids = np.array([int(w) - 1 for w in m.used_vocabs])
-    wt = np.zeros((a["words"], K), np.int64)
-    dt = np.zeros((len(m.docs), K), np.int64)
-    for d, doc in enumerate(m.docs):
-        w, z = ids[np.asarray(doc.words)], np.asarray(doc.topics)
-        np.add.at(wt, (w, z), 1)
-        dt[d] = np.bincount(z, minlength=K)
-    ll = loglikelihood(wt, dt, a["alpha"], a["beta"])
+    ll = tomotopy_loglik(m, a["words"], a["K"], a["alpha"], a["beta"], first_id=1)
     return dict(load_s=load, sweep_s=sweeps, per_iter_s=float(np.median(sweeps)),
                 total_s=load + sum(sweeps), peak_mb=[peak], ll_per_token=ll / a["tokens"],
                 tomotopy_ll_per_word=float(m.ll_per_word))
@@ -441,12 +432,11 @@ def run_strads(app, flags, mode, out, timeout):
     if p.returncode:
         return dict(failed=[t for _, t in lines[-3:]], cmd=" ".join(cmd))
     s = json.loads((out / "summary.json").read_text())
-    trace = np.genfromtxt(out / "trace.csv", delimiter=",", names=True)
     ends = [t for t, line in lines if line.startswith(f"[{app}] round")]
     end = (ends[-1] - t0) if ends else wall
     load = max(0.0, end - s["wall_s"] - startup_s(app))
     return dict(process_s=wall, loop_s=s["wall_s"], load_s=load, output_s=wall - end,
-                summary=s, trace={k: np.atleast_1d(trace[k]).tolist() for k in trace.dtype.names},
+                summary=s, trace={k: v.tolist() for k, v in read_trace(out / "trace.csv").items()},
                 peak_mb=[t["peak_rss_mb"] for t in s["traffic"]], cmd=" ".join(cmd))
 
 

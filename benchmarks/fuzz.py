@@ -29,11 +29,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import traceback
 import zipfile
 
 import numpy as np
+
+from strads.transport import on_threads
 
 DEFECTS = ("crash", "hang", "error", "multiline", "differs")
 HOSTILE = [b"0", b"-1", b"2147483648", b"4294967297", b"9223372036854775808",
@@ -211,27 +212,6 @@ def load_npz(data):
 
 
 # -- readers (in the child) ----------------------------------------------------------------
-def threads(W, fn):
-    """fn(peers) on W threads with the in-process collectives (as --workers W): the
-    results, or the exception the run would end with."""
-    from strads.transport import _Group, _ThreadPeers
-    group, out = _Group(W), [None] * W
-
-    def work(w):
-        try:
-            out[w] = fn(_ThreadPeers(group, w, W))
-        except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
-            group.fail(e)
-    ts = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(W)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(120)
-    if group.error is not None:
-        raise group.error
-    return out
-
-
 def canon(X):
     """A matrix as comparable bytes."""
     import scipy.sparse as sp
@@ -253,7 +233,7 @@ def read_lasso(path, target):
     whole = (canon(X), y.tobytes())
     if D.needs_rank0(path) or X.shape[0] < 2:
         return whole, whole
-    ps = threads(2, lambda peers: D.read_part(peers, D.shard(path, target)))
+    ps = on_threads(2, lambda peers: D.read_part(peers, D.shard(path, target)), 120)
     f = ps[0]["facts"]
     P = sp.vstack([sp.csc_matrix((p["csc"][2], p["csc"][1], p["csc"][0]),
                                  shape=(p["n_rows"], p["csc"][0].shape[0] - 1)) for p in ps],
@@ -271,7 +251,7 @@ def read_ratings(path):
     from strads.io import ratings as R
     t = D.read_ratings(path)
     lay = R.Layout(path)
-    ps = threads(2, lambda peers: R.gather(peers, lay))
+    ps = on_threads(2, lambda peers: R.gather(peers, lay), 120)
     order = np.argsort(np.concatenate([p.positions() for p in ps]), kind="stable")
     par = [np.concatenate([getattr(p, k) for p in ps])[order].tobytes() for k in "uir"]
     whole = R.read(lay)
@@ -283,7 +263,8 @@ def read_lda(path):
     import scipy.sparse as sp
     from strads.apps.lda import data as D
     X, vocab = D.load(path, min_count=1)
-    ps = threads(2, lambda peers: D.read_part(path, min_count=1, peers=peers))
+    ps = on_threads(2, lambda peers: D.read_part(path, min_count=1, peers=peers),
+                    120)
     P = sp.vstack([sp.csr_matrix((p.counts, p.indices, p.indptr),
                                  shape=(p.indptr.shape[0] - 1, ps[0].n_words)) for p in ps])
     return (canon(X), vocab), (canon(P), ps[0].vocab)

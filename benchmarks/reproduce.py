@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import MPIEXEC, child_env, libmf_run
+from _common import MPIEXEC, child_env, libmf_run, read_trace
 
 EXPERIMENTS = ("lasso", "logreg", "lda", "mf", "scaling", "staleness")
 SIZE_NAMES = ("tiny", "quick", "full")
@@ -78,12 +78,6 @@ def machine():
         f"{platform.processor() or platform.machine()}, {platform.platform()}, Python "
         f"{platform.python_version()}; load average at the end "
         f"{os.getloadavg() if hasattr(os, 'getloadavg') else None}")
-
-
-def read_trace(path):
-    """trace.csv's numeric columns as arrays."""
-    t = np.atleast_1d(np.genfromtxt(path, delimiter=",", names=True))
-    return {k: t[k].astype(np.float64) for k in t.dtype.names or ()} if t.size else {}
 
 
 class Ctx:

@@ -1,26 +1,7 @@
-"""Checkpoints: the state of every rank as plain arrays, written atomically.
-
-A checkpoint is a folder ``OUT/checkpoint/`` holding one ``.npz`` part per rank (the
-scheduler's and one per worker, each written by its own rank) and ``manifest.json``,
-written last: a checkpoint is complete when its manifest is in place. The manifest names
-its parts with their sizes and seals (a CRC-32 of their members' CRC-32s, :func:`_seal`)
-and carries a CRC-32 of its own content; each array in a part has the CRC-32 of its zip
-member: a damaged, partial or edited file is found before any work, and what a part
-holds is checked against the fresh setup's state (:func:`restore`) before it is loaded.
-Parts carry the round in their name and older ones are deleted only after the new
-manifest has replaced the old one (write aside, fsync, rename), so a crash at any moment
-leaves the previous complete checkpoint.
-
-State is taken from an object's ``__dict__`` by :func:`picked` (the default ``state()``
-of ``Schedule``, ``Update`` and ``Aggregate``): arrays, numbers, strings,
-``None``, NumPy random generators and lists, tuples, dicts and deques of those. Skipped:
-read-only arrays (a promise that they never change, as in the transport), the other
-pieces of the app (a schedule's reference to its aggregate) and the attributes a class
-names in ``checkpoint_skip`` (data that ``setup`` rebuilds the same on resume), and
-functions. Anything
-else is refused with a message naming the attribute. No pickle anywhere: the structure
-travels as JSON inside the ``.npz``.
-"""
+"""Checkpoints: the state of every rank as plain arrays, written atomically (one ``.npz``
+part per rank, then ``manifest.json`` last; every file sealed by CRC-32s, no pickle).
+The format and its guarantees: docs/failures.md; what :func:`picked` takes from a
+piece's ``__dict__``: docs/extending.md."""
 import functools
 import json
 import math
@@ -255,19 +236,11 @@ RNGS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 def restore(parts, name, fresh, where, sized=(), sizes=True):
     """Piece ``name``'s state in ``parts`` (:func:`read_part`), decoded, once checked
     against ``fresh``: an app's piece (its ``state()`` now, fresh from setup; its
-    ``checkpoint_sized``) or a state dict. The saved state must hold every attribute of
-    the fresh one, and may hold more (set during the run: compared with the piece's
-    attribute of that name where it has one), but none that the piece's class defines
-    as a method or property or names in ``checkpoint_skip``; at every place of the
-    structure the same kind (None, where either has it, matches any kind: an attribute
-    set later, or reset; a float never where an integer belongs); arrays of the same
-    dtype and number of dimensions, and the same shape unless the fresh array is empty,
-    in a deque or past the end of the fresh list, or named in ``sized`` (attributes
-    whose size the run changes: buffers, working sets, packed slices); tuples as long,
-    dicts with every key of the fresh one; random generators of an allowed kind with a
-    state NumPy accepts. ``where`` names the part in messages; anything else is refused
-    (:class:`CheckpointError`, one line). ``sizes`` False: no array's size is compared
-    (a part of another number of workers, whose rows differ)."""
+    ``checkpoint_sized``) or a state dict, by the rules of docs/failures.md ("A checkpoint
+    is untrusted input"); ``sized``: attributes whose size the run changes. ``where``
+    names the part in messages; anything else is refused (:class:`CheckpointError`, one
+    line). ``sizes`` False: no array's size is compared (a part of another number of
+    workers, whose rows differ)."""
     owner, obj = None, fresh
     if hasattr(fresh, "state"):
         owner, sized, fresh = type(fresh), tuple(getattr(fresh, "checkpoint_sized", ())), \

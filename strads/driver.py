@@ -1,15 +1,6 @@
 """The scheduler's loop (dispatch, collect, staleness, stopping rules, checkpoints,
-rebalancing) and :func:`run`, which starts it on every rank.
-
-With ``staleness=s`` up to ``s + 1`` rounds are in flight: round r is scheduled and
-computed after rounds ``0 .. r-s-1`` have been aggregated and applied. Workers count the
-syncs they applied (their *version*) and return it with every result; the driver
-records ``(round, newest version, oldest version)`` and raises if ``round - version``
-ever exceeds ``s``. Results are aggregated in round order: a run is deterministic for a
-given seed, staleness and worker count, whatever the transport. A round's task goes
-down a tree of the workers and their results come back up it, combined (one message
-each way on rank 0); bulky exchanges go among the workers (``Update.peers``).
-"""
+rebalancing) and :func:`run`, which starts it on every rank. Staleness, versions, the
+round order of aggregation and the tree of the workers: docs/architecture.md."""
 import importlib
 import json
 import math
@@ -538,16 +529,11 @@ MOVE_ROUNDS = 2.0
 
 def plan(rows, busy, rounds=1, ahead=None, move_cost=MOVE_ROUNDS, before=None,
          balanced=1.1):
-    """New rows per worker from their rows and seconds of work over ``rounds`` rounds.
-    A worker's round takes ``c + a rows``: from one measurement c = 0 (shares
-    proportional to the speeds); with an earlier one at other rows (``before``: rows and
-    seconds a round per worker) both are fitted, so a round's fixed cost does not make a
-    move overshoot; the shares then make every worker's round as long. Each cut stays
-    inside its neighbours' old ranges (rows move between neighbours only, every worker
-    keeps one). None when the slowest is within ``balanced`` of the fastest, a worker
-    did no work, or the move would not pay: the time a round saves (the slowest
-    worker's, before and after) times the ``ahead`` rounds to come (None: no limit) must
-    exceed twice the move's cost, ``move_cost`` rounds of each moved row's work."""
+    """New rows per worker from their rows and seconds of work over ``rounds`` rounds
+    (``before``: an earlier measurement's rows and seconds a round per worker), by the
+    rule of docs/architecture.md ("Load balance"); None when nothing should move (within
+    ``balanced``, a worker idle, or a move that would not pay over the ``ahead`` rounds
+    to come, None: no limit, at ``move_cost`` rounds of each moved row's work)."""
     rows, busy = np.asarray(rows, np.float64), np.asarray(busy, np.float64)
     if len(rows) < 2 or (busy <= 0).any() or busy.max() <= balanced * busy.min():
         return None

@@ -177,6 +177,27 @@ class _Group:
         self.barrier.abort()
 
 
+def on_threads(n, fn, timeout=None):
+    """``fn(peers)`` of workers 0..n-1, each on a thread with the in-process collectives
+    (as ``--workers n``): their results, or the first error a worker raised (which
+    released the others)."""
+    group, out = _Group(n), [None] * n
+
+    def work(w):
+        try:
+            out[w] = fn(_ThreadPeers(group, w, n))
+        except BaseException as e:  # noqa: BLE001 (as the engine: release the others)
+            group.fail(e)
+    ts = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+    if group.error is not None:
+        raise group.error
+    return out
+
+
 class _ThreadPeers(Peers):
     def __init__(self, group, rank, size):
         self.group, self.rank, self.size = group, rank, size

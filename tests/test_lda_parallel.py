@@ -7,7 +7,6 @@ import gzip
 import io
 import json
 import re
-import threading
 
 import numpy as np
 import pytest
@@ -17,32 +16,15 @@ import strads
 from strads.apps import lda as app
 from strads.apps.lda import data as lda_data
 from strads.io import source
-from strads.transport import _Group, _ThreadPeers
+from strads.transport import on_threads
 from conftest import run_cli
 
 
 def parts(path, n_workers, **kw):
     """read_part on n_workers threads (the in-process collectives): every worker's Part,
     or the exception the first failing worker raised."""
-    group = _Group(n_workers)
-    out, errors = [None] * n_workers, []
-
-    def work(w):
-        try:
-            out[w] = lda_data.read_part(str(path), peers=_ThreadPeers(group, w, n_workers),
-                                        **kw)
-        except BaseException as e:  # noqa: BLE001
-            group.fail(e)
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(n_workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise group.error
-    return out
+    return on_threads(n_workers, lambda peers: lda_data.read_part(str(path), peers=peers,
+                                                                  **kw))
 
 
 def whole(ps):
@@ -189,16 +171,8 @@ def test_more_workers_than_documents_of_a_file(tmp_path):
 def test_builtin_corpus_parts_are_make_corpus():
     X, _, _ = app.make_corpus(200, 80, 30, 4, 0.1, 0.05, 9)
     for W in (1, 2, 3):
-        group = _Group(W)
-        got = [None] * W
-
-        def work(w):
-            got[w] = lda_data.corpus_part(200, 80, 30, 4, 0.1, 0.05, 9,
-                                          peers=_ThreadPeers(group, w, W))
-
-        ts = [threading.Thread(target=work, args=(w,)) for w in range(W)]
-        [t.start() for t in ts]
-        [t.join() for t in ts]
+        got = on_threads(W, lambda peers: lda_data.corpus_part(200, 80, 30, 4, 0.1, 0.05, 9,
+                                                               peers=peers))
         same(whole(got), (X, None))
 
 

@@ -1,11 +1,7 @@
 """Plain text documents, one a line (lines end at ``\\n`` or a lone ``\\r``): the words
 of the regular expression ``L(L|[0-9'])*(L|[0-9])|L`` on the lower-cased line, of 2
-characters or more, stop words dropped (:func:`tokenize`). A letter ``L`` is an ASCII
-letter or any other character but Unicode white space, U+0080-U+00BF (control codes,
-Latin-1 punctuation and signs), the signs x and / of Latin-1, and the blocks of
-punctuation and symbols: U+2000-U+206F, U+2190-U+2BFF, U+2E00-U+2E7F, U+3000-U+303F,
-U+FEFF, U+FFFD (an undecodable byte), U+1F000-U+1FAFF (emoji): so "cafe", "naive",
-"strasse" in any script stay whole. :func:`scan` reads a worker's blocks with a numba
+characters or more, stop words dropped (:func:`tokenize`; what a letter ``L`` is:
+docs/apps/lda.md, "Plain text"). :func:`scan` reads a worker's blocks with a numba
 kernel over the UTF-8 bytes (its own word table, open addressing over an arena of the
 lower-cased words); a line it cannot judge alone (a NUL byte, a non-ASCII character that
 lower-casing changes) goes through :func:`tokenize`.

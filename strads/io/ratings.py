@@ -4,17 +4,11 @@ the raw integer ids as written. Read whole (:func:`read`) or a worker's part
 (:func:`read_part`; the workers agree on the first bad line, the ratings' positions and
 their lines: :func:`gather`).
 
-A numba kernel reads the lines it can vouch for: ASCII, the detected delimiter (blanks,
-tab or comma), integer ids and ratings :mod:`.numbers` converts exactly. Any other line
-that is not blank or a comment (non-ASCII bytes, too few fields, an id or rating it does
-not read, a MatrixMarket index out of range, a line of 1 MiB or more) is left to the line
-by line rules of :func:`parse_line`, which read it exactly as before or name what is
-wrong. Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` (universal newlines). Nothing is
-allocated from a size a file declares, and no more ratings are read than this
-machine's memory can fit.
+A numba kernel reads the lines it can vouch for, :func:`parse_line` judges every other
+(docs/apps/mf.md, "Parallel loading"). Nothing is allocated from a size a file declares,
+and no more ratings are read than this machine's memory can fit.
 """
 import math
-from array import array
 
 import numpy as np
 from numba import njit
@@ -230,31 +224,6 @@ def parse_line(raw, delim, bounds=None):
     return u, i, r
 
 
-def parse_lines(lay):
-    """Every rating by the line by line rules (the reference of the byte parser): (users,
-    items, ratings, lines), exact errors."""
-    limit = max_ratings()
-    us, its, rs, lines = array("q"), array("q"), array("d"), array("q")
-    for lineno, _, raw in Text(lay.path, "rating file").lines(True):
-        if lineno < lay.line0:
-            continue
-        try:
-            got = parse_line(raw.decode("latin-1"), lay.delim, lay.bounds)
-        except LineError as e:
-            raise DataError(f"{lay.path}:{lineno}: {e}") from None
-        if got is None:
-            continue
-        us.append(got[0])
-        its.append(got[1])
-        rs.append(got[2])
-        lines.append(lineno)
-        if limit is not None and len(rs) > limit:
-            raise too_many(lay.path, limit)
-    return tuple(np.frombuffer(a, t).copy() for a, t in ((us, np.int64), (its, np.int64),
-                                                         (rs, np.float64), (lines, np.int64)))
-
-
-# -- where the ratings start: a few lines read on one rank -------------------------------
 class Layout:
     """Where a rating file's ratings are (the part of a file each worker reads is cut
     from ``begin``), found by reading the lines before the first rating; a worker is

@@ -166,6 +166,15 @@ def check_held_out(early_stop, validation, held_out, cli=False):
             "test=(users, items, ratings) or test_fraction > 0")
 
 
+def _schedule(ctx, lay, agg, schedule, iters, inner, group, block, target_test_rmse,
+              early_stop, report):
+    """The aggregate's stopping rules set; -> the schedule (both setups alike)."""
+    agg.target_test_rmse, agg.early_stop, agg.report = (target_test_rmse, early_stop,
+                                                        dict(report or {}))
+    more = (inner, group, block) if schedule == "ccd" else ()
+    return SCHEDULES[schedule](lay, iters, *more, ctx.staleness)
+
+
 def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.0,
                         duplicates="error", cold_start="error", rank=8, lam=0.1,
                         schedule="ccd", inner=1, iters=None, bias=BIAS_DEFAULT,
@@ -197,16 +206,11 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         lay_te = FileLayout(test) if test is not None else None
         lay = Layout(rank, float(lam), biases)
         agg = MFAggregate(lay, None, 0.0, 0, 0, 0, 0.0, None, float("nan"))
-        agg.target_test_rmse = target_test_rmse
-        agg.early_stop = options["early_stop"]
-        agg.report = dict(report or {})
-        if schedule == "ccd":
-            sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
-        else:
-            sched = SCHEDULES[schedule](lay, iters, ctx.staleness)
         desc = {"load": {"train": lay_tr, "test": lay_te, "builtin": builtin,
                          "options": options}}
-        return sched, agg, [desc] * ctx.n_workers
+        return (_schedule(ctx, lay, agg, schedule, iters, inner, group, block,
+                          target_test_rmse, options["early_stop"], report), agg,
+                [desc] * ctx.n_workers)
 
     return setup
 
@@ -296,14 +300,8 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                 "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1], "test": test,
                 "user_ids": p.user_ids[u0:u1], "item_ids": p.item_ids[i0:i1],
                 "early_stop": early_stop})
-        agg.target_test_rmse = target_test_rmse
-        agg.early_stop = early_stop
-        agg.report = dict(report or {})
-        if schedule == "ccd":
-            sched = SCHEDULES[schedule](lay, iters, inner, group, block, ctx.staleness)
-        else:
-            sched = SCHEDULES[schedule](lay, iters, ctx.staleness)
-        return sched, agg, shards
+        return (_schedule(ctx, lay, agg, schedule, iters, inner, group, block,
+                          target_test_rmse, early_stop, report), agg, shards)
 
     return setup
 

@@ -22,6 +22,8 @@ from . import kernels as K
 _nb = dict(cache=True, nogil=True)
 DUPLICATES = ("error", "last", "mean")
 COLD_START = ("error", "skip", "mean")
+_COLD = ("has no training rating (cold start); pass cold_start='skip' or 'mean' "
+         "(--cold-start) to drop such ratings or predict them from the mean and known biases")
 
 @dataclass
 class Triplets:
@@ -270,9 +272,7 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         if cold and cold_start == "error":
             k = int(np.flatnonzero(unseen)[0])
             what = (f"user {test.users[k]}" if not ku[k] else f"item {test.items[k]}")
-            raise DataError(f"{test.where(k)}: {what} has no training rating (cold start); "
-                            "pass cold_start='skip' or 'mean' (--cold-start) to drop such "
-                            "ratings or predict them from the mean and known biases")
+            raise DataError(f"{test.where(k)}: {what} {_COLD}")
         tu = np.where(ku, tu, m).astype(np.int32)
         ti = np.where(ki, ti, n).astype(np.int32)
         tr = test.ratings
@@ -649,10 +649,7 @@ def _prepare_part(peers, desc):
             p, what, raw = min(g[1] for g in got if g[1] is not None)
             lines = tsrc.line_of(peers, [p])
             where = f"{tsrc.path}:{lines[p]}" if p in lines else f"{tsrc.path}: entry {p}"
-            refuse(peers, f"{where}: {what} {raw} has no training rating (cold "
-                   "start); pass cold_start='skip' or 'mean' (--cold-start) "
-                   "to drop such ratings or predict them from the mean and "
-                   "known biases")
+            refuse(peers, f"{where}: {what} {raw} {_COLD}")
         tu = np.where(ku, tu, m).astype(np.int32)
         ti = np.where(ki, ti, n).astype(np.int32)
         if c and o["cold_start"] == "skip":
