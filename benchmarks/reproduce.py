@@ -38,9 +38,9 @@ def sizes(size):
     return dict(
         workers=2, mpi=k > 0, log_interval=pick(0, 0.02, 0.05),
         lasso=sparse(pick(1000, 50000, 200000), pick(0.02, 0.01, 0.002), pick(20, 100, 500),
-                     pick(3, 40, 240)),
+                     pick(1, 40, 240)),
         logreg=sparse(pick(1000, 20000, 100000), pick(0.02, 0.01, 0.005),
-                      pick(20, 100, 300), pick(3, 30, 150)),
+                      pick(20, 100, 300), pick(1, 30, 150)),
         lda=dict(n_docs=pick(200, 15000, 30000), n_words=pick(500, 10000, 50000),
                  doc_length=pick(40, 100, 150), topics=pick(10, 50, 100),
                  sweeps=pick(6, 40, 60)),

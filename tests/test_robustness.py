@@ -194,16 +194,25 @@ def _pid_of_rank(out, rank):
     return None
 
 
+KILLED = ["strads.apps.lasso", "--schedule", "priority", "--tol", "0", "--max-rounds",
+          "3000", "--quiet", "--log-interval", "0"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The model of the KILLED run uninterrupted, in one process with 2 workers (one
+    reference for every victim)."""
+    ref = tmp_path_factory.mktemp("ref")
+    assert cli(KILLED + ["--workers", "2", "--out", str(ref)]).returncode == 0
+    return model(ref)
+
+
 @pytest.mark.parametrize("victim", [2, 0])
-def test_kill_minus_9_of_a_rank_then_resume_under_mpiexec(victim, tmp_path):
+def test_kill_minus_9_of_a_rank_then_resume_under_mpiexec(victim, uninterrupted, tmp_path):
     """A real mpiexec run loses a rank to kill -9 after some checkpoints; resumed under
     mpiexec it ends with the model of an uninterrupted run (in one process, 2 workers)."""
-    args = ["strads.apps.lasso", "--schedule", "priority", "--tol", "0", "--max-rounds",
-            "3000", "--quiet", "--log-interval", "0"]
-    ref = tmp_path / "ref"
-    assert cli(args + ["--workers", "2", "--out", str(ref)]).returncode == 0
     out = tmp_path / "run"
-    cmd = [mpiexec(), "-n", "3", sys.executable, "-m", *args, "--out", str(out),
+    cmd = [mpiexec(), "-n", "3", sys.executable, "-m", *KILLED, "--out", str(out),
            "--checkpoint-every", "0.05"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=child_env(), cwd=ROOT)
@@ -225,7 +234,7 @@ def test_kill_minus_9_of_a_rank_then_resume_under_mpiexec(victim, tmp_path):
                        timeout=300, env=child_env(), cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert json.loads((out / "summary.json").read_text())["rounds"] == 3000
-    assert_same_model(model(out), model(ref))
+    assert_same_model(model(out), uninterrupted)
     # the trace goes on from the checkpoint: rounds increase, none repeated
     rounds = np.loadtxt(out / "trace.csv", delimiter=",", skiprows=1, usecols=0)
     assert (np.diff(rounds) > 0).all() and rounds[-1] == 3000
