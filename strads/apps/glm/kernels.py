@@ -364,15 +364,24 @@ def anderson(hist, n_hist, b):
     n_hist += 1
     if n_hist < hist.shape[0]:
         return n_hist, np.empty(0)
-    K = hist.shape[0] - 1
     U = hist[1:] - hist[:-1]
-    C = U @ U.T
-    C += (1e-12 * np.trace(C) + 1e-300) * np.eye(K)
+    z = anderson_weights(U @ U.T)
+    if z.shape[0] == 0:
+        return 0, np.empty(0)
+    return 0, z @ hist[1:]
+
+
+@njit(**_opts)
+def anderson_weights(C):
+    """Anderson's weights z (summing to 1) from C = U U' (U: the K differences of K + 1
+    iterates, one a row): the extrapolation is z @ (the last K iterates); empty if the
+    regularised system is degenerate."""
+    K = C.shape[0]
+    C = C + (1e-12 * np.trace(C) + 1e-300) * np.eye(K)
     z = np.linalg.solve(C, np.ones(K))
     if not np.all(np.isfinite(z)) or z.sum() == 0.0:
-        return 0, np.empty(0)
-    z /= z.sum()
-    return 0, z @ hist[1:]
+        return np.empty(0)
+    return z / z.sum()
 
 
 @njit(**_opts)

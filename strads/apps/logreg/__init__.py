@@ -7,8 +7,8 @@ margins x_i'w. The scheduler chooses the coordinates of each round: by default w
 sets solved by prox-Newton steps from the block's weighted Gram matrix, with a line
 search on the workers' exact losses; or STRADS priority sampling with a dependency
 filter, and the round-robin and random baselines, with one Newton step per coordinate.
-A duality gap (the logistic dual at the rescaled point, as celer and skglm) stops the
-run: gap <= tol * objective. The set-up, schedules and command line are the generalised
+A duality gap (the logistic dual at the rescaled point, as celer and skglm, or at
+celer's extrapolated one) stops the run: gap <= tol * objective. The set-up, schedules and command line are the generalised
 linear models' (:mod:`strads.apps.glm`); this is the logistic loss's datafit.
 """
 import math

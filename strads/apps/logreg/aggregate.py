@@ -12,7 +12,9 @@ a in [0, 1]^n with ||X'(y a)||_inf <= n lambda, H the binary entropy; the dual p
 a = c s, c = min(1, n lambda / ||q||_inf), is feasible, and exact at the optimum. The
 scale is known only once a full round's q is summed, so the entropy sum is computed
 by the workers in the round after it, from the margins they kept (``dual`` in the
-task); the gap is that of the full round's model. When it is at most ``tol`` times the
+task); the gap is that of the full round's model. The same round, the workers also
+give the dual at celer's extrapolation of the last full rounds' s (:meth:`_extrapolate`),
+and the better of the two points counts. When the gap is at most ``tol`` times the
 objective the run stops, and that round's update, and any later one, is dropped: the
 model is the one the gap certifies.
 """
@@ -20,11 +22,13 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
 from ..glm import kernels as GK
 from ..glm.aggregate import GLMAggregate, _factor, _stack, _sum
 from ..glm.schedule import working_set
 from . import kernels as K
+from .update import ACCEL
 
 EPS_TOL = 0.3  # a working set is solved to 0.3 of the worst violation (as skglm)
 ARMIJO = 1e-4  # sufficient decrease of the line search
@@ -32,6 +36,9 @@ BACKOFF = 0.5 ** np.arange(1, 21)  # the line search's steps after t = 1 failed
 MAX_PN = 50  # prox-Newton steps on one working set, at most
 MAX_CD = 50  # coordinate-descent passes of one subproblem, at most (an inexact direction)
 MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
+POLISH_MAX = 1000  # the largest support a subproblem is solved on exactly (dense Cholesky)
+RIDGE = 1e-12  # added to that solve's diagonal, relative to its largest entry
+POLISH_STEPS = 5  # active-set steps of that solve, at most (each drops a coefficient)
 
 
 class LogRegAggregate(GLMAggregate):
@@ -65,6 +72,10 @@ class LogRegAggregate(GLMAggregate):
         # for the schedule to send with its next task; duals: how many so far
         self.dual_c, self.dual_round, self.duals = None, None, 0
         self.dual_primal = math.nan
+        # the extrapolated dual point's (weights, scale), or None; the q of the last
+        # full rounds (q is linear in s: the extrapolation's is theirs extrapolated)
+        self.dual_acc, self.q_hist = None, []
+        self.accel_used = 0  # gaps the extrapolated point made smaller
         # working set
         self.min_size, self.block_cap, self.reuse = int(min_size), block_cap, bool(reuse)
         self.plans = 0  # tasks planned so far: the schedule takes each once (by number)
@@ -81,6 +92,8 @@ class LogRegAggregate(GLMAggregate):
         self.gram_rounds = 0
         self.backtracks = 0
         self.cd_passes = 0
+        self.polished = 0  # subproblems CD left unsolved, solved on their support exactly
+        self.stalled = False  # a working set has used up its MAX_PN steps: polish from now
         self.slow = False  # a step from a kept Gram cut the violation by under half
         self.G_cols = None  # the block the kept Gram belongs to
         self.reused = 0  # working sets started from the kept Gram
@@ -119,6 +132,11 @@ class LogRegAggregate(GLMAggregate):
             return None
         if "dual" in task:
             ent = sum(p["ent"] for p in partials)
+            if "accel" in task:  # (NaN from a worker whose rows left [0, 1])
+                acc = sum(p["ent_acc"] for p in partials)
+                if acc > ent:
+                    ent = acc
+                    self.accel_used += 1
             self.gap = max(self.dual_primal - ent / self.n, 0.0)
             if self.tol > 0 and self.gap <= self.tol * self.dual_primal:
                 self.stopped = True
@@ -154,6 +172,7 @@ class LogRegAggregate(GLMAggregate):
         # round: if one is already in flight (staleness), this round's gap is skipped
         # (sent only if no later full round has gone out: see the schedule)
         self.dual_c = min(1.0, self.thresh / top) if top > 0 else 1.0
+        self.dual_acc = self._extrapolate(q, partials)
         self.dual_primal, self.dual_round, self.duals = primal, round, self.duals + 1
         if task.get("hess"):
             GK.priorities(self.w, q, _sum(partials, "h"), self.thresh, self.prio)
@@ -166,6 +185,23 @@ class LogRegAggregate(GLMAggregate):
         if self.stalls >= MAX_STALLS:
             self.exhausted = True
         return self._choose_ws(viol, q)
+
+    def _extrapolate(self, q, partials):
+        """Celer's dual extrapolation (Massias et al. 2018, 2020): Anderson's weights z
+        from the workers' Gram of the last full rounds' differences of s, the scale of
+        the extrapolated point from its q = z @ (the last rounds' q); (z, scale), or
+        None before enough rounds or if the weights are degenerate. The rescaled s
+        loses (1 - c) lambda ||w||_1, most of the objective on near-separable data, where
+        the extrapolated point's violation is smaller."""
+        self.q_hist.append(q)
+        del self.q_hist[:-(ACCEL + 1)]
+        if not all("uu" in p for p in partials) or len(self.q_hist) <= ACCEL:
+            return None
+        z = GK.anderson_weights(_sum(partials, "uu"))
+        if z.shape[0] == 0:
+            return None
+        top = float(np.abs(z @ np.array(self.q_hist[1:])).max())
+        return z, (min(1.0, self.thresh / top) if top > 0 else 1.0)
 
     # -- working set: prox-Newton ----------------------------------------------------------
     def _choose_ws(self, viol, q):
@@ -270,6 +306,8 @@ class LogRegAggregate(GLMAggregate):
         if after_step:
             self.slow = not self.fresh and worst > 0.5 * self.last_in
         self.last_in = worst
+        if self.ws_steps >= MAX_PN:  # (CD's directions crawl: see _polish)
+            self.stalled = True
         if worst <= self.tol_in or self.ws_steps >= MAX_PN:
             self.next = {"kind": "full"}
             return True
@@ -285,11 +323,14 @@ class LogRegAggregate(GLMAggregate):
         G = self.G
         form = _form(G)
         if form == "factor":
-            self.cd_passes += GK.factor_cd(*G[1:], qq, b, self.thresh, tol, MAX_CD, False)
+            passes = GK.factor_cd(*G[1:], qq, b, self.thresh, tol, MAX_CD, False)
         elif form == "csr":
-            self.cd_passes += K.cd_csr(*G[1:], qq, b, self.thresh, tol, MAX_CD)
+            passes = K.cd_csr(*G[1:], qq, b, self.thresh, tol, MAX_CD)
         else:
-            self.cd_passes += GK.gram_cd(G, qq, b, self.thresh, tol, MAX_CD, False)
+            passes = GK.gram_cd(G, qq, b, self.thresh, tol, MAX_CD, False)
+        self.cd_passes += passes
+        if self.stalled and passes >= MAX_CD and _polish(G, q, b0, b, self.thresh):
+            self.polished += 1
         d = b - b0
         # predicted decrease, times n: -q'd + n lambda (|b|_1 - |b0|_1)
         delta = K.predicted_decrease(q, b0, b, self.thresh)
@@ -376,6 +417,7 @@ class LogRegAggregate(GLMAggregate):
                 "duality_gap": self.gap, "full_rounds": self.fulls,
                 "newton_steps": self.newton_steps, "gram_rounds": self.gram_rounds,
                 "line_search_backtracks": self.backtracks, "cd_passes": self.cd_passes,
+                "polished": self.polished, "dual_extrapolated": self.accel_used,
                 "gram_reused": self.reused,
                 "gram_extended": self.extended,
                 "objective_rises": self.objective_rises, "grouped_updates": self.grouped}
@@ -388,6 +430,78 @@ def _form(G):
     if G is None:
         return None
     return "dense" if isinstance(G, np.ndarray) else G[0]
+
+
+def _gram_times(G, v):
+    """G v for the kept Gram in any of its forms."""
+    form = _form(G)
+    if form == "factor":
+        _, ptr, rows, vals, _, n_rows = G
+        F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, v.shape[0]))
+        return F.T @ (F @ v)
+    if form == "csr":
+        _, ptr, idx, vals, _ = G
+        return sp.csr_matrix((vals, idx, ptr), shape=(v.shape[0],) * 2) @ v
+    return G @ v
+
+
+def _gram_sub(G, A, m):
+    """G[A][:, A], dense."""
+    form = _form(G)
+    if form == "factor":
+        _, ptr, rows, vals, _, n_rows = G
+        F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, m))[:, A]
+        return (F.T @ F).toarray()
+    if form == "csr":
+        _, ptr, idx, vals, _ = G
+        return sp.csr_matrix((vals, idx, ptr), shape=(m, m))[A][:, A].toarray()
+    return G[np.ix_(A, A)]
+
+
+def _polish(G, q, b0, b, thresh):
+    """The subproblem min_b 1/2 d'Gd - q'd + thresh |b|_1 (d = b - b0) on the face of
+    coordinate descent's ``b`` (its support A, its signs s), solved exactly: G_AA d_A =
+    q_A - thresh s - G_A,~A d_~A. CD's passes crawl along the flat directions of an
+    ill-conditioned G (near-separable data: features nearly collinear with the
+    intercept), and the prox-Newton steps stall with them. If the face's minimiser
+    changes a sign, ``b`` moves towards it until the first coefficient reaches zero,
+    which leaves A, and the smaller face is solved (an active-set step: the model falls
+    at each). Returns whether ``b`` moved."""
+    m = b.shape[0]
+    x = b.copy()
+    for _ in range(POLISH_STEPS):
+        A = np.flatnonzero(x)
+        if not 0 < A.shape[0] <= POLISH_MAX:
+            break
+        sign = np.sign(x[A])
+        d = -b0
+        d[A] = 0.0  # the coordinates off the face move by -b0
+        GA = _gram_sub(G, A, m)
+        GA.flat[::A.shape[0] + 1] += RIDGE * GA.diagonal().max()  # (duplicate columns)
+        try:
+            dA = cho_solve(cho_factor(GA, overwrite_a=True),
+                           q[A] - thresh * sign - _gram_times(G, d)[A])
+        except (LinAlgError, ValueError):
+            break
+        if not np.all(np.isfinite(dA)):
+            break
+        target = b0[A] + dA
+        cross = np.sign(target) != sign
+        if not cross.any():
+            x[A] = target
+            break
+        t = x[A][cross] / (x[A][cross] - target[cross])  # where each reaches zero
+        k = int(np.argmin(t))
+        x[A] += t[k] * (target - x[A])
+        x[A[np.flatnonzero(cross)[k]]] = 0.0
+
+    def model(v):
+        dv = v - b0
+        return 0.5 * dv @ _gram_times(G, dv) - q @ dv + thresh * np.abs(v).sum()
+    if not model(x) < model(b):
+        return False
+    b[:] = x
+    return True
 
 
 def _restrict(G, cols, new):

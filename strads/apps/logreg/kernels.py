@@ -99,6 +99,27 @@ def dual_entropy(z, c):
 
 
 @njit(**_opts)
+def accel_entropy(hist, z, c):
+    """sum_i H(c a_i) at the extrapolated point a = z @ hist[1:] (``hist``: the dual
+    points s of the last K + 1 full rounds, oldest first); NaN if a leaves [0, 1]
+    (no dual point)."""
+    total = 0.0
+    for i in range(hist.shape[1]):
+        a = 0.0
+        for k in range(z.shape[0]):
+            a += z[k] * hist[k + 1, i]
+        if not 0.0 <= a <= 1.0:
+            return np.nan
+        a *= c
+        abar = 1.0 - a
+        if a > 0.0:
+            total -= a * np.log(a)
+        if abar > 0.0:
+            total -= abar * np.log1p(-a)
+    return total
+
+
+@njit(**_opts)
 def trial_losses(y, m, dm, steps, diff, adiff):
     """Loss changes along the direction dm at each step t: diff[k] = sum_i
     l(z_i + t_k y_i dm_i) - l(z_i), each term as log1p(s_i expm1(-t y_i dm_i)), exact

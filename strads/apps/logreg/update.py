@@ -15,7 +15,10 @@ Tasks (``task["kind"]``):
   t = 1 (speculatively: a commit of t = 1 then adopts it without recomputing).
 * ``block`` (the Jacobi schedules): q_B, h_B and the loss.
 * any task may carry ``dual`` (a scale c): the entropy sum of the dual at c times the
-  sigmoids of the last full round.
+  sigmoids of the last full round; and ``accel`` (weights z, a scale c): the entropy
+  sum at c times the extrapolation of the last ACCEL + 1 full rounds' sigmoids
+  (:func:`kernels.accel_entropy`). A full round returns the Gram ``uu`` of their
+  differences once it holds them.
 
 Syncs: ``commit`` t (m += t dm), then ``dcols``/``ddelta`` (a new pending direction), or
 ``cols``/``delta`` (Jacobi: m += X_B delta at once).
@@ -32,6 +35,9 @@ from . import data
 
 #: dense X: the block's gathered columns are kept between rounds up to this size
 XB_CACHE_BYTES = 256 << 20
+#: the dual point is also extrapolated from the last ACCEL + 1 full rounds' (celer's
+#: dual extrapolation, Massias et al. 2018, 2020)
+ACCEL = 5
 #: added to the Hessian weights s (1 - s) of the Newton subproblem's Gram (Levenberg-
 #: Marquardt): a coefficient whose samples are all fitted past exp's underflow has no
 #: curvature and no loss gradient, and its Newton step would be unbounded (or, by CD on
@@ -54,6 +60,7 @@ class LogRegUpdate(GLMUpdate):
         self.dm = None  # the pending direction's margin change
         self.spec = None  # (m, r, wts, ell, loss) at m + dm, from the last trial round
         self.zc = None  # y * m at the last full round (the dual's point)
+        self.hist = []  # the sigmoids s of the last ACCEL + 1 full rounds (extrapolation)
         self.xb = (np.empty(0, np.int64), None)  # dense: the block's gathered columns
         self.gram_w = None  # dense: the Hessian weights of the last fresh Gram
         self.mark = np.zeros(n, dtype=np.bool_)
@@ -69,6 +76,7 @@ class LogRegUpdate(GLMUpdate):
         r, wts, ell = np.empty(2), np.empty(2), np.empty(2)
         K.refresh(y, m, r, wts, ell)
         K.dual_entropy(m, 0.5)
+        K.accel_entropy(np.full((2, 2), 0.5), np.ones(1), 0.5)
         K.trial_losses(y, m, np.ones(2), np.ones(1), np.empty(1), np.empty(1))
         cols, d = np.zeros(1, np.int64), np.ones(1)
         for idx in (np.int32, np.int64):
@@ -97,6 +105,7 @@ class LogRegUpdate(GLMUpdate):
         for name in ("m", "dm", "zc", "gram_w"):  # (None: not pending, or not yet made)
             if old[name] is not None:
                 setattr(self, name, rows_of(olds, first, self.n_rows, name))
+        self.hist = []  # (the extrapolation starts again)
         self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
         self.spec = None  # a speculative trial point: a commit then computes it again
 
@@ -145,6 +154,9 @@ class LogRegUpdate(GLMUpdate):
         out = {}
         if "dual" in task:
             out["ent"] = K.dual_entropy(self.zc, float(task["dual"]))
+        if "accel" in task:
+            z, c = task["accel"]
+            out["ent_acc"] = K.accel_entropy(np.array(self.hist), z, float(c))
         kind = task["kind"]
         if kind == "full":
             out.update(self._full(task.get("hess", False)))
@@ -170,6 +182,7 @@ class LogRegUpdate(GLMUpdate):
         # recomputed from the margins: drops the drift of the Jacobi running sums
         self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
         self.zc = self.y * self.m
+        out = self._history()
         p = self.n_features
         if hess:
             g, h = np.empty(p), np.empty(p)
@@ -178,13 +191,23 @@ class LogRegUpdate(GLMUpdate):
                 K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
             else:
                 K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
-            return {"q": g, "h": h, "loss": self.loss}
+            return {"q": g, "h": h, "loss": self.loss, **out}
         if self.sparse:
             g = np.empty(p)
             K.grad_all_sparse(*self.X, self.r, g)
         else:
             g = self.X[0].T @ self.r
-        return {"q": g, "loss": self.loss}
+        return {"q": g, "loss": self.loss, **out}
+
+    def _history(self):
+        """Keep this full round's s = y r; once ACCEL + 1 are kept, the Gram of their
+        differences over this worker's rows, for the aggregate's extrapolation weights."""
+        self.hist.append(self.y * self.r)
+        del self.hist[:-(ACCEL + 1)]
+        if len(self.hist) <= ACCEL:
+            return {}
+        U = np.diff(np.array(self.hist), axis=0)
+        return {"uu": U @ U.T}
 
     def _grad(self, cols, r):
         if self.sparse:
