@@ -119,12 +119,13 @@ def heartbeat():
     # and kills the others; the first to close is the lost rank. (On fd 0 it closed last:
     # a victim descheduled in between was named after a rank MPICH killed, issue #31.)
     try:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        top = (1 << 16) if soft == resource.RLIM_INFINITY else min(soft, 1 << 16)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(os.path.join(folder, SOCK))
-            conn.sendall(f"{rank}\n".encode())
-            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-            top = (1 << 16) if soft == resource.RLIM_INFINITY else min(soft, 1 << 16)
-            fcntl.fcntl(conn.fileno(), fcntl.F_DUPFD_CLOEXEC, top - 1)
+            fd = fcntl.fcntl(conn.fileno(), fcntl.F_DUPFD_CLOEXEC, top - 1)
+        # named once there: a connection closed before it names its rank is no lost rank
+        os.write(fd, f"{rank}\n".encode())
     except OSError:
         pass  # another host, no launcher listening, or that descriptor taken: pidfd
     threading.Thread(target=beat, name="strads-heartbeat", daemon=True).start()
