@@ -17,13 +17,20 @@ from threadpoolctl import threadpool_limits
 
 from . import api
 from . import checkpoint as _ckpt
-from . import launch as _launch
 from . import outputs as _outputs
 from . import params as _params
 from . import transport as _transport
 from . import worker as W
 from .errors import DataError, StalenessError
 from .io import memory
+
+
+def _launch():
+    """strads.launch, imported when a run needs it: imported with the package, ``python
+    -m strads.launch`` would warn that it is already in sys.modules."""
+    from . import launch
+    return launch
+
 
 #: the objective "diverged" once it is this many times its scale away from its best
 DIVERGE_FACTOR = 1e6
@@ -314,7 +321,7 @@ class Driver:
         for w, s in enumerate(per_worker(sync, self.W)):
             self.pending[w].append(s)
         self.done = r + 1
-        _launch.note_round(self.done)
+        _launch().note_round(self.done)
         now = self._now()
         objective = self.aggregate.objective()
         signum = signum if self.rep else self.signals.signum or signum
@@ -654,7 +661,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
                         f"(ranks 0..{schedulers - 1} schedule)")
     setup, update = _test_hook(setup, update)
     if mpi and os.environ.get("STRADS_LAUNCH"):  # the launcher watches for a lost rank
-        _launch.heartbeat()
+        _launch().heartbeat()
     memory.keep_freed_memory()
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
@@ -740,8 +747,8 @@ def _under_mpi(setup, update, scheduler, signals, kw):
                 result = _drive(tp, setup, update, signals=signals,
                                 **{**kw, "quiet": kw["quiet"] or tp.rank > 0})
                 result.rank = tp.rank
-                if _launch.recoveries:
-                    result.extra["recoveries"] = _launch.recoveries
+                if _launch().recoveries:
+                    result.extra["recoveries"] = _launch().recoveries
                 if out and tp.rank == 0:  # (leaderless: rank 0 writes)
                     result.write(out)
             elif tp.rank < kw["schedulers"]:
@@ -752,7 +759,7 @@ def _under_mpi(setup, update, scheduler, signals, kw):
             return result
         except BaseException as exc:  # any rank: end the whole job, never hang
             if _transport.rank_lost(exc) and _transport.ulfm():
-                comm, resume = _launch.recover(comm, tp, kw)
+                comm, resume = _launch().recover(comm, tp, kw)
                 kw = {**kw, "resume": resume}
                 continue
             if tp is None:

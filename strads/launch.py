@@ -112,22 +112,25 @@ def heartbeat():
                 return  # the launcher's folder is gone: it is not watching any more
             time.sleep(BEAT)
 
-    # a connection to the launcher held until this process ends, on the highest file
-    # descriptor it may have: the kernel releases a dying process's files from the highest
-    # number down (Linux runs the closes queued at exit last in, first out), so this one
-    # closes before the PMI socket and output pipes through which MPICH hears of the death
-    # and kills the others; the first to close is the lost rank. (On fd 0 it closed last:
-    # a victim descheduled in between was named after a rank MPICH killed, issue #31.)
-    try:
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        top = (1 << 16) if soft == resource.RLIM_INFINITY else min(soft, 1 << 16)
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.connect(os.path.join(folder, SOCK))
-            fd = fcntl.fcntl(conn.fileno(), fcntl.F_DUPFD_CLOEXEC, top - 1)
-        # named once there: a connection closed before it names its rank is no lost rank
-        os.write(fd, f"{rank}\n".encode())
-    except OSError:
-        pass  # another host, no launcher listening, or that descriptor taken: pidfd
+    # connections to the launcher held until this process ends, at both ends of the file
+    # table: the kernel releases a dying process's files in fd order, from the highest
+    # down on today's Linux (the closes queued at exit run last in, first out; older
+    # kernels ran them first in, first out), so one of the two closes before the PMI
+    # socket and output pipes through which MPICH hears of the death and kills the
+    # others; the first to close names the lost rank. (fd 0 alone closed last on Linux
+    # 6: a victim descheduled in between was named after a rank MPICH killed, issue #31.)
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    top = (1 << 16) if soft == resource.RLIM_INFINITY else min(soft, 1 << 16)
+    for place in (lambda fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top - 1),
+                  lambda fd: os.dup2(fd, 0)):  # (no app reads stdin)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(os.path.join(folder, SOCK))
+                fd = place(conn.fileno())
+            # named once in place: a connection closed before it names its rank is none
+            os.write(fd, f"{rank}\n".encode())
+        except OSError:
+            pass  # another host, no launcher listening, or that descriptor taken: pidfd
     threading.Thread(target=beat, name="strads-heartbeat", daemon=True).start()
 
 
@@ -294,9 +297,11 @@ def _run_once(cmd, folder, env, resumed=None):
                         continue
                     conns[conn.fileno()] = (rank, conn)
                     watch.register(conn.fileno(), select.POLLIN | select.POLLHUP)
-                    if any(r == rank for r in fds.values()):  # its close tells first
-                        for pfd in [k for k, r in fds.items() if r == rank]:
+                    for pfd in [k for k, r in fds.items() if r == rank]:
+                        try:  # its connection's close tells first
                             watch.unregister(pfd)
+                        except OSError:  # (its other connection came first)
+                            pass
                 elif fd in conns:
                     ended.append(conns[fd][0])
                     watch.unregister(fd)
