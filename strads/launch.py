@@ -183,6 +183,18 @@ def _hosts(path):
     return out
 
 
+def _short(host):
+    host = host.lower()
+    return host if host.replace(".", "").isdigit() else host.split(".")[0]
+
+
+def _same_host(a, b):
+    """Whether a hostfile's name and a rank's hostname are one host: the same short
+    name (node1, node1.cluster), or both this host (localhost, 127.0.0.1)."""
+    here = {"localhost", "127.0.0.1", _short(socket.gethostname())}
+    return _short(a) == _short(b) or {_short(a), _short(b)} <= here
+
+
 def _mpiexec(given):
     if given:
         return given
@@ -408,8 +420,12 @@ def main(argv=None):
                 return code  # the app stopped by itself (bad input, an error, a signal)
             who = (f"rank {lost['rank']} (pid {lost['pid']} on {lost['host']})" if lost
                    else "a rank")
+            resume = _checkpoint_round(out) if out else None
+            # rank 0's heartbeat is up to BEAT old: the round reached is at least the
+            # checkpoint's
+            at = max(at, resume or 0)
             if hosts is not None and lost is not None:
-                hosts = [(h, s) for h, s in hosts if h != lost["host"]]
+                hosts = [(h, s) for h, s in hosts if not _same_host(h, lost["host"])]
                 left = sum(s for _, s in hosts)
             else:
                 left = ranks - 1
@@ -419,10 +435,6 @@ def main(argv=None):
                        else f"{left} ranks left, fewer than --min-ranks {a.min_ranks}")
                 _say(f"{who} lost at round {at}; not restarting ({why})")
                 return code
-            resume = _checkpoint_round(out)
-            # rank 0's heartbeat is up to BEAT old: the round reached is at least the
-            # checkpoint's
-            at = max(at, resume or 0)
             restarts.append({"lost_rank": lost["rank"] if lost else None,
                              "host": lost["host"] if lost else None, "round": at,
                              "resumed_from_round": resume, "ranks": left,

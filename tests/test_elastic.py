@@ -3,6 +3,7 @@ mpiexec, both scheduler layouts), and ``strads.launch`` restarts a job that lost
 from its last checkpoint on the ranks that remain."""
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -112,14 +113,16 @@ MF_SMALL = ["--n-users", "400", "--n-items", "200", "--n-ratings", "12000", "--i
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("app, scheduler, n, stop, rel", [
-    ("lasso", "rank", 5, 6, 1e-8), ("lasso", "replicated", 5, 6, 1e-8),
-    ("logreg", "rank", 4, 6, 1e-8), ("lda", "replicated", 4, 20, 0.01),
-    ("mf", "rank", 4, 30, 1e-9)])
-def test_every_app_under_mpiexec_resumes_on_fewer_ranks(app, scheduler, n, stop, rel,
+@pytest.mark.parametrize("app, scheduler, n, n2, stop, rel", [
+    ("lasso", "rank", 5, 3, 6, 1e-8), ("lasso", "replicated", 5, 3, 6, 1e-8),
+    ("logreg", "rank", 4, 3, 6, 1e-8), ("lda", "replicated", 4, 3, 20, 0.01),
+    ("mf", "rank", 4, 3, 30, 1e-9),
+    ("lasso", "rank", 3, 5, 6, 1e-8), ("mf", "replicated", 3, 4, 30, 1e-9)])
+def test_every_app_under_mpiexec_resumes_on_other_ranks(app, scheduler, n, n2, stop, rel,
                                                         tmp_path):
-    """Written by ``mpiexec -n N`` and resumed by ``-n 3``: the GLMs at the uninterrupted
-    optimum (rel. 1e-8), MF the same model, LDA within 1% of its log-likelihood."""
+    """Written by ``mpiexec -n N`` and resumed by ``-n N2`` (fewer: a lost node; more: a
+    replacement): the GLMs at the uninterrupted optimum (rel. 1e-8), MF the same model,
+    LDA within 1% of its log-likelihood."""
     data = (["--data", _svm(tmp_path)] if app == "lasso" else LDA_SMALL if app == "lda"
             else MF_SMALL if app == "mf" else ["--n-samples", "400", "--n-features", "1200"])
     args = [f"strads.apps.{app}", *data, "--quiet", "--scheduler", scheduler,
@@ -131,10 +134,10 @@ def test_every_app_under_mpiexec_resumes_on_fewer_ranks(app, scheduler, n, stop,
     at = json.loads((Path(out) / "checkpoint" / "manifest.json").read_text())["round"]
     before = [line for line in (Path(out) / "trace.csv").read_text().splitlines()[1:]
               if int(line.split(",")[0]) < at]
-    res = _mpi(3, args + ["--out", out, "--resume"])
+    res = _mpi(n2, args + ["--out", out, "--resume"])
     assert ref.returncode == first.returncode == res.returncode == 0, res.stderr
     a, b = json.loads(ref.stdout.splitlines()[0]), json.loads(res.stdout.splitlines()[0])
-    assert b["ranks"] == 3 and b["rounds"] > stop >= at > 0
+    assert b["ranks"] == n2 and b["rounds"] > stop >= at > 0
     assert abs(a["objective"] - b["objective"]) <= rel * abs(a["objective"]), (a, b)
     # went on from the checkpoint, not from the start: the first leg's trace up to the
     # checkpoint (times included) is kept, and the rounds after it never repeat
@@ -242,6 +245,22 @@ def test_launch_refuses_an_app_without_checkpoints_and_passes_its_errors_on(tmp_
                        timeout=120, env=child_env(), cwd=ROOT)
     assert p.returncode == 2 and "no such file" in p.stderr  # not a lost rank: no restart
     assert "strads.launch:" not in p.stderr
+
+
+def test_launch_leaves_the_lost_ranks_host_out(tmp_path):
+    """With --hostfile, a restart goes on without the lost rank's host (named in the file
+    as localhost, by the rank as its hostname: one host): here the only one, so none."""
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("localhost:4  # this machine\n")
+    out = tmp_path / "run"
+    proc = _launch(4, out, ["--hostfile", str(hostfile)])
+    at = _kill_after(out, 2, 20, proc)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert re.search(rf"strads\.launch: rank 2 \(pid \d+ on {re.escape(socket.gethostname())}"
+                     rf"\) lost at round (\d+); not restarting \(0 ranks left, fewer than "
+                     r"--min-ranks 2\)", stderr), stderr
+    assert int(re.search(r"lost at round (\d+)", stderr).group(1)) >= at
 
 
 def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path):
