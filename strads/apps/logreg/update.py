@@ -156,7 +156,9 @@ class LogRegUpdate(GLMUpdate):
             out["ent"] = K.dual_entropy(self.zc, float(task["dual"]))
         if "accel" in task:
             z, c = task["accel"]
-            out["ent_acc"] = K.accel_entropy(np.array(self.hist), z, float(c))
+            # (a history begun again by a reshard is too short: NaN, the point unused)
+            out["ent_acc"] = (K.accel_entropy(np.array(self.hist), z, float(c))
+                              if len(self.hist) == len(z) + 1 else np.nan)
         kind = task["kind"]
         if kind == "full":
             out.update(self._full(task.get("hess", False)))
