@@ -195,6 +195,8 @@ def on_threads(n, fn, timeout=None):
         t.join(timeout)
     if group.error is not None:
         raise group.error
+    if any(t.is_alive() for t in ts):
+        raise TimeoutError(f"on_threads: a worker still runs after {timeout} s")
     return out
 
 

@@ -32,6 +32,7 @@ class GLMAggregate(Aggregate):
     n_parts = 1  # scheduler ranks (--schedulers): > 1, the schedules learn from feedback()
     last = None  # (coordinates, new priorities) of the last Jacobi round, for feedback()
     duals = 0  # dual points the schedule should send (the logistic loss's gap)
+    dual_acc = None  # and an extrapolated one's (weights, scale), sent beside it
     grouped = 0  # priority: updates that joined a group (solved with others, exactly)
     mu = None  # X's column means, when the datafit centres X implicitly (an intercept)
 

@@ -136,7 +136,7 @@ class _Clocked(Schedule):
             self._duals_taken = agg.duals
             if self.last_full is None or self.last_full == agg.dual_round:
                 task["dual"] = agg.dual_c
-                if getattr(agg, "dual_acc", None) is not None:
+                if agg.dual_acc is not None:
                     task["accel"] = agg.dual_acc
         return task
 
