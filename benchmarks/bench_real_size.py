@@ -31,6 +31,9 @@ the peers, each in a subprocess of its own that reports its own timings and peak
 tomotopy (K = 100 and K = 1000, the same workers) for lda, skglm and scikit-learn for
 lasso. A peer that will not import is reported as skipped, never given a figure.
 
+With ``--ranks 2 4 8 16`` strads runs alone, under ``mpiexec -n N`` for each N (N - 1
+workers), for the speed-up curve on a many-core machine (docs/scaling.md).
+
 Reported per run: load (strads: from the process's start to its loop's start, i.e. the
 arrival of its final progress line less the loop's ``wall_s`` less an empty start of the
 app; peers: parsing the file into their own structures), time per iteration or sweep,
@@ -407,12 +410,13 @@ def startup_s(app):
     return _STARTUP[app]
 
 
-def run_strads(app, flags, mode, out, timeout):
-    """One strads CLI run; the loop's end is when its final progress line arrives (stderr),
+def run_strads(app, flags, ranks, out, timeout):
+    """One strads CLI run, in one process with two worker threads (``ranks`` 0) or under
+    ``mpiexec -n ranks``; the loop's end is when its final progress line arrives (stderr),
     so load = that - the loop's wall_s - an empty start, and output = exit - that."""
     shutil.rmtree(out, ignore_errors=True)
     base = [PY, "-u", "-m", f"strads.apps.{app}", *flags, "--out", str(out)]
-    cmd = base + ["--workers", "2"] if mode == "1proc" else [MPIEXEC, "-n", "3", *base]
+    cmd = base + ["--workers", "2"] if not ranks else [MPIEXEC, "-n", str(ranks), *base]
     lines = []
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -443,30 +447,32 @@ def run_strads(app, flags, mode, out, timeout):
 def warm(app, flags, folder):
     """The same run on a tiny file of the same kind first, so numba's cache is loaded (or
     compiled, once) outside the timings."""
-    run_strads(app, flags, "1proc", folder / f"out_warm_{app}", 600)
+    run_strads(app, flags, 0, folder / f"out_warm_{app}", 600)
 
 
 # ---------------------------------------------------------------- the three benchmarks
-STRADS_RUNS = ("strads 1 process", "strads mpiexec -n 3")
-
-
 def side_by_side(app, flags, peers, a, folder, extract, quality, reached):
     """strads' two layouts and ``peers`` ({name: callable}), in alternating order each
-    repeat; then strads' time (load + loop) to the first trace row where
+    repeat, or with ``--ranks`` strads alone under ``mpiexec -n N`` for each N (the
+    speed-up curve); then strads' time (load + loop) to the first trace row where
     ``reached(trace, [the peers' quality])`` holds."""
-    runs = {k: [] for k in (*STRADS_RUNS, *peers)}
+    layouts = ({f"strads mpiexec -n {n}": n for n in a.ranks} if a.ranks else
+               {"strads 1 process": 0, "strads mpiexec -n 3": 3})
+    peers = {} if a.ranks else peers
+    runs = {k: [] for k in (*layouts, *peers)}
     for rep in range(a.repeat):
         for name in (list(runs) if rep % 2 == 0 else list(runs)[::-1]):
             if name in peers:
                 r = peers[name]()
             else:
-                r = run_strads(app, flags, "1proc" if name.endswith("process") else "mpi",
-                               folder / f"out_{app}", a.timeout)
+                r = run_strads(app, flags, layouts[name], folder / f"out_{app}", a.timeout)
+                print(f"  {name}: " + ", ".join(f"{k} {r[k]}" for k in (
+                    "process_s", "loop_s", "load_s", "peak_mb", "failed") if k in r), flush=True)
                 if "summary" in r:
                     r.update(extract(r.pop("summary"), r), total_s=r["load_s"] + r["loop_s"])
             runs[name].append(r)
     got = [r[quality] for n in peers for r in runs[n] if r.get(quality) is not None]
-    for name in STRADS_RUNS:
+    for name in layouts:
         for r in runs[name]:
             trace = r.pop("trace", None)
             if trace and got:
@@ -565,6 +571,8 @@ def main():
     ap.add_argument("--lda-topics", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--lda-sweeps", type=int, default=10)
     ap.add_argument("--lasso-ratios", type=float, nargs="+", default=[0.05, 0.001])
+    ap.add_argument("--ranks", type=int, nargs="+",
+                    help="strads alone under mpiexec -n N for each N (no peers)")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--generate-only", action="store_true")
