@@ -333,7 +333,7 @@ def test_subproblem_solvers_agree():
               diag_, 40)]
     for form in forms:
         b = out[0] * 1.05
-        assert _polish(form, q, b0, b, thresh)
+        assert _polish(form, q, b0, b, thresh, 1e-12)
         np.testing.assert_allclose(b, out[0], atol=1e-9)
 
 

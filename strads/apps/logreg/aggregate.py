@@ -22,7 +22,6 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
 from ..glm import kernels as GK
 from ..glm.aggregate import GLMAggregate, _factor, _stack, _sum
@@ -36,9 +35,8 @@ BACKOFF = 0.5 ** np.arange(1, 21)  # the line search's steps after t = 1 failed
 MAX_PN = 50  # prox-Newton steps on one working set, at most
 MAX_CD = 50  # coordinate-descent passes of one subproblem, at most (an inexact direction)
 MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
-POLISH_MAX = 1000  # the largest support a subproblem is solved on exactly (dense Cholesky)
-RIDGE = 1e-12  # added to that solve's diagonal, relative to its largest entry
-POLISH_STEPS = 5  # active-set steps of that solve, at most (each drops a coefficient)
+POLISH_IT = 500  # conjugate-gradient products of one face solve, at most
+POLISH_STEPS = 5  # active-set steps of a subproblem's face solve, at most (each drops one)
 
 
 class LogRegAggregate(GLMAggregate):
@@ -329,8 +327,10 @@ class LogRegAggregate(GLMAggregate):
         else:
             passes = GK.gram_cd(G, qq, b, self.thresh, tol, MAX_CD, False)
         self.cd_passes += passes
-        if self.stalled and passes >= MAX_CD and _polish(G, q, b0, b, self.thresh):
-            self.polished += 1
+        if self.stalled and passes >= MAX_CD:
+            products = _polish(G, q, b0, b, self.thresh, tol)
+            self.cd_passes += products
+            self.polished += products > 0
         d = b - b0
         # predicted decrease, times n: -q'd + n lambda (|b|_1 - |b0|_1)
         delta = K.predicted_decrease(q, b0, b, self.thresh)
@@ -445,63 +445,67 @@ def _gram_times(G, v):
     return G @ v
 
 
-def _gram_sub(G, A, m):
-    """G[A][:, A], dense."""
+def _face(G, A, m):
+    """G_AA as :func:`K.face_cg` takes it: (ptr, rows, vals, n_rows, dense G_AA, its
+    diagonal), the factor's columns A, else dense."""
     form = _form(G)
+    none = np.empty(0, np.int64)
     if form == "factor":
-        _, ptr, rows, vals, _, n_rows = G
+        _, ptr, rows, vals, h, n_rows = G
         F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, m))[:, A]
-        return (F.T @ F).toarray()
+        F.sort_indices()
+        return (F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data, n_rows,
+                np.empty((0, 0)), h[A])
     if form == "csr":
         _, ptr, idx, vals, _ = G
-        return sp.csr_matrix((vals, idx, ptr), shape=(m, m))[A][:, A].toarray()
-    return G[np.ix_(A, A)]
+        GA = sp.csr_matrix((vals, idx, ptr), shape=(m, m))[A][:, A].toarray()
+    else:
+        GA = np.ascontiguousarray(G[np.ix_(A, A)])
+    return none, none, np.empty(0), 0, GA, GA.diagonal().copy()
 
 
-def _polish(G, q, b0, b, thresh):
+def _polish(G, q, b0, b, thresh, tol):
     """The subproblem min_b 1/2 d'Gd - q'd + thresh |b|_1 (d = b - b0) on the face of
-    coordinate descent's ``b`` (its support A, its signs s), solved exactly: G_AA d_A =
-    q_A - thresh s - G_A,~A d_~A. CD's passes crawl along the flat directions of an
+    coordinate descent's ``b`` (its support A, its signs s), solved by preconditioned
+    conjugate gradients to ``tol`` (the largest entry of the face's gradient): G_AA d_A
+    = q_A - thresh s - G_A,~A d_~A. CD's passes crawl along the flat directions of an
     ill-conditioned G (near-separable data: features nearly collinear with the
-    intercept), and the prox-Newton steps stall with them. If the face's minimiser
-    changes a sign, ``b`` moves towards it until the first coefficient reaches zero,
-    which leaves A, and the smaller face is solved (an active-set step: the model falls
-    at each). Returns whether ``b`` moved."""
+    intercept), CG's iterations go as the square root of its condition number, and
+    each costs what a CD pass does. If the face's minimiser changes a sign, ``b`` moves
+    towards it until the first coefficient reaches zero, which leaves A, and the
+    smaller face is solved (an active-set step: the model falls at each). Returns the
+    Gram products (0: ``b`` did not move)."""
     m = b.shape[0]
     x = b.copy()
+    products = 0
     for _ in range(POLISH_STEPS):
         A = np.flatnonzero(x)
-        if not 0 < A.shape[0] <= POLISH_MAX:
+        if A.shape[0] == 0:
             break
         sign = np.sign(x[A])
-        d = -b0
-        d[A] = 0.0  # the coordinates off the face move by -b0
-        GA = _gram_sub(G, A, m)
-        GA.flat[::A.shape[0] + 1] += RIDGE * GA.diagonal().max()  # (duplicate columns)
-        try:
-            dA = cho_solve(cho_factor(GA, overwrite_a=True),
-                           q[A] - thresh * sign - _gram_times(G, d)[A])
-        except (LinAlgError, ValueError):
+        r = (q - _gram_times(G, x - b0))[A] - thresh * sign
+        ptr, rows, vals, n_rows, GA, h = _face(G, A, m)
+        xA = x[A].copy()
+        products += K.face_cg(ptr, rows, vals, n_rows, GA, np.maximum(h, 1e-300), xA, r,
+                              tol, POLISH_IT)
+        if not np.all(np.isfinite(xA)):
             break
-        if not np.all(np.isfinite(dA)):
-            break
-        target = b0[A] + dA
-        cross = np.sign(target) != sign
+        cross = np.sign(xA) != sign
         if not cross.any():
-            x[A] = target
+            x[A] = xA
             break
-        t = x[A][cross] / (x[A][cross] - target[cross])  # where each reaches zero
+        t = x[A][cross] / (x[A][cross] - xA[cross])  # where each reaches zero
         k = int(np.argmin(t))
-        x[A] += t[k] * (target - x[A])
+        x[A] += t[k] * (xA - x[A])
         x[A[np.flatnonzero(cross)[k]]] = 0.0
 
     def model(v):
         dv = v - b0
         return 0.5 * dv @ _gram_times(G, dv) - q @ dv + thresh * np.abs(v).sum()
     if not model(x) < model(b):
-        return False
+        return 0
     b[:] = x
-    return True
+    return products
 
 
 def _restrict(G, cols, new):

@@ -392,3 +392,46 @@ def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
                     t -= val[e] * b[idx[e]]
                 q[j] = t
     return max_passes
+
+
+@njit(**_opts)
+def face_cg(ptr, rows, vals, n_rows, G, h, x, r, tol, max_it):
+    """Preconditioned conjugate gradients (Jacobi: ``h``, the diagonal) on G_AA e = r,
+    the prox-Newton subproblem on a face (its support fixed, its signs in r): x += e,
+    r -= G_AA e, until max |r| <= tol or ``max_it`` products. G_AA is the factor's
+    columns F_A (CSC (n_rows, |A|), G_AA = F_A'F_A: a product costs its non-zeros
+    twice) when ``ptr`` is not empty, else the dense ``G``. Returns the products."""
+    m = x.shape[0]
+    factor = ptr.shape[0] > 0
+    z = r / h
+    p = z.copy()
+    rz = r @ z
+    gp = np.empty(m)
+    u = np.empty(n_rows if factor else 0)
+    for it in range(max_it):
+        if np.abs(r).max() <= tol:
+            return it
+        if factor:
+            u[:] = 0.0
+            for j in range(m):
+                pj = p[j]
+                for e in range(ptr[j], ptr[j + 1]):
+                    u[rows[e]] += vals[e] * pj
+            for j in range(m):
+                t = 0.0
+                for e in range(ptr[j], ptr[j + 1]):
+                    t += vals[e] * u[rows[e]]
+                gp[j] = t
+        else:
+            gp[:] = G @ p
+        curv = p @ gp
+        if not curv > 0.0:
+            return it
+        a = rz / curv
+        x += a * p
+        r -= a * gp
+        z = r / h
+        rz_new = r @ z
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return max_it
