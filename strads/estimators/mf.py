@@ -137,23 +137,10 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, R, y=None):
-        """Fit the factors.
-
-        Parameters
-        ----------
-        R : scipy.sparse matrix of shape (n_users, n_items), or tuple (users, items, ratings)
-            The ratings: a sparse matrix's explicit entries (an explicit 0 is a rating
-            of 0; row and column indices are the user and item ids), or three 1-D
-            arrays with arbitrary integer ids. A (user, item) pair given twice is
-            refused.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator (on every rank under ``mpiexec``).
-        """
+        """Fit the factors to ratings R; -> self, on every rank under ``mpiexec``. R: a
+        scipy.sparse (n_users, n_items) matrix's explicit entries (an explicit 0 is a
+        rating of 0; row and column indices are the ids), or a tuple (users, items,
+        ratings) of 1-D arrays with arbitrary integer ids. A pair given twice is refused."""
         users, items, ratings = self._triplets(R)
         kw = dict(rank=int(self.n_components), lam=float(self.alpha),
                   schedule=self.schedule, iters=int(self.max_iter), bias=self.biases,
@@ -192,19 +179,9 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                 "item_ids": self.item_ids_}
 
     def predict(self, users, items):
-        """Predicted ratings of (user, item) pairs.
-
-        Parameters
-        ----------
-        users, items : array-like of shape (n_pairs,)
-            Original ids. An id not seen in training contributes nothing: its pair is
-            scored by the global mean and the biases that are known.
-
-        Returns
-        -------
-        ratings : ndarray of shape (n_pairs,)
-            ``mu + b_u + b_i + w_u . h_i``.
-        """
+        """Predicted ratings ``mu + b_u + b_i + w_u . h_i`` of (user, item) pairs (original
+        ids; an id not seen in training contributes nothing: its pair is scored by the
+        global mean and the biases that are known)."""
         check_is_fitted(self, "user_factors_")
         users = check_array(users, ensure_2d=False, dtype=None, ensure_min_samples=0,
                             input_name="users").ravel()
@@ -213,21 +190,9 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         return mf.predict(self._model(), users, items, unknown="mean")
 
     def score(self, R, y=None):
-        """Negative root mean squared error of :meth:`predict` on ratings (higher is
-        better, as scikit-learn's scorers, so that ``GridSearchCV`` can choose).
-
-        Parameters
-        ----------
-        R : scipy.sparse matrix or tuple (users, items, ratings)
-            Ratings, as :meth:`fit` takes them.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        score : float
-            ``-sqrt(mean((predict(users, items) - ratings) ** 2))``.
-        """
+        """``-sqrt(mean((predict(users, items) - ratings) ** 2))`` on ratings R as
+        :meth:`fit` takes them (higher is better, as scikit-learn's scorers, so that
+        ``GridSearchCV`` can choose)."""
         users, items, ratings = self._triplets(R)
         if ratings.shape[0] == 0:
             raise ValueError("score needs at least one rating")
@@ -237,26 +202,11 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
     @validate_params({"n": [Count(Integral, 0, None, closed="left")]},
                      prefer_skip_nested_validation=True)
     def recommend(self, user, n=10, filter_seen=True):
-        """The ``n`` items with the highest predicted rating for one user, best first.
-
-        Parameters
-        ----------
-        user : int
-            Original id of a user seen in training (else ValueError: an unseen user has
-            no factors to rank items by).
-        n : int, default=10
-            Number of items (fewer when fewer are left).
-        filter_seen : bool, default=True
-            Leave out the items the user rated in training (a model loaded from a
-            command line's ``--out`` does not know them: pass False).
-
-        Returns
-        -------
-        items : ndarray of shape (n,)
-            Original item ids, best first (ties: lower id first).
-        scores : ndarray of shape (n,)
-            Their predicted ratings.
-        """
+        """(items, scores): the ``n`` items (original ids; fewer when fewer are left) with
+        the highest predicted rating for ``user`` (an original id seen in training, else
+        ValueError: an unseen user has no factors to rank items by), best first (ties:
+        lower id first). ``filter_seen``: leave out the items the user rated in training
+        (a model loaded from a command line's ``--out`` does not know them: pass False)."""
         check_is_fitted(self, "user_factors_")
         if not np.isscalar(user):
             raise ValueError(f"recommend takes one user id, got {user!r}")
