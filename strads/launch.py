@@ -1,21 +1,5 @@
-"""Elastic runs: ``python -m strads.launch -n N [options] APP [APP ARGS]``.
-
-Runs APP (a module such as ``strads.apps.lasso``, or a script's path) under ``mpiexec -n
-N``. When a rank dies (killed, its node lost), the job is started again from the last
-complete checkpoint (``APP ARGS --resume``) on the ranks that remain: N - 1, or without
-the lost rank's host when a hostfile names the hosts; down to ``--min-ranks``, at most
-``--max-restarts`` times. A resumed run redistributes the checkpoint's rows and model
-over the new number of workers. One line on stderr per event; ``summary.json`` gets the
-list of ``restarts``. A run that fails by itself (bad input, an exception) is not
-restarted: its exit status is the launcher's.
-
-How a lost rank is found: every rank of a launched job writes a small heartbeat file
-(its pid, host and, on rank 0, the round) into a folder the launcher names in the
-environment (:data:`ENV`) and, on the launcher's host, holds a connection to it; the
-first rank whose connection closes (same host) or whose heartbeat stops (another host,
-on the shared file system the checkpoints need) while the others still run is the lost
-one. MPICH's own report names a surviving process, not the lost one.
-"""
+"""Elastic runs: ``python -m strads.launch -n N [options] APP [APP ARGS]``; the restarts,
+and how a lost rank is found: docs/elastic.md, "The launcher"."""
 import argparse
 import fcntl
 import glob
