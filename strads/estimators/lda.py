@@ -18,60 +18,7 @@ from ._persist import Persistent, _set
 class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checked,
           BaseEstimator):
     """Latent Dirichlet allocation by model-parallel collapsed Gibbs sampling (the strads
-    LDA app).
-
-    Parameters
-    ----------
-    n_components : int, default=10
-        Number of topics K.
-    doc_topic_prior : float, default=None
-        Symmetric document-topic prior alpha; None: the app's default 0.1 (the command
-        line's ``--alpha``; not scikit-learn's 1/K, a variational-Bayes convention).
-    topic_word_prior : float, default=None
-        Symmetric topic-word prior beta; None: the app's default 0.01 (``--beta``).
-    max_iter : int, default=50
-        Gibbs sweeps over the corpus (the app's ``sweeps``).
-    random_state : int, RandomState instance or None, default=None
-        Seed of the sampler (fit) and of the fold-in (transform): the same int gives
-        the same model and the same transforms (same ``n_jobs``).
-    n_jobs : int, default=None
-        Workers in one process for fit (at most the number of documents and of words;
-        ignored under ``mpiexec``), and threads for the fold-in of :meth:`transform`
-        (whose result does not depend on them). None -> 1, -1 -> all cores.
-    max_doc_update_iter : int, default=100
-        Gibbs sweeps of the fold-in per document in :meth:`transform` (the first half
-        is burn-in, the counts of the second half are averaged).
-
-    Attributes
-    ----------
-    components_ : ndarray of shape (n_components, n_features)
-        Topic-word pseudo-counts ``n_kw + topic_word_prior``, unnormalised, as
-        scikit-learn's ``LatentDirichletAllocation.components_``; the topic-word
-        distributions are ``components_ / components_.sum(axis=1)[:, None]``.
-    doc_topic_ : ndarray of shape (n_documents, n_components)
-        The training documents' topic mixtures ``(n_dk + alpha) / (n_d + K alpha)``
-        from the final state of the chain (what :meth:`fit_transform` returns).
-    doc_topic_prior_, topic_word_prior_ : float
-        The priors used.
-    n_iter_ : int
-        Sweeps run.
-    loglik_ : float
-        Joint log-likelihood ``log p(w, z)`` of the final state.
-    n_features_in_ : int
-        Vocabulary size seen during fit.
-    vocab_ : ndarray of str, shape (n_features,)
-        Only on a model loaded from a command line's run that knew its words
-        (:func:`strads.load`): :meth:`top_words`'s default vocabulary.
-
-    Examples
-    --------
-    >>> from strads.apps.lda import make_corpus
-    >>> from strads.estimators import LDA
-    >>> X, _, _ = make_corpus(n_docs=200, n_words=100, n_topics=5, seed=0)
-    >>> lda = LDA(n_components=5, random_state=0).fit(X)
-    >>> lda.transform(X[:3]).sum(axis=1).round(6).tolist()
-    [1.0, 1.0, 1.0]
-    """
+    LDA app); its parameters and attributes: docs/apps/lda.md, "Estimator reference"."""
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None,
                  max_iter=50, random_state=None, n_jobs=None, max_doc_update_iter=100):

@@ -14,87 +14,8 @@ from ._persist import Persistent, _set
 
 
 class MatrixFactorization(Persistent, _Checked, BaseEstimator):
-    """Explicit-feedback matrix factorization by scheduled CCD++ (the strads MF app).
-
-    Minimises ``sum over ratings (r_ui - mu - b_u - b_i - w_u . h_i)^2 + sum_u reg_u
-    (||w_u||^2 [+ b_u^2]) + sum_i reg_i (||h_i||^2 [+ b_i^2])`` (see
-    :mod:`strads.apps.mf`), where by default (``weighted=True``) ``reg_u = alpha * n_u``
-    and ``reg_i = alpha * n_i``, ``n_u`` (``n_i``) the number of training ratings of user
-    ``u`` (item ``i``): the per-rating weighted lambda of LIBMF, ALS-WR and Spark's ALS;
-    with ``weighted=False``, ``reg_u = reg_i = alpha``.
-
-    Parameters
-    ----------
-    n_components : int, default=8
-        Rank ``k`` of the factors (the app's ``rank``).
-    alpha : float, default=0.1
-        L2 penalty (the app's ``lam``), >= 0 (0.1: LIBMF's default, per rating).
-    weighted : bool, default=True
-        Penalise each user and item by ``alpha`` times its number of training ratings
-        (the app's ``weighted``, ``--lambda-weighting count``); False: by ``alpha``
-        alone (``--lambda-weighting none``).
-    biases : {"none", "mean", "full"}, default="full"
-        The app's ``bias`` (its default, ``strads.apps.mf.BIAS_DEFAULT``): no offset, the
-        global mean ``mu``, or ``mu`` plus fitted user and item biases.
-    schedule : {"ccd", "als"}, default="ccd"
-        CCD++ rank-one updates, or alternating least squares.
-    max_iter : int, default=20
-        Outer iterations (sweeps over all factor columns; the app's ``iters``), at most.
-    early_stopping : bool, default=True
-        Hold out ``validation_fraction`` of the ratings, stop once their RMSE has not
-        improved for ``n_iter_no_change`` iterations, then refit on all the ratings for
-        the best iteration count (the app's ``early_stop``, :func:`strads.apps.mf.validated`).
-        False: ``max_iter`` iterations (or to ``tol``) of the objective's minimisation,
-        which over-fits at a small ``alpha``.
-    validation_fraction : float, default=0.1
-        With ``early_stopping``: the share of the ratings held out, in (0, 1).
-    n_iter_no_change : int, default=2
-        With ``early_stopping``: iterations without a better validation RMSE before the
-        first run stops.
-    tol : float, default=1e-6
-        Stop when the objective changes by less than ``tol`` (relative) over an outer
-        iteration.
-    n_jobs : int, default=None
-        Workers in one process (None -> 1, -1 -> all cores), at most the number of
-        users and of items. Ignored under ``mpiexec``.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the starting factors (the app's ``seed``): an int is used as it is, an
-        int is drawn from a RandomState or Generator, None draws one from numpy's
-        global RandomState.
-
-    Attributes
-    ----------
-    user_factors_ : ndarray of shape (n_users, n_components)
-        ``W``; row ``u`` belongs to user ``user_ids_[u]``.
-    item_factors_ : ndarray of shape (n_items, n_components)
-        ``H``; row ``i`` belongs to item ``item_ids_[i]``.
-    user_bias_, item_bias_ : ndarray of shape (n_users,), (n_items,)
-        Biases (zeros unless ``biases="full"``).
-    global_mean_ : float
-        ``mu`` (0 with ``biases="none"``).
-    user_ids_, item_ids_ : ndarray
-        The original ids of the users and items seen in training, sorted; the app
-        remaps them to ``0..n_users-1`` and ``0..n_items-1``, and :meth:`predict` and
-        :meth:`recommend` take the original ids.
-    n_iter_ : int
-        Outer iterations of the fitted model (with early stopping: the best iteration).
-    validation_rmse_ : float or None
-        With early stopping: the held-out ratings' RMSE at the best iteration (None
-        without early stopping, or where no rating could be held out).
-    objective_ : float
-        The objective at the end.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> from strads.estimators import MatrixFactorization
-    >>> R = sp.random(50, 40, density=0.3, format="csr", random_state=0)
-    >>> R.data = 1 + 4 * R.data  # ratings from 1 to 5
-    >>> mf = MatrixFactorization(n_components=2, random_state=0).fit(R)
-    >>> items, scores = mf.recommend(0, n=3)
-    >>> len(items)
-    3
-    """
+    """Explicit-feedback matrix factorization by scheduled CCD++ (the strads MF app); its
+    objective, parameters and attributes: docs/apps/mf.md, "Estimator reference"."""
 
     def __init__(self, n_components=8, alpha=0.1, weighted=True, biases="full",
                  schedule="ccd", max_iter=20, early_stopping=True, validation_fraction=0.1,
