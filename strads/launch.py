@@ -96,13 +96,8 @@ def heartbeat():
                 return  # the launcher's folder is gone: it is not watching any more
             time.sleep(BEAT)
 
-    # connections to the launcher held until this process ends, at both ends of the file
-    # table: the kernel releases a dying process's files in fd order, from the highest
-    # down on today's Linux (the closes queued at exit run last in, first out; older
-    # kernels ran them first in, first out), so one of the two closes before the PMI
-    # socket and output pipes through which MPICH hears of the death and kills the
-    # others; the first to close names the lost rank. (fd 0 alone closed last on Linux
-    # 6: a victim descheduled in between was named after a rank MPICH killed, issue #31.)
+    # connections to the launcher at both ends of the file table: one closes before MPICH
+    # hears of the death (docs/elastic.md, "How the lost rank is found")
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     top = (1 << 16) if soft == resource.RLIM_INFINITY else min(soft, 1 << 16)
     for place in (lambda fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top - 1),
