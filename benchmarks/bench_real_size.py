@@ -3,45 +3,8 @@
     python benchmarks/bench_real_size.py --scale 0.05 --dir /tmp/strads_real --json out.json
     python benchmarks/bench_real_size.py --scale 1.0 --apps mf      # the full Netflix shape
 
-Generated once per (scale, seed) into ``--dir`` (reused when present), in the files users
-have, with realistic skew (numpy, chunked: memory stays bounded at any scale):
-
-- mf: Netflix shape, 480,189 users x 17,770 items, 100,480,507 ratings at scale 1: users'
-  activity lognormal (median about half the mean, as Netflix), items' popularity lognormal
-  (a few items rated by most users); ratings 1..5 from a rank-10 model with user and item
-  biases plus noise, rounded and clipped; u.data TSV (``user item rating timestamp``).
-  Split 90/10 by the generator into ``*.train.tsv`` and ``*.test.tsv`` (no cold start:
-  a held-out rating whose user or item has no training rating goes back to training), so
-  every library trains and scores on the same ratings.
-- lda: NYTimes shape, 300,000 documents, 102,660 words, about 99.5M tokens at scale 1:
-  word frequencies Zipf, document lengths lognormal, 100 true topics (each a lognormal
-  reweighting of the Zipf frequencies) mixed per document by Dirichlet(0.1); UCI
-  bag-of-words ``docword.*.txt`` (``D``, ``W``, ``NNZ`` header, then ``doc word count``,
-  1-based) with its ``vocab.*.txt``.
-- lasso: 1,000,000 x 1,000,000, 40M non-zeros at scale 1 (rows and non-zeros scale, the
-  columns stay): column popularity Zipf, row lengths lognormal, values N(0, 1); y = X b +
-  noise from 200 true non-zeros among the popular columns; LIBSVM text. lambda_max
-  (max |X^T y| / n, of the values as written) is saved beside it, so every solver gets the
-  same lambda.
-
-Runs (``--repeat`` times, alternating the order of the runs each time): strads in one
-process (``--workers 2``) and under ``mpiexec -n 3`` (2 workers), through its CLIs, and
-the peers, each in a subprocess of its own that reports its own timings and peak RSS
-(``resource.getrusage``) as JSON: LIBMF (pip ``libmf``, the same threads) for mf,
-tomotopy (K = 100 and K = 1000, the same workers) for lda, skglm and scikit-learn for
-lasso. A peer that will not import is reported as skipped, never given a figure.
-
-With ``--ranks 2 4 8 16`` strads runs alone, under ``mpiexec -n N`` for each N (N - 1
-workers), for the speed-up curve on a many-core machine (docs/scaling.md).
-
-Reported per run: load (strads: from the process's start to its loop's start, i.e. the
-arrival of its final progress line less the loop's ``wall_s`` less an empty start of the
-app; peers: parsing the file into their own structures), time per iteration or sweep,
-total time, peak memory per process and bytes per rating, token or non-zero (summed over
-the ranks), and strads' time (load plus its loop) to the first trace row at the best
-peer's quality: test RMSE (mf, after the same iterations), log p(w, z) per token (lda,
-the same sweeps; tomotopy's state scored by strads' formula), the objective at the same
-lambda, to 1 + 1e-6 (lasso).
+Method (the shapes, their skew, what is reported): docs/scaling.md.
+``--ranks 2 4 8 16``: strads alone under ``mpiexec -n N`` for each N (the speed-up curve).
 """
 import argparse
 import json

@@ -213,13 +213,7 @@ class LDAUpdate(Update):
             self.cum = np.zeros(max(1, min(self.K, int(self.lengths.max(initial=0)))))
 
     # -- rebalancing (--rebalance): documents move between neighbouring workers --------
-    # A document carries its tokens (words, topics z) and its (topic, count) list. The
-    # word-topic counts (the slices, or the data schedule's copy) and the topic totals
-    # stay as they are: they are counted by word over every worker's tokens, whichever
-    # worker holds a document. The tokens stay sorted by (word, document), each
-    # (word, document)'s tokens in their order, so a document given and taken back leaves
-    # the state as it was; d0 follows the first document held (collect() places the
-    # worker's doc-topic rows by it).
+    # (what moves and what stays: docs/apps/lda.md, "update.py: rebalancing")
     @property
     def rows(self):
         """The number of documents this worker holds."""

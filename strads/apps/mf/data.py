@@ -1,10 +1,7 @@
 """Rating data: reading (:mod:`strads.io.ratings`: MatrixMarket or delimited triplets),
 deduplication, the held-out split, id remapping and the built-in synthetic problem; in
 one process (:func:`prepare`) or each worker its share (:func:`prepare_part`).
-
-Readers return :class:`Triplets` with the raw ids as written in the file; any problem
-raises :class:`strads.DataError` naming the file, the line and what is wrong.
-"""
+Notes: docs/apps/mf.md."""
 import math
 from dataclasses import dataclass, replace
 
