@@ -149,7 +149,8 @@ def peers(k, repeat=1, problems=("a", "b", "c")):
         X, y, _ = make_problem(2000 // k, 10_000 // k, n_informative=1000 // k, corr=0.6,
                                snr=3, dense=True, seed=0)
         compare("(b) dense AR(1)", X, y, lasso.lambda_max(X, y) / 100,
-                schedules=("working-set", "priority"), time_limit=60, repeat=repeat)
+                schedules=("working-set", "priority", "round-robin", "random"), time_limit=60,
+                repeat=repeat)
     if "c" in problems:
         # the Jacobi schedules side by side, where they all finish: smaller, correlated
         X, y, _ = make_problem(500 // k, 2000 // k, n_informative=100 // k, corr=0.6,
