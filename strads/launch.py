@@ -240,11 +240,7 @@ def _mapped():
 def _run_once(cmd, folder, env, resumed=None):
     """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None, the
     round rank 0 had reached, when its heartbeat first showed a round past ``resumed``).
-    MPICH kills the other ranks within milliseconds of one's death, so this host's ranks
-    are waited for as they happen: by the connection each holds (:func:`heartbeat`),
-    which closes as its process dies, before MPICH hears of it; a pidfd where a rank has
-    none (it fires once the process is torn down: after MPICH may have killed others);
-    other hosts' by their heartbeats."""
+    How the ranks are watched: docs/elastic.md, "How the lost rank is found"."""
     before = _shm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock_path = os.path.join(folder, SOCK)
