@@ -56,9 +56,10 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
         taken = rng.random(p) < 0.05
         b = int(rng.integers(1, 60))
         cap = int(rng.integers(1, 5))
-        want = KG.select_dense(X, norms, cand, rho, b, taken.copy(), *KG.NO_CACHE, cap)
+        want = KG.select_dense(X, norms, cand, rho, b, taken.copy(), *KG.NO_CACHE, cap,
+                              np.zeros(1, np.int64))
         t2 = taken.copy()
-        got = KG.select_dense(X, norms, cand, rho, b, t2, known, conf, cap)
+        got = KG.select_dense(X, norms, cand, rho, b, t2, known, conf, cap, np.zeros(1, np.int64))
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
         assert np.array_equal(t2, taken)  # the taken mask restored
@@ -166,3 +167,29 @@ def test_without_the_filter_it_still_converges():
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
     f_sk = lasso.objective(X, y, sk.coef_, lam)
     assert lasso.objective(X, y, res.model["coef"], lam) == pytest.approx(f_sk, rel=1e-5)
+
+
+
+def test_the_filter_may_cost_what_its_updates_cost():
+    """The block the dependency filter may fill halves when its inner products cost more
+    than twice AFFORD times (a pass over the kept columns + a round's fixed cost), and
+    grows back by a quarter below half that, between 1 and the block; on dense data with many rows, where every pair
+    is new at first, the rounds start small and grow as the cache fills."""
+    from types import SimpleNamespace
+    s = SimpleNamespace(filter_cap=None, max_block=64)
+    one = 1000  # a pass over the kept columns
+    afford = S.AFFORD * (one + S.ROUND_COST)
+    steps = [(2 * afford + 1, 32), (2 * afford + 1, 16), (afford, 16), (afford / 2 - 1, 20),
+             (0, 25), (0, 31), (0, 38), (0, 47), (0, 58), (0, 64), (0, 64)]
+    for work, cap in steps:
+        S.Priority._afford(s, work, one)
+        assert s.filter_cap == cap
+    for _ in range(10):
+        S.Priority._afford(s, 10 ** 9, one)
+    assert s.filter_cap == 1
+    X, y, _ = make_problem(3000, 400, corr=0.6, n_informative=100, dense=True, seed=3)
+    res, tasks, _ = _tasks(X, y, lambda_ratio=0.01, block=256)
+    assert res.stop_reason == "tol"
+    blocks = [t for t in tasks if t != "full"]
+    assert blocks[0] > 150 and max(blocks[2:10]) <= blocks[0] // 2  # all pairs new
+    assert max(blocks[len(blocks) // 2:]) >= 2 * min(blocks)  # the cache filled

@@ -39,7 +39,8 @@ def _admit(first, size, m, n_groups, group, cap):
 
 
 @njit(**_opts)
-def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap):
+def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap,
+                  work):
     """Greedy, in candidate order: a candidate with no |corr| > rho to a kept one starts a
     group; one whose conflicts are all in one group joins it (at most ``cap`` members);
     else it is rejected. Returns (kept, their groups numbered in order of creation).
@@ -48,7 +49,7 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
     i, -1 if none), so a candidate's inner products with all kept columns cost only the
     entries it shares rows with. Candidates already ``taken`` are skipped (the caller
     passes the coordinates of rounds in flight); the entries it sets, and ``head`` (all
-    -1), are restored before it returns.
+    -1), are restored before it returns. ``work[0]`` counts the multiply-adds.
     """
     n_cand_nnz = 0
     for c in range(cand.shape[0]):
@@ -81,6 +82,7 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
                         seen[n_seen] = k
                         n_seen += 1
                     acc[k] += data[uq] * val[ue]
+                    work[0] += 1
                     e = nxt[ue]
             for t in range(n_seen):
                 k = seen[t]
@@ -111,7 +113,7 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
 
 
 @njit(**_dense)
-def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap):
+def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work):
     """As :func:`select_sparse`, with the inner products over dense columns; with a
     cache of its decisions when ``known`` has rows (else (0, 0) arrays: none). Bit k of
     row j of ``known`` ((p, W) uint64, W = ceil(p / 64)) says the pair (j, k) has been
@@ -119,7 +121,8 @@ def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap):
     never seen before cost an inner product over the rows, and each pair is computed
     once in a run (a pair met the other way round reuses the decision; computed again it
     would compare rho |x_k| |x_j| instead, which can differ only in the last bit). A
-    candidate's checks stop at its second conflicting group."""
+    candidate's checks stop at its second conflicting group. ``work[0]`` counts the
+    multiply-adds (n a pair computed)."""
     n = X.shape[0]
     cached = known.shape[0] > 0
     chosen = np.empty(max_block, dtype=np.int64)
@@ -148,6 +151,7 @@ def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap):
                     s = 0.0
                     for i in range(n):
                         s += X[i, j] * X[i, k]
+                    work[0] += n
                     hit = abs(s) > lim * norms[k]
                     if cached:
                         known[j, wk] |= bk

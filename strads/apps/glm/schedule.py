@@ -266,6 +266,7 @@ class Priority(_Jacobi):
         self._u_pos = 0
         self._fulls_seen = 0
         self._n_kept = self.block  # kept by the filter in the last round
+        self.filter_cap = None  # the block the filter may fill (:meth:`_afford`)
         self._mass0 = 0.0  # the sum tree's mass after the last full round
         self._active0 = 0  # coordinates with a priority after it
 
@@ -331,16 +332,40 @@ class Priority(_Jacobi):
             cand = cand[np.sort(first)]
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask
+        work = np.zeros(1, np.int64)
+        b = min(b, self.filter_cap or b)
         if not self.dense:
             kept, group = KG.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
-                                          self.busy, self._head, KG.GROUP_CAP)
+                                          self.busy, self._head, KG.GROUP_CAP, work)
+            indptr = self.cols[0]
+            update = int((indptr[kept + 1] - indptr[kept]).sum())
         else:
             cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
             kept, group = KG.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
-                                         self.busy, *cache, KG.GROUP_CAP)
+                                         self.busy, *cache, KG.GROUP_CAP, work)
+            update = kept.shape[0] * self.cols[0].shape[0]
+        self._afford(int(work[0]), update)
         self._n_kept = kept.shape[0]
         cols, self._gptr = KG.group_order(kept, group)
         return cols
+
+    def _afford(self, work, update):
+        """The filter's inner products may cost AFFORD times (a pass over the columns it
+        keeps + a round's fixed cost) (``work``, ``update``, ROUND_COST: multiply-adds;
+        a round's update is two passes and the fixed cost): at more than twice that, the
+        block it may fill halves; at less than half, it grows back by a quarter (the
+        dense cache makes pairs met again free). Its pairwise checks cost O(block^2 n) a round
+        against the updates' O(block n): on dense data with many rows, a block the
+        updates could take would leave the round to the filter. (The workers' filter,
+        without the scheduler's X, sums the candidates' Gram by BLAS over their rows
+        and is not bounded so.)"""
+        cap = self.filter_cap or self.max_block
+        update += ROUND_COST
+        if work > 2 * AFFORD * update:
+            cap = max(1, cap // 2)
+        elif 2 * work < AFFORD * update:
+            cap = min(self.max_block, cap + max(1, cap // 4))
+        self.filter_cap = cap
 
     def _cache(self):
         """The dense filter's cache, made at the first round (and again after a resume:
@@ -380,11 +405,15 @@ class ShuffledPriority(Priority):
 
 # priority: a full round once the sum tree's mass is below this share of its mass after
 # the last one (and enough updates were made); uniforms drawn at a time; the most memory
-# the dense filter's cache may take (bytes: 2 p^2 / 8, p <= 16,384)
+# the dense filter's cache may take (bytes: 2 p^2 / 8, p <= 16,384); the filter's
+# multiply-adds a round, in passes over the kept columns plus a round's fixed cost in
+# multiply-adds (the engine's hand-offs, tens of microseconds: :meth:`Priority._afford`)
 REFRESH = 0.1
 NO_GROUPS = np.empty(0, np.int64)
 RANDOM_CHUNK = 1 << 14
 FILTER_CACHE_BYTES = 64 << 20
+AFFORD = 8
+ROUND_COST = 50_000
 
 
 class WorkingSet(_Clocked):
