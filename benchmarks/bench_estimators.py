@@ -1,26 +1,5 @@
 """The GLM estimators against scikit-learn, side by side in one run (issue 29).
-
-Problems: sparse X with Zipf feature popularity (a row's features drawn with probability
-~ 1/rank, counts log1p-scaled), as bag-of-words files are; y = X w + 1 + noise (Lasso)
-or its sign about the median (logistic regression). Cases:
-
-* ``fit``: strads.Lasso(fit_intercept=True) at a small alpha (thousands of non-zeros)
-  against sklearn.linear_model.Lasso; and without the intercept;
-* ``grid``: GridSearchCV over 5 alphas x 3 folds, each estimator's own;
-* ``path``: strads.LassoCV against sklearn's LassoCV (3 folds, the same grid);
-* ``logreg``: SparseLogisticRegression against LogisticRegression(liblinear), the same
-  intercept_scaling, a fit and a GridSearchCV over 5 alphas x 3 folds.
-
-Each estimator at its default tolerance (both stop on a duality gap, scaled
-differently); the objective each reaches is printed with its excess over the lower one.
-Ratios are strads / scikit-learn (below 1: strads is faster). ``--repeat N``: the two
-take turns N times and the best of each is reported (the machine may be shared). JIT
-compilation is done before timing.
-
-    python benchmarks/bench_estimators.py                 # every case, the issue's size
-    python benchmarks/bench_estimators.py --cases fit,grid --repeat 3
-    python benchmarks/bench_estimators.py --small         # a quick run
-"""
+Method and figures: docs/benchmarks.md."""
 import argparse
 import time
 import warnings

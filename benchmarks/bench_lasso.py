@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import timed_cli
+from _common import read_trace, timed_cli
 from strads.apps import lasso
 from strads.apps.lasso.data import make_problem
 
@@ -149,7 +149,8 @@ def peers(k, repeat=1, problems=("a", "b", "c")):
         X, y, _ = make_problem(2000 // k, 10_000 // k, n_informative=1000 // k, corr=0.6,
                                snr=3, dense=True, seed=0)
         compare("(b) dense AR(1)", X, y, lasso.lambda_max(X, y) / 100,
-                schedules=("working-set", "priority"), time_limit=60, repeat=repeat)
+                schedules=("working-set", "priority", "round-robin", "random"), time_limit=60,
+                repeat=repeat)
     if "c" in problems:
         # the Jacobi schedules side by side, where they all finish: smaller, correlated
         X, y, _ = make_problem(500 // k, 2000 // k, n_informative=100 // k, corr=0.6,
@@ -191,8 +192,6 @@ def from_file(k, repeat=1):
     f*(1 + RTOL) within 120 s, in one process with 3 workers and under mpiexec -n 4;
     times from trace.csv (the loop's, at the first round at target) and of the whole
     command."""
-    import csv
-
     from sklearn.datasets import dump_svmlight_file
 
     X, y = lasso.near_duplicates(**_scaled(CORRELATED["(d)"], k))
@@ -210,10 +209,10 @@ def from_file(k, repeat=1):
             for np_, extra in ((0, ["--workers", "3"]), (4, [])):
                 out = Path(tmp) / "out"
                 t, s = cli_time(np_, flags + extra, out=out)
-                rows = list(csv.DictReader(open(out / "trace.csv")))
-                hit = [r for r in rows if float(r["objective"]) <= target]
-                at = f"round {hit[0]['round']}, {float(hit[0]['wall_s']):.3f} s" if hit \
-                    else "not reached"
+                tr = read_trace(out / "trace.csv")
+                hit = np.flatnonzero(tr["objective"] <= target)[:1]
+                at = (f"round {int(tr['round'][hit[0]])}, {tr['wall_s'][hit[0]]:.3f} s"
+                      if hit.size else "not reached")
                 sent = max(r["bytes_sent"] for r in s["traffic"])
                 how = f"mpiexec -n {np_}" if np_ else "one process, 3 workers"
                 print(f"  {how:24s} target at {at}; {s['rounds']} rounds to gap "

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import ROOT, child_env
+from _common import ROOT, child_env, run_cli
 
 ENV = {**child_env(), "PYTHONPATH": str(ROOT)}
 NAMING = ["strads.apps.lasso", "--n-samples", "3000", "--n-features", "20000", "--schedule",
@@ -79,11 +79,8 @@ def cost(a):
     for _ in range(a.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            subprocess.run([str(Path(sys.executable).with_name("mpiexec")), "-n", "4",
-                            sys.executable, "-m", *COST, "--out", f"{tmp}/ref"], env=ENV,
-                           cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+            ref = run_cli(COST, Path(tmp, "ref"), np=4, env={"PYTHONPATH": str(ROOT)})
             wall0 = time.perf_counter() - t0
-            ref = json.loads(Path(tmp, "ref", "summary.json").read_text())
             _, wall = launch(COST, Path(tmp, "run"), 2, ref["rounds"] // 2)
             s = json.loads(Path(tmp, "run", "summary.json").read_text())
             r = s["restarts"][0]

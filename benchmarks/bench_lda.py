@@ -2,7 +2,6 @@
 tomotopy, side by side in one run, printing ratios. Method and figures: docs/benchmarks.md.
 """
 import argparse
-import csv
 import os
 import sys
 import tempfile
@@ -11,7 +10,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import run_cli, tomotopy_loglik  # noqa: E402
+from _common import read_trace, run_cli, tomotopy_loglik  # noqa: E402
 from strads.apps import lda as app  # noqa: E402
 from strads.apps.lda.data import make_corpus  # noqa: E402
 
@@ -21,9 +20,7 @@ ALPHA, BETA = 0.1, 0.01
 def ours(X, K, sweeps, workers=1, schedule="model"):
     res = app.fit(X, n_topics=K, alpha=ALPHA, beta=BETA, sweeps=sweeps, workers=workers,
                   schedule=schedule, quiet=True, mpi=False, log_interval=0.0)
-    by_sweep = {}
-    for row in res.trace:
-        by_sweep[row["sweeps"]] = row["loglik"]
+    by_sweep = {row["sweeps"]: row["loglik"] for row in res.trace}
     return res.extra["tokens_per_s"], res.model["loglik"], by_sweep
 
 
@@ -150,8 +147,7 @@ def cli_run(args, np_=None):
     with tempfile.TemporaryDirectory() as out:
         s = run_cli(["strads.apps.lda", "--top-words", "0", "--log-interval", "0", *args], out,
                     np=np_)
-        with open(os.path.join(out, "trace.csv")) as f:
-            return s, list(csv.DictReader(f))
+        return s, read_trace(os.path.join(out, "trace.csv"))
 
 
 def write_uci(X, path):
@@ -211,9 +207,9 @@ def schedules(corpus_args, K, sweeps, np_):
     for sched in ("model", "data"):
         s, trace = cli_run([*corpus_args, "--topics", str(K), "--sweeps", str(sweeps),
                             "--schedule", sched], np_=np_)
-        pts = {}
-        for row in trace:
-            pts.setdefault(int(row["sweeps"]), (float(row["wall_s"]), float(row["loglik"])))
+        pts = {}  # the first row of each sweep
+        for k, t, ll in zip(trace["sweeps"], trace["wall_s"], trace["loglik"]):
+            pts.setdefault(int(k), (t, ll))
         runs[sched] = pts
         print(f"{sched}: {s['tokens_per_s'] / 1e6:.2f}M tokens/s, final loglik "
               f"{s['loglik']:.1f}, {s['wall_s']:.1f}s")

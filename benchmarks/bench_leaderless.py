@@ -1,24 +1,5 @@
 """Who runs the scheduler: the three layouts side by side, under mpiexec.
-
-    python benchmarks/bench_leaderless.py                 # all three parts
-    python benchmarks/bench_leaderless.py --part modes --repeat 5
-
-* ``modes``: ``--scheduler replicated`` (``mpiexec -n 2``: two workers that each run the
-  schedule) against ``--scheduler rank`` (``mpiexec -n 3``: rank 0 schedules, two
-  workers), Lasso, MF and LDA on their built-in problems (the sizes below) with a
-  fixed number of rounds; the models must be the same, bit for bit.
-* ``rebalance``: ``mpiexec -n 3 --scheduler replicated`` with worker 1 made 3x as slow
-  per unit of work (the tests' fault hook, ``STRADS_TEST_HOOK=faults:slower:1:3``), with
-  and without ``--rebalance`` (its defaults), LDA and Lasso; the wall time and the
-  objective of both.
-* ``schedulers``: the Lasso ``priority`` schedule with ``--schedulers 1, 2, 3`` and two
-  workers (``mpiexec -n K+2``): time, rounds to the tolerance, and every rank's peak
-  RSS (ranks 1..K-1 hold only their range's priorities).
-
-The time is the loop's ``wall_s`` from summary.json (setup left out); each figure is
-the best of ``--repeat`` runs, the layouts alternating (the machine is shared: the best
-run is the least disturbed).
-"""
+Method and figures: docs/benchmarks.md."""
 import argparse
 import json
 import os

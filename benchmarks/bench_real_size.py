@@ -3,42 +3,8 @@
     python benchmarks/bench_real_size.py --scale 0.05 --dir /tmp/strads_real --json out.json
     python benchmarks/bench_real_size.py --scale 1.0 --apps mf      # the full Netflix shape
 
-Generated once per (scale, seed) into ``--dir`` (reused when present), in the files users
-have, with realistic skew (numpy, chunked: memory stays bounded at any scale):
-
-- mf: Netflix shape, 480,189 users x 17,770 items, 100,480,507 ratings at scale 1: users'
-  activity lognormal (median about half the mean, as Netflix), items' popularity lognormal
-  (a few items rated by most users); ratings 1..5 from a rank-10 model with user and item
-  biases plus noise, rounded and clipped; u.data TSV (``user item rating timestamp``).
-  Split 90/10 by the generator into ``*.train.tsv`` and ``*.test.tsv`` (no cold start:
-  a held-out rating whose user or item has no training rating goes back to training), so
-  every library trains and scores on the same ratings.
-- lda: NYTimes shape, 300,000 documents, 102,660 words, about 99.5M tokens at scale 1:
-  word frequencies Zipf, document lengths lognormal, 100 true topics (each a lognormal
-  reweighting of the Zipf frequencies) mixed per document by Dirichlet(0.1); UCI
-  bag-of-words ``docword.*.txt`` (``D``, ``W``, ``NNZ`` header, then ``doc word count``,
-  1-based) with its ``vocab.*.txt``.
-- lasso: 1,000,000 x 1,000,000, 40M non-zeros at scale 1 (rows and non-zeros scale, the
-  columns stay): column popularity Zipf, row lengths lognormal, values N(0, 1); y = X b +
-  noise from 200 true non-zeros among the popular columns; LIBSVM text. lambda_max
-  (max |X^T y| / n, of the values as written) is saved beside it, so every solver gets the
-  same lambda.
-
-Runs (``--repeat`` times, alternating the order of the runs each time): strads in one
-process (``--workers 2``) and under ``mpiexec -n 3`` (2 workers), through its CLIs, and
-the peers, each in a subprocess of its own that reports its own timings and peak RSS
-(``resource.getrusage``) as JSON: LIBMF (pip ``libmf``, the same threads) for mf,
-tomotopy (K = 100 and K = 1000, the same workers) for lda, skglm and scikit-learn for
-lasso. A peer that will not import is reported as skipped, never given a figure.
-
-Reported per run: load (strads: from the process's start to its loop's start, i.e. the
-arrival of its final progress line less the loop's ``wall_s`` less an empty start of the
-app; peers: parsing the file into their own structures), time per iteration or sweep,
-total time, peak memory per process and bytes per rating, token or non-zero (summed over
-the ranks), and strads' time (load plus its loop) to the first trace row at the best
-peer's quality: test RMSE (mf, after the same iterations), log p(w, z) per token (lda,
-the same sweeps; tomotopy's state scored by strads' formula), the objective at the same
-lambda, to 1 + 1e-6 (lasso).
+Method (the shapes, their skew, what is reported): docs/scaling.md.
+``--ranks 2 4 8 16``: strads alone under ``mpiexec -n N`` for each N (the speed-up curve).
 """
 import argparse
 import json
@@ -407,12 +373,13 @@ def startup_s(app):
     return _STARTUP[app]
 
 
-def run_strads(app, flags, mode, out, timeout):
-    """One strads CLI run; the loop's end is when its final progress line arrives (stderr),
+def run_strads(app, flags, ranks, out, timeout):
+    """One strads CLI run, in one process with two worker threads (``ranks`` 0) or under
+    ``mpiexec -n ranks``; the loop's end is when its final progress line arrives (stderr),
     so load = that - the loop's wall_s - an empty start, and output = exit - that."""
     shutil.rmtree(out, ignore_errors=True)
     base = [PY, "-u", "-m", f"strads.apps.{app}", *flags, "--out", str(out)]
-    cmd = base + ["--workers", "2"] if mode == "1proc" else [MPIEXEC, "-n", "3", *base]
+    cmd = base + ["--workers", "2"] if not ranks else [MPIEXEC, "-n", str(ranks), *base]
     lines = []
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -443,30 +410,32 @@ def run_strads(app, flags, mode, out, timeout):
 def warm(app, flags, folder):
     """The same run on a tiny file of the same kind first, so numba's cache is loaded (or
     compiled, once) outside the timings."""
-    run_strads(app, flags, "1proc", folder / f"out_warm_{app}", 600)
+    run_strads(app, flags, 0, folder / f"out_warm_{app}", 600)
 
 
 # ---------------------------------------------------------------- the three benchmarks
-STRADS_RUNS = ("strads 1 process", "strads mpiexec -n 3")
-
-
 def side_by_side(app, flags, peers, a, folder, extract, quality, reached):
     """strads' two layouts and ``peers`` ({name: callable}), in alternating order each
-    repeat; then strads' time (load + loop) to the first trace row where
+    repeat, or with ``--ranks`` strads alone under ``mpiexec -n N`` for each N (the
+    speed-up curve); then strads' time (load + loop) to the first trace row where
     ``reached(trace, [the peers' quality])`` holds."""
-    runs = {k: [] for k in (*STRADS_RUNS, *peers)}
+    layouts = ({f"strads mpiexec -n {n}": n for n in a.ranks} if a.ranks else
+               {"strads 1 process": 0, "strads mpiexec -n 3": 3})
+    peers = {} if a.ranks else peers
+    runs = {k: [] for k in (*layouts, *peers)}
     for rep in range(a.repeat):
         for name in (list(runs) if rep % 2 == 0 else list(runs)[::-1]):
             if name in peers:
                 r = peers[name]()
             else:
-                r = run_strads(app, flags, "1proc" if name.endswith("process") else "mpi",
-                               folder / f"out_{app}", a.timeout)
+                r = run_strads(app, flags, layouts[name], folder / f"out_{app}", a.timeout)
+                print(f"  {name}: " + ", ".join(f"{k} {r[k]}" for k in (
+                    "process_s", "loop_s", "load_s", "peak_mb", "failed") if k in r), flush=True)
                 if "summary" in r:
                     r.update(extract(r.pop("summary"), r), total_s=r["load_s"] + r["loop_s"])
             runs[name].append(r)
     got = [r[quality] for n in peers for r in runs[n] if r.get(quality) is not None]
-    for name in STRADS_RUNS:
+    for name in layouts:
         for r in runs[name]:
             trace = r.pop("trace", None)
             if trace and got:
@@ -565,6 +534,8 @@ def main():
     ap.add_argument("--lda-topics", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--lda-sweeps", type=int, default=10)
     ap.add_argument("--lasso-ratios", type=float, nargs="+", default=[0.05, 0.001])
+    ap.add_argument("--ranks", type=int, nargs="+",
+                    help="strads alone under mpiexec -n N for each N (no peers)")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--generate-only", action="store_true")

@@ -1,22 +1,7 @@
 """Fuzzing: small valid files and checkpoints, mutated, read by a child process that
 reports each outcome; a child that dies (a signal) or hangs is replaced, and the case it
 was on is named.
-
-    python benchmarks/fuzz.py --format svm --count 2000
-    python benchmarks/fuzz.py --format all --count 200 --seed 1
-
-Formats: svm, mtx, npz, target (Lasso, with the parallel reading of W = 2 workers
-compared with the whole file's), ratings, ratings-mtx (MF; likewise), uci, ldac, text
-(LDA; likewise), checkpoint (a Lasso, MF or LDA run resumed from a checkpoint of which
-one file is mutated: corrupted, or edited and saved again with its seals made to fit).
-Outcomes: ``ok`` (read, and what the run computed on it raised nothing), ``refused``
-(one line: strads.DataError, exit status 2), ``changed`` (checkpoint: a value edited
-and sealed again, resumed: a different model, which no check can tell from the right
-one). Defects: ``crash`` (the child died: a signal), ``hang`` (past ``--timeout``),
-``error`` (any other exception: a traceback), ``multiline`` (a refusal of more lines),
-``differs`` (the workers' parts are not the whole file's; a checkpoint with another
-structure resumed to another model). Exit status 1 if there was a defect.
-"""
+Method and figures: docs/benchmarks.md."""
 import argparse
 import contextlib
 import gzip

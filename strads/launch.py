@@ -1,21 +1,5 @@
-"""Elastic runs: ``python -m strads.launch -n N [options] APP [APP ARGS]``.
-
-Runs APP (a module such as ``strads.apps.lasso``, or a script's path) under ``mpiexec -n
-N``. When a rank dies (killed, its node lost), the job is started again from the last
-complete checkpoint (``APP ARGS --resume``) on the ranks that remain: N - 1, or without
-the lost rank's host when a hostfile names the hosts; down to ``--min-ranks``, at most
-``--max-restarts`` times. A resumed run redistributes the checkpoint's rows and model
-over the new number of workers. One line on stderr per event; ``summary.json`` gets the
-list of ``restarts``. A run that fails by itself (bad input, an exception) is not
-restarted: its exit status is the launcher's.
-
-How a lost rank is found: every rank of a launched job writes a small heartbeat file
-(its pid, host and, on rank 0, the round) into a folder the launcher names in the
-environment (:data:`ENV`) and, on the launcher's host, holds a connection to it; the
-first rank whose connection closes (same host) or whose heartbeat stops (another host,
-on the shared file system the checkpoints need) while the others still run is the lost
-one. MPICH's own report names a surviving process, not the lost one.
-"""
+"""Elastic runs: ``python -m strads.launch -n N [options] APP [APP ARGS]``; the restarts,
+and how a lost rank is found: docs/elastic.md, "The launcher"."""
 import argparse
 import fcntl
 import glob
@@ -112,13 +96,8 @@ def heartbeat():
                 return  # the launcher's folder is gone: it is not watching any more
             time.sleep(BEAT)
 
-    # connections to the launcher held until this process ends, at both ends of the file
-    # table: the kernel releases a dying process's files in fd order, from the highest
-    # down on today's Linux (the closes queued at exit run last in, first out; older
-    # kernels ran them first in, first out), so one of the two closes before the PMI
-    # socket and output pipes through which MPICH hears of the death and kills the
-    # others; the first to close names the lost rank. (fd 0 alone closed last on Linux
-    # 6: a victim descheduled in between was named after a rank MPICH killed, issue #31.)
+    # connections to the launcher at both ends of the file table: one closes before MPICH
+    # hears of the death (docs/elastic.md, "How the lost rank is found")
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     top = (1 << 16) if soft == resource.RLIM_INFINITY else min(soft, 1 << 16)
     for place in (lambda fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top - 1),
@@ -261,11 +240,7 @@ def _mapped():
 def _run_once(cmd, folder, env, resumed=None):
     """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None, the
     round rank 0 had reached, when its heartbeat first showed a round past ``resumed``).
-    MPICH kills the other ranks within milliseconds of one's death, so this host's ranks
-    are waited for as they happen: by the connection each holds (:func:`heartbeat`),
-    which closes as its process dies, before MPICH hears of it; a pidfd where a rank has
-    none (it fires once the process is torn down: after MPICH may have killed others);
-    other hosts' by their heartbeats."""
+    How the ranks are watched: docs/elastic.md, "How the lost rank is found"."""
     before = _shm()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock_path = os.path.join(folder, SOCK)

@@ -14,29 +14,17 @@ from . import checkpoint as _ckpt
 from .errors import DataError
 
 
-# The driver's requests to the workers: Warmup (compile the kernels, the first worker
-# alone); Init (a shard; ``warm``: compile first; ``digest``: keep the shard's digest,
-# which a resume checks; ``rebalance``: rows will move); Step (apply ``syncs`` in order,
-# then compute ``task`` of ``round``, None: syncs only; ``each``: both are lists of one
-# part per worker); Checkpoint, Restore (the manifest's ``parts``: the scheduler's, then
-# one per worker with its rows; its ``round``; ``reshard``: written by another number of
-# workers); Timing (seconds of work since the last one); Rebalance (rows per
-# worker now and after); Collect (the worker's part of the model; its last message).
+# the driver's requests to the workers, their replies and a scheduler rank's messages;
+# what each field holds: docs/architecture.md, "strads/worker.py: the messages"
 Warmup, Init, Step, Checkpoint, Restore, Timing, Rebalance, Collect = (
     namedtuple(*r) for r in (
         ("Warmup", ""), ("Init", "shard warm digest rebalance"),
         ("Step", "round syncs task each"), ("Checkpoint", "folder tag"),
         ("Restore", "folder parts round reshard"), ("Timing", ""), ("Rebalance", "old new"),
         ("Collect", "")))
-# Their replies. RoundResult: a round's results merged along the workers' tree
-# (:func:`merge`): the newest and the oldest version (syncs applied) over the workers,
-# the largest signal, (worker, partial) in worker order, the checkpoint parts now on
-# disk as (worker, tag, manifest entry). Collected: also the rank's traffic and memory.
 Ready, RoundResult, Timed, Moved, Collected = (namedtuple(*r) for r in (
     ("Ready", "report"), ("RoundResult", "round newest oldest signum partials written"),
     ("Timed", "busy rows"), ("Moved", "rows"), ("Collected", "model usage written")))
-# A scheduler rank's (``--schedulers K``): its schedule and the workers' reports; the
-# aggregate's news since the last Plan; its part of the round's task; the end.
 Begin, Plan, Part, Stop = (namedtuple(*r) for r in (
     ("Begin", "schedule reports"), ("Plan", "round news"), ("Part", "task"), ("Stop", "")))
 

@@ -1,10 +1,5 @@
 """Fitted estimators to and from a folder: ``est.save(DIR)`` and :func:`load`.
-
-The folder is the one a command line's ``--out`` writes: ``summary.json`` (``app``, and
-from :meth:`Persistent.save` the estimator's class and parameters) and ``model.npz``
-(the app's arrays under the app's names, plus what only an estimator keeps). Files are
-untrusted: no pickle is loaded, every array's dtype and shape is checked, and any
-problem is one :class:`~strads.errors.DataError` naming the file."""
+Notes: docs/architecture.md."""
 import json
 import os
 import zipfile

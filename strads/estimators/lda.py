@@ -18,60 +18,7 @@ from ._persist import Persistent, _set
 class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checked,
           BaseEstimator):
     """Latent Dirichlet allocation by model-parallel collapsed Gibbs sampling (the strads
-    LDA app).
-
-    Parameters
-    ----------
-    n_components : int, default=10
-        Number of topics K.
-    doc_topic_prior : float, default=None
-        Symmetric document-topic prior alpha; None: the app's default 0.1 (the command
-        line's ``--alpha``; not scikit-learn's 1/K, a variational-Bayes convention).
-    topic_word_prior : float, default=None
-        Symmetric topic-word prior beta; None: the app's default 0.01 (``--beta``).
-    max_iter : int, default=50
-        Gibbs sweeps over the corpus (the app's ``sweeps``).
-    random_state : int, RandomState instance or None, default=None
-        Seed of the sampler (fit) and of the fold-in (transform): the same int gives
-        the same model and the same transforms (same ``n_jobs``).
-    n_jobs : int, default=None
-        Workers in one process for fit (at most the number of documents and of words;
-        ignored under ``mpiexec``), and threads for the fold-in of :meth:`transform`
-        (whose result does not depend on them). None -> 1, -1 -> all cores.
-    max_doc_update_iter : int, default=100
-        Gibbs sweeps of the fold-in per document in :meth:`transform` (the first half
-        is burn-in, the counts of the second half are averaged).
-
-    Attributes
-    ----------
-    components_ : ndarray of shape (n_components, n_features)
-        Topic-word pseudo-counts ``n_kw + topic_word_prior``, unnormalised, as
-        scikit-learn's ``LatentDirichletAllocation.components_``; the topic-word
-        distributions are ``components_ / components_.sum(axis=1)[:, None]``.
-    doc_topic_ : ndarray of shape (n_documents, n_components)
-        The training documents' topic mixtures ``(n_dk + alpha) / (n_d + K alpha)``
-        from the final state of the chain (what :meth:`fit_transform` returns).
-    doc_topic_prior_, topic_word_prior_ : float
-        The priors used.
-    n_iter_ : int
-        Sweeps run.
-    loglik_ : float
-        Joint log-likelihood ``log p(w, z)`` of the final state.
-    n_features_in_ : int
-        Vocabulary size seen during fit.
-    vocab_ : ndarray of str, shape (n_features,)
-        Only on a model loaded from a command line's run that knew its words
-        (:func:`strads.load`): :meth:`top_words`'s default vocabulary.
-
-    Examples
-    --------
-    >>> from strads.apps.lda import make_corpus
-    >>> from strads.estimators import LDA
-    >>> X, _, _ = make_corpus(n_docs=200, n_words=100, n_topics=5, seed=0)
-    >>> lda = LDA(n_components=5, random_state=0).fit(X)
-    >>> lda.transform(X[:3]).sum(axis=1).round(6).tolist()
-    [1.0, 1.0, 1.0]
-    """
+    LDA app); its parameters and attributes: docs/apps/lda.md, "Estimator reference"."""
 
     def __init__(self, n_components=10, doc_topic_prior=None, topic_word_prior=None,
                  max_iter=50, random_state=None, n_jobs=None, max_doc_update_iter=100):
@@ -113,20 +60,8 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        """Fit the topics.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_documents, n_features)
-            Document-term counts (non-negative integers).
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator (on every rank under ``mpiexec``).
-        """
+        """Fit the topics to document-term counts X (non-negative integers); -> self, on
+        every rank under ``mpiexec``."""
         X = self._counts(X, True, "LDA.fit")
         alpha = 0.1 if self.doc_topic_prior is None else self.doc_topic_prior
         beta = 0.01 if self.topic_word_prior is None else self.topic_word_prior
@@ -153,21 +88,8 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
         return _set(self, attrs)
 
     def fit_transform(self, X, y=None):
-        """Fit, and return the training documents' topic mixtures (``doc_topic_``,
-        from the chain itself rather than a fold-in).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_documents, n_features)
-            Document-term counts.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        doc_topic : ndarray of shape (n_documents, n_components)
-            Rows sum to 1.
-        """
+        """Fit, and return the training documents' topic mixtures (``doc_topic_``, from
+        the chain itself rather than a fold-in; rows sum to 1)."""
         return self.fit(X).doc_topic_.copy()
 
     def _topics(self):
@@ -176,21 +98,11 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
                                      / self.components_.sum(axis=1, keepdims=True)).T)
 
     def transform(self, X):
-        """Topic mixtures of documents by collapsed Gibbs fold-in against the fitted
-        topics (held fixed; :func:`strads.apps.lda.foldin.fold_in`).
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_documents, n_features)
-            Document-term counts over the training vocabulary.
-
-        Returns
-        -------
-        doc_topic : ndarray of shape (n_documents, n_components)
-            ``(mean n_dk + alpha) / (n_d + K alpha)`` over the fold-in's sweeps after
-            burn-in; rows sum to 1 (an empty document: 1/K each). The same for the same
-            fitted model and X.
-        """
+        """Topic mixtures (n_documents, n_components) of documents (counts over the
+        training vocabulary) by collapsed Gibbs fold-in against the fitted topics, held
+        fixed (:func:`strads.apps.lda.foldin.fold_in`): ``(mean n_dk + alpha) / (n_d + K
+        alpha)`` over the sweeps after burn-in; rows sum to 1 (an empty document: 1/K
+        each); the same for the same fitted model and X."""
         return self._fold_in(X, "LDA.transform")[1]
 
     def _fold_in(self, X, whom):
@@ -211,39 +123,15 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
         return float(ll.sum()), n_tokens
 
     def score(self, X, y=None):
-        """Approximate log-likelihood of documents.
-
-        ``sum_d sum_w c_dw log(theta_d . phi_w)``, with the fitted topics ``phi`` and
-        each document's mixture ``theta_d`` from :meth:`transform`. Since theta_d is
-        estimated from the same document, this plug-in value is higher than the exact
-        marginal log p(w_d); use it to compare models on held-out documents.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_documents, n_features)
-            Document-term counts.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        score : float
-            The log-likelihood (natural log).
-        """
+        """Approximate log-likelihood (natural log) of documents: ``sum_d sum_w c_dw
+        log(theta_d . phi_w)``, with the fitted topics ``phi`` and each document's mixture
+        ``theta_d`` from :meth:`transform`. Since theta_d is estimated from the same
+        document, this plug-in value is higher than the exact marginal log p(w_d); use it
+        to compare models on held-out documents."""
         return self._loglik(X)[0]
 
     def perplexity(self, X):
-        """``exp(-score(X) / number of tokens in X)``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_documents, n_features)
-            Document-term counts (at least one token).
-
-        Returns
-        -------
-        perplexity : float
-        """
+        """``exp(-score(X) / number of tokens in X)`` (X: at least one token)."""
         ll, n_tokens = self._loglik(X)
         if n_tokens == 0:
             raise ValueError("perplexity needs documents with at least one token")
@@ -252,21 +140,9 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
     @validate_params({"n": [Count(Integral, 1, None, closed="left")]},
                      prefer_skip_nested_validation=True)
     def top_words(self, vocab=None, n=10):
-        """The ``n`` most probable words of every topic.
-
-        Parameters
-        ----------
-        vocab : sequence of str, default=None
-            The word of every column of X; None: ``vocab_`` if the model has one, else
-            word ids (as strings).
-        n : int, default=10
-            Words per topic.
-
-        Returns
-        -------
-        words : list of lists of str
-            One list per topic, most probable first.
-        """
+        """The ``n`` most probable words of every topic (a list per topic, most probable
+        first). ``vocab``: the word of every column of X; None: ``vocab_`` if the model
+        has one, else word ids (as strings)."""
         check_is_fitted(self, "components_")
         vocab = getattr(self, "vocab_", None) if vocab is None else vocab
         if vocab is not None and len(vocab) != self.components_.shape[1]:

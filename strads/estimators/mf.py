@@ -14,87 +14,8 @@ from ._persist import Persistent, _set
 
 
 class MatrixFactorization(Persistent, _Checked, BaseEstimator):
-    """Explicit-feedback matrix factorization by scheduled CCD++ (the strads MF app).
-
-    Minimises ``sum over ratings (r_ui - mu - b_u - b_i - w_u . h_i)^2 + sum_u reg_u
-    (||w_u||^2 [+ b_u^2]) + sum_i reg_i (||h_i||^2 [+ b_i^2])`` (see
-    :mod:`strads.apps.mf`), where by default (``weighted=True``) ``reg_u = alpha * n_u``
-    and ``reg_i = alpha * n_i``, ``n_u`` (``n_i``) the number of training ratings of user
-    ``u`` (item ``i``): the per-rating weighted lambda of LIBMF, ALS-WR and Spark's ALS;
-    with ``weighted=False``, ``reg_u = reg_i = alpha``.
-
-    Parameters
-    ----------
-    n_components : int, default=8
-        Rank ``k`` of the factors (the app's ``rank``).
-    alpha : float, default=0.1
-        L2 penalty (the app's ``lam``), >= 0 (0.1: LIBMF's default, per rating).
-    weighted : bool, default=True
-        Penalise each user and item by ``alpha`` times its number of training ratings
-        (the app's ``weighted``, ``--lambda-weighting count``); False: by ``alpha``
-        alone (``--lambda-weighting none``).
-    biases : {"none", "mean", "full"}, default="full"
-        The app's ``bias`` (its default, ``strads.apps.mf.BIAS_DEFAULT``): no offset, the
-        global mean ``mu``, or ``mu`` plus fitted user and item biases.
-    schedule : {"ccd", "als"}, default="ccd"
-        CCD++ rank-one updates, or alternating least squares.
-    max_iter : int, default=20
-        Outer iterations (sweeps over all factor columns; the app's ``iters``), at most.
-    early_stopping : bool, default=True
-        Hold out ``validation_fraction`` of the ratings, stop once their RMSE has not
-        improved for ``n_iter_no_change`` iterations, then refit on all the ratings for
-        the best iteration count (the app's ``early_stop``, :func:`strads.apps.mf.validated`).
-        False: ``max_iter`` iterations (or to ``tol``) of the objective's minimisation,
-        which over-fits at a small ``alpha``.
-    validation_fraction : float, default=0.1
-        With ``early_stopping``: the share of the ratings held out, in (0, 1).
-    n_iter_no_change : int, default=2
-        With ``early_stopping``: iterations without a better validation RMSE before the
-        first run stops.
-    tol : float, default=1e-6
-        Stop when the objective changes by less than ``tol`` (relative) over an outer
-        iteration.
-    n_jobs : int, default=None
-        Workers in one process (None -> 1, -1 -> all cores), at most the number of
-        users and of items. Ignored under ``mpiexec``.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the starting factors (the app's ``seed``): an int is used as it is, an
-        int is drawn from a RandomState or Generator, None draws one from numpy's
-        global RandomState.
-
-    Attributes
-    ----------
-    user_factors_ : ndarray of shape (n_users, n_components)
-        ``W``; row ``u`` belongs to user ``user_ids_[u]``.
-    item_factors_ : ndarray of shape (n_items, n_components)
-        ``H``; row ``i`` belongs to item ``item_ids_[i]``.
-    user_bias_, item_bias_ : ndarray of shape (n_users,), (n_items,)
-        Biases (zeros unless ``biases="full"``).
-    global_mean_ : float
-        ``mu`` (0 with ``biases="none"``).
-    user_ids_, item_ids_ : ndarray
-        The original ids of the users and items seen in training, sorted; the app
-        remaps them to ``0..n_users-1`` and ``0..n_items-1``, and :meth:`predict` and
-        :meth:`recommend` take the original ids.
-    n_iter_ : int
-        Outer iterations of the fitted model (with early stopping: the best iteration).
-    validation_rmse_ : float or None
-        With early stopping: the held-out ratings' RMSE at the best iteration (None
-        without early stopping, or where no rating could be held out).
-    objective_ : float
-        The objective at the end.
-
-    Examples
-    --------
-    >>> import scipy.sparse as sp
-    >>> from strads.estimators import MatrixFactorization
-    >>> R = sp.random(50, 40, density=0.3, format="csr", random_state=0)
-    >>> R.data = 1 + 4 * R.data  # ratings from 1 to 5
-    >>> mf = MatrixFactorization(n_components=2, random_state=0).fit(R)
-    >>> items, scores = mf.recommend(0, n=3)
-    >>> len(items)
-    3
-    """
+    """Explicit-feedback matrix factorization by scheduled CCD++ (the strads MF app); its
+    objective, parameters and attributes: docs/apps/mf.md, "Estimator reference"."""
 
     def __init__(self, n_components=8, alpha=0.1, weighted=True, biases="full",
                  schedule="ccd", max_iter=20, early_stopping=True, validation_fraction=0.1,
@@ -137,23 +58,10 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, R, y=None):
-        """Fit the factors.
-
-        Parameters
-        ----------
-        R : scipy.sparse matrix of shape (n_users, n_items), or tuple (users, items, ratings)
-            The ratings: a sparse matrix's explicit entries (an explicit 0 is a rating
-            of 0; row and column indices are the user and item ids), or three 1-D
-            arrays with arbitrary integer ids. A (user, item) pair given twice is
-            refused.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator (on every rank under ``mpiexec``).
-        """
+        """Fit the factors to ratings R; -> self, on every rank under ``mpiexec``. R: a
+        scipy.sparse (n_users, n_items) matrix's explicit entries (an explicit 0 is a
+        rating of 0; row and column indices are the ids), or a tuple (users, items,
+        ratings) of 1-D arrays with arbitrary integer ids. A pair given twice is refused."""
         users, items, ratings = self._triplets(R)
         kw = dict(rank=int(self.n_components), lam=float(self.alpha),
                   schedule=self.schedule, iters=int(self.max_iter), bias=self.biases,
@@ -192,19 +100,9 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                 "item_ids": self.item_ids_}
 
     def predict(self, users, items):
-        """Predicted ratings of (user, item) pairs.
-
-        Parameters
-        ----------
-        users, items : array-like of shape (n_pairs,)
-            Original ids. An id not seen in training contributes nothing: its pair is
-            scored by the global mean and the biases that are known.
-
-        Returns
-        -------
-        ratings : ndarray of shape (n_pairs,)
-            ``mu + b_u + b_i + w_u . h_i``.
-        """
+        """Predicted ratings ``mu + b_u + b_i + w_u . h_i`` of (user, item) pairs (original
+        ids; an id not seen in training contributes nothing: its pair is scored by the
+        global mean and the biases that are known)."""
         check_is_fitted(self, "user_factors_")
         users = check_array(users, ensure_2d=False, dtype=None, ensure_min_samples=0,
                             input_name="users").ravel()
@@ -213,21 +111,9 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         return mf.predict(self._model(), users, items, unknown="mean")
 
     def score(self, R, y=None):
-        """Negative root mean squared error of :meth:`predict` on ratings (higher is
-        better, as scikit-learn's scorers, so that ``GridSearchCV`` can choose).
-
-        Parameters
-        ----------
-        R : scipy.sparse matrix or tuple (users, items, ratings)
-            Ratings, as :meth:`fit` takes them.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        score : float
-            ``-sqrt(mean((predict(users, items) - ratings) ** 2))``.
-        """
+        """``-sqrt(mean((predict(users, items) - ratings) ** 2))`` on ratings R as
+        :meth:`fit` takes them (higher is better, as scikit-learn's scorers, so that
+        ``GridSearchCV`` can choose)."""
         users, items, ratings = self._triplets(R)
         if ratings.shape[0] == 0:
             raise ValueError("score needs at least one rating")
@@ -237,26 +123,11 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
     @validate_params({"n": [Count(Integral, 0, None, closed="left")]},
                      prefer_skip_nested_validation=True)
     def recommend(self, user, n=10, filter_seen=True):
-        """The ``n`` items with the highest predicted rating for one user, best first.
-
-        Parameters
-        ----------
-        user : int
-            Original id of a user seen in training (else ValueError: an unseen user has
-            no factors to rank items by).
-        n : int, default=10
-            Number of items (fewer when fewer are left).
-        filter_seen : bool, default=True
-            Leave out the items the user rated in training (a model loaded from a
-            command line's ``--out`` does not know them: pass False).
-
-        Returns
-        -------
-        items : ndarray of shape (n,)
-            Original item ids, best first (ties: lower id first).
-        scores : ndarray of shape (n,)
-            Their predicted ratings.
-        """
+        """(items, scores): the ``n`` items (original ids; fewer when fewer are left) with
+        the highest predicted rating for ``user`` (an original id seen in training, else
+        ValueError: an unseen user has no factors to rank items by), best first (ties:
+        lower id first). ``filter_seen``: leave out the items the user rated in training
+        (a model loaded from a command line's ``--out`` does not know them: pass False)."""
         check_is_fitted(self, "user_factors_")
         if not np.isscalar(user):
             raise ValueError(f"recommend takes one user id, got {user!r}")

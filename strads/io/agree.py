@@ -1,10 +1,6 @@
 """The workers agree on the first problem any of them found in their part of a file, and
 send each row they read to the worker that keeps it (:func:`route`).
-
-The worker that found it raises it (one line, ``FILE:LINE: problem``); the others wait in
-a collective that never completes: under MPI the raising rank ends the job, in one
-process the failing thread releases them (the engine reports the first error).
-"""
+Notes: docs/architecture.md."""
 import re
 
 import numpy as np

@@ -1,13 +1,6 @@
 """MatrixMarket as a sample-by-feature matrix: coordinate or array; real, integer or
 pattern; general, symmetric or skew-symmetric. Duplicate entries are refused, not summed.
-
-Read whole (:func:`read`) or a worker's rows (:func:`read_part`, coordinate only): each
-worker parses the entries of its byte range after the header in one numba pass, the
-workers agree on the first bad line and on the entries against the header's count, and
-every entry (mirrored for symmetric matrices) moves to the worker owning its row, rows
-being split in contiguous blocks balanced by their entries; duplicates are then refused
-on their owner. One worker reads the whole file the same way.
-"""
+Notes: docs/architecture.md."""
 import numpy as np
 import scipy.sparse as sp
 from numba import njit

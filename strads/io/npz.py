@@ -1,12 +1,6 @@
 """NumPy files: an ``.npz`` of arrays X and y (or a ``scipy.sparse.save_npz`` matrix: CSR,
 CSC, COO, BSR or DIA), and an ``.npy`` target; either may be gzip-compressed. Read whole:
-rank 0 splits them.
-
-Every array is untrusted: its header is read first (shape, dtype, and that the zip member
-holds that many bytes), sizes are checked against memory before anything is loaded, and
-a sparse matrix is built only from arrays checked by :func:`_sparse` (1-D integer indices
-inside the shape, ``indptr`` from 0, non-decreasing, ending at the number of entries):
-SciPy's own conversions trust them and would read or write out of bounds."""
+rank 0 splits them (docs/architecture.md)."""
 import io
 import math
 

@@ -1,10 +1,7 @@
 """Numbers over raw bytes (numba): integers, and decimals converted exactly as Python's
 ``float()`` converts them (correctly rounded: Clinger's fast path, else Eisel-Lemire; the
 rare token neither settles is left to ``float()`` itself), in one pass over the token.
-
-Every reader's kernels call :func:`scan_float` and :func:`scan_int`; what may follow a
-number (a blank, a ``:``, a comma) is the caller's to check at the end returned.
-"""
+Notes: docs/architecture.md."""
 import math
 
 import numpy as np

@@ -2,12 +2,7 @@
 or MatrixMarket ``coordinate real|integer general`` (row = user, column = item), with
 the raw integer ids as written. Read whole (:func:`read`) or a worker's part
 (:func:`read_part`; the workers agree on the first bad line, the ratings' positions and
-their lines: :func:`gather`).
-
-A numba kernel reads the lines it can vouch for, :func:`parse_line` judges every other
-(docs/apps/mf.md, "Parallel loading"). Nothing is allocated from a size a file declares,
-and no more ratings are read than this machine's memory can fit.
-"""
+their lines: :func:`gather`) (docs/architecture.md)."""
 import math
 
 import numpy as np

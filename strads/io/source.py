@@ -1,18 +1,4 @@
-"""Opening an input file, and each worker's part of its lines.
-
-:class:`Text` checks a file before anything is parsed: a regular, non-empty file, plain
-or gzip-compressed (told by its magic bytes, not its name), a UTF-8 byte order mark
-skipped, foreign formats (other compressions, archives, NumPy, UTF-16) and binary data
-(a NUL byte in its first 64 KiB) refused with one line. Lines end at ``\\n`` (also at a
-lone ``\\r`` for the readers that ask for ``universal`` newlines, as Python reads text).
-
-Parallel reading: worker w of W takes the lines whose first byte lies in the w-th of W
-equal byte ranges after the header (:func:`line_range`), so the parts cover every line
-once whatever the line lengths; a gzip stream cannot be entered in the middle, so every
-worker decompresses it and either keeps it whole (:meth:`Text.map`) or parses every W-th
-block of it (:meth:`Text.blocks`). A line number for a message is counted only when
-there is an error (:func:`line_number`).
-"""
+"""Opening an input file, and each worker's part of its lines (docs/architecture.md)."""
 import gzip
 import mmap
 import os

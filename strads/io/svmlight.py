@@ -1,14 +1,7 @@
 """LIBSVM / svmlight text: ``label index:value ...`` per line, ``#`` comments, ``qid:``
 tokens skipped; indices 1-based unless a 0 index appears (then all are 0-based), rising
 along a line. Read whole (:func:`read`) or a worker's part (:func:`read_part`).
-
-Parsed by numba over the raw bytes in two passes: the first validates every line and
-counts (rows, non-zeros per column), so sizes are checked against the machine's memory
-before anything large is allocated, the second fills the CSC arrays directly. On the
-first bad line the Python reference parser of that line (:func:`parse_line`) builds the
-message. Also the sizes of a sample-by-feature problem (:func:`check_size`), which every
-matrix reader checks, and the kernels of a text target (one number a line).
-"""
+Notes: docs/architecture.md."""
 import re
 
 import numpy as np

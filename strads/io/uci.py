@@ -1,13 +1,7 @@
 """UCI bag-of-words: a docword file (three header lines D, W, NNZ, then ``docID wordID
 count`` lines, 1-based ids; blank lines skipped) and its vocabulary (one word a line).
 Also the words the corpus readers (:mod:`.uci`, :mod:`.ldac`, :mod:`.docs`) refuse with.
-
-:func:`scan` parses a worker's blocks of lines (:meth:`strads.io.source.Text.blocks`)
-with a numba kernel that takes only what it can judge alone (plain digits, ids and
-counts in range); at any other line it stops and the Python reference parser of that
-line raises the one-line error or adds the line. The caller's ``check`` refuses sizes
-beyond memory once the tokens pass ``limit``.
-"""
+Notes: docs/architecture.md."""
 import numpy as np
 from numba import njit
 

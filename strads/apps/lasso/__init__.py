@@ -1,13 +1,5 @@
 """Lasso by scheduled parallel coordinate descent (STRADS, Lee et al. 2014).
-
-Minimises 1/(2n) ||y - X b - c||^2 + lambda ||b||_1, with c = 0, or (``intercept``)
-unpenalised: X and y centred implicitly (X's sparsity kept, see
-:class:`LassoAggregate`). Samples (rows) are split across workers, balanced by
-non-zeros; the scheduler chooses the coordinates of each round, sums the workers'
-partial inner products, soft-thresholds and sends the changes back, and every worker
-updates its residual. The set-up, schedules and command line are
-the generalised linear models' (:mod:`strads.apps.glm`); this is the Lasso's datafit.
-"""
+Notes: docs/apps/lasso.md."""
 import numpy as np
 import scipy.sparse as sp
 

@@ -1,16 +1,6 @@
 """The Lasso's aggregate (its datafit on the scheduler rank): block solves, the duality
 gap and Gap Safe screening; the rest is :class:`strads.apps.glm.aggregate.GLMAggregate`.
-
-Objective 1/(2n) ||y - X b||^2 + lambda ||b||_1. The workers return x_j' r over their
-rows; the sum over workers gives each chosen coordinate its exact minimiser against the
-residual of the version the round was computed at.
-
-With an intercept, the problem is the one on centred X and y (the same minimiser, the
-intercept mean(y) - mu'b, mu X's column means), X kept as it is: y comes centred, the
-workers keep r = y - X b + (mu'b) 1 (each sync's ``shift`` mu_B'delta is added to every
-row), whose sum is 0, so x_j'r is the centred column's; the squared norms are the
-centred ones, a block's Gram is X_B'X_B - n mu_B mu_B'.
-"""
+Notes: docs/apps/lasso.md."""
 import time
 
 import numpy as np

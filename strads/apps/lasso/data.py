@@ -1,16 +1,6 @@
 """Lasso data: the readers of :mod:`strads.io` (LIBSVM/svmlight, MatrixMarket, .npz, a
 target file), whole or each worker's part, the check of a problem and the built-in one.
-
-Every reader returns X as a CSC matrix (sorted indices) or a Fortran-ordered dense array,
-both float64, and raises :class:`strads.DataError` naming the file, the line and the
-problem on anything malformed, before any work starts. Parallel loading
-(:func:`read_part`): each worker reads its own part of the file; the workers agree on
-the first bad line and on what only the whole file settles (rows, features, the
-non-empty columns), and worker 0 reports the facts of size n_features once (the
-columns' squared norms, X'y and y'y, summed in worker order); rank 0 completes its
-aggregate and schedule from them. ``.npz`` files and dense (array) MatrixMarket files
-are read on rank 0, which splits them into shards (:func:`needs_rank0`).
-"""
+Notes: docs/apps/lasso.md."""
 import math
 import os
 

@@ -136,6 +136,30 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
                     f"machine's {fmt_bytes(mem)} of memory")
 
 
+def check_run(n_docs, V, longest, word_counts, n_tokens, nnz, K, alpha, beta, W, staleness,
+              schedule, sweeps, flag):
+    """What a run refuses of its corpus before the model is allocated (one line), on rank 0
+    for a matrix or on every worker alike for a description (``sweeps`` None: the data
+    schedule's bound is rank 0's); ``longest``: (tokens, index) of the longest document.
+    -> the vocabulary slices' cuts."""
+    w = int(np.argmax(word_counts))
+    for (n, i), what in ((longest, "document"), ((word_counts[w], w), "word")):
+        if n > INT32_MAX:
+            raise DataError(f"data: {what} {i} (0-based) has {n} tokens: at most "
+                            f"{INT32_MAX} (counts are 32-bit)")
+    if W > n_docs:
+        raise DataError(f"{W} workers for {n_docs} documents: each worker needs documents")
+    if K * alpha == math.inf or V * beta == math.inf:
+        raise DataError(f"{flag['alpha']} x topics or {flag['beta']} x words overflows "
+                        f"({K} x {alpha}, {V} x {beta})")
+    if sweeps is not None or schedule == "model":
+        SCHEDULES[schedule].check_staleness(staleness, W, V, sweeps, flag)
+    cuts = split_vocab(word_counts, W * (staleness + 1))
+    check_memory(n_docs, V, n_tokens, nnz, K, W, staleness, schedule,
+                 int(np.diff(cuts).max()), flag)
+    return cuts
+
+
 def file_source(path, fmt="auto", vocab=None, min_count=2):
     """What :func:`make_setup` hands the workers for a corpus file: each worker reads
     its part (:func:`strads.apps.lda.data.read_part`); rank 0 never opens it."""
@@ -190,22 +214,10 @@ def make_setup(data, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps
                 raise DataError(f"data: {n} {what}: at most {INT32_MAX} (ids are 32-bit)")
         lengths = np.asarray(X.sum(axis=1)).ravel().astype(np.int64)
         word_counts = np.asarray(X.sum(axis=0)).ravel().astype(np.int64)
-        for counts, what in ((lengths, "document"), (word_counts, "word")):
-            i = int(np.argmax(counts))
-            if counts[i] > INT32_MAX:
-                raise DataError(f"data: {what} {i} (0-based) has {counts[i]} tokens: at "
-                                f"most {INT32_MAX} (counts are 32-bit)")
-        if n_workers > n_docs:
-            raise DataError(f"{n_workers} workers for {n_docs} documents: each worker "
-                            "needs documents")
-        if K * alpha == math.inf or V * beta == math.inf:
-            raise DataError(f"{flag['alpha']} x topics or {flag['beta']} x words overflows "
-                            f"({K} x {alpha}, {V} x {beta})")
-        sched_cls.check_staleness(staleness, n_workers, V, sweeps, flag)
-        cuts = split_vocab(word_counts, n_workers * (staleness + 1))
+        i = int(np.argmax(lengths))
         n_tokens = int(lengths.sum())
-        check_memory(n_docs, V, n_tokens, X.nnz, K, n_workers, staleness,
-                     schedule, int(np.diff(cuts).max()), flag)
+        check_run(n_docs, V, (int(lengths[i]), i), word_counts, n_tokens, X.nnz, K, alpha,
+                  beta, n_workers, staleness, schedule, sweeps, flag)
         agg = LDAAggregate(V, K, n_docs, n_tokens, alpha, beta, schedule, vocab, check)
         sched = _split(sched_cls(V, n_workers, staleness, sweeps, flag), ctx)
         doc_cuts = api.split_balanced(lengths, n_workers)

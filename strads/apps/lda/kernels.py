@@ -134,16 +134,8 @@ SHORT_RUN = 8
 
 
 # ------------------------------------------------------------- the slice in hand, packed
-# In the model schedule a worker's slice arrives packed (see pack). A sampler given
-# ``packed = (indptr, idx, cnt, out_indptr, out_idx, out_cnt, mark, extra)`` reads and
-# writes it packed: at the start of a word's run it scatters the row's entries into the
-# buffer ``nwk`` (all zeros between rounds), at the end it packs the row again while it
-# is in cache (only the entries that can be non-zero: the row's packed topics and those
-# its tokens took) and sets them back to zero; the rows of words it has no tokens of are
-# copied as they came. O(entries + tokens) a round beyond the sampling, not O(rows x K);
-# the result is what pack() of the sampled table gives. ``mark`` (K bytes) is all zeros
-# between calls, ``extra`` holds K topics; ``out_idx``/``out_cnt`` room for the entries
-# plus the tokens (each adds at most one).
+# (a sampler given ``packed`` works on the slice packed: docs/apps/lda.md, "the slice in
+# hand, packed")
 @njit(**_opts)
 def _pk_copy(packed, r0, r1, o):
     indptr, idx, cnt, out_ptr, out_idx, out_cnt = packed[:6]

@@ -118,7 +118,11 @@ class LDAUpdate(Update):
         i = int(np.argmax(self.lengths)) if self.lengths.shape[0] else 0
         longest = peers.allgather((int(self.lengths.max(initial=0)), -(self.d0 + i)))
         try:
-            self.cuts = self._check(word_counts, max(longest), part.nnz, shard)
+            from . import check_run
+            n, d = max(longest)
+            self.cuts = check_run(self.n_docs, self.V, (n, -d), word_counts, self.n_tokens,
+                                  part.nnz, self.K, self.alpha, self.beta, self.W,
+                                  self.s1 - 1, self.mode, None, shard["flag"])
         except DataError as e:
             refuse(peers, e)
         del word_counts
@@ -213,13 +217,7 @@ class LDAUpdate(Update):
             self.cum = np.zeros(max(1, min(self.K, int(self.lengths.max(initial=0)))))
 
     # -- rebalancing (--rebalance): documents move between neighbouring workers --------
-    # A document carries its tokens (words, topics z) and its (topic, count) list. The
-    # word-topic counts (the slices, or the data schedule's copy) and the topic totals
-    # stay as they are: they are counted by word over every worker's tokens, whichever
-    # worker holds a document. The tokens stay sorted by (word, document), each
-    # (word, document)'s tokens in their order, so a document given and taken back leaves
-    # the state as it was; d0 follows the first document held (collect() places the
-    # worker's doc-topic rows by it).
+    # (what moves and what stays: docs/apps/lda.md, "update.py: rebalancing")
     @property
     def rows(self):
         """The number of documents this worker holds."""
@@ -323,33 +321,6 @@ class LDAUpdate(Update):
                                    f"for {self.z.shape[0]} tokens after a move")
         self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
         self._scratch()
-
-    def _check(self, word_counts, longest, nnz, shard):
-        """What setup refused when it saw the whole corpus, now on every worker alike
-        (before the model is allocated); -> the vocabulary slices."""
-        from . import check_memory, split_vocab
-        from .data import INT32_MAX
-        from .schedule import SCHEDULES
-        flag = shard["flag"]
-        if longest[0] > INT32_MAX:
-            raise DataError(f"data: document {-longest[1]} (0-based) has {longest[0]} "
-                            f"tokens: at most {INT32_MAX} (counts are 32-bit)")
-        i = int(np.argmax(word_counts))
-        if word_counts[i] > INT32_MAX:
-            raise DataError(f"data: word {i} (0-based) has {word_counts[i]} tokens: at "
-                            f"most {INT32_MAX} (counts are 32-bit)")
-        if self.W > self.n_docs:
-            raise DataError(f"{self.W} workers for {self.n_docs} documents: each worker "
-                            "needs documents")
-        if self.K * self.alpha == math.inf or self.V * self.beta == math.inf:
-            raise DataError(f"{flag['alpha']} x topics or {flag['beta']} x words overflows "
-                            f"({self.K} x {self.alpha}, {self.V} x {self.beta})")
-        if self.mode == "model":  # (the data schedule's bound is the sweeps': rank 0's)
-            SCHEDULES[self.mode].check_staleness(self.s1 - 1, self.W, self.V, None, flag)
-        cuts = split_vocab(word_counts, self.W * self.s1)
-        check_memory(self.n_docs, self.V, self.n_tokens, nnz, self.K, self.W, self.s1 - 1,
-                     self.mode, int(np.diff(cuts).max()), flag)
-        return cuts
 
     def _first_slices(self):
         """The s + 1 slices this worker holds first (slice g W + w for group g), their

@@ -252,9 +252,7 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                             "count) overflows")
         rng = np.random.default_rng([seed, 0x6D66, 2])
         # W starts at 0, the bias columns too: no prediction yet, the residuals are the
-        # ratings less the mean. H (transposed) has one extra entry per column, an unseen
-        # item's (cold start, policy mean): 0 but for the fixed column's 1.
-        H = np.zeros((lay.kk, n + 1))
+        # ratings less the mean
         res = p.ratings - mean
         rows, cols = _compressed(p.users, p.items, res, m, n)
         del res
@@ -265,23 +263,11 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
             Z = np.ascontiguousarray((R.T @ (R @ Z.T)).T)
             del R
             K.orthonormalize(Z)
-        if init_scale is not None:
-            scale = init_scale
-        else:  # svd: unit rows; random: entries of variance 1 / rank
-            scale = 1.0 if init == "svd" else np.sqrt(n / lay.rank)
-        H[:lay.rank, :n] = scale * Z
+        H, sqH = start_H(lay, Z, init, init_scale, reg["H"], lam)
         del Z
-        with np.errstate(over="ignore", invalid="ignore"):
-            penalty = float(reg["H"] @ (H[:lay.rank, :n] ** 2).sum(axis=0))
-        if not np.isfinite(penalty):
-            raise DataError(f"lambda {lam} (--lambda) and starting scale {scale} "
-                            "(--init-scale): the starting penalty lambda ||H||^2 overflows")
-        if biases:
-            H[lay.user_bias] = 1.0
         # the starting objective's pieces and held-out score, while the data is here: the
         # scheduler keeps nothing of its size
-        sq = {"W": np.zeros(lay.kk), "H": np.array([K.wsumsq(reg["H"], H[t, :n])
-                                                    for t in range(lay.kk)])}
+        sq = {"W": np.zeros(lay.kk), "H": sqH}
         if biases:
             sq["W"][lay.item_bias] = K.wsumsq(reg["W"], np.ones(m))
         e = p.test_ratings - mean
@@ -304,6 +290,26 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                           target_test_rmse, early_stop, report), agg, shards)
 
     return setup
+
+
+def start_H(lay, Z, init, init_scale, reg_H, lam):
+    """(H, its columns' weighted squared norms): H transposed, ``Z`` scaled (svd: unit
+    rows; random: entries of variance 1 / rank), with one extra entry per column, an
+    unseen item's (cold start, policy mean): 0 but for the fixed column's 1. A starting
+    penalty that overflows is refused."""
+    n = Z.shape[1]
+    scale = init_scale if init_scale is not None else \
+        (1.0 if init == "svd" else np.sqrt(n / lay.rank))
+    H = np.zeros((lay.kk, n + 1))
+    H[:lay.rank, :n] = scale * Z
+    with np.errstate(over="ignore", invalid="ignore"):
+        penalty = float(reg_H @ (H[:lay.rank, :n] ** 2).sum(axis=0))
+    if not np.isfinite(penalty):
+        raise DataError(f"lambda {lam} (--lambda) and starting scale {scale} "
+                        "(--init-scale): the starting penalty lambda ||H||^2 overflows")
+    if lay.biases:
+        H[lay.user_bias] = 1.0
+    return H, np.array([K.wsumsq(reg_H, H[t, :n]) for t in range(lay.kk)])
 
 
 def _test_shares(p, mean, n_workers):

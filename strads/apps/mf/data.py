@@ -1,10 +1,7 @@
 """Rating data: reading (:mod:`strads.io.ratings`: MatrixMarket or delimited triplets),
 deduplication, the held-out split, id remapping and the built-in synthetic problem; in
 one process (:func:`prepare`) or each worker its share (:func:`prepare_part`).
-
-Readers return :class:`Triplets` with the raw ids as written in the file; any problem
-raises :class:`strads.DataError` naming the file, the line and what is wrong.
-"""
+Notes: docs/apps/mf.md."""
 import math
 from dataclasses import dataclass, replace
 
@@ -573,7 +570,7 @@ def _prepare_part(peers, desc):
     item_ids = np.unique(np.concatenate([g[1] for g in got])).astype(np.int64)
     del got
     m, n = user_ids.shape[0], item_ids.shape[0]
-    from . import _check_factor_memory, Layout as FL
+    from . import _check_factor_memory, Layout as FL, start_H
     # the peak of the load is in the routes below: the raw ids go, the dense ones are
     # int32 and the destinations int16, before the ratings move
     u = dense_ids(user_ids, src.u)
@@ -754,20 +751,11 @@ def _prepare_part(peers, desc):
         Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
         del Pc
         K.orthonormalize(Z)
-    scale = o["init_scale"] if o["init_scale"] is not None else \
-        (1.0 if o["init"] == "svd" else np.sqrt(n / lay.rank))
-    H = np.zeros((lay.kk, n + 1))
-    H[:lay.rank, :n] = scale * Z
+    try:
+        H, sqH = start_H(lay, Z, o["init"], o["init_scale"], reg_H, lam)
+    except DataError as e:
+        refuse(peers, str(e))
     del Z
-    with np.errstate(over="ignore", invalid="ignore"):
-        penalty = float(reg_H @ (H[:lay.rank, :n] ** 2).sum(axis=0))
-    if not np.isfinite(penalty):
-        refuse(peers, f"lambda {lam} (--lambda) and starting scale {scale} "
-               "(--init-scale): the starting penalty lambda ||H||^2 "
-               "overflows")
-    if lay.biases:
-        H[lay.user_bias] = 1.0
-    sqH = np.array([K.wsumsq(reg_H, H[t, :n]) for t in range(lay.kk)])
     sqW = np.zeros(lay.kk)
     if lay.biases:
         sqW[lay.item_bias] = K.wsumsq(reg_rows, np.ones(u1 - u0))

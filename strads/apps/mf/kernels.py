@@ -173,11 +173,7 @@ def apply_cols(ptr, idx, res, own, cols, delta):
 
 
 # -- the tiled layout ---------------------------------------------------------------------
-# Where the other side has more rows than a tile, a side's ratings are kept tile by tile
-# of the other side's rows (a tile's slice of the gather table stays in L2), each row's
-# ratings of a tile together and in their order: ``ptr[b * m + a]`` is the start of row
-# a's ratings in tile b. Visiting a row's segments tile by tile reads its ratings in the
-# rows' order, so every sum is made in the same order as over the rows.
+# (a side's ratings tile by tile of the other side's rows: docs/apps/mf.md, "the tiled layout")
 
 #: the other side's rows per tile (their gather table, 24 bytes a row, stays in L2)
 TILE_ROWS = 32768
