@@ -90,7 +90,7 @@ class LogRegAggregate(GLMAggregate):
         self.newton_steps = 0
         self.gram_rounds = 0
         self.backtracks = 0
-        self.cd_passes = 0
+        self.cd_passes = 0  # (with the face solves' CG products: each costs a pass)
         self.polished = 0  # subproblems CD left unsolved, solved on their face (_polish)
         self.stalled = False  # a working set has used up its MAX_PN steps: polish from now
         self.slow = False  # a step from a kept Gram cut the violation by under half
