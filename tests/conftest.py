@@ -134,6 +134,8 @@ def l1_logistic(**kw):
 
 
 def pytest_collection_modifyitems(config, items):
+    # the long tests first: under pytest -n none is left to end the run alone
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
     # pytest-mpi runs unmarked tests on every rank even with --only-mpi; an in-process
     # test must not run under mpiexec (its fit() would join the MPI job).
     from strads.transport import mpi_world_size
