@@ -73,8 +73,21 @@ class _Server:
         cls.path = os.path.join(tempfile.mkdtemp(prefix="strads-cli-"), "socket")
         cls.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "cli_server.py"),
                                      cls.path], stdout=subprocess.PIPE, env=cls.env, cwd=ROOT)
-        atexit.register(cls.proc.kill)
+        atexit.register(cls.stop)
         assert cls.proc.stdout.readline() == b"ready\n", "the fork server did not start"
+
+    @classmethod
+    def stop(cls):
+        """End the server: an empty request (then its socket's folder goes)."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+                s.connect(cls.path)
+                s.send(b"")
+            cls.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            cls.proc.kill()
+            cls.proc.wait()
+        shutil.rmtree(os.path.dirname(cls.path), ignore_errors=True)
 
     @classmethod
     def run(cls, cmd, args, timeout, rlimit_as):
