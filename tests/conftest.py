@@ -47,7 +47,7 @@ def run_cli(args, timeout=300, np=None, env=None, rlimit_as=None, **kw):
     address-space limit. In one process with this environment, a child of the fork
     server (tests/cli_server.py), which has imported strads and loaded its kernels."""
     cmd = [sys.executable, "-m", *args]
-    if not (np or env or kw) and _Server.env == _Server.same(child_env()):
+    if not (np or env or kw) and _Server.env == _Server.same(child_env()) and _Server.up():
         return _Server.run(cmd, args, timeout, rlimit_as)
     if np:
         cmd = [mpiexec(), "-n", str(np), *cmd]
@@ -69,12 +69,17 @@ class _Server:
         return {k: v for k, v in env.items() if k != "PYTEST_CURRENT_TEST"}
 
     @classmethod
-    def start(cls):
-        cls.path = os.path.join(tempfile.mkdtemp(prefix="strads-cli-"), "socket")
-        cls.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "cli_server.py"),
-                                     cls.path], stdout=subprocess.PIPE, env=cls.env, cwd=ROOT)
-        atexit.register(cls.stop)
-        assert cls.proc.stdout.readline() == b"ready\n", "the fork server did not start"
+    def up(cls):
+        """Started (once) and serving; else (no server here) fresh interpreters."""
+        if cls.proc is None:
+            cls.path = os.path.join(tempfile.mkdtemp(prefix="strads-cli-"), "socket")
+            cls.proc = subprocess.Popen(
+                [sys.executable, str(ROOT / "tests" / "cli_server.py"), cls.path],
+                stdout=subprocess.PIPE, env=cls.env, cwd=ROOT)
+            atexit.register(cls.stop)
+            if cls.proc.stdout.readline() != b"ready\n":
+                cls.env = None
+        return cls.env is not None
 
     @classmethod
     def stop(cls):
@@ -91,8 +96,6 @@ class _Server:
 
     @classmethod
     def run(cls, cmd, args, timeout, rlimit_as):
-        if cls.proc is None:
-            cls.start()
         fds = os.pipe(), os.pipe()
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
             s.connect(cls.path)
