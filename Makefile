@@ -28,9 +28,10 @@ run: $(STAMP)
 # the serial part on a process per core, four at most (the tests wait on subprocesses and
 # MPI jobs much of the time; each may start an mpiexec of its own)
 SERIAL := $(BIN)/python -m pytest tests -q --timeout=600 -n auto --maxprocesses 4
-# Every rank runs the MPI-marked tests; `timeout` ends the job if a deadlock outlives
-# the per-test timeouts.
-MPI := timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest tests -q --with-mpi \
+# Every rank runs the MPI-marked tests (of the files that mark any: each rank need not
+# collect the rest); `timeout` ends the job if a deadlock outlives the per-test timeouts.
+MPI_FILES = $(shell grep -l 'mark\.mpi' tests/test_*.py)
+MPI := timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest $(MPI_FILES) -q --with-mpi \
 	--only-mpi --timeout=300 -p no:cacheprovider
 
 # Both parts run even when the first fails; one line for each, and a failure of either

@@ -159,6 +159,7 @@ RUNS = {"lasso-svm": (lasso_run, "svm"), "lasso-mtx": (lasso_run, "mtx"),
         "lda-text": (lda_run, "text"), "lda-builtin": (lda_run, "builtin")}
 
 
+@pytest.mark.long
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("run", sorted(RUNS))
 def test_one_process_equals_mpiexec_bit_for_bit(run, tmp_path):

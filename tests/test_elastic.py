@@ -19,7 +19,7 @@ from sklearn.datasets import dump_svmlight_file
 from strads.apps import lasso, lda, logreg
 from strads.apps.lda.data import make_corpus
 
-from conftest import ROOT, child_env, mpiexec
+from conftest import ROOT, child_env, mpiexec, run_cli
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_robustness import _pid_of_rank  # noqa: E402
@@ -180,9 +180,7 @@ def _kill_after(out, rank, after, proc, deadline=120):
 @pytest.fixture(scope="module")
 def f_long():
     """The objective of an uninterrupted run of LONG."""
-    ref = subprocess.run([sys.executable, "-m", *LONG, "--workers", "3"],
-                         capture_output=True, text=True, timeout=300, env=child_env(),
-                         cwd=ROOT)
+    ref = run_cli([*LONG, "--workers", "3"])
     return json.loads(ref.stdout)["objective"]
 
 
@@ -275,12 +273,8 @@ def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path):
     out = str(tmp_path / "run")
     common = ["strads.apps.lda", "--n-docs", "200", "--n-words", "300", "--quiet",
               "--out", out]
-    first = subprocess.run([sys.executable, "-m", *common, "--sweeps", "12",
-                            "--checkpoint-every", "1e-6"], capture_output=True, text=True,
-                           timeout=120, env=child_env(), cwd=ROOT)
-    more = subprocess.run([sys.executable, "-m", *common, "--sweeps", "20", "--resume"],
-                          capture_output=True, text=True, timeout=120, env=child_env(),
-                          cwd=ROOT)
+    first = run_cli([*common, "--sweeps", "12", "--checkpoint-every", "1e-6"], timeout=120)
+    more = run_cli([*common, "--sweeps", "20", "--resume"], timeout=120)
     assert first.returncode == more.returncode == 0, more.stderr
     a, b = (json.loads(p.stdout.splitlines()[0]) for p in (first, more))
     assert (a["rounds"], b["rounds"]) == (12, 20) and b["stop_reason"] == "schedule_done"
@@ -295,8 +289,7 @@ def test_mf_resumes_from_3_to_2_workers_with_the_same_model(early_stop, tmp_path
             "30000", "--iters", "12", "--tol", "0", "--quiet", "--early-stop", early_stop]
 
     def run(*extra):
-        p = subprocess.run([sys.executable, "-m", *args, *extra], capture_output=True,
-                           text=True, timeout=300, env=child_env(), cwd=ROOT)
+        p = run_cli([*args, *extra])
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout.splitlines()[0])
 

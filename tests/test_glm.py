@@ -180,6 +180,7 @@ def test_cli_help_lists_every_flag(app, flags, texts):
 
 
 # -- parallel loading ---------------------------------------------------------------------
+@pytest.mark.long
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("app", ["lasso", "logreg"])
 def test_priority_filter_runs_on_the_workers(tmp_path, app):

@@ -745,6 +745,7 @@ def test_resume_compares_content_not_mtime(tmp_path, monkeypatch):
 
 
 # -- the fuzz harness, a few cases of each format -----------------------------------------
+@pytest.mark.long
 @pytest.mark.parametrize("fmt", ["svm", "mtx", "npz", "target", "ratings", "ratings-mtx",
                                  "uci", "ldac", "text", "checkpoint"])
 def test_fuzz_a_few_mutations_of_each_format(fmt):

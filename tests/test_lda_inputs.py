@@ -33,12 +33,8 @@ BOM = b"\xef\xbb\xbf"
 CAP = 4 << 30
 
 
-def _cap():
-    resource.setrlimit(resource.RLIMIT_AS, (CAP, resource.RLIM_INFINITY))
-
-
 def cli(*args, timeout=120):
-    return run_cli(["strads.apps.lda", *map(str, args)], timeout=timeout, preexec_fn=_cap)
+    return run_cli(["strads.apps.lda", *map(str, args)], timeout=timeout, rlimit_as=CAP)
 
 
 def refused(p, *parts):

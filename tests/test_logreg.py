@@ -124,6 +124,30 @@ def test_small_alpha_with_intercept_column_certifies_in_bounded_rounds():
     assert res.extra["polished"] > 0
 
 
+@pytest.mark.parametrize("kind", ["dense", "sparse"])
+@pytest.mark.parametrize("lam", [1e-4, 1e-5])
+def test_intercept_column_at_small_lambda_reaches_liblinear_dense_and_sparse(kind, lam):
+    """The estimators' problem (a constant column of 100s, features of skewed
+    popularity) at two small lambdas, from a dense Gram (dense X) and a factored one
+    (sparse X): the optimum to 1e-6, certified by the gap; at the smaller lambda the
+    subproblems CD leaves unsolved go to the face solve (CG) in both forms."""
+    X, y = make_zipf_problem(400, 1200, seed=2)
+    X = sp.hstack([X, np.full((X.shape[0], 1), 100.0)]).tocsc()
+    y = np.where(y > np.median(y), 1.0, -1.0)
+    # (liblinear at tol 1e-10 spins on rounding here: 1e-8 is within 1e-12 of ours)
+    ref = l1_logistic(solver="liblinear", C=1 / (X.shape[0] * lam), fit_intercept=False,
+                      tol=1e-8, max_iter=10**5, random_state=3).fit(X, y)
+    f_ref = logreg.objective(X, y, ref.coef_.ravel(), lam)
+    res = logreg.fit(X.toarray() if kind == "dense" else X, y, lam=lam, tol=1e-8,
+                     quiet=True)
+    f = logreg.objective(X, y, res.model["coef"], lam)
+    assert res.stop_reason == "tol"
+    assert abs(f - f_ref) <= 1e-6 * f_ref
+    assert f - res.extra["duality_gap"] <= f_ref * (1 + 1e-12)  # (weak duality)
+    if lam == 1e-5:
+        assert res.extra["polished"] > 0
+
+
 def test_duality_gap_is_the_logistic_dual_and_a_certificate():
     X, y, lam = problem("sparse")
     _, f_ref = reference("sparse")
@@ -335,6 +359,29 @@ def test_subproblem_solvers_agree():
         b = out[0] * 1.05
         assert _polish(form, q, b0, b, thresh, 1e-12)
         np.testing.assert_allclose(b, out[0], atol=1e-9)
+
+
+def test_face_solve_has_no_size_cap():
+    """The face solve (CG on the factor's columns) on a support of 1,500 columns (the
+    dense Cholesky it replaced stopped at 1,000) lands on CD's solution."""
+    from strads.apps.logreg.aggregate import _polish
+    rng = np.random.default_rng(3)
+    m = 1500
+    F = sp.random(6000, m, density=0.01, random_state=rng, format="csc")
+    F = sp.hstack([F, sp.csc_matrix(np.full((6000, 1), 0.1))], format="csc")  # (a constant)
+    F.sort_indices()
+    m += 1
+    ptr, rows = F.indptr.astype(np.int64), F.indices.astype(np.int64)
+    h = GK.csc_sq_norms(ptr, F.data)
+    q = rng.normal(0, 1, m)
+    b0 = np.zeros(m)
+    thresh = 0.05
+    ref = b0.copy()
+    GK.factor_cd(ptr, rows, F.data, h, 6000, q.copy(), ref, thresh, 1e-13, 100_000, False)
+    assert np.count_nonzero(ref) > 1000
+    b = ref * 1.05
+    assert _polish(("factor", ptr, rows, F.data, h, 6000), q, b0, b, thresh, 1e-11)
+    np.testing.assert_allclose(b, ref, atol=1e-8)
 
 
 # -- data formats -------------------------------------------------------------------------

@@ -118,6 +118,7 @@ def test_in_process_with_1_2_3_workers_is_mpi_bit_for_bit(tmp_path, schedule, st
             np.testing.assert_array_equal(M[k], models[0][k], err_msg=k)
 
 
+@pytest.mark.long
 def test_rank_0_traffic_per_round_does_not_grow_with_the_workers(tmp_path):
     """Per round rank 0 sends one message (down the workers' tree) and receives one (their
     combined replies: worker 0's small sums), of the same size for 2 and 4 workers:

@@ -15,6 +15,7 @@ FIGURES = ("lasso_time.png", "lasso_updates.png", "logreg_time.png", "logreg_upd
 SCRIPT = str(ROOT / "benchmarks" / "reproduce.py")
 
 
+@pytest.mark.long
 def test_reproduce_tiny(tmp_path):
     pytest.importorskip("matplotlib", reason="benchmarks/reproduce.py draws with matplotlib "
                         "(pip install -e .[reproduce])")

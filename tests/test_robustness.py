@@ -207,6 +207,7 @@ def uninterrupted(tmp_path_factory):
     return model(ref)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("victim", [2, 0])
 def test_kill_minus_9_of_a_rank_then_resume_under_mpiexec(victim, uninterrupted, tmp_path):
     """A real mpiexec run loses a rank to kill -9 after some checkpoints; resumed under

@@ -51,6 +51,7 @@ def test_a_compilation_is_announced_once(capsys):
     assert capsys.readouterr().err == "" and quiet.count == 1
 
 
+@pytest.mark.long
 @pytest.mark.timeout(900)
 def test_strads_compile_fills_the_cache(tmp_path):
     """After `python -m strads compile mf`, the first MF run under mpiexec compiles

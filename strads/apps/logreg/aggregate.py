@@ -35,8 +35,9 @@ BACKOFF = 0.5 ** np.arange(1, 21)  # the line search's steps after t = 1 failed
 MAX_PN = 50  # prox-Newton steps on one working set, at most
 MAX_CD = 50  # coordinate-descent passes of one subproblem, at most (an inexact direction)
 MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
-POLISH_IT = 500  # conjugate-gradient products of one face solve, at most
-POLISH_STEPS = 5  # active-set steps of a subproblem's face solve, at most (each drops one)
+POLISH_IT = 4 * MAX_CD  # CG products of one face solve, at most (each costs a CD pass)
+POLISH_AFTER = 5  # a working set's prox-Newton steps before CD's unsolved ones go to it
+POLISH_STEPS = 5  # active-set steps of a face solve, at most (each drops a coefficient)
 
 
 class LogRegAggregate(GLMAggregate):
@@ -89,8 +90,8 @@ class LogRegAggregate(GLMAggregate):
         self.newton_steps = 0
         self.gram_rounds = 0
         self.backtracks = 0
-        self.cd_passes = 0
-        self.polished = 0  # subproblems CD left unsolved, solved on their support exactly
+        self.cd_passes = 0  # (with the face solves' CG products: each costs a pass)
+        self.polished = 0  # subproblems CD left unsolved, solved on their face (_polish)
         self.stalled = False  # a working set has used up its MAX_PN steps: polish from now
         self.slow = False  # a step from a kept Gram cut the violation by under half
         self.G_cols = None  # the block the kept Gram belongs to
@@ -327,7 +328,9 @@ class LogRegAggregate(GLMAggregate):
         else:
             passes = GK.gram_cd(G, qq, b, self.thresh, tol, MAX_CD, False)
         self.cd_passes += passes
-        if self.stalled and passes >= MAX_CD:
+        # CD left the subproblem unsolved on a working set that is crawling (it has had
+        # POLISH_AFTER steps, or one had all MAX_PN): solve it on its face
+        if (self.stalled or self.ws_steps >= POLISH_AFTER) and passes >= MAX_CD:
             products = _polish(G, q, b0, b, self.thresh, tol)
             self.cd_passes += products
             self.polished += products > 0
