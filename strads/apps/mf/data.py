@@ -548,6 +548,53 @@ def _dedupe(peers, src, policy, groups, pos, r, raw):
     return keep, vals
 
 
+@njit(**_nb)
+def _place(items, i0, users, vals, nxt, cu, cy):
+    for k in range(items.shape[0]):
+        j = items[k] - i0
+        cu[nxt[j]] = users[k]
+        cy[nxt[j]] = vals[k]
+        nxt[j] += 1
+
+
+_CHUNK = 1 << 18  # ratings a worker sends to the items' owners at a time
+
+
+def _columns(peers, io, u0, counts, n, indptr, items, vals):
+    """The CSC copy (items io[me]..io[me + 1] - 1, each item's users in order) of every
+    worker's rows (CSR: users u0.., items, values): each worker sends its ratings to the
+    items' owners a chunk at a time, placed at once where they go (each source's
+    ratings of an item after the earlier sources': their users come first)."""
+    W, me = peers.size, peers.rank
+    i0, i1 = int(io[me]), int(io[me + 1])
+    cptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    mine = np.bincount(items, minlength=n)
+    got = peers.alltoall([mine[io[d]:io[d + 1]] for d in range(W)])
+    nxt = np.empty((W, i1 - i0), np.int64)
+    nxt[0] = cptr[:-1]
+    for w in range(1, W):
+        nxt[w] = nxt[w - 1] + got[w - 1]
+    del mine, got
+    cu = np.empty(cptr[-1], np.int32)
+    cy = np.empty(cptr[-1])
+    N = items.shape[0]
+    for a in range(0, max(peers.allgather(N)), _CHUNK):
+        b = min(a + _CHUNK, N)
+        a = min(a, b)
+        users = (u0 + np.searchsorted(indptr, np.arange(a, b), side="right") - 1
+                 ).astype(np.int32)
+        dest = owners(io, items[a:b])
+        starts = bucket_starts(dest, W)
+        sent = [grouped(dest, starts, x) for x in (items[a:b], users, vals[a:b])]
+        pieces = peers.alltoall([tuple(x[starts[o]:starts[o + 1]] for x in sent)
+                                 for o in range(W)])
+        del sent, users, dest
+        for w, (pi, pu, py) in enumerate(pieces):
+            _place(pi, i0, pu, py, nxt[w], cu, cy)
+        del pieces
+    return cptr, cu, cy
+
+
 def prepare_part(peers, desc):
     """This worker's shard and report from the file descriptions ``desc``: it reads its part
     and agrees with the others on ids, duplicates, the split, the mean and the start
@@ -716,22 +763,13 @@ def _prepare_part(peers, desc):
     i0, i1 = int(io[me]), int(io[me + 1])
 
     # -- rows (CSR, sorted by user then item: the dedupe's order) and columns (CSC)
-    y = r - mean
-    del r
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(u - u0, minlength=u1 - u0))])
-    rows = (indptr.astype(np.int64), i.astype(np.int32, copy=False), y)
-    sent = [i, u, y]
     del u
-    ci_, cu_, cy = route(peers, owners(io, i), sent)
-    # by item, then user: a stable counting sort by item keeps each item's users in
-    # order (the sources are user blocks in order, each in (user, item) order)
-    if i0:
-        ci_ = ci_ - i0
-    cptr = bucket_starts(ci_, i1 - i0)
-    cu_ = grouped(ci_, cptr, cu_)
-    cy = grouped(ci_, cptr, cy)
-    del ci_
-    cols = (cptr, cu_.astype(np.int32, copy=False), cy)
+    y = r
+    y -= mean
+    rows = (np.concatenate([[0], np.cumsum(cu)]).astype(np.int64),
+            i.astype(np.int32, copy=False), y)
+    del r, i
+    cols = _columns(peers, io, u0, ci[i0:i1], n, *rows)
     te_u, te_i, te_r = test
     if te_u.shape[0]:
         o2 = np.lexsort((te_i, te_u))

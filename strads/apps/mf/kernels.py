@@ -372,18 +372,21 @@ def predict_pairs(WT, HT, users, items, out):
 
 
 @njit(**_opts)
-def rss_rows(ptr, idx, y, W, H):
-    """sum over the ratings, row by row in order, of (y_aj - W[a] . H[j])^2 (factors
-    row-major; rows or the tiled layout: ``ptr``)."""
+def rss_rows(ptr, idx, res, W, H, Wb, Hb):
+    """sum over the ratings, row by row in order (rows or the tiled layout: ``ptr``), of
+    (res_aj + W[a] . H[j] - Wb[a] . Hb[j])^2: the squared errors of the model (Wb, Hb)
+    from the residuals of the model (W, H) (factors row-major; 0 columns: res's own)."""
     s = 0.0
     m = W.shape[0]
     for a in range(m):
         for b in range((ptr.shape[0] - 1) // m):
             for q in range(ptr[b * m + a], ptr[b * m + a + 1]):
                 j = idx[q]
-                e = y[q]
+                e = res[q]
                 for t in range(W.shape[1]):
-                    e -= W[a, t] * H[j, t]
+                    e += W[a, t] * H[j, t]
+                for t in range(Wb.shape[1]):
+                    e -= Wb[a, t] * Hb[j, t]
                 s += e * e
     return s
 
