@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
 from ... import api
@@ -557,6 +556,20 @@ def _place(items, i0, users, vals, nxt, cu, cy):
         nxt[j] += 1
 
 
+@njit(**_nb)
+def _add_products(cptr, users, vals, lo, hi, Y, cur, P):
+    """P[j] += vals[q] Y[users[q] - lo] over column j's entries of users lo..hi-1, the
+    next of them from cur[j] (each column's users in order)."""
+    for j in range(cptr.shape[0] - 1):
+        q = cur[j]
+        while q < cptr[j + 1] and users[q] < hi:
+            a = users[q] - lo
+            for t in range(P.shape[1]):
+                P[j, t] += vals[q] * Y[a, t]
+            q += 1
+        cur[j] = q
+
+
 _CHUNK = 1 << 18  # ratings a worker sends to the items' owners at a time
 
 
@@ -782,13 +795,16 @@ def _prepare_part(peers, desc):
     rng = np.random.default_rng([o["seed"], 0x6D66, 2])
     Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)
     if o["init"] == "svd":
-        R = sp.csr_matrix((rows[2], rows[1], rows[0]), shape=(u1 - u0, n))
-        Y = np.ascontiguousarray(R @ Z.T)
-        del R
-        Y = np.concatenate(peers.allgather(Y))
-        C = sp.csr_matrix((cols[2], cols[1], cols[0]), shape=(i1 - i0, m))
-        Pc = np.ascontiguousarray(C @ Y)
-        del C, Y
+        # R Z' and then C Y, one worker's rows of Y at a time: scipy's sums (csr_matvecs),
+        # bit for bit, without its copies of Z' and of Y
+        Y = np.zeros((u1 - u0, lay.rank))
+        _add_products(rows[0], rows[1], rows[2], 0, n, Z.T, rows[0][:-1].copy(), Y)
+        Pc = np.zeros((i1 - i0, lay.rank))
+        cur = cols[0][:-1].copy()
+        for w in range(W):
+            _add_products(cols[0], cols[1], cols[2], int(uo[w]), int(uo[w + 1]),
+                          peers.bcast(Y if w == me else None, w), cur, Pc)
+        del Y
         Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
         del Pc
         K.orthonormalize(Z)
