@@ -14,8 +14,8 @@ from numba import njit
 from ... import api
 from ...errors import DataError
 from ...io import memory, ratings as rating_io
-from ...io.agree import (bucket_starts, dense_ids, distinct, exact_partials, grouped, owners,
-                         pair_order, refuse, route, same_pairs)
+from ...io.agree import (dense_ids, distinct, exact_partials, exchange, owners, pair_order,
+                         refuse, route, same_pairs)
 from . import kernels as K
 
 _nb = dict(cache=True, nogil=True)
@@ -570,9 +570,6 @@ def _add_products(cptr, users, vals, lo, hi, Y, cur, P):
         cur[j] = q
 
 
-_CHUNK = 1 << 18  # ratings a worker sends to the items' owners at a time
-
-
 def _columns(peers, io, u0, counts, n, indptr, items, vals):
     """The CSC copy (items io[me]..io[me + 1] - 1, each item's users in order) of every
     worker's rows (CSR: users u0.., items, values): each worker sends its ratings to the
@@ -590,21 +587,14 @@ def _columns(peers, io, u0, counts, n, indptr, items, vals):
     del mine, got
     cu = np.empty(cptr[-1], np.int32)
     cy = np.empty(cptr[-1])
-    N = items.shape[0]
-    for a in range(0, max(peers.allgather(N)), _CHUNK):
-        b = min(a + _CHUNK, N)
-        a = min(a, b)
-        users = (u0 + np.searchsorted(indptr, np.arange(a, b), side="right") - 1
-                 ).astype(np.int32)
-        dest = owners(io, items[a:b])
-        starts = bucket_starts(dest, W)
-        sent = [grouped(dest, starts, x) for x in (items[a:b], users, vals[a:b])]
-        pieces = peers.alltoall([tuple(x[starts[o]:starts[o + 1]] for x in sent)
-                                 for o in range(W)])
-        del sent, users, dest
+
+    def chunk(a, b):
+        users = u0 + np.searchsorted(indptr, np.arange(a, b), side="right") - 1
+        return owners(io, items[a:b]), [items[a:b], users.astype(np.int32), vals[a:b]]
+
+    for pieces in exchange(peers, items.shape[0], chunk):
         for w, (pi, pu, py) in enumerate(pieces):
             _place(pi, i0, pu, py, nxt[w], cu, cy)
-        del pieces
     return cptr, cu, cy
 
 
