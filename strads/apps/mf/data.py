@@ -789,6 +789,7 @@ def _prepare_part(peers, desc):
         # bit for bit, without its copies of Z' and of Y
         Y = np.zeros((u1 - u0, lay.rank))
         _add_products(rows[0], rows[1], rows[2], 0, n, Z.T, rows[0][:-1].copy(), Y)
+        Y.flags.writeable = False  # never written again: worker threads share it, no copies
         Pc = np.zeros((i1 - i0, lay.rank))
         cur = cols[0][:-1].copy()
         for w in range(W):
