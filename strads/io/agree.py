@@ -93,6 +93,43 @@ def exchange(peers, n, chunk):
                               for o in range(W)])
 
 
+@njit(**_nb)
+def _place(items, i0, users, vals, nxt, cu, cy):
+    for k in range(items.shape[0]):
+        j = items[k] - i0
+        cu[nxt[j]] = users[k]
+        cy[nxt[j]] = vals[k]
+        nxt[j] += 1
+
+
+def columns(peers, io, u0, counts, n, indptr, items, vals):
+    """The CSC copy (items io[me]..io[me + 1] - 1, each item's users in order) of every
+    worker's rows (CSR: users u0.., items, values): each worker sends its ratings to the
+    items' owners a chunk at a time, placed at once where they go (each source's
+    ratings of an item after the earlier sources': their users come first)."""
+    W, me = peers.size, peers.rank
+    i0, i1 = int(io[me]), int(io[me + 1])
+    cptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    mine = np.bincount(items, minlength=n)
+    got = peers.alltoall([mine[io[d]:io[d + 1]] for d in range(W)])
+    nxt = np.empty((W, i1 - i0), np.int64)
+    nxt[0] = cptr[:-1]
+    for w in range(1, W):
+        nxt[w] = nxt[w - 1] + got[w - 1]
+    del mine, got
+    cu = np.empty(cptr[-1], np.int32)
+    cy = np.empty(cptr[-1])
+
+    def chunk(a, b):
+        users = u0 + np.searchsorted(indptr, np.arange(a, b), side="right") - 1
+        return owners(io, items[a:b]), [items[a:b], users.astype(np.int32), vals[a:b]]
+
+    for pieces in exchange(peers, items.shape[0], chunk):
+        for w, (pi, pu, py) in enumerate(pieces):
+            _place(pi, i0, pu, py, nxt[w], cu, cy)
+    return cptr, cu, cy
+
+
 def bucket_starts(keys, n):
     """Where each of keys 0..n-1 starts in the keys' counting sort (n + 1 offsets)."""
     return np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=n))]).astype(np.int64)

@@ -14,7 +14,7 @@ from numba import njit
 from ... import api
 from ...errors import DataError
 from ...io import memory, ratings as rating_io
-from ...io.agree import (dense_ids, distinct, exact_partials, exchange, owners, pair_order,
+from ...io.agree import (columns, dense_ids, distinct, exact_partials, owners, pair_order,
                          refuse, route, same_pairs)
 from . import kernels as K
 
@@ -547,57 +547,6 @@ def _dedupe(peers, src, policy, groups, pos, r, raw):
     return keep, vals
 
 
-@njit(**_nb)
-def _place(items, i0, users, vals, nxt, cu, cy):
-    for k in range(items.shape[0]):
-        j = items[k] - i0
-        cu[nxt[j]] = users[k]
-        cy[nxt[j]] = vals[k]
-        nxt[j] += 1
-
-
-@njit(**_nb)
-def _add_products(cptr, users, vals, lo, hi, Y, cur, P):
-    """P[j] += vals[q] Y[users[q] - lo] over column j's entries of users lo..hi-1, the
-    next of them from cur[j] (each column's users in order)."""
-    for j in range(cptr.shape[0] - 1):
-        q = cur[j]
-        while q < cptr[j + 1] and users[q] < hi:
-            a = users[q] - lo
-            for t in range(P.shape[1]):
-                P[j, t] += vals[q] * Y[a, t]
-            q += 1
-        cur[j] = q
-
-
-def _columns(peers, io, u0, counts, n, indptr, items, vals):
-    """The CSC copy (items io[me]..io[me + 1] - 1, each item's users in order) of every
-    worker's rows (CSR: users u0.., items, values): each worker sends its ratings to the
-    items' owners a chunk at a time, placed at once where they go (each source's
-    ratings of an item after the earlier sources': their users come first)."""
-    W, me = peers.size, peers.rank
-    i0, i1 = int(io[me]), int(io[me + 1])
-    cptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    mine = np.bincount(items, minlength=n)
-    got = peers.alltoall([mine[io[d]:io[d + 1]] for d in range(W)])
-    nxt = np.empty((W, i1 - i0), np.int64)
-    nxt[0] = cptr[:-1]
-    for w in range(1, W):
-        nxt[w] = nxt[w - 1] + got[w - 1]
-    del mine, got
-    cu = np.empty(cptr[-1], np.int32)
-    cy = np.empty(cptr[-1])
-
-    def chunk(a, b):
-        users = u0 + np.searchsorted(indptr, np.arange(a, b), side="right") - 1
-        return owners(io, items[a:b]), [items[a:b], users.astype(np.int32), vals[a:b]]
-
-    for pieces in exchange(peers, items.shape[0], chunk):
-        for w, (pi, pu, py) in enumerate(pieces):
-            _place(pi, i0, pu, py, nxt[w], cu, cy)
-    return cptr, cu, cy
-
-
 def prepare_part(peers, desc):
     """This worker's shard and report from the file descriptions ``desc``: it reads its part
     and agrees with the others on ids, duplicates, the split, the mean and the start
@@ -772,7 +721,7 @@ def _prepare_part(peers, desc):
     rows = (np.concatenate([[0], np.cumsum(cu)]).astype(np.int64),
             i.astype(np.int32, copy=False), y)
     del r, i
-    cols = _columns(peers, io, u0, ci[i0:i1], n, *rows)
+    cols = columns(peers, io, u0, ci[i0:i1], n, *rows)
     te_u, te_i, te_r = test
     if te_u.shape[0]:
         o2 = np.lexsort((te_i, te_u))
@@ -788,12 +737,12 @@ def _prepare_part(peers, desc):
         # R Z' and then C Y, one worker's rows of Y at a time: scipy's sums (csr_matvecs),
         # bit for bit, without its copies of Z' and of Y
         Y = np.zeros((u1 - u0, lay.rank))
-        _add_products(rows[0], rows[1], rows[2], 0, n, Z.T, rows[0][:-1].copy(), Y)
+        K.add_products(rows[0], rows[1], rows[2], 0, n, Z.T, rows[0][:-1].copy(), Y)
         Y.flags.writeable = False  # never written again: worker threads share it, no copies
         Pc = np.zeros((i1 - i0, lay.rank))
         cur = cols[0][:-1].copy()
         for w in range(W):
-            _add_products(cols[0], cols[1], cols[2], int(uo[w]), int(uo[w + 1]),
+            K.add_products(cols[0], cols[1], cols[2], int(uo[w]), int(uo[w + 1]),
                           peers.bcast(Y if w == me else None, w), cur, Pc)
         del Y
         Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)

@@ -452,3 +452,17 @@ def inverse_cdf(cdf, u, out):
             else:
                 hi = mid
         out[q] = min(lo, k - 1)
+
+
+@njit(**_opts)
+def add_products(cptr, users, vals, lo, hi, Y, cur, P):
+    """P[j] += vals[q] Y[users[q] - lo] over column j's entries of users lo..hi-1, the
+    next of them from cur[j] (each column's users in order)."""
+    for j in range(cptr.shape[0] - 1):
+        q = cur[j]
+        while q < cptr[j + 1] and users[q] < hi:
+            a = users[q] - lo
+            for t in range(P.shape[1]):
+                P[j, t] += vals[q] * Y[a, t]
+            q += 1
+        cur[j] = q
