@@ -47,23 +47,83 @@ def attempt(peers, fn, *args):
 def route(peers, dest, arrays):
     """Row k of every array (None: none; 1-D) to worker ``dest[k]``; returns the rows
     this worker receives, each array's in source worker order (a source's rows in
-    theirs). The list's arrays are dropped as they are grouped (a caller that keeps no
-    other reference frees them then)."""
+    theirs). One array at a time, each received straight into its place: an array's
+    rows here and its rows received, and one chunk in flight; the list's arrays are
+    dropped as they are sent (a caller that keeps no other reference frees them then)."""
     W = peers.size
     if W == 1:
         return list(arrays)
-    starts, out = bucket_starts(dest, W), []
-    for j, a in enumerate(arrays):  # one array at a time: its copies only are in flight
+    counts = peers.alltoall(list(np.bincount(dest, minlength=W)))
+    out = []
+    for j, a in enumerate(arrays):
+        arrays[j] = None
         if a is None:
             out.append(None)
             continue
-        g = grouped(dest, starts, a)
-        arrays[j] = a = None
-        got = peers.alltoall([g[starts[o]:starts[o + 1]] for o in range(W)])
-        del g
-        out.append(np.concatenate(got))
-        del got
+        got = np.empty(int(sum(counts)), a.dtype)
+        nxt = np.concatenate([[0], np.cumsum(counts)])
+        for pieces in exchange(peers, dest.shape[0], lambda s, e: (dest[s:e], [a[s:e]])):
+            for w, (p,) in enumerate(pieces):
+                got[nxt[w]:nxt[w] + p.shape[0]] = p
+                nxt[w] += p.shape[0]
+        del a
+        out.append(got)
     return out
+
+
+CHUNK = 1 << 18  # rows a worker sends at a time
+
+
+def exchange(peers, n, chunk):
+    """Rows 0..n-1 of this worker to the others, CHUNK rows at a time: ``chunk(s, e)``
+    gives rows s..e-1's destinations and arrays; yields, for each chunk, what every
+    worker sent this one (worker order; one tuple of pieces each, rows in order)."""
+    W = peers.size
+    for s in range(0, max(peers.allgather(n)), CHUNK):
+        e = min(s + CHUNK, n)
+        dest, arrays = chunk(min(s, e), e)
+        starts = bucket_starts(dest, W)
+        sent = [grouped(dest, starts, x) for x in arrays]
+        del dest, arrays
+        yield peers.alltoall([tuple(x[starts[o]:starts[o + 1]] for x in sent)
+                              for o in range(W)])
+
+
+@njit(**_nb)
+def _place(items, i0, users, vals, nxt, cu, cy):
+    for k in range(items.shape[0]):
+        j = items[k] - i0
+        cu[nxt[j]] = users[k]
+        cy[nxt[j]] = vals[k]
+        nxt[j] += 1
+
+
+def columns(peers, io, u0, counts, n, indptr, items, vals):
+    """The CSC copy (items io[me]..io[me + 1] - 1, each item's users in order) of every
+    worker's rows (CSR: users u0.., items, values): each worker sends its ratings to the
+    items' owners a chunk at a time, placed at once where they go (each source's
+    ratings of an item after the earlier sources': their users come first)."""
+    W, me = peers.size, peers.rank
+    i0, i1 = int(io[me]), int(io[me + 1])
+    cptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    mine = np.bincount(items, minlength=n)
+    got = peers.alltoall([mine[io[d]:io[d + 1]] for d in range(W)])
+    nxt = np.empty((W, i1 - i0), np.int64)
+    nxt[0] = cptr[:-1]
+    for w in range(1, W):
+        nxt[w] = nxt[w - 1] + got[w - 1]
+    del mine, got
+    cu = np.empty(cptr[-1], np.int32)
+    cy = np.empty(cptr[-1])
+
+    def chunk(a, b):
+        users = u0 + np.searchsorted(indptr, np.arange(a, b), side="right") - 1
+        return owners(io, items[a:b]), [items[a:b], users.astype(np.int32), vals[a:b]]
+
+    for pieces in exchange(peers, items.shape[0], chunk):
+        for w, (pi, pu, py) in enumerate(pieces):
+            _place(pi, i0, pu, py, nxt[w], cu, cy)
+    return cptr, cu, cy
 
 
 def bucket_starts(keys, n):
@@ -89,8 +149,7 @@ def grouped(keys, starts, a):
 
 
 @njit(**_nb)
-def _pair_order(rows, r0, n_rows, cols, n_cols):
-    o1 = np.empty(rows.shape[0], np.int64)
+def _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2):
     nxt = np.zeros(n_cols + 1, np.int64)
     for k in range(cols.shape[0]):
         nxt[cols[k] + 1] += 1
@@ -99,7 +158,6 @@ def _pair_order(rows, r0, n_rows, cols, n_cols):
     for k in range(cols.shape[0]):
         o1[nxt[cols[k]]] = k
         nxt[cols[k]] += 1
-    o2 = np.empty(rows.shape[0], np.int64)
     nxt = np.zeros(n_rows + 1, np.int64)
     for k in range(rows.shape[0]):
         nxt[rows[k] - r0 + 1] += 1
@@ -109,13 +167,16 @@ def _pair_order(rows, r0, n_rows, cols, n_cols):
         k = o1[t]
         o2[nxt[rows[k] - r0]] = k
         nxt[rows[k] - r0] += 1
-    return o2
 
 
 def pair_order(rows, r0, n_rows, cols, n_cols):
     """The stable order of (row, column) pairs, rows r0..r0+n_rows-1 and columns
-    0..n_cols-1: ``np.lexsort((cols, rows))`` by two counting sorts."""
-    return _pair_order(rows, r0, n_rows, cols, n_cols)
+    0..n_cols-1: ``np.lexsort((cols, rows))`` by two counting sorts (int32 indices
+    below 2^31 pairs)."""
+    o1, o2 = (np.empty(rows.shape[0], np.int32 if rows.shape[0] < 1 << 31 else np.int64)
+              for _ in range(2))
+    _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2)
+    return o2
 
 
 @njit(**_nb)

@@ -16,7 +16,7 @@ from .source import Content, Text, line_range
 
 _nb = dict(cache=True, nogil=True)
 LONG_LINE = 1 << 20  # a line this long or longer: not a rating file
-BYTES_PER_RATING = 120  # peak memory to read, prepare and fit a rating (docs/scaling.md)
+BYTES_PER_RATING = 80  # peak memory to read, prepare and fit a rating (docs/scaling.md)
 INT64 = 1 << 63
 _CHUNK = 8 << 20  # bytes parsed at a time
 

@@ -148,11 +148,25 @@ class MFAggregate(Aggregate):
         the final model from their sums (the running ones are those of each round)."""
         lay = self.lay
         m, n = self.shape
-        W = np.concatenate([c["W"] for c in collected], axis=1)
-        H = np.concatenate([c["H"] for c in collected], axis=1)
-        if W.shape != (lay.kk, m) or H.shape != (lay.kk, n):
-            raise RuntimeError(f"the workers' rows make W {W.shape} and H {H.shape}, "
-                               f"expected {(lay.kk, m)} and {(lay.kk, n)}")
+        shapes = [(lay.kk, sum(c[s].shape[1] for c in collected))
+                  if all(c[s].shape[0] == lay.kk for c in collected) else None
+                  for s in ("W", "H")]
+        if shapes != [(lay.kk, m), (lay.kk, n)]:
+            raise RuntimeError(f"the workers' rows make W and H {shapes}, expected "
+                               f"{[(lay.kk, m), (lay.kk, n)]}")
+        # the model's arrays straight from the workers' rows (no whole copy of the
+        # factors as they were)
+        out = {}
+        for s, size in (("W", m), ("H", n)):
+            F, off = np.empty((size, lay.rank)), 0
+            bias = np.zeros(size)
+            for c in collected:
+                k = c[s].shape[1]
+                F[off:off + k] = c[s][:lay.rank].T
+                if lay.biases:
+                    bias[off:off + k] = c[s][lay.user_bias if s == "W" else lay.item_bias]
+                off += k
+            out[s] = (F, bias)
         self.rss = sum(c["rss"] for c in collected)
         for s in ("W", "H"):
             sq = collected[0]["sq"][s].copy()
@@ -176,12 +190,9 @@ class MFAggregate(Aggregate):
             self._record(rmse, last[1] if last and last[0] == self._last_round else None)
         self._final = None
         self._final = self.objective()
-        zeros = lambda k: np.zeros(k)  # noqa: E731
         ids = [np.concatenate([c[k] for c in collected]) for k in ("user_ids", "item_ids")]
-        return {"W": np.ascontiguousarray(W[:lay.rank].T),
-                "H": np.ascontiguousarray(H[:lay.rank].T),
-                "user_bias": W[lay.user_bias].copy() if lay.biases else zeros(m),
-                "item_bias": H[lay.item_bias].copy() if lay.biases else zeros(n),
+        return {"W": out["W"][0], "H": out["H"][0],
+                "user_bias": out["W"][1], "item_bias": out["H"][1],
                 "mean": np.float64(self.mean), "user_ids": ids[0], "item_ids": ids[1],
                 "lambda": np.float64(lay.lam), "rank": np.int64(lay.rank)}
 

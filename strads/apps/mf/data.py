@@ -6,14 +6,13 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
 from ... import api
 from ...errors import DataError
 from ...io import memory, ratings as rating_io
-from ...io.agree import (bucket_starts, dense_ids, distinct, exact_partials, grouped, owners,
-                         pair_order, refuse, route, same_pairs)
+from ...io.agree import (columns, dense_ids, distinct, exact_partials, owners, pair_order,
+                         refuse, route, same_pairs)
 from . import kernels as K
 
 _nb = dict(cache=True, nogil=True)
@@ -713,22 +712,13 @@ def _prepare_part(peers, desc):
     i0, i1 = int(io[me]), int(io[me + 1])
 
     # -- rows (CSR, sorted by user then item: the dedupe's order) and columns (CSC)
-    y = r - mean
-    del r
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(u - u0, minlength=u1 - u0))])
-    rows = (indptr.astype(np.int64), i.astype(np.int32, copy=False), y)
-    sent = [i, u, y]
     del u
-    ci_, cu_, cy = route(peers, owners(io, i), sent)
-    # by item, then user: a stable counting sort by item keeps each item's users in
-    # order (the sources are user blocks in order, each in (user, item) order)
-    if i0:
-        ci_ = ci_ - i0
-    cptr = bucket_starts(ci_, i1 - i0)
-    cu_ = grouped(ci_, cptr, cu_)
-    cy = grouped(ci_, cptr, cy)
-    del ci_
-    cols = (cptr, cu_.astype(np.int32, copy=False), cy)
+    y = r
+    y -= mean
+    rows = (np.concatenate([[0], np.cumsum(cu)]).astype(np.int64),
+            i.astype(np.int32, copy=False), y)
+    del r, i
+    cols = columns(peers, io, u0, ci[i0:i1], n, *rows)
     te_u, te_i, te_r = test
     if te_u.shape[0]:
         o2 = np.lexsort((te_i, te_u))
@@ -741,13 +731,17 @@ def _prepare_part(peers, desc):
     rng = np.random.default_rng([o["seed"], 0x6D66, 2])
     Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)
     if o["init"] == "svd":
-        R = sp.csr_matrix((rows[2], rows[1], rows[0]), shape=(u1 - u0, n))
-        Y = np.ascontiguousarray(R @ Z.T)
-        del R
-        Y = np.concatenate(peers.allgather(Y))
-        C = sp.csr_matrix((cols[2], cols[1], cols[0]), shape=(i1 - i0, m))
-        Pc = np.ascontiguousarray(C @ Y)
-        del C, Y
+        # R Z' and then C Y, one worker's rows of Y at a time: scipy's sums (csr_matvecs),
+        # bit for bit, without its copies of Z' and of Y
+        Y = np.zeros((u1 - u0, lay.rank))
+        K.add_products(rows[0], rows[1], rows[2], 0, n, Z.T, rows[0][:-1].copy(), Y)
+        Y.flags.writeable = False  # never written again: worker threads share it, no copies
+        Pc = np.zeros((i1 - i0, lay.rank))
+        cur = cols[0][:-1].copy()
+        for w in range(W):
+            K.add_products(cols[0], cols[1], cols[2], int(uo[w]), int(uo[w + 1]),
+                          peers.bcast(Y if w == me else None, w), cur, Pc)
+        del Y
         Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
         del Pc
         K.orthonormalize(Z)

@@ -368,18 +368,21 @@ def predict_pairs(WT, HT, users, items, out):
 
 
 @njit(**_opts)
-def rss_rows(ptr, idx, y, W, H):
-    """sum over the ratings, row by row in order, of (y_aj - W[a] . H[j])^2 (factors
-    row-major; rows or the tiled layout: ``ptr``)."""
+def rss_rows(ptr, idx, res, W, H, Wb, Hb):
+    """sum over the ratings, row by row in order (rows or the tiled layout: ``ptr``), of
+    (res_aj + W[a] . H[j] - Wb[a] . Hb[j])^2: the squared errors of the model (Wb, Hb)
+    from the residuals of the model (W, H) (factors row-major; 0 columns: res's own)."""
     s = 0.0
     m = W.shape[0]
     for a in range(m):
         for b in range((ptr.shape[0] - 1) // m):
             for q in range(ptr[b * m + a], ptr[b * m + a + 1]):
                 j = idx[q]
-                e = y[q]
+                e = res[q]
                 for t in range(W.shape[1]):
-                    e -= W[a, t] * H[j, t]
+                    e += W[a, t] * H[j, t]
+                for t in range(Wb.shape[1]):
+                    e -= Wb[a, t] * Hb[j, t]
                 s += e * e
     return s
 
@@ -445,3 +448,17 @@ def inverse_cdf(cdf, u, out):
             else:
                 hi = mid
         out[q] = min(lo, k - 1)
+
+
+@njit(**_opts)
+def add_products(cptr, users, vals, lo, hi, Y, cur, P):
+    """P[j] += vals[q] Y[users[q] - lo] over column j's entries of users lo..hi-1, the
+    next of them from cur[j] (each column's users in order)."""
+    for j in range(cptr.shape[0] - 1):
+        q = cur[j]
+        while q < cptr[j + 1] and users[q] < hi:
+            a = users[q] - lo
+            for t in range(P.shape[1]):
+                P[j, t] += vals[q] * Y[a, t]
+            q += 1
+        cur[j] = q

@@ -15,9 +15,9 @@ class _Side:
     """One residual copy: CSR over the worker's users (side W) or CSC over its items (H),
     the other side's last change ``pending`` (docs/apps/mf.md)."""
 
-    def __init__(self, indptr, idx, res, own, reg, y=None):
+    def __init__(self, indptr, idx, res, own, reg):
         self.indptr, self.idx, self.res = indptr, idx, res
-        self.own, self.reg, self.y = own, reg, y
+        self.own, self.reg = own, reg
         self.pending = None  # (cols, delta) of the other side, not yet in res
         self.G = None  # the gather table of ccd_step
         self.scratch = None  # a row's gathered column, per ccd_step
@@ -66,8 +66,6 @@ class _Side:
         # one array at a time: the old one is freed before the next is copied
         self.idx = K.retile(self.indptr, ptr, self.idx, to_tiles)
         self.res = K.retile(self.indptr, ptr, self.res, to_tiles)
-        if self.y is not None:
-            self.y = K.retile(self.indptr, ptr, self.y, to_tiles)
 
     def res_rows(self):
         """res, all steps in, in the rows' order (a checkpoint's)."""
@@ -121,7 +119,8 @@ class MFUpdate(Update):
     def __init__(self, shard):
         self._report = None
         self.early_stop = shard.get("early_stop")
-        if "load" in shard:  # a description: read (or generate) this worker's part
+        owned = "load" in shard  # the ratings are this worker's alone: no copy
+        if owned:  # a description: read (or generate) this worker's part
             from .data import prepare_part
             shard, self._report = prepare_part(self.peers, shard["load"])
             self.early_stop = shard.get("early_stop")
@@ -144,10 +143,11 @@ class MFUpdate(Update):
         # early stopping: the best held-out sum over all workers so far, and (iteration,
         # this worker's rows of W, of H, its held-out share's squared error) then
         self.best_sse, self.best = float("inf"), None
-        # y: the training ratings less the mean, for the exact final RSS; W = 0 at the
-        # start, so they are also the starting residuals
+        # y: the training ratings less the mean; W = 0 at the start, so they are the
+        # starting residuals
         self.sides = [
-            _Side(indptr, idx, y.copy(), W[:, u0:u1].copy(), shard["reg_rows"], y),
+            _Side(indptr, idx, y if owned else y.copy(), W[:, u0:u1].copy(),
+                  shard["reg_rows"]),
             _Side(*shard["cols"], H[:, i0:i1].copy(), shard["reg_cols"])]
 
     def report(self):
@@ -259,7 +259,7 @@ class MFUpdate(Update):
         K.apply_steps(ptr, idx, res, steps, res)
         K.als_step(indptr, idx, res, own, cols, other, reg)
         K.predict_pairs(own, other, idx, idx, res)
-        K.rss_rows(indptr, idx, res, np.ones((1, 2)), np.ones((1, 2)))
+        K.rss_rows(indptr, idx, res, *[np.ones((1, 2))] * 4)
         K.wsumsq(None, res)
         K.wsumsq(reg, res)
 
@@ -377,16 +377,20 @@ class MFUpdate(Update):
             # every worker takes part (the same test on all: each has seen every end)
             best = self.best
             parts = self.peers.allgather(None if best is None else best[2])
+        # the RSS from the residuals, all changes in (the run is over); of the best
+        # iteration's model: the residuals plus the model now less the best one
+        rows.settle()
+        rows.apply_pending()
         if self.early_stop and best is not None:
             it, own_W, own_H, sse = best
-            H = np.ascontiguousarray(np.concatenate(parts, axis=1).T)
+            fac = [np.ascontiguousarray(F.T) for F in
+                   (rows.own, self.sync[1], own_W, np.concatenate(parts, axis=1))]
             del parts
         else:
             it, own_W, own_H, sse = None, rows.own, cols.own, None
-            H = np.ascontiguousarray(self.sync[1].T)
-        W = np.ascontiguousarray(own_W.T)
-        rss = K.rss_rows(rows.segments, rows.idx, rows.y, W, H)
-        del W, H
+            fac = [np.zeros((rows.own.shape[1], 0)), np.zeros((1, 0))] * 2
+        rss = K.rss_rows(rows.segments, rows.idx, rows.res, *fac)
+        del fac
         sq = {name: np.array([K.wsumsq(side.reg, own[c]) for c in range(own.shape[0])])
               for name, side, own in zip(SIDES, self.sides, (own_W, own_H))}
         return {"W": own_W, "H": own_H, "sq": sq, "rss": rss,
