@@ -165,14 +165,19 @@ def pytest_collection_modifyitems(config, items):
 
 class FakeClock:
     """The real clocks plus ``skipped`` seconds, for a module's ``time`` (monkeypatched):
-    a test skips time instead of waiting for it."""
+    a test skips time instead of waiting for it. ``frozen``: the clocks move by the
+    skips alone (what a test asserts on is then exact, whatever the machine's load)."""
 
-    def __init__(self, monkeypatch, *modules):
+    def __init__(self, monkeypatch, *modules, frozen=False):
         import time
         self.skipped = 0.0
-        self.perf_counter = lambda: time.perf_counter() + self.skipped
-        self.monotonic = lambda: time.monotonic() + self.skipped
-        self.time = lambda: time.time() + self.skipped
+        def base(clock):  # the real clock, or its reading now
+            start = clock()
+            return (lambda: start) if frozen else clock
+        pc, mono, now = base(time.perf_counter), base(time.monotonic), base(time.time)
+        self.perf_counter = lambda: pc() + self.skipped
+        self.monotonic = lambda: mono() + self.skipped
+        self.time = lambda: now() + self.skipped
         self.sleep = time.sleep
         for m in modules:
             monkeypatch.setattr(m, "time", self)

@@ -382,21 +382,30 @@ def test_model_doc_topic_is_the_workers_counts(dense, workers, monkeypatch):
 
 def test_sampler_rate_stops_at_the_last_round(monkeypatch):
     """tokens_per_s is the sampler's rate (as peers time their train()): gathering the
-    final model, here made 1000 s slower on a fake clock, is in wall_s, not in the rate."""
+    final model, here 1000 s slower, is in wall_s, not in the rate. On a frozen clock
+    each round's update takes 1 s a worker and nothing else takes any time."""
     from strads.apps.lda import aggregate
     from strads.apps.lda.update import LDAUpdate
-    clock = FakeClock(monkeypatch, aggregate, strads.driver)
-    collect = LDAUpdate.collect
+    clock = FakeClock(monkeypatch, aggregate, strads.driver, frozen=True)
+    collect, update, calls = LDAUpdate.collect, LDAUpdate.update, []
 
-    def slow(self):
+    def slow_collect(self):
         clock.skip(500)  # each of the two workers
         return collect(self)
-    monkeypatch.setattr(LDAUpdate, "collect", slow)
+
+    def slow_update(self, *a, **kw):
+        calls.append(1)
+        clock.skip(1.0)
+        return update(self, *a, **kw)
+    monkeypatch.setattr(LDAUpdate, "collect", slow_collect)
+    monkeypatch.setattr(LDAUpdate, "update", slow_update)
     X, _, _ = small_corpus()
     res = app.fit(X, n_topics=3, sweeps=3, workers=2, quiet=True, mpi=False)
     sampling = res.extra["tokens"] * res.extra["sweeps"] / res.extra["tokens_per_s"]
-    # the 1,000 skipped seconds are in wall_s alone: sampling fits in the rest of it
-    assert res.wall_s >= 1000 and 0 < sampling <= res.wall_s - 1000
+    # every round's update seconds are in the rate, the 1,000 of the gathering in wall_s
+    assert len(calls) == 2 * res.rounds
+    assert sampling == pytest.approx(len(calls))
+    assert res.wall_s == pytest.approx(len(calls) + 1000)
 
 
 @pytest.mark.parametrize("kw,msg", [({"n_topics": 0}, "topics"), ({"alpha": 0}, "alpha"),
