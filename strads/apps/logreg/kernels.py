@@ -428,10 +428,14 @@ def face_cg(ptr, rows, vals, n_rows, G, h, x, r, tol, max_it):
         if not curv > 0.0:
             return it
         a = rz / curv
-        x += a * p
-        r -= a * gp
-        z = r / h
-        rz_new = r @ z
-        p = z + (rz_new / rz) * p
+        rz_new = 0.0
+        for j in range(m):  # (in place: no array a product)
+            x[j] += a * p[j]
+            r[j] -= a * gp[j]
+            z[j] = r[j] / h[j]
+            rz_new += r[j] * z[j]
+        beta = rz_new / rz
+        for j in range(m):
+            p[j] = z[j] + beta * p[j]
         rz = rz_new
     return max_it
