@@ -158,7 +158,10 @@ class Driver:
         cls = self.update_cls
         if self.reshard and (cls.reshard is not api.Update.reshard or cls.row_state):
             was["workers"] = self.W
-        diff = [f"{k} {now.get(k)!r} (was {was.get(k)!r})" for k in sorted(set(was) | set(now))
+        def shown(v):  # (None: the flag was not given)
+            return "default" if v is None else repr(v)
+        diff = [f"{k} {shown(now.get(k))} (was {shown(was.get(k))})"
+                for k in sorted(set(was) | set(now))
                 if k not in _params.RESUME_MAY_CHANGE and was.get(k) != now.get(k)]
         if diff:
             why = ("" if was.get("workers") == self.W else

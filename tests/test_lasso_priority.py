@@ -73,7 +73,7 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
     np.testing.assert_array_equal(cbits[i, j], C[i, j] > rho * norms[i] * norms[j])
 
 
-def _tasks(X, y, **kw):
+def _tasks(X, y, tol=1e-9, **kw):
     setup = lasso.make_setup(lambda: (X, y), schedule="priority", **kw)
     rec = {}
 
@@ -89,7 +89,8 @@ def _tasks(X, y, **kw):
         sched.schedule = schedule
         rec["sched"] = sched
         return sched, agg, shards
-    res = strads.run(recording, lasso.LassoUpdate, tol=1e-9, max_rounds=50_000, quiet=True)
+    res = strads.run(recording, lasso.LassoUpdate, tol=tol, max_rounds=50_000, quiet=True,
+                     log_interval=0)  # (a trace row every round)
     return res, rec["tasks"], rec["sched"].full_every
 
 
@@ -193,3 +194,27 @@ def test_the_filter_may_cost_what_its_updates_cost():
     blocks = [t for t in tasks if t != "full"]
     assert blocks[0] > 150 and max(blocks[2:10]) <= blocks[0] // 2  # all pairs new
     assert max(blocks[len(blocks) // 2:]) >= 2 * min(blocks)  # the cache filled
+
+
+def test_the_default_threshold_is_above_the_noise_of_few_rows():
+    """By default the filter's threshold is the larger of 0.1 and 2/sqrt(n): with 120
+    rows, independent columns' sample correlations have a standard deviation of 0.09,
+    so at 0.1 the filter rejects candidates for noise and keeps small blocks; at 0.18
+    it keeps larger ones and comes within 1e-6 of the optimum in fewer rounds. A given
+    rho is kept."""
+    from sklearn.linear_model import Lasso
+    assert S.filter_rho(None, 100) == pytest.approx(0.2)
+    assert S.filter_rho(None, 10_000) == S.RHO == 0.1
+    assert S.filter_rho(0.05, 100) == 0.05
+    X, y, _ = make_problem(120, 2000, n_informative=60, corr=0.6, snr=3, dense=True, seed=3)
+    lam = lasso.lambda_max(X, y) / 10
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+    target = lasso.objective(X, y, sk.coef_, lam) * (1 + 1e-6)
+    runs = {}
+    for rho in (None, 0.1):
+        res, tasks, _ = _tasks(X, y, tol=1e-6, lam=lam, rho=rho)
+        assert res.stop_reason == "tol"
+        first = min(r["round"] for r in res.trace if r["objective"] <= target)
+        runs[rho] = (first, np.mean([t for t in tasks if t != "full"]))
+    assert runs[None][1] > 1.5 * runs[0.1][1]  # larger blocks
+    assert runs[None][0] < 0.8 * runs[0.1][0]  # fewer rounds to the optimum

@@ -95,7 +95,7 @@ def test_resume_refuses_other_flags_and_bad_checkpoints(tmp_path):
     # stopping rules and output settings may change; the model's flags may not
     p = cli(base + ["--resume", "--seed", "3", "--rho", "0.2", "--staleness", "1"])
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    for what in ("--seed 3 (was 0)", "--rho 0.2 (was 0.1)", "staleness 1 (was 0)"):
+    for what in ("--seed 3 (was 0)", "--rho 0.2 (was default)", "staleness 1 (was 0)"):
         assert what in p.stderr
     p = cli(base + ["--resume", "--max-rounds", "500", "--log-interval", "0"])
     assert p.returncode == 0, p.stderr

@@ -248,7 +248,7 @@ class Priority(_Jacobi):
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
         super().__init__(agg, block, full_every, seed, time_limit, staleness)
-        self.rho, self.floor = float(rho), float(floor)
+        self.rho, self.floor = filter_rho(rho, agg.n), float(floor)
         self.remote = X is None  # parallel loading: the workers hold X and filter
         self.dense = False
         if self.remote:
@@ -379,6 +379,14 @@ class Priority(_Jacobi):
         return True
 
 
+def filter_rho(rho, n_samples):
+    """The filter's threshold: ``rho``, or by default the larger of RHO (0.1) and two
+    standard deviations of the sample correlation of independent columns over
+    ``n_samples`` rows (2/sqrt(n)): below that, the filter would reject coordinates for
+    their noise, not their dependence, and with few rows keep small blocks."""
+    return float(rho) if rho is not None else max(RHO, 2 / np.sqrt(max(n_samples, 1)))
+
+
 class ShuffledPriority(Priority):
     """The logistic loss's priority schedule, as it was first written: a binomial share
     of the candidates drawn by priority, the rest uniform, shuffled together; no early
@@ -409,6 +417,7 @@ class ShuffledPriority(Priority):
 # multiply-adds a round, in passes over the kept columns plus a round's fixed cost in
 # multiply-adds (the engine's hand-offs, tens of microseconds: :meth:`Priority._afford`)
 REFRESH = 0.1
+RHO = 0.1
 NO_GROUPS = np.empty(0, np.int64)
 RANDOM_CHUNK = 1 << 14
 FILTER_CACHE_BYTES = 64 << 20

@@ -29,8 +29,9 @@ PARAMS = (
     Param("schedule", "working-set", choices=tuple(sorted(SCHEDULES))),
     Param("block", 256, "priority, round-robin, random: coordinates updated in parallel "
           "per round (at most)", low=1),
-    Param("rho", 0.1, "priority: max |correlation| between coordinates of one round",
-          low=0, high=1),
+    Param("rho", None, "priority: max |correlation| between coordinates of one round "
+          "(default: the larger of 0.1 and 2/sqrt(samples), two standard deviations of "
+          "independent columns' sample correlation)", kind=float, low=0, high=1),
     Param("floor", 0.1, "priority: share of candidates drawn uniformly, so none starves",
           low=0, high=1),
     Param("full_every", None, kind=int, low=1, metavar="UPDATES"),
@@ -199,10 +200,11 @@ class Datafit:
                             "--schedule priority, round-robin or random, or --schedulers 1")
         agg.n_parts = K_ = ctx.n_schedulers
         args = (schedule, block, seed, rho, floor, options.get("time_limit"), ctx.staleness)
-        return [split.Part(k, K_, _part, args, full_every, sq_norms) for k in range(K_)]
+        n = agg.n if sq_norms is not None else None  # (else worker 0's report)
+        return [split.Part(k, K_, _part, args, full_every, sq_norms, n) for k in range(K_)]
 
     def make_setup(self, data, lam=None, lambda_ratio=0.1, schedule="working-set",
-                   block=256, rho=0.1, floor=0.1, full_every=None, seed=0, **options):
+                   block=256, rho=None, floor=0.1, full_every=None, seed=0, **options):
         """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is only
         called on the scheduler rank. ``options`` (the datafit's): ``gram_budget`` (MiB;
         None: :func:`default_gram_budget`) caps working-set blocks at
@@ -253,7 +255,7 @@ class Datafit:
         return setup
 
     def make_file_setup(self, path, target=None, lam=None, lambda_ratio=0.1,
-                        schedule="working-set", block=256, rho=0.1, floor=0.1,
+                        schedule="working-set", block=256, rho=None, floor=0.1,
                         full_every=None, seed=0, **options):
         """``setup(ctx)`` for ``--data PATH``: every worker reads its own part of a LIBSVM
         or MatrixMarket coordinate file (plain or gzip; the datafit's ``data``), and
@@ -284,7 +286,7 @@ class Datafit:
         return setup
 
     def fit(self, X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256,
-            rho=0.1, floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000,
+            rho=None, floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000,
             **kw):
         """Fit the model; returns :class:`strads.Result` (``model['coef']``, and the
         datafit's: the logistic loss's ``model['classes']``) on the scheduler rank, None

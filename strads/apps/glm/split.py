@@ -28,8 +28,9 @@ class View:
     """What a schedule reads of the aggregate, for one range of coordinates: kept up to
     date from the aggregate's news instead of read from it."""
 
-    def __init__(self, sq_norms):
+    def __init__(self, sq_norms, n):
         p = sq_norms.shape[0]
+        self.n = n  # the samples (the filter's default threshold)
         self.norms = np.sqrt(sq_norms)
         self.w = np.broadcast_to(0.0, (p,))  # (a schedule reads its shape only)
         self.prio = np.zeros(p)
@@ -74,17 +75,18 @@ class Part(Schedule):
     *args)`` from the squared column norms (given, or worker 0's report with parallel
     loading)."""
 
-    def __init__(self, k, n_parts, make, args, full_every, sq_norms=None):
+    def __init__(self, k, n_parts, make, args, full_every, sq_norms=None, n=None):
         self.k, self.n_parts, self.make, self.args = k, n_parts, make, args
-        self.full_every, self.sq_norms = full_every, sq_norms
+        self.full_every, self.sq_norms, self.n = full_every, sq_norms, n
         self.inner = self.view = None
         self.full_round = None  # the round of the last full round scheduled
 
     def begin(self, reports):
         sq = self.sq_norms if self.sq_norms is not None else reports[0]["sq_norms"]
+        n = self.n if self.n is not None else reports[0]["n"]
         p = sq.shape[0]
         self.lo, hi = (int(b) for b in ranges(p, self.n_parts)[self.k:self.k + 2])
-        self.view = View(np.ascontiguousarray(sq[self.lo:hi]))
+        self.view = View(np.ascontiguousarray(sq[self.lo:hi]), int(n))
         self.full_every = self.full_every or p
         self.inner = self.make(self.view, self.k, p, *self.args)
         self.inner._refresh_due = lambda: False  # (this part decides, below, for all)
