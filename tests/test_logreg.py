@@ -366,8 +366,9 @@ def test_subproblem_solvers_agree():
 def test_subproblem_with_the_intercept_eliminated_lands_on_the_minimiser(form, sign):
     """The subproblem with a constant column's coefficient eliminated (solved exactly
     for the others at each CD move) has plain CD's minimiser; where that coefficient's
-    sign flips (sign -1 here), plain CD's answer is kept."""
-    from strads.apps.logreg.aggregate import _subproblem
+    sign flips (sign -1 here), plain CD's answer is kept. The face solve with it
+    eliminated lands on the minimiser too."""
+    from strads.apps.logreg.aggregate import _polish, _subproblem
     rng = np.random.default_rng(4)
     n, m = 300, 30
     F = sp.random(n, m - 1, density=0.3, random_state=rng, format="csc")
@@ -388,6 +389,10 @@ def test_subproblem_with_the_intercept_eliminated_lands_on_the_minimiser(form, s
     b = b0.copy()
     assert _subproblem(Gf, q.copy(), b, thresh, 1e-13, m - 1) > 0
     np.testing.assert_allclose(b, ref, atol=1e-8 if sign > 0 else 1e-3)
+    # the face solve with the intercept eliminated, from a point on the solution's face
+    b = ref * 1.05
+    assert _polish(Gf, q, b0, b, thresh, 1e-12, m - 1)
+    np.testing.assert_allclose(b, ref, atol=1e-9)
 
 
 def test_intercept_elimination_cuts_the_subproblems_passes():

@@ -329,7 +329,7 @@ class LogRegAggregate(GLMAggregate):
         # CD left the subproblem unsolved on a working set that is crawling (it has had
         # POLISH_AFTER steps, or one had all MAX_PN): solve it on its face
         if (self.stalled or self.ws_steps >= POLISH_AFTER) and passes >= MAX_CD:
-            products = _polish(G, q, b0, b, self.thresh, tol)
+            products = _polish(G, q, b0, b, self.thresh, tol, k)
             self.cd_passes += products
             self.polished += products > 0
         d = b - b0
@@ -464,7 +464,7 @@ def _subproblem(G, q, b, thresh, tol, k):
     sk = np.sign(b0[k]) if b0[k] != 0.0 or abs(q[k]) <= thresh else np.sign(q[k])
     if k < 0 or sk == 0.0 or _form(G) == "csr":
         return _cd(G, q, b, thresh, tol)
-    g = _column(G, k)
+    g, _ = _column(G, k)
     gkk = g[k]
     g[k] = 0.0
     qk = q[k] - thresh * sk
@@ -490,14 +490,14 @@ def _subproblem(G, q, b, thresh, tol, k):
 
 
 def _column(G, k):
-    """Column ``k`` of the kept Gram (dense or factored)."""
+    """Column ``k`` of the kept Gram (dense or factored), and the factor's (None)."""
     if _form(G) != "factor":
-        return G[:, k].copy()
+        return G[:, k].copy(), None
     _, ptr, rows, vals, _, n_rows = G
     f = np.zeros(n_rows)
     f[rows[ptr[k]:ptr[k + 1]]] = vals[ptr[k]:ptr[k + 1]]
     owner = np.repeat(np.arange(ptr.shape[0] - 1), np.diff(ptr))
-    return np.bincount(owner, weights=vals * f[rows], minlength=ptr.shape[0] - 1)
+    return np.bincount(owner, weights=vals * f[rows], minlength=ptr.shape[0] - 1), f
 
 
 def _gram_times(G, v):
@@ -532,7 +532,33 @@ def _face(G, A, m):
     return none, none, np.empty(0), 0, GA, GA.diagonal().copy()
 
 
-def _polish(G, q, b0, b, thresh, tol):
+def _face_solve(G, A, m, xA, r, tol, j):
+    """:func:`K.face_cg` on G_AA e = r (xA += e), with A's ``j``-th coordinate (the
+    intercept's, -1: none) eliminated as in :func:`_subproblem`: CG on the others'
+    Schur complement, then e_j exactly (not from a CSR Gram). Returns the products."""
+    if j < 0 or _form(G) == "csr":
+        ptr, rows, vals, n_rows, GA, h = _face(G, A, m)
+        return K.face_cg(ptr, rows, vals, n_rows, GA, np.maximum(h, 1e-300), xA, r, tol,
+                         POLISH_IT, np.empty(0))
+    col, f = _column(G, A[j])
+    gkk = col[A[j]]
+    o = np.delete(np.arange(A.shape[0]), j)
+    g = col[A[o]]
+    ptr, rows, vals, n_rows, GA, h = _face(G, A[o], m)
+    if f is None:
+        GA = GA - np.outer(g, g) / gkk
+        f = np.empty(0)
+    else:
+        f = f / math.sqrt(gkk)
+    h_s = np.maximum(h - g * g / gkk, 1e-12 * h + 1e-300)
+    ro, xo = r[o] - g * (r[j] / gkk), xA[o].copy()
+    products = K.face_cg(ptr, rows, vals, n_rows, GA, h_s, xo, ro, tol, POLISH_IT, f)
+    xA[j] += (r[j] - g @ (xo - xA[o])) / gkk
+    xA[o] = xo
+    return products
+
+
+def _polish(G, q, b0, b, thresh, tol, k=-1):
     """The subproblem min_b 1/2 d'Gd - q'd + thresh |b|_1 (d = b - b0) on the face of
     coordinate descent's ``b`` (its support A, its signs s), solved by preconditioned
     conjugate gradients to ``tol`` (the largest entry of the face's gradient): G_AA d_A
@@ -541,7 +567,8 @@ def _polish(G, q, b0, b, thresh, tol):
     intercept), CG's iterations go as the square root of its condition number, and
     each costs what a CD pass does. If the face's minimiser changes a sign, ``b`` moves
     towards it until the first coefficient reaches zero, which leaves A, and the
-    smaller face is solved (an active-set step: the model falls at each). Returns the
+    smaller face is solved (an active-set step: the model falls at each). Coordinate
+    ``k`` (an intercept's, -1: none) is eliminated (:func:`_face_solve`). Returns the
     Gram products (0: ``b`` did not move)."""
     m = b.shape[0]
     x = b.copy()
@@ -552,10 +579,9 @@ def _polish(G, q, b0, b, thresh, tol):
             break
         sign = np.sign(x[A])
         r = (q - _gram_times(G, x - b0))[A] - thresh * sign
-        ptr, rows, vals, n_rows, GA, h = _face(G, A, m)
         xA = x[A].copy()
-        products += K.face_cg(ptr, rows, vals, n_rows, GA, np.maximum(h, 1e-300), xA, r,
-                              tol, POLISH_IT)
+        products += _face_solve(G, A, m, xA, r, tol, np.searchsorted(A, k) if k in A
+                                else -1)
         if not np.all(np.isfinite(xA)):
             break
         cross = np.sign(xA) != sign
