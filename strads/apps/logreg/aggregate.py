@@ -496,8 +496,9 @@ def _column(G, k):
     _, ptr, rows, vals, _, n_rows = G
     f = np.zeros(n_rows)
     f[rows[ptr[k]:ptr[k + 1]]] = vals[ptr[k]:ptr[k + 1]]
-    owner = np.repeat(np.arange(ptr.shape[0] - 1), np.diff(ptr))
-    return np.bincount(owner, weights=vals * f[rows], minlength=ptr.shape[0] - 1), f
+    g = np.empty(ptr.shape[0] - 1)
+    GK.grad_sparse(ptr, rows, vals, f, np.arange(g.shape[0]), g)  # F'f
+    return g, f
 
 
 def _gram_times(G, v):
