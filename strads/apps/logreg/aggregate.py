@@ -35,7 +35,7 @@ BACKOFF = 0.5 ** np.arange(1, 21)  # the line search's steps after t = 1 failed
 MAX_PN = 50  # prox-Newton steps on one working set, at most
 MAX_CD = 50  # coordinate-descent passes of one subproblem, at most (an inexact direction)
 MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
-POLISH_IT = 4 * MAX_CD  # CG products of one face solve, at most (each costs a CD pass)
+POLISH_IT = 2 * MAX_CD  # CG products of one face solve, at most (each costs a CD pass)
 POLISH_AFTER = 5  # a working set's prox-Newton steps before CD's unsolved ones go to it
 POLISH_STEPS = 5  # active-set steps of a face solve, at most (each drops a coefficient)
 
