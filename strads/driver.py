@@ -13,7 +13,7 @@ import zlib
 from collections import deque
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from . import api
 from . import checkpoint as _ckpt
@@ -574,6 +574,20 @@ def plan(rows, busy, rounds=1, ahead=None, move_cost=MOVE_ROUNDS, before=None,
     return [int(x) for x in new]
 
 
+_POOLS = {}  # the thread pools' controller, by len(sys.modules) when it was made
+
+
+def _one_thread():
+    """threadpool_limits(1), from a controller kept while no module is imported: its
+    scan of the loaded libraries cost ~6 ms a run (a short fit's fixed cost), and a
+    library loaded later comes with an import."""
+    key = len(sys.modules)
+    if key not in _POOLS:
+        _POOLS.clear()
+        _POOLS[key] = ThreadpoolController()
+    return _POOLS[key].limit(limits=1)
+
+
 class Signals:
     """SIGINT and SIGTERM set ``signum``; the loop stops at the end of the round. A
     second one raises KeyboardInterrupt (abort now). Only in the main thread."""
@@ -668,7 +682,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     memory.keep_freed_memory()
     # One worker is one core: BLAS calls inside kernels (a Gram matrix, a solve) must not
     # start threads of their own, which under mpiexec would oversubscribe the cores.
-    with threadpool_limits(limits=1), Signals() as signals:
+    with _one_thread(), Signals() as signals:
         if not mpi:
             result = _in_process(setup, update, workers, threads, signals, kw)
         else:

@@ -343,3 +343,17 @@ def test_parameters_are_declared_once_for_the_cli_run_and_estimators():
     for bad in (0, None, 1.5):
         with pytest.raises(InvalidParameterError, match=r"'max_iter' parameter of fit"):
             validate_parameter_constraints(c, {"max_iter": bad}, "fit")
+
+
+def test_runs_keep_blas_to_one_thread_with_the_controller_kept():
+    """Every run limits the loaded thread pools (BLAS) to one thread and restores them
+    after, the second time from the controller made by the first (no rescan)."""
+    from threadpoolctl import threadpool_info
+    from strads import driver
+    before = [p["num_threads"] for p in threadpool_info()]
+    assert before  # (numpy's BLAS is loaded)
+    for _ in range(2):
+        with driver._one_thread():
+            assert all(p["num_threads"] == 1 for p in threadpool_info())
+        assert [p["num_threads"] for p in threadpool_info()] == before
+    assert len(driver._POOLS) == 1

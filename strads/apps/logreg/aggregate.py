@@ -35,7 +35,7 @@ BACKOFF = 0.5 ** np.arange(1, 21)  # the line search's steps after t = 1 failed
 MAX_PN = 50  # prox-Newton steps on one working set, at most
 MAX_CD = 50  # coordinate-descent passes of one subproblem, at most (an inexact direction)
 MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
-POLISH_IT = 4 * MAX_CD  # CG products of one face solve, at most (each costs a CD pass)
+POLISH_IT = 2 * MAX_CD  # CG products of one face solve, at most (each costs a CD pass)
 POLISH_AFTER = 5  # a working set's prox-Newton steps before CD's unsolved ones go to it
 POLISH_STEPS = 5  # active-set steps of a face solve, at most (each drops a coefficient)
 
@@ -51,18 +51,18 @@ class LogRegAggregate(GLMAggregate):
         return ratio * float(np.abs(xty).max()) / (2 * n)
 
     def complete(self, f, lam, lambda_ratio, tol, min_size=32, block_cap=None,
-                 reuse=True):
+                 reuse=True, intercept=False):
         """:meth:`later`'s set-up from worker 0's report: n, the column norms, q0 = X'y
         (lambda_max, when ``lam`` is None), the two labels."""
         n = f["n"]
         if lam is None:
             lam = self.lambda_for(lambda_ratio, f["q0"], n)
         self.__init__(n, f["sq_norms"], lam, tol, min_size=min_size, block_cap=block_cap,
-                      reuse=reuse)
+                      reuse=reuse, intercept=intercept)
         self.classes = f["classes"]
 
     def __init__(self, n_samples, sq_norms, lam, tol, min_size=32, block_cap=None,
-                 reuse=True):
+                 reuse=True, intercept=False):
         self._init(n_samples, sq_norms, lam, math.log(2.0))  # (at w = 0)
         self.p = self.w.shape[0]
         self.tol = float(tol)
@@ -77,6 +77,9 @@ class LogRegAggregate(GLMAggregate):
         self.accel_used = 0  # gaps the extrapolated point made smaller
         # working set
         self.min_size, self.block_cap, self.reuse = int(min_size), block_cap, bool(reuse)
+        # the last column is an intercept's: its coefficient is eliminated from the
+        # subproblems (:func:`_subproblem`)
+        self.intercept = bool(intercept)
         self.plans = 0  # tasks planned so far: the schedule takes each once (by number)
         self.next = {"kind": "full"}
         self.ws = np.empty(0, np.int64)
@@ -320,18 +323,13 @@ class LogRegAggregate(GLMAggregate):
         qq = q.copy()
         tol = EPS_TOL * self.tol_in
         G = self.G
-        form = _form(G)
-        if form == "factor":
-            passes = GK.factor_cd(*G[1:], qq, b, self.thresh, tol, MAX_CD, False)
-        elif form == "csr":
-            passes = K.cd_csr(*G[1:], qq, b, self.thresh, tol, MAX_CD)
-        else:
-            passes = GK.gram_cd(G, qq, b, self.thresh, tol, MAX_CD, False)
+        k = cols.shape[0] - 1 if self.intercept and cols[-1] == self.p - 1 else -1
+        passes = _subproblem(G, qq, b, self.thresh, tol, k)
         self.cd_passes += passes
         # CD left the subproblem unsolved on a working set that is crawling (it has had
         # POLISH_AFTER steps, or one had all MAX_PN): solve it on its face
         if (self.stalled or self.ws_steps >= POLISH_AFTER) and passes >= MAX_CD:
-            products = _polish(G, q, b0, b, self.thresh, tol)
+            products = _polish(G, q, b0, b, self.thresh, tol, k)
             self.cd_passes += products
             self.polished += products > 0
         d = b - b0
@@ -435,6 +433,74 @@ def _form(G):
     return "dense" if isinstance(G, np.ndarray) else G[0]
 
 
+def _cd(G, q, b, thresh, tol, mu=None):
+    """Coordinate descent on the subproblem from ``b`` with the kept Gram in any of its
+    forms (the factor's less mu mu'); returns the passes."""
+    form = _form(G)
+    if form == "factor":
+        if mu is None:
+            return GK.factor_cd(*G[1:], q, b, thresh, tol, MAX_CD, False)
+        _, ptr, rows, vals, h, n_rows = G
+        passes, _ = GK.cd_factor(ptr, rows, vals, h, q, b, thresh, tol, MAX_CD, False,
+                                 b.copy(), np.zeros(n_rows), np.empty((6, b.shape[0])),
+                                 np.zeros(1, dtype=np.int64), mu, 1.0)
+        return passes
+    if form == "csr":
+        return K.cd_csr(*G[1:], q, b, thresh, tol, MAX_CD)
+    return GK.gram_cd(G, q, b, thresh, tol, MAX_CD, False)
+
+
+def _subproblem(G, q, b, thresh, tol, k):
+    """Coordinate descent on the prox-Newton subproblem min 1/2 d'Gd - q'd + thresh |b|_1
+    (d = b - b0, ``b`` = b0 on entry), with coordinate ``k`` (an intercept's, -1: none)
+    eliminated: at fixed others its minimiser is d_k = (q_k - thresh s_k - g'd) / G_kk
+    (g = G_k,o, its sign s_k kept), so CD runs on the others' Schur complement
+    G_oo - g g' / G_kk with q_o - g (q_k - thresh s_k) / G_kk. A constant column is
+    nearly collinear with every popular feature: CD that moves it as one more coordinate
+    crawls (each pass undoes the last one's shift of the mean). If d_k would flip the
+    sign (or the form is CSR, or b_k is 0), plain CD. Returns the passes."""
+    b0 = b.copy()
+    # the sign b_k keeps (from 0: the one its move takes)
+    sk = np.sign(b0[k]) if b0[k] != 0.0 or abs(q[k]) <= thresh else np.sign(q[k])
+    if k < 0 or sk == 0.0 or _form(G) == "csr":
+        return _cd(G, q, b, thresh, tol)
+    g, _ = _column(G, k)
+    gkk = g[k]
+    g[k] = 0.0
+    qk = q[k] - thresh * sk
+    mu = g / math.sqrt(gkk)
+    qq = q - g * (qk / gkk)
+    factor = _form(G) == "factor"
+    Gs = None if factor else G - np.outer(mu, mu)
+    h = G[4] - mu * mu if factor else Gs.diagonal().copy()
+    # b_k stays (CD skips a zero diagonal), as does a column the intercept's repeats
+    h[h <= 1e-12 * (G[4] if factor else G.diagonal())] = 0.0
+    h[k] = 0.0
+    if factor:
+        passes = _cd(G[:4] + (h,) + G[5:], qq, b, thresh, tol, mu)
+    else:
+        np.fill_diagonal(Gs, h)
+        passes = _cd(Gs, qq, b, thresh, tol)
+    bk = b0[k] + (qk - g @ (b - b0)) / gkk
+    if np.sign(bk) == sk:
+        b[k] = bk
+        return passes
+    b[:] = b0
+    return passes + _cd(G, q, b, thresh, tol)
+
+
+def _column(G, k):
+    """Column ``k`` of the kept Gram (dense or factored), and the factor's (None)."""
+    if _form(G) != "factor":
+        return G[:, k].copy(), None
+    _, ptr, rows, vals, _, n_rows = G
+    f = np.zeros(n_rows)
+    f[rows[ptr[k]:ptr[k + 1]]] = vals[ptr[k]:ptr[k + 1]]
+    g = np.empty(ptr.shape[0] - 1)
+    GK.grad_sparse(ptr, rows, vals, f, np.arange(g.shape[0]), g)  # F'f
+    return g, f
+
+
 def _gram_times(G, v):
     """G v for the kept Gram in any of its forms."""
     form = _form(G)
@@ -467,7 +533,33 @@ def _face(G, A, m):
     return none, none, np.empty(0), 0, GA, GA.diagonal().copy()
 
 
-def _polish(G, q, b0, b, thresh, tol):
+def _face_solve(G, A, m, xA, r, tol, j):
+    """:func:`K.face_cg` on G_AA e = r (xA += e), with A's ``j``-th coordinate (the
+    intercept's, -1: none) eliminated as in :func:`_subproblem`: CG on the others'
+    Schur complement, then e_j exactly (not from a CSR Gram). Returns the products."""
+    if j < 0 or _form(G) == "csr":
+        ptr, rows, vals, n_rows, GA, h = _face(G, A, m)
+        return K.face_cg(ptr, rows, vals, n_rows, GA, np.maximum(h, 1e-300), xA, r, tol,
+                         POLISH_IT, np.empty(0))
+    col, f = _column(G, A[j])
+    gkk = col[A[j]]
+    o = np.delete(np.arange(A.shape[0]), j)
+    g = col[A[o]]
+    ptr, rows, vals, n_rows, GA, h = _face(G, A[o], m)
+    if f is None:
+        GA = GA - np.outer(g, g) / gkk
+        f = np.empty(0)
+    else:
+        f = f / math.sqrt(gkk)
+    h_s = np.maximum(h - g * g / gkk, 1e-12 * h + 1e-300)
+    ro, xo = r[o] - g * (r[j] / gkk), xA[o].copy()
+    products = K.face_cg(ptr, rows, vals, n_rows, GA, h_s, xo, ro, tol, POLISH_IT, f)
+    xA[j] += (r[j] - g @ (xo - xA[o])) / gkk
+    xA[o] = xo
+    return products
+
+
+def _polish(G, q, b0, b, thresh, tol, k=-1):
     """The subproblem min_b 1/2 d'Gd - q'd + thresh |b|_1 (d = b - b0) on the face of
     coordinate descent's ``b`` (its support A, its signs s), solved by preconditioned
     conjugate gradients to ``tol`` (the largest entry of the face's gradient): G_AA d_A
@@ -476,7 +568,8 @@ def _polish(G, q, b0, b, thresh, tol):
     intercept), CG's iterations go as the square root of its condition number, and
     each costs what a CD pass does. If the face's minimiser changes a sign, ``b`` moves
     towards it until the first coefficient reaches zero, which leaves A, and the
-    smaller face is solved (an active-set step: the model falls at each). Returns the
+    smaller face is solved (an active-set step: the model falls at each). Coordinate
+    ``k`` (an intercept's, -1: none) is eliminated (:func:`_face_solve`). Returns the
     Gram products (0: ``b`` did not move)."""
     m = b.shape[0]
     x = b.copy()
@@ -487,10 +580,9 @@ def _polish(G, q, b0, b, thresh, tol):
             break
         sign = np.sign(x[A])
         r = (q - _gram_times(G, x - b0))[A] - thresh * sign
-        ptr, rows, vals, n_rows, GA, h = _face(G, A, m)
         xA = x[A].copy()
-        products += K.face_cg(ptr, rows, vals, n_rows, GA, np.maximum(h, 1e-300), xA, r,
-                              tol, POLISH_IT)
+        products += _face_solve(G, A, m, xA, r, tol, np.searchsorted(A, k) if k in A
+                                else -1)
         if not np.all(np.isfinite(xA)):
             break
         cross = np.sign(xA) != sign

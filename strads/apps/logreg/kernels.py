@@ -395,12 +395,14 @@ def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
 
 
 @njit(**_opts)
-def face_cg(ptr, rows, vals, n_rows, G, h, x, r, tol, max_it):
+def face_cg(ptr, rows, vals, n_rows, G, h, x, r, tol, max_it, f):
     """Preconditioned conjugate gradients (Jacobi: ``h``, the diagonal) on G_AA e = r,
     the prox-Newton subproblem on a face (its support fixed, its signs in r): x += e,
     r -= G_AA e, until max |r| <= tol or ``max_it`` products. G_AA is the factor's
     columns F_A (CSC (n_rows, |A|), G_AA = F_A'F_A: a product costs its non-zeros
-    twice) when ``ptr`` is not empty, else the dense ``G``. Returns the products."""
+    twice; with ``f`` (a unit vector over the rows, else empty) F_A'(I - f f')F_A, an
+    eliminated column's Schur complement) when ``ptr`` is not empty, else the dense
+    ``G``. Returns the products."""
     m = x.shape[0]
     factor = ptr.shape[0] > 0
     z = r / h
@@ -417,6 +419,8 @@ def face_cg(ptr, rows, vals, n_rows, G, h, x, r, tol, max_it):
                 pj = p[j]
                 for e in range(ptr[j], ptr[j + 1]):
                     u[rows[e]] += vals[e] * pj
+            if f.shape[0]:
+                u -= (f @ u) * f
             for j in range(m):
                 t = 0.0
                 for e in range(ptr[j], ptr[j + 1]):
