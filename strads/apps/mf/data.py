@@ -544,6 +544,21 @@ def _dedupe(peers, src, policy, groups, pos, r, raw):
     return keep, vals
 
 
+_TILE = 1 << 20  # bytes of Y's rows a pass of _products reads (docs/scaling.md)
+
+
+def _products(csr, lo, hi, Y, P, cur=None):
+    """P[j] += vals[q] Y[idx[q] - lo] over row j's entries (``csr``: ptr, idx, vals, each
+    row's indices in order) of indices lo..hi-1 (K.add_products), in passes over a block
+    of Y's rows that stays in cache: the same sums in the same order (scipy's)."""
+    ptr, idx, vals = csr
+    cur = ptr[:-1].copy() if cur is None else cur
+    step = max(1, _TILE // (8 * max(Y.shape[1], 1)))
+    for a in range(lo, hi, step):
+        b = min(a + step, hi)
+        K.add_products(ptr, idx, vals, a, b, Y[a - lo:b - lo], cur, P)
+
+
 def prepare_part(peers, desc):
     """This worker's shard and report from the file descriptions ``desc``: it reads its part
     and agrees with the others on ids, duplicates, the split, the mean and the start
@@ -734,13 +749,13 @@ def _prepare_part(peers, desc):
         # R Z' and then C Y, one worker's rows of Y at a time: scipy's sums (csr_matvecs),
         # bit for bit, without its copies of Z' and of Y
         Y = np.zeros((u1 - u0, lay.rank))
-        K.add_products(rows[0], rows[1], rows[2], 0, n, Z.T, rows[0][:-1].copy(), Y)
+        _products(rows, 0, n, np.ascontiguousarray(Z.T), Y)
         Y.flags.writeable = False  # never written again: worker threads share it, no copies
         Pc = np.zeros((i1 - i0, lay.rank))
         cur = cols[0][:-1].copy()
         for w in range(W):
-            K.add_products(cols[0], cols[1], cols[2], int(uo[w]), int(uo[w + 1]),
-                          peers.bcast(Y if w == me else None, w), cur, Pc)
+            _products(cols, int(uo[w]), int(uo[w + 1]), peers.bcast(Y if w == me else None, w),
+                      Pc, cur)
         del Y
         Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
         del Pc
