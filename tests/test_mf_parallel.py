@@ -173,6 +173,25 @@ def test_test_file_with_unseen_ids_and_duplicates_equals_the_serial_reader(tmp_p
         assert res.extra["test_rmse"] == pytest.approx(np.sqrt(np.mean(e ** 2)), rel=1e-10)
 
 
+def test_pair_order_is_the_stable_lexsort_in_order_or_not():
+    """The counting sorts and the one pass over pairs already in order (a file sorted
+    by user and item, repeats included) give np.lexsort's stable order."""
+    from strads.io.agree import in_place, pair_order
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 2, 60, 5000):
+        rows, cols = rng.integers(3, 40, n), rng.integers(0, 30, n)
+        s = np.lexsort((cols, rows))
+        swapped = s.copy()
+        if n > 1:  # in order but for one pair
+            swapped[[n // 2 - 1, n // 2]] = swapped[[n // 2, n // 2 - 1]]
+        for o in (np.arange(n), s, swapped):
+            r, c = rows[o], cols[o]
+            got = pair_order(r, 3, 37, c, 30)
+            np.testing.assert_array_equal(got, np.lexsort((c, r)))
+            ordered = ((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (c[1:] >= c[:-1]))).all()
+            assert in_place(got) == ordered and (o is not s or ordered)
+
+
 def test_built_in_problem_parts_make_the_whole():
     whole = D.make_problem(9000, 700, 40000, seed=3)
     parts = [D.make_problem_part(9000, 700, 40000, seed=3, part=k, n_parts=3)

@@ -169,14 +169,34 @@ def _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2):
         nxt[rows[k] - r0] += 1
 
 
+@njit(**_nb)
+def _in_pair_order(rows, cols):
+    for k in range(1, rows.shape[0]):
+        if rows[k] < rows[k - 1] or (rows[k] == rows[k - 1] and cols[k] < cols[k - 1]):
+            return False
+    return True
+
+
 def pair_order(rows, r0, n_rows, cols, n_cols):
     """The stable order of (row, column) pairs, rows r0..r0+n_rows-1 and columns
     0..n_cols-1: ``np.lexsort((cols, rows))`` by two counting sorts (int32 indices
-    below 2^31 pairs)."""
+    below 2^31 pairs); pairs already in order (a file sorted by user and item) by one
+    pass."""
     dt = np.int32 if rows.shape[0] < 1 << 31 else np.int64
+    if _in_pair_order(rows, cols):
+        return np.arange(rows.shape[0], dtype=dt)
     o1, o2 = (np.empty(rows.shape[0], dt) for _ in range(2))
     _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2)
     return o2
+
+
+@njit(**_nb)
+def in_place(order):
+    """Whether ``order`` is 0, 1, ..., n - 1 (a sort that moves nothing)."""
+    for k in range(order.shape[0]):
+        if order[k] != k:
+            return False
+    return True
 
 
 @njit(**_nb)

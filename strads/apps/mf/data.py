@@ -11,7 +11,7 @@ from numba import njit
 from ... import api
 from ...errors import DataError
 from ...io import memory, ratings as rating_io
-from ...io.agree import (columns, dense_ids, distinct, exact_partials, owners,
+from ...io.agree import (columns, dense_ids, distinct, exact_partials, in_place, owners,
                          pair_order, refuse, route, same_pairs)
 from . import kernels as K
 
@@ -465,13 +465,12 @@ def _check_squares(peers, src):
     (the first of them in the file) is named, by the worker that read it."""
     with np.errstate(over="ignore", invalid="ignore"):
         ss = float(np.dot(src.r, src.r))
-    k = int(np.argmax(np.abs(src.r))) if src.r.shape[0] else -1
-    facts = peers.allgather((ss, None if k < 0 else (-abs(float(src.r[k])), src.position(k),
-                                                      float(src.r[k]))))
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = sum(f[0] for f in facts)
+        total = sum(peers.allgather(ss))
     if not np.isfinite(total):
-        big, w = min((f[1], w) for w, f in enumerate(facts) if f[1] is not None)
+        k = int(np.argmax(np.abs(src.r))) if src.r.shape[0] else -1
+        facts = peers.allgather(None if k < 0 else (-abs(float(src.r[k])), src.position(k),
+                                                    float(src.r[k])))
+        big, w = min((f, w) for w, f in enumerate(facts) if f is not None)
         line = src.line_of(peers, [big[1]])[big[1]]
         refuse(peers, f"{src.path}:{line}: rating {big[2]} is too large: the sum of "
                "squared ratings overflows", w)
@@ -662,10 +661,11 @@ def _prepare_part(peers, desc):
     keep, vals = _dedupe(peers, src, o["duplicates"],
                          _pair_groups(u, u0, u1 - u0, i, n, pos), pos, r,
                          lambda j: (user_ids[u[j]], item_ids[i[j]]))
-    u = u[keep]
-    i = i[keep]
-    pos = pos[keep]
-    r = r[keep] if vals is None else vals
+    if vals is not None or not in_place(keep):  # (a file in (user, item) order: as it is)
+        u = u[keep]
+        i = i[keep]
+        pos = pos[keep]
+        r = r[keep] if vals is None else vals
     del keep, vals
 
     # -- held-out ratings: a file, or a share of these chosen by seed and position
