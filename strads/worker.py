@@ -29,6 +29,26 @@ Begin, Plan, Part, Stop = (namedtuple(*r) for r in (
     ("Begin", "schedule reports"), ("Plan", "round news"), ("Part", "task"), ("Stop", "")))
 
 
+class _Background(threading.Thread):
+    """``fn()`` in a thread of its own; ``join`` raises what it raised."""
+
+    def __init__(self, fn):
+        super().__init__(daemon=True)
+        self.fn, self.error = fn, None
+        self.start()
+
+    def run(self):
+        try:
+            self.fn()
+        except BaseException as e:  # noqa: B036 (raised again by join)
+            self.error = e
+
+    def join(self, timeout=None):
+        super().join(timeout)
+        if self.error is not None:
+            raise self.error
+
+
 class WorkerHost:
     """Worker ``w``: turns the driver's requests into calls on the app's Update."""
 
@@ -51,8 +71,16 @@ class WorkerHost:
         return Ready(None)
 
     def init(self, msg):
-        if msg.warm:
-            self.update_cls.warmup()
+        # the kernels load (numba's cache: work under the GIL) while the shard is read
+        # (the parsers release it): off the load's critical path
+        warm = _Background(self.update_cls.warmup) if msg.warm else None
+        try:
+            return self._init(msg)
+        finally:
+            if warm is not None:
+                warm.join()
+
+    def _init(self, msg):
         if msg.digest:
             self.digest = _ckpt.digest(msg.shard)
         update = self.update_cls.__new__(self.update_cls)

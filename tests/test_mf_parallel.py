@@ -135,6 +135,63 @@ def test_cold_start_and_duplicates_in_the_test_file(tmp_path):
         in_process(["--data", str(tr), "--test-data", str(te), "--rank", "1"], 2)
 
 
+@pytest.mark.parametrize("dups,cold", [("mean", "mean"), ("last", "skip")])
+def test_test_file_with_unseen_ids_and_duplicates_equals_the_serial_reader(tmp_path, dups,
+                                                                            cold):
+    """A test file of seen and unseen users and items (raw ids beyond the training
+    ones' range and between them), some of its pairs repeated, in no order: the
+    held-out ratings the workers keep (read, routed to their users' workers, deduplicated,
+    mapped; an unseen id is the extra row) score as the one-process reader's, for any W."""
+    tr, te = tmp_path / "train.tsv", tmp_path / "test.tsv"
+    u, i, r = udata(tr, count=1500)
+    rng = np.random.default_rng(5)
+    tu = np.concatenate([rng.choice(u, 300), 7 * rng.integers(60, 70, 40) + 3,
+                         rng.integers(-50, 500, 40)])  # seen, unseen beyond, unseen among
+    ti = np.concatenate([rng.choice(i, 330), 5 * rng.integers(40, 45, 30) - 40,
+                         rng.integers(-40, 160, 20)])
+    tr_ = np.round(rng.uniform(0.5, 5, tu.shape[0]), 2)
+    rep = rng.choice(tu.shape[0], 60)
+    tu, ti = np.concatenate([tu, tu[rep]]), np.concatenate([ti, ti[rep]])
+    tr_ = np.concatenate([tr_, np.round(rng.uniform(0.5, 5, 60), 2)])
+    order = rng.permutation(tu.shape[0])
+    te.write_text("".join(f"{a} {b} {float(c)!r}\n" for a, b, c in
+                          zip(tu[order], ti[order], tr_[order])))
+    p = D.prepare(D.read_ratings(str(tr)), D.read_ratings(str(te)), duplicates=dups,
+                  cold_start=cold)
+    assert p.cold > 10 and len(p.test_ratings) < tu.shape[0] - 30  # the cases are there
+    uid = np.append(p.user_ids, 0)[p.test_users]  # an unseen id: any id not in training
+    iid = np.append(p.item_ids, 0)[p.test_items]
+    uid[p.test_users == len(p.user_ids)] = 10 ** 6
+    iid[p.test_items == len(p.item_ids)] = 10 ** 6
+    args = ["--data", str(tr), "--test-data", str(te), "--duplicates", dups,
+            "--cold-start", cold] + ARGS
+    for w in (1, 2, 3):
+        res = in_process(args, w)
+        assert res.extra["n_test"] == len(p.test_ratings)
+        assert res.extra["cold_start_test"] == p.cold
+        e = p.test_ratings - mf.predict(res.model, uid, iid, unknown="mean")
+        assert res.extra["test_rmse"] == pytest.approx(np.sqrt(np.mean(e ** 2)), rel=1e-10)
+
+
+def test_pair_order_is_the_stable_lexsort_in_order_or_not():
+    """The counting sorts and the one pass over pairs already in order (a file sorted
+    by user and item, repeats included) give np.lexsort's stable order."""
+    from strads.io.agree import in_place, pair_order
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 2, 60, 5000):
+        rows, cols = rng.integers(3, 40, n), rng.integers(0, 30, n)
+        s = np.lexsort((cols, rows))
+        swapped = s.copy()
+        if n > 1:  # in order but for one pair
+            swapped[[n // 2 - 1, n // 2]] = swapped[[n // 2, n // 2 - 1]]
+        for o in (np.arange(n), s, swapped):
+            r, c = rows[o], cols[o]
+            got = pair_order(r, 3, 37, c, 30)
+            np.testing.assert_array_equal(got, np.lexsort((c, r)))
+            ordered = ((r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (c[1:] >= c[:-1]))).all()
+            assert in_place(got) == ordered and (o is not s or ordered)
+
+
 def test_built_in_problem_parts_make_the_whole():
     whole = D.make_problem(9000, 700, 40000, seed=3)
     parts = [D.make_problem_part(9000, 700, 40000, seed=3, part=k, n_parts=3)

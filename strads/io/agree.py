@@ -169,14 +169,34 @@ def _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2):
         nxt[rows[k] - r0] += 1
 
 
+@njit(**_nb)
+def _in_pair_order(rows, cols):
+    for k in range(1, rows.shape[0]):
+        if rows[k] < rows[k - 1] or (rows[k] == rows[k - 1] and cols[k] < cols[k - 1]):
+            return False
+    return True
+
+
 def pair_order(rows, r0, n_rows, cols, n_cols):
     """The stable order of (row, column) pairs, rows r0..r0+n_rows-1 and columns
     0..n_cols-1: ``np.lexsort((cols, rows))`` by two counting sorts (int32 indices
-    below 2^31 pairs)."""
-    o1, o2 = (np.empty(rows.shape[0], np.int32 if rows.shape[0] < 1 << 31 else np.int64)
-              for _ in range(2))
+    below 2^31 pairs); pairs already in order (a file sorted by user and item) by one
+    pass."""
+    dt = np.int32 if rows.shape[0] < 1 << 31 else np.int64
+    if _in_pair_order(rows, cols):
+        return np.arange(rows.shape[0], dtype=dt)
+    o1, o2 = (np.empty(rows.shape[0], dt) for _ in range(2))
     _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2)
     return o2
+
+
+@njit(**_nb)
+def in_place(order):
+    """Whether ``order`` is 0, 1, ..., n - 1 (a sort that moves nothing)."""
+    for k in range(order.shape[0]):
+        if order[k] != k:
+            return False
+    return True
 
 
 @njit(**_nb)
@@ -202,6 +222,12 @@ def owners(cuts, ids):
     return table[ids]
 
 
+@njit(**_nb)
+def _mark(ids, lo, present):
+    for k in range(ids.shape[0]):
+        present[ids[k] - lo] = True
+
+
 def distinct(ids):
     """``np.unique(ids)``: by a table of the ids present when they span no more than a
     few times their count, else by a sort."""
@@ -209,21 +235,34 @@ def distinct(ids):
         lo, hi = int(ids.min()), int(ids.max())
         if hi - lo < 4 * ids.shape[0] + (1 << 20):
             present = np.zeros(hi - lo + 1, np.bool_)
-            present[ids - lo if lo else ids] = True
+            _mark(ids, lo, present)
             return (np.flatnonzero(present) + lo).astype(ids.dtype)
     return np.unique(ids)
 
 
+@njit(**_nb)
+def _by_table(ids, lo, hi, table, out):
+    for k in range(ids.shape[0]):
+        v = ids[k]
+        out[k] = table[v - lo] if lo <= v <= hi else -1
+
+
 def dense_ids(sorted_ids, ids):
-    """The index of each of ``ids`` in ``sorted_ids`` (all present), int32: by a table
-    when the ids span no more than a few times their count, else by a search."""
-    if ids.shape[0] and sorted_ids.shape[0]:
-        lo, hi = int(sorted_ids[0]), int(sorted_ids[-1])
-        if hi - lo < 4 * ids.shape[0] + (1 << 20):
-            table = np.zeros(hi - lo + 1, np.int32)
-            table[sorted_ids - lo] = np.arange(sorted_ids.shape[0], dtype=np.int32)
-            return table[ids - lo if lo else ids]
-    return np.searchsorted(sorted_ids, ids).astype(np.int32)
+    """The index of each of ``ids`` in ``sorted_ids``, int32, -1 for an id not there: by
+    a table when the ids span no more than a few times their count, else by a search."""
+    out = np.empty(ids.shape[0], np.int32)
+    if not (ids.shape[0] and sorted_ids.shape[0]):
+        out[:] = -1
+        return out
+    lo, hi = int(sorted_ids[0]), int(sorted_ids[-1])
+    if hi - lo < 4 * max(ids.shape[0], sorted_ids.shape[0]) + (1 << 20):
+        table = np.full(hi - lo + 1, -1, np.int32)
+        table[sorted_ids - lo] = np.arange(sorted_ids.shape[0], dtype=np.int32)
+        _by_table(ids, lo, hi, table, out)
+        return out
+    pos = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.shape[0] - 1)
+    out[:] = np.where(sorted_ids[pos] == ids, pos, -1)
+    return out
 
 
 @njit(**_nb)

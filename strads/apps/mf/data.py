@@ -11,8 +11,8 @@ from numba import njit
 from ... import api
 from ...errors import DataError
 from ...io import memory, ratings as rating_io
-from ...io.agree import (columns, dense_ids, distinct, exact_partials, owners, pair_order,
-                         refuse, route, same_pairs)
+from ...io.agree import (columns, dense_ids, distinct, exact_partials, in_place, owners,
+                         pair_order, refuse, route, same_pairs)
 from . import kernels as K
 
 _nb = dict(cache=True, nogil=True)
@@ -465,13 +465,12 @@ def _check_squares(peers, src):
     (the first of them in the file) is named, by the worker that read it."""
     with np.errstate(over="ignore", invalid="ignore"):
         ss = float(np.dot(src.r, src.r))
-    k = int(np.argmax(np.abs(src.r))) if src.r.shape[0] else -1
-    facts = peers.allgather((ss, None if k < 0 else (-abs(float(src.r[k])), src.position(k),
-                                                      float(src.r[k]))))
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = sum(f[0] for f in facts)
+        total = sum(peers.allgather(ss))
     if not np.isfinite(total):
-        big, w = min((f[1], w) for w, f in enumerate(facts) if f[1] is not None)
+        k = int(np.argmax(np.abs(src.r))) if src.r.shape[0] else -1
+        facts = peers.allgather(None if k < 0 else (-abs(float(src.r[k])), src.position(k),
+                                                    float(src.r[k])))
+        big, w = min((f, w) for w, f in enumerate(facts) if f is not None)
         line = src.line_of(peers, [big[1]])[big[1]]
         refuse(peers, f"{src.path}:{line}: rating {big[2]} is too large: the sum of "
                "squared ratings overflows", w)
@@ -483,21 +482,9 @@ def _owner_hash(raw, W):
     return (z % np.uint64(W)).astype(np.int64)
 
 
-def _dup_groups(key, pos):
-    """Sort by (key, position): (order, dup mask of the sorted)."""
-    o = None
-    if pos.shape[0] > 1 and not (pos[1:] > pos[:-1]).all():
-        o = np.argsort(pos, kind="stable")
-    k = key if o is None else key[o]
-    order = np.argsort(k, kind="stable")
-    if o is not None:
-        order = o[order]
-    ks = key[order]
-    return order, ks[1:] == ks[:-1]
-
-
 def _pair_groups(u, u0, nu, i, n, pos):
-    """_dup_groups for keys (user u0..u0+nu-1, item 0..n-1), by counting sorts."""
+    """Sort by (user u0..u0+nu-1, item 0..n-1, position), by counting sorts: (order, dup
+    mask of the sorted)."""
     o = None
     if pos.shape[0] > 1 and not (pos[1:] > pos[:-1]).all():  # a gzip file's blocks
         o = np.argsort(pos, kind="stable")
@@ -509,7 +496,7 @@ def _pair_groups(u, u0, nu, i, n, pos):
 
 def _dedupe(peers, src, policy, groups, pos, r, raw):
     """Duplicates among this worker's entries (all of a pair's are here; ``groups``:
-    (order, dup) of :func:`_dup_groups`): ``error`` raises naming both lines (the
+    (order, dup) of :func:`_pair_groups`): ``error`` raises naming both lines (the
     earliest second occurrence over all workers), else the kept entries' indices (into
     the given arrays, sorted by key) and their ratings (None: ``r[keep]``). ``raw(j)``:
     entry j's raw (user, item)."""
@@ -542,6 +529,77 @@ def _dedupe(peers, src, policy, groups, pos, r, raw):
     else:
         vals = np.bincount(group, weights=r[order]) / np.bincount(group)
     return keep, vals
+
+
+_TILE = 1 << 20  # bytes of Y's rows a pass of _products reads (docs/scaling.md)
+
+
+def _products(csr, lo, hi, Y, P, cur=None):
+    """P[j] += vals[q] Y[idx[q] - lo] over row j's entries (``csr``: ptr, idx, vals, each
+    row's indices in order) of indices lo..hi-1 (K.add_products), in passes over a block
+    of Y's rows that stays in cache: the same sums in the same order (scipy's)."""
+    ptr, idx, vals = csr
+    cur = ptr[:-1].copy() if cur is None else cur
+    step = max(1, _TILE // (8 * max(Y.shape[1], 1)))
+    for a in range(lo, hi, step):
+        b = min(a + step, hi)
+        K.add_products(ptr, idx, vals, a, b, Y[a - lo:b - lo], cur, P)
+
+
+def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
+    """This worker's ratings of the test file ``tsrc``: each to its user's worker (an
+    unseen user's by a hash of its raw id), duplicates and cold starts by the policies,
+    in (user, item) order. Ids: the dense index, m (n) for an unseen one. Returns
+    ((users, items, ratings), the cold starts over all workers)."""
+    W, me = peers.size, peers.rank
+    m, n = user_ids.shape[0], item_ids.shape[0]
+    ids = []  # (dense ids, the unseen raw ids): an unseen id is m (n) + its rank among them
+    for raw, known in ((tsrc.u, user_ids), (tsrc.i, item_ids)):
+        d = dense_ids(known, raw)
+        new = np.unique(np.concatenate(peers.allgather(distinct(raw[d < 0])))).astype(np.int64)
+        if new.shape[0]:
+            if known.shape[0] + new.shape[0] > rating_io.I32:
+                d = d.astype(np.int64)
+            bad = d < 0
+            d[bad] = known.shape[0] + np.searchsorted(new, raw[bad])
+        ids.append((d, new))
+    (tu, new_u), (ti, new_i) = ids
+    dest = owners(uo, np.minimum(tu, m - 1))
+    cold_u = np.flatnonzero(tu >= m)
+    dest[cold_u] = _owner_hash(tsrc.u[cold_u].astype(np.int64), W)
+    del ids, cold_u
+    tu, ti, tr, tpos = route(peers, dest, [tu, ti, tsrc.r, tsrc.positions()])
+    del dest
+    u0, u1 = int(uo[me]), int(uo[me + 1])
+    raw_u = lambda x: user_ids[x] if x < m else new_u[x - m]  # noqa: E731
+    raw_i = lambda x: item_ids[x] if x < n else new_i[x - n]  # noqa: E731
+    rows = np.where(tu < m, tu - u0, tu - m + (u1 - u0))  # this worker's users, then unseen
+    keep, vals = _dedupe(peers, tsrc, o["duplicates"],
+                         _pair_groups(rows, 0, u1 - u0 + new_u.shape[0], ti,
+                                      n + new_i.shape[0], tpos), tpos, tr,
+                         lambda j: (raw_u(tu[j]), raw_i(ti[j])))
+    del rows
+    tu, ti, tpos = tu[keep], ti[keep], tpos[keep]
+    tr = tr[keep] if vals is None else vals
+    unseen = (tu >= m) | (ti >= n)
+    c = int(unseen.sum())
+    first = None
+    if c:
+        k = int(np.argmin(np.where(unseen, tpos, np.iinfo(np.int64).max)))
+        first = (int(tpos[k]), "user" if tu[k] >= m else "item",
+                 int(raw_u(tu[k])) if tu[k] >= m else int(raw_i(ti[k])))
+    got = peers.allgather((c, first))
+    cold = sum(g[0] for g in got)
+    if cold and o["cold_start"] == "error":
+        p, what, raw = min(g[1] for g in got if g[1] is not None)
+        lines = tsrc.line_of(peers, [p])
+        where = f"{tsrc.path}:{lines[p]}" if p in lines else f"{tsrc.path}: entry {p}"
+        refuse(peers, f"{where}: {what} {raw} {_COLD}")
+    tu = np.minimum(tu, m).astype(np.int32)
+    ti = np.minimum(ti, n).astype(np.int32)
+    if c and o["cold_start"] == "skip":
+        tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
+    return (tu, ti, tr), cold
 
 
 def prepare_part(peers, desc):
@@ -603,54 +661,18 @@ def _prepare_part(peers, desc):
     keep, vals = _dedupe(peers, src, o["duplicates"],
                          _pair_groups(u, u0, u1 - u0, i, n, pos), pos, r,
                          lambda j: (user_ids[u[j]], item_ids[i[j]]))
-    u = u[keep]
-    i = i[keep]
-    pos = pos[keep]
-    r = r[keep] if vals is None else vals
+    if vals is not None or not in_place(keep):  # (a file in (user, item) order: as it is)
+        u = u[keep]
+        i = i[keep]
+        pos = pos[keep]
+        r = r[keep] if vals is None else vals
     del keep, vals
 
     # -- held-out ratings: a file, or a share of these chosen by seed and position
     test = None
     cold = 0
     if tsrc is not None:
-        tu, ku = _lookup(user_ids, tsrc.u)
-        ti, ki = _lookup(item_ids, tsrc.i)
-        tdest = np.where(ku, np.searchsorted(uo, tu, side="right") - 1,
-                         _owner_hash(tsrc.u.astype(np.int64), W))
-        tu_raw, ti_raw, tr, tpos = route(peers, tdest,
-                                         [tsrc.u, tsrc.i, tsrc.r, tsrc.positions()])
-        # duplicates: by raw pair (an unseen id has no dense index)
-        key2 = np.lexsort((ti_raw, tu_raw))
-        rank_pairs = np.empty(key2.shape[0], np.int64)
-        if key2.shape[0]:
-            su, si = tu_raw[key2], ti_raw[key2]
-            new = np.concatenate([[True], (su[1:] != su[:-1]) | (si[1:] != si[:-1])])
-            rank_pairs[key2] = np.cumsum(new) - 1
-        keep, vals = _dedupe(peers, tsrc, o["duplicates"], _dup_groups(rank_pairs, tpos),
-                             tpos, tr, lambda j: (tu_raw[j], ti_raw[j]))
-        tu_raw, ti_raw, tpos = tu_raw[keep], ti_raw[keep], tpos[keep]
-        tr = tr[keep] if vals is None else vals
-        tu, ku = _lookup(user_ids, tu_raw)
-        ti, ki = _lookup(item_ids, ti_raw)
-        unseen = ~(ku & ki)
-        c = int(unseen.sum())
-        first = None
-        if c:
-            k = int(np.argmin(np.where(unseen, tpos, np.iinfo(np.int64).max)))
-            first = (int(tpos[k]), "user" if not ku[k] else "item",
-                     int(tu_raw[k]) if not ku[k] else int(ti_raw[k]))
-        got = peers.allgather((c, first))
-        cold = sum(g[0] for g in got)
-        if cold and o["cold_start"] == "error":
-            p, what, raw = min(g[1] for g in got if g[1] is not None)
-            lines = tsrc.line_of(peers, [p])
-            where = f"{tsrc.path}:{lines[p]}" if p in lines else f"{tsrc.path}: entry {p}"
-            refuse(peers, f"{where}: {what} {raw} {_COLD}")
-        tu = np.where(ku, tu, m).astype(np.int32)
-        ti = np.where(ki, ti, n).astype(np.int32)
-        if c and o["cold_start"] == "skip":
-            tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
-        test = (tu, ti, tr)
+        test, cold = _held_file(peers, tsrc, user_ids, item_ids, uo, o)
         tsrc = None
     frac = o["test_fraction"]
 
@@ -721,7 +743,7 @@ def _prepare_part(peers, desc):
     cols = columns(peers, io, u0, ci[i0:i1], n, *rows)
     te_u, te_i, te_r = test
     if te_u.shape[0]:
-        o2 = np.lexsort((te_i, te_u))
+        o2 = pair_order(te_u, 0, m + 1, te_i, n + 1)  # np.lexsort((te_i, te_u))
         test = (te_u[o2].astype(np.int32), te_i[o2].astype(np.int32), te_r[o2] - mean)
     else:
         test = (te_u.astype(np.int32), te_i.astype(np.int32), te_r - mean)
@@ -734,13 +756,13 @@ def _prepare_part(peers, desc):
         # R Z' and then C Y, one worker's rows of Y at a time: scipy's sums (csr_matvecs),
         # bit for bit, without its copies of Z' and of Y
         Y = np.zeros((u1 - u0, lay.rank))
-        K.add_products(rows[0], rows[1], rows[2], 0, n, Z.T, rows[0][:-1].copy(), Y)
+        _products(rows, 0, n, np.ascontiguousarray(Z.T), Y)
         Y.flags.writeable = False  # never written again: worker threads share it, no copies
         Pc = np.zeros((i1 - i0, lay.rank))
         cur = cols[0][:-1].copy()
         for w in range(W):
-            K.add_products(cols[0], cols[1], cols[2], int(uo[w]), int(uo[w + 1]),
-                          peers.bcast(Y if w == me else None, w), cur, Pc)
+            _products(cols, int(uo[w]), int(uo[w + 1]), peers.bcast(Y if w == me else None, w),
+                      Pc, cur)
         del Y
         Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
         del Pc
