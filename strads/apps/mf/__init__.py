@@ -329,7 +329,8 @@ def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1, early_s
     big = max(m, n)
     # (a bias column may lead a block of ccd columns: see schedule.CCD)
     b = min(block + (biases and block > 1), kk) if schedule == "ccd" else kk
-    rounds = 3 * b * big + (big * (1 + b) if schedule == "ccd" else 0)
+    # (ccd: a gather table, ccd_step's 1 + b columns or ccd_tiles' 3)
+    rounds = 3 * b * big + (big * max(1 + b, 3) if schedule == "ccd" else 0)
     per_worker = full + max(rounds, full)
     scheduler = max(kk * (n + 1) + rank * (2 * n + m), 3 * full)
     best = kk * (m + n) + n_workers * kk * n if early_stop else 0

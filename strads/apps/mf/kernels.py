@@ -175,7 +175,8 @@ def apply_cols(ptr, idx, res, own, cols, delta):
 # -- the tiled layout ---------------------------------------------------------------------
 # (a side's ratings tile by tile of the other side's rows: docs/apps/mf.md, "the tiled layout")
 
-#: the other side's rows per tile (their gather table, 24 bytes a row, stays in L2)
+#: the other side's rows per tile (their slice of ccd_tiles' table, 24 bytes a row, stays
+#: in L2)
 TILE_ROWS = 32768
 
 
@@ -226,10 +227,16 @@ def fill_table(G, v, delta):
 
 
 @njit(**_opts)
-def ccd_tiles(ptr, idx, res, own, t, v, tp, d, u, reg, steps, acc):
+def ccd_tiles(ptr, idx, res, own, t, v, tp, d, T, reg, steps, acc):
     """:func:`ccd_step` over the tiled layout (one pending change ``d`` of column ``tp``,
-    the side's previous ``steps`` applied first): the same numbers bit for bit."""
+    the side's previous ``steps`` applied first): the same numbers bit for bit. ``T`` is
+    the gather table, one row (v_j, u_j, d_j) a row of the other side's (one cache line
+    per rating, not three), u the column of the deferred steps: on entry ``T[:, 0]``."""
     m = own.shape[1]
+    for j in range(T.shape[0]):
+        T[j, 1] = T[j, 0]
+        T[j, 0] = v[j]
+        T[j, 2] = d[j]
     w0 = 0.0
     for a in range(m):
         acc[a, 0] = 0.0
@@ -249,11 +256,11 @@ def ccd_tiles(ptr, idx, res, own, t, v, tp, d, u, reg, steps, acc):
                 j = _u(idx[uq])
                 r = res[uq]
                 if sp != 0.0:
-                    r = r - sp * u[j]
+                    r = r - sp * T[j, 1]
                 if tp >= 0:
-                    r = r - w0 * d[j]
+                    r = r - w0 * T[j, 2]
                 res[uq] = r
-                vj = v[j]
+                vj = T[j, 0]
                 rr += r * r
                 rv += r * vj
                 vv += vj * vj
@@ -268,9 +275,9 @@ def ccd_tiles(ptr, idx, res, own, t, v, tp, d, u, reg, steps, acc):
 
 
 @njit(**_opts)
-def apply_steps(ptr, idx, res, steps, u):
-    """The deferred steps of :func:`ccd_tiles`, of the column ``u``, into ``res`` as
-    ccd_step's second pass makes them; ``steps`` zeroed."""
+def apply_steps(ptr, idx, res, steps, T):
+    """The deferred steps of :func:`ccd_tiles`, of its last column (``T[:, 0]``), into
+    ``res`` as ccd_step's second pass makes them; ``steps`` zeroed."""
     m = steps.shape[0]
     for b in range((ptr.shape[0] - 1) // m):
         for a in range(m):
@@ -278,7 +285,7 @@ def apply_steps(ptr, idx, res, steps, u):
             if sp != 0.0:
                 for q in range(ptr[b * m + a], ptr[b * m + a + 1]):
                     uq = _u(q)
-                    res[uq] -= sp * u[_u(idx[uq])]
+                    res[uq] -= sp * T[_u(idx[uq]), 0]
     steps[:] = 0.0
 
 

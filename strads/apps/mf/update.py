@@ -23,7 +23,8 @@ class _Side:
         self.scratch = None  # a row's gathered column, per ccd_step
         self.ptr = None  # the tiled layout's segments (kernels.tile_layout), or rows
         self.tiles = True  # False once a round needed the rows
-        self.steps = self.u = self.acc = None  # tiled: the deferred steps, the rows' sums
+        # tiled: the deferred steps, ccd_tiles' gather table, the rows' sums
+        self.steps = self.T = self.acc = None
         self.deferred = False  # steps holds steps not yet in res
 
     @property
@@ -45,12 +46,12 @@ class _Side:
         self.ptr, self.tiles = ptr, True
         self._retile(ptr, True)
         m = self.own.shape[1]
-        self.steps, self.u, self.acc = np.zeros(m), np.empty(n_other), np.empty((m, 3))
+        self.steps, self.T, self.acc = np.zeros(m), np.zeros((n_other, 3)), np.empty((m, 3))
 
     def settle(self):
         """The deferred steps into res."""
         if self.deferred:
-            K.apply_steps(self.ptr, self.idx, self.res, self.steps, self.u)
+            K.apply_steps(self.ptr, self.idx, self.res, self.steps, self.T)
             self.deferred = False
 
     def rows(self, keep=False):
@@ -59,7 +60,7 @@ class _Side:
         if self.ptr is not None:
             ptr, self.ptr = self.ptr, None
             self._retile(ptr, False)
-            self.steps = self.u = self.acc = None
+            self.steps = self.T = self.acc = None
         self.tiles = self.tiles and keep
 
     def _retile(self, ptr, to_tiles):
@@ -91,9 +92,9 @@ class _Side:
         self.tile(n)
         if self.ptr is not None:
             tp, d = (-1, v) if p is None else (int(p[0][0]), p[1][0])
-            rss = K.ccd_tiles(self.ptr, self.idx, self.res, self.own, t, v, tp, d, self.u,
+            # (the table keeps v beside the steps now deferred)
+            rss = K.ccd_tiles(self.ptr, self.idx, self.res, self.own, t, v, tp, d, self.T,
                               self.reg, self.steps, self.acc)
-            np.copyto(self.u, v[:n])  # the column of the steps now deferred
             self.deferred = True
         else:
             tps, delta = (_NONE, _NONE2) if p is None else p
@@ -255,8 +256,9 @@ class MFUpdate(Update):
         K.retile(indptr, ptr, res, True)
         G, steps = np.ones((1, 2)), np.zeros(1)
         K.fill_table(G, res, other[:1])
-        K.ccd_tiles(ptr, idx, res, own, 0, res, 0, res, res, reg, steps, np.empty((1, 3)))
-        K.apply_steps(ptr, idx, res, steps, res)
+        T = np.zeros((1, 3))
+        K.ccd_tiles(ptr, idx, res, own, 0, res, 0, res, T, reg, steps, np.empty((1, 3)))
+        K.apply_steps(ptr, idx, res, steps, T)
         K.als_step(indptr, idx, res, own, cols, other, reg)
         K.predict_pairs(own, other, idx, idx, res)
         K.rss_rows(indptr, idx, res, *[np.ones((1, 2))] * 4)
