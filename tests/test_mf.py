@@ -459,6 +459,27 @@ def test_block_of_columns_is_a_group_of_single_column_rounds():
                                    atol=1e-12)
 
 
+def test_svd_start_scale_balances_the_ratings_energy():
+    """The svd start's rows of H have norm (rss / rank)^(1/4), rss the training ratings'
+    squares less the mean, rounded to a quarter power of 2 (1 where rss is 0 or not
+    finite); the default is that scale, and its first iteration gets further than unit
+    rows'."""
+    assert mf.svd_scale(64.0, 4) == 2.0  # (64 / 4)^(1/4)
+    assert mf.svd_scale(64.0 * 1.3, 4) == 2.0  # within an eighth power of 2: rounded
+    assert mf.svd_scale(128.0, 4) == 2.0 ** 1.25
+    assert mf.svd_scale(0.0, 4) == 1.0 and mf.svd_scale(np.inf, 4) == 1.0
+    t = mf.make_problem(300, 100, 5000)
+    e = t.ratings - t.ratings.mean()
+    kw = dict(rank=4, iters=2, tol=0, quiet=True, early_stop=None)
+    default = mf.fit(t.users, t.items, t.ratings, **kw)
+    scale = mf.svd_scale(float(np.sum(e * e)), 4)
+    assert scale != 1.0  # (a scale of its own, not the fallback)
+    explicit = mf.fit(t.users, t.items, t.ratings, init_scale=scale, **kw)
+    np.testing.assert_array_equal(default.model["W"], explicit.model["W"])
+    unit = mf.fit(t.users, t.items, t.ratings, init_scale=1.0, **kw)
+    assert default.extra["objective_per_iter"][0] < unit.extra["objective_per_iter"][0]
+
+
 @pytest.mark.parametrize("kw,workers", [
     (dict(block=4, bias="full"), 1), (dict(block=4, bias="full"), 3), (dict(block=8), 2),
     (dict(block=3, inner=2, bias="full"), 1), (dict(block=8, early_stop=1), 3)])
@@ -605,11 +626,13 @@ def test_cli_lambda_weighting(tmp_path):
 # the built-in problem's CLI size and an over-fitting lambda: the held-out RMSE is best
 # after 2 or 3 iterations, then rises
 ES_CLI = ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "8000",
-          "--lambda", "0.005", "--iters", "12", "--tol", "0", "--quiet",
+          "--lambda", "0.005", "--iters", "12", "--tol", "0", "--quiet", "--init-scale", "1",
           "--validation-fraction", "0"]
-# early stopping on the held-out set itself (validation 0); off unless a test asks
+# early stopping on the held-out set itself (validation 0); off unless a test asks; both
+# start from unit rows of H (from the default scale ALS's held-out RMSE falls for 12
+# iterations)
 ES_KW = dict(rank=8, lam=0.005, iters=12, tol=0, test_fraction=0.1, quiet=True,
-             validation=0.0, early_stop=None)
+             validation=0.0, early_stop=None, init_scale=1.0)
 
 
 @pytest.mark.parametrize("schedule,workers,staleness", [("ccd", 1, 0), ("ccd", 3, 1),
@@ -713,7 +736,7 @@ def test_early_stop_cli_under_mpiexec_and_resumed_equals_in_process(tmp_path):
 
 
 # early stopping by default: a validation run, then a refit (ES_KW less validation=0)
-VAL_KW = dict(rank=8, lam=0.005, iters=12, tol=0, test_fraction=0.1, quiet=True)
+VAL_KW = dict(rank=8, lam=0.005, iters=12, tol=0, test_fraction=0.1, quiet=True, init_scale=1.0)
 
 
 def test_validation_split_is_a_share_of_the_training_ratings():
@@ -746,7 +769,8 @@ def test_early_stopping_by_default_is_a_validation_run_then_a_refit(workers):
     # the first run by hand: the validation split's RMSE at every iteration end
     p1 = mf.prepare(mf.from_arrays(t.users, t.items, t.ratings, "ratings"),
                     test_fraction=0.1, seed=0, validation=mf.VALIDATION)
-    setup = mf.make_setup(lambda: p1, rank=8, lam=0.005, iters=12, early_stop=100)
+    setup = mf.make_setup(lambda: p1, rank=8, lam=0.005, iters=12, early_stop=100,
+                          init_scale=1.0)
     val = strads.run(setup, mf.MFUpdate, workers=workers, tol=0, quiet=True, app="mf")
     per_iter = np.array(val.extra["test_rmse_per_iter"])
     best = int(np.argmin(per_iter)) + 1

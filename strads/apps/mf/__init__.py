@@ -73,8 +73,9 @@ PARAMS = (
           "--early-stop, the first run's most", low=1, none=True),
     Param("init", "svd", "H's start: svd: orthonormal rows near the top singular vectors "
           "(one randomized subspace iteration); random: Gaussian", choices=INIT),
-    Param("init_scale", None, "norm of each starting row of H (default: 1 for svd, "
-          "sqrt(items / rank) for random)", kind=float, low=0, closed="neither",
+    Param("init_scale", None, "norm of each starting row of H (default: for svd "
+          "(sum of the squared training ratings less the mean / rank)^(1/4), for random "
+          "sqrt(items / rank))", kind=float, low=0, closed="neither",
           none=True, label="init scale"),
     Param("test_data", None, "held-out ratings (same formats)", kind=str, metavar="PATH"),
     Param("test_fraction", None, "hold out this share of --data, chosen by --seed "
@@ -263,7 +264,8 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
             Z = np.ascontiguousarray((R.T @ (R @ Z.T)).T)
             del R
             K.orthonormalize(Z)
-        H, sqH = start_H(lay, Z, init, init_scale, reg["H"], lam)
+        rss = K.wsumsq(None, rows[2])
+        H, sqH = start_H(lay, Z, init, init_scale, reg["H"], lam, rss)
         del Z
         # the starting objective's pieces and held-out score, while the data is here: the
         # scheduler keeps nothing of its size
@@ -272,7 +274,7 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
             sq["W"][lay.item_bias] = K.wsumsq(reg["W"], np.ones(m))
         e = p.test_ratings - mean
         agg = MFAggregate(lay, (m, n), mean, int(rows[2].shape[0]), int(e.shape[0]),
-                          p.cold, K.wsumsq(None, rows[2]), sq,
+                          p.cold, rss, sq,
                           math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
                           else float("nan"))
         uo, io = api.split_balanced(cu, n_workers), api.split_balanced(ci, n_workers)
@@ -292,14 +294,15 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
     return setup
 
 
-def start_H(lay, Z, init, init_scale, reg_H, lam):
+def start_H(lay, Z, init, init_scale, reg_H, lam, rss):
     """(H, its columns' weighted squared norms): H transposed, ``Z`` scaled (svd: unit
     rows; random: entries of variance 1 / rank), with one extra entry per column, an
     unseen item's (cold start, policy mean): 0 but for the fixed column's 1. A starting
-    penalty that overflows is refused."""
+    penalty that overflows is refused. ``rss``: the training ratings' sum of squares
+    (less the mean), the svd start's scale."""
     n = Z.shape[1]
     scale = init_scale if init_scale is not None else \
-        (1.0 if init == "svd" else np.sqrt(n / lay.rank))
+        (svd_scale(rss, lay.rank) if init == "svd" else np.sqrt(n / lay.rank))
     H = np.zeros((lay.kk, n + 1))
     H[:lay.rank, :n] = scale * Z
     with np.errstate(over="ignore", invalid="ignore"):
@@ -310,6 +313,18 @@ def start_H(lay, Z, init, init_scale, reg_H, lam):
     if lay.biases:
         H[lay.user_bias] = 1.0
     return H, np.array([K.wsumsq(reg_H, H[t, :n]) for t in range(lay.kk)])
+
+
+def svd_scale(rss, rank):
+    """The svd start's default row norm: sqrt(sigma), sigma = sqrt(rss / rank) the singular
+    value of each of ``rank`` directions sharing the ratings' energy ``rss`` evenly (a
+    rank-one fit w h' of sigma u v' is balanced at |w| = |h| = sqrt(sigma)); unit rows
+    leave W's first steps to the penalty, lambda n_u against sum h_i^2 ~ n_u / n
+    (docs/scaling.md, "MF's start"). Rounded to a quarter power of 2: the workers' sums
+    of ``rss`` differ in the last bits, the model must not depend on their number."""
+    if not 0.0 < rss < math.inf:
+        return 1.0
+    return 2.0 ** (round(math.log2(rss / rank)) / 4)
 
 
 def _test_shares(p, mean, n_workers):

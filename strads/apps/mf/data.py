@@ -752,6 +752,7 @@ def _prepare_part(peers, desc):
     lay = FL(int(o["rank"]), float(lam), o["bias"] == "full")
     rng = np.random.default_rng([o["seed"], 0x6D66, 2])
     Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)
+    rss = peers.allgather(K.wsumsq(None, y))  # (worker order: the same sum on every rank)
     if o["init"] == "svd":
         # R Z' and then C Y, one worker's rows of Y at a time: scipy's sums (csr_matvecs),
         # bit for bit, without its copies of Z' and of Y
@@ -768,7 +769,7 @@ def _prepare_part(peers, desc):
         del Pc
         K.orthonormalize(Z)
     try:
-        H, sqH = start_H(lay, Z, o["init"], o["init_scale"], reg_H, lam)
+        H, sqH = start_H(lay, Z, o["init"], o["init_scale"], reg_H, lam, sum(rss))
     except DataError as e:
         refuse(peers, str(e))
     del Z
@@ -776,7 +777,7 @@ def _prepare_part(peers, desc):
     if lay.biases:
         sqW[lay.item_bias] = K.wsumsq(reg_rows, np.ones(u1 - u0))
     report = {"shape": (m, n), "mean": mean, "n_train": n_train, "n_test": n_test,
-              "cold": cold, "rss": K.wsumsq(None, y), "sqW": sqW,
+              "cold": cold, "rss": rss[me], "sqW": sqW,
               "sqH": sqH if me == 0 else None, "sse": K.wsumsq(None, test[2])}
     shard = {"layout": lay, "shape": (m, n), "H": H, "users": (u0, u1), "items": (i0, i1),
              "rows": rows, "cols": cols, "reg_rows": reg_rows,
