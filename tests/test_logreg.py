@@ -396,7 +396,7 @@ def test_subproblem_with_the_intercept_eliminated_lands_on_the_minimiser(form, s
 
 
 def test_intercept_elimination_cuts_the_subproblems_passes():
-    """The estimators' intercept column (``intercept=True``: the last column's
+    """The estimators' intercept column (``intercept_column=True``: the last column's
     coefficient eliminated from the subproblems) on skewed sparse features: the same
     optimum, certified by the gap, in under half the coordinate-descent passes."""
     X, y = make_zipf_problem(600, 2000, seed=4)
@@ -408,7 +408,7 @@ def test_intercept_elimination_cuts_the_subproblems_passes():
     f_ref = logreg.objective(X, y, ref.coef_.ravel(), lam)
     out = {}
     for on in (False, True):
-        res = logreg.fit(X, y, lam=lam, tol=1e-7, quiet=True, intercept=on)
+        res = logreg.fit(X, y, lam=lam, tol=1e-7, quiet=True, intercept_column=on)
         f = logreg.objective(X, y, res.model["coef"], lam)
         assert res.stop_reason == "tol"
         assert abs(f - f_ref) <= 1e-6 * f_ref

@@ -292,7 +292,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
             col = np.full((X.shape[0], 1), float(self.intercept_scaling))
             Xa = sp.hstack([X, sp.csc_matrix(col)], format="csc") if sp.issparse(X) \
                 else np.hstack([X, col])
-        kw = dict(self._app_kwargs(X), intercept=self.fit_intercept)
+        kw = dict(self._app_kwargs(X), intercept_column=self.fit_intercept)
         coef0 = self._coef0(X)
         if coef0 is not None:
             c0 = float(np.ravel(self.intercept_)[0]) / self.intercept_scaling

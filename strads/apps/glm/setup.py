@@ -211,7 +211,8 @@ class Datafit:
         :func:`gram_block_cap` coordinates; the Lasso's ``time_limit`` (seconds, the
         run's): block rounds return what they have once it has run out; the logistic
         loss's ``tol``, ``name`` (of the data, in messages), ``ws_min`` (the smallest
-        working set), ``reuse_hessian``; ``coef0`` (the coefficients to start from, a
+        working set), ``reuse_hessian``, ``intercept_column`` (X's last column is an
+        intercept's); ``coef0`` (the coefficients to start from, a
         warm start; the Lasso's also ``intercept``)."""
         self.check_flags(schedule, block, rho, floor, lam, lambda_ratio, full_every, options)
         options = {**self.options, **options}

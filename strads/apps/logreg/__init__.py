@@ -9,10 +9,10 @@ search on the workers' exact losses; or STRADS priority sampling with a dependen
 filter, and the round-robin and random baselines, with one Newton step per coordinate.
 A duality gap (the logistic dual at the rescaled point, as celer and skglm, or at
 celer's extrapolated one) stops the run: gap <= tol * objective. With
-``intercept=True`` X's last column is an intercept's (the estimator's constant column):
-the prox-Newton subproblems eliminate its coefficient. The set-up, schedules and command
-line are the generalised linear models' (:mod:`strads.apps.glm`); this is the logistic
-loss's datafit.
+``intercept_column=True`` X's last column is an intercept's (the estimator's constant
+column): the prox-Newton subproblems eliminate its coefficient. The set-up, schedules
+and command line are the generalised linear models' (:mod:`strads.apps.glm`); this is
+the logistic loss's datafit.
 """
 import math
 
@@ -65,7 +65,7 @@ class Logistic(Datafit):
     data = data
     priority = ShuffledPriority
     options = {"tol": 1e-6, "name": "data", "ws_min": WS_MIN, "reuse_hessian": True,
-               "gram_budget": None, "coef0": None, "intercept": False}
+               "gram_budget": None, "coef0": None, "intercept_column": False}
     help = dict(
         description="Sparse logistic regression, min (1/n) sum_i log(1 + exp(-y_i x_i'w)) "
         "+ lambda ||w||_1 (labels: any two values, the smaller -> -1), by scheduled "
@@ -112,14 +112,14 @@ class Logistic(Datafit):
     def aggregate(self, X, y, sq_norms, lam, ctx, o):
         return LogRegAggregate(X.shape[0], sq_norms, lam, o["tol"], min_size=o["ws_min"],
                                block_cap=self._cap(ctx, o), reuse=o["reuse_hessian"],
-                               intercept=o["intercept"])
+                               intercept=o["intercept_column"])
 
     def later(self, lam, lambda_ratio, ctx, o):
         if o["coef0"] is not None:
             raise DataError("logreg: a warm start needs the data read on rank 0")
         return LogRegAggregate.later(lam, lambda_ratio, o["tol"], min_size=o["ws_min"],
                                      block_cap=self._cap(ctx, o), reuse=o["reuse_hessian"],
-                                     intercept=o["intercept"])
+                                     intercept=o["intercept_column"])
 
     @staticmethod
     def working_set(agg, block, ctx, options):
