@@ -34,6 +34,9 @@ def _launch():
 
 #: the objective "diverged" once it is this many times its scale away from its best
 DIVERGE_FACTOR = 1e6
+#: stops a run with checkpoints takes a last one at, so that a resume goes on from there
+#: (a larger --max-rounds or --time-limit, or after a signal)
+RESUMABLE = ("interrupted", "max_rounds", "time_limit")
 
 
 class ScheduleDivergence(RuntimeError):
@@ -90,6 +93,7 @@ class Driver:
         self.signum = 0
         self.ckpt_round = None  # the round of the last checkpoint begun
         self.ckpt_wait = None  # a checkpoint begun whose workers' parts are not all written
+        self.superseded = set()  # checkpoints a last one replaced before they were written
         self.synced = False  # an aggregate has returned a sync
 
     # -- init ------------------------------------------------------------------------
@@ -393,6 +397,8 @@ class Driver:
         makes the checkpoint the one to resume from, follows when every part is on disk
         (:meth:`_written`), and no checkpoint begins before the last one is complete."""
         tp, tag = self.tp, f"r{self.done:012d}"
+        if self.ckpt_wait is not None:  # (at shutdown: the last one replaces it)
+            self.superseded.add(self.ckpt_wait["tag"])
         if any(self.pending):
             self._step(None, None)
         tp.broadcast(W.Checkpoint(self.folder, tag))
@@ -422,6 +428,8 @@ class Driver:
         """Workers' parts now on disk: the manifest once all of them are."""
         wait = self.ckpt_wait
         for w, tag, entry in written:
+            if tag in self.superseded:
+                continue
             if wait is None or tag != wait["tag"]:
                 raise RuntimeError(f"worker {w} wrote checkpoint {tag}, none was pending")
             wait["parts"][w + 1] = entry
@@ -437,7 +445,7 @@ class Driver:
     # -- shutdown --------------------------------------------------------------------
     def shutdown(self):
         tp = self.tp
-        if self.every and self.reason == "interrupted" and self.ckpt_round != self.done:
+        if self.every and self.reason in RESUMABLE and self.ckpt_round != self.done:
             self.checkpoint()  # where it stopped: resumed, it goes on from here
         if any(self.pending):
             self._step(None, None)
