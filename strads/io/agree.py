@@ -83,10 +83,19 @@ def exchange(peers, n, chunk):
         e = min(s + CHUNK, n)
         dest, arrays = chunk(min(s, e), e)
         starts = bucket_starts(dest, W)
-        sent = [grouped(dest, starts, x) for x in arrays]
+        # (grouped already where the rows are in their destinations' order)
+        sent = arrays if _ascending(dest) else [grouped(dest, starts, x) for x in arrays]
         del dest, arrays
         yield peers.alltoall([tuple(x[starts[o]:starts[o + 1]] for x in sent)
                               for o in range(W)])
+
+
+@njit(**_nb)
+def _ascending(a):
+    for k in range(1, a.shape[0]):
+        if a[k] < a[k - 1]:
+            return False
+    return True
 
 
 @njit(**_nb)
@@ -96,6 +105,16 @@ def _place(items, i0, users, vals, nxt, cu, cy):
         cu[nxt[j]] = users[k]
         cy[nxt[j]] = vals[k]
         nxt[j] += 1
+
+
+@njit(**_nb)
+def _rows_of(indptr, a, r0, out):
+    """out[k] = r0 + the row of entry a + k (``indptr``: the rows' starts)."""
+    j = np.searchsorted(indptr, a, side="right") - 1
+    for k in range(out.shape[0]):
+        while indptr[j + 1] <= a + k:
+            j += 1
+        out[k] = r0 + j
 
 
 def columns(peers, io, u0, counts, n, indptr, items, vals):
@@ -117,8 +136,9 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
     cy = np.empty(cptr[-1])
 
     def chunk(a, b):
-        users = u0 + np.searchsorted(indptr, np.arange(a, b), side="right") - 1
-        return owners(io, items[a:b]), [items[a:b], users.astype(np.int32), vals[a:b]]
+        users = np.empty(b - a, np.int32)
+        _rows_of(indptr, a, u0, users)
+        return owners(io, items[a:b]), [items[a:b], users, vals[a:b]]
 
     for pieces in exchange(peers, items.shape[0], chunk):
         for w, (pi, pu, py) in enumerate(pieces):
