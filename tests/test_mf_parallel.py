@@ -205,6 +205,9 @@ def test_route_and_columns_equal_their_references(monkeypatch, W):
     dests = [np.sort(rng.integers(0, W, 40)), rng.integers(0, W, 33), np.zeros(0, np.int64)]
     dests = [d.astype(np.int16) for d in dests[:W]]
     vals = [rng.standard_normal(d.shape[0]) for d in dests]
+    for d in dests:
+        np.testing.assert_array_equal(agree.tally(d, W), np.bincount(d, minlength=W))
+        np.testing.assert_array_equal(agree.tally(d + 5, W, 5), np.bincount(d, minlength=W))
     got = transport.on_threads(W, lambda p: agree.route(p, dests[p.rank],
                                                         [vals[p.rank], None]))
     for d in range(W):

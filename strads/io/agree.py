@@ -53,7 +53,7 @@ def route(peers, dest, arrays):
     W = peers.size
     if W == 1:
         return list(arrays)
-    counts = peers.alltoall(list(np.bincount(dest, minlength=W)))
+    counts = peers.alltoall(list(tally(dest, W)))
     out = []
     for j, a in enumerate(arrays):
         arrays[j] = None
@@ -125,7 +125,7 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
     W, me = peers.size, peers.rank
     i0, i1 = int(io[me]), int(io[me + 1])
     cptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    mine = np.bincount(items, minlength=n)
+    mine = tally(items, n)
     got = peers.alltoall([mine[io[d]:io[d + 1]] for d in range(W)])
     nxt = np.empty((W, i1 - i0), np.int64)
     nxt[0] = cptr[:-1]
@@ -146,9 +146,23 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
     return cptr, cu, cy
 
 
+@njit(**_nb)
+def _tally(ids, lo, out):
+    for k in range(ids.shape[0]):
+        out[ids[k] - lo] += 1
+
+
+def tally(ids, n, lo=0):
+    """``np.bincount(ids - lo, minlength=n)`` for ids lo..lo+n-1 (int64), without
+    numpy's copy of the ids as intp."""
+    out = np.zeros(n, np.int64)
+    _tally(ids, lo, out)
+    return out
+
+
 def bucket_starts(keys, n):
     """Where each of keys 0..n-1 starts in the keys' counting sort (n + 1 offsets)."""
-    return np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=n))]).astype(np.int64)
+    return np.concatenate([[0], np.cumsum(tally(keys, n))])
 
 
 @njit(**_nb)
