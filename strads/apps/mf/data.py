@@ -556,7 +556,8 @@ def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
     ids = []  # (dense ids, the unseen raw ids): an unseen id is m (n) + its rank among them
     for raw, known in ((tsrc.u, user_ids), (tsrc.i, item_ids)):
         d = dense_ids(known, raw)
-        new = np.unique(np.concatenate(peers.allgather(distinct(raw[d < 0])))).astype(np.int64)
+        new = np.unique(np.concatenate(peers.allgather(distinct(raw[d < 0]))))
+        new = new.astype(np.int64)
         if new.shape[0]:
             if known.shape[0] + new.shape[0] > rating_io.I32:
                 d = d.astype(np.int64)
@@ -761,8 +762,8 @@ def _prepare_part(peers, desc):
         Pc = np.zeros((i1 - i0, lay.rank))
         cur = cols[0][:-1].copy()
         for w in range(W):
-            _products(cols, int(uo[w]), int(uo[w + 1]), peers.bcast(Y if w == me else None, w),
-                      Pc, cur)
+            _products(cols, int(uo[w]), int(uo[w + 1]),
+                      peers.bcast(Y if w == me else None, w), Pc, cur)
         del Y
         Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
         del Pc
