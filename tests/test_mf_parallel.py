@@ -192,6 +192,48 @@ def test_pair_order_is_the_stable_lexsort_in_order_or_not():
             assert in_place(got) == ordered and (o is not s or ordered)
 
 
+@pytest.mark.parametrize("W", [2, 3])
+def test_route_and_columns_equal_their_references(monkeypatch, W):
+    """route: each row to its destination, sources in worker order, a source's rows in
+    theirs, whether a chunk's destinations are in order (sent as they are) or not;
+    columns: the CSC of every worker's CSR rows (scipy's), in chunks of a few rows."""
+    import scipy.sparse as sp
+    from strads import transport
+    from strads.io import agree
+    monkeypatch.setattr(agree, "CHUNK", 7)
+    rng = np.random.default_rng(W)
+    dests = [np.sort(rng.integers(0, W, 40)), rng.integers(0, W, 33), np.zeros(0, np.int64)]
+    dests = [d.astype(np.int16) for d in dests[:W]]
+    vals = [rng.standard_normal(d.shape[0]) for d in dests]
+    for d in dests:
+        np.testing.assert_array_equal(agree.tally(d, W), np.bincount(d, minlength=W))
+        np.testing.assert_array_equal(agree.tally(d + 5, W, 5), np.bincount(d, minlength=W))
+    got = transport.on_threads(W, lambda p: agree.route(p, dests[p.rank],
+                                                        [vals[p.rank], None]))
+    for d in range(W):
+        want = np.concatenate([v[dd == d] for v, dd in zip(vals, dests)])
+        np.testing.assert_array_equal(got[d][0], want)
+        assert got[d][1] is None
+    m, n = 11 * W, 9
+    R = sp.random(m, n, density=0.4, random_state=W, format="csr")
+    R.sort_indices()
+    uo, io = (np.linspace(0, k, W + 1).astype(np.int64) for k in (m, n))
+    counts = np.diff(R.tocsc().indptr)
+
+    def one(p):
+        a, b = uo[p.rank], uo[p.rank + 1]
+        rows = R[a:b]
+        return agree.columns(p, io, int(a), counts[io[p.rank]:io[p.rank + 1]], n,
+                             rows.indptr.astype(np.int64), rows.indices.astype(np.int32),
+                             rows.data.copy())
+    C = R.tocsc()
+    for w, (cptr, cu, cy) in enumerate(transport.on_threads(W, one)):
+        ref = C[:, io[w]:io[w + 1]]
+        np.testing.assert_array_equal(cptr, ref.indptr)
+        np.testing.assert_array_equal(cu, ref.indices)
+        np.testing.assert_array_equal(cy, ref.data)
+
+
 def test_built_in_problem_parts_make_the_whole():
     whole = D.make_problem(9000, 700, 40000, seed=3)
     parts = [D.make_problem_part(9000, 700, 40000, seed=3, part=k, n_parts=3)

@@ -53,7 +53,7 @@ def route(peers, dest, arrays):
     W = peers.size
     if W == 1:
         return list(arrays)
-    counts = peers.alltoall(list(np.bincount(dest, minlength=W)))
+    counts = peers.alltoall(list(tally(dest, W)))
     out = []
     for j, a in enumerate(arrays):
         arrays[j] = None
@@ -83,10 +83,19 @@ def exchange(peers, n, chunk):
         e = min(s + CHUNK, n)
         dest, arrays = chunk(min(s, e), e)
         starts = bucket_starts(dest, W)
-        sent = [grouped(dest, starts, x) for x in arrays]
+        # (grouped already where the rows are in their destinations' order)
+        sent = arrays if _ascending(dest) else [grouped(dest, starts, x) for x in arrays]
         del dest, arrays
         yield peers.alltoall([tuple(x[starts[o]:starts[o + 1]] for x in sent)
                               for o in range(W)])
+
+
+@njit(**_nb)
+def _ascending(a):
+    for k in range(1, a.shape[0]):
+        if a[k] < a[k - 1]:
+            return False
+    return True
 
 
 @njit(**_nb)
@@ -98,6 +107,16 @@ def _place(items, i0, users, vals, nxt, cu, cy):
         nxt[j] += 1
 
 
+@njit(**_nb)
+def _rows_of(indptr, a, r0, out):
+    """out[k] = r0 + the row of entry a + k (``indptr``: the rows' starts)."""
+    j = np.searchsorted(indptr, a, side="right") - 1
+    for k in range(out.shape[0]):
+        while indptr[j + 1] <= a + k:
+            j += 1
+        out[k] = r0 + j
+
+
 def columns(peers, io, u0, counts, n, indptr, items, vals):
     """The CSC copy (items io[me]..io[me + 1] - 1, each item's users in order) of every
     worker's rows (CSR: users u0.., items, values): each worker sends its ratings to the
@@ -106,7 +125,7 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
     W, me = peers.size, peers.rank
     i0, i1 = int(io[me]), int(io[me + 1])
     cptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    mine = np.bincount(items, minlength=n)
+    mine = tally(items, n)
     got = peers.alltoall([mine[io[d]:io[d + 1]] for d in range(W)])
     nxt = np.empty((W, i1 - i0), np.int64)
     nxt[0] = cptr[:-1]
@@ -117,8 +136,9 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
     cy = np.empty(cptr[-1])
 
     def chunk(a, b):
-        users = u0 + np.searchsorted(indptr, np.arange(a, b), side="right") - 1
-        return owners(io, items[a:b]), [items[a:b], users.astype(np.int32), vals[a:b]]
+        users = np.empty(b - a, np.int32)
+        _rows_of(indptr, a, u0, users)
+        return owners(io, items[a:b]), [items[a:b], users, vals[a:b]]
 
     for pieces in exchange(peers, items.shape[0], chunk):
         for w, (pi, pu, py) in enumerate(pieces):
@@ -126,9 +146,23 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
     return cptr, cu, cy
 
 
+@njit(**_nb)
+def _tally(ids, lo, out):
+    for k in range(ids.shape[0]):
+        out[ids[k] - lo] += 1
+
+
+def tally(ids, n, lo=0):
+    """``np.bincount(ids - lo, minlength=n)`` for ids lo..lo+n-1 (int64), without
+    numpy's copy of the ids as intp."""
+    out = np.zeros(n, np.int64)
+    _tally(ids, lo, out)
+    return out
+
+
 def bucket_starts(keys, n):
     """Where each of keys 0..n-1 starts in the keys' counting sort (n + 1 offsets)."""
-    return np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=n))]).astype(np.int64)
+    return np.concatenate([[0], np.cumsum(tally(keys, n))])
 
 
 @njit(**_nb)

@@ -12,7 +12,7 @@ from ... import api
 from ...errors import DataError
 from ...io import memory, ratings as rating_io
 from ...io.agree import (columns, dense_ids, distinct, exact_partials, in_place, owners,
-                         pair_order, refuse, route, same_pairs)
+                         pair_order, refuse, route, same_pairs, tally)
 from . import kernels as K
 
 _nb = dict(cache=True, nogil=True)
@@ -556,7 +556,8 @@ def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
     ids = []  # (dense ids, the unseen raw ids): an unseen id is m (n) + its rank among them
     for raw, known in ((tsrc.u, user_ids), (tsrc.i, item_ids)):
         d = dense_ids(known, raw)
-        new = np.unique(np.concatenate(peers.allgather(distinct(raw[d < 0])))).astype(np.int64)
+        new = np.unique(np.concatenate(peers.allgather(distinct(raw[d < 0]))))
+        new = new.astype(np.int64)
         if new.shape[0]:
             if known.shape[0] + new.shape[0] > rating_io.I32:
                 d = d.astype(np.int64)
@@ -648,7 +649,7 @@ def _prepare_part(peers, desc):
                "needs users and items")
 
     # -- rows: users in blocks balanced by their ratings, each rating to its user's
-    counts = peers.allreduce(np.bincount(u, minlength=m).astype(np.int64))
+    counts = peers.allreduce(tally(u, m))
     uo = api.split_balanced(counts, W)
     del counts
     u0, u1 = int(uo[me]), int(uo[me + 1])
@@ -708,8 +709,8 @@ def _prepare_part(peers, desc):
         refuse(peers, str(e))
 
     # -- counts, the mean, the penalties' weights
-    cu = np.bincount(u - u0, minlength=u1 - u0)
-    ci = peers.allreduce(np.bincount(i, minlength=n).astype(np.int64))
+    cu = tally(u, u1 - u0, u0)
+    ci = peers.allreduce(tally(i, n))
     parts = exact_partials(r) if o["bias"] != "none" else np.zeros(0)
     got = peers.allgather((r.shape[0], parts, int(cu.max()) if cu.shape[0] else 0,
                            test[2].shape[0]))
@@ -762,8 +763,8 @@ def _prepare_part(peers, desc):
         Pc = np.zeros((i1 - i0, lay.rank))
         cur = cols[0][:-1].copy()
         for w in range(W):
-            _products(cols, int(uo[w]), int(uo[w + 1]), peers.bcast(Y if w == me else None, w),
-                      Pc, cur)
+            _products(cols, int(uo[w]), int(uo[w + 1]),
+                      peers.bcast(Y if w == me else None, w), Pc, cur)
         del Y
         Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
         del Pc
