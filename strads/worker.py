@@ -12,6 +12,7 @@ import numpy as np
 
 from . import checkpoint as _ckpt
 from .errors import DataError
+from .io import memory
 
 
 # the driver's requests to the workers, their replies and a scheduler rank's messages;
@@ -85,7 +86,8 @@ class WorkerHost:
             self.digest = _ckpt.digest(msg.shard)
         update = self.update_cls.__new__(self.update_cls)
         update.peers = self.peers  # before __init__: it may read its part with them
-        update.__init__(msg.shard)
+        with memory.returning_freed_memory():  # (the load's freed arrays: not its peak)
+            update.__init__(msg.shard)
         self.update = update
         if msg.rebalance and update.rows is None:
             raise DataError(f"--rebalance: {type(update).__name__} cannot hand rows "

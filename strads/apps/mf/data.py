@@ -606,12 +606,7 @@ def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
 def prepare_part(peers, desc):
     """This worker's shard and report from the file descriptions ``desc``: it reads its part
     and agrees with the others on ids, duplicates, the split, the mean and the start
-    (docs/apps/mf.md)."""
-    with memory.returning_freed_memory():
-        return _prepare_part(peers, desc)
-
-
-def _prepare_part(peers, desc):
+    (docs/apps/mf.md; the worker host returns its freed arrays to the system)."""
     W, me = peers.size, peers.rank
     o = desc["options"]
     lay_tr = desc["train"]
