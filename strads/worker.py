@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from collections import namedtuple
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -28,26 +29,6 @@ Ready, RoundResult, Timed, Moved, Collected = (namedtuple(*r) for r in (
     ("Timed", "busy rows"), ("Moved", "rows"), ("Collected", "model usage written")))
 Begin, Plan, Part, Stop = (namedtuple(*r) for r in (
     ("Begin", "schedule reports"), ("Plan", "round news"), ("Part", "task"), ("Stop", "")))
-
-
-class _Background(threading.Thread):
-    """``fn()`` in a thread of its own; ``join`` raises what it raised."""
-
-    def __init__(self, fn):
-        super().__init__(daemon=True)
-        self.fn, self.error = fn, None
-        self.start()
-
-    def run(self):
-        try:
-            self.fn()
-        except BaseException as e:  # noqa: B036 (raised again by join)
-            self.error = e
-
-    def join(self, timeout=None):
-        super().join(timeout)
-        if self.error is not None:
-            raise self.error
 
 
 class WorkerHost:
@@ -74,12 +55,13 @@ class WorkerHost:
     def init(self, msg):
         # the kernels load (numba's cache: work under the GIL) while the shard is read
         # (the parsers release it): off the load's critical path
-        warm = _Background(self.update_cls.warmup) if msg.warm else None
-        try:
+        if not msg.warm:
             return self._init(msg)
-        finally:
-            if warm is not None:
-                warm.join()
+        with ThreadPoolExecutor(1, thread_name_prefix="strads-warmup") as pool:
+            warm = pool.submit(self.update_cls.warmup)
+            ready = self._init(msg)  # (an error here waits for the warm-up, then wins)
+            warm.result()
+        return ready
 
     def _init(self, msg):
         if msg.digest:

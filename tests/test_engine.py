@@ -357,3 +357,28 @@ def test_runs_keep_blas_to_one_thread_with_the_controller_kept():
             assert all(p["num_threads"] == 1 for p in threadpool_info())
         assert [p["num_threads"] for p in threadpool_info()] == before
     assert len(driver._POOLS) == 1
+
+
+def test_a_warm_up_error_ends_the_run_and_a_set_up_error_comes_first():
+    """Worker 0 loads its kernels (``warmup``) on a thread while its shard is set up:
+    an error in either ends the run with that error; in both, the set-up's."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 6)), rng.standard_normal(40)
+
+    class BadWarmUp(ridge.RidgeUpdate):
+        @classmethod
+        def warmup(cls):
+            raise RuntimeError("the warm-up fails")
+
+    class BadBoth(BadWarmUp):
+        def __init__(self, shard):
+            raise ValueError("the set-up fails")
+
+    def setup(ctx):
+        rows = np.array_split(np.arange(40), ctx.n_workers)
+        return (ridge.Cyclic(6, 2), ridge.RidgeAggregate(40, 6, 0.1),
+                [{"X": np.asfortranarray(X[r]), "y": y[r]} for r in rows])
+    with pytest.raises(RuntimeError, match="the warm-up fails"):
+        strads.run(setup, BadWarmUp, workers=2, max_rounds=5, quiet=True)
+    with pytest.raises(ValueError, match="the set-up fails"):
+        strads.run(setup, BadBoth, workers=2, max_rounds=5, quiet=True)
