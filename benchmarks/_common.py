@@ -22,13 +22,14 @@ def child_env(**extra):
         ("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA", "STRADS_TEST_HOOK"))}, **extra}
 
 
-def run_cli(args, out, np=None, env=None, **kw):
-    """``python -m ARGS --quiet --out OUT`` (under ``mpiexec -n np``; ``env``: more
-    variables); -> summary.json."""
-    cmd = [sys.executable, "-m", *map(str, args), "--quiet", "--out", str(out)]
+def run_cli(args, out, np=None, env=None, cwd=ROOT, **kw):
+    """``python -m ARGS --quiet --out OUT`` (ARGS[0] a .py file: that script; under
+    ``mpiexec -n np``; ``env``: more variables); -> summary.json."""
+    prog = [] if str(args[0]).endswith(".py") else ["-m"]
+    cmd = [sys.executable, *prog, *map(str, args), "--quiet", "--out", str(out)]
     if np:
         cmd = [MPIEXEC, "-n", str(np), *cmd]
-    subprocess.run(cmd, check=True, env=child_env(**(env or {})), cwd=ROOT,
+    subprocess.run(cmd, check=True, env=child_env(**(env or {})), cwd=cwd,
                    stdout=subprocess.DEVNULL, **kw)
     return json.loads(Path(out, "summary.json").read_text())
 
@@ -40,6 +41,52 @@ def timed_cli(args, out=None, np=None):
         t = time.perf_counter()
         s = run_cli(args, out or tmp, np)
         return time.perf_counter() - t, s
+
+
+TOLS = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
+
+
+def peer_time(make, objective, X, y, target, budget=float("inf")):
+    """A peer's fits ``make(tol)`` at decreasing tolerances -> (seconds of the first whose
+    ``objective(coef)`` reaches ``target``, its tol), else (nan, the least objective seen;
+    also once the fits have taken ``budget`` seconds)."""
+    best, spent = float("inf"), 0.0
+    for tol in TOLS:
+        t = time.perf_counter()
+        m = make(tol).fit(X, y)
+        t = time.perf_counter() - t
+        spent += t
+        best = min(best, objective(m.coef_.ravel()))
+        if best <= target:
+            return t, tol
+        if spent > budget:
+            break
+    return float("nan"), best
+
+
+def to_target(fit, target, warm, **kw):
+    """``fit(**kw)`` (lasso.fit or logreg.fit, one closed over X, y, lam) after an untimed
+    ``fit(**kw, **warm)`` (kernels compiled, memory touched, as the peers' repeated fits
+    do) -> (seconds to ``target``: the set-up (validation, partition, shards) plus the
+    loop's time at the first logged round at or below it, else nan; that round's row or
+    None; the whole fit's seconds; its result)."""
+    fit(quiet=True, **{**kw, **warm})
+    t0 = time.perf_counter()
+    res = fit(quiet=True, log_interval=0, **kw)
+    total = time.perf_counter() - t0
+    hit = next((row for row in res.trace if row["objective"] <= target), None)
+    t = total - res.wall_s + hit["wall_s"] if hit else float("nan")
+    return t, hit, total, res
+
+
+def one_and_mpi(args):
+    """The CLI ``python -m ARGS`` with 1 worker, then under mpiexec -n 3: the line of
+    their loop times (wall_s), the whole command's of the latter and the objectives."""
+    _, one = timed_cli(args)
+    t, res = timed_cli(args, np=3)
+    print(f"  1 worker {one['wall_s']:.3f} s, mpiexec -n 3 {res['wall_s']:.3f} s (whole "
+          f"command {t:.1f} s): speed-up {one['wall_s'] / res['wall_s']:.2f}x  (objectives "
+          f"{one['objective']:.12g} / {res['objective']:.12g})")
 
 
 def listed(times):

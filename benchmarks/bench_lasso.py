@@ -2,40 +2,23 @@
 Method and figures: docs/benchmarks.md."""
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import read_trace, timed_cli
+from _common import one_and_mpi, peer_time, read_trace, timed_cli, to_target
 from strads.apps import lasso
 from strads.apps.lasso.data import make_problem
 
 RTOL = 1e-6
 
 
-def peer_time(make, X, y, lam, target):
-    make(1e-2).fit(X[:50], y[:50])  # warm-up (numba in skglm/celer)
-    for tol in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10):
-        t = time.perf_counter()
-        m = make(tol).fit(X, y)
-        t = time.perf_counter() - t
-        if lasso.objective(X, y, m.coef_, lam) <= target:
-            return t
-    return float("nan")
-
-
 def ours(X, y, lam, target, time_limit=120, max_rounds=10**7, **kw):
-    # warm-up: kernels, and memory, as the peers' repeated fits at decreasing tolerances
-    lasso.fit(X, y, lam=lam, max_rounds=3, quiet=True, **kw)
-    t0 = time.perf_counter()
-    res = lasso.fit(X, y, lam=lam, tol=RTOL / 10, quiet=True, log_interval=0,
-                    max_rounds=max_rounds, time_limit=time_limit, **kw)
-    setup = time.perf_counter() - t0 - res.wall_s  # validation, partition, sending shards
-    hit = [row for row in res.trace if row["objective"] <= target]
-    t = setup + hit[0]["wall_s"] if hit else float("nan")
-    u = hit[0]["updates"] if hit else float("nan")
-    return t, u, res
+    """-> (seconds to target, updates to target, result)."""
+    t, hit, _, res = to_target(lambda **k: lasso.fit(X, y, lam=lam, **k), target,
+                               {"max_rounds": 3}, tol=RTOL / 10, max_rounds=max_rounds,
+                               time_limit=time_limit, **kw)
+    return t, hit["updates"] if hit else float("nan"), res
 
 
 def _best(times):
@@ -66,7 +49,10 @@ def compare(name, X, y, lam, schedules=("working-set", "priority", "round-robin"
             "celer": lambda tol: CLasso(alpha=lam, fit_intercept=False, tol=tol,
                                         max_iter=1000),
         }
-        peers = {peer: _best([peer_time(make, X, y, lam, target) for _ in range(repeat)])
+        for make in makers.values():
+            make(1e-2).fit(X[:50], y[:50])  # warm-up (numba in skglm/celer)
+        peers = {peer: _best([peer_time(make, lambda w: lasso.objective(X, y, w, lam), X, y,
+                                        target)[0] for _ in range(repeat)])
                  for peer, make in makers.items()}
     else:
         ref = lasso.fit(X, y, lam=lam, tol=1e-13, max_rounds=10**6, quiet=True)
@@ -109,10 +95,6 @@ def compare(name, X, y, lam, schedules=("working-set", "priority", "round-robin"
             elif sched in rows:
                 print(f"  priority vs {sched}: time {t / rows[sched][0]:.2f}x, "
                       f"updates {rows['priority'][1] / rows[sched][1]:.2f}x")
-
-
-def cli_time(np_, flags, out=None):
-    return timed_cli(["strads.apps.lasso", *flags], out, np_)
 
 
 def main():
@@ -208,7 +190,7 @@ def from_file(k, repeat=1):
         for rep in range(repeat):
             for np_, extra in ((0, ["--workers", "3"]), (4, [])):
                 out = Path(tmp) / "out"
-                t, s = cli_time(np_, flags + extra, out=out)
+                t, s = timed_cli(["strads.apps.lasso", *flags, *extra], out, np_)
                 tr = read_trace(out / "trace.csv")
                 hit = np.flatnonzero(tr["objective"] <= target)[:1]
                 at = (f"round {int(tr['round'][hit[0]])}, {tr['wall_s'][hit[0]]:.3f} s"
@@ -226,15 +208,11 @@ def mpi(k):
              "--n-informative", str(1000 // k), "--corr", "0.6", "--snr", "3",
              "--lambda-ratio", "0.01", "--tol", "1e-6"]
     print(f"\n== MPI: problem (b) x10 samples, {' '.join(flags)} (loop wall_s)")
-    _, one = cli_time(0, flags)
-    _, res = cli_time(3, flags)
-    print(f"  1 worker {one['wall_s']:.2f} s, mpiexec -n 3 {res['wall_s']:.2f} s: "
-          f"speed-up {one['wall_s'] / res['wall_s']:.2f}x  (objectives "
-          f"{one['objective']:.12g} / {res['objective']:.12g})")
+    one_and_mpi(["strads.apps.lasso", *flags])
     print("== default problem, whole mpiexec command (start-up included):")
     base = None
     for n in (3, 8, 16):
-        t, res = cli_time(n, [])
+        t, res = timed_cli(["strads.apps.lasso"], np=n)
         base = base or t
         print(f"  mpiexec -n {n:2d}: {t:.2f} s (loop {res['wall_s']:.3f} s, "
               f"{res['rounds']} rounds): {t / base:.2f}x of -n 3")

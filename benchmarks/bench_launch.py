@@ -4,7 +4,11 @@ that was killed, under load? The launcher test's Lasso on 4 ranks (``--max-resta
 has passed round 20; ``--parallel`` such runs at a time, beside ``--load`` busy processes
 (``yes > /dev/null``). ``cost``: a Lasso run under ``mpiexec -n 4`` against the same run
 under ``strads.launch -n 4`` losing rank 2 once its checkpoint has passed half the
-uninterrupted run's rounds. Figures: docs/elastic.md."""
+uninterrupted run's rounds. ``recovery``: a lost rank's cost in place with ULFM (Open MPI
+5 from .venv-ulfm, ``make test-ulfm`` builds it) against the launcher's restart (MPICH
+from .venv): the launcher test's Lasso losing rank 2 once the checkpoint has passed round
+20; ``recovery_s`` is what the run records (summary.json), from the loss seen to the
+first round after it. Figures: docs/elastic.md."""
 import argparse
 import json
 import re
@@ -17,7 +21,9 @@ from pathlib import Path
 
 from _common import ROOT, child_env, run_cli
 
-ENV = {**child_env(), "PYTHONPATH": str(ROOT)}
+ENV = {**child_env(), "PYTHONPATH": str(ROOT), "OMPI_ALLOW_RUN_AS_ROOT": "1",
+       "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+ULFM = ROOT / ".venv-ulfm" / "bin"
 NAMING = ["strads.apps.lasso", "--n-samples", "3000", "--n-features", "20000", "--schedule",
           "round-robin", "--tol", "1e-9", "--quiet", "--checkpoint-every", "0.2"]
 COST = ["strads.apps.lasso", "--n-samples", "4000", "--n-features", "30000", "--schedule",
@@ -26,14 +32,19 @@ sys.path.insert(0, str(ROOT / "tests"))
 from test_elastic import _kill_after  # noqa: E402
 
 
-def launch(app, out, victim, after, extra=()):
-    """-> (the launcher's stderr, the job's seconds from start to exit)."""
+def launch(app, out, victim, after, extra=(), ulfm=False, check=None):
+    """-> (the launcher's stderr, the job's seconds from start to exit); ``ulfm``: under
+    Open MPI's mpiexec with ULFM instead; ``check``: a failed job's name, to exit with."""
+    cmd = [str(ULFM / "mpiexec"), "--with-ft", "ulfm", "--oversubscribe", "--bind-to",
+           "none", "-n", "4", str(ULFM / "python"), "-m"] if ulfm else [
+        sys.executable, "-m", "strads.launch", "-n", "4", *extra]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "strads.launch", "-n", "4", *extra, *app,
-                             "--out", str(out)], env=ENV, cwd=ROOT,
+    proc = subprocess.Popen([*cmd, *app, "--out", str(out)], env=ENV, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _kill_after(out, victim, after, proc)
     err = proc.communicate(timeout=600)[1]
+    if check and proc.returncode:
+        raise SystemExit(f"{check}: exit {proc.returncode}\n{err}")
     return err, time.perf_counter() - t0
 
 
@@ -90,6 +101,20 @@ def cost(a):
                   flush=True)
 
 
+def recovery(a):
+    if not (ULFM / "mpiexec").exists():
+        raise SystemExit("no .venv-ulfm: run `make test-ulfm` first")
+    print("| path | recovery_s | job's wall s |\n|---|---|---|")
+    for path in ("ulfm", "launcher"):
+        for _ in range(a.repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp, "run")
+                wall = launch(NAMING, out, 2, 20, ulfm=path == "ulfm", check=path)[1]
+                s = json.loads(Path(out, "summary.json").read_text())
+            rec = s["recoveries" if path == "ulfm" else "restarts"][0]["recovery_s"]
+            print(f"| {path} | {rec:.2f} | {wall:.1f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -99,8 +124,9 @@ def main():
     n.add_argument("--load", type=int, default=2, help="busy processes beside them")
     n.add_argument("--victim", type=int, default=3)
     sub.add_parser("cost").add_argument("--repeat", type=int, default=2)
+    sub.add_parser("recovery").add_argument("--repeat", type=int, default=3)
     a = ap.parse_args()
-    return naming(a) if a.what == "naming" else cost(a)
+    return globals()[a.what](a)
 
 
 if __name__ == "__main__":

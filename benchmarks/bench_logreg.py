@@ -1,49 +1,22 @@
 """Sparse logistic regression: time to reach f* (1 + 1e-6), side by side with skglm and
 scikit-learn (liblinear, saga). Method and figures: docs/benchmarks.md."""
 import argparse
-import time
 import warnings
 
 import numpy as np
 
-from _common import timed_cli
+from _common import one_and_mpi, peer_time, to_target
 from strads.apps import logreg
 from strads.apps.logreg.data import make_problem
 
 RTOL = 1e-6
-TOLS = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
-
-
-def peer_time(make, X, y, lam, target, budget=120.0):
-    """Seconds of the first fit, at decreasing tolerances, whose objective reaches the
-    target; (nan, best relative error) if none does (or the fits exceed ``budget``)."""
-    best = np.inf
-    spent = 0.0
-    for tol in TOLS:
-        t = time.perf_counter()
-        m = make(tol).fit(X, y)
-        t = time.perf_counter() - t
-        spent += t
-        f = logreg.objective(X, y, np.ravel(m.coef_), lam)
-        best = min(best, f)
-        if f <= target:
-            return t, tol
-        if spent > budget:
-            break
-    return float("nan"), best
 
 
 def ours(X, y, lam, target, time_limit=120, **kw):
-    # warm-up: every kernel compiles (numba caches them on disk) and memory is touched,
-    # as the peers' repeated fits at decreasing tolerances do
-    logreg.fit(X, y, lam=lam, quiet=True, tol=1e-3, **kw)
-    t0 = time.perf_counter()
-    res = logreg.fit(X, y, lam=lam, tol=RTOL, quiet=True, log_interval=0,
-                     max_rounds=10**7, time_limit=time_limit, **kw)
-    total = time.perf_counter() - t0
-    setup = total - res.wall_s  # validation, partition, sending shards
-    hit = [row for row in res.trace if row["objective"] <= target]
-    t = setup + hit[0]["wall_s"] if hit else float("nan")
+    """-> (seconds to target, the whole fit's seconds, result)."""
+    t, _, total, res = to_target(lambda **k: logreg.fit(X, y, lam=lam, **k), target,
+                                 {"tol": 1e-3}, tol=RTOL, max_rounds=10**7,
+                                 time_limit=time_limit, **kw)
     return t, total, res
 
 
@@ -77,10 +50,9 @@ def compare(name, X, y, lam, schedules=("working-set",), time_limit=120, saga=Tr
                                           else "") +
           f", lambda {lam:.4g} (lambda_max / {logreg.lambda_max(X, y) / lam:.0f}), "
           f"target f*(1+{RTOL:g}), f* = {f_star:.12g} (from {min(refs, key=refs.get)})")
-    peers = {"skglm": peer_time(glm, X, y, lam, target),
-             "liblinear": peer_time(liblinear, X, y, lam, target)}
-    if saga:
-        peers["saga"] = peer_time(sag, X, y, lam, target, budget=60.0)
+    peers = {"skglm": glm, "liblinear": liblinear, **({"saga": sag} if saga else {})}
+    peers = {k: peer_time(make, lambda w: logreg.objective(X, y, w, lam), X, y, target,
+                          60.0 if k == "saga" else 120.0) for k, make in peers.items()}
     for peer, (t, tol) in peers.items():
         if t == t:
             print(f"  {peer:22s} {t:8.3f} s  (tol {tol:g})")
@@ -116,10 +88,6 @@ def jacobi(k):
               f"({res.rounds} rounds; to the gap: {total:.2f} s, {res.stop_reason})")
 
 
-def cli_time(np_, flags):
-    return timed_cli(["strads.apps.logreg", *flags], None, np_)
-
-
 def main():
     from threadpoolctl import threadpool_limits
 
@@ -143,11 +111,7 @@ def main():
                  "--density", str(0.002 * k), "--n-informative", str(200 // k),
                  "--lambda-ratio", "0.05", "--tol", "1e-6"]
         print(f"\n== MPI: problem (a) from the CLI, {' '.join(flags)} (loop wall_s)")
-        _, one = cli_time(0, flags)
-        t, res = cli_time(3, flags)
-        print(f"  1 worker {one['wall_s']:.3f} s; mpiexec -n 3 {res['wall_s']:.3f} s "
-              f"(whole command {t:.1f} s); objectives {one['objective']:.12g} / "
-              f"{res['objective']:.12g}")
+        one_and_mpi(["strads.apps.logreg", *flags])
 
 
 if __name__ == "__main__":
