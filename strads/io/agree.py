@@ -82,7 +82,7 @@ def exchange(peers, n, chunk):
     for s in range(0, max(peers.allgather(n)), CHUNK):
         e = min(s + CHUNK, n)
         dest, arrays = chunk(min(s, e), e)
-        starts = bucket_starts(dest, W)
+        starts = np.concatenate([[0], np.cumsum(tally(dest, W))])  # each's first row
         # (grouped already where the rows are in their destinations' order)
         sent = arrays if _ascending(dest) else [grouped(dest, starts, x) for x in arrays]
         del dest, arrays
@@ -160,11 +160,6 @@ def tally(ids, n, lo=0):
     return out
 
 
-def bucket_starts(keys, n):
-    """Where each of keys 0..n-1 starts in the keys' counting sort (n + 1 offsets)."""
-    return np.concatenate([[0], np.cumsum(tally(keys, n))])
-
-
 @njit(**_nb)
 def _scatter(keys, starts, a, out):
     nxt = starts[:-1].copy()
@@ -234,17 +229,13 @@ def in_place(order):
 
 
 @njit(**_nb)
-def _same_pairs(rows, cols, order):
+def same_pairs(rows, cols, order):
+    """Whether each pair in ``order`` repeats the one before it (one fewer than pairs)."""
     out = np.empty(max(order.shape[0] - 1, 0), np.bool_)
     for t in range(out.shape[0]):
         a, b = order[t], order[t + 1]
         out[t] = rows[a] == rows[b] and cols[a] == cols[b]
     return out
-
-
-def same_pairs(rows, cols, order):
-    """Whether each pair in ``order`` repeats the one before it (one fewer than pairs)."""
-    return _same_pairs(rows, cols, order)
 
 
 def owners(cuts, ids):

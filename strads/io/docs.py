@@ -18,7 +18,7 @@ from .uci import line_bytes, nul
 _nb = dict(cache=True, nogil=True)
 _FNV = np.uint64(0xcbf29ce484222325)
 _PRIME = np.uint64(0x100000001b3)
-# non-ASCII characters that are not letters (the kernel's _uni_letter: the same ranges)
+# non-ASCII characters that are not letters (the regular expression's and the kernel's)
 _NOT_LETTERS = [(0x80, 0xBF), (0xD7, 0xD7), (0xF7, 0xF7), (0x1680, 0x1680),
                 (0x2000, 0x206F), (0x2190, 0x2BFF), (0x2E00, 0x2E7F), (0x3000, 0x303F),
                 (0xD800, 0xDFFF), (0xFEFF, 0xFEFF), (0xFFFD, 0xFFFD), (0x1F000, 0x1FAFF)]
@@ -84,13 +84,16 @@ def _utf8(b, i, end):
     return k, cp
 
 
+_NOT = np.array(_NOT_LETTERS, np.int64)
+
+
 @njit(inline="always", **_nb)
 def _uni_letter(cp):
     """A non-ASCII code point counts as a letter: not in _NOT_LETTERS."""
-    return not (cp <= 0xBF or cp == 0xD7 or cp == 0xF7 or cp == 0x1680 or
-                0x2000 <= cp <= 0x206F or 0x2190 <= cp <= 0x2BFF or
-                0x2E00 <= cp <= 0x2E7F or 0x3000 <= cp <= 0x303F or cp == 0xFEFF or
-                cp == 0xFFFD or 0x1F000 <= cp <= 0x1FAFF)
+    for k in range(_NOT.shape[0]):
+        if _NOT[k, 0] <= cp <= _NOT[k, 1]:
+            return False
+    return True
 
 
 @njit(inline="always", **_nb)
@@ -316,7 +319,7 @@ class Words:
 
 def scan(blocks, path, stop_words, limit, check, line=0):
     """This worker's tokens: [(docs = line index, word ids of its table) of a block],
-    their number, the table (:class:`Words`), its lines and its last non-blank line."""
+    their number, its lines, its last non-blank line and the table (:class:`Words`)."""
     table = Words(stop_words)
     out, tokens, last = [], 0, -1
     for blk in blocks:
@@ -357,4 +360,4 @@ def scan(blocks, path, stop_words, limit, check, line=0):
             i = nxt
         out.append((tdoc[:n].copy(), tword[:n].copy()))
         tokens += n
-    return out, tokens, table, line, last
+    return out, tokens, line, last, table

@@ -95,7 +95,8 @@ def parse_line(raw, path, lineno, n_words):
 
 def scan(blocks, path, n_words, limit, check, line=0):
     """This worker's entries: [(docs = line index, ids, counts) of a block], its tokens,
-    lines and last non-blank line (-1: none), from line ``line`` on."""
+    lines, last non-blank line (-1: none), from line ``line`` on, and None (no table:
+    :func:`strads.io.docs.scan`)."""
     id_limit = INT32_MAX if n_words is None else n_words
     out, tokens, entries, last = [], 0, 0, -1
     for blk in blocks:
@@ -129,4 +130,4 @@ def scan(blocks, path, n_words, limit, check, line=0):
             i = nxt
         out.append((docs[:n], words[:n], counts[:n]))
         entries += n
-    return out, tokens, line, last
+    return out, tokens, line, last, None

@@ -224,13 +224,12 @@ def scan_float(b, i, n, value=True):
     return i, (0 if ok else 1), (-v if neg else v)
 
 
-# Each scanner compiled twice: a call, for any kernel (compiled without reference counting:
-# an array argument would be counted per token), and inlined, for the hot kernels that
-# allocate nothing and so are compiled without reference counting themselves.
+# Inlined, for the hot kernels that allocate nothing and so are compiled without reference
+# counting themselves; scan_int also as a call, for any kernel (compiled without reference
+# counting: an array argument would be counted per token).
 scan_int_inline = njit(inline="always", **_nb)(scan_int)
 scan_int = njit(_nrt=False, **_nb)(scan_int)
 scan_float_inline = njit(inline="always", **_nb)(scan_float)
-scan_float = njit(_nrt=False, **_nb)(scan_float)
 
 
 def py_float(tok):

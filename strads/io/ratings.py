@@ -467,26 +467,15 @@ class Ratings:
             out[a:b] = np.arange(p, p + b - a)
         return out
 
-    def position(self, k):
-        if self.pos is not None:
-            return int(self.pos[k])
-        a, p = max(s for s in self.segments if s[0] <= k)
-        return p + k - a
-
-    def _index(self, q):
-        """This worker's index of the rating at position ``q`` (None: another's)."""
-        if self.pos is not None:
-            k = np.searchsorted(self.pos, q)
-            return int(k) if k < self.pos.shape[0] and self.pos[k] == q else None
-        bounds = self.segments + [(self.n, None)]
-        for (a, p), (b, _) in zip(bounds[:-1], bounds[1:]):
-            if p <= q < p + b - a:
-                return a + q - p
-        return None
+    def position(self, k):  # (for a message)
+        return int(self.positions()[k])
 
     def line_of(self, peers, positions):
         """The lines of these positions (whoever read them), on every worker."""
-        found = {int(q): k for q in positions if (k := self._index(q)) is not None}
+        pos = self.positions()  # (rising: a part's blocks are in file order)
+        at = np.minimum(np.searchsorted(pos, positions), max(pos.shape[0] - 1, 0))
+        found = {int(q): int(k) for q, k in zip(positions, at.tolist())
+                 if pos.shape[0] and pos[k] == q}
         if found and self.lines is not None:
             found = {q: int(self.lines[k]) for q, k in found.items()}
         elif found:  # read the part again, keeping the lines of one block at a time

@@ -184,7 +184,8 @@ def parse_line(raw, path, lineno, n_docs, n_words):
 
 
 def scan(blocks, path, n_docs, n_words, limit, check):
-    """This worker's entries: [(docs, words, counts) of a block, 0-based], tokens."""
+    """This worker's entries: [(docs, words, counts) of a block, 0-based], tokens, and
+    (as :func:`strads.io.ldac.scan`'s) 0 lines, -1 last line, None."""
     out, tokens, entries = [], 0, 0
     for blk in blocks:
         if not blk.keep:
@@ -212,4 +213,4 @@ def scan(blocks, path, n_docs, n_words, limit, check):
             i = nxt
         out.append((docs[:n], words[:n], counts[:n]))
         entries += n
-    return out, tokens
+    return out, tokens, 0, -1, None

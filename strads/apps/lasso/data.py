@@ -168,31 +168,35 @@ def read_rows(peers, shard):
     return part
 
 
-def read_only(*arrays):
-    for a in arrays:
-        a.flags.writeable = False
-    return arrays
-
-
-def read_part(peers, shard):
+def read_part(peers, shard, classes=None):
     """This worker's rows of ``shard["file"]`` (and of its target): a shard as
-    :func:`strads.apps.lasso.row_block` makes them, with ``y``, and the facts worker 0
-    reports (``facts``; the other workers' is their row count)."""
+    :func:`strads.apps.lasso.row_block` makes them, with ``y``, their squared column norms
+    summed over every worker (``sq_norms``), and the facts worker 0 reports (``facts``; the
+    other workers' is their row count). ``classes(peers, y, first, name)``: logistic
+    regression's two labels, y then mapped to -1/+1 (the facts: ``q0`` and ``classes``
+    instead of ``xty`` and ``yy``)."""
     rows = read_rows(peers, shard)
     n_rows, y, first, n, p, kept = (rows[k] for k in ("n_rows", "y", "first", "n",
                                                       "n_features", "kept"))
     indptr, indices, data = rows["csc"]
     del rows
+    if classes is not None:
+        classes = classes(peers, y, first, shard.get("name", shard["file"]))
+        y = np.where(y == classes[1], 1.0, -1.0)
     sq = peers.allreduce(K.csc_sq_norms(indptr, data))
     X = sp.csc_matrix((data, indices, indptr), shape=(n_rows, indptr.shape[0] - 1),
                       copy=False)
     xty = peers.allreduce(np.asarray(X.T @ y, dtype=np.float64))
-    yy = float(peers.allreduce(np.array([float(y @ y)]))[0])
-    if peers.rank == 0:
-        facts = {"n": int(n), "n_features": int(p), "kept": kept, "sq_norms": sq,
-                 "xty": xty, "yy": yy, "n_rows": n_rows}
+    del X
+    if classes is None:
+        labels = {"xty": xty, "yy": float(peers.allreduce(np.array([float(y @ y)]))[0])}
     else:
-        facts = {"n_rows": n_rows}
-    read_only(indptr, indices, data, y)
+        labels = {"q0": xty, "classes": classes}
+    facts = {"n_rows": n_rows}
+    if peers.rank == 0:
+        facts = {"n": int(n), "n_features": int(p), "kept": kept, "sq_norms": sq, **labels,
+                 "n_rows": n_rows}
+    for a in (indptr, indices, data, y):
+        a.flags.writeable = False
     return {"csc": (indptr, indices, data), "n_rows": n_rows, "y": y, "first": first,
             "facts": facts, "sq_norms": sq}

@@ -215,16 +215,11 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
 
     def scan():
         if fmt == "uci":
-            out, tokens = uci.scan(blocks, path, header[0], header[1],
-                                   _token_limit(header[0], header[1]), check)
-            return out, tokens, 0, -1, None
+            return uci.scan(blocks, path, *header[:2], _token_limit(*header[:2]), check)
         if fmt == "ldac":
-            out, tokens, lines, last = ldac.scan(blocks, path, None if words is None
-                                                 else len(words), _token_limit(0, 0), check)
-            return out, tokens, lines, last, None
-        out, tokens, table, lines, last = text_docs.scan(blocks, path, stop_words,
-                                                         _token_limit(0, 0), check)
-        return out, tokens, lines, last, table
+            return ldac.scan(blocks, path, None if words is None else len(words),
+                             _token_limit(0, 0), check)
+        return text_docs.scan(blocks, path, stop_words, _token_limit(0, 0), check)
 
     out, tokens, lines, last, table = attempt(peers, scan)
     docs = np.concatenate([o[0] for o in out]) if out else np.zeros(0, np.int64)
@@ -333,12 +328,6 @@ def warmup():
     _draw_words(np.ones((1, 2)), i64, np.zeros(2), i64.copy())
 
 
-def _matrix_of(part):
-    X = sp.csr_matrix((part.counts, part.indices, part.indptr),
-                      shape=(part.n_docs, part.n_words))
-    return X
-
-
 def tokenize(line, stop_words=STOP_WORDS):
     return text_docs.tokenize(line, stop_words)
 
@@ -373,7 +362,7 @@ def load(path, fmt="auto", vocab=None, min_count=2):
     gzip-compressed (detected by its first bytes) and may start with a UTF-8 BOM.
     Returns ``(X, vocab)``, the whole corpus (one worker's :func:`read_part`)."""
     p = read_part(path, fmt, vocab, min_count)
-    return _matrix_of(p), p.vocab
+    return sp.csr_matrix((p.counts, p.indices, p.indptr), shape=(p.n_docs, p.n_words)), p.vocab
 
 
 def check(X, vocab=None, name="data"):

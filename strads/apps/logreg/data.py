@@ -10,19 +10,13 @@ norms and q0 = X'y (lambda_max), summed in worker order. Worker 0 reports them o
 with n, the number of features, the kept (non-empty) columns and the two labels.
 """
 import numpy as np
-import scipy.sparse as sp
 
 from ...errors import DataError
 from ...io.agree import refuse
 from ..lasso import data as _lasso_data
-from ..glm import kernels as K
 
 needs_rank0 = _lasso_data.needs_rank0
-
-
-def load(path, target=None):
-    """``(X, y)`` from a file, as the Lasso app reads it (y: the raw labels)."""
-    return _lasso_data.load(path, target)
+load = _lasso_data.load  # (y: the raw labels)
 
 
 def check(X, y, name="data"):
@@ -39,18 +33,23 @@ def check(X, y, name="data"):
         raise DataError(f"{name}: labels must be numbers, got dtype {np.asarray(y).dtype}")
     X, y = _lasso_data.check(X, y, name)
     classes = np.unique(y)
-    if classes.shape[0] == 1:
-        raise DataError(f"{name}: every label is {_fmt(classes[0])}: logistic regression "
-                        "needs samples of two classes")
-    if classes.shape[0] > 2:
-        shown = ", ".join(_fmt(c) for c in classes[:5]) + (", ..." if classes.shape[0] > 5
-                                                          else "")
-        i = _third(y)
-        raise DataError(f"{name}: {classes.shape[0]} distinct labels ({shown}): logistic "
-                        f"regression needs exactly two (sample {i + 1} has a third, "
-                        f"{_fmt(y[i])})")
+    if classes.shape[0] != 2:
+        i = _third(y) if classes.shape[0] > 2 else 0
+        raise DataError(_not_two(name, classes, i, y[i]))
     y_pm = np.where(y == classes[1], 1.0, -1.0)
     return X, y_pm, classes
+
+
+def _not_two(name, classes, i, v):
+    """The refusal of labels ``classes`` (sorted) that are not two; sample ``i`` (0-based)
+    holds the first third label, ``v``."""
+    if classes.shape[0] == 1:
+        return (f"{name}: every label is {_fmt(classes[0])}: logistic regression needs "
+                "samples of two classes")
+    shown = ", ".join(_fmt(c) for c in classes[:5]) + (", ..." if classes.shape[0] > 5
+                                                      else "")
+    return (f"{name}: {classes.shape[0]} distinct labels ({shown}): logistic regression "
+            f"needs exactly two (sample {i + 1} has a third, {_fmt(v)})")
 
 
 def _third(y):
@@ -97,46 +96,19 @@ def _classes(peers, y, first_row, name):
     few = np.unique(np.concatenate(peers.allgather(mine[:3])))
     if few.shape[0] == 2:
         return few
-    if few.shape[0] == 1:
-        msg = (f"{name}: every label is {_fmt(few[0])}: logistic regression needs "
-               "samples of two classes")
-    else:  # how many, and the first sample (in file order) with a third value
-        classes = np.unique(np.concatenate(peers.allgather(mine)))
-        shown = ", ".join(_fmt(c) for c in classes[:5]) + (", ..." if classes.shape[0] > 5
-                                                          else "")
+    i = v = None
+    if few.shape[0] > 2:  # how many, and the first sample (in file order) with a third value
+        few = np.unique(np.concatenate(peers.allgather(mine)))
         a = _first(peers.allgather(float(y[0]) if y.shape[0] else None))
         other = y[y != a]
         b = _first(peers.allgather(float(other[0]) if other.shape[0] else None))
         at = np.flatnonzero((y != a) & (y != b))
         i, v = _first(peers.allgather((first_row + int(at[0]), float(y[at[0]]))
                                       if at.shape[0] else None))
-        msg = (f"{name}: {classes.shape[0]} distinct labels ({shown}): logistic "
-               f"regression needs exactly two (sample {i + 1} has a third, {_fmt(v)})")
-    refuse(peers, msg)
+    refuse(peers, _not_two(name, few, i, v))
 
 
 def read_part(peers, shard):
-    """This worker's rows of the file (a shard as :func:`strads.apps.lasso.row_block`
-    makes them, with ``y`` in {-1, +1}), their squared column norms summed over every
-    worker (``sq_norms``), and the facts worker 0 reports (``facts``; the other workers'
-    is their row count)."""
-    rows = _lasso_data.read_rows(peers, shard)
-    indptr, indices, data = rows["csc"]
-    n_rows = rows["n_rows"]
-    y = rows["y"]
-    classes = _classes(peers, y, rows["first"], shard.get("name", shard["file"]))
-    y = np.where(y == classes[1], 1.0, -1.0)
-    sq = peers.allreduce(K.csc_sq_norms(indptr, data))
-    X = sp.csc_matrix((data, indices, indptr), shape=(n_rows, indptr.shape[0] - 1),
-                      copy=False)
-    q0 = peers.allreduce(np.asarray(X.T @ y, dtype=np.float64))
-    del X
-    if peers.rank == 0:
-        facts = {"n": int(rows["n"]), "n_features": int(rows["n_features"]),
-                 "kept": rows["kept"], "sq_norms": sq, "q0": q0, "classes": classes,
-                 "n_rows": n_rows}
-    else:
-        facts = {"n_rows": n_rows}
-    _lasso_data.read_only(indptr, indices, data, y)
-    return {"csc": (indptr, indices, data), "n_rows": n_rows, "y": y,
-            "first": rows["first"], "facts": facts, "sq_norms": sq}
+    """:func:`strads.apps.lasso.data.read_part` with the two labels agreed on, y in
+    {-1, +1}."""
+    return _lasso_data.read_part(peers, shard, _classes)

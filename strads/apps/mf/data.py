@@ -116,19 +116,28 @@ def dedupe(t, policy="error"):
         k = int(np.argmin(later))
         first = (f"line {int(t.lines[earlier[k]])}" if t.lines is not None
                  else f"entry {int(earlier[k])}")
-        raise DataError(f"{t.where(later[k])}: duplicate rating of user {t.users[later[k]]}"
-                        f", item {t.items[later[k]]} (first at {first}); pass duplicates="
-                        "'last' or 'mean' (--duplicates) to keep one")
-    start = np.concatenate([[True], ~dup])
-    group = np.cumsum(start) - 1
-    keep = order[np.flatnonzero(np.concatenate([start[1:], [True]]))]  # last of each group
-    if policy == "last":
-        r = t.ratings[keep]
-    else:
-        r = np.bincount(group, weights=t.ratings[order]) / np.bincount(group)
+        raise DataError(_duplicate(t.where(later[k]), t.users[later[k]], t.items[later[k]],
+                                   first))
+    keep, r = _collapse(order, dup, t.ratings, policy)
     return Triplets(t.users[keep], t.items[keep], r, t.path,
                     t.lines[keep] if t.lines is not None else None,
                     pos=t.pos[keep] if t.pos is not None else keep)
+
+
+def _duplicate(where, user, item, first):
+    return (f"{where}: duplicate rating of user {user}, item {item} (first at {first}); "
+            "pass duplicates='last' or 'mean' (--duplicates) to keep one")
+
+
+def _collapse(order, dup, r, policy):
+    """A pair's ratings (``order``: by pair, then position; ``dup``: same_pairs) as one:
+    (the index of its last, its rating by ``policy``)."""
+    start = np.concatenate([[True], ~dup])
+    group = np.cumsum(start) - 1
+    keep = order[np.flatnonzero(np.concatenate([start[1:], [True]]))]
+    if policy == "last":
+        return keep, r[keep]
+    return keep, np.bincount(group, weights=r[order]) / np.bincount(group)
 
 
 def _pair_keys(users, items):
@@ -145,17 +154,10 @@ def _pair_keys(users, items):
 
 
 def unique_inverse(ids):
-    """``np.unique(ids, return_inverse=True)``, in linear time when the ids are
-    non-negative integers no larger than a few times their count (1..m, as in every
-    rating file we know), by a sort otherwise."""
-    if ids.shape[0] and ids.dtype.kind in "iu":
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo >= 0 and hi < 4 * ids.shape[0] + (1 << 20):
-            present = np.zeros(hi + 1, bool)
-            present[ids] = True
-            pos = np.cumsum(present) - 1
-            return np.flatnonzero(present).astype(ids.dtype), pos[ids]
-    return np.unique(ids, return_inverse=True)
+    """``np.unique(ids, return_inverse=True)`` (the inverse int32), by tables where the
+    ids span no more than a few times their count (1..m, as in every rating file)."""
+    out = distinct(ids)
+    return out, dense_ids(out, ids)
 
 
 @dataclass
@@ -360,11 +362,17 @@ def _expected_pairs(pu, pi, draws):
     return float(cu @ f @ ci)
 
 
-def make_problem_part(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
-                      alpha=0.7, seed=0, part=0, n_parts=1):
-    """Part ``part`` of ``n_parts`` of :func:`make_problem`: its chunks of users, each
-    drawn from a random stream of its own, so the problem does not depend on how many
-    parts it is made in. ``pos``: each rating's position in the whole problem."""
+def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
+                 alpha=0.7, seed=0, part=0, n_parts=1):
+    """Deterministic low-rank-plus-noise ratings with power-law degrees.
+
+    User and item popularities follow Zipf weights (k+1)^-alpha, shuffled over the ids;
+    each user's number of ratings is drawn by popularity (a multinomial, capped at the
+    items), and its items by item popularity without repeats. r = 3 + u.v / sqrt(rank) +
+    noise * N(0, 1) with u, v standard normal. Returns :class:`Triplets`, of part
+    ``part`` of ``n_parts``: its chunks of users, each drawn from a random stream of its
+    own, so that the problem does not depend on how many parts it is made in (``pos``:
+    each rating's position in the whole problem)."""
     pu, pi, cdf, deg = _problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed)
     V = np.random.default_rng([seed, 0x6D66, 4]).standard_normal((n_items, rank))
     VT = np.ascontiguousarray(V.T)
@@ -435,24 +443,13 @@ def _chunk_pairs(rng, users, deg, cdf, pi, n_items):
     return keys
 
 
-def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
-                 alpha=0.7, seed=0):
-    """Deterministic low-rank-plus-noise ratings with power-law degrees.
-
-    User and item popularities follow Zipf weights (k+1)^-alpha, shuffled over the ids;
-    each user's number of ratings is drawn by popularity (a multinomial, capped at the
-    items), and its items by item popularity without repeats, from a random stream of
-    its chunk of users (so any number of workers can each make its own users'). r = 3 +
-    u.v / sqrt(rank) + noise * N(0, 1) with u, v standard normal. Returns
-    :class:`Triplets` (every part of :func:`make_problem_part`).
-    """
-    return make_problem_part(n_users, n_items, n_ratings, rank, noise, alpha, seed)
+make_problem_part = make_problem  # (a part of it: ``part``, ``n_parts``)
 
 
 # -- each worker's share (parallel loading) ------------------------------------------------
 def _generated(peers, spec):
     """A worker's part of the built-in problem (chunks of users from the seed)."""
-    t = make_problem_part(*spec, part=peers.rank, n_parts=peers.size)
+    t = make_problem(*spec, part=peers.rank, n_parts=peers.size)
     out = rating_io.Ratings()
     out.path, out.u, out.i, out.r, out.pos = "built-in", t.users, t.items, t.ratings, t.pos
     out.total = sum(peers.allgather(t.ratings.shape[0]))
@@ -511,24 +508,16 @@ def _dedupe(peers, src, policy, groups, pos, r, raw):
         if cands:
             later, earlier, uu, ii = min(cands)
             lines = src.line_of(peers, [later, earlier])
-            where = (f"{src.path}:{lines[later]}" if later in lines
-                     else f"{src.path}: entry {later}")
             first = (f"line {lines[earlier]}" if earlier in lines else f"entry {earlier}")
-            refuse(peers, f"{where}: duplicate rating of user {uu}, item {ii} "
-                   f"(first at {first}); pass duplicates='last' or 'mean' "
-                   "(--duplicates) to keep one")
+            refuse(peers, _duplicate(_where(src.path, lines, later), uu, ii, first))
         return order, None
     if not dup.any():
         return order, None
-    start = np.concatenate([[True], ~dup])
-    group = np.cumsum(start) - 1
-    last = np.flatnonzero(np.concatenate([start[1:], [True]]))
-    keep = order[last]
-    if policy == "last":
-        vals = r[keep]
-    else:
-        vals = np.bincount(group, weights=r[order]) / np.bincount(group)
-    return keep, vals
+    return _collapse(order, dup, r, policy)
+
+
+def _where(path, lines, p):  # the rating at position p: its line, when lines has it
+    return f"{path}:{lines[p]}" if p in lines else f"{path}: entry {p}"
 
 
 _TILE = 1 << 20  # bytes of Y's rows a pass of _products reads (docs/scaling.md)
@@ -593,9 +582,7 @@ def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
     cold = sum(g[0] for g in got)
     if cold and o["cold_start"] == "error":
         p, what, raw = min(g[1] for g in got if g[1] is not None)
-        lines = tsrc.line_of(peers, [p])
-        where = f"{tsrc.path}:{lines[p]}" if p in lines else f"{tsrc.path}: entry {p}"
-        refuse(peers, f"{where}: {what} {raw} {_COLD}")
+        refuse(peers, f"{_where(tsrc.path, tsrc.line_of(peers, [p]), p)}: {what} {raw} {_COLD}")
     tu = np.minimum(tu, m).astype(np.int32)
     ti = np.minimum(ti, n).astype(np.int32)
     if c and o["cold_start"] == "skip":
