@@ -354,7 +354,8 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
     :func:`coordinate_steps`, a larger one moves to the exact minimiser of its
     quadratic model 1/2 d'G_g d - q_g'd + thresh |w_g + d|_1 (G_g from ``gram``, as
     :func:`group_gram_sparse` lays it out), by :func:`cd_dense` to ``rtol`` of its
-    first move in at most ``passes`` (GROUP_RTOL, GROUP_PASSES); both with relaxation
+    first move (GROUP_FLOOR of its size at least) in at most ``passes`` (GROUP_RTOL,
+    GROUP_PASSES); both with relaxation
     ``step``. ``delta`` gets the changes; returns the l1 change."""
     d_l1 = 0.0
     off = 0
@@ -372,15 +373,20 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
         b = b0.copy()
         qq = q[a0:a0 + k].copy()
         worst = 0.0  # the largest first move, in the norm of its column
+        scale = 0.0  # the coefficients' and gradients' size, in the same norm
         for t in range(k):
             if G[t, t] > 0.0:
+                root = np.sqrt(G[t, t])
                 d = soft(qq[t] + G[t, t] * b[t], G[t, t], thresh) - b[t]
-                worst = max(worst, abs(d) * np.sqrt(G[t, t]))
+                worst = max(worst, abs(d) * root)
+                scale = max(scale, abs(b[t]) * root + abs(qq[t]) / root)
         if worst > 0.0:
             c = gram_c(G, qq, b)
             hist = np.empty((6, k))
             state = np.zeros(1, dtype=np.int64)
-            cd_dense(G, qq, b, c, thresh, rtol * worst, passes, hist, state, True)
+            # a first move near rounding would ask for moves below it, which never stop
+            tol = max(rtol * worst, GROUP_FLOOR * scale)
+            cd_dense(G, qq, b, c, thresh, tol, passes, hist, state, True)
         for t in range(k):
             j = cols[a0 + t]
             new = b0[t] + step * (b[t] - b0[t])
@@ -390,6 +396,9 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
     return d_l1
 
 
-# a group's solve: to this share of its first move, in at most this many passes
+# a group's solve: to this share of its first move (but no finer than this share of its
+# coefficients' and gradients' size: moves below it are rounding), in at most this many
+# passes
 GROUP_RTOL = 1e-6
+GROUP_FLOOR = 1e-13
 GROUP_PASSES = 1000
