@@ -108,24 +108,35 @@ def best_of(repeat, runs):
     return times, best
 
 
-def libmf_run(p, rank, lam, iters, eta=0.1):
-    """LIBMF's SGD, one thread, L2 only, on p's training ratings -> (seconds, RMSE on p's
-    held-out ratings)."""
+def libmf_fit(X, rank, lam, iters, eta=0.1, threads=1):
+    """LIBMF's SGD, L2 only, on X (float32 rows: user, item, rating from 0) -> (its fit()'s
+    seconds, the model)."""
     import contextlib
-
-    import numpy as np
     with contextlib.redirect_stdout(open(os.devnull, "w")):
         from libmf import mf as libmf
-    X = np.column_stack([p.users, p.items, p.ratings]).astype(np.float32)
-    model = libmf.MF(k=rank, nr_threads=1, nr_iters=iters, lambda_p1=0.0, lambda_q1=0.0,
-                     lambda_p2=lam, lambda_q2=lam, eta=eta, quiet=True)
+    model = libmf.MF(k=rank, nr_threads=threads, nr_iters=iters, lambda_p1=0.0,
+                     lambda_q1=0.0, lambda_p2=lam, lambda_q2=lam, eta=eta, quiet=True)
     t0 = time.perf_counter()
     model.fit(X)
-    wall = time.perf_counter() - t0
+    return time.perf_counter() - t0, model
+
+
+def libmf_rmse(model, users, items, ratings):
+    """A LIBMF model's RMSE on these ratings, scored from its factors (the wrapper's
+    predict() is wrong)."""
+    import numpy as np
     P, Q = model.p_factors().astype(np.float64), model.q_factors().astype(np.float64)
-    # the wrapper's predict() is wrong: scored from the factors
-    e = p.test_ratings - np.einsum("ij,ij->i", P[p.test_users], Q[p.test_items])
-    return wall, float(np.sqrt(e @ e / e.shape[0]))
+    e = ratings - np.einsum("ij,ij->i", P[users], Q[items])
+    return float(np.sqrt(e @ e / e.shape[0]))
+
+
+def libmf_run(p, rank, lam, iters, eta=0.1):
+    """LIBMF's SGD, one thread, on p's training ratings -> (seconds, RMSE on p's held-out
+    ratings)."""
+    import numpy as np
+    X = np.column_stack([p.users, p.items, p.ratings]).astype(np.float32)
+    wall, model = libmf_fit(X, rank, lam, iters, eta)
+    return wall, libmf_rmse(model, p.test_users, p.test_items, p.test_ratings)
 
 
 def read_trace(path):
@@ -133,6 +144,19 @@ def read_trace(path):
     import numpy as np
     t = np.atleast_1d(np.genfromtxt(path, delimiter=",", names=True))
     return {k: t[k].astype(np.float64) for k in t.dtype.names or ()} if t.size else {}
+
+
+def tomotopy_model(docs, K, alpha, beta):
+    """tomotopy's LDA on ``docs`` (lists of word names; empty ones left out), as a timed
+    sweep starts: no burn-in, no hyper-parameter optimisation (then ``m.train(0)``)."""
+    import tomotopy as tp
+    m = tp.LDAModel(k=K, alpha=alpha, eta=beta, seed=0)
+    for words in docs:
+        if words:
+            m.add_doc(words)
+    m.optim_interval = 0
+    m.burn_in = 0
+    return m
 
 
 def tomotopy_loglik(m, n_words, K, alpha, beta, first_id=0):

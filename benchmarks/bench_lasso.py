@@ -1,92 +1,136 @@
-"""Lasso: time to reach f* (1 + 1e-6), side by side with scikit-learn, skglm and celer.
-Method and figures: docs/benchmarks.md."""
+"""The Lasso and (``--app logreg``) the sparse logistic regression: time to reach
+f* (1 + 1e-6), side by side with scikit-learn, skglm and celer (logreg: skglm and
+scikit-learn's liblinear and saga). Method and figures: docs/benchmarks.md."""
 import argparse
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from _common import one_and_mpi, peer_time, read_trace, timed_cli, to_target
-from strads.apps import lasso
+from strads.apps import lasso, logreg
 from strads.apps.lasso.data import make_problem
+from strads.apps.logreg.data import make_problem as logreg_problem
 
 RTOL = 1e-6
+FITS = {lasso: (RTOL / 10, {"max_rounds": 3}), logreg: (RTOL, {"tol": 1e-3})}  # tol, warm-up
+STAR_TOL = {lasso: 1e-13, logreg: 1e-10}
+ALL = ("working-set", "priority", "round-robin", "random")
 
 
-def ours(X, y, lam, target, time_limit=120, max_rounds=10**7, **kw):
-    """-> (seconds to target, updates to target, result)."""
-    t, hit, _, res = to_target(lambda **k: lasso.fit(X, y, lam=lam, **k), target,
-                               {"max_rounds": 3}, tol=RTOL / 10, max_rounds=max_rounds,
-                               time_limit=time_limit, **kw)
-    return t, hit["updates"] if hit else float("nan"), res
-
-
-def _best(times):
+def _least(times):
     """The least of the times that are not nan (a target not reached), else nan."""
     ok = [t for t in times if t == t]
     return min(ok) if ok else float("nan")
 
 
-def compare(name, X, y, lam, schedules=("working-set", "priority", "round-robin",
-                                        "random"), time_limit=120, repeat=1, peers=True):
-    """Time every schedule (and, with ``peers``, scikit-learn, skglm and celer) to
-    f*(1 + RTOL): f* scikit-learn's at tol 1e-10, or, without peers (near-duplicate
-    columns, on which its coordinate descent crawls), the working-set schedule's at
-    tol 1e-13."""
+def strads_star(app, X, y, lam):
+    """strads' objective at tol 1e-13 (Lasso) or 1e-10 (logreg), after a warm-up."""
+    app.fit(X, y, lam=lam, tol=1e-3, quiet=True)
+    return app.fit(X, y, lam=lam, tol=STAR_TOL[app], max_rounds=10**6, quiet=True).objective
+
+
+def lasso_peers(X, y, lam):
+    """-> (name -> (make(tol), the seconds its fits may take)), f*'s reference:
+    scikit-learn's objective at tol 1e-10."""
+    from celer import Lasso as CLasso
+    from skglm import Lasso as GLasso
     from sklearn.linear_model import Lasso as SKLasso
 
-    if peers:
-        from celer import Lasso as CLasso
-        from skglm import Lasso as GLasso
+    makers = {
+        "scikit-learn": lambda tol: SKLasso(alpha=lam, fit_intercept=False, tol=tol,
+                                            max_iter=100000),
+        "skglm": lambda tol: GLasso(alpha=lam, fit_intercept=False, tol=tol, max_iter=1000),
+        "celer": lambda tol: CLasso(alpha=lam, fit_intercept=False, tol=tol, max_iter=1000)}
+    for make in makers.values():
+        make(1e-2).fit(X[:50], y[:50])  # warm-up (numba in skglm/celer)
+    ref = makers["scikit-learn"](1e-10).fit(X, y)
+    return ({k: (make, float("inf")) for k, make in makers.items()},
+            {"scikit-learn": lasso.objective(X, y, ref.coef_, lam)})
 
-        ref = SKLasso(alpha=lam, fit_intercept=False, tol=1e-10, max_iter=100000).fit(X, y)
-        target = lasso.objective(X, y, ref.coef_, lam) * (1 + RTOL)
-        makers = {
-            "scikit-learn": lambda tol: SKLasso(alpha=lam, fit_intercept=False, tol=tol,
-                                                max_iter=100000),
-            "skglm": lambda tol: GLasso(alpha=lam, fit_intercept=False, tol=tol,
-                                        max_iter=1000),
-            "celer": lambda tol: CLasso(alpha=lam, fit_intercept=False, tol=tol,
-                                        max_iter=1000),
-        }
-        for make in makers.values():
-            make(1e-2).fit(X[:50], y[:50])  # warm-up (numba in skglm/celer)
-        peers = {peer: _best([peer_time(make, lambda w: lasso.objective(X, y, w, lam), X, y,
-                                        target)[0] for _ in range(repeat)])
-                 for peer, make in makers.items()}
-    else:
-        ref = lasso.fit(X, y, lam=lam, tol=1e-13, max_rounds=10**6, quiet=True)
-        target = lasso.objective(X, y, ref.model["coef"], lam) * (1 + RTOL)
-        peers = {}
+
+def logreg_peers(X, y, lam, saga=True):
+    """-> (name -> (make(tol), the seconds its fits may take)), f*'s references: the
+    objectives of liblinear (its iterations bounded: at tol 1e-10 it may spin on
+    rounding), skglm and strads at tol 1e-10."""
+    from skglm import SparseLogisticRegression
+    from sklearn.linear_model import LogisticRegression
+
+    n = X.shape[0]
+
+    def liblinear(tol, max_iter=1000):
+        return LogisticRegression(penalty="l1", solver="liblinear", C=1 / (n * lam),
+                                  fit_intercept=False, tol=tol, max_iter=max_iter)
+
+    def glm(tol):
+        return SparseLogisticRegression(alpha=lam, fit_intercept=False, tol=tol,
+                                        max_iter=100)
+
+    def sag(tol):
+        return LogisticRegression(penalty="l1", solver="saga", C=1 / (n * lam),
+                                  fit_intercept=False, tol=tol, max_iter=100)
+
+    glm(1e-2).fit(X[:50], y[:50])  # numba warm-up of skglm
+    refs = {k: logreg.objective(X, y, make(1e-10).fit(X, y).coef_.ravel(), lam)
+            for k, make in (("liblinear", lambda tol: liblinear(tol, 100)), ("skglm", glm))}
+    refs["strads"] = strads_star(logreg, X, y, lam)
+    peers = {"skglm": (glm, 120.0), "liblinear": (liblinear, 120.0)}
+    return dict(peers, **({"saga": (sag, 60.0)} if saga else {})), refs
+
+
+def compare(app, name, X, y, lam, peers=None, schedules=ALL, time_limit=120, repeat=1,
+            **kw):
+    """Time every schedule of ``app`` (``kw``: more of its fit's arguments) and the
+    ``peers`` ((peers, refs) of lasso_peers or logreg_peers) to f*(1 + RTOL), f* the least
+    of the references, else (no peers: near-duplicate columns, on which their coordinate
+    descent crawls) strads' own. Peers: the whole fit at the first of decreasing
+    tolerances that reaches the target; strads: the set-up and the loop to the first
+    logged round there (:func:`_common.to_target`)."""
+    peers, refs = peers or ({}, {"strads": strads_star(app, X, y, lam)})
+    f_star = min(refs.values())
+    target = f_star * (1 + RTOL)
     best = f" (best of {repeat})" if repeat > 1 else ""
-    print(f"\n== {name}: X {X.shape}, lambda {lam:.4g}, target f*(1+{RTOL:g}){best}")
-    for peer, t in peers.items():
-        print(f"  {peer:14s} {t:8.3f} s")
+    print(f"\n== {name}: X {X.shape}" + (f", {X.nnz:,} non-zeros" if hasattr(X, "nnz")
+                                          else "") +
+          f", lambda {lam:.4g} (lambda_max / {app.lambda_max(X, y) / lam:.0f}), target "
+          f"f*(1+{RTOL:g}){best}, f* = {f_star:.12g} (from {min(refs, key=refs.get)})")
+    times = {}
+    for peer, (make, budget) in peers.items():
+        runs = [peer_time(make, lambda w: app.objective(X, y, w, lam), X, y, target, budget)
+                for _ in range(repeat)]
+        t, tol = min([r for r in runs if r[0] == r[0]] or runs[:1])
+        times[peer] = t
+        if t == t:
+            print(f"  {peer:22s} {t:8.3f} s  (tol {tol:g})")
+        else:
+            print(f"  {peer:22s}      --   (target not reached; best relative error "
+                  f"{(tol - f_star) / f_star:.1e})")
+    tol, warm = FITS[app]
     rows, runs, hits = {}, {}, {}
     for rep in range(repeat):  # the schedules take turns
         for sched in schedules:
             # the same trajectory every time: after the first run, stop at the target
-            stop = hits[sched] + 1 if hits.get(sched) is not None else 10**7
-            t, u, res = ours(X, y, lam, target, schedule=sched, time_limit=time_limit,
-                             max_rounds=stop)
+            stop = hits[sched]["round"] + 1 if hits.get(sched) else 10**7
+            t, hit, total, res = to_target(lambda **k: app.fit(X, y, lam=lam, **k), target,
+                                           warm, tol=tol, max_rounds=stop, schedule=sched,
+                                           time_limit=time_limit, **kw)
             old_t, old_u = rows.get(sched, (np.nan, np.nan))
-            rows[sched] = (_best([t, old_t]), u if u == u else old_u)
+            rows[sched] = (_least([t, old_t]), hit["updates"] if hit else old_u)
             if rep == 0:
-                runs[sched] = res
-                hit = [row["round"] for row in res.trace if row["objective"] <= target]
-                hits[sched] = hit[0] if hit else None
+                runs[sched], hits[sched] = (res, total), hit
     for sched in schedules:
-        t, u = rows[sched]
-        res = runs[sched]
-        hit = [row["round"] for row in res.trace if row["objective"] <= target]
-        note = f"  (target at round {hit[0]} of {res.rounds})" if hit else \
-            f"  (target not reached in {time_limit} s, {res.rounds} rounds)"
-        print(f"  strads {sched:12s} {t:8.3f} s  {u:>10} updates{note}")
-    best = np.nanmin(list(peers.values())) if peers else np.nan
-    if "working-set" in rows and peers:
+        (t, u), (res, total), hit = rows[sched], runs[sched], hits[sched]
+        at = (f"target at round {hit['round']} of {res.rounds}" if hit else
+              f"target not reached in {time_limit} s, {res.rounds} rounds")
+        full = res.extra.get("full_rounds")
+        print(f"  strads {sched:12s} {t:8.3f} s  {u:>10} updates  ({at}"
+              + (f", {full} full" if full is not None else "") + f"; the whole fit: "
+              f"{res.updates} updates, {total:.3f} s, {res.stop_reason})")
+    if "working-set" in rows and times:
         t = rows["working-set"][0]
-        print(f"  ratio strads working-set / best peer {t / best:.2f}   / scikit-learn "
-              f"{t / peers['scikit-learn']:.2f}")
+        print(f"  ratio strads working-set / best peer {t / np.nanmin(list(times.values())):.2f}"
+              + "".join(f"   / {k} {t / v:.2f}" for k, v in times.items()))
     if "priority" in rows:
         t = rows["priority"][0]
         for sched in ("round-robin", "random"):
@@ -102,51 +146,82 @@ def main():
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1)
-    ap = argparse.ArgumentParser()
+    warnings.filterwarnings("ignore")  # liblinear's and saga's convergence warnings
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--app", choices=("lasso", "logreg"), default="lasso")
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--mpi", action="store_true")
     ap.add_argument("--mpi-only", action="store_true")
+    ap.add_argument("--no-saga", action="store_true", help="logreg: without saga")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="time every fit N times, taking turns, and report the best")
-    ap.add_argument("--problems", default="a,b,c,d,e,f,file",
-                    help="which of the problems (a) to (f) to run, and 'file': (d) from "
-                         "LIBSVM in one process and under mpiexec (default: all)")
+    ap.add_argument("--problems", help="which of the problems (a) to (f) to run, and "
+                    "'file': (d) from LIBSVM in one process and under mpiexec (default: "
+                    "all; logreg: (a) to (c))")
     args = ap.parse_args()
     k = 10 if args.small else 1
-    problems = set(args.problems.split(","))
+    problems = set((args.problems or "a,b,c,d,e,f,file").split(","))
     if not args.mpi_only:
-        peers(k, args.repeat, problems)
-        if "file" in problems:
+        (peers if args.app == "lasso" else logreg_problems)(k, args.repeat, problems, args)
+        if "file" in problems and args.app == "lasso":
             from_file(k, args.repeat)
     if args.mpi or args.mpi_only:
-        mpi(k)
+        (mpi if args.app == "lasso" else logreg_mpi)(k)
 
 
-def peers(k, repeat=1, problems=("a", "b", "c")):
+def logreg_problems(k, repeat, problems, args):
+    if "a" in problems:
+        X, y, _ = logreg_problem(5000 // k, 100_000 // k, density=0.002 * k,
+                                 n_informative=200 // k, corr=0.5, seed=0)
+        lam = logreg.lambda_max(X, y) / 20
+        compare(logreg, "(a) sparse", X, y, lam, logreg_peers(X, y, lam, not args.no_saga),
+                ("working-set",), repeat=repeat)
+    if "b" in problems:
+        X, y, _ = logreg_problem(2000 // k, 5000 // k, n_informative=200 // k, corr=0.6,
+                                 dense=True, seed=0)
+        lam = logreg.lambda_max(X, y) / 20
+        compare(logreg, "(b) dense AR(1)", X, y, lam,
+                logreg_peers(X, y, lam, not args.no_saga), ("working-set",), repeat=repeat)
+    if "c" in problems:  # the STRADS schedules side by side, where they all finish
+        X, y, _ = logreg_problem(1000 // k, 500 // k, n_informative=50 // k, corr=0.5,
+                                 dense=True, seed=0)
+        compare(logreg, "(c) Jacobi schedules, dense, block 32", X, y,
+                logreg.lambda_max(X, y) / 20, time_limit=60, repeat=repeat, block=32)
+
+
+def logreg_mpi(k):
+    flags = ["--n-samples", str(5000 // k), "--n-features", str(100_000 // k),
+             "--density", str(0.002 * k), "--n-informative", str(200 // k),
+             "--lambda-ratio", "0.05", "--tol", "1e-6"]
+    print(f"\n== MPI: problem (a) from the CLI, {' '.join(flags)} (loop wall_s)")
+    one_and_mpi(["strads.apps.logreg", *flags])
+
+
+def peers(k, repeat, problems, args=None):
     if "a" in problems:
         X, y, _ = make_problem(5000 // k, 200_000 // k, density=0.002 * k,
                                n_informative=200 // k, corr=0.5, seed=0)
-        compare("(a) sparse", X, y, 0.05 * lasso.lambda_max(X, y), repeat=repeat)
+        lam = 0.05 * lasso.lambda_max(X, y)
+        compare(lasso, "(a) sparse", X, y, lam, lasso_peers(X, y, lam), repeat=repeat)
     if "b" in problems:
         X, y, _ = make_problem(2000 // k, 10_000 // k, n_informative=1000 // k, corr=0.6,
                                snr=3, dense=True, seed=0)
-        compare("(b) dense AR(1)", X, y, lasso.lambda_max(X, y) / 100,
-                schedules=("working-set", "priority", "round-robin", "random"), time_limit=60,
+        lam = lasso.lambda_max(X, y) / 100
+        compare(lasso, "(b) dense AR(1)", X, y, lam, lasso_peers(X, y, lam), time_limit=60,
                 repeat=repeat)
     if "c" in problems:
         # the Jacobi schedules side by side, where they all finish: smaller, correlated
         X, y, _ = make_problem(500 // k, 2000 // k, n_informative=100 // k, corr=0.6,
                                snr=3, dense=True, seed=0)
-        compare("(c) dense AR(1), Jacobi schedules", X, y, lasso.lambda_max(X, y) / 20,
-                schedules=("priority", "round-robin", "random"), repeat=repeat)
+        lam = lasso.lambda_max(X, y) / 20
+        compare(lasso, "(c) dense AR(1), Jacobi schedules", X, y, lam,
+                lasso_peers(X, y, lam), ALL[1:], repeat=repeat)
     # near-duplicate columns (issue 30): the Jacobi schedules against priority's groups
     for name, kw in CORRELATED.items():
         if name[1] in problems:
             X, y = lasso.near_duplicates(**_scaled(kw, k))
-            compare(f"{name} {_describe(kw)}, Jacobi schedules", X, y,
-                    lasso.lambda_max(X, y) / 10, schedules=("priority", "round-robin",
-                                                            "random"),
-                    time_limit=30, repeat=repeat, peers=False)
+            compare(lasso, f"{name} {_describe(kw)}, Jacobi schedules", X, y,
+                    lasso.lambda_max(X, y) / 10, None, ALL[1:], time_limit=30, repeat=repeat)
 
 
 #: the correlated problems: groups of near-duplicate columns (lasso.near_duplicates),
@@ -178,8 +253,7 @@ def from_file(k, repeat=1):
 
     X, y = lasso.near_duplicates(**_scaled(CORRELATED["(d)"], k))
     lam = lasso.lambda_max(X, y) / 10
-    ref = lasso.fit(X, y, lam=lam, tol=1e-13, max_rounds=10**6, quiet=True)
-    target = lasso.objective(X, y, ref.model["coef"], lam) * (1 + RTOL)
+    target = strads_star(lasso, X, y, lam) * (1 + RTOL)
     print(f"\n== (d) from LIBSVM, priority, target f*(1+{RTOL:g}), --time-limit 120")
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "d.svm")

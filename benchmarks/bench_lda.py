@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import read_trace, run_cli, tomotopy_loglik  # noqa: E402
+from _common import read_trace, run_cli, tomotopy_loglik, tomotopy_model  # noqa: E402
 from strads.apps import lda as app  # noqa: E402
 from strads.apps.lda.data import make_corpus  # noqa: E402
 
@@ -39,14 +39,8 @@ def peer_lda(X, K, sweeps):
 def peer_tomotopy(X, K, sweeps):
     import tomotopy as tp
 
-    m = tp.LDAModel(k=K, alpha=ALPHA, eta=BETA, seed=0)
-    for d in range(X.shape[0]):
-        a, b = X.indptr[d], X.indptr[d + 1]
-        words = np.repeat(X.indices[a:b], X.data[a:b])
-        if words.size:
-            m.add_doc([str(w) for w in words])
-    m.optim_interval = 0
-    m.burn_in = 0
+    docs = (np.repeat(X.indices[a:b], X.data[a:b]) for a, b in zip(X.indptr, X.indptr[1:]))
+    m = tomotopy_model(([str(w) for w in words] for words in docs), K, ALPHA, BETA)
     m.train(0, workers=1)  # initialise outside the timing
     t = time.perf_counter()
     m.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)

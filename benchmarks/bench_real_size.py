@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import MPIEXEC, read_trace, tomotopy_loglik
+from _common import (MPIEXEC, libmf_fit, libmf_rmse, read_trace, tomotopy_loglik,
+                     tomotopy_model)
 
 HERE = Path(__file__).resolve()
 PY = sys.executable
@@ -260,11 +261,7 @@ def _peak_mb():
 
 
 def peer_libmf(a):
-    import contextlib
-
     import pandas as pd
-    with contextlib.redirect_stdout(open(os.devnull, "w")):
-        from libmf import mf as libmf
     t0 = time.perf_counter()
     kw = dict(sep="\t", header=None, usecols=[0, 1, 2], dtype=np.int32, engine="c")
     tr = pd.read_csv(a["train"], **kw).to_numpy()
@@ -273,32 +270,22 @@ def peer_libmf(a):
     X[:, 0], X[:, 1], X[:, 2] = tr[:, 0] - 1, tr[:, 1] - 1, tr[:, 2]
     del tr
     load = time.perf_counter() - t0
-    m = libmf.MF(k=a["rank"], nr_threads=a["threads"], nr_iters=a["iters"], lambda_p1=0.0,
-                 lambda_q1=0.0, lambda_p2=a["lam"], lambda_q2=a["lam"], eta=0.1, quiet=True)
-    t1 = time.perf_counter()
-    m.fit(X)
-    fit = time.perf_counter() - t1
+    fit, m = libmf_fit(X, a["rank"], a["lam"], a["iters"], threads=a["threads"])
     peak = _peak_mb()
-    P, Q = m.p_factors(), m.q_factors()
-    e = te[:, 2] - np.einsum("ij,ij->i", P[te[:, 0] - 1], Q[te[:, 1] - 1])
     return dict(load_s=load, fit_s=fit, per_iter_s=fit / a["iters"], total_s=load + fit,
-                peak_mb=[peak], test_rmse=float(np.sqrt(np.mean(e.astype(np.float64) ** 2))))
+                peak_mb=[peak], test_rmse=libmf_rmse(m, te[:, 0] - 1, te[:, 1] - 1, te[:, 2]))
 
 
 def peer_tomotopy(a):
     import pandas as pd
-    import tomotopy as tp
     t0 = time.perf_counter()
     x = pd.read_csv(a["data"], sep=" ", header=None, skiprows=3, dtype=np.int32,
                     engine="c").to_numpy()
-    m = tp.LDAModel(k=a["K"], alpha=a["alpha"], eta=a["beta"], seed=0)
     names = np.array([str(w) for w in range(a["words"] + 1)], dtype=object)
     cuts = np.flatnonzero(np.diff(x[:, 0])) + 1
-    for d, w, c in zip(np.split(x[:, 0], cuts), np.split(x[:, 1], cuts), np.split(x[:, 2], cuts)):
-        m.add_doc(names[np.repeat(w, c)].tolist())
+    m = tomotopy_model((names[np.repeat(w, c)].tolist() for w, c in zip(
+        np.split(x[:, 1], cuts), np.split(x[:, 2], cuts))), a["K"], a["alpha"], a["beta"])
     del x
-    m.optim_interval = 0
-    m.burn_in = 0
     m.train(0, workers=a["workers"])
     load = time.perf_counter() - t0
     sweeps = []

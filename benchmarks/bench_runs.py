@@ -1,12 +1,16 @@
 """The apps' command lines, measured from summary.json: ``threads`` (every core in one
 process: ``--workers 2`` against ``--workers 1``), ``ranks`` (rank 0's share of memory and
 traffic), ``scaling`` (bytes per round and memory as the workers grow, against the model of
-docs/scaling.md) and ``checkpoint`` (what checkpoints cost). Method and figures:
+docs/scaling.md), ``checkpoint`` (what checkpoints cost) and ``leaderless`` (who runs the
+scheduler: the three layouts side by side, under mpiexec). Method and figures:
 docs/benchmarks.md."""
 import argparse
+import json
 import os
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from _common import ROOT, best_of, lasso_svm, listed, run_cli, timed_cli
 
@@ -79,7 +83,6 @@ def scaling(a, s, tmp):
         # a slice (V / W words) of the packed word-topic table from the ring neighbour: 6
         # bytes a non-zero (the final model's count) and 8 a word; the others' topic-total
         # changes, 8 bytes a topic
-        import numpy as np
         nnz = np.count_nonzero(np.load(Path(out, "model.npz"))["word_topic"])
         return (6 * nnz + 8 * LD["V"]) / W + 8 * (W - 1) * LD["K"]
 
@@ -128,6 +131,106 @@ def checkpoint(a, s):
               f"{size[0] / 1e6:.0f} MB on disk", flush=True)
 
 
+MODES = {  # app: flags (built-in problems, a fixed amount of work)
+    "lasso": ["--schedule", "priority", "--n-features", "20000", "--max-rounds", "3000",
+              "--tol", "0"],
+    "mf": ["--n-users", "100000", "--n-items", "20000", "--n-ratings", "3000000",
+           "--iters", "5", "--tol", "0", "--bias", "mean"],
+    "lda": ["--n-docs", "20000", "--n-words", "5000", "--sweeps", "10", "--topics", "100"],
+}
+REBALANCE = {
+    "lda": ["--n-docs", "4000", "--sweeps", "40", "--topics", "100"],  # the issue's run
+    "lasso": ["--schedule", "round-robin", "--n-samples", "30000", "--n-features", "4000",
+              "--density", "0.02", "--max-rounds", "5000", "--tol", "0"],
+}
+
+
+def run(app, n, flags, out, env=None):
+    return run_cli([f"strads.apps.{app}", *flags, "--log-interval", "1"], out, np=n, env=env)
+
+
+def show(label, times, s):
+    print(f"  {label}: {min(times):.2f} s (best of {len(times)}: "
+          f"{listed(times)}), {s['rounds']} rounds, objective "
+          f"{s['objective']:.10g}", flush=True)
+
+
+def same_model(a, b):
+    za, zb = np.load(Path(a, "model.npz")), np.load(Path(b, "model.npz"))
+    return sorted(za.files) == sorted(zb.files) and all(
+        np.array_equal(za[k], zb[k]) for k in za.files)
+
+
+def modes(repeat, tmp, results):
+    print("replicated (mpiexec -n 2) vs rank (mpiexec -n 3), two workers each:", flush=True)
+    for app, flags in MODES.items():
+        dirs = {m: os.path.join(tmp, f"{app}-{m}") for m in ("rank", "replicated")}
+        times, best = best_of(repeat, {
+            "rank": lambda: run(app, 3, flags, dirs["rank"]),
+            "replicated": lambda: run(app, 2, flags + ["--scheduler", "replicated"],
+                                      dirs["replicated"])})
+        print(f"{app} {' '.join(flags)}:", flush=True)
+        for m in dirs:
+            show(m, times[m], best[m])
+        ratio = min(times["rank"]) / min(times["replicated"])
+        same = same_model(*dirs.values())
+        print(f"  replicated is {ratio:.2f}x the speed of rank; same model bit for bit: "
+              f"{'yes' if same else 'NO'}", flush=True)
+        results[f"modes_{app}"] = {"rank_s": min(times["rank"]),
+                                   "replicated_s": min(times["replicated"]),
+                                   "speed_ratio": ratio, "same_model": same}
+
+
+def rebalance(repeat, tmp, results):
+    print("mpiexec -n 3 --scheduler replicated, worker 1 3x as slow:", flush=True)
+    env = {"STRADS_TEST_HOOK": "faults:slower:1:3", "PYTHONPATH": str(ROOT / "tests")}
+    for app, flags in REBALANCE.items():
+        base = flags + ["--scheduler", "replicated"]
+        times, best = best_of(repeat, {
+            "without": lambda: run(app, 3, base, os.path.join(tmp, f"{app}-no"), env),
+            "with": lambda: run(app, 3, base + ["--rebalance"],
+                                os.path.join(tmp, f"{app}-re"), env)})
+        print(f"{app} {' '.join(flags)}:", flush=True)
+        for m in times:
+            show(f"{m} --rebalance", times[m], best[m])
+        ratio = min(times["with"]) / min(times["without"])
+        a, b = best["with"]["objective"], best["without"]["objective"]
+        rel = abs(a - b) / abs(b)
+        print(f"  with/without: {ratio:.2f}x the wall time; objective differs by "
+              f"{100 * rel:.3f}%; {best['with'].get('rebalances')} rebalances, rows per "
+              f"worker {best['with'].get('rows_per_worker')}", flush=True)
+        results[f"rebalance_{app}"] = {"with_s": min(times["with"]),
+                                       "without_s": min(times["without"]),
+                                       "time_ratio": ratio, "objective_rel_diff": rel}
+
+
+def schedulers(repeat, tmp, results):
+    flags = ["--schedule", "priority", "--n-features", "200000", "--n-samples", "2000",
+             "--density", "0.002", "--tol", "1e-6", "--max-rounds", "20000"]
+    print(f"lasso {' '.join(flags)}, two workers, --schedulers K (mpiexec -n K+2):",
+          flush=True)
+    runs = {K: (lambda K=K: run("lasso", K + 2, flags + ["--schedulers", str(K)],
+                                os.path.join(tmp, f"sched{K}"))) for K in (1, 2, 3)}
+    times, best = best_of(repeat, runs)
+    for K in runs:
+        s = best[K]
+        rss = ", ".join(f"{e['peak_rss_mb']:.0f}" for e in s["traffic"])
+        show(f"K={K}", times[K], s)
+        print(f"    peak RSS by rank (MB): {rss}; duality gap {s['duality_gap']:.3g}",
+              flush=True)
+        results[f"schedulers_{K}"] = {"wall_s": min(times[K]), "rounds": s["rounds"],
+                                      "rss_mb": [e["peak_rss_mb"] for e in s["traffic"]]}
+
+
+def leaderless(a, s, tmp):
+    """Who runs the scheduler: the three layouts side by side (its ``--part``s)."""
+    print(f"{os.cpu_count()} cores here", flush=True)
+    results = {}
+    for part in a.part or ["modes", "rebalance", "schedulers"]:
+        globals()[part](a.repeat, tmp, results)
+    print(json.dumps(results))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=1.0,
@@ -141,6 +244,9 @@ def main():
             p.add_argument("--np", default=extra[0])
         else:
             p.add_argument("--repeat", type=int, default=3)
+    p = sub.add_parser("leaderless", help=leaderless.__doc__.split("\n")[0])
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--part", choices=("modes", "rebalance", "schedulers"), action="append")
     c = sub.choices["checkpoint"]
     c.add_argument("--every", type=float, default=5.0, help="seconds between checkpoints")
     c.add_argument("--mf-iters", type=int, default=8)

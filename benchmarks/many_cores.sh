@@ -52,7 +52,7 @@ step curve_mf 150 $PY $B --apps mf $CURVE --json "$OUT/curve_mf.json"
 step curve_lda 120 $PY $B --apps lda --lda-topics 100 $CURVE --json "$OUT/curve_lda.json"
 step curve_lasso 60 $PY $B --apps lasso $CURVE --json "$OUT/curve_lasso.json"
 step mf_threads 150 $PY benchmarks/bench_mf.py --part scaling --repeat 3 --shape 10M
-step rebalance 100 $PY benchmarks/bench_leaderless.py --part rebalance --repeat 3
+step rebalance 100 $PY benchmarks/bench_runs.py leaderless --part rebalance --repeat 3
 step curve_lda1000 120 $PY $B --apps lda --lda-topics 1000 $CURVE --lda-sweeps 2 \
   --json "$OUT/curve_lda1000.json"
 echo "== done at $((SECONDS - START))s" | tee -a "$OUT/log.txt"
