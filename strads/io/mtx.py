@@ -2,14 +2,13 @@
 pattern; general, symmetric or skew-symmetric. Duplicate entries are refused, not summed.
 Notes: docs/architecture.md."""
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
 from ..errors import DataError
 from .agree import agree, attempt, refuse, route
 from .numbers import py_float, py_int, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
-from .svmlight import WORDS, check_size, refuse_control, short, union
+from .svmlight import WORDS, check_size, csc, refuse_control, short, union
 
 _nb = dict(cache=True, nogil=True)
 _SYM = {"general": 0, "symmetric": 1, "skew-symmetric": 2}
@@ -396,10 +395,4 @@ def read(path):
     from ..transport import Peers
 
     part = read_part(Peers(), path, whole=True)
-    if "X" in part:
-        return part["X"]
-    indptr, indices, data = part["csc"]
-    X = sp.csc_matrix((data, indices, indptr), shape=(part["n"], part["n_features"]),
-                      copy=False)
-    X.has_sorted_indices = True
-    return X
+    return part["X"] if "X" in part else csc(part)

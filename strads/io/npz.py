@@ -19,9 +19,9 @@ INT64 = 1 << 63
 
 
 def _bytes(path):
-    """(the file, or its decompressed bytes as a stream; gzip-compressed or not)."""
+    """The file, or (gzip-compressed) its decompressed bytes as a stream."""
     src = Text(path, words=WORDS, binary=True)
-    return (io.BytesIO(src.map().tobytes()), True) if src.gz else (path, False)
+    return io.BytesIO(src.map().tobytes()) if src.gz else path
 
 
 def _members(path, z):
@@ -62,7 +62,7 @@ def _load(path, z, members, name):
 
 def read(path):
     """``(X, y)``: X dense or sparse as saved, y None when the file holds none."""
-    src, gz = _bytes(path)
+    src = _bytes(path)
     try:
         with np.load(src, allow_pickle=False) as z:
             members = _members(path, z)
@@ -209,7 +209,7 @@ def _sparse(path, z, members):
 
 def read_npy(path):
     """A target vector from a .npy file: real numbers, finite."""
-    src, _ = _bytes(path)
+    src = _bytes(path)
     try:
         y = np.load(src, allow_pickle=False, mmap_mode=None)
     except Exception as e:  # a corrupt .npy raises many kinds

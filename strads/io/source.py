@@ -346,15 +346,15 @@ def _next_start(b, pos, end, universal=False):
     return end
 
 
-def line_range(src, part, n_parts, begin=0, end=None, universal=False):
+def line_range(src, part, n_parts, begin=0, universal=False):
     """``(lo, hi)``: the bytes of part ``part`` of ``n_parts`` of the lines of ``src``
-    (a path, or the text as a uint8 array) in ``[begin, end)`` (``end`` None: all of
-    it). ``lo`` is a line start (or ``end``), ``hi`` the next part's ``lo``: the parts
-    are contiguous, possibly empty, and hold every line once."""
+    (a path, or the text as a uint8 array) from byte ``begin``. ``lo`` is a line start
+    (or the end), ``hi`` the next part's ``lo``: the parts are contiguous, possibly
+    empty, and hold every line once."""
     if not 0 <= part < n_parts:
         raise ValueError(f"part {part} of {n_parts}")
     b = _as_array(src)
-    end = b.shape[0] if end is None else min(end, b.shape[0])
+    end = b.shape[0]
     span = max(end - begin, 0)
     lo, hi = (c if c <= begin else _next_start(b, c, end, universal)
               for c in (begin + span * k // n_parts for k in (part, part + 1)))

@@ -422,8 +422,13 @@ def read(path):
     from ..transport import Peers
 
     part = read_part(Peers(), path, whole=True)
+    return csc(part), part["y"]
+
+
+def csc(part):
+    """The CSC matrix (sorted indices) of a whole file's :func:`read_part`."""
     indptr, indices, data = part["csc"]
     X = sp.csc_matrix((data, indices, indptr), shape=(part["n"], part["n_features"]),
                       copy=False)
     X.has_sorted_indices = True
-    return X, part["y"]
+    return X
