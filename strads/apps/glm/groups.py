@@ -39,17 +39,35 @@ def _admit(first, size, m, n_groups, group, cap):
 
 
 @njit(**_opts)
-def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap,
-                  work):
+def block_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap, out):
+    """A round's block from its candidates (sparse X), in one call: the filter
+    (:func:`_select_sparse`), then :func:`group_order`'s layout into ``out`` (at least
+    2 max_block + 1): the columns at out[:m], the group boundaries after them (none when
+    every group has one member). Returns (m, the boundaries' count, the filter's
+    multiply-adds, the kept columns' non-zeros)."""
+    chosen = np.empty(max_block, dtype=np.int64)
+    group = np.empty(max_block, dtype=np.int64)
+    m, work = _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken,
+                             head, cap, chosen, group)
+    nnz = 0
+    for t in range(m):
+        nnz += indptr[chosen[t] + 1] - indptr[chosen[t]]
+    return m, _order_into(chosen[:m], group[:m], out), work, nnz
+
+
+@njit(**_opts)
+def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap,
+                   chosen, group):
     """Greedy, in candidate order: a candidate with no |corr| > rho to a kept one starts a
     group; one whose conflicts are all in one group joins it (at most ``cap`` members);
-    else it is rejected. Returns (kept, their groups numbered in order of creation).
+    else it is rejected. The kept go to ``chosen``, their groups (numbered in order of
+    creation) to ``group``; returns (how many, the multiply-adds).
 
     The kept columns are threaded through their rows (``head[i]``: the last entry in row
     i, -1 if none), so a candidate's inner products with all kept columns cost only the
     entries it shares rows with. Candidates already ``taken`` are skipped (the caller
     passes the coordinates of rounds in flight); the entries it sets, and ``head`` (all
-    -1), are restored before it returns. ``work[0]`` counts the multiply-adds.
+    -1), are restored before it returns.
     """
     n_cand_nnz = 0
     for c in range(cand.shape[0]):
@@ -59,9 +77,8 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
     val = np.empty(n_cand_nnz)
     acc = np.zeros(max_block)
     seen = np.empty(max_block, dtype=np.int64)
-    chosen = np.empty(max_block, dtype=np.int64)
-    group = np.empty(max_block, dtype=np.int64)
     size = np.zeros(max_block, dtype=np.int64)
+    work = 0
     m = n_groups = used = rejected = 0
     for c in range(cand.shape[0]):
         if m == max_block:
@@ -82,7 +99,7 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
                         seen[n_seen] = k
                         n_seen += 1
                     acc[k] += data[uq] * val[ue]
-                    work[0] += 1
+                    work += 1
                     e = nxt[ue]
             for t in range(n_seen):
                 k = seen[t]
@@ -109,12 +126,35 @@ def select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, hea
         taken[chosen[k]] = False
         for q in range(indptr[chosen[k]], indptr[chosen[k] + 1]):
             head[indices[q]] = -1
-    return chosen[:m], group[:m]
+    return m, work
+
+
+@njit(**_dense)
+def block_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, out):
+    """As :func:`block_sparse`, for dense X (:func:`select_dense`); the last count is
+    the kept columns' entries."""
+    chosen = np.empty(max_block, dtype=np.int64)
+    group = np.empty(max_block, dtype=np.int64)
+    work = np.zeros(1, np.int64)
+    m = _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
+                      chosen, group)
+    return m, _order_into(chosen[:m], group[:m], out), work[0], m * X.shape[0]
 
 
 @njit(**_dense)
 def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work):
-    """As :func:`select_sparse`, with the inner products over dense columns; with a
+    """(kept, their groups) of :func:`_select_dense`."""
+    chosen = np.empty(max_block, dtype=np.int64)
+    group = np.empty(max_block, dtype=np.int64)
+    m = _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
+                      chosen, group)
+    return chosen[:m], group[:m]
+
+
+@njit(**_dense)
+def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work, chosen,
+                  group):
+    """As :func:`_select_sparse`, with the inner products over dense columns; with a
     cache of its decisions when ``known`` has rows (else (0, 0) arrays: none). Bit k of
     row j of ``known`` ((p, W) uint64, W = ceil(p / 64)) says the pair (j, k) has been
     computed, the same bit of ``conf`` that |x_j' x_k| > rho |x_j| |x_k|. Only pairs
@@ -122,11 +162,9 @@ def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work):
     once in a run (a pair met the other way round reuses the decision; computed again it
     would compare rho |x_k| |x_j| instead, which can differ only in the last bit). A
     candidate's checks stop at its second conflicting group. ``work[0]`` counts the
-    multiply-adds (n a pair computed)."""
+    multiply-adds (n a pair computed). Returns how many were kept."""
     n = X.shape[0]
     cached = known.shape[0] > 0
-    chosen = np.empty(max_block, dtype=np.int64)
-    group = np.empty(max_block, dtype=np.int64)
     size = np.zeros(max_block, dtype=np.int64)
     one = np.uint64(1)
     m = n_groups = rejected = 0
@@ -174,7 +212,7 @@ def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work):
         m += 1
     for k in range(m):
         taken[chosen[k]] = False
-    return chosen[:m], group[:m]
+    return m
 
 
 NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64))
@@ -219,14 +257,27 @@ def group_order(chosen, group):
     coordinate, members in increasing order): (cols, group boundaries ``gptr``), or
     ``gptr`` empty when every group has one member (a plain Jacobi round, sorted)."""
     m = chosen.shape[0]
+    out = np.empty(2 * m + 1, np.int64)
+    n_ptr = _order_into(chosen, group, out)
+    return out[:m], out[m:m + n_ptr]
+
+
+@njit(**_opts)
+def _order_into(chosen, group, out):
+    """:func:`group_order` into ``out``: cols at out[:m], gptr after them; returns
+    gptr's length."""
+    m = chosen.shape[0]
     n_groups = 0
     for t in range(m):
         n_groups = max(n_groups, group[t] + 1)
     order = np.argsort(chosen)
     if n_groups == m:
-        return chosen[order], np.empty(0, np.int64)
+        for t in range(m):
+            out[t] = chosen[order[t]]
+        return 0
     rank = np.full(n_groups, -1, np.int64)  # groups numbered by their smallest member
-    start = np.zeros(n_groups + 1, np.int64)
+    start = out[m:m + n_groups + 1]
+    start[:] = 0
     r = 0
     for t in order:
         g = group[t]
@@ -237,12 +288,11 @@ def group_order(chosen, group):
     for g in range(n_groups):
         start[g + 1] += start[g]
     fill = start[:-1].copy()
-    cols = np.empty(m, np.int64)
     for t in order:  # increasing: members in order within their group
         g = rank[group[t]]
-        cols[fill[g]] = chosen[t]
+        out[fill[g]] = chosen[t]
         fill[g] += 1
-    return cols, start
+    return n_groups + 1
 
 
 # -- a round's groups: their Gram matrices (workers), their exact steps (scheduler) -------
@@ -359,6 +409,12 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
     ``step``. ``delta`` gets the changes; returns the l1 change."""
     d_l1 = 0.0
     off = 0
+    k_max = 0
+    for g in range(gptr.shape[0] - 1):
+        k_max = max(k_max, gptr[g + 1] - gptr[g])
+    # scratch of the largest group, for every group
+    scratch = np.empty(9 * k_max)
+    state = np.zeros(1, dtype=np.int64)
     for g in range(gptr.shape[0] - 1):
         a0, k = gptr[g], gptr[g + 1] - gptr[g]
         if k == 1:
@@ -367,11 +423,11 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
             continue
         G = gram[off:off + k * k].reshape((k, k))
         off += k * k
-        b0 = np.empty(k)
+        b0, b, qq = scratch[:k], scratch[k:2 * k], scratch[2 * k:3 * k]
         for t in range(k):
             b0[t] = w[cols[a0 + t]]
-        b = b0.copy()
-        qq = q[a0:a0 + k].copy()
+            b[t] = b0[t]
+            qq[t] = q[a0 + t]
         worst = 0.0  # the largest first move, in the norm of its column
         scale = 0.0  # the coefficients' and gradients' size, in the same norm
         for t in range(k):
@@ -382,8 +438,8 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
                 scale = max(scale, abs(b[t]) * root + abs(qq[t]) / root)
         if worst > 0.0:
             c = gram_c(G, qq, b)
-            hist = np.empty((6, k))
-            state = np.zeros(1, dtype=np.int64)
+            hist = scratch[3 * k:9 * k].reshape((6, k))
+            state[0] = 0
             # a first move near rounding would ask for moves below it, which never stop
             tol = max(rtol * worst, GROUP_FLOOR * scale)
             cd_dense(G, qq, b, c, thresh, tol, passes, hist, state, True)

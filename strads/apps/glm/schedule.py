@@ -239,7 +239,8 @@ class Priority(_Jacobi):
     schedulers) the workers filter: the task holds the candidates, they sum their Gram
     matrix and group them in the same greedy order.
     """
-    checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr")
+    checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr",
+                                                "_out")
     # the priority draws come first, so without a filter (rho near 1) a round holds the
     # coordinates that move most, often neighbours: their joint step can overshoot
     # badly, and every rise halves the step as well as the block
@@ -262,6 +263,7 @@ class Priority(_Jacobi):
         self._known = self._conf = None  # the dense filter's cache
         self._gptr = NO_GROUPS  # the last block's groups (none: every group of one)
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
+        self._out = np.empty(2 * self.block + 1, np.int64)  # a block and its groups
         self._u = np.empty(0)  # uniforms drawn from self.rng, used from _u_pos on
         self._u_pos = 0
         self._fulls_seen = 0
@@ -331,23 +333,24 @@ class Priority(_Jacobi):
             _, first = np.unique(cand, return_index=True)
             cand = cand[np.sort(first)]
             return cand[self.agg.norms[cand] > 0]
-        # busy doubles as the filter's "already taken" mask
-        work = np.zeros(1, np.int64)
+        # busy doubles as the filter's "already taken" mask; one kernel call a round
+        # (the filter and the groups' order), its outputs into self._out
         b = min(b, self.filter_cap or b)
+        if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
+            self._out = np.empty(2 * b + 1, np.int64)
         if not self.dense:
-            kept, group = KG.select_sparse(*self.cols, self.agg.norms, cand, self.rho, b,
-                                          self.busy, self._head, KG.GROUP_CAP, work)
-            indptr = self.cols[0]
-            update = int((indptr[kept + 1] - indptr[kept]).sum())
+            m, n_ptr, work, update = KG.block_sparse(
+                *self.cols, self.agg.norms, cand, self.rho, b, self.busy, self._head,
+                KG.GROUP_CAP, self._out)
         else:
             cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
-            kept, group = KG.select_dense(*self.cols, self.agg.norms, cand, self.rho, b,
-                                         self.busy, *cache, KG.GROUP_CAP, work)
-            update = kept.shape[0] * self.cols[0].shape[0]
-        self._afford(int(work[0]), update)
-        self._n_kept = kept.shape[0]
-        cols, self._gptr = KG.group_order(kept, group)
-        return cols
+            m, n_ptr, work, update = KG.block_dense(
+                *self.cols, self.agg.norms, cand, self.rho, b, self.busy, *cache,
+                KG.GROUP_CAP, self._out)
+        self._afford(work, update)
+        self._n_kept = m
+        self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
+        return self._out[:m].copy()
 
     def _afford(self, work, update):
         """The filter's inner products may cost AFFORD times (a pass over the columns it
