@@ -19,12 +19,6 @@ STAR_TOL = {lasso: 1e-13, logreg: 1e-10}
 ALL = ("working-set", "priority", "round-robin", "random")
 
 
-def _least(times):
-    """The least of the times that are not nan (a target not reached), else nan."""
-    ok = [t for t in times if t == t]
-    return min(ok) if ok else float("nan")
-
-
 def strads_star(app, X, y, lam):
     """strads' objective at tol 1e-13 (Lasso) or 1e-10 (logreg), after a warm-up."""
     app.fit(X, y, lam=lam, tol=1e-3, quiet=True)
@@ -116,7 +110,7 @@ def compare(app, name, X, y, lam, peers=None, schedules=ALL, time_limit=120, rep
                                            warm, tol=tol, max_rounds=stop, schedule=sched,
                                            time_limit=time_limit, **kw)
             old_t, old_u = rows.get(sched, (np.nan, np.nan))
-            rows[sched] = (_least([t, old_t]), hit["updates"] if hit else old_u)
+            rows[sched] = (np.fmin(t, old_t), hit["updates"] if hit else old_u)  # nan: missed
             if rep == 0:
                 runs[sched], hits[sched] = (res, total), hit
     for sched in schedules:
