@@ -128,16 +128,6 @@ def _lower(c):
     return c + 32 if 65 <= c <= 90 else c
 
 
-@njit(**_nb)
-def _alpha(c):
-    return 97 <= c <= 122
-
-
-@njit(**_nb)
-def _inword(c):
-    return 97 <= c <= 122 or 48 <= c <= 57 or c == 39
-
-
 @njit(inline="always", **_nb)
 def _word_id(b, s, e, table, wstart, wlen, arena, n_ids, arena_n):
     """The id of the word b[s:e] (lower-cased) in the open-addressing table, added if
@@ -209,7 +199,7 @@ def _scan(b, i, end, line, n_stop, limit, table, wstart, wlen, arena, n_ids, are
                     return 1, start, start, line, n_ids, arena_n, n0, last
                 if not (c == 32 or 9 <= c <= 13 or 28 <= c <= 31):
                     nonblank = True
-                if not _alpha(_lower(c)):
+                if not 97 <= _lower(c) <= 122:  # a-z
                     i += 1
                     continue
             s = i
@@ -229,7 +219,7 @@ def _scan(b, i, end, line, n_stop, limit, table, wstart, wlen, arena, n_ids, are
                     e, chars = j, m
                     continue
                 lc = _lower(cj)
-                if not _inword(lc):
+                if not (97 <= lc <= 122 or 48 <= lc <= 57 or lc == 39):  # a-z 0-9 '
                     break
                 j += 1
                 m += 1

@@ -316,10 +316,6 @@ class Layout:
         nxt = next(lines, None)
         self.begin = nxt[1] if nxt is not None else None  # None: no line after it
 
-    @property
-    def delim_code(self):
-        return {None: 0, "\t": 9, ",": 44}[self.delim]
-
 
 # -- one worker's part ---------------------------------------------------------------------
 I32 = (1 << 31) - 1
@@ -377,7 +373,7 @@ class Part:
 def _parse_into(part, b, lay, keep, limit):
     """Parse the lines of block ``b`` into ``part`` (``keep`` False: count them and find
     errors only). Returns False once an error is found."""
-    delim, (bm, bn) = lay.delim_code, lay.bounds or (0, 0)
+    delim, (bm, bn) = ord(lay.delim or "\0"), lay.bounds or (0, 0)  # (0: blanks)
     fb = np.zeros(3, np.int64)
     out = part if keep else Part()
     n0 = out.n

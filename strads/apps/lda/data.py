@@ -110,10 +110,10 @@ def rows(docs, words, counts, d0, n_local):
                 break
         if not ordered:
             o = np.argsort(w[a:b]) + a
-            ws, cs = w[o], c[o]
-            w[a:b] = ws
-            c[a:b] = cs
+            c[a:b] = c[o]
+            w[a:b] = w[o]
         for t in range(a, b):
+            sums[r] += c[t]
             if t > a and w[t] == w[q - 1]:
                 c[q - 1] += c[t]
             else:
@@ -121,11 +121,6 @@ def rows(docs, words, counts, d0, n_local):
                 c[q] = c[t]
                 q += 1
         indptr[r + 1] = q
-    for r in range(n_local):
-        s = 0
-        for t in range(indptr[r], indptr[r + 1]):
-            s += c[t]
-        sums[r] = s
     return indptr, w[:q].copy(), c[:q].copy(), sums
 
 
