@@ -9,8 +9,9 @@ step is the minimiser of that quadratic model plus the penalty.
 
 A datafit's aggregate subclasses :class:`GLMAggregate` and defines what depends on the
 loss: ``full_task``, ``block_task`` (the tasks the shared schedules send), ``_round`` (a
-round's partials -> its sync), ``converged``, ``summary``, ``lambda_for`` (lambda from a ratio of lambda_max) and
-``complete`` (the rest of its set-up from worker 0's report, with parallel loading).
+round's partials -> its sync), ``converged``, ``summary``, ``lambda_for`` (lambda from a
+ratio of lambda_max) and ``complete`` (the rest of its set-up from worker 0's report,
+with parallel loading).
 """
 from collections import deque
 
