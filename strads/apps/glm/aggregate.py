@@ -8,13 +8,15 @@ negative gradient q and curvature h of the datafit (summed, not divided by n), a
 step is the minimiser of that quadratic model plus the penalty.
 
 A datafit's aggregate subclasses :class:`GLMAggregate` and defines what depends on the
-loss: ``full_task``, ``block_task`` (the tasks the shared schedules send), ``aggregate``,
-``converged``, ``summary``, ``lambda_for`` (lambda from a ratio of lambda_max) and
-``complete`` (the rest of its set-up from worker 0's report, with parallel loading).
+loss: ``full_task``, ``block_task`` (the tasks the shared schedules send), ``_round`` (a
+round's partials -> its sync), ``converged``, ``summary``, ``lambda_for`` (lambda from a
+ratio of lambda_max) and ``complete`` (the rest of its set-up from worker 0's report,
+with parallel loading).
 """
 from collections import deque
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...api import Aggregate
 from . import groups as KG
@@ -86,6 +88,12 @@ class GLMAggregate(Aggregate):
         sync = {"cols": cols, "delta": w0[cols]}
         if self.mu is not None:
             sync["shift"] = float(self.mu[cols] @ sync["delta"])
+        return sync
+
+    def aggregate(self, round, task, partials):
+        self.done += 1
+        sync = self._round(round, task, partials)  # (the datafit's)
+        self.l1_at.append(self.l1)  # the penalty at this version, for _primal_at
         return sync
 
     def objective(self):
@@ -181,6 +189,29 @@ def _sum(partials, key):
     for part in partials[1:]:
         out += part[key]
     return out
+
+
+def _gram_sum(partials, m):
+    """The workers' Gram matrices summed densely in worker order (into the first whole
+    one): whole (``G``), their non-zeros (``Gv`` at flat indices ``Gi``, or CSR rows
+    ``Gp``, ``Gi``) or their factors (``Fp``, ``Fi``, ``Fv``, ``Fn``)."""
+    G = None
+    for p in partials:
+        if "G" in p and G is None:
+            G = p["G"]
+            continue
+        if G is None:
+            G = np.zeros((m, m))
+        if "G" in p:
+            G += p["G"]
+        elif "Fp" in p:
+            F = sp.csc_matrix((p["Fv"], p["Fi"], p["Fp"]), shape=(int(p["Fn"]), m))
+            G += (F.T @ F).toarray()
+        else:  # (each entry once within a worker's matrix)
+            flat = p["Gi"] if "Gp" not in p else \
+                np.repeat(np.arange(m, dtype=np.int64) * m, np.diff(p["Gp"])) + p["Gi"]
+            G.reshape(-1)[flat] += p["Gv"]
+    return G
 
 
 def _centre_groups(gram, mu, gptr, n):

@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from ..glm import kernels as GK
-from ..glm.aggregate import GLMAggregate, _factor
+from ..glm.aggregate import GLMAggregate, _factor, _gram_sum, _sum
 from . import kernels as K
 
 
@@ -50,14 +50,11 @@ class LassoAggregate(GLMAggregate):
     def block_task(self, cols, step):
         return {"cols": cols, "version": self.done, "step": step}
 
-    def aggregate(self, round, task, partials):
-        g = partials[0]["g"]  # the partials are this round's own copies: summed in place
-        for part in partials[1:]:
-            g += part["g"]
+    def _round(self, round, task, partials):
+        g = _sum(partials, "g")
         rss = sum(part["rss"] for part in partials)
         version = task["version"]
         self._observe(self._primal_at(version, 0.5 * rss / self.n), version)
-        self.done += 1
         if task.get("full"):
             if self.mu is not None:  # sum(r) is 0 but for rounding: the centred x_j'r
                 rs = sum(part["rs"] for part in partials)
@@ -67,13 +64,10 @@ class LassoAggregate(GLMAggregate):
                 g_all[task["cols"]] = g
                 g = g_all
             self._full(g, rss, sum(part["ry"] for part in partials), version)
-            self.l1_at.append(self.l1)
             return None
         if not task.get("gram"):  # (priority: the workers' filter may choose the block)
             cols = partials[0].get("cols", task["cols"])
-            sync = self._steps(task, partials, g, self.sq_norms[cols])
-            self.l1_at.append(self.l1)
-            return sync
+            return self._steps(task, partials, g, self.sq_norms[cols])
         cols = task["cols"]
         before = np.count_nonzero(self.w[cols])
         if all("G" in part or "Gi" in part or "Fp" in part for part in partials):
@@ -83,7 +77,6 @@ class LassoAggregate(GLMAggregate):
             delta = np.zeros(cols.shape[0])
         if task.get("piece"):
             self.pieces += 1
-        self.l1_at.append(self.l1)
         return self._moved(cols, before, delta, self.sq_norms[cols])
 
     def _exact(self, cols, g, partials, deadline=None):
@@ -101,7 +94,7 @@ class LassoAggregate(GLMAggregate):
             ptr, rows, vals, h, n_rows = _factor(partials, cols.shape[0])[1:]
             G = (ptr, rows, vals, h - self.n * mu * mu if mu.shape[0] else h, n_rows)
         else:
-            G = _dense_gram(partials, cols.shape[0])
+            G = _gram_sum(partials, cols.shape[0])
             if mu.shape[0]:
                 G -= self.n * np.outer(mu, mu)
         passes = self._solve(G, g, new, tol, deadline=deadline, mu=mu)
@@ -190,20 +183,3 @@ class LassoAggregate(GLMAggregate):
 MAX_PASSES = 100_000  # passes of a block solve, at most
 NO_MU = np.empty(0)  # (no centring)
 SOLVE_OPS = 20_000_000  # multiply-adds of a block solve between two looks at the clock
-
-
-def _dense_gram(partials, m):
-    """The workers' Gram matrices summed in worker order; a compact partial (``Gi``,
-    ``Gv``) adds only its non-zeros."""
-    G = None
-    for part in partials:
-        if "G" in part:
-            if G is None:
-                G = part["G"]  # this round's own copy: summed into in place
-            else:
-                G += part["G"]
-        else:
-            if G is None:
-                G = np.zeros((m, m))
-            G.reshape(-1)[part["Gi"]] += part["Gv"]
-    return G

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..glm import kernels as GK
-from ..glm.aggregate import GLMAggregate, _factor, _stack, _sum
+from ..glm.aggregate import GLMAggregate, _factor, _gram_sum, _stack, _sum
 from ..glm.schedule import working_set
 from . import kernels as K
 from .update import ACCEL
@@ -127,10 +127,8 @@ class LogRegAggregate(GLMAggregate):
     def block_task(self, cols, step):
         return {"kind": "block", "cols": cols, "version": self.done, "step": step}
 
-    def aggregate(self, round, task, partials):
-        self.done += 1
+    def _round(self, round, task, partials):
         if self.stopped:
-            self.l1_at.append(self.l1)
             return None
         if "dual" in task:
             ent = sum(p["ent"] for p in partials)
@@ -142,23 +140,10 @@ class LogRegAggregate(GLMAggregate):
             self.gap = max(self.dual_primal - ent / self.n, 0.0)
             if self.tol > 0 and self.gap <= self.tol * self.dual_primal:
                 self.stopped = True
-                self.l1_at.append(self.l1)
                 return None
-        kind = task["kind"]
-        if kind == "block":
-            sync = self._jacobi(task, partials)
-        elif kind == "full":
-            sync = self._full(round, task, partials)
-        elif kind == "newton":
-            sync = self._newton(task, partials)
-        elif kind == "trial":
-            sync = self._trial(task, partials)
-        elif kind == "extend":
-            sync = self._extend(task, partials)
-        else:  # "wait"
-            sync = None
-        self.l1_at.append(self.l1)
-        return sync
+        step = {"block": self._jacobi, "full": lambda t, p: self._full(round, t, p),
+                "newton": self._newton, "trial": self._trial, "extend": self._extend}
+        return step[task["kind"]](task, partials) if task["kind"] in step else None  # (wait)
 
     def _full(self, round, task, partials):
         q = _sum(partials, "q")
@@ -214,6 +199,7 @@ class LogRegAggregate(GLMAggregate):
         (its curvature is that of an earlier point: the line search checks the step, and
         a failed or slow step gets a fresh Gram)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
+        self.tol_in, self.ws_steps, self.last_in = EPS_TOL * worst, 0, worst
         if (self.reuse and not self.slow and self.G is not None and worst > 0.0
                 and self.G_cols.shape[0] >= min(self.min_size, self.p)):
             # the kept Gram's block holds the support (the inner loop only moved it) and
@@ -222,11 +208,7 @@ class LogRegAggregate(GLMAggregate):
             outside = viol.copy()
             outside[self.G_cols] = 0.0
             if outside.max() <= EPS_TOL * worst:
-                self.ws = self.G_cols
-                self.tol_in = EPS_TOL * worst
-                self.ws_steps = 0
-                self.last_in = worst
-                self.fresh = False
+                self.ws, self.fresh = self.G_cols, False
                 self.reused += 1
                 return self._direction(self.ws, q[self.ws])
         nonzero = self.w != 0
@@ -235,9 +217,6 @@ class LogRegAggregate(GLMAggregate):
             size = min(size, self.block_cap)
         pool, _ = working_set(nonzero, viol, size)
         self.ws = np.sort(pool)
-        self.tol_in = EPS_TOL * worst
-        self.ws_steps = 0
-        self.last_in = worst
         if self.ws.shape[0] == 0 or worst == 0.0:
             self.G = None
             self.next = {"kind": "full"}
@@ -265,16 +244,9 @@ class LogRegAggregate(GLMAggregate):
         keep = np.isin(cols, self.G_cols)
         pos = np.searchsorted(self.G_cols, cols[keep])
         if task["form"] == "factor":
-            _, ptr, rows, vals, _, n_rows = self.G
-            old = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, self.G_cols.shape[0]))
-            _, ptr, rows, vals, _, _ = _factor(partials, new.shape[0])
-            add = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, new.shape[0]))
-            F = sp.hstack([old[:, pos], add], format="csc")
-            order = np.argsort(np.concatenate([cols[keep], new]), kind="stable")
-            F = F[:, order]
-            F.sort_indices()
-            G = ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
-                 GK.csc_sq_norms(F.indptr, F.data), n_rows)
+            F = sp.hstack([_csc(self.G)[:, pos], _csc(_factor(partials, new.shape[0]))],
+                          format="csc")
+            G = _kept(F[:, np.argsort(np.concatenate([cols[keep], new]), kind="stable")])
         else:
             Gx = _sum(partials, "Gx")  # (k, m): the rows of the new columns
             G = np.empty((cols.shape[0], cols.shape[0]))
@@ -489,6 +461,19 @@ def _subproblem(G, q, b, thresh, tol, k):
     return passes + _cd(G, q, b, thresh, tol)
 
 
+def _csc(G):
+    """The factor F of a kept Gram ``("factor", ...)`` as a scipy CSC matrix."""
+    _, ptr, rows, vals, _, n_rows = G
+    return sp.csc_matrix((vals, rows, ptr), shape=(n_rows, ptr.shape[0] - 1))
+
+
+def _kept(F):
+    """A factor F (scipy CSC) as the kept Gram's form (its rows sorted in each column)."""
+    F.sort_indices()
+    return ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
+            GK.csc_sq_norms(F.indptr, F.data), F.shape[0])
+
+
 def _column(G, k):
     """Column ``k`` of the kept Gram (dense or factored), and the factor's (None)."""
     if _form(G) != "factor":
@@ -505,8 +490,7 @@ def _gram_times(G, v):
     """G v for the kept Gram in any of its forms."""
     form = _form(G)
     if form == "factor":
-        _, ptr, rows, vals, _, n_rows = G
-        F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, v.shape[0]))
+        F = _csc(G)
         return F.T @ (F @ v)
     if form == "csr":
         _, ptr, idx, vals, _ = G
@@ -520,11 +504,10 @@ def _face(G, A, m):
     form = _form(G)
     none = np.empty(0, np.int64)
     if form == "factor":
-        _, ptr, rows, vals, h, n_rows = G
-        F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, m))[:, A]
+        F = _csc(G)[:, A]
         F.sort_indices()
-        return (F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data, n_rows,
-                np.empty((0, 0)), h[A])
+        return (F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data, G[5],
+                np.empty((0, 0)), G[4][A])
     if form == "csr":
         _, ptr, idx, vals, _ = G
         GA = sp.csr_matrix((vals, idx, ptr), shape=(m, m))[A][:, A].toarray()
@@ -618,11 +601,7 @@ def _restrict(G, cols, new):
     if not np.array_equal(cols[pos], new):
         return None
     if form == "factor":
-        _, ptr, rows, vals, _, n_rows = G
-        F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, cols.shape[0]))[:, pos]
-        F.sort_indices()
-        return ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
-                GK.csc_sq_norms(F.indptr, F.data), n_rows)
+        return _kept(_csc(G)[:, pos])
     return G[np.ix_(pos, pos)]
 
 
@@ -633,19 +612,4 @@ def _gram(partials, m):
         return _factor(partials, m)
     if all("Gp" in p for p in partials):
         return ("csr", *K.csr_merge(*_stack(partials, m, "Gp", "Gi", "Gv"), m))
-    G = None
-    for p in partials:
-        if "G" in p:
-            A = p["G"]
-        elif "Gp" in p:
-            A = np.zeros((m, m))
-            rows = np.repeat(np.arange(m), np.diff(p["Gp"]))
-            A[rows, p["Gi"]] = p["Gv"]  # (each entry once within a worker's matrix)
-        else:
-            F = sp.csc_matrix((p["Fv"], p["Fi"], p["Fp"]), shape=(int(p["Fn"]), m))
-            A = (F.T @ F).toarray()
-        if G is None:
-            G = A
-        else:
-            G += A
-    return G
+    return _gram_sum(partials, m)

@@ -46,22 +46,30 @@ def logistic_loss(y, m):
 
 
 @njit(**_opts)
+def _s_pair(z):
+    """(s, 1 - s, e) at z, s = sigmoid(-z), e = exp(-|z|): one exp, neither side cancelled."""
+    e = np.exp(-abs(z))
+    inv = 1.0 / (1.0 + e)
+    if z >= 0.0:
+        return e * inv, inv, e
+    return inv, e * inv, e
+
+
+@njit(**_opts)
+def _at(yi, mi):
+    """(y s, s (1 - s), l(z)) at z = y m, with one exp and one log1p."""
+    z = yi * mi
+    s, sbar, e = _s_pair(z)
+    return yi * s, s * sbar, (np.log1p(e) if z >= 0.0 else -z + np.log1p(e))
+
+
+@njit(**_opts)
 def refresh(y, m, r, wts, ell):
-    """At the margins m: r_i = y_i s_i, wts_i = s_i (1 - s_i), ell_i = l(z_i), with one
-    exp and one log1p a sample; returns sum_i ell_i."""
+    """At the margins m: r_i = y_i s_i, wts_i = s_i (1 - s_i), ell_i = l(z_i); returns
+    sum_i ell_i."""
     total = 0.0
     for i in range(y.shape[0]):
-        z = y[i] * m[i]
-        e = np.exp(-abs(z))
-        inv = 1.0 / (1.0 + e)
-        if z >= 0.0:  # s = e / (1 + e), 1 - s = 1 / (1 + e)
-            s, sbar = e * inv, inv
-            li = np.log1p(e)
-        else:
-            s, sbar = inv, e * inv
-            li = -z + np.log1p(e)
-        r[i] = y[i] * s
-        wts[i] = s * sbar
+        r[i], wts[i], li = _at(y[i], m[i])
         ell[i] = li
         total += li
     return total
@@ -76,13 +84,7 @@ def dual_entropy(z, c):
     total = 0.0
     cbar = 1.0 - c
     for i in range(z.shape[0]):
-        zi = z[i]
-        e = np.exp(-abs(zi))
-        inv = 1.0 / (1.0 + e)
-        if zi >= 0.0:
-            s, sbar = e * inv, inv
-        else:
-            s, sbar = inv, e * inv
+        s, sbar, _ = _s_pair(z[i])
         a = c * s
         abar = cbar + c * sbar
         # each log of the larger of a, 1 - a through log1p of the smaller: precise
@@ -230,17 +232,7 @@ def step_sparse(indptr, indices, data, y, m, r, wts, ell, cols, delta, mark, tou
     for t in range(n_t):
         i = _u(touched[t])
         mark[i] = False
-        z = y[i] * m[i]
-        e = np.exp(-abs(z))
-        inv = 1.0 / (1.0 + e)
-        if z >= 0.0:
-            s, sbar = e * inv, inv
-            li = np.log1p(e)
-        else:
-            s, sbar = inv, e * inv
-            li = -z + np.log1p(e)
-        r[i] = y[i] * s
-        wts[i] = s * sbar
+        r[i], wts[i], li = _at(y[i], m[i])
         d_loss += li - ell[i]
         ell[i] = li
     return d_loss

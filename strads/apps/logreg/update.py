@@ -172,13 +172,18 @@ class LogRegUpdate(GLMUpdate):
             out.update(self._trial(task["steps"], task.get("cols")))
         elif kind == "block":  # (priority: maybe groups, or the workers' filter)
             cols, chosen = self._jacobi_block(task, self.wts)  # (groups: Hessian blocks)
-            g, h = np.empty(cols.shape[0]), np.empty(cols.shape[0])
-            if self.sparse:
-                K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
-            else:
-                K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
+            g, h = self._grad_hess(cols)
             out.update(chosen, q=g, h=h, loss=self.loss)
         return out
+
+    def _grad_hess(self, cols):
+        """q_B and the diagonal Hessian sums h_B over this worker's rows."""
+        g, h = np.empty(cols.shape[0]), np.empty(cols.shape[0])
+        if self.sparse:
+            K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
+        else:
+            K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
+        return g, h
 
     def _full(self, hess):
         # recomputed from the margins: drops the drift of the Jacobi running sums
@@ -187,12 +192,7 @@ class LogRegUpdate(GLMUpdate):
         out = self._history()
         p = self.n_features
         if hess:
-            g, h = np.empty(p), np.empty(p)
-            cols = np.arange(p)
-            if self.sparse:
-                K.grad_hess_sparse(*self.X, self.r, self.wts, cols, g, h)
-            else:
-                K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
+            g, h = self._grad_hess(np.arange(p))
             return {"q": g, "h": h, "loss": self.loss, **out}
         if self.sparse:
             g = np.empty(p)
