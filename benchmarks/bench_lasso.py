@@ -151,7 +151,8 @@ def main():
                     help="time every fit N times, taking turns, and report the best")
     ap.add_argument("--problems", help="which of the problems (a) to (f) to run, and "
                     "'file': (d) from LIBSVM in one process and under mpiexec (default: "
-                    "all; logreg: (a) to (c))")
+                    "all; logreg: (a) to (c)); (g) to (l), small ones in one process "
+                    "(SMALL), only when named")
     args = ap.parse_args()
     k = 10 if args.small else 1
     problems = set((args.problems or "a,b,c,d,e,f,file").split(","))
@@ -216,6 +217,25 @@ def peers(k, repeat, problems, args=None):
             X, y = lasso.near_duplicates(**_scaled(kw, k))
             compare(lasso, f"{name} {_describe(kw)}, Jacobi schedules", X, y,
                     lasso.lambda_max(X, y) / 10, None, ALL[1:], time_limit=30, repeat=repeat)
+    # small problems in one process, where a round's fixed cost weighs most (issue 30)
+    for name, (kw, div) in SMALL.items():
+        if name[1] in problems:
+            X, y, _ = make_problem(seed=0, **kw)
+            compare(lasso, f"{name} {kw}, lambda_max/{div}, Jacobi schedules", X, y,
+                    lasso.lambda_max(X, y) / div, None, ALL[1:], time_limit=30,
+                    repeat=repeat)
+
+
+#: (make_problem's arguments, lambda_max / this): (g)-(i) issue 30's, (j)-(l) others
+SMALL = {
+    "(g)": (dict(n_samples=100, n_features=2000, corr=0.0, dense=True), 10),
+    "(h)": (dict(n_samples=300, n_features=3000, corr=0.3, dense=True), 10),
+    "(i)": (dict(n_samples=250, n_features=5000, corr=0.6, density=0.05), 10),
+    "(j)": (dict(n_samples=1000, n_features=20_000, corr=0.0, density=0.005,
+                 n_informative=50), 20),
+    "(k)": (dict(n_samples=60, n_features=600, corr=0.9, dense=True, n_informative=10), 5),
+    "(l)": (dict(n_samples=2000, n_features=300, corr=0.5, dense=True), 50),
+}
 
 
 #: the correlated problems: groups of near-duplicate columns (lasso.near_duplicates),

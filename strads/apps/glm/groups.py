@@ -39,29 +39,30 @@ def _admit(first, size, m, n_groups, group, cap):
 
 
 @njit(**_opts)
-def block_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap, out):
+def block_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap,
+                 limit, fixed, out):
     """A round's block from its candidates (sparse X), in one call: the filter
     (:func:`_select_sparse`), then :func:`group_order`'s layout into ``out`` (at least
     2 max_block + 1): the columns at out[:m], the group boundaries after them (none when
     every group has one member). Returns (m, the boundaries' count, the filter's
-    multiply-adds, the kept columns' non-zeros)."""
+    multiply-adds, the kept columns' non-zeros). The filter stops once its
+    multiply-adds pass ``limit`` times (the kept columns' non-zeros + ``fixed``)."""
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
-    m, work = _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken,
-                             head, cap, chosen, group)
-    nnz = 0
-    for t in range(m):
-        nnz += indptr[chosen[t] + 1] - indptr[chosen[t]]
+    m, work, nnz = _select_sparse(indptr, indices, data, norms, cand, rho, max_block,
+                                  taken, head, cap, limit, fixed, chosen, group)
     return m, _order_into(chosen[:m], group[:m], out), work, nnz
 
 
 @njit(**_opts)
 def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap,
-                   chosen, group):
+                   limit, fixed, chosen, group):
     """Greedy, in candidate order: a candidate with no |corr| > rho to a kept one starts a
     group; one whose conflicts are all in one group joins it (at most ``cap`` members);
-    else it is rejected. The kept go to ``chosen``, their groups (numbered in order of
-    creation) to ``group``; returns (how many, the multiply-adds).
+    else it is rejected; it stops once the multiply-adds pass ``limit`` times (the kept
+    columns' non-zeros + ``fixed``). The kept go to ``chosen``, their groups (numbered in
+    order of creation) to ``group``; returns (how many, the multiply-adds, the kept
+    columns' non-zeros).
 
     The kept columns are threaded through their rows (``head[i]``: the last entry in row
     i, -1 if none), so a candidate's inner products with all kept columns cost only the
@@ -78,7 +79,7 @@ def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, he
     acc = np.zeros(max_block)
     seen = np.empty(max_block, dtype=np.int64)
     size = np.zeros(max_block, dtype=np.int64)
-    work = 0
+    work = nnz = 0
     m = n_groups = used = rejected = 0
     for c in range(cand.shape[0]):
         if m == max_block:
@@ -109,7 +110,7 @@ def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, he
         ok, n_groups = _admit(first, size, m, n_groups, group, cap)
         if not ok:
             rejected += 1
-            if rejected > m + 16:  # the block is about as full as the filter allows
+            if rejected > m + 16 or work > limit * (nnz + fixed):  # (as full as allowed)
                 break
             continue
         for q in range(indptr[j], indptr[j + 1]):
@@ -122,22 +123,25 @@ def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, he
         chosen[m] = j
         taken[j] = True
         m += 1
+        nnz += indptr[j + 1] - indptr[j]
+        if work > limit * (nnz + fixed):
+            break
     for k in range(m):
         taken[chosen[k]] = False
         for q in range(indptr[chosen[k]], indptr[chosen[k] + 1]):
             head[indices[q]] = -1
-    return m, work
+    return m, work, nnz
 
 
 @njit(**_dense)
-def block_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, out):
+def block_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, limit, fixed, out):
     """As :func:`block_sparse`, for dense X (:func:`select_dense`); the last count is
     the kept columns' entries."""
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
     work = np.zeros(1, np.int64)
     m = _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
-                      chosen, group)
+                      limit, fixed, chosen, group)
     return m, _order_into(chosen[:m], group[:m], out), work[0], m * X.shape[0]
 
 
@@ -147,13 +151,13 @@ def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work):
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
     m = _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
-                      chosen, group)
+                      np.inf, 0.0, chosen, group)
     return chosen[:m], group[:m]
 
 
 @njit(**_dense)
-def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work, chosen,
-                  group):
+def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work, limit,
+                  fixed, chosen, group):
     """As :func:`_select_sparse`, with the inner products over dense columns; with a
     cache of its decisions when ``known`` has rows (else (0, 0) arrays: none). Bit k of
     row j of ``known`` ((p, W) uint64, W = ceil(p / 64)) says the pair (j, k) has been
@@ -204,12 +208,14 @@ def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
         ok, n_groups = _admit(first, size, m, n_groups, group, cap)
         if not ok:
             rejected += 1
-            if rejected > m + 16:  # the block is about as full as the filter allows
+            if rejected > m + 16 or work[0] > limit * (m * n + fixed):
                 break
             continue
         chosen[m] = j
         taken[j] = True
         m += 1
+        if work[0] > limit * (m * n + fixed):
+            break
     for k in range(m):
         taken[chosen[k]] = False
     return m

@@ -341,12 +341,12 @@ class Priority(_Jacobi):
         if not self.dense:
             m, n_ptr, work, update = KG.block_sparse(
                 *self.cols, self.agg.norms, cand, self.rho, b, self.busy, self._head,
-                KG.GROUP_CAP, self._out)
+                KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
         else:
             cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
             m, n_ptr, work, update = KG.block_dense(
                 *self.cols, self.agg.norms, cand, self.rho, b, self.busy, *cache,
-                KG.GROUP_CAP, self._out)
+                KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
         self._afford(work, update)
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
@@ -357,7 +357,9 @@ class Priority(_Jacobi):
         keeps + a round's fixed cost) (``work``, ``update``, ROUND_COST: multiply-adds;
         a round's update is two passes and the fixed cost): at more than twice that, the
         block it may fill halves; at less than half, it grows back by a quarter (the
-        dense cache makes pairs met again free). Its pairwise checks cost O(block^2 n) a round
+        dense cache makes pairs met again free). Within a round the filter stops at
+        twice that too (the first round's pairs are all new: bounded there, not a round
+        late). Its pairwise checks cost O(block^2 n) a round
         against the updates' O(block n): on dense data with many rows, a block the
         updates could take would leave the round to the filter. (The workers' filter,
         without the scheduler's X, sums the candidates' Gram by BLAS over their rows
