@@ -73,9 +73,10 @@ def _token_limit(n_docs, n_words):
 
 @njit(**_nb)
 def accumulate(idx, weights, out):
-    """out[idx[t]] += weights[t] (int64)."""
+    """out[idx[t]] += weights[t] (int64; weights None: 1, where np.bincount would copy
+    ``idx`` to int64 first)."""
     for t in range(idx.shape[0]):
-        out[idx[t]] += weights[t]
+        out[idx[t]] += 1 if weights is None else weights[t]
 
 
 @njit(**_nb)
@@ -122,6 +123,44 @@ def rows(docs, words, counts, d0, n_local):
                 q += 1
         indptr[r + 1] = q
     return indptr, w[:q].copy(), c[:q].copy(), sums
+
+
+@njit(**_nb)
+def by_word(indptr, indices, counts, n_words):
+    """The tokens of CSR rows (word ids sorted within a row), sorted by word, then
+    document: (words, documents), int32; what a stable sort of the tokens in document
+    order by word gives, without the document-order copies and the permutation."""
+    start = np.zeros(n_words + 1, np.int64)
+    for e in range(indices.shape[0]):
+        start[indices[e] + 1] += counts[e]
+    for v in range(n_words):
+        start[v + 1] += start[v]
+    words = np.empty(start[-1], np.int32)
+    docs = np.empty(start[-1], np.int32)
+    for d in range(indptr.shape[0] - 1):
+        for e in range(indptr[d], indptr[d + 1]):
+            w = indices[e]
+            p = start[w]
+            for q in range(p, p + counts[e]):
+                words[q] = w
+                docs[q] = d
+            start[w] = p + counts[e]
+    return words, docs
+
+
+@njit(**_nb)
+def to_word_order(lengths, docs, z):
+    """The tokens' values ``z`` in document order, in the order of :func:`by_word`
+    (``docs``: its documents): a document's tokens come in the same order in both."""
+    at = np.zeros(lengths.shape[0], np.int64)
+    for d in range(lengths.shape[0] - 1):
+        at[d + 1] = at[d] + lengths[d]
+    out = np.empty_like(z)
+    for t in range(docs.shape[0]):
+        d = docs[t]
+        out[t] = z[at[d]]
+        at[d] += 1
+    return out
 
 
 class Part:
@@ -289,10 +328,7 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
     if W > n_docs:
         refuse(peers, f"{W} workers for {n_docs} documents: each worker needs documents")
     lengths = np.zeros(n_docs, np.int64)
-    if counts is None:
-        lengths += np.bincount(docs, minlength=n_docs)
-    else:
-        accumulate(docs, counts, lengths)
+    accumulate(docs, counts, lengths)
     lengths = peers.allreduce(lengths)
     from ...api import split_balanced
 
@@ -317,6 +353,9 @@ def warmup():
     accumulate(i64, i32, np.zeros(2, np.int64))
     accumulate(i32, i64, np.zeros(2, np.int64))
     accumulate(i32, i32, np.zeros(2, np.int64))
+    accumulate(i32, None, np.zeros(2, np.int64))
+    accumulate(i64, None, np.zeros(2, np.int64))
+    to_word_order(i64, by_word(i64, i32, i64, 1)[1], i32)
     w = text_docs.Words(("ab",))
     w.scan(np.frombuffer(b"ab cd\n", np.uint8), 0, 0, 10, i64, i32, 0, -1)
     text_docs.rehash(np.full(8, -1, np.int64), w.wstart, w.wlen, w.arena, w.n_ids)

@@ -112,8 +112,7 @@ class LDAUpdate(Update):
         self.vocab = part.vocab if self.worker == 0 else None
         self.lengths = part.lengths
         word_counts = np.zeros(self.V, np.int64)
-        from .data import accumulate
-        accumulate(part.indices, part.counts, word_counts)
+        data.accumulate(part.indices, part.counts, word_counts)
         word_counts = peers.allreduce(word_counts)
         i = int(np.argmax(self.lengths)) if self.lengths.shape[0] else 0
         longest = peers.allgather((int(self.lengths.max(initial=0)), -(self.d0 + i)))
@@ -126,17 +125,19 @@ class LDAUpdate(Update):
         except DataError as e:
             refuse(peers, e)
         del word_counts
-        words = np.repeat(part.indices, part.counts).astype(np.int32)
+        # the tokens sorted by word, then document, without an argsort and its permuted
+        # copies (they made the load's peak: docs/scaling.md)
+        self.words, self.docs = data.by_word(part.indptr, part.indices, part.counts, self.V)
         del part
-        z = np.empty(words.shape[0], np.int32)
+        z = np.empty(self.words.shape[0], np.int32)
         key = np.random.SeedSequence([self.seed, 3]).generate_state(1, np.uint64)[0]
         K.initial_topics(self.lengths, self.d0, key, self.K, z)
         docs = np.repeat(np.arange(self.lengths.shape[0], dtype=np.int32), self.lengths)
         self.dense = dense_topics(self.K, self.n_tokens, self.n_docs, self.W)
         self._count(docs, z)
-        order = np.argsort(words, kind="stable")
-        self.words, self.docs, self.z = words[order], docs[order], z[order]
-        del order, words, docs, z
+        del docs
+        self.z = data.to_word_order(self.lengths, self.docs, z)
+        del z
         self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
         self.beta_table = K.lgamma_table(self.beta, 4096)
         self.alpha_table = K.lgamma_table(self.alpha, 4096)
@@ -164,7 +165,10 @@ class LDAUpdate(Update):
             self.dmeta = np.empty((n_docs, 2), np.int64)
             self.dlist = np.empty((z.shape[0], 2), np.uint16 if small else np.int32)
             K.doc_lists(self.lengths, docs, z, self.dmeta, self.dlist, self.K)
-        self.nk = self.peers.allreduce(np.bincount(z, minlength=self.K).astype(np.int64))
+        from .data import accumulate
+        nk = np.zeros(self.K, np.int64)
+        accumulate(z, None, nk)
+        self.nk = self.peers.allreduce(nk)
 
     def _slices(self):
         """The word-topic counts: the slices this worker holds first (model schedule), or
