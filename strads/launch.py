@@ -224,12 +224,13 @@ def _shm():
     return set(glob.glob("/dev/shm/mpich_shm_*")) if os.path.isdir("/dev/shm") else set()
 
 
-def _mapped():
-    """The shared-memory files some live process maps."""
+def mapped_shm(maps="/proc/[0-9]*/maps"):
+    """The MPICH shared-memory files that the processes of ``maps`` (default: every live
+    one) map."""
     out = set()
-    for maps in glob.glob("/proc/[0-9]*/maps"):
+    for path in glob.glob(maps):
         try:
-            with open(maps) as f:
+            with open(path) as f:
                 out.update(line.split(None, 5)[5].strip() for line in f
                            if "/dev/shm/mpich_shm_" in line)
         except (OSError, IndexError):
@@ -314,11 +315,9 @@ def _run_once(cmd, folder, env, resumed=None):
     # a job killed with some of its ranks leaves MPICH's shared-memory files behind
     # (those another job still maps are its own)
     if proc.returncode != 0:
-        for path in _shm() - before - _mapped():
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        from .outputs import unlink
+
+        unlink(_shm() - before - mapped_shm())
     last_round = (beats.get(0) or {}).get("round", 0)
     if lost is not None and lost["rank"] == 0:
         last_round = lost["round"]
