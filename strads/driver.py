@@ -95,7 +95,6 @@ class Driver:
         self.superseded = set()  # checkpoints a last one replaced before they were written
         self.synced = False  # an aggregate has returned a sync
 
-    # -- init ------------------------------------------------------------------------
     def init(self):
         manifest = None
         if self.resume:
@@ -195,7 +194,6 @@ class Driver:
         for w in range(self.W):
             self.tp.recv(w)
 
-    # -- pipeline --------------------------------------------------------------------
     def pipeline(self):
         draining = False  # a checkpoint is due: let the rounds in flight finish first
         while True:
@@ -388,7 +386,6 @@ class Driver:
         row.update(agg.trace())
         self.trace.append(row)
 
-    # -- checkpoints -----------------------------------------------------------------
     def checkpoint(self):
         """Every rank's state at this round boundary (no round in flight). The pending
         syncs are applied first: the workers would apply them before the next task. The
@@ -441,7 +438,6 @@ class Driver:
                                "staleness": self.staleness}, "time": time.time()})
             self.ckpt_wait = None
 
-    # -- shutdown --------------------------------------------------------------------
     def shutdown(self):
         tp = self.tp
         if self.every and self.reason in RESUMABLE and self.ckpt_round != self.done:

@@ -68,7 +68,6 @@ class _LinearModel(Persistent, _Checked, BaseEstimator):
         return np.asarray(safe_sparse_dot(X, coef, dense_output=True)).ravel() + intercept
 
 
-# -- Lasso ---------------------------------------------------------------------------------
 class Lasso(RegressorMixin, _LinearModel):
     """Lasso by scheduled parallel coordinate descent (the strads Lasso app); its
     objective, parameters and attributes: docs/apps/lasso.md, "Estimator reference"."""
@@ -114,7 +113,6 @@ class Lasso(RegressorMixin, _LinearModel):
         return self._linear(X)
 
 
-# -- sparse logistic regression -----------------------------------------------------------
 class SparseLogisticRegression(ClassifierMixin, _LinearModel):
     """L1-penalised logistic regression by scheduled coordinate descent (the strads logreg
     app); its objective, parameters and attributes: docs/apps/logreg.md, "Estimator
