@@ -629,11 +629,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     ``label``: the progress line's name (default: ``app``). For tests only,
     ``STRADS_TEST_HOOK`` may replace ``setup`` and ``update`` (:func:`_test_hook`).
     """
-    _params.check(_params.ENGINE, dict(
-        seed=seed, workers=workers, staleness=staleness, max_rounds=max_rounds,
-        time_limit=time_limit, tol=tol, log_interval=log_interval,
-        checkpoint_every=checkpoint_every, scheduler=scheduler, schedulers=schedulers,
-        rebalance_every=rebalance_every, stall_warn=stall_warn))
+    # every keyword by its declaration (but out: any path, checked where it is written)
+    _params.check(_params.ENGINE, {k: v for k, v in locals().items() if k != "out"})
     if max_rounds is None:  # no limit: the schedule, tol or time_limit ends the run
         max_rounds = sys.maxsize
     if out is not None and not os.fspath(out):
