@@ -25,14 +25,6 @@ class CheckpointError(DataError):
 
 
 # -- state of an object ----------------------------------------------------------------
-def _is_piece(v):
-    """Another piece of the app, or the engine's: not this piece's state."""
-    from .api import Aggregate, Schedule, Update  # api imports this module
-    from .transport import Peers
-
-    return isinstance(v, (Schedule, Update, Aggregate, Peers))
-
-
 def _frozen(v):
     """Read-only data, or a tuple of it (a CSC triplet): never changes, so not saved."""
     if isinstance(v, np.ndarray):
@@ -42,17 +34,19 @@ def _frozen(v):
     return False
 
 
-def _code(v):
-    """Functions and methods (a chosen kernel): setup() makes them again."""
-    return isinstance(v, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
-                          functools.partial)) or hasattr(v, "py_func")  # numba's
-
-
 def picked(obj):
-    """The default ``state()`` of an app's piece: what of ``obj.__dict__`` can change."""
+    """The default ``state()`` of an app's piece: what of ``obj.__dict__`` can change (not
+    another piece of the app or the engine's, read-only data, nor functions and methods,
+    a chosen kernel, which setup() makes again)."""
+    from .api import Aggregate, Schedule, Update  # api imports this module
+    from .transport import Peers
+
     skip = set(getattr(obj, "checkpoint_skip", ()))
+    pieces = (Schedule, Update, Aggregate, Peers)
+    code = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
     return {k: v for k, v in vars(obj).items()
-            if k not in skip and not _is_piece(v) and not _frozen(v) and not _code(v)}
+            if k not in skip and not isinstance(v, pieces) and not _frozen(v)
+            and not isinstance(v, code) and not hasattr(v, "py_func")}  # (py_func: numba's)
 
 
 def encode(state, owner):

@@ -174,13 +174,6 @@ def _same_host(a, b):
     return _short(a) == _short(b) or {_short(a), _short(b)} <= here
 
 
-def _mpiexec(given):
-    if given:
-        return given
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside if os.path.exists(beside) else (shutil.which("mpiexec") or "mpiexec")
-
-
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -366,12 +359,15 @@ def main(argv=None):
     app = [sys.executable, a.app] if a.app.endswith(".py") or os.sep in a.app else \
         [sys.executable, "-m", a.app]
     ranks, restarts, t0, t_lost = a.n, [], time.time(), None
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    mpiexec = a.mpiexec or (beside if os.path.exists(beside) else
+                            shutil.which("mpiexec") or "mpiexec")
     folder = tempfile.mkdtemp(prefix="strads-launch-")
     try:
         while True:
             for path in glob.glob(os.path.join(folder, "*")):
                 os.unlink(path)
-            cmd = [_mpiexec(a.mpiexec)]
+            cmd = [mpiexec]
             if hosts is not None:
                 hostfile = os.path.join(folder, "hosts")
                 with open(hostfile, "w") as f:

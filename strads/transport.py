@@ -302,11 +302,6 @@ class InProcess:
         self._pools = None
 
 
-def _tree(w, n):
-    """Worker w's parent and children in the binary tree of n workers (parent -1: rank 0)."""
-    return (w - 1) // 2 if w else -1, [c for c in (2 * w + 1, 2 * w + 2) if c < n]
-
-
 class _OnMPI:
     """What the two transports under MPI share: the communicator (``comm``, default
     COMM_WORLD), this rank's traffic, whether it may spin, and the job's end."""
@@ -350,9 +345,10 @@ class MPITransport(_OnMPI):
         _polite_barrier(self.comm)
         wcomm = self.comm.Split(0 if self.rank >= self.offset else self.MPI.UNDEFINED,
                                 self.rank)
-        self.worker = self.rank - self.offset
-        if self.worker >= 0:
-            self.parent, self.children = _tree(self.worker, self.n_workers)
+        w = self.worker = self.rank - self.offset
+        if w >= 0:  # the workers' binary tree (parent -1: rank 0)
+            self.parent = (w - 1) // 2 if w else -1
+            self.children = [c for c in (2 * w + 1, 2 * w + 2) if c < self.n_workers]
             self.peers = _MPIPeers(wcomm, self.traffic, self._spin)
             self._comms.append(wcomm)
 
