@@ -55,19 +55,18 @@ def _cores():
 
 class Waiter:
     """One rank's waits for point-to-point messages on ``comm``: asleep on its doorbell
-    where every rank has one (``doorbells`` is true), else polling. ``sends_done()`` (the
-    caller's) moves this rank's own sends along when a receiver asks for it. Collective
-    (every rank of ``comm`` constructs one)."""
+    where every rank has one (``doorbells`` is true), else polling (yielding the core
+    first with ``spin``). ``sends_done()`` (the caller's) moves this rank's own sends
+    along when a receiver asks for it. Collective (every rank of ``comm`` constructs one)."""
 
-    def __init__(self, comm, hosts, sends_done, doorbell=True):
+    def __init__(self, comm, hosts, spin, sends_done, doorbell=True):
         try:  # Linux rounds sleeps up by the timer slack (50 us by default); ask for 1 us
             import ctypes
             ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, ns
         except Exception:  # not Linux: sleeps are merely coarser
             pass
         self.rank, size = comm.Get_rank(), comm.Get_size()
-        # yielding between tests only helps when no other rank of this host needs the core
-        self.spin = hosts.count(hosts[self.rank]) <= _cores()
+        self.spin = spin
         self._sends_done = sends_done
         # messages per peer: posted to us (as its rings said), received, sent to it
         self._posted, self._received, self._sent = ([0] * size for _ in range(3))

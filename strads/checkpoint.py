@@ -13,12 +13,11 @@ from collections import deque
 
 import numpy as np
 
+from .errors import DataError
+from .outputs import WriteError, durable, fsync_dir, unlink
+
 FORMAT = 2  # 2: parts sealed, the manifest checksummed, the worker in its part
 MANIFEST = "manifest.json"
-
-
-from .errors import DataError
-from .outputs import WriteError, durable, fsync_dir
 
 
 class CheckpointError(DataError):
@@ -26,14 +25,6 @@ class CheckpointError(DataError):
 
 
 # -- state of an object ----------------------------------------------------------------
-def _is_piece(v):
-    """Another piece of the app, or the engine's: not this piece's state."""
-    from .api import Aggregate, Schedule, Update  # api imports this module
-    from .transport import Peers
-
-    return isinstance(v, (Schedule, Update, Aggregate, Peers))
-
-
 def _frozen(v):
     """Read-only data, or a tuple of it (a CSC triplet): never changes, so not saved."""
     if isinstance(v, np.ndarray):
@@ -43,17 +34,19 @@ def _frozen(v):
     return False
 
 
-def _code(v):
-    """Functions and methods (a chosen kernel): setup() makes them again."""
-    return isinstance(v, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
-                          functools.partial)) or hasattr(v, "py_func")  # numba's
-
-
 def picked(obj):
-    """The default ``state()`` of an app's piece: what of ``obj.__dict__`` can change."""
+    """The default ``state()`` of an app's piece: what of ``obj.__dict__`` can change (not
+    another piece of the app or the engine's, read-only data, nor functions and methods,
+    a chosen kernel, which setup() makes again)."""
+    from .api import Aggregate, Schedule, Update  # api imports this module
+    from .transport import Peers
+
     skip = set(getattr(obj, "checkpoint_skip", ()))
+    pieces = (Schedule, Update, Aggregate, Peers)
+    code = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
     return {k: v for k, v in vars(obj).items()
-            if k not in skip and not _is_piece(v) and not _frozen(v) and not _code(v)}
+            if k not in skip and not isinstance(v, pieces) and not _frozen(v)
+            and not isinstance(v, code) and not hasattr(v, "py_func")}  # (py_func: numba's)
 
 
 def encode(state, owner):
@@ -61,10 +54,6 @@ def encode(state, owner):
     arrays = {}
     meta = {k: _encode(v, k, arrays, owner) for k, v in state.items()}
     return meta, arrays
-
-
-def decode(meta, arrays):
-    return {k: _decode(m, arrays) for k, m in meta.items()}
 
 
 def _encode(v, key, arrays, owner):
@@ -91,28 +80,6 @@ def _encode(v, key, arrays, owner):
         f"cannot checkpoint {owner}.{key} of type {type(v).__name__}: name it in "
         f"{owner}.checkpoint_skip if setup() rebuilds it identically, or override "
         "state() and load_state()")
-
-
-def _decode(m, arrays):
-    if "v" in m:
-        return m["v"]
-    if "f" in m:
-        return float.fromhex(m["f"])
-    if "a" in m:
-        a = arrays[m["a"]]
-        return a[()] if m["scalar"] else a
-    if "rng" in m:
-        st = m["rng"]
-        bg = getattr(np.random, st["bit_generator"])()
-        bg.state = st
-        return np.random.Generator(bg)
-    if "deque" in m:
-        return deque((_decode(x, arrays) for x in m["deque"]), maxlen=m["maxlen"])
-    if "list" in m:
-        return [_decode(x, arrays) for x in m["list"]]
-    if "tuple" in m:
-        return tuple(_decode(x, arrays) for x in m["tuple"])
-    return {k: _decode(x, arrays) for k, x in m["dict"].items()}
 
 
 # -- parts and manifest ----------------------------------------------------------------
@@ -413,13 +380,10 @@ def write_manifest(folder, manifest):
     fsync_dir(folder)
     keep = {MANIFEST} | {p["file"] for p in manifest["parts"]}
     mine = f"r{manifest['round']:012d}"
-    for name in os.listdir(folder):  # parts of older checkpoints, and torn writes
-        # (a later checkpoint's, which a leaderless rank may already be writing, stay)
-        if name not in keep and not (name[:1] == "r" and name[:13] > mine):
-            try:
-                os.unlink(os.path.join(folder, name))
-            except OSError:
-                pass
+    # parts of older checkpoints, and torn writes (a later checkpoint's, which a
+    # leaderless rank may already be writing, stay)
+    unlink(os.path.join(folder, name) for name in os.listdir(folder)
+           if name not in keep and not (name[:1] == "r" and name[:13] > mine))
 
 
 def read_manifest(folder):

@@ -174,13 +174,6 @@ def _same_host(a, b):
     return _short(a) == _short(b) or {_short(a), _short(b)} <= here
 
 
-def _mpiexec(given):
-    if given:
-        return given
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside if os.path.exists(beside) else (shutil.which("mpiexec") or "mpiexec")
-
-
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -224,12 +217,13 @@ def _shm():
     return set(glob.glob("/dev/shm/mpich_shm_*")) if os.path.isdir("/dev/shm") else set()
 
 
-def _mapped():
-    """The shared-memory files some live process maps."""
+def mapped_shm(maps="/proc/[0-9]*/maps"):
+    """The MPICH shared-memory files that the processes of ``maps`` (default: every live
+    one) map."""
     out = set()
-    for maps in glob.glob("/proc/[0-9]*/maps"):
+    for path in glob.glob(maps):
         try:
-            with open(maps) as f:
+            with open(path) as f:
                 out.update(line.split(None, 5)[5].strip() for line in f
                            if "/dev/shm/mpich_shm_" in line)
         except (OSError, IndexError):
@@ -314,11 +308,9 @@ def _run_once(cmd, folder, env, resumed=None):
     # a job killed with some of its ranks leaves MPICH's shared-memory files behind
     # (those another job still maps are its own)
     if proc.returncode != 0:
-        for path in _shm() - before - _mapped():
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        from .outputs import unlink
+
+        unlink(_shm() - before - mapped_shm())
     last_round = (beats.get(0) or {}).get("round", 0)
     if lost is not None and lost["rank"] == 0:
         last_round = lost["round"]
@@ -367,12 +359,15 @@ def main(argv=None):
     app = [sys.executable, a.app] if a.app.endswith(".py") or os.sep in a.app else \
         [sys.executable, "-m", a.app]
     ranks, restarts, t0, t_lost = a.n, [], time.time(), None
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    mpiexec = a.mpiexec or (beside if os.path.exists(beside) else
+                            shutil.which("mpiexec") or "mpiexec")
     folder = tempfile.mkdtemp(prefix="strads-launch-")
     try:
         while True:
             for path in glob.glob(os.path.join(folder, "*")):
                 os.unlink(path)
-            cmd = [_mpiexec(a.mpiexec)]
+            cmd = [mpiexec]
             if hosts is not None:
                 hostfile = os.path.join(folder, "hosts")
                 with open(hostfile, "w") as f:

@@ -23,13 +23,9 @@ class WriteError(DataError, OSError):
 
 
 def write(out, summary, trace, model):
-    """Write the outputs into ``out``, all or nothing. ``out`` a symbolic link to a
-    folder: into that folder (the link stays). Into a new folder beside it, which then
-    takes the place of ``out`` in one step; whatever else ``out`` held (a checkpoint,
-    your files) is moved into it. Where folders cannot be swapped (``out`` a mount
-    point, its parent on another file system or not writable): the new files are
-    written complete into a hidden folder inside ``out``, then each renamed into place
-    (:func:`_replace_files`). ``trace`` None: no trace.csv (a saved
+    """Write the outputs into ``out``, all or nothing: into a new folder beside it that
+    then takes its place, else (:func:`_replace_files`) file by file; the rules:
+    docs/failures.md, "Outputs, all or nothing". ``trace`` None: no trace.csv (a saved
     estimator's folder)."""
     out = os.path.realpath(os.path.abspath(out))
     parent = os.path.dirname(out)
@@ -150,6 +146,13 @@ def fsync_dir(path):
         pass
     finally:
         os.close(fd)
+
+
+def unlink(paths):
+    """Remove the files ``paths`` that are still there."""
+    for path in paths:
+        with contextlib.suppress(OSError):  # (gone: another rank of the host was first)
+            os.unlink(path)
 
 
 def _exchange(a, b):

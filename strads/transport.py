@@ -29,10 +29,6 @@ def encode(obj):
     return head, [b.raw() for b in bufs]
 
 
-def decode(head, bufs):
-    return pickle.loads(head, buffers=bufs)
-
-
 def pack(obj):
     """One contiguous frame: sizes, the pickle, then each buffer at a 64-byte boundary."""
     head, bufs = encode(obj)
@@ -56,7 +52,7 @@ def unpack(frame):
     for n in sizes:
         parts.append(frame[pos:pos + n])
         pos = -(-(pos + n) // _ALIGN) * _ALIGN
-    return decode(parts[0].tobytes(), [memoryview(p) for p in parts[1:]])
+    return pickle.loads(parts[0].tobytes(), buffers=[memoryview(p) for p in parts[1:]])
 
 
 _SCALARS = (int, float, str, bool, bytes, type(None), np.generic)
@@ -88,7 +84,7 @@ def _copy(obj):
 
 def _pickled(obj):
     head, bufs = encode(obj)
-    return decode(head, [bytearray(b) for b in bufs])
+    return pickle.loads(head, buffers=[bytearray(b) for b in bufs])
 
 
 def mpi_world_size():
@@ -206,6 +202,8 @@ class _ThreadPeers(Peers):
 
     def _meet(self, obj):
         """Every worker's obj (copied once, as if sent), then every worker's view of all."""
+        if self.size == 1:
+            return [_copy(obj)]
         g = self.group
         if g is None:
             raise RuntimeError("the workers' collectives (self.peers) need worker threads: "
@@ -220,20 +218,14 @@ class _ThreadPeers(Peers):
         return got
 
     def allgather(self, obj):
-        if self.size == 1:
-            return [_copy(obj)]
         got = self._meet(obj)
         return [x if w == self.rank else _copy(x) for w, x in enumerate(got)]
 
     def bcast(self, obj, root=0):
-        if self.size == 1:
-            return _copy(obj)
         got = self._meet(obj if self.rank == root else None)
         return got[root] if self.rank == root else _copy(got[root])
 
     def shift(self, obj, k=1):
-        if self.size == 1:
-            return _copy(obj)
         return self._meet(obj)[(self.rank - k) % self.size]
 
 
@@ -310,42 +302,53 @@ class InProcess:
         self._pools = None
 
 
-def _tree(w, n):
-    """Worker w's parent and children in the binary tree of n workers (parent -1: rank 0)."""
-    return (w - 1) // 2 if w else -1, [c for c in (2 * w + 1, 2 * w + 2) if c < n]
-
-
-class MPITransport:
-    """Rank 0 is the scheduler, rank w+1 runs worker w; with ``schedulers`` K > 1,
-    ranks 1..K-1 schedule too (they talk to rank 0 alone) and rank w+K runs worker w."""
+class _OnMPI:
+    """What the two transports under MPI share: the communicator (``comm``, default
+    COMM_WORLD), this rank's traffic, whether it may spin, and the job's end."""
 
     is_mpi = True
 
-    def __init__(self, comm=None, doorbell=True, schedulers=1):
+    def __init__(self, comm):
         from mpi4py import MPI
 
         self.MPI = MPI
         self.comm = comm if comm is not None else MPI.COMM_WORLD
-        self.rank = self.comm.Get_rank()
-        self.size = self.comm.Get_size()
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.traffic = new_traffic()
+        _polite_barrier(self.comm)
+        _unlink_shm()
+        self.hosts = self.comm.allgather(socket.gethostname())
+        # yielding between tests only helps when no other rank of this host needs the core
+        self._spin = self.hosts.count(self.hosts[self.rank]) <= _cores()
+
+    def abort(self, exc, code=1, brief=False):
+        """End every rank of the job now, after printing why on this rank's stderr: its
+        traceback, or (``brief``: bad input) its message alone."""
+        _abort(self.comm, exc, code, brief)
+
+
+class MPITransport(_OnMPI):
+    """Rank 0 is the scheduler, rank w+1 runs worker w; with ``schedulers`` K > 1,
+    ranks 1..K-1 schedule too (they talk to rank 0 alone) and rank w+K runs worker w."""
+
+    def __init__(self, comm=None, doorbell=True, schedulers=1):
+        super().__init__(comm)
         self.offset = schedulers  # worker w's rank is w + offset
         self.n_workers = self.size - schedulers
         self.round, self._comms = 0, [self.comm]  # (the round a worker rank has seen)
         if self.n_workers < 1:
             raise ValueError(f"{schedulers} scheduler ranks in {self.size}: no worker")
         self._pending = []  # sends not yet known complete, with the buffers they read
-        _polite_barrier(self.comm)
-        _unlink_shm()
-        hosts = self.comm.allgather(socket.gethostname())
-        self._waiter = Waiter(self.comm, hosts, self._sends_done, doorbell)
-        self._spin = self._waiter.spin
-        self.traffic = new_traffic()
+        self._waiter = Waiter(self.comm, self.hosts, self._spin, self._sends_done,
+                              doorbell)
         # the workers' own communicator, for their data plane
         _polite_barrier(self.comm)
-        wcomm = self.comm.Split(0 if self.rank >= self.offset else MPI.UNDEFINED, self.rank)
-        self.worker = self.rank - self.offset
-        if self.worker >= 0:
-            self.parent, self.children = _tree(self.worker, self.n_workers)
+        wcomm = self.comm.Split(0 if self.rank >= self.offset else self.MPI.UNDEFINED,
+                                self.rank)
+        w = self.worker = self.rank - self.offset
+        if w >= 0:  # the workers' binary tree (parent -1: rank 0)
+            self.parent = (w - 1) // 2 if w else -1
+            self.children = [c for c in (2 * w + 1, 2 * w + 2) if c < self.n_workers]
             self.peers = _MPIPeers(wcomm, self.traffic, self._spin)
             self._comms.append(wcomm)
 
@@ -404,18 +407,11 @@ class MPITransport:
         return self._recv_from(self._wrank(0), watch, tag=TREE)
 
     def to_scheduler(self, k, msg):
-        """A message for scheduler rank ``k`` (1..K-1)."""
+        """A message for scheduler rank ``k`` (rank 0 to 1..K-1, and each of them to 0)."""
         self._send_to(k, msg, tag=SCHED)
 
     def from_scheduler(self, k, watch=None):
         return self._recv_from(k, watch, tag=SCHED)
-
-    # -- another scheduler rank's side -----------------------------------------------
-    def recv_scheduling(self):
-        return self._recv_from(0, tag=SCHED)
-
-    def reply_scheduling(self, msg):
-        self._send_to(0, msg, tag=SCHED)
 
     # -- worker side ---------------------------------------------------------------
     def recv_task(self):
@@ -447,11 +443,6 @@ class MPITransport:
         self._pending = []
         self._waiter.close()
 
-    def abort(self, exc, code=1, brief=False):
-        """End every rank of the job now, after printing why on this rank's stderr: its
-        traceback, or (``brief``: bad input) its message alone."""
-        _abort(self.comm, exc, code, brief)
-
     def revoke(self):
         """A rank is lost (ULFM): end every operation of every rank on this transport's
         communicators, wherever it waits; forget the sends to the lost."""
@@ -460,25 +451,16 @@ class MPITransport:
         self._waiter.close()
 
 
-class Replicated:
+class Replicated(_OnMPI):
     """No scheduler rank: every rank is worker ``rank`` and runs the scheduler's loop too;
     replies and ``flags()`` are shared by one allgather, so every rank combines the same
     replies alike (:attr:`agreed`)."""
 
-    is_mpi = True
     replicated = True
 
     def __init__(self, comm=None):
-        from mpi4py import MPI
-
-        self.comm = comm if comm is not None else MPI.COMM_WORLD
-        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        super().__init__(comm)
         self.n_workers, self.worker = self.size, self.rank
-        self.traffic = new_traffic()
-        hosts = self.comm.allgather(socket.gethostname())
-        self._spin = hosts.count(hosts[self.rank]) <= _cores()
-        _polite_barrier(self.comm)
-        _unlink_shm()
         self.peers = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
         self._agree = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
         self.handler = None
@@ -520,9 +502,6 @@ class Replicated:
         """Rank 0 may still be writing the outputs: every rank waits for the others."""
         _polite_barrier(self.comm)
 
-    def abort(self, exc, code=1, brief=False):
-        _abort(self.comm, exc, code, brief)
-
     def revoke(self):
         _revoke([self.comm, self.peers.comm, self._agree.comm])
 
@@ -536,9 +515,9 @@ class _MPIPeers(Peers):
         self.MPI, self.comm, self.traffic, self.spin = MPI, comm, traffic, spin
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
 
-    def _wait(self, req):
+    def _wait(self, test):
         t0 = time.perf_counter()
-        transfer(req.Test, self.spin)
+        transfer(test, self.spin)
         self.waited += time.perf_counter() - t0
 
     def allgather(self, obj):
@@ -546,11 +525,11 @@ class _MPIPeers(Peers):
         if self.size == 1:
             return [unpack(frame)]
         mine, sizes = np.array([frame.nbytes], np.int64), np.empty(self.size, np.int64)
-        self._wait(self.comm.Iallgather(mine, sizes))
+        self._wait(self.comm.Iallgather(mine, sizes).Test)
         displs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         buf = np.empty(int(sizes.sum()), np.uint8)
         self._wait(self.comm.Iallgatherv([frame, self.MPI.BYTE],
-                                         [buf, (sizes, displs), self.MPI.BYTE]))
+                                         [buf, (sizes, displs), self.MPI.BYTE]).Test)
         n = self.size - 1
         _count(self.traffic, sent=frame.nbytes * n, received=buf.nbytes - frame.nbytes,
                n_sent=n, n_received=n)
@@ -562,10 +541,10 @@ class _MPIPeers(Peers):
         if self.size == 1:
             return unpack(frame)
         size = np.array([frame.nbytes if mine else 0], np.int64)
-        self._wait(self.comm.Ibcast(size, root=root))
+        self._wait(self.comm.Ibcast(size, root=root).Test)
         if not mine:
             frame = np.empty(int(size[0]), np.uint8)
-        self._wait(self.comm.Ibcast([frame, self.MPI.BYTE], root=root))
+        self._wait(self.comm.Ibcast([frame, self.MPI.BYTE], root=root).Test)
         n = self.size - 1
         _count(self.traffic, sent=frame.nbytes * n if mine else 0,
                received=0 if mine else frame.nbytes, n_sent=n if mine else 0,
@@ -579,18 +558,14 @@ class _MPIPeers(Peers):
         dest, source = (self.rank + k) % self.size, (self.rank - k) % self.size
         mine, size = np.array([frame.nbytes], np.int64), np.empty(1, np.int64)
         reqs = [self.comm.Isend(mine, dest, tag=1), self.comm.Irecv(size, source, tag=1)]
-        self._wait(reqs[1])
+        self._wait(reqs[1].Test)
         got = np.empty(int(size[0]), np.uint8)
         reqs += [self.comm.Isend([frame, self.MPI.BYTE], dest, tag=2),
                  self.comm.Irecv([got, self.MPI.BYTE], source, tag=2)]
-        self._wait_all(reqs)  # (mine, frame and got live until here: the sends read them)
+        # (mine, frame and got live until here: the sends read them)
+        self._wait(lambda: self.MPI.Request.Testall(reqs))
         _count(self.traffic, sent=frame.nbytes, received=got.nbytes, n_sent=1, n_received=1)
         return unpack(got)
-
-    def _wait_all(self, reqs):
-        t0 = time.perf_counter()
-        transfer(lambda: self.MPI.Request.Testall(reqs), self.spin)
-        self.waited += time.perf_counter() - t0
 
 
 def _polite_barrier(comm):
@@ -604,17 +579,10 @@ def _unlink_shm():
     """Unlink the shared-memory files MPICH mapped here (every rank of the host has
     mapped them once all have passed a barrier): they then go with the last rank, even
     when a rank is killed and mpiexec kills the rest (no /dev/shm/mpich_shm_* left)."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split(None, 5)[5].strip() for line in f
-                     if "/dev/shm/mpich_shm_" in line}
-    except (OSError, IndexError):
-        return
-    for path in paths:
-        try:
-            os.unlink(path)
-        except OSError:  # another rank of the host was first
-            pass
+    from .launch import mapped_shm
+    from .outputs import unlink
+
+    unlink(mapped_shm("/proc/self/maps"))
 
 
 def _abort(comm, exc, code=1, brief=False):

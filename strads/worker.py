@@ -294,11 +294,11 @@ def schedule_serve(tp):
     """A scheduler rank's loop (``--schedulers K``, ranks 1..K-1)."""
     host = SchedulerHost()
     while True:
-        msg = tp.recv_scheduling()
+        msg = tp.from_scheduler(0)
         if type(msg) is Stop:
-            tp.reply_scheduling(rank_usage(tp.traffic))
+            tp.to_scheduler(0, rank_usage(tp.traffic))
             return
-        tp.reply_scheduling(host.handle(msg))
+        tp.to_scheduler(0, host.handle(msg))
 
 
 def merge(parts):

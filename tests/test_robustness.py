@@ -169,7 +169,7 @@ def test_state_round_trip_keeps_types_and_bits():
     meta, arrays = ckpt.encode(p.state(), "P")
     assert "data" not in meta and "frozen" not in meta
     q = P()
-    q.load_state(ckpt.decode(json.loads(json.dumps(meta)), arrays))
+    q.load_state(ckpt.restore({"P": (json.loads(json.dumps(meta)), arrays)}, "P", q, "here"))
     assert q.f == 0.1 + 0.2 and q.i == 2**70 and q.s == "x" and q.n is None and q.b is True
     assert q.f2 == float("inf") and type(q.g) is np.float32 and q.g == 1.5
     assert isinstance(q.t, tuple) and isinstance(q.t[1], list) and q.t[1][1]["k"][0] == 0

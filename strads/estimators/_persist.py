@@ -46,7 +46,7 @@ def load(path):
     command line's ``--out path`` (``python -m strads.apps.lasso|logreg|mf|lda``).
     Raises :class:`~strads.errors.DataError` (one line naming the file) on anything
     missing or malformed."""
-    from . import LDA, Lasso, MatrixFactorization, SparseLogisticRegression
+    from .. import estimators
 
     path = os.fspath(path)
     sfile = os.path.join(path, "summary.json")
@@ -70,8 +70,7 @@ def load(path):
         app = summary.get("app") if isinstance(summary, dict) else None
         raise DataError(f"{sfile}: app {app!r} is not one of {sorted(_CLASSES)}")
     app = summary["app"]
-    cls = {"Lasso": Lasso, "SparseLogisticRegression": SparseLogisticRegression,
-           "MatrixFactorization": MatrixFactorization, "LDA": LDA}[_CLASSES[app]]
+    cls = getattr(estimators, _CLASSES[app])
     name = summary.get("estimator", cls.__name__)
     if name != cls.__name__:
         raise DataError(f"{sfile}: estimator {name!r} does not fit app {app!r}")
@@ -224,10 +223,7 @@ def _build_glm(cls, m, summary, params):
 
 
 def _dump_mf(est):
-    return {"W": est.user_factors_, "H": est.item_factors_, "user_bias": est.user_bias_,
-            "item_bias": est.item_bias_, "mean": est.global_mean_,
-            "user_ids": est.user_ids_, "item_ids": est.item_ids_,
-            "lambda": float(est.alpha), "rank": int(est.n_components),
+    return {**est._model(), "lambda": float(est.alpha), "rank": int(est.n_components),
             "n_iter": int(est.n_iter_), "objective": float(est.objective_),
             "validation_rmse": est.validation_rmse_,
             "seen_indptr": est._seen_indptr, "seen_items": est._seen_items}

@@ -92,11 +92,6 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
         the chain itself rather than a fold-in; rows sum to 1)."""
         return self.fit(X).doc_topic_.copy()
 
-    def _topics(self):
-        """phi[w, k] = p(w | k), word-major (the fold-in kernel's layout)."""
-        return np.ascontiguousarray((self.components_
-                                     / self.components_.sum(axis=1, keepdims=True)).T)
-
     def transform(self, X):
         """Topic mixtures (n_documents, n_components) of documents (counts over the
         training vocabulary) by collapsed Gibbs fold-in against the fitted topics, held
@@ -110,7 +105,9 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
         check_is_fitted(self, "components_")
         X = self._counts(X, False, whom)
         doc_ptr, words = foldin.tokens(X)
-        phi = self._topics()
+        # phi[w, k] = p(w | k), word-major (the fold-in kernel's layout)
+        phi = np.ascontiguousarray((self.components_
+                                    / self.components_.sum(axis=1, keepdims=True)).T)
         theta = foldin.fold_in_threads(doc_ptr, words, phi, float(self.doc_topic_prior_),
                                        int(self.max_doc_update_iter), self._transform_seed,
                                        _n_workers(self.n_jobs, max(X.shape[0], 1)))
