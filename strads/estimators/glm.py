@@ -69,8 +69,69 @@ class _LinearModel(Persistent, _Checked, BaseEstimator):
 
 
 class Lasso(RegressorMixin, _LinearModel):
-    """Lasso by scheduled parallel coordinate descent (the strads Lasso app); its
-    objective, parameters and attributes: docs/apps/lasso.md, "Estimator reference"."""
+    """Lasso by scheduled parallel coordinate descent (the strads Lasso app).
+
+    Minimises ``1 / (2 n_samples) ||y - X w - c||^2 + alpha ||w||_1``, the objective of
+    :class:`sklearn.linear_model.Lasso`, with the intercept ``c`` unpenalised (0 without
+    ``fit_intercept``). The fit is :func:`strads.apps.lasso.fit`, one run, which
+    centres X implicitly for the intercept (sparse X stays sparse).
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        L1 penalty (the app's ``lambda``), >= 0.
+    fit_intercept : bool, default=True
+        Fit an unpenalised intercept.
+    schedule : {"working-set", "priority", "round-robin", "random"}, default="working-set"
+        The app's schedule (see the README's Lasso section).
+    tol : float, default=1e-6
+        Stop when the duality gap is at most ``tol`` times the objective (the app's
+        rule; 0 turns it off and the run goes on for ``max_iter`` rounds).
+    max_iter : int, default=100000
+        Most rounds of the engine (per run).
+    n_jobs : int, default=None
+        Workers in one process, each on a thread of its own: None -> 1, -1 -> all
+        cores (joblib's convention); at most ``n_samples``. Ignored under ``mpiexec``
+        (N-1 workers).
+    staleness : int, default=0
+        Rounds the scheduler may run ahead of the workers (0: bulk-synchronous).
+    random_state : int, RandomState instance or None, default=None
+        The app's seed (randomised schedules only): an int is used as it is, an int is
+        drawn from a RandomState or Generator, and None draws one from numpy's global
+        RandomState.
+    warm_start : bool, default=False
+        Start from the last fit's ``coef_`` (same number of features), as scikit-learn's.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        The coefficients.
+    intercept_ : float
+        The intercept (0.0 without ``fit_intercept``).
+    n_iter_ : int
+        Rounds of the engine.
+    dual_gap_ : float
+        Duality gap of the last run, in the objective's scale ``1/(2n) ||.||^2 + ...``
+        (the scale of scikit-learn's ``dual_gap_``).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit (only when X has string column names).
+
+    See Also
+    --------
+    sklearn.linear_model.Lasso : the same optimum, by cyclic coordinate descent.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from strads.estimators import Lasso
+    >>> X = np.random.default_rng(0).standard_normal((100, 20))
+    >>> y = X[:, 0] - 2 * X[:, 3] + 1
+    >>> est = Lasso(alpha=0.05).fit(X, y)
+    >>> np.flatnonzero(np.abs(est.coef_) > 0.5).tolist()
+    [0, 3]
+    """
 
     def __init__(self, alpha=1.0, fit_intercept=True, schedule="working-set", tol=1e-6,
                  max_iter=100000, n_jobs=None, staleness=0, random_state=None,
@@ -82,8 +143,20 @@ class Lasso(RegressorMixin, _LinearModel):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit the model to X (any scipy.sparse format; used as CSC) and targets y; -> self,
-        on every rank under ``mpiexec``."""
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data (any scipy.sparse format; used as CSC).
+        y : array-like of shape (n_samples,)
+            Target values.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator (on every rank under ``mpiexec``).
+        """
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
                              y_numeric=True, multi_output=False)
         most = lasso.max_staleness(X.shape[1], 256)  # the app's bound, at its block 256
@@ -109,14 +182,65 @@ class Lasso(RegressorMixin, _LinearModel):
                 "n_iter_": int(res.rounds), "dual_gap_": gap}
 
     def predict(self, X):
-        """``X @ coef_ + intercept_`` for samples X (n_samples, n_features)."""
+        """Predict with the linear model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            ``X @ coef_ + intercept_``.
+        """
         return self._linear(X)
 
 
 class SparseLogisticRegression(ClassifierMixin, _LinearModel):
     """L1-penalised logistic regression by scheduled coordinate descent (the strads logreg
-    app); its objective, parameters and attributes: docs/apps/logreg.md, "Estimator
-    reference"."""
+    app).
+
+    Minimises ``(1/n) sum_i log(1 + exp(-y_i (x_i' w + c))) + alpha ||w||_1`` over two
+    classes (y in {-1, +1}: ``classes_[0]`` is -1). The intercept ``c`` is fitted as the
+    coefficient of a constant column of value ``intercept_scaling`` appended to X, so
+    its penalty is ``alpha |c| / intercept_scaling``: nearly, not exactly, unpenalised
+    (as liblinear's intercept).
+
+    Parameters
+    ----------
+    alpha : float, default=0.01
+        L1 penalty (the app's ``lambda``), > 0.
+    fit_intercept : bool, default=True
+        Fit an intercept (see above).
+    intercept_scaling : float, default=100.0
+        Value of the appended constant column.
+    tol : float, default=1e-5
+        As for :class:`Lasso`, but 1e-5: the logistic loss's dual point is the gradient
+        scaled into the constraints, so on nearly separable data (alpha ||w||_1 most of
+        the objective) the gap stays far above the objective's own error, which is
+        ~1e-10 when the gap reaches 1e-5 (docs/benchmarks.md, logistic regression).
+    schedule, max_iter, n_jobs, random_state, warm_start
+        As for :class:`Lasso` (the schedules: the README's logistic regression section).
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The two class labels, sorted.
+    coef_ : ndarray of shape (1, n_features)
+        The coefficients.
+    intercept_ : ndarray of shape (1,)
+        The intercept (0.0 without ``fit_intercept``).
+    n_iter_ : int
+        Rounds of the engine.
+    n_features_in_, feature_names_in_
+        As for :class:`Lasso`.
+
+    See Also
+    --------
+    sklearn.linear_model.LogisticRegression : penalty="l1", solver="liblinear",
+        C = 1 / (n alpha) gives the same minimiser without intercept.
+    """
 
     def __init__(self, alpha=0.01, fit_intercept=True, intercept_scaling=100.0,
                  schedule="working-set", tol=1e-5, max_iter=100000, n_jobs=None,
@@ -134,8 +258,20 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit the model to X and labels y of exactly two classes; -> self, on every rank
-        under ``mpiexec``."""
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Labels of exactly two classes.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator (on every rank under ``mpiexec``).
+        """
         from ..apps import logreg
 
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64)
@@ -243,7 +379,28 @@ class LassoCV(RegressorMixin, _LinearModel):
     """Lasso with alpha chosen by cross-validation along a regularisation path (each
     fold's path warm-started from large to small alpha), as
     :class:`sklearn.linear_model.LassoCV`; then a fit on all the data at the best alpha.
-    Its parameters and attributes: docs/apps/lasso.md, "Estimator reference"."""
+
+    Parameters
+    ----------
+    eps, n_alphas, alphas
+        The grid, as :func:`lasso_path` (alphas None: ``n_alphas`` from alpha_max down
+        to ``eps`` alpha_max).
+    cv : int, cross-validation generator or iterable, default=5
+        The folds (scikit-learn's ``check_cv``: an int is a KFold).
+    fit_intercept, schedule, tol, max_iter, n_jobs, random_state
+        As for :class:`Lasso`.
+
+    Attributes
+    ----------
+    alpha_ : float
+        The alpha of the least mean squared error over the folds.
+    alphas_ : ndarray of shape (n_alphas,)
+        The grid, largest first.
+    mse_path_ : ndarray of shape (n_alphas, n_folds)
+        Each fold's test mean squared error along the path.
+    coef_, intercept_, dual_gap_, n_iter_, n_features_in_, feature_names_in_
+        Of the final fit, as for :class:`Lasso`.
+    """
 
     def __init__(self, *, eps=1e-3, n_alphas=100, alphas=None, fit_intercept=True,
                  cv=5, schedule="working-set", tol=1e-6, max_iter=100000, n_jobs=None,
