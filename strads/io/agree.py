@@ -7,8 +7,8 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError
+from .numbers import NB
 
-_nb = dict(cache=True, nogil=True)
 
 
 def refuse(peers, message, worker=0):
@@ -90,7 +90,7 @@ def exchange(peers, n, chunk):
                               for o in range(W)])
 
 
-@njit(**_nb)
+@njit(**NB)
 def _ascending(a):
     for k in range(1, a.shape[0]):
         if a[k] < a[k - 1]:
@@ -98,7 +98,7 @@ def _ascending(a):
     return True
 
 
-@njit(**_nb)
+@njit(**NB)
 def _place(items, i0, users, vals, nxt, cu, cy):
     for k in range(items.shape[0]):
         j = items[k] - i0
@@ -107,7 +107,7 @@ def _place(items, i0, users, vals, nxt, cu, cy):
         nxt[j] += 1
 
 
-@njit(**_nb)
+@njit(**NB)
 def _rows_of(indptr, a, r0, out):
     """out[k] = r0 + the row of entry a + k (``indptr``: the rows' starts)."""
     j = np.searchsorted(indptr, a, side="right") - 1
@@ -146,7 +146,7 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
     return cptr, cu, cy
 
 
-@njit(**_nb)
+@njit(**NB)
 def _tally(ids, lo, out):
     for k in range(ids.shape[0]):
         out[ids[k] - lo] += 1
@@ -160,7 +160,7 @@ def tally(ids, n, lo=0):
     return out
 
 
-@njit(**_nb)
+@njit(**NB)
 def _scatter(keys, starts, a, out):
     nxt = starts[:-1].copy()
     for k in range(keys.shape[0]):
@@ -177,7 +177,7 @@ def grouped(keys, starts, a):
     return out
 
 
-@njit(**_nb)
+@njit(**NB)
 def _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2):
     nxt = np.zeros(n_cols + 1, np.int64)
     for k in range(cols.shape[0]):
@@ -198,7 +198,7 @@ def _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2):
         nxt[rows[k] - r0] += 1
 
 
-@njit(**_nb)
+@njit(**NB)
 def _in_pair_order(rows, cols):
     for k in range(1, rows.shape[0]):
         if rows[k] < rows[k - 1] or (rows[k] == rows[k - 1] and cols[k] < cols[k - 1]):
@@ -219,7 +219,7 @@ def pair_order(rows, r0, n_rows, cols, n_cols):
     return o2
 
 
-@njit(**_nb)
+@njit(**NB)
 def in_place(order):
     """Whether ``order`` is 0, 1, ..., n - 1 (a sort that moves nothing)."""
     for k in range(order.shape[0]):
@@ -228,7 +228,7 @@ def in_place(order):
     return True
 
 
-@njit(**_nb)
+@njit(**NB)
 def same_pairs(rows, cols, order):
     """Whether each pair in ``order`` repeats the one before it (one fewer than pairs)."""
     out = np.empty(max(order.shape[0] - 1, 0), np.bool_)
@@ -247,7 +247,7 @@ def owners(cuts, ids):
     return table[ids]
 
 
-@njit(**_nb)
+@njit(**NB)
 def _mark(ids, lo, present):
     for k in range(ids.shape[0]):
         present[ids[k] - lo] = True
@@ -265,7 +265,7 @@ def distinct(ids):
     return np.unique(ids)
 
 
-@njit(**_nb)
+@njit(**NB)
 def _by_table(ids, lo, hi, table, out):
     for k in range(ids.shape[0]):
         v = ids[k]
@@ -290,7 +290,7 @@ def dense_ids(sorted_ids, ids):
     return out
 
 
-@njit(**_nb)
+@njit(**NB)
 def exact_partials(x):
     """Non-overlapping partials whose exact sum is sum(x) (Shewchuk's msum, as
     math.fsum): math.fsum over every worker's partials is then the correctly rounded

@@ -12,10 +12,10 @@ import threading
 import numpy as np
 from numba import njit
 
+from .numbers import NB
 from .source import count_lines
 from .uci import line_bytes, nul
 
-_nb = dict(cache=True, nogil=True)
 _FNV = np.uint64(0xcbf29ce484222325)
 _PRIME = np.uint64(0x100000001b3)
 # non-ASCII characters that are not letters (the regular expression's and the kernel's)
@@ -53,7 +53,7 @@ def upper():
         return _UPPER
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _utf8(b, i, end):
     """(bytes, code point) of the UTF-8 sequence at b[i] (>= 0x80); (0, 0) if it is not
     one (as Python decodes: no overlong forms, surrogates or code points past U+10FFFF)."""
@@ -87,7 +87,7 @@ def _utf8(b, i, end):
 _NOT = np.array(_NOT_LETTERS, np.int64)
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _uni_letter(cp):
     """A non-ASCII code point counts as a letter: not in _NOT_LETTERS."""
     for k in range(_NOT.shape[0]):
@@ -96,14 +96,14 @@ def _uni_letter(cp):
     return True
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _changes(cp, upper):
     """Whether lower-casing changes code point cp (sorted ``upper``)."""
     k = np.searchsorted(upper, cp)
     return k < upper.shape[0] and upper[k] == cp
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _uni_space(b, i, end):
     """Bytes of the Unicode white space (str.isspace) encoded at b[i:], else 0."""
     c = b[i]
@@ -123,12 +123,12 @@ def _uni_space(b, i, end):
     return 0
 
 
-@njit(**_nb)
+@njit(**NB)
 def _lower(c):
     return c + 32 if 65 <= c <= 90 else c
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _word_id(b, s, e, table, wstart, wlen, arena, n_ids, arena_n):
     """The id of the word b[s:e] (lower-cased) in the open-addressing table, added if
     new; -1: the table or the arena is full."""
@@ -163,7 +163,7 @@ def _word_id(b, s, e, table, wstart, wlen, arena, n_ids, arena_n):
     return n_ids, n_ids + 1, arena_n + L
 
 
-@njit(_nrt=False, **_nb)
+@njit(_nrt=False, **NB)
 def _scan(b, i, end, line, n_stop, limit, table, wstart, wlen, arena, n_ids, arena_n,
               tdoc, tword, n, last, upper):
     """Plain text, a document a line (lines end at b'\\n' or a lone b'\\r'): the words
@@ -248,7 +248,7 @@ def _scan(b, i, end, line, n_stop, limit, table, wstart, wlen, arena, n_ids, are
     return 0, i, i, line, n_ids, arena_n, n, last
 
 
-@njit(**_nb)
+@njit(**NB)
 def rehash(table, wstart, wlen, arena, n_ids):
     """Put words 0 .. n_ids - 1 (in the arena) into a new, empty table."""
     mask = table.shape[0] - 1

@@ -6,14 +6,13 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError
-from .numbers import scan_int_inline
+from .numbers import NB, scan_int_inline
 from .source import count_lines
 from .uci import INT32_MAX, bad_count, field_end, integer, line_bytes, nul, skip_ws
 
-_nb = dict(cache=True, nogil=True)
 
 
-@njit(_nrt=False, **_nb)
+@njit(_nrt=False, **NB)
 def _scan(b, i, end, line, id_limit, limit, docs, words, counts, n, tokens, last):
     """Lines ``N id:count ...``: entry (line, id, count) from index n; ``line`` counts
     every line (blank ones too), ``last`` is the last non-blank one. Ids must be below

@@ -6,20 +6,19 @@ from numba import njit
 
 from ..errors import DataError
 from .agree import agree, attempt, refuse, route
-from .numbers import py_float, py_int, scan_float_inline, scan_int, scan_int_inline
+from .numbers import NB, py_float, py_int, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
 from .svmlight import WORDS, check_size, csc, refuse_control, short, union
 
-_nb = dict(cache=True, nogil=True)
 _SYM = {"general": 0, "symmetric": 1, "skew-symmetric": 2}
 
 
-@njit(**_nb)
+@njit(**NB)
 def _is_space(c):
     return c == 32 or 9 <= c <= 13
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _line(b, pos, n):
     """The line at pos: (its first byte past blanks, its end, whether it holds a control
     byte); the first byte is the end for a blank or ``%`` comment line."""
@@ -33,7 +32,7 @@ def _line(b, pos, n):
     return (i if j < i and b[j] == 37 else j), i, bad
 
 
-@njit(_nrt=False, **_nb)  # (it allocates nothing: the scanners are inlined)
+@njit(_nrt=False, **NB)  # (it allocates nothing: the scanners are inlined)
 def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals, fb):
     """One pass over the data lines of ``b`` (coordinate: ``n_tok`` = 3, or 2 for
     pattern; array: 1): the entries of the lines it accepts as 0-based (row, column,
@@ -119,7 +118,7 @@ def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals, fb):
     return 0, line, 0, 0, entries, k, n_fb
 
 
-@njit(**_nb)
+@njit(**NB)
 def _coo_to_csc(rows, cols, vals, p):
     """CSC arrays (indptr int64) of entries in any order, each column's in arrival order."""
     indptr = np.zeros(p + 1, dtype=np.int64)
@@ -138,7 +137,7 @@ def _coo_to_csc(rows, cols, vals, p):
     return indptr, indices, data
 
 
-@njit(**_nb)
+@njit(**NB)
 def _csc_sort(indptr, indices, data):
     """Sort each column's rows; returns (column, row) of the first duplicate, or (-1, -1)."""
     for c in range(indptr.shape[0] - 1):
@@ -158,7 +157,7 @@ def _csc_sort(indptr, indices, data):
     return -1, -1
 
 
-@njit(**_nb)
+@njit(**NB)
 def _lines_of(b, start, line0, row, col, sym):
     """The first two data lines holding entry (row, col) (1-based), or its mirror."""
     n = b.shape[0]
@@ -182,7 +181,7 @@ def _lines_of(b, start, line0, row, col, sym):
     return first, 0
 
 
-@njit(**_nb)
+@njit(**NB)
 def _dense_from_triangle(vals, m, skew):
     """The symmetric (skew: antisymmetric) m x m matrix, F-order, from its lower
     triangle in column-major order (skew: without the diagonal)."""

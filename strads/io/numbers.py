@@ -7,7 +7,7 @@ import math
 import numpy as np
 from numba import njit
 
-_nb = dict(cache=True, nogil=True)
+NB = dict(cache=True, nogil=True)  # the readers' kernels: cached on disk, without the GIL
 BIG = 1 << 62  # integers saturate here: the caller refuses them with its own words
 
 
@@ -36,7 +36,7 @@ _U32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
 
-@njit(**_nb)
+@njit(**NB)
 def _mul128(a, b):
     a_lo, a_hi = a & _U32, a >> _S32
     b_lo, b_hi = b & _U32, b >> _S32
@@ -45,7 +45,7 @@ def _mul128(a, b):
     return p3 + (p1 >> _S32) + (p2 >> _S32) + (mid >> _S32), (p0 & _U32) | (mid << _S32)
 
 
-@njit(**_nb)
+@njit(**NB)
 def _clz(x):
     n = 0
     for s in (32, 16, 8, 4, 2, 1):
@@ -55,7 +55,7 @@ def _clz(x):
     return n
 
 
-@njit(**_nb)
+@njit(**NB)
 def _eisel_lemire(man, exp10):
     """Correctly rounded man * 10^exp10 (man > 0) as (ok, value); ok False when the
     128-bit approximation cannot decide, or the result is subnormal or overflows."""
@@ -91,7 +91,7 @@ def _eisel_lemire(man, exp10):
     return True, math.ldexp(float(mant), exp2 - 1075)
 
 
-@njit(**_nb)
+@njit(**NB)
 def _word(b, i, n):
     """The end of ``inf``, ``infinity`` or ``nan`` (any case) at b[i:], else i."""
     if n - i >= 3 and b[i] | 32 == 110 and b[i + 1] | 32 == 97 and b[i + 2] | 32 == 110:
@@ -105,7 +105,7 @@ def _word(b, i, n):
     return i + 3
 
 
-@njit(**_nb)
+@njit(**NB)
 def _rounds_to_inf(b, k, i1, f0, f1):
     """Whether the digits from the leading one at k (integer digits to i1, then the
     fraction's f0..f1), whose value is below 10^309, reach 2^1024 - 2^970."""
@@ -122,7 +122,7 @@ def _rounds_to_inf(b, k, i1, f0, f1):
     return True
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _digits(b, i, n, man, nd, dp, trunc, frac):
     """The decimal digits from b[i]: the first 19 significant ones into ``man`` (``nd`` of
     them); ``dp`` counts the integer digits dropped, or (``frac``) the fraction digits
@@ -227,9 +227,9 @@ def scan_float(b, i, n, value=True):
 # Inlined, for the hot kernels that allocate nothing and so are compiled without reference
 # counting themselves; scan_int also as a call, for any kernel (compiled without reference
 # counting: an array argument would be counted per token).
-scan_int_inline = njit(inline="always", **_nb)(scan_int)
-scan_int = njit(_nrt=False, **_nb)(scan_int)
-scan_float_inline = njit(inline="always", **_nb)(scan_float)
+scan_int_inline = njit(inline="always", **NB)(scan_int)
+scan_int = njit(_nrt=False, **NB)(scan_int)
+scan_float_inline = njit(inline="always", **NB)(scan_float)
 
 
 def py_float(tok):

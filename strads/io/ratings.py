@@ -11,10 +11,9 @@ from numba import njit
 from ..errors import DataError
 from . import memory
 from .agree import refuse
-from .numbers import BIG, scan_float_inline, scan_int_inline
+from .numbers import BIG, NB, scan_float_inline, scan_int_inline
 from .source import Content, Text, line_range
 
-_nb = dict(cache=True, nogil=True)
 LONG_LINE = 1 << 20  # a line this long or longer: not a rating file
 BYTES_PER_RATING = 80  # peak memory to read, prepare and fit a rating (docs/scaling.md)
 INT64 = 1 << 63
@@ -35,13 +34,13 @@ def too_many(path, limit, what=None):
 
 
 # -- the byte parser ---------------------------------------------------------------------
-@njit(**_nb)
+@njit(**NB)
 def _is_ws(c):
     # what str.strip() and str.split() take as blanks among ASCII bytes
     return c == 32 or (c >= 9 and c <= 13) or (c >= 28 and c <= 31)
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _field(b, p, e, delim):
     """(start, end) of the field at p (blanks stripped) and where the next one starts
     (> e: none left)."""
@@ -65,7 +64,7 @@ def _field(b, p, e, delim):
     return s, t, q + 1
 
 
-@njit(_nrt=False, **_nb)
+@njit(_nrt=False, **NB)
 def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l, count,
                  line0, fb, lim):
     """Parse the lines that start in ``b[start:stop]`` (each ends within ``b``) into

@@ -11,10 +11,9 @@ from numba import njit
 from ..errors import DataError
 from . import memory
 from .agree import agree, attempt, refuse
-from .numbers import BIG, py_float, py_int, scan_float_inline, scan_int_inline
+from .numbers import BIG, NB, py_float, py_int, scan_float_inline, scan_int_inline
 from .source import Text, line_at, line_number, line_range
 
-_nb = dict(cache=True, nogil=True)
 # The matrix readers' words for a NUL byte and a broken gzip file
 WORDS = {"nul": "{where}: binary data (byte 0x00), not a text file",
          "corrupt": "{path}: not a valid gzip file: {e}"}
@@ -73,7 +72,7 @@ def open_text(path, kind):
 
 
 # -- the two numba passes -----------------------------------------------------------------
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _save(s, i, ls, line, rows, nnz, max_j, min_j, last, tok):
     s[0], s[1], s[2], s[3], s[4] = i, ls, line, rows, nnz
     s[5], s[6], s[7], s[8] = max_j, min_j, last, tok
@@ -85,7 +84,7 @@ def state():
     return np.array([0, 0, 1, 0, 0, -1, BIG, -1, 0], np.int64)
 
 
-@njit(_nrt=False, **_nb)  # (it allocates nothing: the scanners are inlined)
+@njit(_nrt=False, **NB)  # (it allocates nothing: the scanners are inlined)
 def _svm_count(b, single, limit, counts, s):
     """Pass 1: validate every line (as :func:`parse_line`, or :func:`parse_target_line`
     if ``single``) and count each index's entries in ``counts``, from :func:`state` ``s``
@@ -163,7 +162,7 @@ def _svm_count(b, single, limit, counts, s):
     return code
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def _token_end(b, i, n):
     """(the end of the token at i, whether it holds a control byte)."""
     ctrl = False
@@ -173,7 +172,7 @@ def _token_end(b, i, n):
     return i, ctrl
 
 
-@njit(_nrt=False, **_nb)
+@njit(_nrt=False, **NB)
 def _svm_fill(b, start, base, ptr, indices, data, labels, fb):
     """Pass 2 over bytes pass 1 accepted: labels, and the CSC entries put in place
     (``ptr[c]``: the next free slot of column c, advanced). The tokens left to Python's
@@ -221,7 +220,7 @@ def _svm_fill(b, start, base, ptr, indices, data, labels, fb):
     return n_fb
 
 
-@njit(**_nb)
+@njit(**NB)
 def _starts(counts):
     """In place: counts to the start of each column (exclusive prefix sums)."""
     total = 0
@@ -231,7 +230,7 @@ def _starts(counts):
         total += k
 
 
-@njit(**_nb)
+@njit(**NB)
 def _ends_to_starts(ends):
     for c in range(ends.shape[0] - 1, 0, -1):
         ends[c] = ends[c - 1]

@@ -6,10 +6,9 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError
-from .numbers import scan_int_inline
+from .numbers import NB, scan_int_inline
 from .source import Text
 
-_nb = dict(cache=True, nogil=True)
 INT32_MAX = 2 ** 31 - 1
 # The corpus readers' words for other compressions and a broken stream
 WORDS = {"foreign": "{path}: {short}-compressed data; decompress it first (gzip is read "
@@ -51,18 +50,18 @@ def line_bytes(b, ls, universal=False):
     return b[ls:e].tobytes(), min(e + 1, n)
 
 
-@njit(**_nb)
+@njit(**NB)
 def ws(c):
     """bytes.split()'s white space but the newline: space, \\t, \\v, \\f, \\r."""
     return c == 32 or c == 9 or c == 11 or c == 12 or c == 13
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def field_end(b, i, end):
     return i >= end or b[i] == 10 or ws(b[i])
 
 
-@njit(inline="always", **_nb)
+@njit(inline="always", **NB)
 def skip_ws(b, i, end):
     """(the first byte from i that is no white space, whether the line ends there)."""
     while i < end and ws(b[i]):
@@ -121,7 +120,7 @@ def header(src, check, vocab_len=None, vocab_path=None):
     raise DataError(f"{path}: missing header (D, W, NNZ); is this a UCI docword file?")
 
 
-@njit(_nrt=False, **_nb)
+@njit(_nrt=False, **NB)
 def _scan(b, i, end, n_docs, n_words, limit, docs, words, counts, n, tokens):
     """``docID wordID count`` lines (blank lines skipped) -> docs, words (0-based),
     counts from index n. Returns (status, line start, next line, n, tokens): status 1,

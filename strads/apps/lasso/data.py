@@ -152,22 +152,6 @@ def shard(path, target):
             "content": Content(path, target)}
 
 
-def read_rows(peers, shard):
-    """This worker's rows of ``shard["file"]`` (and of its target), as every worker
-    agreed on them (:func:`strads.io.svmlight.read_part`'s dict: ``csc``, ``n_rows``,
-    ``y``, ``first``, ``n``, ``n_features``, ``kept``)."""
-    path, target = shard["file"], shard.get("target")
-    part = (mtx if kind_of(path) == "mtx" else svmlight).read_part(peers, path)
-    if target is not None:
-        cuts = part.get("cuts")
-        if cuts is None:
-            cuts = np.cumsum([0] + peers.allgather(part["n_rows"]))
-        part["y"] = target_file.read_part(peers, target, cuts)
-    elif part["y"] is None:
-        refuse(peers, f"{path}: holds no target vector; pass it with --target FILE")
-    return part
-
-
 def read_part(peers, shard, classes=None):
     """This worker's rows of ``shard["file"]`` (and of its target): a shard as
     :func:`strads.apps.lasso.row_block` makes them, with ``y``, their squared column norms
@@ -175,7 +159,15 @@ def read_part(peers, shard, classes=None):
     other workers' is their row count). ``classes(peers, y, first, name)``: logistic
     regression's two labels, y then mapped to -1/+1 (the facts: ``q0`` and ``classes``
     instead of ``xty`` and ``yy``)."""
-    rows = read_rows(peers, shard)
+    path, target = shard["file"], shard.get("target")
+    rows = (mtx if kind_of(path) == "mtx" else svmlight).read_part(peers, path)
+    if target is not None:
+        cuts = rows.get("cuts")
+        if cuts is None:
+            cuts = np.cumsum([0] + peers.allgather(rows["n_rows"]))
+        rows["y"] = target_file.read_part(peers, target, cuts)
+    elif rows["y"] is None:
+        refuse(peers, f"{path}: holds no target vector; pass it with --target FILE")
     n_rows, y, first, n, p, kept = (rows[k] for k in ("n_rows", "y", "first", "n",
                                                       "n_features", "kept"))
     indptr, indices, data = rows["csc"]

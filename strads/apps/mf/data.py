@@ -155,7 +155,7 @@ def _pair_keys(users, items):
 
 def unique_inverse(ids):
     """``np.unique(ids, return_inverse=True)`` (the inverse int32), by tables where the
-    ids span no more than a few times their count (1..m, as in every rating file)."""
+    ids span no more than a few times their count (1..m, in every rating file we know)."""
     out = distinct(ids)
     return out, dense_ids(out, ids)
 
