@@ -751,7 +751,7 @@ def test_resume_compares_content_not_mtime(tmp_path, monkeypatch):
 def test_fuzz_a_few_mutations_of_each_format(fmt):
     import fuzz
     n = 12 if fmt == "checkpoint" else 40  # (checkpoints: damage, edits; forgeries: above)
-    counts, defects = fuzz.fuzz(fmt, n, 7, 60, sys.executable, False,
+    counts, defects = fuzz.fuzz(fmt, n, 7, 300, sys.executable, False,
                                 kinds=("corrupt", "edit"))
     assert not defects, defects[:3]
     assert sum(counts.values()) == n

@@ -97,7 +97,7 @@ def refused(path, message, match=None):
 
 def cli(args, out=None):
     cmd = ["strads.apps.mf", "--iters", "2", "--rank", "3", "--quiet", *args]  # args win
-    return run_cli(cmd + (["--out", str(out)] if out else []), timeout=120)
+    return run_cli(cmd + (["--out", str(out)] if out else []))  # run_cli's hang guard
 
 
 def cli_refused(args, message):
