@@ -18,12 +18,13 @@ from conftest import run_cli, world
 APPS = {"lasso": (lasso, lasso_problem), "logreg": (logreg, logreg_problem)}
 
 
-def read_parts(data, path, target=None, W=2):
+def read_parts(data, path, target=None, W=2, norms=False):
     """Every worker's ``data.read_part()``, each on a thread with the in-process
-    collectives (as ``--workers W``): the parts, or the DataError the run ends with."""
+    collectives (as ``--workers W``): the parts, or the DataError the run ends with;
+    ``norms``: the shard asks for the columns' norms (priority's filter)."""
     group = transport._Group(W)
     out = [None] * W
-    desc = data.shard(path, target)
+    desc = dict(data.shard(path, target), **({"norms": True} if norms else {}))
 
     def work(w):
         try:

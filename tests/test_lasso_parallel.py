@@ -85,6 +85,8 @@ def same_as_load(path, target=None, workers=(1, 2, 3)):
         np.testing.assert_allclose(f["sq_norms"], np.asarray(Xk.multiply(Xk).sum(0)).ravel(),
                                    rtol=1e-12)
         np.testing.assert_allclose(f["xty"], Xk.T @ y, rtol=1e-10, atol=1e-12)
+        if sp.issparse(Xk):
+            np.testing.assert_array_equal(f["col_nnz"], np.diff(sp.csc_matrix(Xk).indptr))
         assert f["yy"] == pytest.approx(float(y @ y), rel=1e-12)
         assert [pt["first"] for pt in parts] == list(np.cumsum([0] + [pt["n_rows"]
                                                                 for pt in parts])[:-1])

@@ -62,8 +62,10 @@ def same_as_check(path, target=None, workers=(1, 2, 3)):
         np.testing.assert_allclose(f["sq_norms"], np.asarray(Xk.multiply(Xk).sum(0)).ravel(),
                                    rtol=1e-12)
         np.testing.assert_allclose(f["q0"], Xk.T @ y, rtol=1e-10, atol=1e-12)
-        for pt in parts:  # every worker holds the summed norms (priority's filter)
-            assert pt["sq_norms"].tobytes() == parts[0]["sq_norms"].tobytes()
+        assert all("sq_norms" not in pt for pt in parts)
+        # asked for (priority's filter), every worker holds the summed norms
+        for pt in read_parts(path, target, W, norms=True):
+            assert pt["sq_norms"].tobytes() == f["sq_norms"].tobytes()
     return None
 
 

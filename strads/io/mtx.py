@@ -379,7 +379,7 @@ def read_part(peers, path, whole=False):
                f", also on line {first}; duplicates are not summed")
     agree(peers, err, key=(c, r) if err else None)
     counts = np.diff(indptr)
-    kept = None if whole else union(peers, np.flatnonzero(counts), p)
+    kept = None if whole else union(peers, counts)
     if kept is not None:
         counts = counts[kept]
     itype = np.int64 if max(m, p, indices.shape[0]) >= 2**31 - 1 else np.int32

@@ -174,7 +174,7 @@ class Text:
                 most = hi if cap is None else min(hi, a + size + cap)
                 b = hi if hi - a <= size else _next_start(buf, a + size, most, universal)
                 yield Block(buf[a:b], a, True, None, buf, universal)
-                _forget(buf, a, b)
+                forget(buf, a, b)
                 a = b
             return
         nl, got, c, pending, pieces = 0, 0, 0, b"", []
@@ -273,13 +273,17 @@ class Block:
                                       int(d[o]) if o < d.shape[0] else -1) + 1
 
 
-def _forget(buf, a, b):
-    """A memory-mapped text's pages in [a, b) leave this process's memory (a parsed
-    block's: the page cache keeps them, a later read maps them again)."""
-    mm = getattr(getattr(buf, "base", None), "_mmap", None)
+def forget(buf, a, b):
+    """The pages of bytes [a, b) of ``buf``, a memory-mapped text or a slice of one, leave
+    this process's memory (a parsed block's: the page cache keeps them, a later read
+    maps them again); else nothing."""
+    owner = buf
+    while isinstance(owner, np.ndarray) and not isinstance(owner, np.memmap):
+        owner = owner.base
+    mm = getattr(owner, "_mmap", None)
     if mm is not None and hasattr(mm, "madvise"):
-        page = mmap.PAGESIZE
-        lo, hi = a // page * page, b // page * page
+        at, page = buf.ctypes.data - owner.ctypes.data, mmap.PAGESIZE
+        lo, hi = (at + a) // page * page, (at + b) // page * page
         if hi > lo:
             mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 

@@ -12,7 +12,7 @@ from ..errors import DataError
 from . import memory
 from .agree import agree, attempt, refuse
 from .numbers import BIG, NB, py_float, py_int, scan_float_inline, scan_int_inline
-from .source import Text, line_at, line_number, line_range
+from .source import Text, forget, line_at, line_number, line_range
 
 # The matrix readers' words for a NUL byte and a broken gzip file
 WORDS = {"nul": "{where}: binary data (byte 0x00), not a text file",
@@ -26,6 +26,7 @@ PER_FEATURE = 64  # indptr, then the solver's coefficients, squared norms, norms
 PER_NONZERO = 24  # a CSC entry (8-byte value, 4- or 8-byte row index) and a worker's copy
 PER_SAMPLE = 32  # y, the workers' residuals and targets
 PER_DENSE = 16  # a dense entry and a worker's copy of it
+FILL_BLOCK = 4 << 20  # pass 2: bytes filled between two releases of a mapped text's pages
 
 
 def max_features():
@@ -173,17 +174,16 @@ def _token_end(b, i, n):
 
 
 @njit(_nrt=False, **NB)
-def _svm_fill(b, start, base, ptr, indices, data, labels, fb):
-    """Pass 2 over bytes pass 1 accepted: labels, and the CSC entries put in place
-    (``ptr[c]``: the next free slot of column c, advanced). The tokens left to Python's
-    float() go to the rows of ``fb`` (slot, or -1 - row for a label; first byte; end),
-    as many as fit; returns how many there are."""
+def _svm_fill(b, start, stop, row, base, ptr, indices, data, labels, fb, n_fb):
+    """Pass 2 over the whole lines of bytes [start, stop) pass 1 accepted, ``row`` the
+    first's: labels, and the CSC entries put in place (``ptr[c]``: the next free slot of
+    column c, advanced). The tokens left to Python's float() go to the rows of ``fb``
+    from row ``n_fb`` on (slot, or -1 - row for a label; first byte; end), as many as
+    fit; returns the next row and how many such tokens there are."""
     n = b.shape[0]
-    row = 0
     i = start
     tok = 0
-    n_fb = 0
-    while i < n:
+    while i < stop:
         c = b[i]
         if c == 10:
             row += 1 if tok else 0
@@ -217,7 +217,7 @@ def _svm_fill(b, start, base, ptr, indices, data, labels, fb):
                     fb[n_fb, 2] = e
                 n_fb += 1
             i = e
-    return n_fb
+    return row, n_fb
 
 
 @njit(**NB)
@@ -258,9 +258,17 @@ def _count(b, single, limit):
 
 
 def _fill(b, base, ptr, indices, data, labels, cap):
+    """Pass 2 over ``b``, in blocks of FILL_BLOCK bytes whose pages leave this process's
+    memory once filled (a memory-mapped text's: those pass 1 read go first)."""
+    forget(b, 0, b.shape[0])
+    blocks = max(1, b.shape[0] // FILL_BLOCK)
     while True:
         fb = np.empty((cap, 3), dtype=np.int64)
-        n_fb = _svm_fill(b, 0, base, ptr, indices, data, labels, fb)
+        row = n_fb = 0
+        for k in range(blocks):
+            lo, hi = line_range(b, k, blocks)
+            row, n_fb = _svm_fill(b, lo, hi, row, base, ptr, indices, data, labels, fb, n_fb)
+            forget(b, lo, hi)
         if n_fb <= cap:
             break
         _ends_to_starts(ptr)  # more tokens for float() than room: again, with room
@@ -361,9 +369,12 @@ def bad_line(path, buf, lo, line, ls, single, limit=None):
         return str(e)
 
 
-def union(peers, cols, p):
-    """The columns non-empty on any worker (sorted), or None if every one is."""
-    kept = np.unique(np.concatenate(peers.allgather(cols.astype(np.int64))))
+def union(peers, counts):
+    """The columns non-empty on any worker (sorted), or None if every one is; ``counts``:
+    this worker's entries of each column. A column travels as a bit."""
+    p = counts.shape[0]
+    seen = np.bitwise_or.reduce(peers.allgather(np.packbits(counts != 0)))
+    kept = np.flatnonzero(np.unpackbits(seen, count=p))
     return None if kept.shape[0] == p else kept
 
 
@@ -398,7 +409,7 @@ def read_part(peers, path, whole=False):
     if max(rows, p, nnz) >= 2**31 - 1 and counts.dtype != np.int64:
         counts = counts.astype(np.int64)  # the prefix sums exceed int32
     ptr = counts[base:base + p]
-    kept = None if whole else union(peers, np.flatnonzero(ptr), p)
+    kept = None if whole else union(peers, ptr)
     width = None if kept is None else ptr[kept]
     indices, data, labels = np.empty(nnz, counts.dtype), np.empty(nnz), np.empty(rows)
     _starts(ptr)  # in place: the start of each column, then its end

@@ -276,7 +276,10 @@ class Datafit:
             if self.data.needs_rank0(path):
                 return whole(ctx)
             agg = self.later(lam, lambda_ratio, ctx, options)
-            shards = [self.shard(path, target, options)] * ctx.n_workers
+            shard = self.shard(path, target, options)
+            if schedule == "priority":  # (its filter runs on the workers: the norms)
+                shard["norms"] = True
+            shards = [shard] * ctx.n_workers
             if ctx.n_schedulers > 1:  # (their ranges' norms from worker 0's report)
                 parts = self._parts(agg, ctx, flags, options)
                 if parts is not None:

@@ -34,7 +34,8 @@ class GLMUpdate(Update):
             self.n_rows, self.n_features = self.X[0].shape
 
     def report(self):
-        return self.facts
+        facts, self.facts = self.facts, None  # (asked once: worker 0's p-sized facts go)
+        return facts
 
     @classmethod
     def warmup(cls):

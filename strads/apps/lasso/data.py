@@ -154,11 +154,12 @@ def shard(path, target):
 
 def read_part(peers, shard, classes=None):
     """This worker's rows of ``shard["file"]`` (and of its target): a shard as
-    :func:`strads.apps.lasso.row_block` makes them, with ``y``, their squared column norms
-    summed over every worker (``sq_norms``), and the facts worker 0 reports (``facts``; the
-    other workers' is their row count). ``classes(peers, y, first, name)``: logistic
-    regression's two labels, y then mapped to -1/+1 (the facts: ``q0`` and ``classes``
-    instead of ``xty`` and ``yy``)."""
+    :func:`strads.apps.lasso.row_block` makes them, with ``y``, the facts worker 0
+    reports (``facts``; the other workers' is their row count) and, if ``shard["norms"]``
+    (priority's filter on the workers), the squared column norms summed over every worker
+    (``sq_norms``). ``classes(peers, y, first, name)``: logistic regression's two labels,
+    y then mapped to -1/+1 (the facts: ``q0`` and ``classes`` instead of ``xty`` and
+    ``yy``)."""
     path, target = shard["file"], shard.get("target")
     rows = (mtx if kind_of(path) == "mtx" else svmlight).read_part(peers, path)
     if target is not None:
@@ -175,20 +176,31 @@ def read_part(peers, shard, classes=None):
     if classes is not None:
         classes = classes(peers, y, first, shard.get("name", shard["file"]))
         y = np.where(y == classes[1], 1.0, -1.0)
-    sq = peers.allreduce(K.csc_sq_norms(indptr, data))
+    sq = _summed(peers, K.csc_sq_norms(indptr, data))
     X = sp.csc_matrix((data, indices, indptr), shape=(n_rows, indptr.shape[0] - 1),
                       copy=False)
-    xty = peers.allreduce(np.asarray(X.T @ y, dtype=np.float64))
+    xty = _summed(peers, np.asarray(X.T @ y, dtype=np.float64))
     del X
-    if classes is None:
-        labels = {"xty": xty, "yy": float(peers.allreduce(np.array([float(y @ y)]))[0])}
+    if classes is None:  # (col_nnz: the working set's pieces)
+        labels = {"xty": xty, "yy": float(peers.allreduce(np.array([float(y @ y)]))[0]),
+                  "col_nnz": _summed(peers, np.diff(indptr).astype(np.int64))}
     else:
         labels = {"q0": xty, "classes": classes}
     facts = {"n_rows": n_rows}
     if peers.rank == 0:
         facts = {"n": int(n), "n_features": int(p), "kept": kept, "sq_norms": sq, **labels,
                  "n_rows": n_rows}
-    for a in (indptr, indices, data, y):
-        a.flags.writeable = False
-    return {"csc": (indptr, indices, data), "n_rows": n_rows, "y": y, "first": first,
-            "facts": facts, "sq_norms": sq}
+    # read-only: in one process the scheduler takes worker 0's facts without a copy
+    for a in (indptr, indices, data, y, sq, kept, *labels.values()):
+        if isinstance(a, np.ndarray):
+            a.flags.writeable = False
+    part = {"csc": (indptr, indices, data), "n_rows": n_rows, "y": y, "first": first,
+            "facts": facts}
+    return dict(part, sq_norms=sq) if shard.get("norms") else part
+
+
+def _summed(peers, a):
+    """``peers.allreduce`` of a fresh array, made read-only: one process's workers then
+    add each other's without copying them first."""
+    a.flags.writeable = False
+    return peers.allreduce(a)

@@ -16,10 +16,6 @@ class LassoUpdate(GLMUpdate):
 
     def __init__(self, shard):
         super().__init__(shard)
-        if "file" in shard and self.sparse:  # (working-set pieces: columns' non-zeros)
-            nnz = self.peers.allreduce(np.diff(self.X[0]).astype(np.int64))
-            if self.peers.rank == 0:
-                self.facts["col_nnz"] = nnz
         self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
         self.r = self.y.copy()
         self.rss = float(self.r @ self.r)
