@@ -375,7 +375,7 @@ def union(peers, counts):
     p = counts.shape[0]
     seen = np.bitwise_or.reduce(peers.allgather(np.packbits(counts != 0)))
     kept = np.flatnonzero(np.unpackbits(seen, count=p))
-    return None if kept.shape[0] == p else kept
+    return None if kept.shape[0] == p else kept.astype(np.int32 if p < 2**31 else np.int64)
 
 
 # -- whole file, or a worker's part ---------------------------------------------------------

@@ -183,7 +183,8 @@ def read_part(peers, shard, classes=None):
     del X
     if classes is None:  # (col_nnz: the working set's pieces)
         labels = {"xty": xty, "yy": float(peers.allreduce(np.array([float(y @ y)]))[0]),
-                  "col_nnz": _summed(peers, np.diff(indptr).astype(np.int64))}
+                  "col_nnz": _summed(peers, np.diff(indptr).astype(
+                      np.int32 if n < 2**31 else np.int64))}
     else:
         labels = {"q0": xty, "classes": classes}
     facts = {"n_rows": n_rows}
