@@ -138,7 +138,8 @@ class LDAUpdate(Update):
         del docs
         self.z = data.to_word_order(self.lengths, self.docs, z)
         del z
-        self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
+        # (cuts as int32: int64 ones would make searchsorted copy the words to int64)
+        self.blocks = np.searchsorted(self.words, self.cuts.astype(np.int32)).astype(np.int64)
         self.beta_table = K.lgamma_table(self.beta, 4096)
         self.alpha_table = K.lgamma_table(self.alpha, 4096)
         self._lengths_ll = (None, 0.0)  # (lengths, doc_lengths_loglik of them)
@@ -309,7 +310,8 @@ class LDAUpdate(Update):
             if self.dlist.shape[0] != self.z.shape[0]:
                 raise RuntimeError(f"worker {self.worker}: {self.dlist.shape[0]} list slots "
                                    f"for {self.z.shape[0]} tokens after a move")
-        self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
+        # (cuts as int32: int64 ones would make searchsorted copy the words to int64)
+        self.blocks = np.searchsorted(self.words, self.cuts.astype(np.int32)).astype(np.int64)
         self._scratch()
 
     def _first_slices(self):
