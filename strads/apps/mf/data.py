@@ -613,9 +613,9 @@ def prepare_part(peers, desc):
     from . import _check_factor_memory, Layout as FL, start_H
     # the peak of the load is in the routes below: the raw ids go, the dense ones are
     # int32 and the destinations int16, before the ratings move
-    u = dense_ids(user_ids, src.u)
+    u = dense_ids(user_ids, src.u, reuse=True)
     src.u = None
-    i = dense_ids(item_ids, src.i)
+    i = dense_ids(item_ids, src.i, reuse=True)
     src.i = None
     if W > min(m, n):  # (before the users are cut into W blocks)
         if o["duplicates"] == "error":  # a duplicate's line first: all on worker 0
