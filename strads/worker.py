@@ -225,7 +225,9 @@ class WorkerHost:
 
     def collect(self, msg):
         self._join_writer()
-        return Collected(self.update.collect(),
+        # the last request: the Update's arrays go before rank 0 puts the model together
+        model, self.update = self.update.collect(), None
+        return Collected(model,
                          None if self.traffic is None else rank_usage(self.traffic),
                          self._durable())
 

@@ -77,14 +77,20 @@ CHUNK = 1 << 18  # rows a worker sends at a time
 def exchange(peers, n, chunk):
     """Rows 0..n-1 of this worker to the others, CHUNK rows at a time: ``chunk(s, e)``
     gives rows s..e-1's destinations and arrays; yields, for each chunk, what every
-    worker sent this one (worker order; one tuple of pieces each, rows in order)."""
+    worker sent this one (worker order; one tuple of pieces each, rows in order), valid
+    until the next chunk: the grouped copies are written again in the same buffers (every
+    transport copies what it sends; fresh ones cost their pages' faults each chunk)."""
     W = peers.size
+    bufs = {}
     for s in range(0, max(peers.allgather(n)), CHUNK):
         e = min(s + CHUNK, n)
         dest, arrays = chunk(min(s, e), e)
         starts = np.concatenate([[0], np.cumsum(tally(dest, W))])  # each's first row
         # (grouped already where the rows are in their destinations' order)
-        sent = arrays if _ascending(dest) else [grouped(dest, starts, x) for x in arrays]
+        sent = arrays if _ascending(dest) else [grouped(dest, starts, x, bufs.get(k))
+                                                 for k, x in enumerate(arrays)]
+        if sent is not arrays:
+            bufs = dict(enumerate(sent))
         del dest, arrays
         yield peers.alltoall([tuple(x[starts[o]:starts[o + 1]] for x in sent)
                               for o in range(W)])
@@ -135,8 +141,10 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
     cu = np.empty(cptr[-1], np.int32)
     cy = np.empty(cptr[-1])
 
+    ubuf = np.empty(min(CHUNK, items.shape[0]), np.int32)  # (each chunk's, as exchange's)
+
     def chunk(a, b):
-        users = np.empty(b - a, np.int32)
+        users = ubuf[:b - a]
         _rows_of(indptr, a, u0, users)
         return owners(io, items[a:b]), [items[a:b], users, vals[a:b]]
 
@@ -169,10 +177,11 @@ def _scatter(keys, starts, a, out):
         nxt[d] += 1
 
 
-def grouped(keys, starts, a):
+def grouped(keys, starts, a, buf=None):
     """``a`` in the stable order of ``keys`` (a counting sort: no index array, one
-    pass): ``a[np.argsort(keys, kind='stable')]``."""
-    out = np.empty(a.shape[0], a.dtype)
+    pass): ``a[np.argsort(keys, kind='stable')]``, written in ``buf`` where it fits."""
+    fits = buf is not None and buf.dtype == a.dtype and buf.shape[0] >= a.shape[0]
+    out = buf[:a.shape[0]] if fits else np.empty(a.shape[0], a.dtype)
     _scatter(keys, starts, a, out)
     return out
 
@@ -272,10 +281,11 @@ def _by_table(ids, lo, hi, table, out):
         out[k] = table[v - lo] if lo <= v <= hi else -1
 
 
-def dense_ids(sorted_ids, ids):
+def dense_ids(sorted_ids, ids, reuse=False):
     """The index of each of ``ids`` in ``sorted_ids``, int32, -1 for an id not there: by
-    a table when the ids span no more than a few times their count, else by a search."""
-    out = np.empty(ids.shape[0], np.int32)
+    a table when the ids span no more than a few times their count, else by a search.
+    ``reuse``: written over int32 ``ids`` (no fresh array)."""
+    out = ids if reuse and ids.dtype == np.int32 else np.empty(ids.shape[0], np.int32)
     if not (ids.shape[0] and sorted_ids.shape[0]):
         out[:] = -1
         return out

@@ -93,23 +93,22 @@ class LassoUpdate(GLMUpdate):
             self.rss = float(self.r @ self.r)
 
     def update(self, task):
-        grad = GK.grad_sparse if self.sparse else GK.grad_dense
+        out = {}
         if task.get("full"):
             cols = task["cols"] if task["cols"] is not None else np.arange(self.n_features)
-            g = np.empty(cols.shape[0])
-            grad(*self.X, self.r, cols, g)
+        elif not task.get("gram"):  # a Jacobi round (priority: maybe groups, or a filter)
+            cols, out = self._jacobi_block(task)
+        else:
+            cols = task["cols"]
+        g = np.empty(cols.shape[0])
+        (GK.grad_sparse if self.sparse else GK.grad_dense)(*self.X, self.r, cols, g)
+        if task.get("full"):
             self.rss = float(self.r @ self.r)  # drop the drift of the running sum
             return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y),
                     "rs": float(self.r.sum())}
-        if not task.get("gram"):  # a Jacobi round (priority: maybe groups, or a filter)
-            cols, out = self._jacobi_block(task)
-            g = np.empty(cols.shape[0])
-            grad(*self.X, self.r, cols, g)
+        if not task.get("gram"):
             return {"g": g, "rss": self.rss, **out}
         # working-set: the block's Gram over this worker's rows too, for an exact solve
-        cols = task["cols"]
-        g = np.empty(cols.shape[0])
-        grad(*self.X, self.r, cols, g)
         if not task.get("cache", True):
             self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
         part = self.gram_part(cols, task.get("deadline"), task.get("dense_cap"))

@@ -5,17 +5,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-from .kernels import _GOLDEN, _TO_UNIT, _first_above as _draw, _mix64 as _mix
+from .kernels import _GOLDEN, _first_above as _draw, _mix64 as _mix, _next
 
 _nb = dict(cache=True, nogil=True)
-
-
-@njit(inline="always")
-def _uniform(state):
-    """The next number in [0, 1) of the splitmix64 stream ``state`` (a 1-element uint64
-    array, advanced in place)."""
-    state[0] += _GOLDEN
-    return np.float64(_mix(state[0]) >> np.uint64(11)) * _TO_UNIT
 
 
 @njit(**_nb)
@@ -34,7 +26,6 @@ def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
     ndk = np.zeros(K, np.int64)
     acc = np.zeros(K)
     cum = np.empty(K)
-    state = np.zeros(1, np.uint64)
     burn = n_iter // 2
     base = _mix(np.uint64(seed) + _GOLDEN)
     for d in range(D):
@@ -43,7 +34,7 @@ def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
         if n == 0:
             theta[d, :] = 1.0 / K
             continue
-        state[0] = _mix(base ^ _mix(np.uint64(doc_offset + d) * _GOLDEN + _GOLDEN))
+        state = _mix(base ^ _mix(np.uint64(doc_offset + d) * _GOLDEN + _GOLDEN))
         ndk[:] = 0
         acc[:] = 0.0
         for t in range(n):  # start: z ~ phi[w, :]
@@ -52,7 +43,8 @@ def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
             for k in range(K):
                 s += phi[w, k]
                 cum[k] = s
-            k = _draw(cum, K, _uniform(state) * s)
+            state, u = _next(state)
+            k = _draw(cum, K, u * s)
             z[t] = k
             ndk[k] += 1
         for it in range(n_iter):
@@ -63,7 +55,8 @@ def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
                 for k in range(K):
                     s += (ndk[k] + alpha) * phi[w, k]
                     cum[k] = s
-                k = _draw(cum, K, _uniform(state) * s)
+                state, u = _next(state)
+                k = _draw(cum, K, u * s)
                 z[t] = k
                 ndk[k] += 1
             if it >= burn:

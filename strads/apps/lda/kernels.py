@@ -287,26 +287,22 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
             inv[old] = 1.0 / (nk[old] + vbeta)
             after = (nwk[row, old] + beta) * inv[old]
             # document term: sum_k n_dk q_k over the document's topics
-            acc = 0.0
             if use_tree:
                 _tree_set(tree, P + old, after)
-                ua, um, q = np.uint64(a), np.uint64(m), _U0
-                while q < um:
-                    r = ua + q
-                    acc += dlist[r, _U1] * tree[uP + np.uint64(dlist[r, _U0])]
-                    cum[q] = acc
-                    q += _U1
-                smooth = tree[1]
             else:
                 qsum += after - before
-                ua, um, q = np.uint64(a), np.uint64(m), _U0
-                while q < um:
-                    r = ua + q
-                    k = dlist[r, _U0]
+            acc = 0.0
+            ua, um, q = np.uint64(a), np.uint64(m), _U0
+            while q < um:  # (LLVM takes the branch out of the loop)
+                r = ua + q
+                k = dlist[r, _U0]
+                if use_tree:
+                    acc += dlist[r, _U1] * tree[uP + np.uint64(k)]
+                else:
                     acc += dlist[r, _U1] * ((nwk[row, k] + beta) * inv[k])
-                    cum[q] = acc
-                    q += _U1
-                smooth = qsum
+                cum[q] = acc
+                q += _U1
+            smooth = tree[1] if use_tree else qsum
             s, u = _next(s)
             u = u * (acc + alpha * smooth)
             if u < acc:

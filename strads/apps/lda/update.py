@@ -138,7 +138,8 @@ class LDAUpdate(Update):
         del docs
         self.z = data.to_word_order(self.lengths, self.docs, z)
         del z
-        self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
+        # (cuts as int32: int64 ones would make searchsorted copy the words to int64)
+        self.blocks = np.searchsorted(self.words, self.cuts.astype(np.int32)).astype(np.int64)
         self.beta_table = K.lgamma_table(self.beta, 4096)
         self.alpha_table = K.lgamma_table(self.alpha, 4096)
         self._lengths_ll = (None, 0.0)  # (lengths, doc_lengths_loglik of them)
@@ -238,34 +239,24 @@ class LDAUpdate(Update):
             raise ValueError(f"give({end!r}, {count}) of {D} documents")
         lo, hi = (0, count) if end == "head" else (D - count, D)
         off = self._offsets()
+
+        def part(d):  # the lengths and topic counts of documents d (a slice)
+            if self.dense:
+                return {"lengths": self.lengths[d].copy(), "ndk": self.ndk[d].copy()}
+            return {"lengths": self.lengths[d].copy(), "m": self.dmeta[d, 1].copy(),
+                    "dlist": self.dlist[off[d.start]:off[d.stop]].copy()}
         moved = (self.docs >= lo) & (self.docs < hi)  # word-major order kept
         keep = ~moved
-        out = {"lengths": self.lengths[lo:hi].copy(),
-               "words": self.words[moved], "z": self.z[moved],
-               "docs": (self.docs[moved] - lo).astype(np.int32)}
-        if self.dense:
-            out["ndk"] = self.ndk[lo:hi].copy()
-        else:
-            out.update(m=self.dmeta[lo:hi, 1].copy(),
-                       dlist=self.dlist[off[lo]:off[hi]].copy())
+        out = dict(part(slice(lo, hi)), words=self.words[moved], z=self.z[moved],
+                   docs=(self.docs[moved] - lo).astype(np.int32))
         docs = self.docs[keep]
-        m = None
         if end == "head":
             docs -= count
             self.d0 += count
-            self.lengths = self.lengths[hi:].copy()
-            if self.dense:
-                self.ndk = self.ndk[hi:].copy()
-            else:
-                m, self.dlist = self.dmeta[hi:, 1].copy(), self.dlist[off[hi]:].copy()
-        else:
-            self.lengths = self.lengths[:lo].copy()
-            if self.dense:
-                self.ndk = self.ndk[:lo].copy()
-            else:
-                m, self.dlist = self.dmeta[:lo, 1].copy(), self.dlist[:off[lo]].copy()
+        stay = part(slice(hi, D) if end == "head" else slice(0, lo))
+        self.lengths, self.ndk, self.dlist = stay["lengths"], stay.get("ndk"), stay.get("dlist")
         self.words, self.docs, self.z = self.words[keep], docs.astype(np.int32), self.z[keep]
-        self._relayout(m)
+        self._relayout(stay.get("m"))
         return out
 
     def take(self, end, rows):
@@ -290,15 +281,11 @@ class LDAUpdate(Update):
         dtype = np.result_type(*(np.asarray(p[table]).dtype for p in parts))
         joined = np.concatenate([np.asarray(p[table]).astype(dtype, copy=False)
                                  for p in parts])
-        if self.dense:
-            self.ndk = joined.reshape(-1, self.K)
-        else:
-            self.dlist = joined.reshape(-1, 2)
+        setattr(self, table, joined.reshape(-1, self.K if self.dense else 2))
         # both parts are sorted by (word, document): a stable sort by word merges them
         order = np.argsort(cat["words"], kind="stable")
-        self.words = cat["words"][order].astype(np.int32, copy=False)
-        self.z = cat["z"][order].astype(np.int32, copy=False)
-        self.docs = cat["docs"][order].astype(np.int32, copy=False)
+        self.words, self.z, self.docs = (cat[k][order].astype(np.int32, copy=False)
+                                         for k in ("words", "z", "docs"))
         self.lengths = cat["lengths"].astype(np.int64, copy=False)
         self._relayout(cat.get("m"))
 
@@ -323,7 +310,8 @@ class LDAUpdate(Update):
             if self.dlist.shape[0] != self.z.shape[0]:
                 raise RuntimeError(f"worker {self.worker}: {self.dlist.shape[0]} list slots "
                                    f"for {self.z.shape[0]} tokens after a move")
-        self.blocks = np.searchsorted(self.words, self.cuts).astype(np.int64)
+        # (cuts as int32: int64 ones would make searchsorted copy the words to int64)
+        self.blocks = np.searchsorted(self.words, self.cuts.astype(np.int32)).astype(np.int64)
         self._scratch()
 
     def _first_slices(self):
@@ -533,22 +521,17 @@ class LDAUpdate(Update):
                 K.add_packed(*part["dnwk"], self.nwk)
         if self.mode == "model" and not self.resident:  # to the worker that samples it next
             self.held[g] = list(peers.shift(self.held[g], -1))
-        if not (task["ll"] or self.check):
-            return None if self.worker else {"tokens": sum(p["tokens"] for p in got)}
-        facts = {}
-        if task["ll"]:
-            facts["ll"] = self._loglik_parts()
-        if self.check:
-            facts.update(self._check_facts())
-        every = peers.allgather(facts)
-        if self.worker:
-            return None
         out = {"tokens": sum(p["tokens"] for p in got)}
-        if task["ll"]:
-            out["ll"] = (sum(f["ll"][0] for f in every) + sum(f["ll"][1] for f in every))
-        if self.check:
-            out["invariant"] = self._invariant(every)
-        return out
+        if task["ll"] or self.check:  # (worker 0 answers for all)
+            facts = self._check_facts() if self.check else {}
+            if task["ll"]:
+                facts["ll"] = self._loglik_parts()
+            every = peers.allgather(facts)
+            if task["ll"] and not self.worker:
+                out["ll"] = (sum(f["ll"][0] for f in every) + sum(f["ll"][1] for f in every))
+            if self.check and not self.worker:
+                out["invariant"] = self._invariant(every)
+        return None if self.worker else out
 
     def _check_facts(self):
         ndk = self.doc_topic()

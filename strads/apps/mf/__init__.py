@@ -23,8 +23,8 @@ from .schedule import SCHEDULES
 from .update import MFUpdate
 
 __all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "read_ratings",
-           "make_problem", "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate", "SCHEDULES",
-           "Layout", "BIAS", "BIAS_DEFAULT", "INIT", "DUPLICATES", "COLD_START",
+           "make_problem", "from_arrays", "Problem", "Triplets", "MFUpdate", "MFAggregate",
+           "SCHEDULES", "Layout", "BIAS", "BIAS_DEFAULT", "INIT", "DUPLICATES", "COLD_START",
            "LAMBDA_WEIGHTING", "WEIGHTED", "EARLY_STOP", "VALIDATION", "validated", "PARAMS"]
 
 BIAS = ("none", "mean", "full")
@@ -97,8 +97,8 @@ PARAMS = (
           "both runs together). 0: one run of --iters iterations (or to --tol), the "
           "objective's minimiser, which overfits at a small --lambda", low=0, none=True,
           note=" (iterations; 0 or None: off)", metavar="N"),
-    Param("validation_fraction", VALIDATION, "with --early-stop: the share of the training ratings "
-          "held out in the first run, chosen by --seed (independently of "
+    Param("validation_fraction", VALIDATION, "with --early-stop: the share of the training "
+          "ratings held out in the first run, chosen by --seed (independently of "
           "--test-fraction's). 0: one run that stops on the held-out set (--test-fraction "
           "or --test-data) itself and writes its best iteration's model (each worker then "
           "keeps a copy of its rows of W and H: the factor rows' memory doubles)", low=0,
@@ -499,10 +499,8 @@ def predict(model, users, items, unknown="error"):
             raise DataError(f"pair {k}: {what} {raw[k]} was not in the training data")
         idx.append(np.where(known, pos, ids.shape[0]).astype(np.int64))
     # the extra row (index m or n) is all zeros: an unseen id adds nothing
-    W = np.hstack([model["W"].T, np.zeros((model["W"].shape[1], 1))])
-    H = np.hstack([model["H"].T, np.zeros((model["H"].shape[1], 1))])
+    W, H = (np.hstack([model[s].T, np.zeros((model[s].shape[1], 1))]) for s in "WH")
     out = np.empty(users.shape[0])
     K.predict_pairs(W, H, idx[0], idx[1], out)
-    ub = np.append(model["user_bias"], 0.0)
-    ib = np.append(model["item_bias"], 0.0)
+    ub, ib = (np.append(model[k], 0.0) for k in ("user_bias", "item_bias"))
     return out + float(model["mean"]) + ub[idx[0]] + ib[idx[1]]

@@ -44,10 +44,8 @@ class MFAggregate(Aggregate):
         r0 = reports[0]
         self.shape, self.mean, self.cold = tuple(r0["shape"]), r0["mean"], r0["cold"]
         self.n_train, self.n_test = r0["n_train"], r0["n_test"]
-        sqW = reports[0]["sqW"].copy()
-        for r in reports[1:]:
-            sqW += r["sqW"]
-        self.sq = {"W": sqW, "H": np.array(r0["sqH"], dtype=np.float64)}
+        self.sq = {"W": ordered_sum([r["sqW"] for r in reports]),
+                   "H": np.array(r0["sqH"], dtype=np.float64)}
         self.rss = sum(r["rss"] for r in reports)
         sse = sum(r["sse"] for r in reports)
         self.last_test_rmse = math.sqrt(sse / self.n_test) if self.n_test else float("nan")
@@ -167,12 +165,8 @@ class MFAggregate(Aggregate):
                     bias[off:off + k] = c[s][lay.user_bias if s == "W" else lay.item_bias]
                 off += k
             out[s] = (F, bias)
+            self.sq[s] = ordered_sum([c["sq"][s] for c in collected])
         self.rss = sum(c["rss"] for c in collected)
-        for s in ("W", "H"):
-            sq = collected[0]["sq"][s].copy()
-            for c in collected[1:]:
-                sq += c["sq"][s]
-            self.sq[s] = sq
         sse = sum(c["sse"] for c in collected)
         rmse = math.sqrt(sse / self.n_test) if self.n_test else float("nan")
         best = [c["best_iteration"] for c in collected]
@@ -207,6 +201,14 @@ class MFAggregate(Aggregate):
                 **({} if self.early_stop is None else {
                     "early_stop": self.early_stop, "best_iteration": self.best_iteration,
                     "early_stopped": self.early_stopped}), **self.report}
+
+
+def ordered_sum(arrays):
+    """The arrays' sum in their (the workers') order, in a new array."""
+    out = arrays[0].copy()
+    for a in arrays[1:]:
+        out += a
+    return out
 
 
 def _finite(xs):

@@ -482,8 +482,8 @@ def _owner_hash(raw, W):
 def _pair_groups(u, u0, nu, i, n, pos):
     """Sort by (user u0..u0+nu-1, item 0..n-1, position), by counting sorts: (order, dup
     mask of the sorted)."""
-    o = None
-    if pos.shape[0] > 1 and not (pos[1:] > pos[:-1]).all():  # a gzip file's blocks
+    o = None  # (pos None: the rows are in position order)
+    if pos is not None and pos.shape[0] > 1 and not (pos[1:] > pos[:-1]).all():  # gzip's
         o = np.argsort(pos, kind="stable")
         u, i = u[o], i[o]
     order = pair_order(u, u0, nu, i, n)
@@ -613,9 +613,9 @@ def prepare_part(peers, desc):
     from . import _check_factor_memory, Layout as FL, start_H
     # the peak of the load is in the routes below: the raw ids go, the dense ones are
     # int32 and the destinations int16, before the ratings move
-    u = dense_ids(user_ids, src.u)
+    u = dense_ids(user_ids, src.u, reuse=True)
     src.u = None
-    i = dense_ids(item_ids, src.i)
+    i = dense_ids(item_ids, src.i, reuse=True)
     src.i = None
     if W > min(m, n):  # (before the users are cut into W blocks)
         if o["duplicates"] == "error":  # a duplicate's line first: all on worker 0
@@ -636,18 +636,27 @@ def prepare_part(peers, desc):
     del counts
     u0, u1 = int(uo[me]), int(uo[me + 1])
     dest = owners(uo, u)
-    rows = [u, i, src.r, src.positions()]
+    # the positions travel where the split needs them or the rows come out of file order
+    # (gzip's blocks); else a plain file's parts, in worker order, keep the routed rows in
+    # position order, and the positions follow only when a duplicate needs them
+    need = (src.lay is None or src.lay.gz or bool(o.get("validation"))
+            or (tsrc is None and o["test_fraction"] > 0))
+    rows = [u, i, src.r, src.positions() if need else None]
     del u, i
     src.r = None
     u, i, r, pos = route(peers, dest, rows)
-    del dest, rows
-    keep, vals = _dedupe(peers, src, o["duplicates"],
-                         _pair_groups(u, u0, u1 - u0, i, n, pos), pos, r,
+    del rows
+    groups = _pair_groups(u, u0, u1 - u0, i, n, pos)
+    if pos is None and any(peers.allgather(bool(groups[1].any()))):
+        pos = route(peers, dest, [src.positions()])[0]
+    del dest
+    keep, vals = _dedupe(peers, src, o["duplicates"], groups, pos, r,
                          lambda j: (user_ids[u[j]], item_ids[i[j]]))
+    del groups
     if vals is not None or not in_place(keep):  # (a file in (user, item) order: as it is)
         u = u[keep]
         i = i[keep]
-        pos = pos[keep]
+        pos = None if pos is None else pos[keep]
         r = r[keep] if vals is None else vals
     del keep, vals
 

@@ -123,24 +123,17 @@ def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
                 rr = 0.0
                 rv = 0.0
                 vv = 0.0
-                if sp != 0.0:
-                    for q in range(lo, hi):
-                        uq = _u(q)
-                        j = _u(idx[uq])
-                        r = res[uq] - sp * vp[j]
+                for q in range(lo, hi):  # (LLVM takes the branch out of the loop)
+                    uq = _u(q)
+                    j = _u(idx[uq])
+                    r = res[uq]
+                    if sp != 0.0:
+                        r = r - sp * vp[j]
                         res[uq] = r
-                        vj = v[j]
-                        rr += r * r
-                        rv += r * vj
-                        vv += vj * vj
-                else:
-                    for q in range(lo, hi):
-                        uq = _u(q)
-                        r = res[uq]
-                        vj = v[_u(idx[uq])]
-                        rr += r * r
-                        rv += r * vj
-                        vv += vj * vj
+                    vj = v[j]
+                    rr += r * r
+                    rv += r * vj
+                    vv += vj * vj
                 step = _solve(own, t, a, reg[a], rv, vv)
                 steps[a] = step
                 if c == b - 1:

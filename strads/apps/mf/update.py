@@ -7,6 +7,7 @@ import numpy as np
 
 from ...api import Update
 from . import kernels as K
+from .aggregate import ordered_sum
 
 SIDES = ("W", "H")
 
@@ -280,15 +281,11 @@ class MFUpdate(Update):
             # a block: the columns one after the other (Gauss-Seidel), tile by tile, the
             # first folding in the other side's last round (ccd_block)
             side.rows()
-            p = side.pending
-            if p is None:
-                p = (np.zeros(0, np.int64), np.zeros((0, n_other)))
+            p = side.pending or (np.zeros(0, np.int64), np.zeros((0, n_other)))
             rss = K.ccd_block(side.indptr, side.idx, side.res, side.own, cols, other,
                               side.reg, p[0], p[1], K.BLOCK_TILE)
             side.pending = None
-        elif task["method"] == "ccd":  # an empty round (padding) changes nothing
-            pass
-        else:
+        elif task["method"] != "ccd":
             side.rows()
             side.apply_pending()
             rss = K.als_step(side.indptr, side.idx, side.res, side.own, cols, other, side.reg)
@@ -311,10 +308,8 @@ class MFUpdate(Update):
         if self.peers.rank:
             return None
         # worker 0 speaks for all: the sums in worker order, the same on every worker
-        total = got[0]["sq"].copy()
-        for g in got[1:]:
-            total += g["sq"]
-        return {"rss": None if rss is None else sum(g["rss"] for g in got), "sq": total,
+        return {"rss": None if rss is None else sum(g["rss"] for g in got),
+                "sq": ordered_sum([g["sq"] for g in got]),
                 "test": [(it, sum(g["test"][k][1] for g in got),
                           max(g["test"][k][2] for g in got))
                          for k, (it, _, _) in enumerate(got[0]["test"])],
