@@ -431,10 +431,12 @@ def _subproblem(G, q, b, thresh, tol, k):
     nearly collinear with every popular feature: CD that moves it as one more coordinate
     crawls (each pass undoes the last one's shift of the mean). If d_k would flip the
     sign (or the form is CSR, or b_k is 0), plain CD. Returns the passes."""
+    if k < 0 or _form(G) == "csr":
+        return _cd(G, q, b, thresh, tol)
     b0 = b.copy()
     # the sign b_k keeps (from 0: the one its move takes)
     sk = np.sign(b0[k]) if b0[k] != 0.0 or abs(q[k]) <= thresh else np.sign(q[k])
-    if k < 0 or sk == 0.0 or _form(G) == "csr":
+    if sk == 0.0:
         return _cd(G, q, b, thresh, tol)
     g, _ = _column(G, k)
     gkk = g[k]
