@@ -159,7 +159,7 @@ def _launch(n, out, extra=(), **kw):
                             env=child_env(), cwd=ROOT, **kw)
 
 
-def _kill_after(out, rank, after, proc, deadline=120):
+def _kill_after(out, rank, after, proc, deadline=300):
     """kill -9 MPI rank ``rank`` of the job writing ``out`` once its checkpoint has passed
     round ``after``; returns the checkpoint's round then."""
     manifest = Path(out) / "checkpoint" / "manifest.json"

@@ -135,7 +135,7 @@ def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, he
 
 @njit(**_dense)
 def block_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, limit, fixed, out):
-    """As :func:`block_sparse`, for dense X (:func:`select_dense`); the last count is
+    """As :func:`block_sparse`, for dense X (:func:`_select_dense`); the last count is
     the kept columns' entries."""
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
@@ -143,16 +143,6 @@ def block_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, limit, 
     m = _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
                       limit, fixed, chosen, group)
     return m, _order_into(chosen[:m], group[:m], out), work[0], m * X.shape[0]
-
-
-@njit(**_dense)
-def select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work):
-    """(kept, their groups) of :func:`_select_dense`."""
-    chosen = np.empty(max_block, dtype=np.int64)
-    group = np.empty(max_block, dtype=np.int64)
-    m = _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
-                      np.inf, 0.0, chosen, group)
-    return chosen[:m], group[:m]
 
 
 @njit(**_dense)
@@ -226,7 +216,7 @@ NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64))
 
 @njit(**_opts)
 def select_gram(G, norms, rho, max_block, cap):
-    """As :func:`select_dense`, from the strict lower triangle of the candidates' Gram
+    """As :func:`_select_dense`, from the strict lower triangle of the candidates' Gram
     matrix ``G`` (over every row) and their ``norms``: (the positions in the candidate
     list of those kept, their groups). The candidates are distinct and none is taken
     (the caller filtered them)."""
