@@ -622,12 +622,28 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
         label=None):
     """Run an app, in this process (``workers`` simulated workers, each on a thread of
     its own with ``threads``, bit for bit the same) or, launched by ``mpiexec -n N``, on
-    N ranks. ``setup``, ``update``, the keywords and what it returns: docs/extending.md
-    ("The contract", "strads.run"; the keywords' declarations: :data:`strads.params.ENGINE`);
-    signals, divergence and errors: docs/failures.md. A piece without the method the
-    engine calls is refused before any work (TypeError naming every one missing).
-    ``label``: the progress line's name (default: ``app``). For tests only,
-    ``STRADS_TEST_HOOK`` may replace ``setup`` and ``update`` (:func:`_test_hook`).
+    N ranks (``mpi``: None detects ``mpiexec``, False forces one process). The
+    parameters are declared, with their meaning, in :data:`strads.params.ENGINE`.
+
+    ``setup(ctx)`` runs on the scheduler rank (with ``scheduler="replicated"``: on every
+    rank), is told the run's :class:`Context` and returns ``(schedule, aggregate,
+    shards)``, one shard per worker, or K schedules with ``schedulers`` K (see
+    :meth:`Schedule.combine`); ``update`` is the :class:`Update` subclass the workers
+    make from their shard. A piece without the method the engine calls is refused
+    before any work (TypeError naming every one missing). ``label``: the progress
+    line's name (default: ``app``). ``flags``: the command line's,
+    which a ``resume`` must repeat but for :data:`strads.params.RESUME_MAY_CHANGE`.
+    SIGINT and SIGTERM stop the run at the end of the round (``stop_reason``
+    "interrupted", outputs written; a second one aborts); so does a NaN, infinite or
+    runaway objective ("diverged").
+
+    Returns: in one process, the :class:`Result`; under MPI with ``scheduler="rank"``,
+    the Result on rank 0 and None on every other rank (a caller that needs the model
+    everywhere broadcasts it, as the estimators do); with ``"replicated"``, the same
+    Result on every rank (``result.rank`` says which; rank 0 writes ``out``). Under MPI
+    an exception on any rank prints that rank's traceback (a :class:`DataError`: one
+    line) and aborts the whole job. For tests only, ``STRADS_TEST_HOOK`` may replace
+    ``setup`` and ``update`` (:func:`_test_hook`).
     """
     # every keyword by its declaration (but out: any path, checked where it is written)
     _params.check(_params.ENGINE, {k: v for k, v in locals().items() if k != "out"})
