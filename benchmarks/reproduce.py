@@ -415,14 +415,8 @@ def exp_lda(ctx):
 def exp_scaling(ctx):
     D = ctx.S["scaling"]
     ws = D["workers"]
-    runs = {w: lda_run(ctx, "scaling", f"w{w}", D, "model", w, w > 1) for w in ws}
-    # the target: 95% of the way from the first logged log-likelihood to the worst
-    # run's best (every run reaches it)
-    start = min(r["trace"]["loglik"][0] for r in runs.values())
-    worst = min(float(np.max(r["trace"]["loglik"])) for r in runs.values())
-    target = start + 0.95 * (worst - start)
-    tt = {w: first_time(r["trace"]["wall_s"], r["trace"]["loglik"], target, lower=False)
-          for w, r in runs.items()}
+    runs = {w: lda_run(ctx, "scaling", f"w{w}", D, "model", w, w > 1)["trace"] for w in ws}
+    tt, target = progress_race(runs, "wall_s", "loglik", lower=False)
     cores = machine()[0]
     lines = [(ws, [tt[w] for w in ws], "model-parallel LDA: time to target", "o-")]
     if tt[ws[0]]:
@@ -444,13 +438,14 @@ def exp_scaling(ctx):
              "and cannot be reproduced here.")
 
 
-def progress_race(ta, va, tb, vb, lower, frac=0.95):
-    """Both curves to ``frac`` of the way from the common start to the worse of their
-    best values; returns (t_a, t_b, target)."""
-    start = max(va[0], vb[0]) if lower else min(va[0], vb[0])
-    worse_best = max(np.min(va), np.min(vb)) if lower else min(np.max(va), np.max(vb))
-    target = start + frac * (worse_best - start)
-    return first_time(ta, va, target, lower), first_time(tb, vb, target, lower), target
+def progress_race(traces, x, y, lower):
+    """The ``x`` at which each trace's ``y`` gets 95% of the way from their common start
+    to the worst of their best values (every one reaches it): ({name: x}, target)."""
+    vs = [t[y] for t in traces.values()]
+    start = max(v[0] for v in vs) if lower else min(v[0] for v in vs)
+    worst = max(np.min(v) for v in vs) if lower else min(np.max(v) for v in vs)
+    target = start + 0.95 * (worst - start)
+    return {k: first_time(t[x], t[y], target, lower) for k, t in traces.items()}, target
 
 
 # ---------------------------------------------------------------- MF
@@ -578,19 +573,17 @@ def claims(ctx):
             rows.extend(sparse_claims(R[app], app))
     if "lda" in R:
         A = R["lda"]
-        m, d = A["runs"]["model"], A["runs"]["data"]
-        tm, td, tgt = progress_race(m["wall_s"], m["loglik"], d["wall_s"], d["loglik"],
-                                    lower=False)
+        t, tgt = progress_race(A["runs"], "wall_s", "loglik", lower=False)
         rows.append(claim("model-parallel LDA converges faster than data-parallel "
                           "(YahooLDA); EuroSys: about 10x",
                           "EuroSys 2016 abstract (10x, checked)", f"time to log-likelihood "
-                          f"{tgt:.6g}: data {fmt(td)} s vs model {fmt(tm)} s", td, tm))
-        sm, sd = progress_race(m["sweeps"], m["loglik"], d["sweeps"], d["loglik"],
-                               lower=False)[:2]
+                          f"{tgt:.6g}: data {fmt(t['data'])} s vs model {fmt(t['model'])} s",
+                          t["data"], t["model"]))
+        s = progress_race(A["runs"], "sweeps", "loglik", lower=False)[0]
         rows.append(claim("model-parallel LDA needs fewer sweeps (no stale word-topic "
                           "counts)", "EuroSys 2016 / NIPS 2014 LDA vs iterations (not "
-                          "checked)", f"sweeps to the same target: data {fmt(sd)} vs model "
-                          f"{fmt(sm)}", sd, sm))
+                          "checked)", f"sweeps to the same target: data {fmt(s['data'])} vs "
+                          f"model {fmt(s['model'])}", s["data"], s["model"]))
         ws, mem, b = A["mem_workers"], A["mem"], A["mem_base"]
         m0, m1, d0, d1 = mem["model"][0], mem["model"][-1], mem["data"][0], mem["data"][-1]
         falls = m1 < 0.97 * m0        # model-parallel: less per worker with more workers
@@ -608,9 +601,8 @@ def claims(ctx):
                      + (f"; above the scheduler rank's {b:.0f} MB: data {d1 - b:.0f} vs "
                         f"model {m1 - b:.0f} MB, {above:.1f}x" if above else "")))
     if "mf" in R:
-        c, a = R["mf"]["runs"]["ccd"], R["mf"]["runs"]["als"]
-        tc, ta, tgt = progress_race(c["wall_s"], c["test_rmse"], a["wall_s"],
-                                    a["test_rmse"], lower=True)
+        t, tgt = progress_race(R["mf"]["runs"], "wall_s", "test_rmse", lower=True)
+        tc, ta = t["ccd"], t["als"]
         rows.append(claim("CCD++ (STRADS MF) reaches a test RMSE faster than ALS (GraphLab)",
                           "EuroSys 2016 MF figure (not checked)", f"time to test RMSE "
                           f"{tgt:.4f}: ALS {fmt(ta)} s vs CCD++ {fmt(tc)} s", ta, tc))
@@ -704,7 +696,7 @@ def write_report(ctx, cmdline, exps):
               "f* is the least of that and every objective logged.")
     w("\n## Data\n")
     flag = lambda f: "`" + shlex.join(map(str, f)) + "`"  # noqa: E731
-    for app, what in (("lasso", "Lasso"), ("logreg", "Sparse logistic regression")):
+    for app, what in APP_NAME.items():
         if app in exps or (app == "lasso" and "staleness" in exps):
             w(f"- {what}: {flag(sparse_data_flags(ctx, app))}.")
     if "lda" in exps:

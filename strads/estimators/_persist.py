@@ -177,11 +177,16 @@ def _set(est, values):
     return est
 
 
-def _number(summary, key, default=np.nan):
-    """A figure of summary.json (``default`` where absent or not a number)."""
-    x = summary.get(key)
-    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x)
-    return x if ok else default
+def _saved(m, key, summary, figure):
+    """Scalar ``key`` of model.npz (n_iter: an integer >= 0), else (a command line's run
+    saves none) summary.json's ``figure`` (0 or nan where absent or not a number)."""
+    integer = key == "n_iter"
+    x = m.scalar(key, "i" if integer else "f", required=False, low=0 if integer else None)
+    if x is None:
+        x = summary.get(figure)
+        ok = isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x)
+        x = (int if integer else float)(x if ok else 0 if integer else np.nan)
+    return x
 
 
 # -- per app: the model file's arrays from a fitted estimator, and back -----------------
@@ -203,9 +208,7 @@ def _build_glm(cls, m, summary, params):
     params = {"alpha": lam, "fit_intercept": intercept is not None, **params}
     est = cls(**params)
     names = m.get("feature_names", "U", 1, (d,), required=False)
-    n_iter = m.scalar("n_iter", "i", required=False, low=0)
-    values = {"n_features_in_": d,
-              "n_iter_": int(_number(summary, "rounds", 0)) if n_iter is None else n_iter}
+    values = {"n_features_in_": d, "n_iter_": _saved(m, "n_iter", summary, "rounds")}
     if names is not None:
         values["feature_names_in_"] = names.astype(object)
     c = 0.0 if intercept is None else intercept
@@ -216,9 +219,8 @@ def _build_glm(cls, m, summary, params):
         values.update(classes_=classes, coef_=coef.astype(np.float64).reshape(1, -1),
                       intercept_=np.array([c]))
     else:
-        gap = m.scalar("dual_gap", required=False)
         values.update(coef_=coef.astype(np.float64), intercept_=c,
-                      dual_gap_=float(_number(summary, "duality_gap")) if gap is None else gap)
+                      dual_gap_=_saved(m, "dual_gap", summary, "duality_gap"))
     return _set(est, values)
 
 
@@ -251,14 +253,9 @@ def _build_mf(cls, m, summary, params):
     values = {"user_factors_": W.astype(np.float64), "item_factors_": H.astype(np.float64),
               "user_bias_": ub.astype(np.float64), "item_bias_": ib.astype(np.float64),
               "global_mean_": mean, "user_ids_": ids["user_ids"],
-              "item_ids_": ids["item_ids"]}
-    n_iter = m.scalar("n_iter", "i", required=False, low=0)
-    values["n_iter_"] = int(_number(summary, "iterations", 0)) if n_iter is None \
-        else n_iter
-    obj = m.scalar("objective", required=False)
-    values["objective_"] = float(_number(summary, "objective")) if obj is None else obj
-    v = m.scalar("validation_rmse", required=False)
-    v = float(_number(summary, "validation_rmse")) if v is None else v
+              "item_ids_": ids["item_ids"], "n_iter_": _saved(m, "n_iter", summary, "iterations"),
+              "objective_": _saved(m, "objective", summary, "objective")}
+    v = _saved(m, "validation_rmse", summary, "validation_rmse")
     values["validation_rmse_"] = None if np.isnan(v) else v
     if "seen_indptr" in m:  # the training pairs (save() only): recommend can skip them
         ptr = m.get("seen_indptr", "i", 1, (n_u + 1,), low=0)
@@ -297,10 +294,9 @@ def _build_lda(cls, m, summary, params):
     seed = m.scalar("transform_seed", "i", required=False, low=0)
     if seed is None:  # as a fit with random_state=0
         seed = int(np.random.default_rng([0, 0x666F6C64]).integers(0, 2 ** 62))
-    n_iter = m.scalar("n_iter", "i", required=False, low=0)
     values = {"components_": wt.T.astype(np.float64) + beta, "doc_topic_": mix,
               "doc_topic_prior_": alpha, "topic_word_prior_": beta,
-              "n_iter_": int(_number(summary, "sweeps", 0)) if n_iter is None else n_iter,
+              "n_iter_": _saved(m, "n_iter", summary, "sweeps"),
               "loglik_": m.scalar("loglik"), "n_features_in_": V, "_transform_seed": seed}
     vocab = m.get("vocab", "U", 1, (V,), required=False)
     if vocab is not None:

@@ -10,7 +10,6 @@ from ..errors import DataError
 from .numbers import NB
 
 
-
 def refuse(peers, message, worker=0):
     """A problem every worker knows of: ``worker`` raises it, the others wait."""
     if peers.rank != worker:

@@ -26,9 +26,8 @@ _NOT_LETTERS = [(0x80, 0xBF), (0xD7, 0xD7), (0xF7, 0xF7), (0x1680, 0x1680),
 
 def _class(ascii_ranges):
     """A regex class: these ASCII ranges and the non-ASCII letters."""
-    out = [f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ascii_ranges] + [
-        f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in _NOT_LETTERS]
-    return "[^" + "".join(out) + "]"
+    return "[^" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+                          for a, b in ascii_ranges + _NOT_LETTERS) + "]"
 
 
 _L = _class([(0, 0x60), (0x7B, 0x7F)])  # a-z and the non-ASCII letters

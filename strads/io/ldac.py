@@ -11,7 +11,6 @@ from .source import count_lines
 from .uci import INT32_MAX, bad_count, field_end, integer, line_bytes, nul, skip_ws
 
 
-
 @njit(_nrt=False, **NB)
 def _scan(b, i, end, line, id_limit, limit, docs, words, counts, n, tokens, last):
     """Lines ``N id:count ...``: entry (line, id, count) from index n; ``line`` counts

@@ -44,11 +44,7 @@ def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals, fb):
     not a number, 6 not finite, 7 more than ``declared`` entries, 8 a diagonal entry of
     a skew-symmetric matrix."""
     n = b.shape[0]
-    n_fb = 0
-    line = 0
-    pos = 0
-    entries = 0
-    k = 0
+    n_fb = line = pos = entries = k = 0
     while pos < n:
         line += 1
         ls = pos
@@ -58,13 +54,8 @@ def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals, fb):
             return 1, line, ls, 0, entries, k, n_fb
         if i >= le:  # blank, or a % comment
             continue
-        ti = 0
-        row = 0
-        col = 0
+        ti = row = col = st = vs = ve = 0
         v = 1.0
-        st = 0
-        vs = 0
-        ve = 0
         while i < le:
             ts = i
             while i < le and not _is_space(b[i]):

@@ -95,13 +95,9 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
         s = pos
         while s < e and _is_ws(b[s]):
             s += 1
-        if s + 1 < e and b[s] == 37 and b[s + 1] == 37:  # '%%': a misplaced banner?
-            fb[0] = pos
-            fb[1] = e
-            fb[2] = line
-            return min(nxt, n), count, 1, line + 1 - line0
-        if s < e and b[s] != 35 and b[s] != 37:  # neither blank nor a comment
-            ok = ascii and e - pos < LONG_LINE
+        banner = s + 1 < e and b[s] == 37 and b[s + 1] == 37  # '%%': a misplaced banner?
+        if banner or (s < e and b[s] != 35 and b[s] != 37):  # neither blank nor a comment
+            ok = not banner and ascii and e - pos < LONG_LINE
             s0 = e0 = s1 = e1 = s2 = e2 = p = 0
             u = i = 0
             r = 0.0
@@ -153,24 +149,22 @@ def decode(tok):
     return tok.encode("latin-1").decode("utf-8", errors="replace")
 
 
-def _id(tok, what):
+def _number(tok, conv):
+    """``conv(tok)`` (int or float), None if it is no number as np.loadtxt reads them:
+    int() and float() also take 1_000."""
     try:
-        v = int(tok) if "_" not in tok else None  # int() takes 1_000; np.loadtxt does not
+        return conv(tok) if "_" not in tok else None
     except ValueError:
-        v = None
+        return None
+
+
+def _id(tok, what):
+    v = _number(tok, int)
     if v is None:
         raise LineError(f"{what} {decode(tok)!r} is not an integer")
     if not -INT64 <= v < INT64:
         raise LineError(f"{what} id {v} does not fit in a 64-bit integer")
     return v
-
-
-def _is_number(tok):
-    try:
-        float(tok)
-        return "_" not in tok
-    except ValueError:
-        return False
 
 
 def _split(line, delim):
@@ -203,10 +197,7 @@ def parse_line(raw, delim, bounds=None):
     u = _id(parts[0].strip(), "user")
     i = _id(parts[1].strip(), "item")
     tok = parts[2].strip()
-    try:
-        r = float(tok) if "_" not in tok else None
-    except ValueError:
-        r = None
+    r = _number(tok, float)
     if r is None:
         raise LineError(f"rating {decode(tok)!r} is not a number")
     if not math.isfinite(r):
@@ -253,18 +244,18 @@ class Layout:
                                 "the file's first line")
             if not line or line[0] in "#%":
                 continue
-            parts = _split(line, "\t" if "\t" in line else "," if "," in line else None)
+            self.delim = "\t" if "\t" in line else "," if "," in line else None
+            parts = _split(line, self.delim)
             if (not header and len(parts) >= 3 and
-                    not any(_is_number(p.strip()) for p in parts[:3])):
+                    all(_number(p.strip(), float) is None for p in parts[:3])):
                 header = True  # column names
                 continue
-            first = (lineno, off, line)
+            first = (lineno, off)
             break
         if first is None:
             what = "only a header" if header else "empty file"
             raise DataError(f"{self.path}: no ratings ({what})")
-        self.line0, self.begin, line = first
-        self.delim = "\t" if "\t" in line else "," if "," in line else None
+        self.line0, self.begin = first
 
     def _mtx(self, lines):
         path = self.path
