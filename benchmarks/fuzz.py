@@ -148,7 +148,7 @@ def mutate_arrays(arrays, rng, values=None):
         k = rng.choice(sorted(arrays))
         a = np.asarray(arrays[k])
         op = 4 if values else rng.choice([0, 1, 2, 3, 5, 6, 7, 8] + [4] * (values is None))
-        try:
+        with contextlib.suppress(ValueError, TypeError, OverflowError):
             if op == 0:
                 arrays[k] = a.astype(rng.choice([np.int8, np.uint64, np.int32, np.float16,
                                                  np.float32, np.complex128, np.bool_, "U3",
@@ -180,8 +180,6 @@ def mutate_arrays(arrays, rng, values=None):
                                 np.array([[0, 1], [1, 0]]), np.array(3.5)])
             else:
                 arrays[k] = np.array([object()], dtype=object)
-        except (ValueError, TypeError, OverflowError):
-            pass
     return arrays
 
 

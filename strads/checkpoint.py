@@ -2,6 +2,7 @@
 part per rank, then ``manifest.json`` last; every file sealed by CRC-32s, no pickle).
 The format and its guarantees: docs/failures.md; what :func:`picked` takes from a
 piece's ``__dict__``: docs/extending.md."""
+import contextlib
 import functools
 import json
 import math
@@ -218,10 +219,8 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
     fmeta, farrays = encode(fresh, name)
     also = {}  # attributes the piece has but leaves out of its state now (a buffer)
     for k in set(meta) - set(fmeta) if owner is not None else ():
-        try:
+        with contextlib.suppress(KeyError, CheckpointError):
             also[k] = _encode(vars(obj)[k], k, farrays, name)
-        except (KeyError, CheckpointError):
-            pass
     skip = set(getattr(owner, "checkpoint_skip", ()))  # (setup's: never loaded)
     odd = sorted(set(fmeta) - set(meta)) + sorted(
         k for k in set(meta) - set(fmeta)

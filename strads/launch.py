@@ -1,6 +1,7 @@
 """Elastic runs: ``python -m strads.launch -n N [options] APP [APP ARGS]``; the restarts,
 and how a lost rank is found: docs/elastic.md, "The launcher"."""
 import argparse
+import contextlib
 import fcntl
 import glob
 import json
@@ -102,14 +103,13 @@ def heartbeat():
     top = (1 << 16) if soft == resource.RLIM_INFINITY else min(soft, 1 << 16)
     for place in (lambda fd: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, top - 1),
                   lambda fd: os.dup2(fd, 0)):  # (no app reads stdin)
-        try:
+        # (OSError: another host, no launcher listening, or that descriptor taken: pidfd)
+        with contextlib.suppress(OSError):
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.connect(os.path.join(folder, SOCK))
                 fd = place(conn.fileno())
             # named once in place: a connection closed before it names its rank is none
             os.write(fd, f"{rank}\n".encode())
-        except OSError:
-            pass  # another host, no launcher listening, or that descriptor taken: pidfd
     threading.Thread(target=beat, name="strads-heartbeat", daemon=True).start()
 
 
@@ -191,12 +191,10 @@ def _alive(pid):
 def _read_beats(folder):
     beats = {}
     for path in glob.glob(os.path.join(folder, "rank-*.json")):
-        try:
+        with contextlib.suppress(OSError, ValueError, KeyError):
             with open(path) as f:
                 b = json.load(f)
             beats[int(b["rank"])] = {**b, "mtime": os.path.getmtime(path)}
-        except (OSError, ValueError, KeyError):
-            pass
     return beats
 
 
@@ -222,12 +220,10 @@ def mapped_shm(maps="/proc/[0-9]*/maps"):
     one) map."""
     out = set()
     for path in glob.glob(maps):
-        try:
+        with contextlib.suppress(OSError, IndexError):
             with open(path) as f:
                 out.update(line.split(None, 5)[5].strip() for line in f
                            if "/dev/shm/mpich_shm_" in line)
-        except (OSError, IndexError):
-            pass
     return out
 
 
@@ -242,12 +238,10 @@ def _run_once(cmd, folder, env, resumed=None):
         os.unlink(sock_path)
     # epoll, not poll: its ready list keeps the order the closes came in
     watch, fds, conns = select.epoll(), {}, {}
-    try:
+    with contextlib.suppress(OSError):
         listener.bind(sock_path)  # (a path over the socket name limit: pidfds alone)
         listener.listen(1024)
         watch.register(listener.fileno(), select.POLLIN)
-    except OSError:
-        pass
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
     lost, here, beats, read_at, went_on = None, socket.gethostname(), {}, 0.0, None
     try:
@@ -262,10 +256,9 @@ def _run_once(cmd, folder, env, resumed=None):
                         try:
                             fd = os.pidfd_open(b["pid"])
                         except OSError:  # gone already
-                            fd = None
-                        if fd is not None:
-                            fds[fd] = rank
-                            watch.register(fd, select.POLLIN)
+                            continue
+                        fds[fd] = rank
+                        watch.register(fd, select.POLLIN)
             ended = []
             for fd, _ in watch.poll(0.02):
                 if fd == listener.fileno():  # a rank connects: it names itself
@@ -279,10 +272,9 @@ def _run_once(cmd, folder, env, resumed=None):
                     conns[conn.fileno()] = (rank, conn)
                     watch.register(conn.fileno(), select.POLLIN | select.POLLHUP)
                     for pfd in [k for k, r in fds.items() if r == rank]:
-                        try:  # its connection's close tells first
+                        # its connection's close tells first (OSError: its other came first)
+                        with contextlib.suppress(OSError):
                             watch.unregister(pfd)
-                        except OSError:  # (its other connection came first)
-                            pass
                 elif fd in conns:
                     ended.append(conns[fd][0])
                     watch.unregister(fd)

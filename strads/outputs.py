@@ -136,16 +136,12 @@ def durable(path, shown, mode, **kw):
 
 def fsync_dir(path):
     """Flush a folder's entries (a rename in it) to disk, where the system allows."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def unlink(paths):
@@ -158,7 +154,7 @@ def unlink(paths):
 def _exchange(a, b):
     """Swap two folders in one step (Linux renameat2 RENAME_EXCHANGE); elsewhere, two
     renames."""
-    try:
+    with contextlib.suppress(AttributeError, TypeError):
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.renameat2(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:
@@ -166,8 +162,6 @@ def _exchange(a, b):
         err = ctypes.get_errno()
         if err in (errno.EBUSY, errno.EXDEV):  # a mount point; another file system
             raise OSError(err, os.strerror(err), b)
-    except (AttributeError, TypeError):
-        pass
     old = a + ".old"
     os.rename(b, old)
     try:

@@ -1,7 +1,7 @@
 """How much memory this machine and this process have, and byte counts in words."""
 import os
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 
 def physical_memory():
@@ -27,25 +27,21 @@ def memory_limits():
     address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,
     if lower) divided among the MPI ranks of this host."""
     out = []
-    try:
+    with suppress(ImportError, ValueError, OSError):
         import resource
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY and soft > 0:
             out.append(soft)
-    except (ImportError, ValueError, OSError):
-        pass
     phys = physical_memory()
     if phys is not None:
         for path in ("/sys/fs/cgroup/memory.max",
                      "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-            try:
+            with suppress(OSError):
                 with open(path) as f:
                     text = f.read().strip()
                 if text.isdigit():
                     phys = min(phys, int(text))
-            except OSError:
-                pass
         out.append(phys // ranks_per_host())
     return out
 
@@ -67,14 +63,12 @@ _loading, _loading_lock = [0], threading.Lock()
 
 
 def _mmap_threshold(n, trim=None):
-    try:
+    with suppress(OSError, AttributeError):
         import ctypes
         libc = ctypes.CDLL(None)
         libc.mallopt(-3, n)  # M_MMAP_THRESHOLD (glibc; elsewhere a no-op)
         if trim:
             libc.mallopt(-1, trim)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
 
 
 def keep_freed_memory():
