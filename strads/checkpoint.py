@@ -30,9 +30,7 @@ def _frozen(v):
     """Read-only data, or a tuple of it (a CSC triplet): never changes, so not saved."""
     if isinstance(v, np.ndarray):
         return not v.flags.writeable and v.dtype != object
-    if isinstance(v, tuple) and v:
-        return all(_frozen(x) for x in v)
-    return False
+    return isinstance(v, tuple) and len(v) > 0 and all(_frozen(x) for x in v)
 
 
 def picked(obj):

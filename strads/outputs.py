@@ -299,8 +299,6 @@ class Progress:
         eta_s = f"  eta<={max(0.0, min(eta)):.0f}s" if eta and not final else ""
         line = (f"[{self.app}] round {round}  {rate:,.0f} updates/s  "
                 f"objective {objective:.10g}  {now:.1f}s{eta_s}")
-        if self.tty:
-            sys.stderr.write("\r" + line + ("\n" if final else ""))
-        else:
-            sys.stderr.write(line + "\n")
+        end = "\n" if final or not self.tty else ""  # a terminal's line is rewritten in place
+        sys.stderr.write(("\r" if self.tty else "") + line + end)
         sys.stderr.flush()

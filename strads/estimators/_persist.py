@@ -86,12 +86,11 @@ def load(path):
                             f"its default {defaults[k]!r}")
     model = _Model(mfile)
     try:
-        est = _BUILD[app](cls, model, summary, params)
+        return _BUILD[app](cls, model, summary, params)
     except DataError:
         raise
     except (TypeError, ValueError) as e:
         raise DataError(f"{sfile}: {e}") from None
-    return est
 
 
 class _Model:
@@ -257,14 +256,13 @@ def _build_mf(cls, m, summary, params):
               "objective_": _saved(m, "objective", summary, "objective")}
     v = _saved(m, "validation_rmse", summary, "validation_rmse")
     values["validation_rmse_"] = None if np.isnan(v) else v
+    ptr = seen = None
     if "seen_indptr" in m:  # the training pairs (save() only): recommend can skip them
         ptr = m.get("seen_indptr", "i", 1, (n_u + 1,), low=0)
         seen = m.get("seen_items", "i", 1, (int(ptr[-1]),), low=0)
         if ptr[0] != 0 or (np.diff(ptr) < 0).any() or (seen.size and seen.max() >= n_i):
             raise m.error("seen_indptr", "not a CSR index of the items")
-        values.update(_seen_indptr=ptr, _seen_items=seen)
-    else:
-        values.update(_seen_indptr=None, _seen_items=None)
+    values.update(_seen_indptr=ptr, _seen_items=seen)
     return _set(est, values)
 
 

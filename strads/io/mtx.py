@@ -5,6 +5,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError
+from ..transport import Peers
 from .agree import agree, attempt, refuse, route
 from .numbers import NB, py_float, py_int, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
@@ -382,7 +383,5 @@ def read_part(peers, path, whole=False):
 
 def read(path):
     """The whole file: a CSC matrix (sorted indices), or a dense F-order array."""
-    from ..transport import Peers
-
     part = read_part(Peers(), path, whole=True)
     return part["X"] if "X" in part else csc(part)

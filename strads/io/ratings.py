@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import DataError
+from ..transport import Peers
 from . import memory
 from .agree import refuse
 from .numbers import BIG, NB, scan_float_inline, scan_int_inline
@@ -517,6 +518,4 @@ def gather(peers, lay, lines=False):
 def read(lay):
     """Every rating of the file ``lay`` (a :class:`Layout`) describes, in one process,
     with their lines."""
-    from ..transport import Peers
-
     return gather(Peers(), lay, lines=True)

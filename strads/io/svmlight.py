@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..errors import DataError
+from ..transport import Peers
 from . import memory
 from .agree import agree, attempt, refuse
 from .numbers import BIG, NB, py_float, py_int, scan_float_inline, scan_int_inline
@@ -249,9 +250,7 @@ def _count(b, single, limit):
         counts, s = np.zeros(16, dtype), state()
         code = _svm_count(b, single, limit, counts, s)
         while code <= -2:
-            grown = np.zeros(min(max(2 * counts.shape[0], -code), limit + 2), dtype)
-            grown[:counts.shape[0]] = counts
-            counts = grown
+            counts.resize(min(max(2 * counts.shape[0], -code), limit + 2), refcheck=False)
             code = _svm_count(b, single, limit, counts, s)
         if code != -1:
             return code, int(s[1]), int(s[3]), int(s[4]), int(s[5]), int(s[6]), counts
@@ -403,9 +402,7 @@ def read_part(peers, path, whole=False):
     if W > n:
         refuse(peers, f"{W} workers for {n} samples: each worker needs rows")
     if counts.shape[0] < base + p + 1:
-        grown = np.zeros(base + p + 1, counts.dtype)
-        grown[:counts.shape[0]] = counts
-        counts = grown
+        counts.resize(base + p + 1, refcheck=False)  # (zero-filled)
     if max(rows, p, nnz) >= 2**31 - 1 and counts.dtype != np.int64:
         counts = counts.astype(np.int64)  # the prefix sums exceed int32
     ptr = counts[base:base + p]
@@ -429,8 +426,6 @@ def read_part(peers, path, whole=False):
 
 def read(path):
     """``(X, y)`` of the whole file: X CSC (sorted indices), y the labels."""
-    from ..transport import Peers
-
     part = read_part(Peers(), path, whole=True)
     return csc(part), part["y"]
 

@@ -5,6 +5,7 @@ the data, its values then sent to the workers owning their rows; an ``.npy`` tar
 read whole by every worker (8 bytes a sample) and sliced."""
 import numpy as np
 
+from ..transport import Peers
 from .agree import agree, attempt, refuse
 from .npz import read_npy
 from .svmlight import _count, _fill, bad_line, max_features, open_text
@@ -40,6 +41,4 @@ def read_part(peers, path, cuts):
 
 def read(path, n_samples):
     """The whole target, holding ``n_samples`` values."""
-    from ..transport import Peers
-
     return read_part(Peers(), path, [0, n_samples])
