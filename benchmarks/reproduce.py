@@ -108,10 +108,9 @@ class Ctx:
         return shlex.join(map(str, cmd)).replace(sys.executable, "python").replace(
             MPIEXEC, "mpiexec").replace(str(self.out) + os.sep, "DIR/")
 
-    def cli(self, exp, name, app, flags, workers=1, mpi=None):
+    def cli(self, exp, name, app, flags, workers, mpi):
         """Run ``python -m strads.apps.<app>`` with ``flags`` and ``--out`` its run folder,
         one process (workers threads) or ``mpiexec -n workers+1``."""
-        mpi = (workers > 1) if mpi is None else mpi
         d = self.out / "runs" / exp / name
         if d.exists():
             shutil.rmtree(d)
@@ -468,14 +467,6 @@ def write_ratings(d, p):
     return ["--data", d / "train.tsv", "--test-data", d / "test.tsv"]
 
 
-def libmf_curve(p, rank, lam, iters_list, eta=0.1):
-    """(epochs, seconds, test RMSE) of LIBMF fits (_common.libmf_run) on the centred
-    ratings, as strads' --bias mean fits them."""
-    mu = float(p.ratings.mean())
-    centred = dataclasses.replace(p, ratings=p.ratings - mu, test_ratings=p.test_ratings - mu)
-    return [(it, *libmf_run(centred, rank, lam, it, eta)) for it in iters_list]
-
-
 def exp_mf(ctx):
     F, a = ctx.S["mf"], ctx.args
     d = ctx.out / "runs" / "mf"
@@ -496,7 +487,9 @@ def exp_mf(ctx):
         ctx.say("mf: libmf is not installed (pip install libmf): left out")
     else:
         ctx.say("mf: run libmf (pip libmf, 1 thread)")
-        lm = libmf_curve(p, F["rank"], F["lam"], pts)
+        mu = float(p.ratings.mean())  # centred ratings, as strads' --bias mean fits them
+        centred = dataclasses.replace(p, ratings=p.ratings - mu, test_ratings=p.test_ratings - mu)
+        lm = [(it, *libmf_run(centred, F["rank"], F["lam"], it)) for it in pts]
     ld = d / "libmf"
     ld.mkdir(exist_ok=True)
     (ld / "trace.csv").write_text("iterations,wall_s,test_rmse\n" + "".join(
