@@ -477,10 +477,7 @@ class Ratings:
                 return base[0] <= want[-1]
             read_part(self.lay, self.part, self.n_parts, None, True, visit)
             found = {q: got[k] for q, k in found.items()}
-        merged = {}
-        for g in peers.allgather(found):
-            merged.update(g)
-        return merged
+        return {q: line for g in peers.allgather(found) for q, line in g.items()}
 
 
 def gather(peers, lay, lines=False):
