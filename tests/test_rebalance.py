@@ -137,3 +137,14 @@ def test_plan_fits_a_round_s_fixed_cost_from_the_measurements():
     assert rebalance.plan([([129, 42, 129], t, 5)])[1] > 1  # the last alone: by speed
     # a measurement the model fits (the rows' time in proportion to them): no move
     assert rebalance.plan([first, ([129, 42, 129], [2.58, 2.52, 2.58], 5)]) is None
+
+
+def test_plan_pools_the_measurements_so_one_noisy_one_does_not_undo_a_move():
+    """After the move to the speeds' shares, one measurement in which the slow worker
+    looks faster than it is (the machine's load): its pooled speed stays near 1/3 of
+    the others', the model's rounds stay within 10% and nothing moves back; the same
+    measurement alone would move a third of the slow worker's rows back to it."""
+    first = ([100, 100, 100], [1.0, 3.0, 1.0], 5)
+    noisy = ([129, 42, 129], [1.3, 0.9, 1.4], 5)
+    assert rebalance.plan([first, noisy]) is None
+    assert rebalance.plan([noisy])[1] > 55
