@@ -111,7 +111,7 @@ def lda_block(scale, rng, burn_in, K=1000, in_cache=False):
     z_doc = rng.integers(0, K, n).astype(np.int32)
     dmeta = np.empty((n_docs, 2), np.int64)
     dlist = np.empty((n, 2), np.uint16)
-    DK.doc_lists(lengths, docs_doc, z_doc, dmeta, dlist, K)
+    DK.doc_lists(lengths, z_doc, dmeta, dlist, K)
     order = np.lexsort((docs_doc, words_doc))
     words, docs, z = words_doc[order], docs_doc[order], z_doc[order].copy()
     V = C.shape[1]

@@ -27,8 +27,7 @@ def _lists(doc_z, n_topics, dtype, short_run=K.SHORT_RUN):
     """One document's compact (topic, count) list and the F+ sampler on it (a word's
     run of one token: without a tree, unless ``short_run`` is 0)."""
     dmeta, dlist = np.empty((1, 2), np.int64), np.empty((doc_z.size, 2), dtype)
-    K.doc_lists(np.array([doc_z.size]), np.zeros(doc_z.size, np.int32), doc_z, dmeta, dlist,
-                n_topics)
+    K.doc_lists(np.array([doc_z.size]), doc_z, dmeta, dlist, n_topics)
     P = 1 << (n_topics - 1).bit_length()
     tree, cum = np.zeros(2 * P), np.zeros(n_topics)
 
@@ -161,7 +160,7 @@ def test_packed_slice_sampling_is_pack_of_unpacked(dense, topic_dtype):
             bufs = np.zeros((3, n_topics))
         else:
             dmeta, dlist = np.empty((n_docs, 2), np.int64), np.empty((z.size, 2), np.uint16)
-            K.doc_lists(lengths, docs[order], z[order], dmeta, dlist, n_topics)
+            K.doc_lists(lengths, z[order], dmeta, dlist, n_topics)
             doc_state = lambda: K.doc_topic_dense(dmeta, dlist, n_topics)  # noqa: E731
             P = 1 << (n_topics - 1).bit_length()
             bufs = (np.zeros(2 * P), np.zeros(n_topics))

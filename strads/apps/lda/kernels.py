@@ -222,8 +222,9 @@ def packed_io(packed, n_tokens, mark, extra):
     indptr, idx, cnt = packed
     cap = idx.shape[0] + n_tokens
     out = (np.empty_like(indptr), np.empty(cap, idx.dtype), np.empty(cap, cnt.dtype))
+    # (views: the fresh arrays' pages beyond o were never touched)
     return ((indptr, idx, cnt, *out, mark, extra),
-            lambda o: (out[0], out[1][:o].copy(), out[2][:o].copy()))
+            lambda o: (out[0], out[1][:o], out[2][:o]))
 
 
 @njit(**_opts)
@@ -482,28 +483,25 @@ def doc_table(lengths, z, ndk):
 
 
 @njit(**_opts)
-def doc_lists(lengths, docs, z, dmeta, dlist, K):
+def doc_lists(lengths, z, dmeta, dlist, K):
     """The compact (topic, count) lists of every document from its tokens' topics, the
     tokens in document order; document d's list starts where its tokens do."""
-    D = lengths.shape[0]
-    a = 0
-    for d in range(D):
-        dmeta[d, 0] = a
-        dmeta[d, 1] = 0
-        a += lengths[d]
     # slot of topic k in the list of the last document that had it: seen[k] >= start
     # only if it is in the current document's list
     seen = np.full(K, -1, np.int64)
-    for t in range(z.shape[0]):
-        d = docs[t]
-        k = z[t]
-        a = dmeta[d, 0]
-        if seen[k] < a:
-            seen[k] = a + dmeta[d, 1]
-            dlist[seen[k], 0] = k
-            dlist[seen[k], 1] = 0
-            dmeta[d, 1] += 1
-        dlist[seen[k], 1] += 1
+    a = 0
+    for d in range(lengths.shape[0]):
+        dmeta[d, 0] = a
+        dmeta[d, 1] = 0
+        for t in range(a, a + lengths[d]):
+            k = z[t]
+            if seen[k] < a:
+                seen[k] = a + dmeta[d, 1]
+                dlist[seen[k], 0] = k
+                dlist[seen[k], 1] = 0
+                dmeta[d, 1] += 1
+            dlist[seen[k], 1] += 1
+        a += lengths[d]
 
 
 def pack_lists(dmeta, dlist):
@@ -660,11 +658,17 @@ def sum_lgamma_lists(dmeta, dlist, prior, table):
 # ---------------------------------------------------------------------------- transport
 # Word-topic tables travel packed: per row, the topics with a non-zero count and the
 # counts (CSR): far smaller than the dense rows at large K.
+def topic_dtype(n_topics):
+    """The narrowest type of topics 0 .. n_topics - 1 (the tokens' topics, packed
+    tables' topics)."""
+    return np.uint16 if n_topics <= 65536 else np.int32
+
+
 def pack(table):
     """(indptr, topics, counts) of the non-zero entries of a rows x K table."""
     rows, n_topics = table.shape
     nnz = np.count_nonzero(table)
-    idx = np.empty(nnz, np.uint16 if n_topics <= 65536 else np.int32)
+    idx = np.empty(nnz, topic_dtype(n_topics))
     cnt = np.empty(nnz, np.int32)
     indptr = np.empty(rows + 1, np.int64)
     _pack(table, indptr, idx, cnt)
@@ -746,4 +750,4 @@ def pack_tokens(words, z, v0, n_rows, n_topics):
             scratch[k] = 0
             q += 1
         indptr[r + 1] = q
-    return indptr, idx[:q].copy(), cnt[:q].copy()
+    return indptr, idx[:q], cnt[:q]  # (views: the pages beyond q were never touched)

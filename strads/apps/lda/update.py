@@ -7,6 +7,7 @@ import numpy as np
 
 from ...api import Update
 from ...errors import DataError
+from ...io import memory
 from . import kernels as K
 from .schedule import slice_of
 
@@ -129,13 +130,11 @@ class LDAUpdate(Update):
         # copies (they made the load's peak: docs/scaling.md)
         self.words, self.docs = data.by_word(part.indptr, part.indices, part.counts, self.V)
         del part
-        z = np.empty(self.words.shape[0], np.int32)
+        z = np.empty(self.words.shape[0], K.topic_dtype(self.K))
         key = np.random.SeedSequence([self.seed, 3]).generate_state(1, np.uint64)[0]
         K.initial_topics(self.lengths, self.d0, key, self.K, z)
-        docs = np.repeat(np.arange(self.lengths.shape[0], dtype=np.int32), self.lengths)
         self.dense = dense_topics(self.K, self.n_tokens, self.n_docs, self.W)
-        self._count(docs, z)
-        del docs
+        self._count(z)
         self.z = data.to_word_order(self.lengths, self.docs, z)
         del z
         # (cuts as int32: int64 ones would make searchsorted copy the words to int64)
@@ -151,9 +150,9 @@ class LDAUpdate(Update):
         self._slices()
         self._scratch()
 
-    def _count(self, docs, z):
-        """The counts of the tokens' topics ``z`` (``docs``: their documents, in document
-        order): each document's, and the topic totals over every worker's tokens."""
+    def _count(self, z):
+        """The counts of the tokens' topics ``z`` (in document order): each document's,
+        and the topic totals over every worker's tokens."""
         n_docs = self.lengths.shape[0]
         # 16-bit counts when they fit, to halve the memory traffic
         small = self.K <= 65536 and self.lengths.max(initial=0) < 65536
@@ -165,7 +164,7 @@ class LDAUpdate(Update):
             self.ndk = None
             self.dmeta = np.empty((n_docs, 2), np.int64)
             self.dlist = np.empty((z.shape[0], 2), np.uint16 if small else np.int32)
-            K.doc_lists(self.lengths, docs, z, self.dmeta, self.dlist, self.K)
+            K.doc_lists(self.lengths, z, self.dmeta, self.dlist, self.K)
         from .data import accumulate
         nk = np.zeros(self.K, np.int64)
         accumulate(z, None, nk)
@@ -197,15 +196,15 @@ class LDAUpdate(Update):
             theirs = old["d0"] + old["docs"].astype(np.int64)
             lo, hi = max(start, self.d0), min(self.d0 + self.rows, start + count)
             got = old["z"][(theirs >= lo) & (theirs < hi)]
+            _within("z", got, self.K)  # (before it is narrowed to z's type)
             at = (mine >= lo) & (mine < hi)
             if got.shape[0] != np.count_nonzero(at):
                 raise ValueError(f"documents {lo}..{hi - 1}: {got.shape[0]} tokens in the "
                                  f"checkpoint, {np.count_nonzero(at)} in the data")
             z[at] = got
-        _within("z", z, self.K)  # (the kernels index with them)
         self.z = z
         order = np.argsort(self.docs, kind="stable")
-        self._count(self.docs[order], z[order])
+        self._count(z[order])
         self._slices()
         self._scratch()
 
@@ -284,8 +283,9 @@ class LDAUpdate(Update):
         setattr(self, table, joined.reshape(-1, self.K if self.dense else 2))
         # both parts are sorted by (word, document): a stable sort by word merges them
         order = np.argsort(cat["words"], kind="stable")
-        self.words, self.z, self.docs = (cat[k][order].astype(np.int32, copy=False)
-                                         for k in ("words", "z", "docs"))
+        self.words, self.docs = (cat[k][order].astype(np.int32, copy=False)
+                                 for k in ("words", "docs"))
+        self.z = cat["z"][order].astype(K.topic_dtype(self.K), copy=False)
         self.lengths = cat["lengths"].astype(np.int64, copy=False)
         self._relayout(cat.get("m"))
 
@@ -397,7 +397,7 @@ class LDAUpdate(Update):
 
         def counts(packed):
             nwk = np.array([[0, 0]] if packed else [[2, 0]], np.int32)
-            return np.zeros(2, np.int32), nwk, np.array([2, 0], np.int64)
+            return np.zeros(2, np.uint16), nwk, np.array([2, 0], np.int64)
 
         def packs():
             return [None] + [K.packed_io((np.array([0, 1]), np.zeros(1, t),
@@ -408,7 +408,7 @@ class LDAUpdate(Update):
             for packed in packs():
                 z, nwk, nk = counts(packed)
                 dmeta, dlist = np.zeros((1, 2), np.int64), np.zeros((2, 2), dtype)
-                K.doc_lists(np.array([2], np.int64), docs, z, dmeta, dlist, 2)
+                K.doc_lists(np.array([2], np.int64), z, dmeta, dlist, 2)
                 K.sample_block(np.zeros(2, np.int32), docs, z, dmeta, dlist, nwk, 0, nk,
                                0.1, 0.1, 0.1, np.uint64(1), np.zeros(4), np.zeros(2),
                                packed)
@@ -433,7 +433,7 @@ class LDAUpdate(Update):
         K.sum_lgamma_shifted(np.ones(2, np.int64), 0.1)
         K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
         K.round_seed(np.uint64(1), 0, 0)
-        K.pack_tokens(z, z, 0, 1, 2)
+        K.pack_tokens(np.zeros(2, np.int32), z, 0, 1, 2)
         from .data import warmup
         warmup()
 
@@ -483,6 +483,13 @@ class LDAUpdate(Update):
         return word, doc
 
     def update(self, task):
+        # a round allocates and frees a slice's packed tables, tens of MB: glibc's heap
+        # would keep them (the rounds' threshold), and the process's peak count them; a
+        # round is long enough that their fresh pages cost little (docs/scaling.md)
+        with memory.returning_freed_memory():
+            return self._round(task)
+
+    def _round(self, task):
         r, peers = task["round"], self.peers
         phase = task.get("phase", r)  # (rounds since the layout began: a resume's)
         nk0 = self.nk.copy()
@@ -569,6 +576,10 @@ class LDAUpdate(Update):
         return None
 
     def collect(self):
+        with memory.returning_freed_memory():  # (as update's)
+            return self._collect()
+
+    def _collect(self):
         # the documents' counts packed (their non-zeros, at most one a token), not D x K
         ndk = K.pack(self.ndk) if self.dense else K.pack_lists(self.dmeta, self.dlist)
         out = {"d0": self.d0, "ndk": ndk, "nk": self.nk, "rows": self._mine()}
