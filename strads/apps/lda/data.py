@@ -148,24 +148,31 @@ def owners(cuts, docs):
 @njit(**_nb)
 def by_word(indptr, indices, counts, n_words):
     """The tokens of CSR rows (word ids sorted within a row), sorted by word, then
-    document: (words, documents), int32; what a stable sort of the tokens in document
-    order by word gives, without the document-order copies and the permutation."""
-    start = np.zeros(n_words + 1, np.int64)
+    document: (each word's first token, and one past the last word's, int64; the tokens'
+    documents, int32): what a stable sort of the tokens in document order by word gives,
+    without the document-order copies and the permutation."""
+    wptr = np.zeros(n_words + 1, np.int64)
     for e in range(indices.shape[0]):
-        start[indices[e] + 1] += counts[e]
+        wptr[indices[e] + 1] += counts[e]
     for v in range(n_words):
-        start[v + 1] += start[v]
-    words = np.empty(start[-1], np.int32)
-    docs = np.empty(start[-1], np.int32)
+        wptr[v + 1] += wptr[v]
+    start = wptr[:-1].copy()
+    docs = np.empty(wptr[-1], np.int32)
     for d in range(indptr.shape[0] - 1):
         for e in range(indptr[d], indptr[d + 1]):
             w = indices[e]
             p = start[w]
             for q in range(p, p + counts[e]):
-                words[q] = w
                 docs[q] = d
             start[w] = p + counts[e]
-    return words, docs
+    return wptr, docs
+
+
+def word_ptr(words, n_words):
+    """:func:`by_word`'s word offsets of tokens sorted by word (int ids)."""
+    wptr = np.zeros(n_words + 1, np.int64)
+    accumulate(words, None, wptr[1:])
+    return np.cumsum(wptr, out=wptr)
 
 
 @njit(**_nb)
@@ -211,6 +218,21 @@ def _rows(entries, d0, n_local):
     start, w, c = bucket(docs, words, counts, d0, n_local)
     del docs, words, counts
     return rows(start, w, c)
+
+
+def _join(pieces, j, dtype):
+    """Array j of every piece (lists of arrays) joined (``dtype``: none), each piece's
+    dropped once copied: the pieces and the whole are never all in memory at once."""
+    if not pieces:
+        return np.zeros(0, dtype)
+    whole = np.empty(sum(p[j].shape[0] for p in pieces),
+                     np.result_type(*(p[j].dtype for p in pieces)))
+    at = 0
+    for p in pieces:
+        whole[at:at + p[j].shape[0]] = p[j]
+        at += p[j].shape[0]
+        p[j] = None
+    return whole
 
 
 def _open_part(path, fmt, vocab):
@@ -281,10 +303,9 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
         return text_docs.scan(blocks, path, stop_words, _token_limit(0, 0), check)
 
     out, tokens, lines, last, table = attempt(peers, scan)
-    docs = np.concatenate([o[0] for o in out]) if out else np.zeros(0, np.int64)
-    ids = np.concatenate([o[1] for o in out]) if out else np.zeros(0, np.int32)
-    counts = None if text else (np.concatenate([o[2] for o in out]) if out else
-                                np.zeros(0, np.int32))
+    out = [list(o) for o in out]
+    docs, ids = _join(out, 0, np.int64), _join(out, 1, np.int32)
+    counts = None if text else _join(out, 2, np.int32)
     del out
     local_vocab = None
     if text:  # this worker's words and how often each is seen

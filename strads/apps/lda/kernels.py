@@ -194,17 +194,13 @@ def _pk_emit(packed, r, z, i, j, nwk, o):
 
 
 @njit(**_opts)
-def _word_run(words, i, n, v0, nwk, packed, r_next, o):
-    """The run of tokens of word ``words[i]``: (its row, the run's end, o); with
-    ``packed``, the rows before it copied out and its own scattered into ``nwk``."""
-    w = words[i]
-    j = i
-    while j < n and words[j] == w:
-        j += 1
+def _row_in(packed, r_next, row, nwk, o):
+    """With ``packed``, before a row's tokens: the rows before it copied out and its own
+    scattered into ``nwk``; -> o."""
     if packed is not None:
-        o = _pk_copy(packed, r_next, w - v0, o)
-        _pk_scatter(packed, w - v0, nwk)
-    return w - v0, j, o
+        o = _pk_copy(packed, r_next, row, o)
+        _pk_scatter(packed, row, nwk)
+    return o
 
 
 @njit(**_opts)
@@ -228,11 +224,12 @@ def packed_io(packed, n_tokens, mark, extra):
 
 
 @njit(**_opts)
-def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, seed, tree,
-                 cum, packed=None, short_run=SHORT_RUN):
-    """One Gibbs pass over a block of tokens sorted by word, against rows ``v0 ..`` of the
-    word-topic counts ``nwk`` (or, with ``packed``, those rows packed: -> the packed
-    entries); the documents' counts are compact lists. In place."""
+def sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, vbeta, seed, tree, cum,
+                 packed=None, short_run=SHORT_RUN):
+    """One Gibbs pass over a block of tokens sorted by word, row r's tokens ``wptr[r] ..
+    wptr[r + 1] - 1`` (of ``docs`` and ``z``), against the rows of the word-topic counts
+    ``nwk`` (or, with ``packed``, those rows packed: -> the packed entries); the
+    documents' counts are compact lists. In place."""
     K = nk.shape[0]
     P = tree.shape[0] // 2
     uP = np.uint64(P)
@@ -242,13 +239,15 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
     inv = np.empty(K)
     for k in range(K):
         inv[k] = 1.0 / (nk[k] + vbeta)
-    n = words.shape[0]
+    n = wptr[wptr.shape[0] - 1]
     per_line = max(1, 64 // dlist.strides[0])  # list entries in a 64-byte cache line
     o = 0
     r_next = 0
-    i = 0
-    while i < n:
-        row, j, o = _word_run(words, i, n, v0, nwk, packed, r_next, o)
+    for row in range(wptr.shape[0] - 1):
+        i, j = wptr[row], wptr[row + 1]
+        if i == j:
+            continue
+        o = _row_in(packed, r_next, row, nwk, o)
         use_tree = j - i > short_run
         qsum = 0.0
         if use_tree:
@@ -338,7 +337,6 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
         if packed is not None:
             o = _pk_emit(packed, row, z, i, j, nwk, o)
             r_next = row + 1
-        i = j
     return _pk_rest(packed, r_next, o)
 
 
@@ -403,7 +401,7 @@ def _sum8(p, k):
 
 
 @njit(**_opts)
-def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, p, inv,
+def sample_dense(wptr, docs, z, ndk, nwk, nk, alpha, beta, vbeta, seed, q, p, inv,
                  packed=None):
     """As :func:`sample_block`, for few topics: a dense document-topic table and each
     token's conditional over all K topics in SIMD lanes, in a fixed order (bit for bit)."""
@@ -411,12 +409,13 @@ def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, 
     s = seed
     for k in range(K):
         inv[k] = 1.0 / (nk[k] + vbeta)
-    n = words.shape[0]
     o = 0
     r_next = 0
-    i = 0
-    while i < n:
-        row, j, o = _word_run(words, i, n, v0, nwk, packed, r_next, o)
+    for row in range(wptr.shape[0] - 1):
+        i, j = wptr[row], wptr[row + 1]
+        if i == j:
+            continue
+        o = _row_in(packed, r_next, row, nwk, o)
         for k in range(K):
             q[k] = (nwk[row, k] + beta) * inv[k]
         prev_d = -1
@@ -468,7 +467,6 @@ def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, 
         if packed is not None:
             o = _pk_emit(packed, row, z, i, j, nwk, o)
             r_next = row + 1
-        i = j
     return _pk_rest(packed, r_next, o)
 
 
@@ -721,27 +719,25 @@ def initial_topics(lengths, d0, key, n_topics, z):
 
 
 @njit(**_opts)
-def pack_tokens(words, z, v0, n_rows, n_topics):
-    """The word-topic counts of tokens sorted by word (words v0 .. v0 + n_rows - 1),
-    packed as :func:`pack` packs a table (topics in order within a row)."""
-    n = words.shape[0]
+def pack_tokens(wptr, z, n_topics):
+    """The word-topic counts of tokens sorted by word (row r's: ``z[wptr[r]:wptr[r +
+    1]]``), packed as :func:`pack` packs a table (topics in order within a row)."""
+    n_rows = wptr.shape[0] - 1
+    n = wptr[n_rows] - wptr[0]
     scratch = np.zeros(n_topics, np.int32)
     touched = np.empty(min(n_topics, n + 1), np.int64)
     indptr = np.zeros(n_rows + 1, np.int64)
     idx = np.empty(n, np.int32)
     cnt = np.empty(n, np.int32)
     q = 0
-    t = 0
     for r in range(n_rows):
-        w = v0 + r
         nt = 0
-        while t < n and words[t] == w:
+        for t in range(wptr[r], wptr[r + 1]):
             k = z[t]
             if scratch[k] == 0:
                 touched[nt] = k
                 nt += 1
             scratch[k] += 1
-            t += 1
         tt = np.sort(touched[:nt])
         for j in range(nt):
             k = tt[j]
