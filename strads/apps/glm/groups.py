@@ -214,6 +214,42 @@ def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
 NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64))
 
 
+def fill_cache(X, norms, rho, known, conf, G=None):
+    """Every pair of :func:`_select_dense`'s cache at once, from X'X by BLAS: into
+    ``G`` ((p, p), when given: :func:`group_gram_lower` reads its lower triangle), else
+    by blocks of rows of its lower triangle, FILL_BYTES each. Each pair's decision comes
+    from one inner product (the same bit both ways round), whatever was cached before."""
+    p = X.shape[1]
+    conf[:] = 0
+    if G is not None:
+        G[:] = X.T @ X
+        _fill_bits(G, 0, norms, rho, conf)
+    else:
+        step = max(1, FILL_BYTES // (8 * p))
+        for a in range(0, p, step):
+            b = min(a + step, p)
+            _fill_bits(X[:, a:b].T @ X[:, :b], a, norms, rho, conf)
+    known[:] = ~np.uint64(0)
+
+
+@njit(**_opts)
+def _fill_bits(block, a, norms, rho, conf):
+    """The decisions of the pairs (a + r, k), k < a + r, from ``block`` (rows a, a + 1,
+    ... of X'X), into ``conf`` both ways round."""
+    one = np.uint64(1)
+    for r in range(block.shape[0]):
+        j = a + r
+        lim = rho * norms[j]
+        bj = one << np.uint64(j & 63)
+        for k in range(j):
+            if abs(block[r, k]) > lim * norms[k]:
+                conf[j, k >> 6] |= one << np.uint64(k & 63)
+                conf[k, j >> 6] |= bj
+
+
+FILL_BYTES = 8 << 20  # a block of X'X's rows in fill_cache (without G)
+
+
 @njit(**_opts)
 def select_gram(G, norms, rho, max_block, cap):
     """As :func:`_select_dense`, from the strict lower triangle of the candidates' Gram

@@ -240,7 +240,7 @@ class Priority(_Jacobi):
     matrix and group them in the same greedy order.
     """
     checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr",
-                                                "_out")
+                                                "_out", "_filled", "_G")
     # the priority draws come first, so without a filter (rho near 1) a round holds the
     # coordinates that move most, often neighbours: their joint step can overshoot
     # badly, and every rise halves the step as well as the block
@@ -261,6 +261,9 @@ class Priority(_Jacobi):
             self.cols = (X,)
             self.dense = True
         self._known = self._conf = None  # the dense filter's cache
+        self._filled = False  # every pair of it computed at once (:meth:`_fill_price`)
+        self._G = None  # then X'X's lower triangle, if it fits FILTER_CACHE_BYTES
+        self._spent = 0  # the filter's multiply-adds so far (dense)
         self._gptr = NO_GROUPS  # the last block's groups (none: every group of one)
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
         self._out = np.empty(2 * self.block + 1, np.int64)  # a block and its groups
@@ -293,6 +296,9 @@ class Priority(_Jacobi):
             task["select"] = (self.rho, self._b)
         elif self._gptr.shape[0]:
             task["groups"] = self._gptr
+            if self._G is not None:  # (the workers need not sum them)
+                task["Gs"] = KG.group_gram_lower(self._G, task["cols"], self._gptr,
+                                                 self.agg.sq_norms[task["cols"]])
         return task
 
     def load_state(self, state):
@@ -344,9 +350,18 @@ class Priority(_Jacobi):
                 KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
         else:
             cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
+            if cache[0].shape[0] and not self._filled and self._spent + PREPAID * 2 * \
+                    AFFORD * (self.max_block * self.agg.n + ROUND_COST) >= self._fill_price():
+                # (its lower triangle too, when it fits: the groups' Gram matrices)
+                p = self.p
+                self._G = np.empty((p, p)) if 8 * p * p <= FILTER_CACHE_BYTES else None
+                KG.fill_cache(self.cols[0], self.agg.norms, self.rho, *cache, self._G)
+                self._filled, self.filter_cap = True, None  # (pairs are free now)
+                b = self.max_block
             m, n_ptr, work, update = KG.block_dense(
                 *self.cols, self.agg.norms, cand, self.rho, b, self.busy, *cache,
                 KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
+            self._spent += work
         self._afford(work, update)
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
@@ -372,10 +387,28 @@ class Priority(_Jacobi):
             cap = min(self.max_block, cap + max(1, cap // 4))
         self.filter_cap = cap
 
+    def _fill_price(self):
+        """Rent or buy: the dense filter computes its pairs one by one as it meets them
+        (n multiply-adds each, at its kernel's speed) until what it has spent, with what
+        PREPAID rounds of the whole block may spend (:meth:`_afford`; its first rounds
+        meet only new pairs and spend that), would pay for X'X by BLAS: n p^2
+        multiply-adds at about BLAS_SPEEDUP times the kernel's speed, and FILL_ENTRY an
+        entry for its decisions (this price, in the kernel's multiply-adds); then
+        :func:`groups.fill_cache` fills the cache. Whether a run meets most pairs is
+        unknown beforehand (short solves meet few, a few columns are all met within a
+        few sweeps): with few columns and many rows it buys at once, with many columns
+        it buys only once it has spent about the price. Once the cache is full its
+        pairs are free and the block is no longer bounded by their cost; the Lasso's
+        groups take their Gram matrices from X'X (the task's ``Gs``) instead of the
+        workers'."""
+        return self.p * self.p * (self.agg.n / BLAS_SPEEDUP + FILL_ENTRY)
+
     def _cache(self):
         """The dense filter's cache, made at the first round (and again after a resume:
-        it holds decisions only, not state; each is the same computed again)."""
+        it holds decisions only, not state; each is the same computed again, but for the
+        last bit of pairs at the threshold when a resume fills it by BLAS)."""
         if self._known is None:
+            self._filled, self._G = False, None
             words = -(-self.p // 64)
             if 2 * 8 * words * self.p > FILTER_CACHE_BYTES:
                 return False
@@ -428,6 +461,12 @@ RANDOM_CHUNK = 1 << 14
 FILTER_CACHE_BYTES = 64 << 20
 AFFORD = 8
 ROUND_COST = 50_000
+# the dense filter's X'X (:meth:`Priority._fill_price`, measured in docs/benchmarks.md):
+# BLAS's multiply-adds against the filter kernel's, an entry's decision in the kernel's
+# multiply-adds, and the rounds of the whole block that the filter counts as spent
+BLAS_SPEEDUP = 6
+FILL_ENTRY = 30
+PREPAID = 8
 
 
 class WorkingSet(_Clocked):
