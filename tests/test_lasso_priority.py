@@ -232,19 +232,22 @@ def test_the_filter_may_cost_what_its_updates_cost(monkeypatch):
 
 
 def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
-    """Rent or buy: with few columns and many rows X'X costs less than a few rounds of
-    the filter's pairs, so it is computed at the first block round (no pair by the
-    kernel after it) and the groups' Gram matrices come with the task, X_g'X_g; with
-    many columns and few rows it is not (pairs one by one, the workers' groups). Either
-    way the optimum is scikit-learn's."""
+    """Rent or buy: with few columns and many rows (dense or sparse) X'X costs less than
+    a few rounds of the filter's pairs, so it is computed at the first block round (no
+    pair by the kernel after it) and the groups' Gram matrices come with the task,
+    X_g'X_g; with many columns and few rows it is not (pairs one by one, the workers'
+    groups). Either way the optimum is scikit-learn's."""
     from sklearn.linear_model import Lasso
-    for n, p, corr, div, buys in ((2000, 120, 0.6, 20, True), (100, 1200, 0.3, 5, False)):
-        X, y, _ = make_problem(n, p, corr=corr, n_informative=20, snr=3, dense=True,
-                               seed=7)
+    for n, p, corr, div, buys, dense in ((2000, 120, 0.6, 20, True, True),
+                                         (100, 1200, 0.3, 5, False, True),
+                                         (6000, 150, 0.6, 20, True, False)):
+        X, y, _ = make_problem(n, p, corr=corr, n_informative=20, snr=3, dense=dense,
+                               density=0.03, seed=7)
         lam = lasso.lambda_max(X, y) / div
-        rounds, grams, block_dense = [], [], KG.block_dense
-        monkeypatch.setattr(KG, "block_dense", lambda *a: rounds.append(block_dense(*a))
-                            or rounds[-1])
+        rounds, grams = [], []
+        for kernel in ("block_dense", "block_sparse"):  # (sparse: until it buys)
+            monkeypatch.setattr(KG, kernel, lambda *a, f=getattr(KG, kernel):
+                                rounds.append(f(*a)) or rounds[-1])
         setup = lasso.make_setup(lambda: (X, y), lam=lam, schedule="priority")
 
         def recording(ctx):
@@ -265,7 +268,8 @@ def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
         for cols, gptr, Gs in grams:
             assert (Gs is not None) == buys
             if buys:  # the groups' X_g'X_g, one after the other
-                want = [(X[:, cols[a:b]].T @ X[:, cols[a:b]]).ravel()
+                want = [np.asarray((X[:, cols[a:b]].T @ X[:, cols[a:b]]).todense()
+                                   if not dense else X[:, cols[a:b]].T @ X[:, cols[a:b]]).ravel()
                         for a, b in zip(gptr[:-1], gptr[1:]) if b - a > 1]
                 np.testing.assert_allclose(Gs, np.concatenate(want), rtol=1e-12)
         sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)

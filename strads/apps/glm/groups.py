@@ -5,7 +5,7 @@ workers and their exact steps on the scheduler (:class:`strads.apps.glm.schedule
 import numpy as np
 from numba import njit
 
-from .kernels import _dense, _opts, _u, cd_dense, coordinate_steps, gram_c, soft
+from .kernels import _dense, _opts, _u, cd_dense, coordinate_steps, gram_c, gram_sparse, soft
 
 
 # -- dependency filter ------------------------------------------------------------------
@@ -215,13 +215,18 @@ NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64))
 
 
 def fill_cache(X, norms, rho, known, conf, G=None):
-    """Every pair of :func:`_select_dense`'s cache at once, from X'X by BLAS: into
-    ``G`` ((p, p), when given: :func:`group_gram_lower` reads its lower triangle), else
-    by blocks of rows of its lower triangle, FILL_BYTES each. Each pair's decision comes
-    from one inner product (the same bit both ways round), whatever was cached before."""
-    p = X.shape[1]
+    """Every pair of :func:`_select_dense`'s cache at once, from X'X: dense X by BLAS,
+    into ``G`` ((p, p), when given: :func:`group_gram_lower` reads its lower triangle),
+    else by blocks of rows of its lower triangle, FILL_BYTES each; sparse X (``X`` a CSC
+    triplet and the rows, (indptr, indices, data, n); ``G`` needed) row by row
+    (:func:`kernels.gram_sparse`). Each pair's decision comes from one inner product
+    (the same bit both ways round), whatever was cached before."""
+    p = norms.shape[0]
     conf[:] = 0
-    if G is not None:
+    if isinstance(X, tuple):
+        G[:] = gram_sparse(*X[:3], np.arange(p), X[3])
+        _fill_bits(G, 0, norms, rho, conf)
+    elif G is not None:
         G[:] = X.T @ X
         _fill_bits(G, 0, norms, rho, conf)
     else:
