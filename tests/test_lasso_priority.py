@@ -244,7 +244,7 @@ def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
         X, y, _ = make_problem(n, p, corr=corr, n_informative=20, snr=3, dense=dense,
                                density=0.03, seed=7)
         lam = lasso.lambda_max(X, y) / div
-        rounds, grams = [], []
+        rounds, grams, scheds = [], [], []
         for kernel in ("block_dense", "block_sparse"):  # (sparse: until it buys)
             monkeypatch.setattr(KG, kernel, lambda *a, f=getattr(KG, kernel):
                                 rounds.append(f(*a)) or rounds[-1])
@@ -253,6 +253,7 @@ def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
         def recording(ctx):
             sched, agg, shards = setup(ctx)
             inner = sched.schedule
+            scheds.append(sched)
 
             def schedule(round):
                 task = inner(round)
@@ -272,6 +273,16 @@ def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
                                    if not dense else X[:, cols[a:b]].T @ X[:, cols[a:b]]).ravel()
                         for a, b in zip(gptr[:-1], gptr[1:]) if b - a > 1]
                 np.testing.assert_allclose(Gs, np.concatenate(want), rtol=1e-12)
+        if buys:  # every pair's decision, from X'X
+            sched = scheds[0]
+            bits = np.unpackbits(sched._conf.view(np.uint8), axis=1,
+                                 bitorder="little")[:, :p] == 1
+            C = X.T @ X
+            C = np.abs(C.toarray() if not dense else C)
+            norms = np.sqrt(np.diag(C))
+            want = C > sched.rho * np.outer(norms, norms)
+            np.fill_diagonal(want, False)
+            np.testing.assert_array_equal(bits, want)
         sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
         f_sk = lasso.objective(X, y, sk.coef_, lam)
         f = lasso.objective(X, y, res.model["coef"], lam)

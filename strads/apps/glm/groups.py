@@ -5,7 +5,8 @@ workers and their exact steps on the scheduler (:class:`strads.apps.glm.schedule
 import numpy as np
 from numba import njit
 
-from .kernels import _dense, _opts, _u, cd_dense, coordinate_steps, gram_c, gram_sparse, soft
+from .kernels import (_dense, _opts, _u, cd_dense, coordinate_steps, gram_c,
+                      gram_sparse_rows, soft)
 
 
 # -- dependency filter ------------------------------------------------------------------
@@ -218,13 +219,14 @@ def fill_cache(X, norms, rho, known, conf, G=None):
     """Every pair of :func:`_select_dense`'s cache at once, from X'X: dense X by BLAS,
     into ``G`` ((p, p), when given: :func:`group_gram_lower` reads its lower triangle),
     else by blocks of rows of its lower triangle, FILL_BYTES each; sparse X (``X`` a CSC
-    triplet and the rows, (indptr, indices, data, n); ``G`` needed) row by row
-    (:func:`kernels.gram_sparse`). Each pair's decision comes from one inner product
+    triplet and the rows, (indptr, indices, data, n); ``G`` needed) row by row, its
+    lower triangle only. Each pair's decision comes from one inner product
     (the same bit both ways round), whatever was cached before."""
     p = norms.shape[0]
     conf[:] = 0
     if isinstance(X, tuple):
-        G[:] = gram_sparse(*X[:3], np.arange(p), X[3])
+        G[:] = 0.0
+        _gram_lower_sparse(*gram_sparse_rows(*X[:3], np.arange(p), X[3]), G)
         _fill_bits(G, 0, norms, rho, conf)
     elif G is not None:
         G[:] = X.T @ X
@@ -235,6 +237,17 @@ def fill_cache(X, norms, rho, known, conf, G=None):
             b = min(a + step, p)
             _fill_bits(X[:, a:b].T @ X[:, :b], a, norms, rho, conf)
     known[:] = ~np.uint64(0)
+
+
+@njit(**_opts)
+def _gram_lower_sparse(row_ptr, owner, val, G):
+    """G += X'X's lower triangle, row by row (:func:`kernels.gram_sparse_add`, half its
+    work: a row's entries come in increasing column order)."""
+    for i in range(row_ptr.shape[0] - 1):
+        for a in range(row_ptr[i], row_ptr[i + 1]):
+            ka, va = owner[a], val[a]
+            for b in range(row_ptr[i], a + 1):
+                G[ka, owner[b]] += va * val[b]
 
 
 @njit(**_opts)

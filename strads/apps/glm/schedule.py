@@ -394,7 +394,8 @@ class Priority(_Jacobi):
         spend (:meth:`_afford`; the first rounds meet only new pairs and spend that),
         would pay for X'X (this price, in the filter kernel's multiply-adds): dense, n p^2
         multiply-adds by BLAS at about BLAS_SPEEDUP times the kernel's speed; sparse, the
-        squares of the rows' non-zeros (:func:`kernels.gram_sparse`); and FILL_ENTRY an
+        squares of the rows' non-zeros (its lower triangle row by row, scattered); and
+        FILL_ENTRY an
         entry for its decisions; then :meth:`_fill` buys it, if it fits. Whether a run
         meets most pairs is unknown beforehand (short solves meet few, a few columns
         are all met within a few sweeps): with few columns and many rows it buys at
