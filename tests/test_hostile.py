@@ -69,7 +69,9 @@ def csc_arrays(**change):
 
 
 def _with(a, k, v):
-    a = a.copy()
+    """``a`` with ``a[k] = v``, in a wider dtype if ``v`` does not fit (a forged file
+    may hold any)."""
+    a = a.astype(np.result_type(a, np.min_scalar_type(v)))
     a[k] = v
     return a
 
@@ -412,7 +414,8 @@ def _array(name, k, value):
 
 
 VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
-    ("lda", 1, _array("update:z", 0, 10**9), "z: 0 .. 1000000000 is outside 0 .. 7"),
+    ("lda", 1, _array("update:z", 0, 2**16 - 1), "z: 0 .. 65535 is outside 0 .. 7"),
+    ("lda", 1, _array("update:z", 0, 10**9), "update.z: uint32 array of shape"),  # (uint16)
     ("lda", 2, _array("update:docs", -1, -1), "docs: -1 .."),
     ("lda", 1, _array("update:held/0/1/1", 0, 8), "held/0's topics: 0 .. 8 is outside"),
     ("lda", 1, _set(["update", "held", "list", 0, "list", 0, "v"], 99),
@@ -423,7 +426,9 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
      "attributes shape"),
     ("mf", 1, _pending, "sides/0/pending: not columns of this run's"),
     ("mf", 1, _set(["update", "scores"], {"list": [{"v": 5}]}), "scores: not (iteration"),
-    ("lda", 1, _array("update:z", 0, -1), "z: -1 .. ", 3),  # resharded: its own path
+    # resharded: its own path
+    ("lda", 1, _array("update:z", 0, 2**16 - 1), "z: 0 .. 65535", 3),
+    ("lda", 1, _array("update:z", 0, -1), "update.z: int32 array of shape", 3),
     ("lda", 1, _set(["update", "d0", "v"], 2**63), "does not fit this run on 3 workers", 3),
 ]
 

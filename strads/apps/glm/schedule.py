@@ -301,8 +301,10 @@ class Priority(_Jacobi):
         elif self._gptr.shape[0]:
             task["groups"] = self._gptr
             if self._G is not None:  # (the workers need not sum them)
-                task["Gs"] = KG.group_gram_lower(self._G, task["cols"], self._gptr,
-                                                 self.agg.sq_norms[task["cols"]])
+                # X'X's own diagonal: with an intercept sq_norms are centred, and the
+                # aggregate centres Gs (the diagonal too)
+                cols = task["cols"]
+                task["Gs"] = KG.group_gram_lower(self._G, cols, self._gptr, self._G[cols, cols])
         return task
 
     def load_state(self, state):
