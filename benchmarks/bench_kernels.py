@@ -111,10 +111,11 @@ def lda_block(scale, rng, burn_in, K=1000, in_cache=False):
     z_doc = rng.integers(0, K, n).astype(np.int32)
     dmeta = np.empty((n_docs, 2), np.int64)
     dlist = np.empty((n, 2), np.uint16)
-    DK.doc_lists(lengths, docs_doc, z_doc, dmeta, dlist, K)
+    DK.doc_lists(lengths, z_doc, dmeta, dlist, K)
     order = np.lexsort((docs_doc, words_doc))
     words, docs, z = words_doc[order], docs_doc[order], z_doc[order].copy()
     V = C.shape[1]
+    wptr = np.searchsorted(words, np.arange(V + 1)).astype(np.int64)  # each word's tokens
     nwk = np.zeros((V, K), np.int32)
     np.add.at(nwk, (words, z), 1)
     nk = np.bincount(z, minlength=K).astype(np.int64)
@@ -128,7 +129,7 @@ def lda_block(scale, rng, burn_in, K=1000, in_cache=False):
 
     def one_pass():
         seed[0] += np.uint64(1)
-        DK.sample_block(words, docs, z, dmeta, dlist, nwk, 0, nk, alpha, beta, V * beta,
+        DK.sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, V * beta,
                         seed[0], tree, cum)
 
     def timed():

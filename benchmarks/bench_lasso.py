@@ -151,7 +151,7 @@ def main():
                     help="time every fit N times, taking turns, and report the best")
     ap.add_argument("--problems", help="which of the problems (a) to (f) to run, and "
                     "'file': (d) from LIBSVM in one process and under mpiexec (default: "
-                    "all; logreg: (a) to (c)); (g) to (l), small ones in one process "
+                    "all; logreg: (a) to (c)); (g) to (o), small ones in one process "
                     "(SMALL), only when named")
     args = ap.parse_args()
     k = 10 if args.small else 1
@@ -220,13 +220,15 @@ def peers(k, repeat, problems, args=None):
     # small problems in one process, where a round's fixed cost weighs most (issue 30)
     for name, (kw, div) in SMALL.items():
         if name[1] in problems:
-            X, y, _ = make_problem(seed=0, **kw)
+            X, y = lasso.near_duplicates(**kw) if "group" in kw else \
+                make_problem(seed=0, **kw)[:2]
             compare(lasso, f"{name} {kw}, lambda_max/{div}, Jacobi schedules", X, y,
                     lasso.lambda_max(X, y) / div, None, ALL[1:], time_limit=30,
                     repeat=repeat)
 
 
-#: (make_problem's arguments, lambda_max / this): (g)-(i) issue 30's, (j)-(l) others
+#: (make_problem's arguments, or near_duplicates' with "group", lambda_max / this):
+#: (g)-(i) issue 30's, (j)-(l) others, (m)-(o) tall ones (X'X bought by the filter)
 SMALL = {
     "(g)": (dict(n_samples=100, n_features=2000, corr=0.0, dense=True), 10),
     "(h)": (dict(n_samples=300, n_features=3000, corr=0.3, dense=True), 10),
@@ -235,6 +237,10 @@ SMALL = {
                  n_informative=50), 20),
     "(k)": (dict(n_samples=60, n_features=600, corr=0.9, dense=True, n_informative=10), 5),
     "(l)": (dict(n_samples=2000, n_features=300, corr=0.5, dense=True), 50),
+    "(m)": (dict(n_samples=5000, n_features=100, corr=0.5, dense=True), 50),
+    "(n)": (dict(n_samples=4000, n_features=600, group=4, noise=0.05, n_informative=30,
+                 dense=True), 20),
+    "(o)": (dict(n_samples=20_000, n_features=500, corr=0.5, density=0.02), 50),
 }
 
 

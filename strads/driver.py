@@ -19,6 +19,7 @@ from . import api
 from . import checkpoint as _ckpt
 from . import outputs as _outputs
 from . import params as _params
+from . import rebalance as _rebal
 from . import transport as _transport
 from . import worker as W
 from .errors import DataError, StalenessError
@@ -69,9 +70,8 @@ class Driver:
         self.rebal, self.rebal_every = rebalance, rebalance_every
         self.rebalances, self.rows = 0, None
         self.rebal_round = 0  # the round of the last measurement (0: none yet)
-        self.move_cost = MOVE_ROUNDS  # a row's move, in rounds of its work (measured)
-        self.measured = None  # (rows, seconds a round) per worker at the last measurement
-        self.moved = False  # the first move is checked soon: a second point to fit
+        self.measured = []  # the last measurements: (rows, seconds a round, rounds)
+        self.move_took = None  # the last move's (seconds, rows that crossed a cut)
         if self.rep:
             tp.flags = self._flags
         self.staleness, self.max_rounds, self.time_limit, self.tol = (
@@ -222,17 +222,18 @@ class Driver:
         return self.ckpt_wait is None and self._now() - self.last_ckpt >= self.every
 
     def _rebalance_due(self):
-        """The first measurement after a few rounds (a slow worker is seen at once), and
-        again a few rounds after the first move (the fixed costs then fitted, see
-        :func:`plan`); then every ``rebalance_every`` seconds."""
-        if not self.rebal_round or self.moved:
-            return self.done - self.rebal_round >= FIRST_REBALANCE
-        return self._now() - self.last_rebal >= self.rebal_every
+        """The first measurement a few rounds in (a slow worker is seen at once), the
+        next ones after as many rounds as the run has had, at most ``rebalance_every``
+        seconds apart (:mod:`strads.rebalance`)."""
+        since = self.done - self.rebal_round
+        return since >= max(_rebal.FIRST_REBALANCE, self.rebal_round) or (
+            self.rebal_round and self._now() - self.last_rebal >= self.rebal_every)
 
     def rebalance(self):
         """At a round boundary: every worker's seconds of work since the last time, and
-        rows moved from the slow to the fast when that pays (:func:`plan`; a rule on the
-        agreed measurements, so every rank of a leaderless run makes the same plan)."""
+        rows moved from the slow to the fast when that pays (:func:`strads.rebalance.plan`;
+        a rule on the agreed measurements, so every rank of a leaderless run makes the
+        same plan)."""
         if any(self.pending):
             self._step(None, None)
         self.tp.broadcast(W.Timing())
@@ -242,21 +243,20 @@ class Driver:
         total = min(self.max_rounds, self.schedule.total_rounds or self.max_rounds)
         # the rounds a move would pay over: those left, or (unknown) as many as so far
         ahead = total - self.done if total < sys.maxsize else self.done
-        new = plan(rows, busy, rounds, ahead, self.move_cost, self.measured)
-        self.measured = (rows, [b / rounds for b in busy])
-        self.moved = new is not None and not self.rebalances
+        self.measured = (self.measured + [(rows, [b / rounds for b in busy], rounds)]
+                         )[-_rebal.KEEP:]
+        new = _rebal.plan(self.measured, ahead, self.move_took)
         self.rows = rows
         if new is not None:
             t0 = time.perf_counter()
-            self.tp.broadcast(W.Rebalance(rows, new))
-            self.rows = [self.tp.recv(w).rows for w in range(self.W)]
+            for old, step in _rebal.steps(rows, new):
+                self.tp.broadcast(W.Rebalance(old, step))
+                self.rows = [self.tp.recv(w).rows for w in range(self.W)]
             took = time.perf_counter() - t0
             if self.rep:  # every rank the same figure
                 took = max(self.tp.allgather(took))
-            moved = sum(abs(a - b) for a, b in zip(np.cumsum(rows), np.cumsum(new)))
-            per_row = sum(busy) / sum(rows) / rounds  # a row's work in a round
-            if moved and per_row > 0:
-                self.move_cost = took / moved / per_row
+            crossed = np.abs(np.cumsum(rows) - np.cumsum(new)).sum()
+            self.move_took = (took, int(crossed))
             self.rebalances += 1
         self.rebal_round = self.done
         self.last_rebal = self._now()
@@ -534,49 +534,6 @@ class Split(api.Schedule):
         return [self.tp.from_scheduler(k) for k in range(1, self.K)]
 
 
-#: the first rebalancing measurement: after this many rounds
-FIRST_REBALANCE = 5
-#: a row's move, in rounds of its work, until a move has been timed
-MOVE_ROUNDS = 2.0
-
-
-def plan(rows, busy, rounds=1, ahead=None, move_cost=MOVE_ROUNDS, before=None,
-         balanced=1.1):
-    """New rows per worker from their rows and seconds of work over ``rounds`` rounds
-    (``before``: an earlier measurement's rows and seconds a round per worker), by the
-    rule of docs/architecture.md ("Load balance"); None when nothing should move (within
-    ``balanced``, a worker idle, or a move that would not pay over the ``ahead`` rounds
-    to come, None: no limit, at ``move_cost`` rounds of each moved row's work)."""
-    rows, busy = np.asarray(rows, np.float64), np.asarray(busy, np.float64)
-    if len(rows) < 2 or (busy <= 0).any() or busy.max() <= balanced * busy.min():
-        return None
-    t = busy / rounds
-    a, c = t / rows, np.zeros_like(t)
-    if before is not None:
-        r0, t0 = np.asarray(before[0], np.float64), np.asarray(before[1], np.float64)
-        slope = (t - t0) / np.where(r0 != rows, rows - r0, 1)
-        fit = (np.abs(rows - r0) >= 0.1 * rows) & (slope > 0) & (t - slope * rows >= 0)
-        if len(r0) == len(rows) and fit.all():
-            a, c = slope, t - slope * rows
-    level = (rows.sum() + (c / a).sum()) / (1 / a).sum()  # every round this long
-    share = np.maximum((level - c) / a, 0.0)
-    ideal = np.concatenate([[0.0], np.cumsum(rows.sum() * share / share.sum())])
-    old = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)
-    cuts = old.copy()
-    for k in range(1, len(rows)):
-        cuts[k] = min(max(int(round(ideal[k])), old[k - 1] + 1, cuts[k - 1] + 1),
-                      old[k + 1] - 1)
-    new = np.diff(cuts).astype(np.int64)
-    if (new == rows).all():
-        return None
-    if ahead is not None:
-        saved = t.max() - (c + a * new).max()  # seconds a round
-        cost = np.abs(cuts - old).sum() * move_cost * t.sum() / rows.sum()
-        if saved * ahead <= 2 * cost:  # (measurements are noisy: a clear gain only)
-            return None
-    return [int(x) for x in new]
-
-
 _POOLS = {}  # the thread pools' controller, by len(sys.modules) when it was made
 
 
@@ -788,3 +745,4 @@ def _under_mpi(setup, update, scheduler, signals, kw):
                 os._exit(1)
             brief = isinstance(exc, (DataError, ScheduleDivergence))
             tp.abort(exc, 2 if isinstance(exc, DataError) else 1, brief=brief)
+

@@ -201,7 +201,7 @@ ENGINE = (
           "random; lda)", low=1, metavar="K"),
     Param("rebalance", False, "move rows (samples, documents) from slow workers to fast "
           "ones, by their measured seconds of work"),
-    Param("rebalance_every", 5.0, "with --rebalance: measure and move this often",
+    Param("rebalance_every", 5.0, "with --rebalance: measure at least this often",
           low=0, closed="neither", resume=True, note=SECONDS, metavar="SECONDS"),
     Param("stall_warn", 300.0, "under MPI: say which worker a rank has waited for this "
           "long", low=0, closed="neither", none=True, resume=True, note=SECONDS,

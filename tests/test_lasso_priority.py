@@ -75,6 +75,26 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
     assert (bits == bits.T).all() and not (cbits & ~bits).any()
     i, j = np.nonzero(bits)
     np.testing.assert_array_equal(cbits[i, j], C[i, j] > rho * norms[i] * norms[j])
+    # filled at once from X'X (with G, or by blocks of rows without): every pair known,
+    # the same decisions, symmetric; G's lower triangle is X'X's
+    for G in (np.zeros((p, p)), None):
+        old = KG.FILL_BYTES
+        try:
+            KG.FILL_BYTES = 8 * p * 37  # (blocks of 37 rows)
+            KG.fill_cache(X, norms, rho, known, conf, G)
+        finally:
+            KG.FILL_BYTES = old
+        bits, cbits = unpack(known), unpack(conf)
+        assert bits.all() and (cbits == cbits.T).all()
+        want = C > rho * np.outer(norms, norms)
+        np.fill_diagonal(want, False)
+        np.testing.assert_array_equal(cbits, want)
+        if G is not None:
+            low = np.tril_indices(p, -1)
+            np.testing.assert_allclose(G[low], (X.T @ X)[low], rtol=1e-12, atol=1e-12)
+        got = block(taken.copy(), (known, conf))
+        for g, w in zip(got, block(taken.copy(), KG.NO_CACHE)):
+            np.testing.assert_array_equal(g, w)
 
 
 def _tasks(X, y, tol=1e-9, **kw):
@@ -194,6 +214,7 @@ def test_the_filter_may_cost_what_its_updates_cost(monkeypatch):
         S.Priority._afford(s, 10 ** 9, one)
     assert s.filter_cap == 1
     X, y, _ = make_problem(3000, 400, corr=0.6, n_informative=100, dense=True, seed=3)
+    monkeypatch.setattr(S, "FILL_ENTRY", np.inf)  # (pairs one by one: X'X never pays)
     rounds, block_dense = [], KG.block_dense
 
     def recording(*args):
@@ -208,6 +229,65 @@ def test_the_filter_may_cost_what_its_updates_cost(monkeypatch):
     assert rounds[0][2] > S.AFFORD * (rounds[0][3] + S.ROUND_COST)  # all pairs new
     blocks = [t for t in tasks if t != "full"]
     assert max(blocks[len(blocks) // 2:]) >= 2 * min(blocks)  # the cache filled
+
+
+def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
+    """Rent or buy: with few columns and many rows (dense or sparse) X'X costs less than
+    a few rounds of the filter's pairs, so it is computed at the first block round (no
+    pair by the kernel after it) and the groups' Gram matrices come with the task,
+    X_g'X_g; with many columns and few rows it is not (pairs one by one, the workers'
+    groups). Either way the optimum is scikit-learn's."""
+    from sklearn.linear_model import Lasso
+    for n, p, corr, div, buys, dense in ((2000, 120, 0.6, 20, True, True),
+                                         (100, 1200, 0.3, 5, False, True),
+                                         (6000, 150, 0.6, 20, True, False)):
+        X, y, _ = make_problem(n, p, corr=corr, n_informative=20, snr=3, dense=dense,
+                               density=0.03, seed=7)
+        lam = lasso.lambda_max(X, y) / div
+        rounds, grams, scheds = [], [], []
+        for kernel in ("block_dense", "block_sparse"):  # (sparse: until it buys)
+            monkeypatch.setattr(KG, kernel, lambda *a, f=getattr(KG, kernel):
+                                rounds.append(f(*a)) or rounds[-1])
+        setup = lasso.make_setup(lambda: (X, y), lam=lam, schedule="priority")
+
+        def recording(ctx):
+            sched, agg, shards = setup(ctx)
+            inner = sched.schedule
+            scheds.append(sched)
+
+            def schedule(round):
+                task = inner(round)
+                if "groups" in task:
+                    grams.append((task["cols"], task["groups"], task.get("Gs")))
+                return task
+            sched.schedule = schedule
+            return sched, agg, shards
+        res = strads.run(recording, lasso.LassoUpdate, tol=1e-8, max_rounds=50_000,
+                         quiet=True, workers=2)
+        assert res.stop_reason == "tol" and rounds and grams
+        assert (rounds[0][2] == 0) == buys and all(r[2] == 0 for r in rounds) == buys
+        for cols, gptr, Gs in grams:
+            assert (Gs is not None) == buys
+            if buys:  # the groups' X_g'X_g, one after the other
+                want = [np.asarray((X[:, cols[a:b]].T @ X[:, cols[a:b]]).todense()
+                                   if not dense else X[:, cols[a:b]].T @ X[:, cols[a:b]]).ravel()
+                        for a, b in zip(gptr[:-1], gptr[1:]) if b - a > 1]
+                np.testing.assert_allclose(Gs, np.concatenate(want), rtol=1e-12)
+        if buys:  # every pair's decision, from X'X
+            sched = scheds[0]
+            bits = np.unpackbits(sched._conf.view(np.uint8), axis=1,
+                                 bitorder="little")[:, :p] == 1
+            C = X.T @ X
+            C = np.abs(C.toarray() if not dense else C)
+            norms = np.sqrt(np.diag(C))
+            want = C > sched.rho * np.outer(norms, norms)
+            np.fill_diagonal(want, False)
+            np.testing.assert_array_equal(bits, want)
+        sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+        f_sk = lasso.objective(X, y, sk.coef_, lam)
+        f = lasso.objective(X, y, res.model["coef"], lam)
+        assert f == pytest.approx(f_sk, rel=1e-7)
+        monkeypatch.undo()
 
 
 def test_the_default_threshold_is_above_the_noise_of_few_rows():

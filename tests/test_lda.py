@@ -23,18 +23,23 @@ def small_corpus(seed=3, n_docs=120, n_words=80, length=30, topics=4):
 
 
 # ----------------------------------------------------------------------------- sampler
+def _ptr(words, n_rows, v0=0):
+    """The samplers' rows: row r's tokens are wptr[r] .. wptr[r + 1] - 1 of tokens sorted
+    by word (word v0 + r)."""
+    return np.searchsorted(words, np.arange(v0, v0 + n_rows + 1)).astype(np.int64)
+
+
 def _lists(doc_z, n_topics, dtype, short_run=K.SHORT_RUN):
     """One document's compact (topic, count) list and the F+ sampler on it (a word's
     run of one token: without a tree, unless ``short_run`` is 0)."""
     dmeta, dlist = np.empty((1, 2), np.int64), np.empty((doc_z.size, 2), dtype)
-    K.doc_lists(np.array([doc_z.size]), np.zeros(doc_z.size, np.int32), doc_z, dmeta, dlist,
-                n_topics)
+    K.doc_lists(np.array([doc_z.size]), doc_z, dmeta, dlist, n_topics)
     P = 1 << (n_topics - 1).bit_length()
     tree, cum = np.zeros(2 * P), np.zeros(n_topics)
 
     def sample(words, docs, z, nwk, nk, alpha, beta, vbeta, seed):
-        K.sample_block(words, docs, z, dmeta, dlist, nwk, 0, nk, alpha, beta, vbeta, seed,
-                       tree, cum, None, short_run)
+        K.sample_block(_ptr(words, nwk.shape[0]), docs, z, dmeta, dlist, nwk, nk, alpha,
+                       beta, vbeta, seed, tree, cum, None, short_run)
     return sample, lambda: K.doc_topic_dense(dmeta, dlist, n_topics)[0].astype(np.int64)
 
 
@@ -50,7 +55,8 @@ def _table(doc_z, n_topics, dtype):
     buf = np.zeros((3, n_topics))
 
     def sample(words, docs, z, nwk, nk, alpha, beta, vbeta, seed):
-        K.sample_dense(words, docs, z, ndk, nwk, 0, nk, alpha, beta, vbeta, seed, *buf)
+        K.sample_dense(_ptr(words, nwk.shape[0]), docs, z, ndk, nwk, nk, alpha, beta, vbeta,
+                       seed, *buf)
     return sample, lambda: ndk[0].astype(np.int64)
 
 
@@ -161,7 +167,7 @@ def test_packed_slice_sampling_is_pack_of_unpacked(dense, topic_dtype):
             bufs = np.zeros((3, n_topics))
         else:
             dmeta, dlist = np.empty((n_docs, 2), np.int64), np.empty((z.size, 2), np.uint16)
-            K.doc_lists(lengths, docs[order], z[order], dmeta, dlist, n_topics)
+            K.doc_lists(lengths, z[order], dmeta, dlist, n_topics)
             doc_state = lambda: K.doc_topic_dense(dmeta, dlist, n_topics)  # noqa: E731
             P = 1 << (n_topics - 1).bit_length()
             bufs = (np.zeros(2 * P), np.zeros(n_topics))
@@ -175,7 +181,7 @@ def test_packed_slice_sampling_is_pack_of_unpacked(dense, topic_dtype):
         state = (ndk, ) if dense else (dmeta, dlist)
         fn = K.sample_dense if dense else K.sample_block
         for r in range(5):  # a few rounds, the packed slice passed on each time
-            o = fn(words, docs, z, *state, nwk, v0, nk, 0.3, 0.05, 0.05 * 40,
+            o = fn(_ptr(words, n_rows, v0), docs, z, *state, nwk, nk, 0.3, 0.05, 0.05 * 40,
                    np.uint64(r + 11), *bufs, packed)
             if packed_in is not None:
                 packed_in = done(o)

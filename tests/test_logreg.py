@@ -395,6 +395,33 @@ def test_subproblem_with_the_intercept_eliminated_lands_on_the_minimiser(form, s
     np.testing.assert_allclose(b, ref, atol=1e-9)
 
 
+def test_gap_against_the_null_model_certifies_that_much():
+    """``gap_ref="null"`` (the estimator's): the gap is held to tol times the null
+    model's objective, the entropy of the class shares with an intercept column (log 2
+    without), and still bounds the objective's excess over liblinear's tight optimum."""
+    from strads.apps.logreg.aggregate import null_loss
+    assert null_loss(10, 0.0, True) == pytest.approx(np.log(2.0))
+    assert null_loss(10, -8.0, True) == pytest.approx(-0.1 * np.log(0.1) - 0.9 * np.log(0.9))
+    assert null_loss(10, -8.0, False) == pytest.approx(np.log(2.0))
+    X, y = make_zipf_problem(600, 2000, seed=4)
+    X = sp.hstack([X, np.full((X.shape[0], 1), 100.0)]).tocsc()
+    y = np.where(y > np.quantile(y, 0.9), 1.0, -1.0)
+    lam, tol = 3e-5, 1e-5
+    ref = l1_logistic(solver="liblinear", C=1 / (X.shape[0] * lam), fit_intercept=False,
+                      tol=1e-8, max_iter=10**5, random_state=3).fit(X, y)
+    f_ref = logreg.objective(X, y, ref.coef_.ravel(), lam)
+    null = -0.1 * np.log(0.1) - 0.9 * np.log(0.9)
+    res = logreg.fit(X, y, lam=lam, tol=tol, quiet=True, intercept_column=True,
+                     gap_ref="null")
+    f = logreg.objective(X, y, res.model["coef"], lam)
+    gap = res.extra["duality_gap"]
+    assert res.stop_reason == "tol"
+    assert tol * f < gap <= tol * null  # (the objective's reference would go on)
+    assert f - f_ref <= gap
+    with pytest.raises(strads.DataError, match="gap_ref"):
+        logreg.fit(X, y, lam=lam, quiet=True, gap_ref="nul")
+
+
 def test_intercept_elimination_cuts_the_subproblems_passes():
     """The estimators' intercept column (``intercept_column=True``: the last column's
     coefficient eliminated from the subproblems) on skewed sparse features: the same

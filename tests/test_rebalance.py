@@ -3,36 +3,56 @@ import numpy as np
 import pytest
 
 import strads
-from strads import driver
+from strads import rebalance
 
 import rebalance_app
 from conftest import world
 
 
-def test_plan_gives_shares_by_speed_and_moves_rows_between_neighbours_only():
-    assert driver.plan([100, 100], [1.0, 1.05]) is None  # balanced enough
-    assert driver.plan([100, 100], [0.0, 1.0]) is None  # no work measured
-    new = driver.plan([100, 100, 100], [1.0, 4.0, 1.0])  # worker 1 four times slower
+def _plan(rows, t, rounds=1, **kw):
+    return rebalance.plan([(rows, t, rounds)], **kw)
+
+
+def test_plan_gives_shares_by_speed_and_keeps_a_row_on_every_worker():
+    assert _plan([100, 100], [1.0, 1.05]) is None  # balanced enough
+    assert _plan([100, 100], [0.0, 1.0]) is None  # no work measured
+    new = _plan([100, 100, 100], [1.0, 4.0, 1.0])  # worker 1 four times slower
     assert sum(new) == 300 and new[1] < 100 and new[0] > 100 and new[2] > 100
-    # a cut never passes a neighbour's old range, and every worker keeps a row
-    new = driver.plan([10, 10, 10], [1.0, 1000.0, 1.0])
-    assert new == [19, 1, 10] or (min(new) >= 1 and sum(new) == 30)
-    cuts = np.cumsum([0, 10, 10, 10])
-    got = np.cumsum([0] + new)
-    assert all(cuts[k - 1] < got[k] < cuts[k + 1] for k in range(1, 3))
+    assert _plan([10, 10, 10], [1.0, 1000.0, 1.0]) == [15, 1, 14]
+
+
+def test_steps_pass_rows_through_a_neighbour_and_keep_every_cut_in_range():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        W = int(rng.integers(2, 6))
+        rows, new = (list(rng.multinomial(40 - W, np.ones(W) / W) + 1) for _ in range(2))
+        held = rows
+        for old, step in rebalance.steps(rows, new):
+            assert old == held and sum(step) == 40 and min(step) >= 1
+            cuts, got = np.cumsum([0] + old), np.cumsum([0] + step)
+            assert all(cuts[k - 1] < got[k] < cuts[k + 1] for k in range(1, W))
+            held = step
+        assert held == new
+    # worker 2's rows reach worker 0 through worker 1, one move each
+    assert [s for _, s in rebalance.steps([10, 10, 10], [28, 1, 1])] == [[19, 10, 1],
+                                                                         [28, 1, 1]]
 
 
 def test_plan_moves_in_proportion_to_the_speeds_and_only_when_it_pays():
     # one step to the shares of the speeds (100, 33, 100 rows a second), not half-way
-    assert driver.plan([100, 100, 100], [1.0, 3.0, 1.0]) == [129, 42, 129]
+    assert _plan([100, 100, 100], [1.0, 3.0, 1.0]) == [129, 42, 129]
     # a round of 3 s becomes one of 1.29 s: worth it over 100 rounds to come, not over 1
-    # (two cuts of 29 rows: 2 rounds of 58 rows' work, 2 * 58 * 15 s / 300 / 3 = 1.9 s,
+    # (two cuts of 29 rows: 2 rounds of 58 rows' work, 2 * 58 * 5 s / 300 = 1.9 s,
     # to be saved twice over)
-    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 100) == [129, 42, 129]
-    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 1) is None
-    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 2) is None  # 3.4 s < 3.9 s
-    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 3) is not None
-    assert driver.plan([100, 100, 100], [3.0, 9.0, 3.0], 3, 100, move_cost=1000) is None
+    assert _plan([100, 100, 100], [1.0, 3.0, 1.0], 3, ahead=100) == [129, 42, 129]
+    assert _plan([100, 100, 100], [1.0, 3.0, 1.0], 3, ahead=1) is None
+    assert _plan([100, 100, 100], [1.0, 3.0, 1.0], 3, ahead=2) is None  # 3.4 s < 3.9 s
+    assert _plan([100, 100, 100], [1.0, 3.0, 1.0], 3, ahead=3) is not None
+    # once a move has been timed: at least what it cost (here 100 s for 10 rows)
+    assert _plan([100, 100, 100], [1.0, 3.0, 1.0], ahead=100, moved=(100.0, 10)) is None
+    assert _plan([100, 100, 100], [1.0, 3.0, 1.0], ahead=100, moved=(1.0, 10)) is not None
+    # and a small gain does not pay a move at all: it may be the measurements' noise
+    assert _plan([100, 100, 100], [1.0, 1.12, 1.12], ahead=10 ** 6, moved=(0.0, 1)) is None
 
 
 def _check(res, X, y, slow):
@@ -104,12 +124,27 @@ def test_lasso_moves_samples_off_a_slow_worker_and_still_reaches_the_optimum(mon
     assert abs(f - f_sk) <= 1e-6 * f_sk
 
 
-def test_plan_fits_a_round_s_fixed_cost_from_two_measurements():
+def test_plan_fits_a_round_s_fixed_cost_from_the_measurements():
     """Rounds of 1 s + 10 ms a row, and 3 s + 30 ms a row on the slow worker: from one
     measurement the shares go by speed; from two, the fixed costs are known and the
     slow worker keeps next to nothing (its fixed 3 s is more than the others' rounds)."""
-    first = driver.plan([100, 100, 100], [2.0, 6.0, 2.0])
-    assert first == [129, 42, 129]
+    first = ([100, 100, 100], [2.0, 6.0, 2.0], 5)
+    assert rebalance.plan([first]) == [129, 42, 129]
     t = [1 + 0.01 * 129, 3 + 0.03 * 42, 1 + 0.01 * 129]
-    assert driver.plan(first, t, before=([100, 100, 100], [2.0, 6.0, 2.0])) == [150, 1, 149]
-    assert driver.plan(first, t)[1] > 1  # without the earlier one: by speed again
+    s, kappa = rebalance.fit([first, ([129, 42, 129], t, 5)])
+    assert kappa == 100 and np.allclose(s, [0.01, 0.03, 0.01])
+    assert rebalance.plan([first, ([129, 42, 129], t, 5)]) == [150, 1, 149]
+    assert rebalance.plan([([129, 42, 129], t, 5)])[1] > 1  # the last alone: by speed
+    # a measurement the model fits (the rows' time in proportion to them): no move
+    assert rebalance.plan([first, ([129, 42, 129], [2.58, 2.52, 2.58], 5)]) is None
+
+
+def test_plan_pools_the_measurements_so_one_noisy_one_does_not_undo_a_move():
+    """After the move to the speeds' shares, one measurement in which the slow worker
+    looks faster than it is (the machine's load): its pooled speed stays near 1/3 of
+    the others', the model's rounds stay within 10% and nothing moves back; the same
+    measurement alone would move a third of the slow worker's rows back to it."""
+    first = ([100, 100, 100], [1.0, 3.0, 1.0], 5)
+    noisy = ([129, 42, 129], [1.3, 0.9, 1.4], 5)
+    assert rebalance.plan([first, noisy]) is None
+    assert rebalance.plan([noisy])[1] > 55

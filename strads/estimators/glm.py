@@ -216,10 +216,13 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
     intercept_scaling : float, default=100.0
         Value of the appended constant column.
     tol : float, default=1e-5
-        As for :class:`Lasso`, but 1e-5: the logistic loss's dual point is the gradient
-        scaled into the constraints, so on nearly separable data (alpha ||w||_1 most of
-        the objective) the gap stays far above the objective's own error, which is
-        ~1e-10 when the gap reaches 1e-5 (docs/benchmarks.md, logistic regression).
+        Stop when the duality gap is at most ``tol`` times the null model's objective
+        (the intercept-only model's mean loss, the entropy of the class shares; log 2
+        without ``fit_intercept``), as scikit-learn's Lasso scales its tol by the null
+        model's: the logistic loss's dual point is the gradient scaled into the
+        constraints, so on nearly separable data (alpha ||w||_1 most of the objective)
+        the gap stays far above the objective's own error (docs/benchmarks.md, logistic
+        regression).
     schedule, max_iter, n_jobs, random_state, warm_start
         As for :class:`Lasso` (the schedules: the README's logistic regression section).
 
@@ -290,11 +293,15 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
             col = np.full((X.shape[0], 1), float(self.intercept_scaling))
             Xa = sp.hstack([X, sp.csc_matrix(col)], format="csc") if sp.issparse(X) \
                 else np.hstack([X, col])
-        kw = dict(self._app_kwargs(X), intercept_column=self.fit_intercept)
+        kw = dict(self._app_kwargs(X), intercept_column=self.fit_intercept, gap_ref="null")
         coef0 = self._coef0(X)
         if coef0 is not None:
             c0 = float(np.ravel(self.intercept_)[0]) / self.intercept_scaling
             kw["coef0"] = np.append(coef0, c0) if self.fit_intercept else coef0
+        elif self.fit_intercept:  # from the null model: its intercept, the classes' log-odds
+            p = float(np.mean(signs > 0))
+            kw["coef0"] = np.append(np.zeros(X.shape[1]),
+                                    np.log(p / (1 - p)) / self.intercept_scaling)
 
         def fit_scheduler(run):
             res = run(logreg.fit, Xa, signs, **kw)

@@ -117,8 +117,8 @@ class GLMAggregate(Aggregate):
         """A Jacobi round's coordinate steps (:func:`kernels.coordinate_steps`) on its
         block (the task's, or the one the workers' filter chose); with priority's groups
         (the task's, or the workers'), each group's exact step from its Gram matrix (the
-        workers' ``Gg``, summed here, or worker 0's ``Gs``, summed by the workers'
-        filter; :func:`kernels.group_steps`)."""
+        workers' ``Gg``, summed here, or the task's or worker 0's ``Gs``: from the
+        scheduler's X'X, or summed by the workers' filter; :func:`kernels.group_steps`)."""
         cols = partials[0].get("cols", task["cols"])
         gptr = partials[0].get("groups", task.get("groups"))
         step = task.get("step", 1.0)
@@ -127,7 +127,8 @@ class GLMAggregate(Aggregate):
         if gptr is None:
             self.l1 += K.coordinate_steps(self.w, cols, q, h, self.thresh, step, delta)
         else:
-            gram = partials[0]["Gs"] if "Gs" in partials[0] else _sum(partials, "Gg")
+            gram = task["Gs"] if "Gs" in task else partials[0]["Gs"] if \
+                "Gs" in partials[0] else _sum(partials, "Gg")
             if self.mu is not None:
                 gram = _centre_groups(gram, self.mu[cols], gptr, self.n)
             self.l1 += KG.group_steps(self.w, cols, gptr, q, h, gram, self.thresh, step,

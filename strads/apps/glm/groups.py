@@ -5,7 +5,8 @@ workers and their exact steps on the scheduler (:class:`strads.apps.glm.schedule
 import numpy as np
 from numba import njit
 
-from .kernels import _dense, _opts, _u, cd_dense, coordinate_steps, gram_c, soft
+from .kernels import (_dense, _opts, _u, cd_dense, coordinate_steps, gram_c,
+                      gram_sparse_rows, soft)
 
 
 # -- dependency filter ------------------------------------------------------------------
@@ -212,6 +213,59 @@ def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
 
 
 NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64))
+
+
+def fill_cache(X, norms, rho, known, conf, G=None):
+    """Every pair of :func:`_select_dense`'s cache at once, from X'X: dense X by BLAS,
+    into ``G`` ((p, p), when given: :func:`group_gram_lower` reads its lower triangle),
+    else by blocks of rows of its lower triangle, FILL_BYTES each; sparse X (``X`` a CSC
+    triplet and the rows, (indptr, indices, data, n); ``G`` needed) row by row, its
+    lower triangle only. Each pair's decision comes from one inner product
+    (the same bit both ways round), whatever was cached before."""
+    p = norms.shape[0]
+    conf[:] = 0
+    if isinstance(X, tuple):
+        G[:] = 0.0
+        _gram_lower_sparse(*gram_sparse_rows(*X[:3], np.arange(p), X[3]), G)
+        _fill_bits(G, 0, norms, rho, conf)
+    elif G is not None:
+        G[:] = X.T @ X
+        _fill_bits(G, 0, norms, rho, conf)
+    else:
+        step = max(1, FILL_BYTES // (8 * p))
+        for a in range(0, p, step):
+            b = min(a + step, p)
+            _fill_bits(X[:, a:b].T @ X[:, :b], a, norms, rho, conf)
+    known[:] = ~np.uint64(0)
+
+
+@njit(**_opts)
+def _gram_lower_sparse(row_ptr, owner, val, G):
+    """G += X'X's lower triangle, row by row (:func:`kernels.gram_sparse_add`, half its
+    work: a row's entries come in increasing column order)."""
+    for i in range(row_ptr.shape[0] - 1):
+        for a in range(row_ptr[i], row_ptr[i + 1]):
+            ka, va = owner[a], val[a]
+            for b in range(row_ptr[i], a + 1):
+                G[ka, owner[b]] += va * val[b]
+
+
+@njit(**_opts)
+def _fill_bits(block, a, norms, rho, conf):
+    """The decisions of the pairs (a + r, k), k < a + r, from ``block`` (rows a, a + 1,
+    ... of X'X), into ``conf`` both ways round."""
+    one = np.uint64(1)
+    for r in range(block.shape[0]):
+        j = a + r
+        lim = rho * norms[j]
+        bj = one << np.uint64(j & 63)
+        for k in range(j):
+            if abs(block[r, k]) > lim * norms[k]:
+                conf[j, k >> 6] |= one << np.uint64(k & 63)
+                conf[k, j >> 6] |= bj
+
+
+FILL_BYTES = 8 << 20  # a block of X'X's rows in fill_cache (without G)
 
 
 @njit(**_opts)

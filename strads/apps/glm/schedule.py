@@ -240,7 +240,7 @@ class Priority(_Jacobi):
     matrix and group them in the same greedy order.
     """
     checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr",
-                                                "_out")
+                                                "_out", "_filled", "_G")
     # the priority draws come first, so without a filter (rho near 1) a round holds the
     # coordinates that move most, often neighbours: their joint step can overshoot
     # badly, and every rise halves the step as well as the block
@@ -257,10 +257,17 @@ class Priority(_Jacobi):
         elif sp.issparse(X):
             self.cols = (X.indptr, X.indices, X.data)
             self._head = np.full(X.shape[0], -1, dtype=np.int64)
+            rows = np.bincount(X.indices, minlength=X.shape[0]).astype(np.float64)
+            self._row_squares = float(rows @ rows)  # (X'X's cost, row by row)
+            self._col_cost = X.nnz / max(self.p, 1)  # (a column's update)
         else:
             self.cols = (X,)
             self.dense = True
+            self._col_cost = X.shape[0]
         self._known = self._conf = None  # the dense filter's cache
+        self._filled = False  # every pair of it computed at once (:meth:`_fill_price`)
+        self._G = None  # then X'X's lower triangle, if it fits FILTER_CACHE_BYTES
+        self._spent = 0  # the filter's multiply-adds so far
         self._gptr = NO_GROUPS  # the last block's groups (none: every group of one)
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
         self._out = np.empty(2 * self.block + 1, np.int64)  # a block and its groups
@@ -293,6 +300,9 @@ class Priority(_Jacobi):
             task["select"] = (self.rho, self._b)
         elif self._gptr.shape[0]:
             task["groups"] = self._gptr
+            if self._G is not None:  # (the workers need not sum them)
+                task["Gs"] = KG.group_gram_lower(self._G, task["cols"], self._gptr,
+                                                 self.agg.sq_norms[task["cols"]])
         return task
 
     def load_state(self, state):
@@ -335,18 +345,23 @@ class Priority(_Jacobi):
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask; one kernel call a round
         # (the filter and the groups' order), its outputs into self._out
+        if not self._filled and self._spent + PREPAID * 2 * AFFORD * (
+                self.max_block * self._col_cost + ROUND_COST) >= self._fill_price():
+            self._fill()
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
             self._out = np.empty(2 * b + 1, np.int64)
-        if not self.dense:
+        if not self.dense and not self._filled:
             m, n_ptr, work, update = KG.block_sparse(
                 *self.cols, self.agg.norms, cand, self.rho, b, self.busy, self._head,
                 KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
-        else:
+        else:  # (every pair known, sparse X: the kernel never reads its columns)
             cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
+            X = self.cols[0] if self.dense else np.empty((self.agg.n, 0), order="F")
             m, n_ptr, work, update = KG.block_dense(
-                *self.cols, self.agg.norms, cand, self.rho, b, self.busy, *cache,
-                KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
+                X, self.agg.norms, cand, self.rho, b, self.busy, *cache, KG.GROUP_CAP,
+                2 * AFFORD, ROUND_COST, self._out)
+        self._spent += work
         self._afford(work, update)
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
@@ -372,10 +387,48 @@ class Priority(_Jacobi):
             cap = min(self.max_block, cap + max(1, cap // 4))
         self.filter_cap = cap
 
+    def _fill_price(self):
+        """Rent or buy: the filter computes its pairs one by one as it meets them (dense
+        X: n multiply-adds each, cached; sparse: the entries two columns share, every
+        round) until what it has spent, with what PREPAID rounds of the whole block may
+        spend (:meth:`_afford`; the first rounds meet only new pairs and spend that),
+        would pay for X'X (this price, in the filter kernel's multiply-adds): dense, n p^2
+        multiply-adds by BLAS at about BLAS_SPEEDUP times the kernel's speed; sparse, the
+        squares of the rows' non-zeros (its lower triangle row by row, scattered); and
+        FILL_ENTRY an
+        entry for its decisions; then :meth:`_fill` buys it, if it fits. Whether a run
+        meets most pairs is unknown beforehand (short solves meet few, a few columns
+        are all met within a few sweeps): with few columns and many rows it buys at
+        once, with many columns only once it has spent about the price (never, if the
+        cache or X'X does not fit FILTER_CACHE_BYTES). Once the cache is full its pairs
+        are free and the block is no longer bounded by their cost; the Lasso's groups
+        take their Gram matrices from X'X (the task's ``Gs``) instead of the workers'."""
+        p = self.p
+        fits = 2 * 8 * -(-p // 64) * p <= FILTER_CACHE_BYTES and (
+            self.dense or 8 * p * p <= FILTER_CACHE_BYTES)
+        if not fits:
+            return np.inf
+        if self.dense:
+            return p * p * (self.agg.n / BLAS_SPEEDUP + FILL_ENTRY)
+        return self._row_squares + p * p * FILL_ENTRY
+
+    def _fill(self):
+        """Every pair of the cache from X'X (:func:`groups.fill_cache`), X'X kept when it
+        fits (the groups' Gram matrices)."""
+        p = self.p
+        self._cache()
+        self._G = np.empty((p, p)) if 8 * p * p <= FILTER_CACHE_BYTES else None
+        X = self.cols[0] if self.dense else self.cols + (self.agg.n,)
+        KG.fill_cache(X, self.agg.norms, self.rho, self._known, self._conf, self._G)
+        self._filled, self.filter_cap = True, None  # (pairs are free now)
+
     def _cache(self):
-        """The dense filter's cache, made at the first round (and again after a resume:
-        it holds decisions only, not state; each is the same computed again)."""
+        """The filter's cache (dense X; sparse X once :meth:`_fill` buys it), made at
+        the first round (and again after a resume:
+        it holds decisions only, not state; each is the same computed again, but for the
+        last bit of pairs at the threshold when a resume fills it by BLAS)."""
         if self._known is None:
+            self._filled, self._G = False, None
             words = -(-self.p // 64)
             if 2 * 8 * words * self.p > FILTER_CACHE_BYTES:
                 return False
@@ -395,8 +448,8 @@ def filter_rho(rho, n_samples):
 class ShuffledPriority(Priority):
     """The logistic loss's priority schedule, as it was first written: a binomial share
     of the candidates drawn by priority, the rest uniform, shuffled together; no early
-    full rounds, no step halved with the block, no filter cache (its trajectories are
-    kept as they were)."""
+    full rounds, no step halved with the block, no filter cache nor X'X (its
+    trajectories are kept as they were)."""
     damp_with_block = False
 
     def _refresh_due(self):
@@ -404,6 +457,9 @@ class ShuffledPriority(Priority):
 
     def _cache(self):
         return False
+
+    def _fill_price(self):
+        return np.inf
 
     def candidates(self, b):
         n_cand = 5 * b // 4
@@ -428,6 +484,12 @@ RANDOM_CHUNK = 1 << 14
 FILTER_CACHE_BYTES = 64 << 20
 AFFORD = 8
 ROUND_COST = 50_000
+# the dense filter's X'X (:meth:`Priority._fill_price`, measured in docs/benchmarks.md):
+# BLAS's multiply-adds against the filter kernel's, an entry's decision in the kernel's
+# multiply-adds, and the rounds of the whole block that the filter counts as spent
+BLAS_SPEEDUP = 6
+FILL_ENTRY = 30
+PREPAID = 8
 
 
 class WorkingSet(_Clocked):

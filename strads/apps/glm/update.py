@@ -58,10 +58,11 @@ class GLMUpdate(Update):
         their Gram matrices, X_g' D X_g with D = diag(``wts``) (the logistic loss's
         Hessian weights), over this worker's rows (``Gg``, summed by the aggregate); for
         X_g' X_g (``wts`` None) chosen by the workers' filter, it has summed them
-        already: worker 0 sends them (``Gs``), the others nothing."""
+        already: worker 0 sends them (``Gs``), the others nothing; none when the task
+        has them (the scheduler's X'X)."""
         if "select" not in task:
             cols, gptr = task["cols"], task.get("groups")
-            gram = {} if gptr is None else \
+            gram = {} if gptr is None or "Gs" in task else \
                 {"Gg": self.group_gram(cols, gptr, NO_WEIGHTS if wts is None else wts)}
             return cols, gram
         cols, gptr, G, pos = self._select(task["cols"], *task["select"])

@@ -80,10 +80,9 @@ def accumulate(idx, weights, out):
 
 
 @njit(**_nb)
-def rows(docs, words, counts, d0, n_local):
-    """CSR rows d0 .. d0 + n_local of entries (document, word, count) in any order:
-    bucketed by document, each row's words sorted and repeats summed. Returns (indptr,
-    word ids, counts, row sums)."""
+def bucket(docs, words, counts, d0, n_local):
+    """Entries (document, word, count) in any order, bucketed by documents d0 .. d0 +
+    n_local: (each bucket's start, word ids, counts)."""
     n = docs.shape[0]
     start = np.zeros(n_local + 1, np.int64)
     for t in range(n):
@@ -99,6 +98,15 @@ def rows(docs, words, counts, d0, n_local):
         w[q] = words[t]
         c[q] = counts[t]
         fill[r] = q + 1
+    return start, w, c
+
+
+@njit(**_nb)
+def rows(start, w, c):
+    """CSR rows of :func:`bucket`'s buckets: each row's words sorted and repeats summed
+    (in place). Returns (indptr, word ids, counts, row sums); w and c themselves when no
+    word repeats in a row (UCI files: no copies beside them)."""
+    n_local = start.shape[0] - 1
     indptr = np.zeros(n_local + 1, np.int64)
     sums = np.zeros(n_local, np.int64)
     q = 0
@@ -122,30 +130,49 @@ def rows(docs, words, counts, d0, n_local):
                 c[q] = c[t]
                 q += 1
         indptr[r + 1] = q
+    if q == w.shape[0]:
+        return indptr, w, c, sums
     return indptr, w[:q].copy(), c[:q].copy(), sums
+
+
+@njit(**_nb)
+def owners(cuts, docs):
+    """The worker of each entry's document (``cuts``: the workers' first documents), as
+    int32 (np.searchsorted's int64 and its ``- 1`` copy: 16 bytes an entry)."""
+    out = np.empty(docs.shape[0], np.int32)
+    for t in range(docs.shape[0]):
+        out[t] = np.searchsorted(cuts, docs[t], side="right") - 1
+    return out
 
 
 @njit(**_nb)
 def by_word(indptr, indices, counts, n_words):
     """The tokens of CSR rows (word ids sorted within a row), sorted by word, then
-    document: (words, documents), int32; what a stable sort of the tokens in document
-    order by word gives, without the document-order copies and the permutation."""
-    start = np.zeros(n_words + 1, np.int64)
+    document: (each word's first token, and one past the last word's, int64; the tokens'
+    documents, int32): what a stable sort of the tokens in document order by word gives,
+    without the document-order copies and the permutation."""
+    wptr = np.zeros(n_words + 1, np.int64)
     for e in range(indices.shape[0]):
-        start[indices[e] + 1] += counts[e]
+        wptr[indices[e] + 1] += counts[e]
     for v in range(n_words):
-        start[v + 1] += start[v]
-    words = np.empty(start[-1], np.int32)
-    docs = np.empty(start[-1], np.int32)
+        wptr[v + 1] += wptr[v]
+    start = wptr[:-1].copy()
+    docs = np.empty(wptr[-1], np.int32)
     for d in range(indptr.shape[0] - 1):
         for e in range(indptr[d], indptr[d + 1]):
             w = indices[e]
             p = start[w]
             for q in range(p, p + counts[e]):
-                words[q] = w
                 docs[q] = d
             start[w] = p + counts[e]
-    return words, docs
+    return wptr, docs
+
+
+def word_ptr(words, n_words):
+    """:func:`by_word`'s word offsets of tokens sorted by word (int ids)."""
+    wptr = np.zeros(n_words + 1, np.int64)
+    accumulate(words, None, wptr[1:])
+    return np.cumsum(wptr, out=wptr)
 
 
 @njit(**_nb)
@@ -180,12 +207,32 @@ class Part:
         self.lengths = np.asarray(lengths, np.int64)
 
 
-def _rows(docs, words, counts, d0, n_local):
-    """CSR rows d0 .. d0 + n_local of entries (duplicates summed, ids sorted); counts
-    None: one each."""
+def _rows(entries, d0, n_local):
+    """CSR rows d0 .. d0 + n_local of ``entries``, [documents, words, counts] (counts
+    None: one each): duplicates summed, ids sorted. The list is emptied once its entries
+    are bucketed (a caller that keeps no other reference frees them then)."""
+    docs, words, counts = entries
+    entries.clear()
     if counts is None:
         counts = np.ones(docs.shape[0], np.int32)
-    return rows(docs, words, counts, d0, n_local)
+    start, w, c = bucket(docs, words, counts, d0, n_local)
+    del docs, words, counts
+    return rows(start, w, c)
+
+
+def _join(pieces, j, dtype):
+    """Array j of every piece (lists of arrays) joined (``dtype``: none), each piece's
+    dropped once copied: the pieces and the whole are never all in memory at once."""
+    if not pieces:
+        return np.zeros(0, dtype)
+    whole = np.empty(sum(p[j].shape[0] for p in pieces),
+                     np.result_type(*(p[j].dtype for p in pieces)))
+    at = 0
+    for p in pieces:
+        whole[at:at + p[j].shape[0]] = p[j]
+        at += p[j].shape[0]
+        p[j] = None
+    return whole
 
 
 def _open_part(path, fmt, vocab):
@@ -256,10 +303,9 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
         return text_docs.scan(blocks, path, stop_words, _token_limit(0, 0), check)
 
     out, tokens, lines, last, table = attempt(peers, scan)
-    docs = np.concatenate([o[0] for o in out]) if out else np.zeros(0, np.int64)
-    ids = np.concatenate([o[1] for o in out]) if out else np.zeros(0, np.int32)
-    counts = None if text else (np.concatenate([o[2] for o in out]) if out else
-                                np.zeros(0, np.int32))
+    out = [list(o) for o in out]
+    docs, ids = _join(out, 0, np.int64), _join(out, 1, np.int32)
+    counts = None if text else _join(out, 2, np.int32)
     del out
     local_vocab = None
     if text:  # this worker's words and how often each is seen
@@ -333,12 +379,13 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
     from ...api import split_balanced
 
     cuts = split_balanced(lengths, W)  # contiguous documents balanced by tokens
-    docs, ids, counts = route(peers, np.searchsorted(cuts, docs, side="right") - 1,
-                              [docs, ids, counts])
-    d0, d1 = int(cuts[me]), int(cuts[me + 1])
     del lengths
-    indptr, indices, cnt, sums = _rows(docs, ids, counts, d0, d1 - d0)
-    del docs, ids, counts
+    dest, entries = owners(cuts, docs), [docs, ids, counts]
+    del docs, ids, counts  # (route and _rows free each array once they are done with it)
+    entries = route(peers, dest, entries)
+    del dest
+    d0, d1 = int(cuts[me]), int(cuts[me + 1])
+    indptr, indices, cnt, sums = _rows(entries, d0, d1 - d0)
     nnz = sum(peers.allgather(int(indices.shape[0])))
     return Part(d0, indptr, indices, cnt, n_docs, n_words, n_tokens, nnz, vocab_out, sums)
 
@@ -351,11 +398,14 @@ def warmup():
     b = np.frombuffer(b"1 0:1\n", np.uint8)
     ldac._scan(b, 0, b.shape[0], 0, 1, 10, i64, i32, i32.copy(), 0, 0, -1)
     accumulate(i64, i32, np.zeros(2, np.int64))
+    owners(i64, i32)
+    owners(i64, i64)
     accumulate(i32, i64, np.zeros(2, np.int64))
     accumulate(i32, i32, np.zeros(2, np.int64))
     accumulate(i32, None, np.zeros(2, np.int64))
     accumulate(i64, None, np.zeros(2, np.int64))
-    to_word_order(i64, by_word(i64, i32, i64, 1)[1], i32)
+    accumulate(np.zeros(2, np.uint16), None, np.zeros(2, np.int64))
+    to_word_order(i64, by_word(i64, i32, i64, 1)[1], np.zeros(2, np.uint16))
     w = text_docs.Words(("ab",))
     w.scan(np.frombuffer(b"ab cd\n", np.uint8), 0, 0, 10, i64, i32, 0, -1)
     text_docs.rehash(np.full(8, -1, np.int64), w.wstart, w.wlen, w.arena, w.n_ids)
@@ -519,7 +569,7 @@ def corpus_docs(cum, lengths, d0, d1, alpha, seed, theta=None):
     _draw_words(cum, z, u, w)
     del z, u
     doc = np.repeat(np.arange(d1 - d0, dtype=np.int64), lengths)
-    return _rows(doc, w, None, 0, d1 - d0)
+    return _rows([doc, w, None], 0, d1 - d0)
 
 
 def corpus_part(n_docs, n_words, doc_length, n_topics, alpha, beta, seed, peers=None):

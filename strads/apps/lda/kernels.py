@@ -194,17 +194,13 @@ def _pk_emit(packed, r, z, i, j, nwk, o):
 
 
 @njit(**_opts)
-def _word_run(words, i, n, v0, nwk, packed, r_next, o):
-    """The run of tokens of word ``words[i]``: (its row, the run's end, o); with
-    ``packed``, the rows before it copied out and its own scattered into ``nwk``."""
-    w = words[i]
-    j = i
-    while j < n and words[j] == w:
-        j += 1
+def _row_in(packed, r_next, row, nwk, o):
+    """With ``packed``, before a row's tokens: the rows before it copied out and its own
+    scattered into ``nwk``; -> o."""
     if packed is not None:
-        o = _pk_copy(packed, r_next, w - v0, o)
-        _pk_scatter(packed, w - v0, nwk)
-    return w - v0, j, o
+        o = _pk_copy(packed, r_next, row, o)
+        _pk_scatter(packed, row, nwk)
+    return o
 
 
 @njit(**_opts)
@@ -222,16 +218,18 @@ def packed_io(packed, n_tokens, mark, extra):
     indptr, idx, cnt = packed
     cap = idx.shape[0] + n_tokens
     out = (np.empty_like(indptr), np.empty(cap, idx.dtype), np.empty(cap, cnt.dtype))
+    # (views: the fresh arrays' pages beyond o were never touched)
     return ((indptr, idx, cnt, *out, mark, extra),
-            lambda o: (out[0], out[1][:o].copy(), out[2][:o].copy()))
+            lambda o: (out[0], out[1][:o], out[2][:o]))
 
 
 @njit(**_opts)
-def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, seed, tree,
-                 cum, packed=None, short_run=SHORT_RUN):
-    """One Gibbs pass over a block of tokens sorted by word, against rows ``v0 ..`` of the
-    word-topic counts ``nwk`` (or, with ``packed``, those rows packed: -> the packed
-    entries); the documents' counts are compact lists. In place."""
+def sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, vbeta, seed, tree, cum,
+                 packed=None, short_run=SHORT_RUN):
+    """One Gibbs pass over a block of tokens sorted by word, row r's tokens ``wptr[r] ..
+    wptr[r + 1] - 1`` (of ``docs`` and ``z``), against the rows of the word-topic counts
+    ``nwk`` (or, with ``packed``, those rows packed: -> the packed entries); the
+    documents' counts are compact lists. In place."""
     K = nk.shape[0]
     P = tree.shape[0] // 2
     uP = np.uint64(P)
@@ -241,13 +239,15 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
     inv = np.empty(K)
     for k in range(K):
         inv[k] = 1.0 / (nk[k] + vbeta)
-    n = words.shape[0]
+    n = wptr[wptr.shape[0] - 1]
     per_line = max(1, 64 // dlist.strides[0])  # list entries in a 64-byte cache line
     o = 0
     r_next = 0
-    i = 0
-    while i < n:
-        row, j, o = _word_run(words, i, n, v0, nwk, packed, r_next, o)
+    for row in range(wptr.shape[0] - 1):
+        i, j = wptr[row], wptr[row + 1]
+        if i == j:
+            continue
+        o = _row_in(packed, r_next, row, nwk, o)
         use_tree = j - i > short_run
         qsum = 0.0
         if use_tree:
@@ -337,7 +337,6 @@ def sample_block(words, docs, z, dmeta, dlist, nwk, v0, nk, alpha, beta, vbeta, 
         if packed is not None:
             o = _pk_emit(packed, row, z, i, j, nwk, o)
             r_next = row + 1
-        i = j
     return _pk_rest(packed, r_next, o)
 
 
@@ -402,7 +401,7 @@ def _sum8(p, k):
 
 
 @njit(**_opts)
-def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, p, inv,
+def sample_dense(wptr, docs, z, ndk, nwk, nk, alpha, beta, vbeta, seed, q, p, inv,
                  packed=None):
     """As :func:`sample_block`, for few topics: a dense document-topic table and each
     token's conditional over all K topics in SIMD lanes, in a fixed order (bit for bit)."""
@@ -410,12 +409,13 @@ def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, 
     s = seed
     for k in range(K):
         inv[k] = 1.0 / (nk[k] + vbeta)
-    n = words.shape[0]
     o = 0
     r_next = 0
-    i = 0
-    while i < n:
-        row, j, o = _word_run(words, i, n, v0, nwk, packed, r_next, o)
+    for row in range(wptr.shape[0] - 1):
+        i, j = wptr[row], wptr[row + 1]
+        if i == j:
+            continue
+        o = _row_in(packed, r_next, row, nwk, o)
         for k in range(K):
             q[k] = (nwk[row, k] + beta) * inv[k]
         prev_d = -1
@@ -467,7 +467,6 @@ def sample_dense(words, docs, z, ndk, nwk, v0, nk, alpha, beta, vbeta, seed, q, 
         if packed is not None:
             o = _pk_emit(packed, row, z, i, j, nwk, o)
             r_next = row + 1
-        i = j
     return _pk_rest(packed, r_next, o)
 
 
@@ -482,28 +481,25 @@ def doc_table(lengths, z, ndk):
 
 
 @njit(**_opts)
-def doc_lists(lengths, docs, z, dmeta, dlist, K):
+def doc_lists(lengths, z, dmeta, dlist, K):
     """The compact (topic, count) lists of every document from its tokens' topics, the
     tokens in document order; document d's list starts where its tokens do."""
-    D = lengths.shape[0]
-    a = 0
-    for d in range(D):
-        dmeta[d, 0] = a
-        dmeta[d, 1] = 0
-        a += lengths[d]
     # slot of topic k in the list of the last document that had it: seen[k] >= start
     # only if it is in the current document's list
     seen = np.full(K, -1, np.int64)
-    for t in range(z.shape[0]):
-        d = docs[t]
-        k = z[t]
-        a = dmeta[d, 0]
-        if seen[k] < a:
-            seen[k] = a + dmeta[d, 1]
-            dlist[seen[k], 0] = k
-            dlist[seen[k], 1] = 0
-            dmeta[d, 1] += 1
-        dlist[seen[k], 1] += 1
+    a = 0
+    for d in range(lengths.shape[0]):
+        dmeta[d, 0] = a
+        dmeta[d, 1] = 0
+        for t in range(a, a + lengths[d]):
+            k = z[t]
+            if seen[k] < a:
+                seen[k] = a + dmeta[d, 1]
+                dlist[seen[k], 0] = k
+                dlist[seen[k], 1] = 0
+                dmeta[d, 1] += 1
+            dlist[seen[k], 1] += 1
+        a += lengths[d]
 
 
 def pack_lists(dmeta, dlist):
@@ -660,11 +656,17 @@ def sum_lgamma_lists(dmeta, dlist, prior, table):
 # ---------------------------------------------------------------------------- transport
 # Word-topic tables travel packed: per row, the topics with a non-zero count and the
 # counts (CSR): far smaller than the dense rows at large K.
+def topic_dtype(n_topics):
+    """The narrowest type of topics 0 .. n_topics - 1 (the tokens' topics, packed
+    tables' topics)."""
+    return np.uint16 if n_topics <= 65536 else np.int32
+
+
 def pack(table):
     """(indptr, topics, counts) of the non-zero entries of a rows x K table."""
     rows, n_topics = table.shape
     nnz = np.count_nonzero(table)
-    idx = np.empty(nnz, np.uint16 if n_topics <= 65536 else np.int32)
+    idx = np.empty(nnz, topic_dtype(n_topics))
     cnt = np.empty(nnz, np.int32)
     indptr = np.empty(rows + 1, np.int64)
     _pack(table, indptr, idx, cnt)
@@ -717,27 +719,25 @@ def initial_topics(lengths, d0, key, n_topics, z):
 
 
 @njit(**_opts)
-def pack_tokens(words, z, v0, n_rows, n_topics):
-    """The word-topic counts of tokens sorted by word (words v0 .. v0 + n_rows - 1),
-    packed as :func:`pack` packs a table (topics in order within a row)."""
-    n = words.shape[0]
+def pack_tokens(wptr, z, n_topics):
+    """The word-topic counts of tokens sorted by word (row r's: ``z[wptr[r]:wptr[r +
+    1]]``), packed as :func:`pack` packs a table (topics in order within a row)."""
+    n_rows = wptr.shape[0] - 1
+    n = wptr[n_rows] - wptr[0]
     scratch = np.zeros(n_topics, np.int32)
     touched = np.empty(min(n_topics, n + 1), np.int64)
     indptr = np.zeros(n_rows + 1, np.int64)
     idx = np.empty(n, np.int32)
     cnt = np.empty(n, np.int32)
     q = 0
-    t = 0
     for r in range(n_rows):
-        w = v0 + r
         nt = 0
-        while t < n and words[t] == w:
+        for t in range(wptr[r], wptr[r + 1]):
             k = z[t]
             if scratch[k] == 0:
                 touched[nt] = k
                 nt += 1
             scratch[k] += 1
-            t += 1
         tt = np.sort(touched[:nt])
         for j in range(nt):
             k = tt[j]
@@ -746,4 +746,4 @@ def pack_tokens(words, z, v0, n_rows, n_topics):
             scratch[k] = 0
             q += 1
         indptr[r + 1] = q
-    return indptr, idx[:q].copy(), cnt[:q].copy()
+    return indptr, idx[:q], cnt[:q]  # (views: the pages beyond q were never touched)

@@ -7,7 +7,8 @@ import numpy as np
 
 from ...api import Update
 from ...errors import DataError
-from . import kernels as K
+from ...io import memory
+from . import data, kernels as K
 from .schedule import slice_of
 
 
@@ -76,7 +77,7 @@ class LDAUpdate(Update):
     checkpoint_sized = ("held",)  # the slices in hand, packed: their size varies
     # the worker's tokens' words and their layout: setup() gives them again (the tokens'
     # documents are kept: a resume on other workers finds each document's topics by them)
-    checkpoint_skip = ("words", "lengths", "cuts", "blocks", "beta_table", "vocab",
+    checkpoint_skip = ("wptr", "lengths", "cuts", "blocks", "beta_table", "vocab",
                        "dense", "resident", "alpha_table", "_lengths_ll",
                        # the run's sizes and flags, and the sampler's scratch: a
                        # checkpoint never sets them
@@ -88,7 +89,6 @@ class LDAUpdate(Update):
         """The worker reads or draws its own documents (``shard["source"]``) or takes the
         rows rank 0 sent, then the workers agree on the corpus and the first counts."""
         from ...io.agree import refuse
-        from . import data
         peers = self.peers
         src = shard["source"]
         if src["kind"] == "file":
@@ -127,19 +127,16 @@ class LDAUpdate(Update):
         del word_counts
         # the tokens sorted by word, then document, without an argsort and its permuted
         # copies (they made the load's peak: docs/scaling.md)
-        self.words, self.docs = data.by_word(part.indptr, part.indices, part.counts, self.V)
+        self.wptr, self.docs = data.by_word(part.indptr, part.indices, part.counts, self.V)
         del part
-        z = np.empty(self.words.shape[0], np.int32)
+        z = np.empty(self.docs.shape[0], K.topic_dtype(self.K))
         key = np.random.SeedSequence([self.seed, 3]).generate_state(1, np.uint64)[0]
         K.initial_topics(self.lengths, self.d0, key, self.K, z)
-        docs = np.repeat(np.arange(self.lengths.shape[0], dtype=np.int32), self.lengths)
         self.dense = dense_topics(self.K, self.n_tokens, self.n_docs, self.W)
-        self._count(docs, z)
-        del docs
+        self._count(z)
         self.z = data.to_word_order(self.lengths, self.docs, z)
         del z
-        # (cuts as int32: int64 ones would make searchsorted copy the words to int64)
-        self.blocks = np.searchsorted(self.words, self.cuts.astype(np.int32)).astype(np.int64)
+        self.blocks = self.wptr[self.cuts]
         self.beta_table = K.lgamma_table(self.beta, 4096)
         self.alpha_table = K.lgamma_table(self.alpha, 4096)
         self._lengths_ll = (None, 0.0)  # (lengths, doc_lengths_loglik of them)
@@ -151,9 +148,9 @@ class LDAUpdate(Update):
         self._slices()
         self._scratch()
 
-    def _count(self, docs, z):
-        """The counts of the tokens' topics ``z`` (``docs``: their documents, in document
-        order): each document's, and the topic totals over every worker's tokens."""
+    def _count(self, z):
+        """The counts of the tokens' topics ``z`` (in document order): each document's,
+        and the topic totals over every worker's tokens."""
         n_docs = self.lengths.shape[0]
         # 16-bit counts when they fit, to halve the memory traffic
         small = self.K <= 65536 and self.lengths.max(initial=0) < 65536
@@ -165,10 +162,9 @@ class LDAUpdate(Update):
             self.ndk = None
             self.dmeta = np.empty((n_docs, 2), np.int64)
             self.dlist = np.empty((z.shape[0], 2), np.uint16 if small else np.int32)
-            K.doc_lists(self.lengths, docs, z, self.dmeta, self.dlist, self.K)
-        from .data import accumulate
+            K.doc_lists(self.lengths, z, self.dmeta, self.dlist, self.K)
         nk = np.zeros(self.K, np.int64)
-        accumulate(z, None, nk)
+        data.accumulate(z, None, nk)
         self.nk = self.peers.allreduce(nk)
 
     def _slices(self):
@@ -182,7 +178,7 @@ class LDAUpdate(Update):
             if self.resident:  # the one slice never moves: kept unpacked, sampled in place
                 K.unpack(self.held[0][1], self.nwk)
         else:
-            mine = K.pack_tokens(self.words, self.z, 0, self.V, self.K)
+            mine = K.pack_tokens(self.wptr, self.z, self.K)
             self.nwk = np.zeros((self.V, self.K), np.int32)
             for part in peers.allgather(mine):  # every worker's counts, in worker order
                 K.add_packed(*part, self.nwk)
@@ -197,15 +193,15 @@ class LDAUpdate(Update):
             theirs = old["d0"] + old["docs"].astype(np.int64)
             lo, hi = max(start, self.d0), min(self.d0 + self.rows, start + count)
             got = old["z"][(theirs >= lo) & (theirs < hi)]
+            _within("z", got, self.K)  # (before it is narrowed to z's type)
             at = (mine >= lo) & (mine < hi)
             if got.shape[0] != np.count_nonzero(at):
                 raise ValueError(f"documents {lo}..{hi - 1}: {got.shape[0]} tokens in the "
                                  f"checkpoint, {np.count_nonzero(at)} in the data")
             z[at] = got
-        _within("z", z, self.K)  # (the kernels index with them)
         self.z = z
         order = np.argsort(self.docs, kind="stable")
-        self._count(self.docs[order], z[order])
+        self._count(z[order])
         self._slices()
         self._scratch()
 
@@ -228,6 +224,11 @@ class LDAUpdate(Update):
         """The number of documents this worker holds."""
         return int(self.lengths.shape[0])
 
+    @property
+    def words(self):
+        """The tokens' words, int32 (the worker keeps each word's first token, wptr)."""
+        return np.repeat(np.arange(self.V, dtype=np.int32), np.diff(self.wptr))
+
     def _offsets(self):
         return np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
 
@@ -247,7 +248,8 @@ class LDAUpdate(Update):
                     "dlist": self.dlist[off[d.start]:off[d.stop]].copy()}
         moved = (self.docs >= lo) & (self.docs < hi)  # word-major order kept
         keep = ~moved
-        out = dict(part(slice(lo, hi)), words=self.words[moved], z=self.z[moved],
+        words = self.words
+        out = dict(part(slice(lo, hi)), words=words[moved], z=self.z[moved],
                    docs=(self.docs[moved] - lo).astype(np.int32))
         docs = self.docs[keep]
         if end == "head":
@@ -255,7 +257,8 @@ class LDAUpdate(Update):
             self.d0 += count
         stay = part(slice(hi, D) if end == "head" else slice(0, lo))
         self.lengths, self.ndk, self.dlist = stay["lengths"], stay.get("ndk"), stay.get("dlist")
-        self.words, self.docs, self.z = self.words[keep], docs.astype(np.int32), self.z[keep]
+        self.docs, self.z = docs.astype(np.int32), self.z[keep]
+        self.wptr = data.word_ptr(words[keep], self.V)
         self._relayout(stay.get("m"))
         return out
 
@@ -284,8 +287,9 @@ class LDAUpdate(Update):
         setattr(self, table, joined.reshape(-1, self.K if self.dense else 2))
         # both parts are sorted by (word, document): a stable sort by word merges them
         order = np.argsort(cat["words"], kind="stable")
-        self.words, self.z, self.docs = (cat[k][order].astype(np.int32, copy=False)
-                                         for k in ("words", "z", "docs"))
+        self.wptr = data.word_ptr(cat["words"][order], self.V)
+        self.docs = cat["docs"][order].astype(np.int32, copy=False)
+        self.z = cat["z"][order].astype(K.topic_dtype(self.K), copy=False)
         self.lengths = cat["lengths"].astype(np.int64, copy=False)
         self._relayout(cat.get("m"))
 
@@ -310,8 +314,7 @@ class LDAUpdate(Update):
             if self.dlist.shape[0] != self.z.shape[0]:
                 raise RuntimeError(f"worker {self.worker}: {self.dlist.shape[0]} list slots "
                                    f"for {self.z.shape[0]} tokens after a move")
-        # (cuts as int32: int64 ones would make searchsorted copy the words to int64)
-        self.blocks = np.searchsorted(self.words, self.cuts.astype(np.int32)).astype(np.int64)
+        self.blocks = self.wptr[self.cuts]
         self._scratch()
 
     def _first_slices(self):
@@ -319,9 +322,8 @@ class LDAUpdate(Update):
         counts summed over every worker's tokens: each worker packs its counts of every
         slice and hands them to the slice's holder (W - 1 ring shifts)."""
         W, me, s1, cuts = self.W, self.worker, self.s1, self.cuts
-        packs = [K.pack_tokens(self.words[self.blocks[m]:self.blocks[m + 1]],
-                               self.z[self.blocks[m]:self.blocks[m + 1]], cuts[m],
-                               cuts[m + 1] - cuts[m], self.K) for m in range(W * s1)]
+        packs = [K.pack_tokens(self.wptr[cuts[m]:cuts[m + 1] + 1], self.z, self.K)
+                 for m in range(W * s1)]
         got = [None] * W
         for k in range(W):
             send = [packs[g * W + (me + k) % W] for g in range(s1)]
@@ -393,11 +395,11 @@ class LDAUpdate(Update):
         # two tokens of word 0 in topic 0 (fresh counts for every call), the slice in
         # hand unpacked or packed; 16-bit counts and topics only (int32: K > 65536 or a
         # document of 65536 tokens, rare, compiled on first use, on every worker)
-        docs = np.zeros(2, np.int32)
+        docs, wptr = np.zeros(2, np.int32), np.array([0, 2], np.int64)
 
         def counts(packed):
             nwk = np.array([[0, 0]] if packed else [[2, 0]], np.int32)
-            return np.zeros(2, np.int32), nwk, np.array([2, 0], np.int64)
+            return np.zeros(2, np.uint16), nwk, np.array([2, 0], np.int64)
 
         def packs():
             return [None] + [K.packed_io((np.array([0, 1]), np.zeros(1, t),
@@ -408,10 +410,9 @@ class LDAUpdate(Update):
             for packed in packs():
                 z, nwk, nk = counts(packed)
                 dmeta, dlist = np.zeros((1, 2), np.int64), np.zeros((2, 2), dtype)
-                K.doc_lists(np.array([2], np.int64), docs, z, dmeta, dlist, 2)
-                K.sample_block(np.zeros(2, np.int32), docs, z, dmeta, dlist, nwk, 0, nk,
-                               0.1, 0.1, 0.1, np.uint64(1), np.zeros(4), np.zeros(2),
-                               packed)
+                K.doc_lists(np.array([2], np.int64), z, dmeta, dlist, 2)
+                K.sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, 0.1, 0.1, 0.1,
+                               np.uint64(1), np.zeros(4), np.zeros(2), packed)
             K.sum_lgamma_lists(dmeta, dlist, 0.1, K.lgamma_table(0.1, 2))
             K.doc_topic_dense(dmeta, dlist, 2)
             K.add_packed(*K.pack_lists(dmeta, dlist), np.zeros((1, 2), np.int32))
@@ -419,9 +420,8 @@ class LDAUpdate(Update):
                 z, nwk, nk = counts(packed)
                 ndk = np.zeros((1, 2), dtype)
                 K.doc_table(np.array([2], np.int64), z, ndk)
-                K.sample_dense(np.zeros(2, np.int32), docs, z, ndk, nwk, 0, nk, 0.1, 0.1,
-                               0.1, np.uint64(1), np.zeros(2), np.zeros(2), np.zeros(2),
-                               packed)
+                K.sample_dense(wptr, docs, z, ndk, nwk, nk, 0.1, 0.1, 0.1, np.uint64(1),
+                               np.zeros(2), np.zeros(2), np.zeros(2), packed)
             K.sum_lgamma(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2))
             K._sum_table(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2), True)
             K._nonzero_sample(ndk.ravel())
@@ -433,23 +433,21 @@ class LDAUpdate(Update):
         K.sum_lgamma_shifted(np.ones(2, np.int64), 0.1)
         K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
         K.round_seed(np.uint64(1), 0, 0)
-        K.pack_tokens(z, z, 0, 1, 2)
-        from .data import warmup
-        warmup()
+        K.pack_tokens(wptr, z, 2)
+        data.warmup()
 
     def _sample(self, round, m, nwk, packed=None):
         """Sample the tokens of slice m against ``nwk`` (its rows; with ``packed``, the
         zero buffer and the packed slice in and out: then -> (tokens, packed entries))."""
         b0, b1 = self.blocks[m], self.blocks[m + 1]
+        wptr = self.wptr[self.cuts[m]:self.cuts[m + 1] + 1]
         if self.dense:
-            o = K.sample_dense(self.words[b0:b1], self.docs[b0:b1], self.z[b0:b1], self.ndk,
-                               nwk, self.cuts[m], self.nk, self.alpha, self.beta,
-                               self.vbeta, round_seed(self.seed, self.worker, round),
-                               *self.tree, packed)
+            o = K.sample_dense(wptr, self.docs, self.z, self.ndk, nwk, self.nk, self.alpha,
+                               self.beta, self.vbeta,
+                               round_seed(self.seed, self.worker, round), *self.tree, packed)
         else:
-            o = K.sample_block(self.words[b0:b1], self.docs[b0:b1], self.z[b0:b1],
-                               self.dmeta, self.dlist, nwk, self.cuts[m], self.nk,
-                               self.alpha, self.beta, self.vbeta,
+            o = K.sample_block(wptr, self.docs, self.z, self.dmeta, self.dlist, nwk,
+                               self.nk, self.alpha, self.beta, self.vbeta,
                                round_seed(self.seed, self.worker, round), self.tree,
                                self.cum, packed)
         return int(b1 - b0) if packed is None else (int(b1 - b0), o)
@@ -483,6 +481,13 @@ class LDAUpdate(Update):
         return word, doc
 
     def update(self, task):
+        # a round allocates and frees a slice's packed tables, tens of MB: glibc's heap
+        # would keep them (the rounds' threshold), and the process's peak count them; a
+        # round is long enough that their fresh pages cost little (docs/scaling.md)
+        with memory.returning_freed_memory():
+            return self._round(task)
+
+    def _round(self, task):
         r, peers = task["round"], self.peers
         phase = task.get("phase", r)  # (rounds since the layout began: a resume's)
         nk0 = self.nk.copy()
@@ -569,6 +574,10 @@ class LDAUpdate(Update):
         return None
 
     def collect(self):
+        with memory.returning_freed_memory():  # (as update's)
+            return self._collect()
+
+    def _collect(self):
         # the documents' counts packed (their non-zeros, at most one a token), not D x K
         ndk = K.pack(self.ndk) if self.dense else K.pack_lists(self.dmeta, self.dlist)
         out = {"d0": self.d0, "ndk": ndk, "nk": self.nk, "rows": self._mine()}

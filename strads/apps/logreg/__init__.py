@@ -10,7 +10,8 @@ filter, and the round-robin and random baselines, with one Newton step per coord
 A duality gap (the logistic dual at the rescaled point, as celer and skglm, or at
 celer's extrapolated one) stops the run: gap <= tol * objective. With
 ``intercept_column=True`` X's last column is an intercept's (the estimator's constant
-column): the prox-Newton subproblems eliminate its coefficient. The set-up, schedules
+column): the prox-Newton subproblems eliminate its coefficient. ``gap_ref="null"``: the
+gap is compared with tol times the null model's objective instead (the estimator's). The set-up, schedules
 and command line are the generalised linear models' (:mod:`strads.apps.glm`); this is
 the logistic loss's datafit.
 """
@@ -24,7 +25,7 @@ from ..glm.schedule import (SCHEDULES, PlannedWorkingSet, ShuffledPriority,
                             max_staleness)
 from ..glm.setup import Datafit, default_gram_budget, gram_block_cap
 from . import data
-from .aggregate import LogRegAggregate
+from .aggregate import LogRegAggregate, null_loss
 from .data import check, load, make_problem
 from .update import LogRegUpdate
 
@@ -65,7 +66,8 @@ class Logistic(Datafit):
     data = data
     priority = ShuffledPriority
     options = {"tol": 1e-6, "name": "data", "ws_min": WS_MIN, "reuse_hessian": True,
-               "gram_budget": None, "coef0": None, "intercept_column": False}
+               "gram_budget": None, "coef0": None, "intercept_column": False,
+               "gap_ref": "objective"}
     help = dict(
         description="Sparse logistic regression, min (1/n) sum_i log(1 + exp(-y_i x_i'w)) "
         "+ lambda ||w||_1 (labels: any two values, the smaller -> -1), by scheduled "
@@ -109,17 +111,26 @@ class Logistic(Datafit):
         return gram_block_cap(budget if budget is not None else default_gram_budget(),
                               ctx.n_workers)
 
+    @staticmethod
+    def _gap_ref(o):
+        if o["gap_ref"] not in ("objective", "null"):
+            raise DataError(f"gap_ref must be 'objective' or 'null', got {o['gap_ref']!r}")
+        return o["gap_ref"]
+
     def aggregate(self, X, y, sq_norms, lam, ctx, o):
-        return LogRegAggregate(X.shape[0], sq_norms, lam, o["tol"], min_size=o["ws_min"],
+        n, icpt = X.shape[0], o["intercept_column"]
+        null = null_loss(n, float(np.sum(y)), icpt) if self._gap_ref(o) == "null" else None
+        return LogRegAggregate(n, sq_norms, lam, o["tol"], min_size=o["ws_min"],
                                block_cap=self._cap(ctx, o), reuse=o["reuse_hessian"],
-                               intercept=o["intercept_column"])
+                               intercept=icpt, null=null)
 
     def later(self, lam, lambda_ratio, ctx, o):
         if o["coef0"] is not None:
             raise DataError("logreg: a warm start needs the data read on rank 0")
         return LogRegAggregate.later(lam, lambda_ratio, o["tol"], min_size=o["ws_min"],
                                      block_cap=self._cap(ctx, o), reuse=o["reuse_hessian"],
-                                     intercept=o["intercept_column"])
+                                     intercept=o["intercept_column"],
+                                     gap_ref=self._gap_ref(o))
 
     @staticmethod
     def working_set(agg, block, ctx, options):

@@ -16,7 +16,10 @@ task); the gap is that of the full round's model. The same round, the workers al
 give the dual at celer's extrapolation of the last full rounds' s (:meth:`_extrapolate`),
 and the better of the two points counts. When the gap is at most ``tol`` times the
 objective the run stops, and that round's update, and any later one, is dropped: the
-model is the one the gap certifies.
+model is the one the gap certifies. With ``gap_ref="null"`` the gap is measured against
+the null model's objective instead (:func:`null_loss`), as scikit-learn's Lasso scales its
+tol by ||y||^2 / n: on nearly separable data the objective is a small fraction of it, and
+the rescaled dual point's gap stays far above the objective's own error.
 """
 import math
 
@@ -51,21 +54,25 @@ class LogRegAggregate(GLMAggregate):
         return ratio * float(np.abs(xty).max()) / (2 * n)
 
     def complete(self, f, lam, lambda_ratio, tol, min_size=32, block_cap=None,
-                 reuse=True, intercept=False):
+                 reuse=True, intercept=False, gap_ref="objective"):
         """:meth:`later`'s set-up from worker 0's report: n, the column norms, q0 = X'y
-        (lambda_max, when ``lam`` is None), the two labels."""
-        n = f["n"]
+        (lambda_max, when ``lam`` is None; with ``intercept``, the labels' sum: q0's last
+        entry over the constant column's value), the two labels."""
+        n, sq = f["n"], f["sq_norms"]
         if lam is None:
             lam = self.lambda_for(lambda_ratio, f["q0"], n)
-        self.__init__(n, f["sq_norms"], lam, tol, min_size=min_size, block_cap=block_cap,
-                      reuse=reuse, intercept=intercept)
+        y_sum = float(f["q0"][-1]) / math.sqrt(sq[-1] / n) if intercept else 0.0
+        self.__init__(n, sq, lam, tol, min_size=min_size, block_cap=block_cap,
+                      reuse=reuse, intercept=intercept,
+                      null=null_loss(n, y_sum, intercept) if gap_ref == "null" else None)
         self.classes = f["classes"]
 
     def __init__(self, n_samples, sq_norms, lam, tol, min_size=32, block_cap=None,
-                 reuse=True, intercept=False):
+                 reuse=True, intercept=False, null=None):
         self._init(n_samples, sq_norms, lam, math.log(2.0))  # (at w = 0)
         self.p = self.w.shape[0]
         self.tol = float(tol)
+        self.null = null  # the gap's reference if not the objective (gap_ref "null")
         self.stopped = False  # the gap certified the model: later updates are dropped
         # the dual scale of the last full round (round dual_round, objective dual_primal),
         # for the schedule to send with its next task; duals: how many so far
@@ -138,7 +145,8 @@ class LogRegAggregate(GLMAggregate):
                     ent = acc
                     self.accel_used += 1
             self.gap = max(self.dual_primal - ent / self.n, 0.0)
-            if self.tol > 0 and self.gap <= self.tol * self.dual_primal:
+            ref = self.dual_primal if self.null is None else self.null
+            if self.tol > 0 and self.gap <= self.tol * ref:
                 self.stopped = True
                 return None
         step = {"block": self._jacobi, "full": lambda t, p: self._full(round, t, p),
@@ -394,6 +402,15 @@ class LogRegAggregate(GLMAggregate):
                 "gram_reused": self.reused,
                 "gram_extended": self.extended,
                 "objective_rises": self.objective_rises, "grouped_updates": self.grouped}
+
+
+def null_loss(n, y_sum, intercept):
+    """The null model's mean loss: with an intercept (``y_sum`` = sum of the +-1 labels),
+    the intercept-only model's, the entropy of the class shares; else w = 0's, log 2."""
+    if not intercept:
+        return math.log(2.0)
+    p = min(max(0.5 * (1.0 + y_sum / n), 0.0), 1.0)
+    return -sum(v * math.log(v) for v in (p, 1.0 - p) if v > 0.0)
 
 
 def _form(G):
