@@ -27,7 +27,7 @@ PER_FEATURE = 64  # indptr, then the solver's coefficients, squared norms, norms
 PER_NONZERO = 24  # a CSC entry (8-byte value, 4- or 8-byte row index) and a worker's copy
 PER_SAMPLE = 32  # y, the workers' residuals and targets
 PER_DENSE = 16  # a dense entry and a worker's copy of it
-FILL_BLOCK = 4 << 20  # pass 2: bytes filled between two releases of a mapped text's pages
+FILL_BLOCK = 4 << 20  # bytes a pass reads between two releases of a mapped text's pages
 
 
 def max_features():
@@ -318,13 +318,20 @@ _COUNTS = np.int32  # the dtype pass 1 counts in first
 def _count(b, single, limit):
     """Pass 1 over ``b``: (the first bad line or 0, its first byte, rows, non-zeros, max
     index, min index, counts): int32 counts (then indptr, in place), int64 if a column
-    holds 2^31 entries; grown as the indices need."""
+    holds 2^31 entries; grown as the indices need. In blocks of whole lines, as pass 2,
+    whose pages of a mapped text then leave this process's memory."""
+    blocks = max(1, b.shape[0] // FILL_BLOCK)
     for dtype in (_COUNTS, np.int64):
         counts, s = np.zeros(16, dtype), state()
-        code = _svm_count(b, single, limit, counts, s)
-        while code <= -2:
-            counts.resize(min(max(2 * counts.shape[0], -code), limit + 2), refcheck=False)
-            code = _svm_count(b, single, limit, counts, s)
+        for k in range(blocks):
+            lo, hi = line_range(b, k, blocks)
+            code = _svm_count(b[:hi], single, limit, counts, s)
+            while code <= -2:
+                counts.resize(min(max(2 * counts.shape[0], -code), limit + 2), refcheck=False)
+                code = _svm_count(b[:hi], single, limit, counts, s)
+            if code:
+                break
+            forget(b, lo, hi)
         if code != -1:
             return code, int(s[1]), int(s[3]), int(s[4]), int(s[5]), int(s[6]), counts
 
