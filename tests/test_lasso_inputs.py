@@ -19,6 +19,7 @@ import strads
 from strads.io import memory, mtx
 from strads.io import svmlight as S
 from strads.io.numbers import py_float
+from strads.transport import on_threads
 from strads.apps.lasso.data import load, make_problem
 
 from conftest import run_cli
@@ -534,6 +535,34 @@ def test_random_files_read_as_the_reference(tmp_path):
         same(S.read(path), ref)
         agree += 1
     assert agree > 20 and errors > 20
+
+
+@pytest.mark.parametrize("run", [1, 40, S.RUN])
+def test_runs_of_columns_read_as_the_reference(tmp_path, monkeypatch, run):
+    """Pass 2's runs of columns (at most ``S.RUN`` entries and 2^16 columns; a cell of
+    more entries filled in place) cut anywhere read as the reference, the values left to
+    float() among them, whole and on three workers."""
+    monkeypatch.setattr(S, "RUN", run)
+    rng = np.random.default_rng(run)
+    lines = []
+    for _ in range(300):
+        cols = np.union1d(np.flatnonzero(rng.random(8) < 0.8),
+                          rng.choice(200_000, 20, replace=False))
+        vals = [b"1e-320" if rng.random() < 0.05 else repr(float(v)).encode()
+                for v in rng.normal(size=cols.size)]
+        label = b"1e-320" if rng.random() < 0.05 else b"%d" % rng.integers(-3, 4)
+        lines.append(b" ".join([label] + [b"%d:%s" % (j + 1, v) for j, v in zip(cols, vals)]))
+    path = write(tmp_path, "runs.svm", b"\n".join(lines) + b"\n")
+    ref = _reference_read(path)
+    same(S.read(path), ref)
+    X, y = ref
+    for part in on_threads(3, lambda peers: S.read_part(peers, path)):
+        rows = slice(part["first"], part["first"] + part["n_rows"])
+        kept = np.arange(X.shape[1]) if part["kept"] is None else part["kept"]
+        want = X[rows][:, kept].tocsc()
+        want.sort_indices()
+        got = sp.csc_matrix(part["csc"][::-1], shape=want.shape)
+        same((got, part["y"]), (want, y[rows]))
 
 
 def test_line_messages_and_semantics(tmp_path):

@@ -27,7 +27,7 @@ PER_FEATURE = 64  # indptr, then the solver's coefficients, squared norms, norms
 PER_NONZERO = 24  # a CSC entry (8-byte value, 4- or 8-byte row index) and a worker's copy
 PER_SAMPLE = 32  # y, the workers' residuals and targets
 PER_DENSE = 16  # a dense entry and a worker's copy of it
-FILL_BLOCK = 4 << 20  # pass 2: bytes filled between two releases of a mapped text's pages
+FILL_BLOCK = 4 << 20  # bytes a pass reads between two releases of a mapped text's pages
 
 
 def max_features():
@@ -175,12 +175,15 @@ def _token_end(b, i, n):
 
 
 @njit(_nrt=False, **NB)
-def _svm_fill(b, start, stop, row, base, ptr, indices, data, labels, fb, n_fb):
+def _svm_fill(b, start, stop, row, base, cell_run, runs, front, fronts, indices, data, local,
+              labels, fb, n_fb):
     """Pass 2 over the whole lines of bytes [start, stop) pass 1 accepted, ``row`` the
-    first's: labels, and the CSC entries put in place (``ptr[c]``: the next free slot of
-    column c, advanced). The tokens left to Python's float() go to the rows of ``fb``
-    from row ``n_fb`` on (slot, or -1 - row for a label; first byte; end), as many as
-    fit; returns the next row and how many such tokens there are."""
+    first's: labels, and the entries, each appended to its run of columns (``front[k]``:
+    run k's next free slot, advanced; its column within the run in ``local``) or put in
+    its column's next free slot in ``fronts`` (:func:`_runs`). The tokens left to
+    Python's float() go to the rows of ``fb`` from row ``n_fb`` on (slot, or -1 - row
+    for a label; first byte; end), as many as fit; returns the next row and how many
+    such tokens there are."""
     n = b.shape[0]
     i = start
     tok = 0
@@ -202,8 +205,15 @@ def _svm_fill(b, start, stop, row, base, ptr, indices, data, labels, fb, n_fb):
             if tok > 0:
                 e, _, j = scan_int_inline(b, i, n)
                 i = e + 1
-                at = ptr[j - base]
-                ptr[j - base] = at + 1
+                j -= base
+                k = cell_run[j >> CELL_BITS]
+                if k >= 0:
+                    at = front[k]
+                    front[k] = at + 1
+                    local[at] = j - runs[k, 0]
+                else:
+                    at = fronts[-1 - k, j & CELL_MASK]
+                    fronts[-1 - k, j & CELL_MASK] = at + 1
                 indices[at] = row
             tok += 1
             e, st, v = scan_float_inline(b, i, n)
@@ -231,12 +241,75 @@ def _starts(counts):
         total += k
 
 
+# Pass 2 appends each entry to its run of columns, a few hundred streams the cache holds,
+# rather than to its column's slot (a cache miss an entry: 2x the time at 1M columns);
+# each run, small enough for the cache, is then put in column order. Runs are made of
+# cells of CELL columns; a cell of more than RUN entries (few columns, many entries
+# each) is filled in place, column by column.
+CELL_BITS = 6
+CELL_MASK = (1 << CELL_BITS) - 1
+RUN = 1 << 15  # entries a run holds at most
+RUN_CELLS = 1 << (16 - CELL_BITS)  # a run's columns: at most 2^16 (``local`` is uint16)
+
+
 @njit(**NB)
-def _ends_to_starts(ends):
-    for c in range(ends.shape[0] - 1, 0, -1):
-        ends[c] = ends[c - 1]
-    if ends.shape[0]:
-        ends[0] = 0
+def _runs(starts, size):
+    """The columns' cells (``starts``: each column's first slot, then the total) as runs
+    of consecutive cells of at most ``size`` entries, or alone and filled in place:
+    (each cell's run k, or -1 - d for the d-th filled in place; each run's first and end
+    column; the first column of each cell filled in place)."""
+    p = starts.shape[0] - 1
+    n_cells = (p + CELL_MASK) >> CELL_BITS
+    cell_run = np.empty(n_cells, np.int32)
+    k = d = -1
+    held, cells = 0, RUN_CELLS  # (the first cell opens a run)
+    for q in range(n_cells):
+        m = starts[min((q + 1) << CELL_BITS, p)] - starts[q << CELL_BITS]
+        if m > size:
+            d += 1
+            cell_run[q] = -1 - d
+            cells = RUN_CELLS  # (a run ends here)
+            continue
+        if cells == RUN_CELLS or held + m > size:
+            k += 1
+            held = cells = 0
+        held += m
+        cells += 1
+        cell_run[q] = k
+    runs, alone = np.empty((k + 1, 2), np.int64), np.empty(d + 1, np.int64)
+    for q in range(n_cells - 1, -1, -1):
+        r = cell_run[q]
+        if r >= 0:
+            runs[r, 0] = q << CELL_BITS
+            if q + 1 == n_cells or cell_run[q + 1] != r:
+                runs[r, 1] = min((q + 1) << CELL_BITS, p)
+        else:
+            alone[-1 - r] = q << CELL_BITS
+    return cell_run, runs, alone
+
+
+@njit(**NB)
+def _sort_runs(starts, runs, indices, data, local):
+    """Each run's entries (in row order) to their columns, the rows kept in order."""
+    big = 0
+    for k in range(runs.shape[0]):
+        big = max(big, starts[runs[k, 1]] - starts[runs[k, 0]])
+    rows, vals = np.empty(big, indices.dtype), np.empty(big)
+    front = np.empty(RUN_CELLS << CELL_BITS, np.int64)
+    for k in range(runs.shape[0]):
+        c0, c1 = runs[k, 0], runs[k, 1]
+        lo, hi = starts[c0], starts[c1]
+        if c1 - c0 < 2 or hi - lo < 2:
+            continue
+        rows[:hi - lo] = indices[lo:hi]
+        vals[:hi - lo] = data[lo:hi]
+        front[:c1 - c0] = starts[c0:c1]
+        for t in range(hi - lo):
+            c = local[lo + t]
+            at = front[c]
+            front[c] = at + 1
+            indices[at] = rows[t]
+            data[at] = vals[t]
 
 
 _COUNTS = np.int32  # the dtype pass 1 counts in first
@@ -245,39 +318,53 @@ _COUNTS = np.int32  # the dtype pass 1 counts in first
 def _count(b, single, limit):
     """Pass 1 over ``b``: (the first bad line or 0, its first byte, rows, non-zeros, max
     index, min index, counts): int32 counts (then indptr, in place), int64 if a column
-    holds 2^31 entries; grown as the indices need."""
+    holds 2^31 entries; grown as the indices need. In blocks of whole lines, as pass 2,
+    whose pages of a mapped text then leave this process's memory."""
+    blocks = max(1, b.shape[0] // FILL_BLOCK)
     for dtype in (_COUNTS, np.int64):
         counts, s = np.zeros(16, dtype), state()
-        code = _svm_count(b, single, limit, counts, s)
-        while code <= -2:
-            counts.resize(min(max(2 * counts.shape[0], -code), limit + 2), refcheck=False)
-            code = _svm_count(b, single, limit, counts, s)
+        for k in range(blocks):
+            lo, hi = line_range(b, k, blocks)
+            code = _svm_count(b[:hi], single, limit, counts, s)
+            while code <= -2:
+                counts.resize(min(max(2 * counts.shape[0], -code), limit + 2), refcheck=False)
+                code = _svm_count(b[:hi], single, limit, counts, s)
+            if code:
+                break
+            forget(b, lo, hi)
         if code != -1:
             return code, int(s[1]), int(s[3]), int(s[4]), int(s[5]), int(s[6]), counts
 
 
-def _fill(b, base, ptr, indices, data, labels, cap):
-    """Pass 2 over ``b``, in blocks of FILL_BLOCK bytes whose pages leave this process's
-    memory once filled (a memory-mapped text's: those pass 1 read go first)."""
+def _fill(b, base, starts, indices, data, labels, cap):
+    """Pass 2 over ``b`` (``starts``: each column's first slot, then the total), in blocks
+    of FILL_BLOCK bytes whose pages leave this process's memory once filled (a
+    memory-mapped text's: those pass 1 read go first)."""
+    cell_run, runs, alone = _runs(starts, RUN)
+    local = np.empty(indices.shape[0], np.uint16)
+    cols = np.minimum(alone[:, None] + np.arange(CELL_MASK + 1), starts.shape[0] - 1)
     forget(b, 0, b.shape[0])
     blocks = max(1, b.shape[0] // FILL_BLOCK)
     while True:
+        front, fronts = starts[runs[:, 0]].astype(np.int64), starts[cols].astype(np.int64)
         fb = np.empty((cap, 3), dtype=np.int64)
         row = n_fb = 0
         for k in range(blocks):
             lo, hi = line_range(b, k, blocks)
-            row, n_fb = _svm_fill(b, lo, hi, row, base, ptr, indices, data, labels, fb, n_fb)
+            row, n_fb = _svm_fill(b, lo, hi, row, base, cell_run, runs, front, fronts,
+                                  indices, data, local, labels, fb, n_fb)
             forget(b, lo, hi)
         if n_fb <= cap:
             break
-        _ends_to_starts(ptr)  # more tokens for float() than room: again, with room
-        cap = n_fb
+        cap = n_fb  # more tokens for float() than room: again, with room
+    del cell_run, front, fronts
     for at, s, e in fb[:n_fb].tolist():
         v = float(b[s:e].tobytes())
         if at < 0:
             labels[-1 - at] = v
         else:
             data[at] = v
+    _sort_runs(starts, runs, indices, data, local)
 
 
 # -- the reference parser of a line (the messages) ----------------------------------------
@@ -405,15 +492,13 @@ def read_part(peers, path, whole=False):
         counts.resize(base + p + 1, refcheck=False)  # (zero-filled)
     if max(rows, p, nnz) >= 2**31 - 1 and counts.dtype != np.int64:
         counts = counts.astype(np.int64)  # the prefix sums exceed int32
-    ptr = counts[base:base + p]
-    kept = None if whole else union(peers, ptr)
-    width = None if kept is None else ptr[kept]
+    indptr = counts[base:base + p + 1]  # (its last, beyond every index, is 0)
+    kept = None if whole else union(peers, indptr[:-1])
+    width = None if kept is None else indptr[kept]
     indices, data, labels = np.empty(nnz, counts.dtype), np.empty(nnz), np.empty(rows)
-    _starts(ptr)  # in place: the start of each column, then its end
-    _fill(b, base, ptr, indices, data, labels, nnz // 64 + 1024)
+    _starts(indptr)  # in place
+    _fill(b, base, indptr, indices, data, labels, nnz // 64 + 1024)
     if kept is None:
-        indptr = counts[base:base + p + 1]  # the ends, shifted by one: indptr, in place
-        _ends_to_starts(indptr)
         if counts.shape[0] > 1.25 * (base + p + 1) + 1024:  # growth left spare capacity
             indptr = indptr.copy()
     else:
