@@ -17,7 +17,6 @@ from .data import inputs, load, make_corpus
 from ...io.source import Content
 from ...io.memory import fmt_bytes, physical_memory
 from .schedule import SCHEDULES, Group
-from . import kernels
 from .update import LDAUpdate
 
 __all__ = ["fit", "make_setup", "file_source", "corpus_source", "loglikelihood", "load",

@@ -219,7 +219,7 @@ class MFUpdate(Update):
             F = self.sync[s]
             F[:, :self.size[s]] = np.concatenate([o["sides"][s]["own"] for *_, o in olds],
                                                  axis=1)
-            (lo, hi), n = self.ranges[s], self.size[s]
+            lo, hi = self.ranges[s]
             side.own, side.pending = F[:, lo:hi].copy(), None
             if best is not None:
                 full[s] = np.concatenate([o["best"][1 + s] for *_, o in olds], axis=1)
