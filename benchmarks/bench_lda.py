@@ -105,10 +105,6 @@ def module_documents(min_words=300, n_docs=400, seed=0):
     return _counts([docs[i] for i in sorted(pick)])
 
 
-def rel(a, b):
-    return (a - b) / abs(b)
-
-
 def one_process(name, X, Ks, sweeps, lda_sweeps, repeats=3):
     """Ours and tomotopy run alternately ``repeats`` times (the best rate of each is
     printed: the machine may be shared); the `lda` package, slow and only the
@@ -131,8 +127,8 @@ def one_process(name, X, Ks, sweeps, lda_sweeps, repeats=3):
                                       ("tomotopy", sweeps, tomotopy)):
             oll = by_sweep.get(n, ll)
             print(f"{K:5d} {peer:>9} {n:6d} {rate / 1e6:10.2f}M {prate / 1e6:10.2f}M "
-                  f"{rate / prate:6.2f} {oll:14.1f} {pll:14.1f} {100 * rel(oll, pll):+7.2f}%",
-                  flush=True)
+                  f"{rate / prate:6.2f} {oll:14.1f} {pll:14.1f} "
+                  f"{100 * (oll - pll) / abs(pll):+7.2f}%", flush=True)
 
 
 def cli_run(args, np_=None):
