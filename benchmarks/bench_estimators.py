@@ -38,9 +38,8 @@ def side_by_side(title, runs, repeat, objective=None):
         fa, fb = objective(ra), objective(rb)
         low = min(fa, fb)
         line += f"  objective {fa:.10g} / {fb:.10g} (excess {fa / low - 1:.1e} / " \
-                f"{fb / low - 1:.1e})"
-        nnz = (np.count_nonzero(ra.coef_), np.count_nonzero(rb.coef_))
-        line += f"  nnz {nnz[0]} / {nnz[1]}"
+                f"{fb / low - 1:.1e})  nnz {np.count_nonzero(ra.coef_)} / " \
+                f"{np.count_nonzero(rb.coef_)}"
     print(line, flush=True)
 
 

@@ -121,7 +121,6 @@ def main():
         parallel_load(a)
         return
 
-    t = time.perf_counter()
     code, wall, rss, summary, err = run(a.np, a.limit_kb, ["--max-rounds", "5", "--quiet"],
                                         timeout=120)
     print(f"trivial run (built-in problem, 5 rounds) under ulimit -v {a.limit_kb}: "

@@ -105,10 +105,6 @@ def module_documents(min_words=300, n_docs=400, seed=0):
     return _counts([docs[i] for i in sorted(pick)])
 
 
-def rel(a, b):
-    return (a - b) / abs(b)
-
-
 def one_process(name, X, Ks, sweeps, lda_sweeps, repeats=3):
     """Ours and tomotopy run alternately ``repeats`` times (the best rate of each is
     printed: the machine may be shared); the `lda` package, slow and only the
@@ -126,15 +122,13 @@ def one_process(name, X, Ks, sweeps, lda_sweeps, repeats=3):
         rate = max(r[0] for r in runs["ours"])
         _, ll, by_sweep = runs["ours"][0]
         ls = lda_sweeps.get(K, sweeps)
-        for peer, n in (("lda", ls), ("tomotopy", sweeps)):
-            if peer == "lda":
-                prate, pll = peer_lda(X, K, n)
-            else:
-                prate, pll = max(r[0] for r in runs[peer]), runs[peer][0][1]
+        tomotopy = max(r[0] for r in runs["tomotopy"]), runs["tomotopy"][0][1]
+        for peer, n, (prate, pll) in (("lda", ls, peer_lda(X, K, ls)),
+                                      ("tomotopy", sweeps, tomotopy)):
             oll = by_sweep.get(n, ll)
             print(f"{K:5d} {peer:>9} {n:6d} {rate / 1e6:10.2f}M {prate / 1e6:10.2f}M "
-                  f"{rate / prate:6.2f} {oll:14.1f} {pll:14.1f} {100 * rel(oll, pll):+7.2f}%",
-                  flush=True)
+                  f"{rate / prate:6.2f} {oll:14.1f} {pll:14.1f} "
+                  f"{100 * (oll - pll) / abs(pll):+7.2f}%", flush=True)
 
 
 def cli_run(args, np_=None):
@@ -228,14 +222,12 @@ def main():
     n_docs = 5000 if small else 20000
     sweeps = a.sweeps or (5 if small else 20)
     lda1000 = a.lda_sweeps_1000 or (1 if small else 2)
-    corpus = dict(n_docs=n_docs, n_words=20000, doc_length=200, n_topics=50)
     corpus_args = ["--n-docs", str(n_docs), "--n-words", "20000", "--doc-length", "200",
                    "--true-topics", "50", "--alpha", str(ALPHA), "--beta", str(BETA)]
     skip = set(a.skip.split(","))
     t0 = time.time()
     if not {"one", "synthetic"} & skip:
-        X = make_corpus(corpus["n_docs"], corpus["n_words"], corpus["doc_length"],
-                        corpus["n_topics"], ALPHA, 0.05, 0)[0]
+        X = make_corpus(n_docs, 20000, 200, 50, ALPHA, 0.05, 0)[0]
         one_process("synthetic", X, (100, 1000), sweeps, {1000: lda1000}, a.repeats)
     if not {"one", "real"} & skip:
         import lda

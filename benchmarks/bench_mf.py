@@ -191,10 +191,8 @@ def real(a):
             add("LIBMF SGD, 50 it", lam, libmf(p, lam, ITERS))
             for name, cfg in CONFIGS.items():
                 cfg = dict(cfg)
-                if cfg.pop("val", False):
-                    add(name, lam, strads_validated(p, p_val, lam, **cfg))
-                else:
-                    add(name, lam, strads_run(p, lam, **cfg))
+                add(name, lam, strads_validated(p, p_val, lam, **cfg) if cfg.pop("val", False)
+                    else strads_run(p, lam, **cfg))
             add("LIBMF defaults (20 it)", lam, libmf(p, lam, 20))
             add("strads defaults", lam, strads_defaults(p, lam))
             add("strads defaults + bias mean", lam, strads_defaults(p, lam, bias="mean"))
@@ -203,17 +201,15 @@ def real(a):
         print(f"  run {rep + 1} of {a.repeat} done", flush=True)
 
     best = {k: min(v, key=lambda x: x["s"]) for k, v in runs.items()}
-    names = ["LIBMF SGD, 50 it", *CONFIGS]
     out = {"rank": RANK, "iters": ITERS, "repeat": a.repeat, "grid": {}, "defaults": {}}
     print(f"\nrank {RANK}, up to {ITERS} iterations; time: best of {a.repeat} (s), "
           f"RMSE on the 20% held-out ratings")
-    for name in names:
+    for name in ["LIBMF SGD, 50 it", *CONFIGS]:
         print(f"{name}:")
         for lam in LAMBDAS:
             b = best[(name, lam)]
             times = ", ".join(f"{x['s']:.3f}" for x in runs[(name, lam)])
-            extra = f", loop {b['loop_s']:.3f}s" if "loop_s" in b else ""
-            extra += f", {b['iters']} it" if "loop_s" in b else ""
+            extra = f", loop {b['loop_s']:.3f}s, {b['iters']} it" if "loop_s" in b else ""
             if "val_rmse" in b:
                 extra += (f" (validation: best at {b['iters']} of {b['val_iters']}, "
                           f"val RMSE {b['val_rmse']:.4f})")
@@ -325,10 +321,8 @@ def child(out, args):
         with lock:
             d = threads.setdefault(threading.current_thread().name, {})
             c = d.setdefault(name, [0, 0.0, 0.0, 0])
-            c[0] += 1
-            c[1] += cpu
-            c[2] += wall
-            c[3] += n
+            for j, v in enumerate((1, cpu, wall, n)):
+                c[j] += v
 
     def timed(obj, name, label, ratings=None, timeline=False):
         f = getattr(obj, name)

@@ -17,7 +17,6 @@ from .data import inputs, load, make_corpus
 from ...io.source import Content
 from ...io.memory import fmt_bytes, physical_memory
 from .schedule import SCHEDULES, Group
-from . import kernels
 from .update import LDAUpdate
 
 __all__ = ["fit", "make_setup", "file_source", "corpus_source", "loglikelihood", "load",
@@ -242,16 +241,13 @@ def fit(X, *, n_topics=10, alpha=0.1, beta=0.01, schedule="model", sweeps=50, se
     goes to :func:`strads.run` (workers, time_limit, tol, out, quiet, mpi, ...)."""
     setup = make_setup(lambda: (X, vocab), n_topics, alpha, beta, schedule, sweeps,
                        seed, check)
-    if max_rounds is None:  # the schedule ends the run after its sweeps
-        max_rounds = 10 ** 9
-    return driver.run(setup, LDAUpdate, staleness=staleness, max_rounds=max_rounds,
-                      app="lda", seed=seed, **run_kw)
+    # max_rounds None: the schedule ends the run after its sweeps
+    return driver.run(setup, LDAUpdate, staleness=staleness, app="lda", seed=seed,
+                      max_rounds=10 ** 9 if max_rounds is None else max_rounds, **run_kw)
 
 
 def top_words(word_topic, vocab=None, n=10):
     """The n most frequent words of each topic (their ids when there is no vocabulary)."""
     n = min(n, word_topic.shape[0])
     idx = np.argsort(-word_topic, axis=0, kind="stable")[:n].T
-    if vocab is None:
-        return [[str(i) for i in row] for row in idx]
-    return [[str(vocab[i]) for i in row] for row in idx]
+    return [[str(i if vocab is None else vocab[i]) for i in row] for row in idx]

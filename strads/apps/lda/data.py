@@ -397,14 +397,11 @@ def warmup():
     uci._scan(b, 0, b.shape[0], 1, 1, 10, i32, i32.copy(), i32.copy(), 0, 0)
     b = np.frombuffer(b"1 0:1\n", np.uint8)
     ldac._scan(b, 0, b.shape[0], 0, 1, 10, i64, i32, i32.copy(), 0, 0, -1)
-    accumulate(i64, i32, np.zeros(2, np.int64))
+    for idx, weights in ((i64, i32), (i32, i64), (i32, i32), (i32, None), (i64, None),
+                         (np.zeros(2, np.uint16), None)):
+        accumulate(idx, weights, np.zeros(2, np.int64))
     owners(i64, i32)
     owners(i64, i64)
-    accumulate(i32, i64, np.zeros(2, np.int64))
-    accumulate(i32, i32, np.zeros(2, np.int64))
-    accumulate(i32, None, np.zeros(2, np.int64))
-    accumulate(i64, None, np.zeros(2, np.int64))
-    accumulate(np.zeros(2, np.uint16), None, np.zeros(2, np.int64))
     to_word_order(i64, by_word(i64, i32, i64, 1)[1], np.zeros(2, np.uint16))
     w = text_docs.Words(("ab",))
     w.scan(np.frombuffer(b"ab cd\n", np.uint8), 0, 0, 10, i64, i32, 0, -1)
@@ -479,8 +476,7 @@ def check(X, vocab=None, name="data"):
     return X
 
 
-_CORPUS_NAMES = {"n_docs": "n_docs", "n_words": "n_words", "doc_length": "doc_length",
-                 "n_topics": "n_topics"}
+_CORPUS_NAMES = {k: k for k in ("n_docs", "n_words", "doc_length", "n_topics")}
 
 
 def check_corpus_size(n_docs, n_words, doc_length, n_topics, names=_CORPUS_NAMES):

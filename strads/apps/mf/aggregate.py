@@ -100,8 +100,7 @@ class MFAggregate(Aggregate):
     def objective(self):
         if self._final is not None:
             return self._final
-        reg = sum(self.sq[s][self.lay.free[s]].sum() for s in ("W", "H"))
-        return self.rss + reg
+        return self.rss + sum(self.sq[s][self.lay.free[s]].sum() for s in ("W", "H"))
 
     def train_rmse(self):
         return math.sqrt(self.rss / self.n_train)
@@ -128,9 +127,7 @@ class MFAggregate(Aggregate):
             self.early_stopped = True
             return True
         o = self.iter_objective
-        if tol <= 0:
-            return False
-        if len(o) < 2 or self._checked == len(o):
+        if tol <= 0 or len(o) < 2 or self._checked == len(o):
             return False
         self._checked = len(o)
         return abs(o[-2] - o[-1]) <= tol * max(abs(o[-1]), 1e-300)

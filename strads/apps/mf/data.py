@@ -679,10 +679,7 @@ def prepare_part(peers, desc):
 
     if test is None and frac > 0:
         test, train = hold_out(o["seed"], frac, u, i, r, pos)
-        u = u[train]
-        i = i[train]
-        r = r[train]
-        pos = pos[train]
+        u, i, r, pos = u[train], i[train], r[train], pos[train]
     elif test is None:
         test = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
     if o.get("validation"):  # early stopping's first run: the test set is set aside
@@ -734,11 +731,9 @@ def prepare_part(peers, desc):
     del r, i
     cols = columns(peers, io, u0, ci[i0:i1], n, *rows)
     te_u, te_i, te_r = test
-    if te_u.shape[0]:
-        o2 = pair_order(te_u, 0, m + 1, te_i, n + 1)  # np.lexsort((te_i, te_u))
-        test = (te_u[o2].astype(np.int32), te_i[o2].astype(np.int32), te_r[o2] - mean)
-    else:
-        test = (te_u.astype(np.int32), te_i.astype(np.int32), te_r - mean)
+    # np.lexsort((te_i, te_u))
+    o2 = pair_order(te_u, 0, m + 1, te_i, n + 1) if te_u.shape[0] else slice(None)
+    test = (te_u[o2].astype(np.int32), te_i[o2].astype(np.int32), te_r[o2] - mean)
 
     # -- the start of H
     lay = FL(int(o["rank"]), float(lam), o["bias"] == "full")

@@ -219,7 +219,7 @@ class MFUpdate(Update):
             F = self.sync[s]
             F[:, :self.size[s]] = np.concatenate([o["sides"][s]["own"] for *_, o in olds],
                                                  axis=1)
-            (lo, hi), n = self.ranges[s], self.size[s]
+            lo, hi = self.ranges[s]
             side.own, side.pending = F[:, lo:hi].copy(), None
             if best is not None:
                 full[s] = np.concatenate([o["best"][1 + s] for *_, o in olds], axis=1)
@@ -235,13 +235,9 @@ class MFUpdate(Update):
         self.scores = [(it, *self._score()) for it, _, _ in old["scores"]]
         self.best_sse, self.best = old["best_sse"], None
         if best is not None:
-            users, items, ratings = self.test
-            out = np.empty(users.shape[0])
-            K.predict_pairs(full[0], full[1], users, items, out)
-            out -= ratings
             (u0, u1), (i0, i1) = self.ranges
             self.best = [best[0], full[0][:, u0:u1].copy(), full[1][:, i0:i1].copy(),
-                         K.wsumsq(None, out)]
+                         self._score(full)[0]]
 
     @classmethod
     def warmup(cls):
@@ -355,12 +351,13 @@ class MFUpdate(Update):
         target.apply_pending()  # the next step folds in only the latest round's
         target.pending = (cols, delta)
 
-    def _score(self):
-        """(sum of squared held-out errors of this worker's share, seconds)."""
+    def _score(self, factors=None):
+        """(sum of squared held-out errors of this worker's share under ``factors`` (W, H;
+        default: the synced copies), seconds)."""
         t0 = time.perf_counter()
         users, items, ratings = self.test
         out = np.empty(users.shape[0])
-        K.predict_pairs(self.sync[0], self.sync[1], users, items, out)
+        K.predict_pairs(*(factors or self.sync), users, items, out)
         out -= ratings
         return K.wsumsq(None, out), time.perf_counter() - t0
 
