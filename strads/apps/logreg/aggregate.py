@@ -298,13 +298,10 @@ class LogRegAggregate(GLMAggregate):
     def _direction(self, cols, q):
         """Solve the quadratic model on the block from the kept Gram; the sync sending
         the direction, and the trial round next (or a full round: no descent left)."""
-        b0 = self.w[cols]
+        b0, G, tol = self.w[cols], self.G, EPS_TOL * self.tol_in
         b = b0.copy()
-        qq = q.copy()
-        tol = EPS_TOL * self.tol_in
-        G = self.G
         k = cols.shape[0] - 1 if self.intercept and cols[-1] == self.p - 1 else -1
-        passes = _subproblem(G, qq, b, self.thresh, tol, k)
+        passes = _subproblem(G, q.copy(), b, self.thresh, tol, k)
         self.cd_passes += passes
         # CD left the subproblem unsolved on a working set that is crawling (it has had
         # POLISH_AFTER steps, or one had all MAX_PN): solve it on its face
@@ -315,11 +312,8 @@ class LogRegAggregate(GLMAggregate):
         d = b - b0
         # predicted decrease, times n: -q'd + n lambda (|b|_1 - |b0|_1)
         delta = K.predicted_decrease(q, b0, b, self.thresh)
-        if not delta < 0:
-            if self.fresh:
-                self.next = {"kind": "full"}
-                return None
-            self.next = {"kind": "newton", "cols": cols}  # from a fresh Gram
+        if not delta < 0:  # no descent: a full round, or (a kept Gram's) a fresh Gram
+            self.next = {"kind": "full"} if self.fresh else {"kind": "newton", "cols": cols}
             return None
         self.d, self.delta = d, delta / self.n
         self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1)}
@@ -345,10 +339,7 @@ class LogRegAggregate(GLMAggregate):
         self.ws_steps += 1
 
     def _trial(self, task, partials):
-        cols = self.ws
-        steps = task["steps"]
-        diff = _sum(partials, "diff")
-        adiff = _sum(partials, "adiff")
+        cols, diff, adiff = self.ws, _sum(partials, "diff"), _sum(partials, "adiff")
         if "cols" in task:  # t = 1, with q_B there
             ok, change, dl1 = self._accepts(cols, 1.0, diff[0], adiff[0])
             if not ok:
@@ -368,7 +359,7 @@ class LogRegAggregate(GLMAggregate):
             self.fresh = False
             sync = self._direction(cols, q)
             return {"commit": 1.0, **(sync or {})}
-        for k, t in enumerate(steps):
+        for k, t in enumerate(task["steps"]):
             ok, change, dl1 = self._accepts(cols, float(t), diff[k], adiff[k])
             if ok:
                 self._commit(cols, float(t), change, dl1)
@@ -399,8 +390,7 @@ class LogRegAggregate(GLMAggregate):
                 "newton_steps": self.newton_steps, "gram_rounds": self.gram_rounds,
                 "line_search_backtracks": self.backtracks, "cd_passes": self.cd_passes,
                 "polished": self.polished, "dual_extrapolated": self.accel_used,
-                "gram_reused": self.reused,
-                "gram_extended": self.extended,
+                "gram_reused": self.reused, "gram_extended": self.extended,
                 "objective_rises": self.objective_rises, "grouped_updates": self.grouped}
 
 
