@@ -628,8 +628,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
 
     if mpi is None:
         mpi = _transport.mpi_world_size() > 1
-    if mpi and schedulers > 1 and scheduler == "rank" and \
-            schedulers >= _transport.mpi_world_size():
+    if mpi and schedulers > 1 and schedulers >= _transport.mpi_world_size():
         raise DataError(f"--schedulers {schedulers} under mpiexec -n "
                         f"{_transport.mpi_world_size()}: no rank is left for a worker "
                         f"(ranks 0..{schedulers - 1} schedule)")

@@ -55,8 +55,7 @@ def _not_two(name, classes, i, v):
 def _third(y):
     """The index of the first sample whose label is neither of the first two seen."""
     first = y[0]
-    other = np.flatnonzero(y != first)
-    second = y[other[0]]
+    second = y[y != first][0]
     return int(np.flatnonzero((y != first) & (y != second))[0])
 
 
