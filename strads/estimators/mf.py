@@ -104,10 +104,9 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         ids; an id not seen in training contributes nothing: its pair is scored by the
         global mean and the biases that are known)."""
         check_is_fitted(self, "user_factors_")
-        users = check_array(users, ensure_2d=False, dtype=None, ensure_min_samples=0,
-                            input_name="users").ravel()
-        items = check_array(items, ensure_2d=False, dtype=None, ensure_min_samples=0,
-                            input_name="items").ravel()
+        users, items = (check_array(a, ensure_2d=False, dtype=None, ensure_min_samples=0,
+                                    input_name=name).ravel()
+                        for a, name in ((users, "users"), (items, "items")))
         return mf.predict(self._model(), users, items, unknown="mean")
 
     def score(self, R, y=None):
