@@ -94,12 +94,8 @@ class LogRegAggregate(GLMAggregate):
         self.d = None  # the pending direction on the block
         self.delta = 0.0  # its predicted decrease g'd + lambda (|w + d| - |w|)
         self.fresh = False  # the direction comes from a Gram computed at this point
-        self.tol_in = 0.0
-        self.ws_steps = 0
-        self.last_in = math.inf
-        self.newton_steps = 0
-        self.gram_rounds = 0
-        self.backtracks = 0
+        self.tol_in, self.ws_steps, self.last_in = 0.0, 0, math.inf  # (as _choose_ws sets them)
+        self.newton_steps = self.gram_rounds = self.backtracks = 0
         self.cd_passes = 0  # (with the face solves' CG products: each costs a pass)
         self.polished = 0  # subproblems CD left unsolved, solved on their face (_polish)
         self.stalled = False  # a working set has used up its MAX_PN steps: polish from now
@@ -513,10 +509,8 @@ def _face(G, A, m):
     form = _form(G)
     none = np.empty(0, np.int64)
     if form == "factor":
-        F = _csc(G)[:, A]
-        F.sort_indices()
-        return (F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data, G[5],
-                np.empty((0, 0)), G[4][A])
+        _, ptr, rows, vals, _, _ = _kept(_csc(G)[:, A])
+        return ptr, rows, vals, G[5], np.empty((0, 0)), G[4][A]
     if form == "csr":
         _, ptr, idx, vals, _ = G
         GA = sp.csr_matrix((vals, idx, ptr), shape=(m, m))[A][:, A].toarray()
