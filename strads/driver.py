@@ -346,8 +346,7 @@ class Driver:
 
     def _check_digests(self, r):
         """Leaderless: every rank scheduled the same round r, or the job ends here."""
-        rows = self.tp.allgather_flags
-        digests = [f[2] for f in rows]
+        digests = [f[2] for f in self.tp.allgather_flags]
         if len(set(digests)) > 1:
             ref = max(set(digests), key=digests.count)  # the most ranks' (rank 0's on a tie)
             if digests.count(ref) == digests.count(digests[0]):
