@@ -164,8 +164,7 @@ class LogRegUpdate(GLMUpdate):
             out.update(self._full(task.get("hess", False)))
         elif kind == "newton":
             cols = task["cols"]
-            out["q"] = self._grad(cols, self.r)
-            out.update(self._gram(cols))
+            out.update(q=self._grad(cols, self.r), **self._gram(cols))
         elif kind == "extend":
             out.update(self._extend(task["cols"], task["new"], task["form"]))
         elif kind == "trial":
@@ -226,8 +225,7 @@ class LogRegUpdate(GLMUpdate):
         entries can be non-zero, else dense {"G"}; dense X, dense."""
         m = cols.shape[0]
         # the weights of this Gram (kept for _extend), damped: see DAMPING
-        self.gram_w = self.wts + DAMPING
-        wts = self.gram_w
+        wts = self.gram_w = self.wts + DAMPING
         if self.sparse:
             nnz_f, nnz_g = GK.block_counts(self.X[0], self.X[1], cols, self.count)
             if 2 * nnz_f < nnz_g:
