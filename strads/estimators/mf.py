@@ -90,8 +90,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                     "objective_": float(res.objective),
                     "_seen_indptr": seen.indptr, "_seen_items": seen.indices}
 
-        attrs = _collective(scheduler, lambda: mf.fit(users, items, ratings, **kw))
-        return _set(self, attrs)
+        return _set(self, _collective(scheduler, lambda: mf.fit(users, items, ratings, **kw)))
 
     def _model(self):
         return {"W": self.user_factors_, "H": self.item_factors_,

@@ -151,8 +151,7 @@ class LogRegAggregate(GLMAggregate):
 
     def _full(self, round, task, partials):
         q = _sum(partials, "q")
-        loss = sum(p["loss"] for p in partials)
-        primal = self._primal_at(task["version"], loss / self.n)
+        primal = self._primal_at(task["version"], sum(p["loss"] for p in partials) / self.n)
         if task.get("hess"):  # Jacobi: rises are counted, as for its block rounds
             self._observe(primal, task["version"])
         self.primal = primal
@@ -353,8 +352,7 @@ class LogRegAggregate(GLMAggregate):
                 self.next = {"kind": "newton", "cols": cols}
                 return {"commit": 1.0}
             self.fresh = False
-            sync = self._direction(cols, q)
-            return {"commit": 1.0, **(sync or {})}
+            return {"commit": 1.0, **(self._direction(cols, q) or {})}
         for k, t in enumerate(task["steps"]):
             ok, change, dl1 = self._accepts(cols, float(t), diff[k], adiff[k])
             if ok:

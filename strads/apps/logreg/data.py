@@ -36,8 +36,7 @@ def check(X, y, name="data"):
     if classes.shape[0] != 2:
         i = _third(y) if classes.shape[0] > 2 else 0
         raise DataError(_not_two(name, classes, i, y[i]))
-    y_pm = np.where(y == classes[1], 1.0, -1.0)
-    return X, y_pm, classes
+    return X, np.where(y == classes[1], 1.0, -1.0), classes
 
 
 def _not_two(name, classes, i, v):
