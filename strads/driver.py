@@ -255,8 +255,7 @@ class Driver:
             took = time.perf_counter() - t0
             if self.rep:  # every rank the same figure
                 took = max(self.tp.allgather(took))
-            crossed = np.abs(np.cumsum(rows) - np.cumsum(new)).sum()
-            self.move_took = (took, int(crossed))
+            self.move_took = (took, int(np.abs(np.cumsum(rows) - np.cumsum(new)).sum()))
             self.rebalances += 1
         self.rebal_round = self.done
         self.last_rebal = self._now()
