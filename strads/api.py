@@ -103,7 +103,6 @@ class Update(_Piece):
     def report(self):
         """Small facts for the scheduler once this worker is set up (its rows' count, a
         dimension it read): the schedule's and the aggregate's ``begin`` get them."""
-        return None
 
     # -- rebalancing (``--rebalance``): optional; an app that moves rows defines all three
     #: the number of rows (samples, documents) this worker holds, or None: cannot move
@@ -198,7 +197,6 @@ class Aggregate(_Piece):
     def feedback(self, round, task, sync):
         """With several schedulers: what they must know of aggregated ``round`` (one
         message for all of them, a list of one per scheduler, or None)."""
-        return None
 
     def converged(self, tol):
         """Asked after every aggregated round until the run is stopping, whatever

@@ -255,8 +255,7 @@ class Driver:
             took = time.perf_counter() - t0
             if self.rep:  # every rank the same figure
                 took = max(self.tp.allgather(took))
-            crossed = np.abs(np.cumsum(rows) - np.cumsum(new)).sum()
-            self.move_took = (took, int(crossed))
+            self.move_took = (took, int(np.abs(np.cumsum(rows) - np.cumsum(new)).sum()))
             self.rebalances += 1
         self.rebal_round = self.done
         self.last_rebal = self._now()
@@ -346,8 +345,7 @@ class Driver:
 
     def _check_digests(self, r):
         """Leaderless: every rank scheduled the same round r, or the job ends here."""
-        rows = self.tp.allgather_flags
-        digests = [f[2] for f in rows]
+        digests = [f[2] for f in self.tp.allgather_flags]
         if len(set(digests)) > 1:
             ref = max(set(digests), key=digests.count)  # the most ranks' (rank 0's on a tie)
             if digests.count(ref) == digests.count(digests[0]):
@@ -628,8 +626,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
 
     if mpi is None:
         mpi = _transport.mpi_world_size() > 1
-    if mpi and schedulers > 1 and scheduler == "rank" and \
-            schedulers >= _transport.mpi_world_size():
+    if mpi and schedulers > 1 and schedulers >= _transport.mpi_world_size():
         raise DataError(f"--schedulers {schedulers} under mpiexec -n "
                         f"{_transport.mpi_world_size()}: no rank is left for a worker "
                         f"(ranks 0..{schedulers - 1} schedule)")

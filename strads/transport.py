@@ -25,8 +25,7 @@ _ALIGN = 64
 def encode(obj):
     """Split ``obj`` into a small pickle and the list of its array buffers."""
     bufs = []
-    head = pickle.dumps(obj, protocol=5, buffer_callback=bufs.append)
-    return head, [b.raw() for b in bufs]
+    return pickle.dumps(obj, protocol=5, buffer_callback=bufs.append), [b.raw() for b in bufs]
 
 
 def pack(obj):
@@ -218,8 +217,7 @@ class _ThreadPeers(Peers):
         return got
 
     def allgather(self, obj):
-        got = self._meet(obj)
-        return [x if w == self.rank else _copy(x) for w, x in enumerate(got)]
+        return [x if w == self.rank else _copy(x) for w, x in enumerate(self._meet(obj))]
 
     def bcast(self, obj, root=0):
         got = self._meet(obj if self.rank == root else None)
@@ -384,8 +382,7 @@ class MPITransport(_OnMPI):
         self._waiter.message(source, probe, watch)
         frame = np.empty(status.Get_count(self.MPI.BYTE), dtype=np.uint8)
         _count(self.traffic, received=frame.nbytes, n_received=1)
-        req = found[0].Irecv([frame, self.MPI.BYTE])
-        self._waiter.receiving(source, req.Test)
+        self._waiter.receiving(source, found[0].Irecv([frame, self.MPI.BYTE]).Test)
         return frame if raw else unpack(frame)
 
     # -- scheduler side ------------------------------------------------------------

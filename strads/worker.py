@@ -102,10 +102,9 @@ class WorkerHost:
         the driver with a later result; the driver then writes the manifest."""
         self._join_writer()
         rows = None if self.update.rows is None else int(self.update.rows)
-        host = self._host()
         pieces = _ckpt.snapshot({
             "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
-            "host": _ckpt.encode(host, "worker")})
+            "host": _ckpt.encode(self._host(), "worker")})
         done, who = [], (self.w, msg.tag)
 
         def write():  # an error is told with the next result: the run then ends

@@ -169,9 +169,8 @@ class Lasso(RegressorMixin, _LinearModel):
             X.sum_duplicates()
         kw = dict(self._app_kwargs(X), staleness=int(self.staleness),
                   intercept=bool(self.fit_intercept), coef0=self._coef0(X))
-        attrs = _collective(lambda run: self._fit_scheduler(run, lasso.fit, X, y, kw),
-                            lambda: lasso.fit(X, y, **kw))
-        return _set(self, attrs)
+        return _set(self, _collective(lambda run: self._fit_scheduler(run, lasso.fit, X, y, kw),
+                                      lambda: lasso.fit(X, y, **kw)))
 
     def _fit_scheduler(self, run, fit, X, y, kw):
         res = run(fit, X, y, **kw)
@@ -312,8 +311,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
             return {"classes_": classes, "coef_": w.reshape(1, -1),
                     "intercept_": np.array([float(c)]), "n_iter_": int(res.rounds)}
 
-        attrs = _collective(fit_scheduler, lambda: logreg.fit(Xa, signs, **kw))
-        return _set(self, attrs)
+        return _set(self, _collective(fit_scheduler, lambda: logreg.fit(Xa, signs, **kw)))
 
     def decision_function(self, X):
         """``X @ coef_ + intercept_``: positive for ``classes_[1]``."""

@@ -71,8 +71,7 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
                   workers=_n_workers(self.n_jobs, X.shape[0], X.shape[1]))
 
         def scheduler(run):
-            res = run(lda.fit, X, **kw)
-            M = res.model
+            M = run(lda.fit, X, **kw).model
             K = kw["n_topics"]
             ndk = M["doc_topic"].astype(np.float64)
             doc_topic = (ndk + alpha) / (ndk.sum(axis=1, keepdims=True) + K * alpha)
@@ -84,8 +83,7 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
                     "_transform_seed": int(np.random.default_rng([seed, 0x666F6C64])
                                            .integers(0, 2 ** 62))}
 
-        attrs = _collective(scheduler, lambda: lda.fit(X, **kw))
-        return _set(self, attrs)
+        return _set(self, _collective(scheduler, lambda: lda.fit(X, **kw)))
 
     def fit_transform(self, X, y=None):
         """Fit, and return the training documents' topic mixtures (``doc_topic_``, from

@@ -90,8 +90,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                     "objective_": float(res.objective),
                     "_seen_indptr": seen.indptr, "_seen_items": seen.indices}
 
-        attrs = _collective(scheduler, lambda: mf.fit(users, items, ratings, **kw))
-        return _set(self, attrs)
+        return _set(self, _collective(scheduler, lambda: mf.fit(users, items, ratings, **kw)))
 
     def _model(self):
         return {"W": self.user_factors_, "H": self.item_factors_,
@@ -104,10 +103,9 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         ids; an id not seen in training contributes nothing: its pair is scored by the
         global mean and the biases that are known)."""
         check_is_fitted(self, "user_factors_")
-        users = check_array(users, ensure_2d=False, dtype=None, ensure_min_samples=0,
-                            input_name="users").ravel()
-        items = check_array(items, ensure_2d=False, dtype=None, ensure_min_samples=0,
-                            input_name="items").ravel()
+        users, items = (check_array(a, ensure_2d=False, dtype=None, ensure_min_samples=0,
+                                    input_name=name).ravel()
+                        for a, name in ((users, "users"), (items, "items")))
         return mf.predict(self._model(), users, items, unknown="mean")
 
     def score(self, R, y=None):

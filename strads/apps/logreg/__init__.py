@@ -11,9 +11,9 @@ A duality gap (the logistic dual at the rescaled point, as celer and skglm, or a
 celer's extrapolated one) stops the run: gap <= tol * objective. With
 ``intercept_column=True`` X's last column is an intercept's (the estimator's constant
 column): the prox-Newton subproblems eliminate its coefficient. ``gap_ref="null"``: the
-gap is compared with tol times the null model's objective instead (the estimator's). The set-up, schedules
-and command line are the generalised linear models' (:mod:`strads.apps.glm`); this is
-the logistic loss's datafit.
+gap is compared with tol times the null model's objective instead (the estimator's).
+The set-up, schedules and command line are the generalised linear models'
+(:mod:`strads.apps.glm`); this is the logistic loss's datafit.
 """
 import math
 
@@ -47,8 +47,7 @@ def _labels(y):
 def lambda_max(X, y):
     """The smallest lambda for which w = 0 is optimal: ||X' y||_inf / (2 n), y in
     {-1, +1} (the gradient of the loss at 0 is -X'y / (2n))."""
-    ypm = _labels(y)
-    return float(np.abs(X.T @ ypm).max() / (2 * X.shape[0]))
+    return LogRegAggregate.lambda_for(1.0, X.T @ _labels(y), X.shape[0])
 
 
 def objective(X, y, coef, lam):

@@ -94,12 +94,8 @@ class LogRegAggregate(GLMAggregate):
         self.d = None  # the pending direction on the block
         self.delta = 0.0  # its predicted decrease g'd + lambda (|w + d| - |w|)
         self.fresh = False  # the direction comes from a Gram computed at this point
-        self.tol_in = 0.0
-        self.ws_steps = 0
-        self.last_in = math.inf
-        self.newton_steps = 0
-        self.gram_rounds = 0
-        self.backtracks = 0
+        self.tol_in, self.ws_steps, self.last_in = 0.0, 0, math.inf  # (as _choose_ws sets them)
+        self.newton_steps = self.gram_rounds = self.backtracks = 0
         self.cd_passes = 0  # (with the face solves' CG products: each costs a pass)
         self.polished = 0  # subproblems CD left unsolved, solved on their face (_polish)
         self.stalled = False  # a working set has used up its MAX_PN steps: polish from now
@@ -155,8 +151,7 @@ class LogRegAggregate(GLMAggregate):
 
     def _full(self, round, task, partials):
         q = _sum(partials, "q")
-        loss = sum(p["loss"] for p in partials)
-        primal = self._primal_at(task["version"], loss / self.n)
+        primal = self._primal_at(task["version"], sum(p["loss"] for p in partials) / self.n)
         if task.get("hess"):  # Jacobi: rises are counted, as for its block rounds
             self._observe(primal, task["version"])
         self.primal = primal
@@ -298,13 +293,10 @@ class LogRegAggregate(GLMAggregate):
     def _direction(self, cols, q):
         """Solve the quadratic model on the block from the kept Gram; the sync sending
         the direction, and the trial round next (or a full round: no descent left)."""
-        b0 = self.w[cols]
+        b0, G, tol = self.w[cols], self.G, EPS_TOL * self.tol_in
         b = b0.copy()
-        qq = q.copy()
-        tol = EPS_TOL * self.tol_in
-        G = self.G
         k = cols.shape[0] - 1 if self.intercept and cols[-1] == self.p - 1 else -1
-        passes = _subproblem(G, qq, b, self.thresh, tol, k)
+        passes = _subproblem(G, q.copy(), b, self.thresh, tol, k)
         self.cd_passes += passes
         # CD left the subproblem unsolved on a working set that is crawling (it has had
         # POLISH_AFTER steps, or one had all MAX_PN): solve it on its face
@@ -315,11 +307,8 @@ class LogRegAggregate(GLMAggregate):
         d = b - b0
         # predicted decrease, times n: -q'd + n lambda (|b|_1 - |b0|_1)
         delta = K.predicted_decrease(q, b0, b, self.thresh)
-        if not delta < 0:
-            if self.fresh:
-                self.next = {"kind": "full"}
-                return None
-            self.next = {"kind": "newton", "cols": cols}  # from a fresh Gram
+        if not delta < 0:  # no descent: a full round, or (a kept Gram's) a fresh Gram
+            self.next = {"kind": "full"} if self.fresh else {"kind": "newton", "cols": cols}
             return None
         self.d, self.delta = d, delta / self.n
         self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1)}
@@ -345,10 +334,7 @@ class LogRegAggregate(GLMAggregate):
         self.ws_steps += 1
 
     def _trial(self, task, partials):
-        cols = self.ws
-        steps = task["steps"]
-        diff = _sum(partials, "diff")
-        adiff = _sum(partials, "adiff")
+        cols, diff, adiff = self.ws, _sum(partials, "diff"), _sum(partials, "adiff")
         if "cols" in task:  # t = 1, with q_B there
             ok, change, dl1 = self._accepts(cols, 1.0, diff[0], adiff[0])
             if not ok:
@@ -366,9 +352,8 @@ class LogRegAggregate(GLMAggregate):
                 self.next = {"kind": "newton", "cols": cols}
                 return {"commit": 1.0}
             self.fresh = False
-            sync = self._direction(cols, q)
-            return {"commit": 1.0, **(sync or {})}
-        for k, t in enumerate(steps):
+            return {"commit": 1.0, **(self._direction(cols, q) or {})}
+        for k, t in enumerate(task["steps"]):
             ok, change, dl1 = self._accepts(cols, float(t), diff[k], adiff[k])
             if ok:
                 self._commit(cols, float(t), change, dl1)
@@ -399,8 +384,7 @@ class LogRegAggregate(GLMAggregate):
                 "newton_steps": self.newton_steps, "gram_rounds": self.gram_rounds,
                 "line_search_backtracks": self.backtracks, "cd_passes": self.cd_passes,
                 "polished": self.polished, "dual_extrapolated": self.accel_used,
-                "gram_reused": self.reused,
-                "gram_extended": self.extended,
+                "gram_reused": self.reused, "gram_extended": self.extended,
                 "objective_rises": self.objective_rises, "grouped_updates": self.grouped}
 
 
@@ -523,10 +507,8 @@ def _face(G, A, m):
     form = _form(G)
     none = np.empty(0, np.int64)
     if form == "factor":
-        F = _csc(G)[:, A]
-        F.sort_indices()
-        return (F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data, G[5],
-                np.empty((0, 0)), G[4][A])
+        _, ptr, rows, vals, _, _ = _kept(_csc(G)[:, A])
+        return ptr, rows, vals, G[5], np.empty((0, 0)), G[4][A]
     if form == "csr":
         _, ptr, idx, vals, _ = G
         GA = sp.csr_matrix((vals, idx, ptr), shape=(m, m))[A][:, A].toarray()

@@ -36,8 +36,7 @@ def check(X, y, name="data"):
     if classes.shape[0] != 2:
         i = _third(y) if classes.shape[0] > 2 else 0
         raise DataError(_not_two(name, classes, i, y[i]))
-    y_pm = np.where(y == classes[1], 1.0, -1.0)
-    return X, y_pm, classes
+    return X, np.where(y == classes[1], 1.0, -1.0), classes
 
 
 def _not_two(name, classes, i, v):
@@ -55,8 +54,7 @@ def _not_two(name, classes, i, v):
 def _third(y):
     """The index of the first sample whose label is neither of the first two seen."""
     first = y[0]
-    other = np.flatnonzero(y != first)
-    second = y[other[0]]
+    second = y[y != first][0]
     return int(np.flatnonzero((y != first) & (y != second))[0])
 
 

@@ -151,8 +151,6 @@ def trial_losses(y, m, dm, steps, diff, adiff):
 
 
 # -- gradients and diagonal Hessians over a worker's rows ----------------------------------
-
-
 @njit(**_opts)
 def grad_all_sparse(indptr, indices, data, r, out):
     # out = X' r
@@ -239,8 +237,6 @@ def step_sparse(indptr, indices, data, y, m, r, wts, ell, cols, delta, mark, tou
 
 
 # -- the block's weighted Gram matrix X_B' D X_B over a worker's rows ----------------------
-
-
 @njit(**_opts)
 def wgram_csr(indptr, indices, data, cols, row_ptr, owner, val, wts):
     """X_B' D X_B as CSR ``(ptr, idx, vals)`` (each row's column indices in the order
@@ -299,8 +295,6 @@ def csr_merge(ptrs, idx, val, m):
 
 
 # -- the prox-Newton subproblem on the scheduler -------------------------------------------
-
-
 @njit(**_opts)
 def violations(w, q, thresh, out):
     """Distance of the negative gradient q (times n) to the subdifferential of

@@ -164,8 +164,7 @@ class LogRegUpdate(GLMUpdate):
             out.update(self._full(task.get("hess", False)))
         elif kind == "newton":
             cols = task["cols"]
-            out["q"] = self._grad(cols, self.r)
-            out.update(self._gram(cols))
+            out.update(q=self._grad(cols, self.r), **self._gram(cols))
         elif kind == "extend":
             out.update(self._extend(task["cols"], task["new"], task["form"]))
         elif kind == "trial":
@@ -226,8 +225,7 @@ class LogRegUpdate(GLMUpdate):
         entries can be non-zero, else dense {"G"}; dense X, dense."""
         m = cols.shape[0]
         # the weights of this Gram (kept for _extend), damped: see DAMPING
-        self.gram_w = self.wts + DAMPING
-        wts = self.gram_w
+        wts = self.gram_w = self.wts + DAMPING
         if self.sparse:
             nnz_f, nnz_g = GK.block_counts(self.X[0], self.X[1], cols, self.count)
             if 2 * nnz_f < nnz_g:
@@ -239,8 +237,7 @@ class LogRegUpdate(GLMUpdate):
             G = np.zeros((m, m))
             GK.gram_sparse_add(*rows, G, 0, self.n_rows, wts)
             return {"G": G}
-        Xb = self._block(cols)
-        W = np.asfortranarray(Xb * np.sqrt(wts)[:, None])
+        W = np.asfortranarray(self._block(cols) * np.sqrt(wts)[:, None])
         G = dsyrk(1.0, W, trans=1)  # the upper triangle of W'W
         iu = np.tril_indices(m, -1)
         G[iu] = G.T[iu]
@@ -275,8 +272,7 @@ class LogRegUpdate(GLMUpdate):
         if cols is not None:  # q_B at t = 1, kept for a commit of t = 1
             m1 = self.m + self.dm
             r1, w1, l1 = np.empty(self.n_rows), np.empty(self.n_rows), np.empty(self.n_rows)
-            loss1 = K.refresh(self.y, m1, r1, w1, l1)
-            self.spec = (m1, r1, w1, l1, loss1)
+            self.spec = (m1, r1, w1, l1, K.refresh(self.y, m1, r1, w1, l1))
             out["q"] = self._grad(cols, r1)
         return out
 
