@@ -23,6 +23,7 @@ class _Side:
         self.G = None  # the gather table of ccd_step
         self.scratch = None  # a row's gathered column, per ccd_step
         self.ptr = None  # the tiled layout's segments (kernels.tile_layout), or rows
+        self.pos = None  # each row's place in a tile (kernels.tile_order)
         self.tiles = True  # False once a round needed the rows
         # tiled: the deferred steps, ccd_tiles' gather table, the rows' sums
         self.steps = self.T = self.acc = None
@@ -41,13 +42,14 @@ class _Side:
         segments = -(-n_other // K.TILE_ROWS) * (self.indptr.shape[0] - 1)
         if 8 * segments > self.idx.shape[0]:
             return
-        ptr = K.tile_layout(self.indptr, self.idx, n_other, K.TILE_ROWS)
+        pos = K.tile_order(self.indptr)
+        ptr = K.tile_layout(self.indptr, self.idx, n_other, K.TILE_ROWS, pos)
         if ptr.shape[0] == 0:
             return
-        self.ptr, self.tiles = ptr, True
-        self._retile(ptr, True)
+        self.ptr, self.pos, self.tiles = ptr, pos, True
+        self._retile(True)
         m = self.own.shape[1]
-        self.steps, self.T, self.acc = np.zeros(m), np.zeros((n_other, 3)), np.empty((m, 3))
+        self.steps, self.T, self.acc = np.zeros(m), np.zeros((n_other, 3)), np.empty((m, 4))
 
     def settle(self):
         """The deferred steps into res."""
@@ -59,28 +61,27 @@ class _Side:
         """The rows' layout again (``keep``: tiled again by the next ccd step)."""
         self.settle()
         if self.ptr is not None:
-            ptr, self.ptr = self.ptr, None
-            self._retile(ptr, False)
-            self.steps = self.T = self.acc = None
+            self._retile(False)
+            self.ptr = self.pos = self.steps = self.T = self.acc = None
         self.tiles = self.tiles and keep
 
-    def _retile(self, ptr, to_tiles):
+    def _retile(self, to_tiles):
         # one array at a time: the old one is freed before the next is copied
-        self.idx = K.retile(self.indptr, ptr, self.idx, to_tiles)
-        self.res = K.retile(self.indptr, ptr, self.res, to_tiles)
+        self.idx = K.retile(self.indptr, self.ptr, self.pos, self.idx, to_tiles)
+        self.res = K.retile(self.indptr, self.ptr, self.pos, self.res, to_tiles)
 
     def res_rows(self):
         """res, all steps in, in the rows' order (a checkpoint's)."""
         self.settle()
         if self.ptr is None:
             return self.res
-        return K.retile(self.indptr, self.ptr, self.res, False)
+        return K.retile(self.indptr, self.ptr, self.pos, self.res, False)
 
     def apply_pending(self):
         if self.pending is not None:
             self.settle()
             cols, delta = self.pending
-            K.apply_cols(self.segments, self.idx, self.res, self.own, cols, delta)
+            K.apply_cols(self.segments, self.idx, self.res, self.own, cols, delta, self.pos)
             self.pending = None
 
     def ccd(self, t, v):
@@ -94,8 +95,8 @@ class _Side:
         if self.ptr is not None:
             tp, d = (-1, v) if p is None else (int(p[0][0]), p[1][0])
             # (the table keeps v beside the steps now deferred)
-            rss = K.ccd_tiles(self.ptr, self.idx, self.res, self.own, t, v, tp, d, self.T,
-                              self.reg, self.steps, self.acc)
+            rss = K.ccd_tiles(self.ptr, self.idx, self.res, self.own, self.pos, t, v, tp, d,
+                              self.T, self.reg, self.steps, self.acc)
             self.deferred = True
         else:
             tps, delta = (_NONE, _NONE2) if p is None else p
@@ -247,18 +248,21 @@ class MFUpdate(Update):
         K.ccd_step(indptr, idx, res, own, 0, np.ones((1, 2)), reg, cols, np.ones(1))
         K.ccd_block(indptr, idx, res, own, np.zeros(2, np.int64), other, reg, cols, other,
                     K.BLOCK_TILE)
-        K.apply_cols(indptr, idx, res, own, cols, other)
-        ptr = K.tile_layout(indptr, idx, 1, 1)
-        K.retile(indptr, ptr, K.retile(indptr, ptr, idx, True), False)
-        K.retile(indptr, ptr, res, True)
+        K.apply_cols(indptr, idx, res, own, cols, other, None)
+        pos = K.tile_order(indptr)
+        ptr = K.tile_layout(indptr, idx, 1, 1, pos)
+        K.retile(indptr, ptr, pos, K.retile(indptr, ptr, pos, idx, True), False)
+        K.retile(indptr, ptr, pos, res, True)
+        K.apply_cols(ptr, idx, res, own, cols, other, pos)
         G, steps = np.ones((1, 2)), np.zeros(1)
         K.fill_table(G, res, other[:1])
         T = np.zeros((1, 3))
-        K.ccd_tiles(ptr, idx, res, own, 0, res, 0, res, T, reg, steps, np.empty((1, 3)))
+        K.ccd_tiles(ptr, idx, res, own, pos, 0, res, 0, res, T, reg, steps, np.empty((1, 4)))
         K.apply_steps(ptr, idx, res, steps, T)
         K.als_step(indptr, idx, res, own, cols, other, reg)
         K.predict_pairs(own, other, idx, idx, res)
-        K.rss_rows(indptr, idx, res, *[np.ones((1, 2))] * 4)
+        K.rss_rows(indptr, idx, res, *[np.ones((1, 2))] * 4, None)
+        K.rss_rows(ptr, idx, res, *[np.ones((1, 2))] * 4, pos)
         K.wsumsq(None, res)
         K.wsumsq(reg, res)
 
@@ -383,7 +387,7 @@ class MFUpdate(Update):
         else:
             it, own_W, own_H, sse = None, rows.own, cols.own, None
             fac = [np.zeros((rows.own.shape[1], 0)), np.zeros((1, 0))] * 2
-        rss = K.rss_rows(rows.segments, rows.idx, rows.res, *fac)
+        rss = K.rss_rows(rows.segments, rows.idx, rows.res, *fac, rows.pos)
         del fac
         sq = {name: np.array([K.wsumsq(side.reg, own[c]) for c in range(own.shape[0])])
               for name, side, own in zip(SIDES, self.sides, (own_W, own_H))}
