@@ -332,6 +332,8 @@ def child(out, args):
             if not (top or getattr(inside, "on", False)):
                 return f(*a, **kw)
             inside.on = True
+            if top:  # (update(self, task): the side its kernels are counted under)
+                inside.side = a[1]["side"]
             c0, w0 = time.thread_time(), time.perf_counter()
             try:
                 return f(*a, **kw)
@@ -339,6 +341,8 @@ def child(out, args):
                 c1, w1 = time.thread_time(), time.perf_counter()
                 inside.on = not top
                 acc(label, c1 - c0, w1 - w0, ratings(a) if ratings else 1)
+                if label == "kernel":
+                    acc(f"kernel {inside.side}", c1 - c0, w1 - w0, ratings(a))
                 if timeline:
                     events[label].append((w0, w1))
         setattr(obj, name, g)
@@ -382,7 +386,10 @@ def profile_lines(s):
                        f"(wall {1e3 * up[2] / rounds:.2f}), kernels "
                        f"{1e3 * k[1] / rounds:.2f} ms CPU ({1e9 * k[1] / max(k[3], 1):.2f} ns "
                        f"a rating), rest {1e3 * (up[1] - k[1] - ex[1]) / rounds:.2f} ms CPU, "
-                       f"exchange {1e3 * ex[2] / rounds:.2f} ms wall")
+                       f"exchange {1e3 * ex[2] / rounds:.2f} ms wall; a side's kernels "
+                       + ", ".join(f"{s} {1e3 * d[f'kernel {s}'][1] / d[f'kernel {s}'][0]:.2f}"
+                                   for s in "WH" if f"kernel {s}" in d)
+                       + " ms CPU a call")
         if "kernel_span" in prof:
             t0, t1, busy = prof["kernel_span"]
             out.append(f"no kernel running {1e3 * (t1 - t0 - busy) / rounds:.2f} ms a round "
