@@ -186,24 +186,18 @@ def grouped(keys, starts, a, buf=None):
 
 
 @njit(**NB)
-def _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2):
-    nxt = np.zeros(n_cols + 1, np.int64)
-    for k in range(cols.shape[0]):
-        nxt[cols[k] + 1] += 1
-    for t in range(n_cols):
+def _stable_by(keys, lo, n, order, out, first):
+    """out: ``order`` (``first``: 0, 1, 2, ...) stably sorted by its entries' keys, ids
+    lo..lo+n-1 (a counting sort)."""
+    nxt = np.zeros(n + 1, np.int64)
+    for k in range(keys.shape[0]):
+        nxt[keys[k] - lo + 1] += 1
+    for t in range(n):
         nxt[t + 1] += nxt[t]
-    for k in range(cols.shape[0]):
-        o1[nxt[cols[k]]] = k
-        nxt[cols[k]] += 1
-    nxt = np.zeros(n_rows + 1, np.int64)
-    for k in range(rows.shape[0]):
-        nxt[rows[k] - r0 + 1] += 1
-    for t in range(n_rows):
-        nxt[t + 1] += nxt[t]
-    for t in range(o1.shape[0]):
-        k = o1[t]
-        o2[nxt[rows[k] - r0]] = k
-        nxt[rows[k] - r0] += 1
+    for t in range(out.shape[0]):
+        k = t if first else order[t]
+        out[nxt[keys[k] - lo]] = k
+        nxt[keys[k] - lo] += 1
 
 
 @njit(**NB)
@@ -223,7 +217,8 @@ def pair_order(rows, r0, n_rows, cols, n_cols):
     if _in_pair_order(rows, cols):
         return np.arange(rows.shape[0], dtype=dt)
     o1, o2 = (np.empty(rows.shape[0], dt) for _ in range(2))
-    _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2)
+    _stable_by(cols, 0, n_cols, o1, o1, True)
+    _stable_by(rows, r0, n_rows, o1, o2, False)
     return o2
 
 
