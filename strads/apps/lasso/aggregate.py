@@ -4,7 +4,6 @@ Notes: docs/apps/lasso.md."""
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..glm import kernels as GK
 from ..glm.aggregate import GLMAggregate, _factor, _gram_sum, _sum
@@ -105,9 +104,9 @@ class LassoAggregate(GLMAggregate):
         return new - old
 
     def _solve(self, G, q, b, tol, max_passes=None, deadline=None, mu=None):
-        """Coordinate descent on the block (:func:`strads.apps.glm.kernels.cd_dense`
-        from a dense Gram ``G``, :func:`~strads.apps.glm.kernels.cd_factor` from a
-        factor ``(ptr, rows, vals, h, n_rows)``) in pieces of about SOLVE_OPS
+        """Coordinate descent on the block (:func:`~strads.apps.lasso.kernels.cd_dense_solved`
+        from a dense Gram ``G``, :func:`~strads.apps.lasso.kernels.cd_factor_solved` from
+        a factor ``(ptr, rows, vals, h, n_rows)``) in pieces of about SOLVE_OPS
         multiply-adds, looking at the clock between them: past ``deadline``
         (``time.time()``, the task's: the run's time limit) it returns the iterate it has
         (each pass lowers the objective, so that is still progress). Without a deadline,
@@ -123,38 +122,22 @@ class LassoAggregate(GLMAggregate):
             cost = m * m
 
             def run(k):
-                return GK.cd_dense(G, q, b, c, self.thresh, tol, k, hist, state, True)
-
-            def gradient():  # (cd_dense keeps q = c - G b)
-                return q, np.diag(G)
+                return K.cd_dense_solved(G, q, b, c, self.thresh, tol, k, hist, state)
         else:
             ptr, rows, vals, h, n_rows = G
             b0, u = b.copy(), np.zeros(n_rows)
             cost = 2 * vals.shape[0] + m
 
             def run(k):
-                return GK.cd_factor(ptr, rows, vals, h, q, b, self.thresh, tol, k, True,
-                                    b0, u, hist, state, mu, float(self.n))
-
-            def gradient():  # q - (F'F - n mu mu')(b - b0)
-                g = q - sp.csc_matrix((vals, rows, ptr), shape=(n_rows, m)).T @ u
-                if mu.shape[0]:
-                    g += self.n * float(mu @ (b - b0)) * mu
-                return g, h
+                return K.cd_factor_solved(ptr, rows, vals, h, q, b, self.thresh, tol, k,
+                                          b0, u, hist, state, mu, float(self.n))
         per_call = max_passes if deadline is None else \
             int(max(1, min(max_passes, SOLVE_OPS // max(cost, 1))))
-        passes, viol = 0, np.empty(m)
+        passes = 0
         while passes < max_passes:
             k, converged = run(min(per_call, max_passes - passes))
             passes += k
-            if converged:
-                # a pass's largest move understates the violation it leaves when the
-                # block's columns correlate (each move shifts the others' gradients): the
-                # block is solved once the moves its end point asks for are within tol
-                GK.priorities(b, *gradient(), self.thresh, viol)
-                if np.sqrt(viol.max()) <= tol:
-                    break
-            if deadline is not None and time.time() >= deadline:
+            if converged or (deadline is not None and time.time() >= deadline):
                 break
         return passes
 
