@@ -614,7 +614,10 @@ def _polish(G, q, b0, b, thresh, tol, k=-1):
         products += 1
         xA = x[A].copy()
         if chol is not None:
-            xA += _face_direct(chol, A0, np.isin(A0, A), r, cols)
+            try:
+                xA += _face_direct(chol, A0, np.isin(A0, A), r, cols)
+            except np.linalg.LinAlgError:  # (the dropped coordinates' block: singular)
+                break
         else:
             products += _face_solve(G, A, m, xA, r, tol, np.searchsorted(A, k) if k in A
                                     else -1)
