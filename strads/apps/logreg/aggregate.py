@@ -200,8 +200,9 @@ class LogRegAggregate(GLMAggregate):
         (3 |support| if it filled 90% of the last working set), at most ``block_cap``;
         solved to EPS_TOL of the worst violation. When the kept Gram covers the new block
         (the working set settles as the support does), the first step is taken from it
-        at once, with q from this full round: no Gram round (its curvature is that of an earlier point: the line search checks the step, and
-        a failed or slow step gets a fresh Gram)."""
+        at once, with q from this full round: no Gram round (its curvature is that of an
+        earlier point: the line search checks the step, and a failed or slow step gets a
+        fresh Gram)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
         self.tol_in, self.ws_steps, self.last_in = EPS_TOL * worst, 0, worst
         if (self.reuse and not self.slow and self.G is not None and worst > 0.0
