@@ -13,6 +13,12 @@ import strads
 from strads.apps.lasso.data import make_zipf_problem
 
 
+#: --problem: Zipf problems unlike the default one (issue 29's imbalanced losers, with
+#: --label-quantile 0.9 or 0.98); each overrides --small's shape
+PROBLEMS = {"zipf": {}, "2k": dict(n=2000, p=8000, seed=5), "3k": dict(n=3000, p=8000, seed=7),
+            "5k": dict(n=5000, p=20000, per_row=30, seed=12)}
+
+
 def lasso_objective(X, y, est, alpha):
     r = y - X @ np.ravel(est.coef_) - est.intercept_
     return 0.5 * float(r @ r) / X.shape[0] + alpha * float(np.abs(est.coef_).sum())
@@ -87,6 +93,9 @@ def main(argv=None):
                     help="also: dense (2,000 x 500 and 500 x 5,000 dense, small alphas)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
+    ap.add_argument("--problem", choices=PROBLEMS, default="zipf",
+                    help="2k: 2,000 x 8,000, 3k: 3,000 x 8,000, 5k: 5,000 x 20,000 "
+                    "(30 draws a row), other seeds")
     ap.add_argument("--alpha", type=float, default=1e-5, help="the Lasso's (fit)")
     ap.add_argument("--cpu-folds", type=int, default=None, metavar="K",
                     help="logreg: instead of wall time, each grid fit's CPU seconds, "
@@ -98,7 +107,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cases = set(args.cases.split(","))
     shape = dict(n=1500, p=6000) if args.small else {}
-    X, y = make_zipf_problem(**shape)
+    X, y = make_zipf_problem(**{**shape, **PROBLEMS[args.problem]})
     print(f"X {X.shape[0]} x {X.shape[1]}, {X.nnz} non-zeros, "
           f"{int((np.diff(X.indptr) > 0).sum())} non-empty columns", flush=True)
     warnings.filterwarnings("ignore", module="sklearn")  # (its penalty= deprecation)

@@ -196,12 +196,13 @@ class LogRegAggregate(GLMAggregate):
 
     # -- working set: prox-Newton ----------------------------------------------------------
     def _choose_ws(self, viol, q):
-        """The support and the worst violators: max(min_size, 2 |support|) coordinates,
-        at most ``block_cap``; solved to EPS_TOL of the worst violation. When the kept
-        Gram covers the new block (the working set settles as the support does), the
-        first step is taken from it at once, with q from this full round: no Gram round
-        (its curvature is that of an earlier point: the line search checks the step, and
-        a failed or slow step gets a fresh Gram)."""
+        """The support and the worst violators: max(min_size, 2 |support|) coordinates
+        (3 |support| if it filled 90% of the last working set), at most ``block_cap``;
+        solved to EPS_TOL of the worst violation. When the kept Gram covers the new block
+        (the working set settles as the support does), the first step is taken from it
+        at once, with q from this full round: no Gram round (its curvature is that of an
+        earlier point: the line search checks the step, and a failed or slow step gets a
+        fresh Gram)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
         self.tol_in, self.ws_steps, self.last_in = EPS_TOL * worst, 0, worst
         if (self.reuse and not self.slow and self.G is not None and worst > 0.0
@@ -216,7 +217,10 @@ class LogRegAggregate(GLMAggregate):
                 self.reused += 1
                 return self._direction(self.ws, q[self.ws])
         nonzero = self.w != 0
-        size = min(max(self.min_size, 2 * int(np.count_nonzero(nonzero))), self.p)
+        nnz = int(np.count_nonzero(nonzero))
+        # a support that filled the last working set is still growing: 3x, not 2x
+        grow = 3 if nnz >= 0.9 * self.ws.shape[0] else 2
+        size = min(max(self.min_size, grow * nnz), self.p)
         if self.block_cap:
             size = min(size, self.block_cap)
         pool, _ = working_set(nonzero, viol, size)
@@ -614,7 +618,10 @@ def _polish(G, q, b0, b, thresh, tol, k=-1):
         products += 1
         xA = x[A].copy()
         if chol is not None:
-            xA += _face_direct(chol, A0, np.isin(A0, A), r, cols)
+            try:
+                xA += _face_direct(chol, A0, np.isin(A0, A), r, cols)
+            except np.linalg.LinAlgError:  # (the dropped coordinates' block: singular)
+                break
         else:
             products += _face_solve(G, A, m, xA, r, tol, np.searchsorted(A, k) if k in A
                                     else -1)
