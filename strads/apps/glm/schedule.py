@@ -353,7 +353,8 @@ class Priority(_Jacobi):
         if not self._filled and self._spent + PREPAID * 2 * AFFORD * (
                 self.max_block * self._col_cost + ROUND_COST) >= self._fill_price():
             self._fill()
-        elif self.dense and self._panel_fulls != self.agg.fulls and self._cache():
+        elif self.dense and not self._filled and self._panel_fulls != self.agg.fulls \
+                and self._cache():
             self._buy_panel()
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
