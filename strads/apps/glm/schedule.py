@@ -232,8 +232,9 @@ class Priority(_Jacobi):
     gave a priority to, and the sum tree's mass has fallen to REFRESH of its own), at
     most ``full_every`` updates apart; the filter sees the priority draws first; dense
     X: its decisions are cached (two bits a pair, when they fit FILTER_CACHE_BYTES), so
-    a pair's inner product is computed once a run; the draws are one numba call, from
-    uniforms taken in chunks, no more than the filter will read.
+    a pair's inner product is computed once a run, and the pairs of the draws' pool
+    are bought at once after a full round (:meth:`_buy_panel`); the draws are one numba
+    call, from uniforms taken in chunks, no more than the filter will read.
 
     Without the scheduler's copy of X (``X`` None: parallel loading, several
     schedulers) the workers filter: the task holds the candidates, they sum their Gram
