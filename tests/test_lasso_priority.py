@@ -185,7 +185,7 @@ def test_the_filter_cache_is_left_out_of_checkpoints_and_refused_when_too_large(
     sched.schedule(1)
     assert sched._known is not None and sched._known.shape == (200, 4)
     state = sched.state()
-    assert not {"_known", "_conf", "_gptr", "_head", "cols"} & set(state)
+    assert not {"_known", "_conf", "_gptr", "_head", "cols", "_panel"} & set(state)
     old = S.FILTER_CACHE_BYTES
     try:
         S.FILTER_CACHE_BYTES = 1000
