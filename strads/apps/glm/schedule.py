@@ -232,8 +232,9 @@ class Priority(_Jacobi):
     gave a priority to, and the sum tree's mass has fallen to REFRESH of its own), at
     most ``full_every`` updates apart; the filter sees the priority draws first; dense
     X: its decisions are cached (two bits a pair, when they fit FILTER_CACHE_BYTES), so
-    a pair's inner product is computed once a run; the draws are one numba call, from
-    uniforms taken in chunks, no more than the filter will read.
+    a pair's inner product is computed once a run, and the pairs of the draws' pool
+    are bought at once after a full round (:meth:`_buy_panel`); the draws are one numba
+    call, from uniforms taken in chunks, no more than the filter will read.
 
     Without the scheduler's copy of X (``X`` None: parallel loading, several
     schedulers) the workers filter: the task holds the candidates, they sum their Gram
@@ -350,10 +351,10 @@ class Priority(_Jacobi):
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask; one kernel call a round
         # (the filter and the groups' order), its outputs into self._out
-        if not self._filled and self._spent + PREPAID * 2 * AFFORD * (
-                self.max_block * self._col_cost + ROUND_COST) >= self._fill_price():
+        if not self._filled and self._spent + self._prepaid() >= self._fill_price():
             self._fill()
-        elif self.dense and self._panel_fulls != self.agg.fulls and self._cache():
+        elif self.dense and not self._filled and self._panel_fulls != self.agg.fulls \
+                and self._cache():
             self._buy_panel()
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
@@ -425,14 +426,15 @@ class Priority(_Jacobi):
         draws stay among them until the next one): every pair of it at once, X_A'X_A by
         BLAS (:func:`groups.fill_panel`, pairs already in a panel left out), once its
         price (as :meth:`_fill_price`'s) is at most what the filter has spent since it
-        last bought, and the copy of its columns fits FILTER_CACHE_BYTES; then the filter
-        only looks its pairs up."""
+        last bought with PREPAID rounds' allowance (a small pool is bought at once), and
+        the copy of its columns fits FILTER_CACHE_BYTES; then the filter only looks its
+        pairs up."""
         self._panel_fulls = self.agg.fulls
         spent = self._spent - self._spent_panel
         pool = np.flatnonzero(self.agg.prio > 0)
         new = pool[~self._panel[pool]]
         price = new.shape[0] * pool.shape[0] * (self.agg.n / BLAS_SPEEDUP + FILL_ENTRY)
-        if new.shape[0] and price <= spent and \
+        if new.shape[0] and price <= spent + self._prepaid() and \
                 8 * self.agg.n * pool.shape[0] <= FILTER_CACHE_BYTES:
             KG.fill_panel(self.cols[0], new, pool, self.agg.norms, self.rho, self._known,
                           self._conf)
@@ -440,6 +442,10 @@ class Priority(_Jacobi):
             self._panel[pool] = True
             self._spent += int(price)
             self._spent_panel = self._spent
+
+    def _prepaid(self):
+        """What PREPAID rounds of the whole block may spend on the filter (:meth:`_afford`)."""
+        return PREPAID * 2 * AFFORD * (self.max_block * self._col_cost + ROUND_COST)
 
     def _fill(self):
         """Every pair of the cache from X'X (:func:`groups.fill_cache`), X'X kept when it
