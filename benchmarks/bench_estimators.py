@@ -13,6 +13,12 @@ import strads
 from strads.apps.lasso.data import make_zipf_problem
 
 
+#: --problem: Zipf problems unlike the default one (issue 29's imbalanced losers, with
+#: --label-quantile 0.9 or 0.98); each overrides --small's shape
+PROBLEMS = {"zipf": {}, "2k": dict(n=2000, p=8000, seed=5), "3k": dict(n=3000, p=8000, seed=7),
+            "5k": dict(n=5000, p=20000, per_row=30, seed=12)}
+
+
 def lasso_objective(X, y, est, alpha):
     r = y - X @ np.ravel(est.coef_) - est.intercept_
     return 0.5 * float(r @ r) / X.shape[0] + alpha * float(np.abs(est.coef_).sum())
@@ -23,6 +29,17 @@ def logreg_objective(X, s, est, alpha, scaling):
     z = s * (X @ np.ravel(est.coef_) + est.intercept_[0])
     return float(np.logaddexp(0, -z).mean()) + alpha * (
         float(np.abs(est.coef_).sum()) + abs(float(est.intercept_[0])) / scaling)
+
+
+def dense_problem(n, p, seed=0):
+    """Dense columns sharing a factor (correlation about 0.12), y = X w + 5 + noise with
+    50 non-zeros in w; and alpha_max with an intercept."""
+    rng = np.random.default_rng(seed)
+    X = 0.8 * rng.standard_normal((n, p)) + 0.3 * rng.standard_normal((n, 1))
+    w = np.zeros(p)
+    w[rng.choice(p, 50, replace=False)] = rng.standard_normal(50)
+    y = X @ w + 5.0 + 0.5 * rng.standard_normal(n)
+    return X, y, np.abs((X - X.mean(axis=0)).T @ (y - y.mean())).max() / n
 
 
 def side_by_side(title, runs, repeat, objective=None):
@@ -72,9 +89,13 @@ def logreg_cpu(X, labels, alphas, scaling, folds):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", default="fit,grid,path,logreg")
+    ap.add_argument("--cases", default="fit,grid,path,logreg",
+                    help="also: dense (2,000 x 500 and 500 x 5,000 dense, small alphas)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
+    ap.add_argument("--problem", choices=PROBLEMS, default="zipf",
+                    help="2k: 2,000 x 8,000, 3k: 3,000 x 8,000, 5k: 5,000 x 20,000 "
+                    "(30 draws a row), other seeds")
     ap.add_argument("--alpha", type=float, default=1e-5, help="the Lasso's (fit)")
     ap.add_argument("--cpu-folds", type=int, default=None, metavar="K",
                     help="logreg: instead of wall time, each grid fit's CPU seconds, "
@@ -86,7 +107,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cases = set(args.cases.split(","))
     shape = dict(n=1500, p=6000) if args.small else {}
-    X, y = make_zipf_problem(**shape)
+    X, y = make_zipf_problem(**{**shape, **PROBLEMS[args.problem]})
     print(f"X {X.shape[0]} x {X.shape[1]}, {X.nnz} non-zeros, "
           f"{int((np.diff(X.indptr) > 0).sum())} non-empty columns", flush=True)
     warnings.filterwarnings("ignore", module="sklearn")  # (its penalty= deprecation)
@@ -101,6 +122,14 @@ def main(argv=None):
                 {"strads": lambda: strads.Lasso(alpha=alpha, fit_intercept=fi).fit(X, y),
                  "sklearn": lambda: sk.Lasso(alpha=alpha, fit_intercept=fi).fit(X, y)},
                 args.repeat, lambda est: lasso_objective(X, y, est, alpha))
+    shapes = ((2000, 500, 1e3), (2000, 500, 1e4), (500, 5000, 1e3))
+    for n, p, ratio in shapes if "dense" in cases else ():
+        Xd, yd, amax = dense_problem(n, p)
+        side_by_side(
+            f"Lasso dense {n} x {p} alpha_max/{ratio:g}",
+            {"strads": lambda: strads.Lasso(alpha=amax / ratio).fit(Xd, yd),
+             "sklearn": lambda: sk.Lasso(alpha=amax / ratio).fit(Xd, yd)},
+            args.repeat, lambda est: lasso_objective(Xd, yd, est, amax / ratio))
     grid = {"alpha": list(np.geomspace(1e-3, 1e-5, 5))}
     if "grid" in cases:
         side_by_side(

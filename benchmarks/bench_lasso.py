@@ -151,7 +151,7 @@ def main():
                     help="time every fit N times, taking turns, and report the best")
     ap.add_argument("--problems", help="which of the problems (a) to (f) to run, and "
                     "'file': (d) from LIBSVM in one process and under mpiexec (default: "
-                    "all; logreg: (a) to (c)); (g) to (o), small ones in one process "
+                    "all; logreg: (a) to (c)); (g) to (p), small ones in one process "
                     "(SMALL), only when named")
     args = ap.parse_args()
     k = 10 if args.small else 1
@@ -228,7 +228,8 @@ def peers(k, repeat, problems, args=None):
 
 
 #: (make_problem's arguments, or near_duplicates' with "group", lambda_max / this):
-#: (g)-(i) issue 30's, (j)-(l) others, (m)-(o) tall ones (X'X bought by the filter)
+#: (g)-(i) issue 30's, (j)-(l) others, (m)-(o) tall ones (X'X bought by the filter), (p)
+#: square and strongly correlated (the pool's pairs bought after a full round)
 SMALL = {
     "(g)": (dict(n_samples=100, n_features=2000, corr=0.0, dense=True), 10),
     "(h)": (dict(n_samples=300, n_features=3000, corr=0.3, dense=True), 10),
@@ -241,6 +242,7 @@ SMALL = {
     "(n)": (dict(n_samples=4000, n_features=600, group=4, noise=0.05, n_informative=30,
                  dense=True), 20),
     "(o)": (dict(n_samples=20_000, n_features=500, corr=0.5, density=0.02), 50),
+    "(p)": (dict(n_samples=1000, n_features=1000, corr=0.7, dense=True), 30),
 }
 
 

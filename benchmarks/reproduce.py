@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import MPIEXEC, child_env, libmf_run, read_trace
+from strads._wait import _cores
 
 EXPERIMENTS = ("lasso", "logreg", "lda", "mf", "scaling", "staleness")
 SIZE_NAMES = ("tiny", "quick", "full")
@@ -66,10 +67,7 @@ NEED_MPL = "matplotlib is needed for the figures: pip install -e .[reproduce]"
 
 def machine():
     """(usable cores, one line describing this machine)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
+    cores = _cores()
     gib = os.sysconf("SC_PAGE_SIZE") / 2 ** 30
     return cores, (
         f"{cores} usable cores (os.cpu_count() = {os.cpu_count()}), "

@@ -70,7 +70,7 @@ class Driver:
         self.rebal, self.rebal_every = rebalance, rebalance_every
         self.rebalances, self.rows = 0, None
         self.rebal_round = 0  # the round of the last measurement (0: none yet)
-        self.measured = []  # the last measurements: (rows, seconds a round, rounds)
+        self.measured = []  # the last measurements: (rows, seconds a round)
         self.move_took = None  # the last move's (seconds, rows that crossed a cut)
         if self.rep:
             tp.flags = self._flags
@@ -243,7 +243,7 @@ class Driver:
         total = min(self.max_rounds, self.schedule.total_rounds or self.max_rounds)
         # the rounds a move would pay over: those left, or (unknown) as many as so far
         ahead = total - self.done if total < sys.maxsize else self.done
-        self.measured = (self.measured + [(rows, [b / rounds for b in busy], rounds)]
+        self.measured = (self.measured + [(rows, [b / rounds for b in busy])]
                          )[-_rebal.KEEP:]
         new = _rebal.plan(self.measured, ahead, self.move_took)
         self.rows = rows

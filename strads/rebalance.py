@@ -16,16 +16,18 @@ KEEP = 4
 def fit(seen):
     """Per-worker speeds ``s`` and the rows' fixed cost ``kappa`` (in rows) of the model
     ``seconds a round = s[w] * (kappa + rows[w])`` (one shape for every worker, which a
-    slow worker runs slower), fitted to ``seen``, [(rows, seconds a round, rounds)] per
-    measurement, by weighted least squares of the logs; kappa = 0 (time in proportion to
-    rows) unless another fits clearly better (it needs rows that changed)."""
+    slow worker runs slower), fitted to ``seen``, [(rows, seconds a round)] per
+    measurement: a worker's speed is the median of its measurements' (one disturbed
+    measurement, or a stale one taken with other rows, moves nothing; the load's bursts
+    span many rounds, so a longer window gets no more say); kappa = 0 (time in proportion
+    to rows) unless another fits clearly better (it needs rows that changed)."""
     R = np.array([m[0] for m in seen], np.float64)
     T = np.array([m[1] for m in seen], np.float64)
-    n = np.array([m[2] for m in seen], np.float64)[:, None]
     fits = []
     for kappa in np.concatenate([[0.0], R.mean() * 2.0 ** np.arange(-6, 7)]):
-        s = (n * T).sum(0) / (n * (kappa + R)).sum(0)
-        fits.append((float((n * np.log(T / (s * (kappa + R))) ** 2).sum()), kappa, s))
+        logs = np.log(T / (kappa + R))
+        log_s = np.median(logs, axis=0)
+        fits.append((float(((logs - log_s) ** 2).sum()), kappa, np.exp(log_s)))
     best = min(fits[1:], key=lambda f: f[0])
     if best[0] >= fits[0][0] / 2 - 1e-9:  # not clearly better (or all fit: one layout)
         best = fits[0]

@@ -143,8 +143,9 @@ def test_repeated_word_in_a_document_is_exact(layout, n_topics):
 def test_packed_slice_sampling_is_pack_of_unpacked(dense, topic_dtype):
     """A sampler given the slice packed (the model schedule's slices in hand) changes the
     tokens, the documents' counts and the totals exactly as on the unpacked slice, gives
-    pack() of the sampled slice, and leaves its buffer all zeros; words without tokens
-    here (rows 0, 3 and the last) keep their packed rows."""
+    pack() of the sampled slice, and leaves its buffer (one row of K for all the rows)
+    all zeros; words without tokens here (rows 0, 3 and the last) keep their packed
+    rows."""
     rng = np.random.default_rng(5)
     n_rows, v0, n_topics, n_docs = 9, 4, 13, 6
     # the other workers' counts in the slice, and this worker's tokens (sorted by word)
@@ -175,7 +176,7 @@ def test_packed_slice_sampling_is_pack_of_unpacked(dense, topic_dtype):
             nwk = table.copy()
             packed, done = None, None
         else:
-            nwk = np.zeros_like(table)
+            nwk = np.zeros((1, n_topics), np.int32)
             packed, done = K.packed_io(packed_in, words.size, np.zeros(n_topics, np.uint8),
                                        np.zeros(n_topics, np.int64))
         state = (ndk, ) if dense else (dmeta, dlist)
@@ -198,6 +199,34 @@ def test_packed_slice_sampling_is_pack_of_unpacked(dense, topic_dtype):
     for r in (0, 3, n_rows - 1):  # rows without tokens: as they came
         assert np.array_equal(got[3][1][got[3][0][r]:got[3][0][r + 1]],
                               pk[1][pk[0][r]:pk[0][r + 1]])
+
+
+@pytest.mark.parametrize("n_topics,n_parts", [(1, 1), (7, 1), (7, 3), (1000, 4)])
+def test_sum_packed_is_pack_of_the_dense_sum(n_topics, n_parts):
+    """Packed tables of the same rows (each worker's counts of a slice) added packed give
+    what pack() gives of their dense sum, dtypes included; rows empty in every part and
+    in some parts kept."""
+    rng = np.random.default_rng(n_topics + n_parts)
+    n_rows = 12
+    tables = [((rng.random((n_rows, n_topics)) < 0.2) *
+               rng.integers(1, 6, (n_rows, n_topics))).astype(np.int32)
+              for _ in range(n_parts)]
+    tables[0][3] = 0
+    tables[-1][2, -1] = 70000  # (a count beyond 16 bits)
+    for t in tables:
+        t[5] = 0
+    parts = [K.pack_tokens(*_tokens_of(t)) for t in tables]
+    got, ref = K.sum_packed(parts, n_topics), K.pack(sum(tables))
+    assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, ref))
+
+
+def _tokens_of(table):
+    """(wptr, z, K): tokens sorted by word whose counts are ``table``, topics shuffled."""
+    rng = np.random.default_rng(1)
+    z = np.concatenate([rng.permutation(np.repeat(np.arange(table.shape[1]), row))
+                        for row in table]).astype(np.uint16)
+    wptr = np.concatenate([[0], np.cumsum(table.sum(axis=1))]).astype(np.int64)
+    return wptr, z, table.shape[1]
 
 
 @pytest.mark.parametrize("n_topics", [1, 2, 5, 8, 1000])

@@ -445,9 +445,9 @@ def test_intercept_elimination_cuts_the_subproblems_passes():
 
 
 def test_face_solve_has_no_size_cap():
-    """The face solve (CG on the factor's columns) on a support of 1,500 columns (the
-    dense Cholesky it replaced stopped at 1,000) lands on CD's solution."""
-    from strads.apps.logreg.aggregate import _polish
+    """The face solve on a support of 1,500 columns lands on CD's solution: by CG on
+    the factor's columns (any size), and by _polish (here a Cholesky of the face)."""
+    from strads.apps.logreg.aggregate import _face_solve, _polish
     rng = np.random.default_rng(3)
     m = 1500
     F = sp.random(6000, m, density=0.01, random_state=rng, format="csc")
@@ -462,8 +462,14 @@ def test_face_solve_has_no_size_cap():
     ref = b0.copy()
     GK.factor_cd(ptr, rows, F.data, h, 6000, q.copy(), ref, thresh, 1e-13, 100_000, False)
     assert np.count_nonzero(ref) > 1000
+    Gf = ("factor", ptr, rows, F.data, h, 6000)
+    A = np.flatnonzero(ref)
+    xA = ref[A] * 1.05
+    r = q[A] - (F[:, A].T @ (F[:, A] @ xA)) - thresh * np.sign(ref[A])
+    assert _face_solve(Gf, A, m, xA, r, 1e-11, -1) > 0
+    np.testing.assert_allclose(xA, ref[A], atol=1e-8)
     b = ref * 1.05
-    assert _polish(("factor", ptr, rows, F.data, h, 6000), q, b0, b, thresh, 1e-11)
+    assert _polish(Gf, q, b0, b, thresh, 1e-11)
     np.testing.assert_allclose(b, ref, atol=1e-8)
 
 

@@ -86,21 +86,13 @@ def exchange(peers, n, chunk):
         dest, arrays = chunk(min(s, e), e)
         starts = np.concatenate([[0], np.cumsum(tally(dest, W))])  # each's first row
         # (grouped already where the rows are in their destinations' order)
-        sent = arrays if _ascending(dest) else [grouped(dest, starts, x, bufs.get(k))
-                                                 for k, x in enumerate(arrays)]
+        sent = arrays if _ascending(dest, dest) else [grouped(dest, starts, x, bufs.get(k))
+                                                       for k, x in enumerate(arrays)]
         if sent is not arrays:
             bufs = dict(enumerate(sent))
         del dest, arrays
         yield peers.alltoall([tuple(x[starts[o]:starts[o + 1]] for x in sent)
                               for o in range(W)])
-
-
-@njit(**NB)
-def _ascending(a):
-    for k in range(1, a.shape[0]):
-        if a[k] < a[k - 1]:
-            return False
-    return True
 
 
 @njit(**NB)
@@ -186,28 +178,23 @@ def grouped(keys, starts, a, buf=None):
 
 
 @njit(**NB)
-def _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2):
-    nxt = np.zeros(n_cols + 1, np.int64)
-    for k in range(cols.shape[0]):
-        nxt[cols[k] + 1] += 1
-    for t in range(n_cols):
+def _stable_by(keys, lo, n, order, out, first):
+    """out: ``order`` (``first``: 0, 1, 2, ...) stably sorted by its entries' keys, ids
+    lo..lo+n-1 (a counting sort)."""
+    nxt = np.zeros(n + 1, np.int64)
+    for k in range(keys.shape[0]):
+        nxt[keys[k] - lo + 1] += 1
+    for t in range(n):
         nxt[t + 1] += nxt[t]
-    for k in range(cols.shape[0]):
-        o1[nxt[cols[k]]] = k
-        nxt[cols[k]] += 1
-    nxt = np.zeros(n_rows + 1, np.int64)
-    for k in range(rows.shape[0]):
-        nxt[rows[k] - r0 + 1] += 1
-    for t in range(n_rows):
-        nxt[t + 1] += nxt[t]
-    for t in range(o1.shape[0]):
-        k = o1[t]
-        o2[nxt[rows[k] - r0]] = k
-        nxt[rows[k] - r0] += 1
+    for t in range(out.shape[0]):
+        k = t if first else order[t]
+        out[nxt[keys[k] - lo]] = k
+        nxt[keys[k] - lo] += 1
 
 
 @njit(**NB)
-def _in_pair_order(rows, cols):
+def _ascending(rows, cols):
+    """Whether the (row, column) pairs are in order; (a, a): whether ``a`` is."""
     for k in range(1, rows.shape[0]):
         if rows[k] < rows[k - 1] or (rows[k] == rows[k - 1] and cols[k] < cols[k - 1]):
             return False
@@ -220,10 +207,11 @@ def pair_order(rows, r0, n_rows, cols, n_cols):
     below 2^31 pairs); pairs already in order (a file sorted by user and item) by one
     pass."""
     dt = np.int32 if rows.shape[0] < 1 << 31 else np.int64
-    if _in_pair_order(rows, cols):
+    if _ascending(rows, cols):
         return np.arange(rows.shape[0], dtype=dt)
     o1, o2 = (np.empty(rows.shape[0], dt) for _ in range(2))
-    _pair_order(rows, r0, n_rows, cols, n_cols, o1, o2)
+    _stable_by(cols, 0, n_cols, o1, o1, True)
+    _stable_by(rows, r0, n_rows, o1, o2, False)
     return o2
 
 

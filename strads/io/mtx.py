@@ -7,7 +7,7 @@ from numba import njit
 from ..errors import DataError
 from ..transport import Peers
 from .agree import agree, attempt, refuse, route
-from .numbers import NB, py_float, py_int, scan_float_inline, scan_int, scan_int_inline
+from .numbers import NB, py_float, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
 from .svmlight import WORDS, check_size, csc, refuse_control, short, union
 
@@ -229,7 +229,7 @@ def header(path, buf, start):
             break
     want = 3 if fmt == "coordinate" else 2
     try:
-        size = [py_int(t) for t in s.split()]
+        size = [py_float(t, int) for t in s.split()]
         if len(size) != want or min(size) < 0:
             raise ValueError
     except ValueError:

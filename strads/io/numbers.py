@@ -232,15 +232,9 @@ scan_int = njit(_nrt=False, **NB)(scan_int)
 scan_float_inline = njit(inline="always", **NB)(scan_float)
 
 
-def py_float(tok):
-    """Python's float() on a token, without the underscores it also accepts."""
+def py_float(tok, conv=float):
+    """Python's float() (or ``conv``: int()) on a token, without the underscores it also
+    accepts."""
     if b"_" in tok:
         raise ValueError(tok)
-    return float(tok)
-
-
-def py_int(tok):
-    """Python's int() on a token, without the underscores it also accepts."""
-    if b"_" in tok:
-        raise ValueError(tok)
-    return int(tok)
+    return conv(tok)

@@ -12,7 +12,7 @@ from ..errors import DataError
 from ..transport import Peers
 from . import memory
 from .agree import agree, attempt, refuse
-from .numbers import BIG, NB, py_float, py_int, scan_float_inline, scan_int_inline
+from .numbers import BIG, NB, py_float, scan_float_inline, scan_int_inline
 from .source import Text, forget, line_at, line_number, line_range
 
 # The matrix readers' words for a NUL byte and a broken gzip file
@@ -408,7 +408,7 @@ def parse_line(path, lineno, raw, limit=None):
         try:
             if not sep:
                 raise ValueError
-            j, v = py_int(idx), py_float(val)
+            j, v = py_float(idx, int), py_float(val)
         except ValueError:
             raise DataError(f"{path}:{lineno}: {short(tok)!r} is not index:value") from None
         if j < 0:

@@ -104,9 +104,9 @@ class LassoAggregate(GLMAggregate):
         return new - old
 
     def _solve(self, G, q, b, tol, max_passes=None, deadline=None, mu=None):
-        """Coordinate descent on the block (:func:`strads.apps.glm.kernels.cd_dense`
-        from a dense Gram ``G``, :func:`~strads.apps.glm.kernels.cd_factor` from a
-        factor ``(ptr, rows, vals, h, n_rows)``) in pieces of about SOLVE_OPS
+        """Coordinate descent on the block (:func:`~strads.apps.lasso.kernels.cd_dense_solved`
+        from a dense Gram ``G``, :func:`~strads.apps.lasso.kernels.cd_factor_solved` from
+        a factor ``(ptr, rows, vals, h, n_rows)``) in pieces of about SOLVE_OPS
         multiply-adds, looking at the clock between them: past ``deadline``
         (``time.time()``, the task's: the run's time limit) it returns the iterate it has
         (each pass lowers the objective, so that is still progress). Without a deadline,
@@ -122,15 +122,15 @@ class LassoAggregate(GLMAggregate):
             cost = m * m
 
             def run(k):
-                return GK.cd_dense(G, q, b, c, self.thresh, tol, k, hist, state, True)
+                return K.cd_dense_solved(G, q, b, c, self.thresh, tol, k, hist, state)
         else:
             ptr, rows, vals, h, n_rows = G
             b0, u = b.copy(), np.zeros(n_rows)
             cost = 2 * vals.shape[0] + m
 
             def run(k):
-                return GK.cd_factor(ptr, rows, vals, h, q, b, self.thresh, tol, k, True,
-                                    b0, u, hist, state, mu, float(self.n))
+                return K.cd_factor_solved(ptr, rows, vals, h, q, b, self.thresh, tol, k,
+                                          b0, u, hist, state, mu, float(self.n))
         per_call = max_passes if deadline is None else \
             int(max(1, min(max_passes, SOLVE_OPS // max(cost, 1))))
         passes = 0

@@ -153,12 +153,13 @@ def _pk_copy(packed, r0, r1, o):
 def _pk_scatter(packed, r, nwk):
     indptr, idx, cnt = packed[:3]
     for q in range(indptr[r], indptr[r + 1]):
-        nwk[r, idx[q]] = cnt[q]
+        nwk[0, idx[q]] = cnt[q]
 
 
 @njit(**_opts)
 def _pk_emit(packed, r, z, i, j, nwk, o):
-    """Row r packed after the run of tokens i .. j - 1, and set back to zero."""
+    """Row r packed after the run of tokens i .. j - 1 (in the buffer's one row), and the
+    row set back to zero."""
     indptr, idx, cnt, out_ptr, out_idx, out_cnt, mark, extra = packed
     a, b = indptr[r], indptr[r + 1]
     for q in range(a, b):
@@ -183,12 +184,12 @@ def _pk_emit(packed, r, z, i, j, nwk, o):
             k = extra[e]
             e += 1
         mark[k] = 0
-        c = nwk[r, k]
+        c = nwk[0, k]
         if c != 0:
             out_idx[o] = k
             out_cnt[o] = c
             o += 1
-            nwk[r, k] = 0
+            nwk[0, k] = 0
     out_ptr[r + 1] = o
     return o
 
@@ -196,11 +197,14 @@ def _pk_emit(packed, r, z, i, j, nwk, o):
 @njit(**_opts)
 def _row_in(packed, r_next, row, nwk, o):
     """With ``packed``, before a row's tokens: the rows before it copied out and its own
-    scattered into ``nwk``; -> o."""
+    scattered into ``nwk``'s first row; -> (o, the row of ``nwk`` that holds row
+    ``row``): one row of K serves every row in turn, where a buffer of every row would
+    have all its pages touched by a round (V / W x K x 4 bytes)."""
     if packed is not None:
         o = _pk_copy(packed, r_next, row, o)
         _pk_scatter(packed, row, nwk)
-    return o
+        return o, 0
+    return o, row
 
 
 @njit(**_opts)
@@ -247,13 +251,13 @@ def sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, vbeta, seed,
         i, j = wptr[row], wptr[row + 1]
         if i == j:
             continue
-        o = _row_in(packed, r_next, row, nwk, o)
+        o, at = _row_in(packed, r_next, row, nwk, o)
         use_tree = j - i > short_run
         qsum = 0.0
         if use_tree:
-            _tree_build(tree, nwk[row], beta, inv)
+            _tree_build(tree, nwk[at], beta, inv)
         else:
-            qsum = _q_sum(nwk, row, inv, beta)
+            qsum = _q_sum(nwk, at, inv, beta)
         for t in range(i, j):
             # documents come in no useful order: fetch ahead the metadata, then every
             # cache line of the topic list (the walk below reads it all), of the
@@ -281,11 +285,11 @@ def sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, vbeta, seed,
                 dlist[q, 0] = dlist[a + m, 0]
                 dlist[q, 1] = dlist[a + m, 1]
             # ... and out of the word and topic counts
-            before = (nwk[row, old] + beta) * inv[old]
-            nwk[row, old] -= 1
+            before = (nwk[at, old] + beta) * inv[old]
+            nwk[at, old] -= 1
             nk[old] -= 1
             inv[old] = 1.0 / (nk[old] + vbeta)
-            after = (nwk[row, old] + beta) * inv[old]
+            after = (nwk[at, old] + beta) * inv[old]
             # document term: sum_k n_dk q_k over the document's topics
             if use_tree:
                 _tree_set(tree, P + old, after)
@@ -299,7 +303,7 @@ def sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, vbeta, seed,
                 if use_tree:
                     acc += dlist[r, _U1] * tree[uP + np.uint64(k)]
                 else:
-                    acc += dlist[r, _U1] * ((nwk[row, k] + beta) * inv[k])
+                    acc += dlist[r, _U1] * ((nwk[at, k] + beta) * inv[k])
                 cum[q] = acc
                 q += _U1
             smooth = tree[1] if use_tree else qsum
@@ -313,7 +317,7 @@ def sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, vbeta, seed,
                 if use_tree:
                     new = _tree_draw(tree, (u - acc) / alpha, P, K)
                 else:
-                    new = _q_walk(nwk, row, inv, beta, (u - acc) / alpha)
+                    new = _q_walk(nwk, at, inv, beta, (u - acc) / alpha)
                 q = a
                 while q < a + m and dlist[q, 0] != new:
                     q += 1
@@ -325,11 +329,11 @@ def sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, vbeta, seed,
                     dlist[q, 1] += 1
             dmeta[d, 1] = m
             z[t] = new
-            before = (nwk[row, new] + beta) * inv[new]
-            nwk[row, new] += 1
+            before = (nwk[at, new] + beta) * inv[new]
+            nwk[at, new] += 1
             nk[new] += 1
             inv[new] = 1.0 / (nk[new] + vbeta)
-            after = (nwk[row, new] + beta) * inv[new]
+            after = (nwk[at, new] + beta) * inv[new]
             if use_tree:
                 _tree_set(tree, P + new, after)
             else:
@@ -415,9 +419,9 @@ def sample_dense(wptr, docs, z, ndk, nwk, nk, alpha, beta, vbeta, seed, q, p, in
         i, j = wptr[row], wptr[row + 1]
         if i == j:
             continue
-        o = _row_in(packed, r_next, row, nwk, o)
+        o, at = _row_in(packed, r_next, row, nwk, o)
         for k in range(K):
-            q[k] = (nwk[row, k] + beta) * inv[k]
+            q[k] = (nwk[at, k] + beta) * inv[k]
         prev_d = -1
         prev_k = 0
         tot = 0.0
@@ -425,10 +429,10 @@ def sample_dense(wptr, docs, z, ndk, nwk, nk, alpha, beta, vbeta, seed, q, p, in
             d = docs[t]
             old = z[t]
             ndk[d, old] -= 1
-            nwk[row, old] -= 1
+            nwk[at, old] -= 1
             nk[old] -= 1
             inv[old] = 1.0 / (nk[old] + vbeta)
-            q[old] = (nwk[row, old] + beta) * inv[old]
+            q[old] = (nwk[at, old] + beta) * inv[old]
             if d == prev_d:
                 # the word again in the same document: p differs from the previous
                 # token's only at the topic that token took and the one this token left
@@ -457,10 +461,10 @@ def sample_dense(wptr, docs, z, ndk, nwk, nk, alpha, beta, vbeta, seed, q, p, in
                     break
                 k += 1
             ndk[d, k] += 1
-            nwk[row, k] += 1
+            nwk[at, k] += 1
             nk[k] += 1
             inv[k] = 1.0 / (nk[k] + vbeta)
-            q[k] = (nwk[row, k] + beta) * inv[k]
+            q[k] = (nwk[at, k] + beta) * inv[k]
             z[t] = k
             prev_d = d
             prev_k = k
@@ -693,6 +697,41 @@ def add_packed(indptr, idx, cnt, out):
     for r in range(indptr.shape[0] - 1):
         for q in range(indptr[r], indptr[r + 1]):
             out[r, idx[q]] += cnt[q]
+
+
+def sum_packed(parts, n_topics):
+    """The sum of packed tables of the same rows, packed as :func:`pack` packs the dense
+    sum, with no dense table (rows x K) made."""
+    acc = (np.zeros(parts[0][0].shape[0], np.int64), np.empty(0, topic_dtype(n_topics)),
+           np.empty(0, np.int32))
+    for part in parts:  # (in order: the same bits whatever the order)
+        cap = acc[1].shape[0] + part[1].shape[0]
+        out = (np.empty_like(acc[0]), np.empty(cap, acc[1].dtype), np.empty(cap, np.int32))
+        acc = _merge_packed(*acc, *part, *out)
+    return acc
+
+
+@njit(**_opts)
+def _merge_packed(ap, ai, ac, bp, bi, bc, out_ptr, out_idx, out_cnt):
+    """Row by row, two rows' (topic, count) pairs, topics in order, merged and added."""
+    o = 0
+    out_ptr[0] = 0
+    for r in range(ap.shape[0] - 1):
+        p, q, pe, qe = ap[r], bp[r], ap[r + 1], bp[r + 1]
+        while p < pe or q < qe:
+            if q == qe or (p < pe and ai[p] < bi[q]):
+                out_idx[o], out_cnt[o] = ai[p], ac[p]
+                p += 1
+            elif p == pe or bi[q] < ai[p]:
+                out_idx[o], out_cnt[o] = bi[q], bc[q]
+                q += 1
+            else:
+                out_idx[o], out_cnt[o] = ai[p], ac[p] + bc[q]
+                p += 1
+                q += 1
+            o += 1
+        out_ptr[r + 1] = o
+    return out_ptr, out_idx[:o], out_cnt[:o]
 
 
 def unpack(packed, out):

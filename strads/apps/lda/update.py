@@ -172,11 +172,11 @@ class LDAUpdate(Update):
         its copy of the whole table (data schedule), summed over every worker's tokens."""
         peers = self.peers
         if self.mode == "model":
-            n_rows = int(np.diff(self.cuts).max(initial=0))
-            self.nwk = np.zeros((n_rows, self.K), np.int32)  # the slice in hand
             self.held = self._first_slices()
             if self.resident:  # the one slice never moves: kept unpacked, sampled in place
-                K.unpack(self.held[0][1], self.nwk)
+                self.nwk = K.unpack(self.held[0][1], np.empty((self.V, self.K), np.int32))
+            else:  # the samplers' buffer for the packed slice's rows, one at a time
+                self.nwk = np.zeros((1, self.K), np.int32)
         else:
             mine = K.pack_tokens(self.wptr, self.z, self.K)
             self.nwk = np.zeros((self.V, self.K), np.int32)
@@ -332,14 +332,9 @@ class LDAUpdate(Update):
                 packs[g * W + (me + k) % W] = None
         held = []
         for g in range(s1):
-            m = g * W + me
-            rows = self.nwk[:cuts[m + 1] - cuts[m]]
-            rows[:] = 0
-            for w in range(W):  # in worker order
-                K.add_packed(*got[w][g], rows)
+            held.append([g * W + me, K.sum_packed([got[w][g] for w in range(W)], self.K)])
+            for w in range(W):
                 got[w][g] = None
-            held.append([int(m), K.pack(rows)])
-            rows[:] = 0  # (the buffer is all zeros between rounds: kernels, "packed")
         return held
 
     def state(self):
@@ -433,7 +428,7 @@ class LDAUpdate(Update):
         K.sum_lgamma_shifted(np.ones(2, np.int64), 0.1)
         K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
         K.round_seed(np.uint64(1), 0, 0)
-        K.pack_tokens(wptr, z, 2)
+        K.sum_packed([K.pack_tokens(wptr, z, 2)], 2)
         data.warmup()
 
     def _sample(self, round, m, nwk, packed=None):
