@@ -70,23 +70,8 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
         assert np.diff(got[1]).max(initial=1) <= cap
     def unpack(a):
         return np.unpackbits(a.view(np.uint8), axis=1, bitorder="little")[:, :p] == 1
-    assert unpack(known).any() == (rho < 1)  # (rho 1: no filter, nothing computed)
-    # a panel bought at once (a pool's pairs with its new columns), by blocks of 7 rows:
-    # every such pair known, whatever was cached before
-    pool = np.sort(rng.choice(p, 90, replace=False))
-    new = pool[rng.random(90) < 0.5]
-    old = KG.FILL_BYTES
-    try:
-        KG.FILL_BYTES = 8 * 90 * 7
-        KG.fill_panel(X, new, pool, norms, rho, known, conf)
-    finally:
-        KG.FILL_BYTES = old
-    panel = np.zeros((p, p), bool)
-    panel[np.ix_(new, pool)] = True
-    panel |= panel.T
-    np.fill_diagonal(panel, False)
-    assert unpack(known)[panel].all()
     bits, cbits = unpack(known), unpack(conf)
+    assert bits.any() == (rho < 1)  # (rho 1: no filter, nothing computed)
     assert (bits == bits.T).all() and not (cbits & ~bits).any()
     i, j = np.nonzero(bits)
     np.testing.assert_array_equal(cbits[i, j], C[i, j] > rho * norms[i] * norms[j])
@@ -185,7 +170,7 @@ def test_the_filter_cache_is_left_out_of_checkpoints_and_refused_when_too_large(
     sched.schedule(1)
     assert sched._known is not None and sched._known.shape == (200, 4)
     state = sched.state()
-    assert not {"_known", "_conf", "_gptr", "_head", "cols", "_panel"} & set(state)
+    assert not {"_known", "_conf", "_gptr", "_head", "cols"} & set(state)
     old = S.FILTER_CACHE_BYTES
     try:
         S.FILTER_CACHE_BYTES = 1000
@@ -250,7 +235,7 @@ def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
     """Rent or buy: with few columns and many rows (dense or sparse) X'X costs less than
     a few rounds of the filter's pairs, so it is computed at the first block round (no
     pair by the kernel after it) and the groups' Gram matrices come with the task,
-    X_g'X_g; with many columns and few rows it is not (the pool's pairs, the workers'
+    X_g'X_g; with many columns and few rows it is not (pairs one by one, the workers'
     groups). Either way the optimum is scikit-learn's."""
     from sklearn.linear_model import Lasso
     for n, p, corr, div, buys, dense in ((2000, 120, 0.6, 20, True, True),
@@ -280,8 +265,7 @@ def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
         res = strads.run(recording, lasso.LassoUpdate, tol=1e-8, max_rounds=50_000,
                          quiet=True, workers=2)
         assert res.stop_reason == "tol" and rounds and grams
-        assert scheds[0]._filled == buys  # (without X'X: the pool's pairs, after a while)
-        assert all(r[2] == 0 for r in rounds) or not buys
+        assert (rounds[0][2] == 0) == buys and all(r[2] == 0 for r in rounds) == buys
         for cols, gptr, Gs in grams:
             assert (Gs is not None) == buys
             if buys:  # the groups' X_g'X_g, one after the other
@@ -304,47 +288,6 @@ def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
         f = lasso.objective(X, y, res.model["coef"], lam)
         assert f == pytest.approx(f_sk, rel=1e-7)
         monkeypatch.undo()
-
-
-def test_the_filter_buys_the_pools_pairs_once_it_has_spent_their_price(monkeypatch):
-    """Many columns, few rows (X'X not bought): after a full round, every pair of the
-    coordinates with a priority (the pool, which shrinks to the support) is bought at
-    once when the filter has spent their price since it last bought: a few panels, far
-    fewer pairs than X'X's, and the filter's own inner products fewer than without
-    them. The optimum is still scikit-learn's."""
-    from sklearn.linear_model import Lasso
-    X, y, _ = make_problem(150, 1500, corr=0.3, n_informative=20, snr=3, dense=True,
-                           seed=5)
-    lam = lasso.lambda_max(X, y) / 10
-    block_dense, fill_panel = KG.block_dense, KG.fill_panel
-    runs = []
-    for panels in (True, False):
-        bought, work = [], []
-
-        def panel(X_, new, pool, *args):
-            bought.append((new, pool))
-            return fill_panel(X_, new, pool, *args)
-
-        def recording(*args):
-            out = block_dense(*args)
-            work.append(out[2])
-            return out
-        monkeypatch.setattr(KG, "fill_panel", panel)
-        monkeypatch.setattr(KG, "block_dense", recording)
-        if not panels:
-            monkeypatch.setattr(S.Priority, "_buy_panel", lambda self: None)
-        res, _, _ = _tasks(X, y, lam=lam, tol=1e-9)
-        monkeypatch.undo()
-        assert res.stop_reason == "tol"
-        runs.append((bought, sum(work), res))
-    (bought, work, res), (none, work_without, _) = runs
-    assert bought and not none and work < work_without
-    for new, pool in bought:
-        assert np.isin(new, pool).all() and np.all(np.diff(pool) > 0)
-    assert sum(new.shape[0] * pool.shape[0] for new, pool in bought) < 1500 ** 2 / 8
-    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
-    f_sk = lasso.objective(X, y, sk.coef_, lam)
-    assert lasso.objective(X, y, res.model["coef"], lam) == pytest.approx(f_sk, rel=1e-7)
 
 
 def test_the_default_threshold_is_above_the_noise_of_few_rows():

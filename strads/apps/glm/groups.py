@@ -265,44 +265,7 @@ def _fill_bits(block, a, norms, rho, conf):
                 conf[k, j >> 6] |= bj
 
 
-FILL_BYTES = 8 << 20  # a block of X'X's rows in fill_cache (without G), or of a panel's
-
-
-def fill_panel(X, new, cols, norms, rho, known, conf):
-    """The decisions of every pair of ``cols`` with a column of ``new`` (a subset of
-    them) at once (:func:`_select_dense`'s cache): X[:, new]' X[:, cols] by BLAS, a
-    block of FILL_BYTES at a time; a pair's bits as one inner product sets them."""
-    Xc = X[:, cols]
-    is_new = np.zeros(norms.shape[0], dtype=np.bool_)
-    is_new[new] = True
-    step = max(1, FILL_BYTES // (8 * cols.shape[0]))
-    for a in range(0, new.shape[0], step):
-        part = new[a:a + step]
-        _panel_bits(X[:, part].T @ Xc, part, cols, norms, rho, is_new, known, conf)
-
-
-@njit(**_opts)
-def _panel_bits(block, rows, cols, norms, rho, is_new, known, conf):
-    """The decisions of the pairs (rows[r], cols[c]) from ``block`` (their inner
-    products), both ways round; a pair of two ``is_new`` columns once (rows[r] > cols[c])."""
-    one = np.uint64(1)
-    for r in range(rows.shape[0]):
-        j = rows[r]
-        lim = rho * norms[j]
-        wj, bj = j >> 6, one << np.uint64(j & 63)
-        for c in range(cols.shape[0]):
-            k = cols[c]
-            if k == j or (is_new[k] and k > j):
-                continue
-            wk, bk = k >> 6, one << np.uint64(k & 63)
-            known[j, wk] |= bk
-            known[k, wj] |= bj
-            if abs(block[r, c]) > lim * norms[k]:
-                conf[j, wk] |= bk
-                conf[k, wj] |= bj
-            else:
-                conf[j, wk] &= ~bk
-                conf[k, wj] &= ~bj
+FILL_BYTES = 8 << 20  # a block of X'X's rows in fill_cache (without G)
 
 
 @njit(**_opts)

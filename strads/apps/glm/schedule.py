@@ -232,16 +232,15 @@ class Priority(_Jacobi):
     gave a priority to, and the sum tree's mass has fallen to REFRESH of its own), at
     most ``full_every`` updates apart; the filter sees the priority draws first; dense
     X: its decisions are cached (two bits a pair, when they fit FILTER_CACHE_BYTES), so
-    a pair's inner product is computed once a run, and the pairs of the draws' pool
-    are bought at once after a full round (:meth:`_buy_panel`); the draws are one numba
-    call, from uniforms taken in chunks, no more than the filter will read.
+    a pair's inner product is computed once a run; the draws are one numba call, from
+    uniforms taken in chunks, no more than the filter will read.
 
     Without the scheduler's copy of X (``X`` None: parallel loading, several
     schedulers) the workers filter: the task holds the candidates, they sum their Gram
     matrix and group them in the same greedy order.
     """
     checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr",
-                                                "_out", "_filled", "_G", "_panel")
+                                                "_out", "_filled", "_G")
     # the priority draws come first, so without a filter (rho near 1) a round holds the
     # coordinates that move most, often neighbours: their joint step can overshoot
     # badly, and every rise halves the step as well as the block
@@ -269,9 +268,6 @@ class Priority(_Jacobi):
         self._filled = False  # every pair of it computed at once (:meth:`_fill_price`)
         self._G = None  # then X'X's lower triangle, if it fits FILTER_CACHE_BYTES
         self._spent = 0  # the filter's multiply-adds so far
-        self._spent_panel = 0  # ... when :meth:`_buy_panel` last bought
-        self._panel_fulls = 0  # the full rounds whose pool :meth:`_buy_panel` has seen
-        self._panel = None  # the columns whose pairs are all in the cache (a panel's)
         self._gptr = NO_GROUPS  # the last block's groups (none: every group of one)
         self.seen = np.zeros(self.p, dtype=np.bool_)  # scratch of the distinct draws
         self._out = np.empty(2 * self.block + 1, np.int64)  # a block and its groups
@@ -351,11 +347,9 @@ class Priority(_Jacobi):
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask; one kernel call a round
         # (the filter and the groups' order), its outputs into self._out
-        if not self._filled and self._spent + self._prepaid() >= self._fill_price():
+        if not self._filled and self._spent + PREPAID * 2 * AFFORD * (
+                self.max_block * self._col_cost + ROUND_COST) >= self._fill_price():
             self._fill()
-        elif self.dense and not self._filled and self._panel_fulls != self.agg.fulls \
-                and self._cache():
-            self._buy_panel()
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
             self._out = np.empty(2 * b + 1, np.int64)
@@ -420,33 +414,6 @@ class Priority(_Jacobi):
             return p * p * (self.agg.n / BLAS_SPEEDUP + FILL_ENTRY)
         return self._row_squares + p * p * FILL_ENTRY
 
-    def _buy_panel(self):
-        """Rent or buy, for the priority draws' pool after a full round (its coordinates
-        with a priority; they shrink to the support within a few full rounds, and the
-        draws stay among them until the next one): every pair of it at once, X_A'X_A by
-        BLAS (:func:`groups.fill_panel`, pairs already in a panel left out), once its
-        price (as :meth:`_fill_price`'s) is at most what the filter has spent since it
-        last bought with PREPAID rounds' allowance (a small pool is bought at once), and
-        the copy of its columns fits FILTER_CACHE_BYTES; then the filter only looks its
-        pairs up."""
-        self._panel_fulls = self.agg.fulls
-        spent = self._spent - self._spent_panel
-        pool = np.flatnonzero(self.agg.prio > 0)
-        new = pool[~self._panel[pool]]
-        price = new.shape[0] * pool.shape[0] * (self.agg.n / BLAS_SPEEDUP + FILL_ENTRY)
-        if new.shape[0] and price <= spent + self._prepaid() and \
-                8 * self.agg.n * pool.shape[0] <= FILTER_CACHE_BYTES:
-            KG.fill_panel(self.cols[0], new, pool, self.agg.norms, self.rho, self._known,
-                          self._conf)
-            self._panel[:] = False
-            self._panel[pool] = True
-            self._spent += int(price)
-            self._spent_panel = self._spent
-
-    def _prepaid(self):
-        """What PREPAID rounds of the whole block may spend on the filter (:meth:`_afford`)."""
-        return PREPAID * 2 * AFFORD * (self.max_block * self._col_cost + ROUND_COST)
-
     def _fill(self):
         """Every pair of the cache from X'X (:func:`groups.fill_cache`), X'X kept when it
         fits (the groups' Gram matrices)."""
@@ -469,7 +436,6 @@ class Priority(_Jacobi):
                 return False
             self._known = np.zeros((self.p, words), dtype=np.uint64)
             self._conf = np.zeros((self.p, words), dtype=np.uint64)
-            self._panel = np.zeros(self.p, dtype=np.bool_)
         return True
 
 
