@@ -229,7 +229,7 @@ def peers(k, repeat, problems, args=None):
 
 #: (make_problem's arguments, or near_duplicates' with "group", lambda_max / this):
 #: (g)-(i) issue 30's, (j)-(l) others, (m)-(o) tall ones (X'X bought by the filter), (p)
-#: square and strongly correlated (the pool's pairs bought after a full round)
+#: square and strongly correlated
 SMALL = {
     "(g)": (dict(n_samples=100, n_features=2000, corr=0.0, dense=True), 10),
     "(h)": (dict(n_samples=300, n_features=3000, corr=0.3, dense=True), 10),
