@@ -92,6 +92,7 @@ class LogRegUpdate(GLMUpdate):
             K.wgram_csr(*csc, cols, *rows, wts)
             GK.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
             GK.factor_cols(*csc, cols, wts)
+            GK.gram_sparse(*csc, cols, 2)  # (int64: the aggregate's face factor)
         K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
                           np.empty(1))
 
