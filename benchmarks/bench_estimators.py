@@ -90,8 +90,10 @@ def logreg_cpu(X, labels, alphas, scaling, folds):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="fit,grid,path,logreg",
-                    help="also: dense (2,000 x 500 and 500 x 5,000 dense, small alphas)")
-    ap.add_argument("--repeat", type=int, default=1)
+                    help="comma-separated, of fit, grid, path, logreg and dense (2,000 x "
+                    "500 and 500 x 5,000 dense, small alphas) (default: %(default)s)")
+    ap.add_argument("--repeat", type=int, default=1, help="time each fit N times "
+                    "and report the best (default: 1)")
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
     ap.add_argument("--problem", choices=PROBLEMS, default="zipf",
                     help="2k: 2,000 x 8,000, 3k: 3,000 x 8,000, 5k: 5,000 x 20,000 "
