@@ -151,17 +151,13 @@ def ccd_block(indptr, idx, res, own, cols, other, reg, tps, delta, tile):
 
 
 @njit(**_opts)
-def apply_cols(ptr, idx, res, own, cols, delta, pos=None):
+def apply_cols(ptr, idx, res, own, cols, delta, order=None):
     """res_aj -= sum_c delta[c, j] * own[cols[c], a]: the residual after the other side's
-    columns ``cols`` changed by ``delta`` (rows or the tiled layout: ``ptr``, ``pos``)."""
+    columns ``cols`` changed by ``delta`` (rows or the tiled layout: ``ptr``, ``order``)."""
     m = own.shape[1]
-    order = np.arange(m)
-    if pos is not None:
-        for a in range(m):
-            order[pos[a]] = a
     for b in range((ptr.shape[0] - 1) // m):
         for k in range(m):
-            a = order[k]
+            a = k if order is None else order[k]
             for q in range(ptr[b * m + k], ptr[b * m + k + 1]):
                 j = idx[q]
                 s = 0.0
@@ -179,13 +175,14 @@ TILE_ROWS = 32768
 
 
 def tile_order(indptr):
-    """``pos``: row a's place in a tile's visiting order, the rows by decreasing number of
-    ratings (ties in order). Rows of like lengths one after the other: the end of each
-    row's loop is predicted, which saves some 10% of a pass (docs/scaling.md)."""
+    """``(pos, order)``: row a's place in a tile's visiting order and the rows in that
+    order, by decreasing number of ratings (ties in order). Rows of like lengths one
+    after the other: the end of each row's loop is predicted, which saves some 10% of a
+    pass (docs/scaling.md)."""
     order = np.argsort(-np.diff(indptr), kind="stable")
     pos = np.empty(order.shape[0], np.int64)
     pos[order] = np.arange(order.shape[0])
-    return pos
+    return pos, order
 
 
 @njit(**_opts)

@@ -23,7 +23,7 @@ class _Side:
         self.G = None  # the gather table of ccd_step
         self.scratch = None  # a row's gathered column, per ccd_step
         self.ptr = None  # the tiled layout's segments (kernels.tile_layout), or rows
-        self.pos = None  # each row's place in a tile (kernels.tile_order)
+        self.pos = self.order = None  # each row's place in a tile, the tile's rows
         self.tiles = True  # False once a round needed the rows
         # tiled: the deferred steps, ccd_tiles' gather table, the rows' sums
         self.steps = self.T = self.acc = None
@@ -42,11 +42,11 @@ class _Side:
         segments = -(-n_other // K.TILE_ROWS) * (self.indptr.shape[0] - 1)
         if 8 * segments > self.idx.shape[0]:
             return
-        pos = K.tile_order(self.indptr)
+        pos, order = K.tile_order(self.indptr)
         ptr = K.tile_layout(self.indptr, self.idx, n_other, K.TILE_ROWS, pos)
         if ptr.shape[0] == 0:
             return
-        self.ptr, self.pos, self.tiles = ptr, pos, True
+        self.ptr, self.pos, self.order, self.tiles = ptr, pos, order, True
         self._retile(True)
         m = self.own.shape[1]
         self.steps, self.T, self.acc = np.zeros(m), np.zeros((n_other, 3)), np.empty((m, 4))
@@ -62,7 +62,7 @@ class _Side:
         self.settle()
         if self.ptr is not None:
             self._retile(False)
-            self.ptr = self.pos = self.steps = self.T = self.acc = None
+            self.ptr = self.pos = self.order = self.steps = self.T = self.acc = None
         self.tiles = self.tiles and keep
 
     def _retile(self, to_tiles):
@@ -81,7 +81,7 @@ class _Side:
         if self.pending is not None:
             self.settle()
             cols, delta = self.pending
-            K.apply_cols(self.segments, self.idx, self.res, self.own, cols, delta, self.pos)
+            K.apply_cols(self.segments, self.idx, self.res, self.own, cols, delta, self.order)
             self.pending = None
 
     def ccd(self, t, v):
@@ -249,11 +249,11 @@ class MFUpdate(Update):
         K.ccd_block(indptr, idx, res, own, np.zeros(2, np.int64), other, reg, cols, other,
                     K.BLOCK_TILE)
         K.apply_cols(indptr, idx, res, own, cols, other, None)
-        pos = K.tile_order(indptr)
+        pos, order = K.tile_order(indptr)
         ptr = K.tile_layout(indptr, idx, 1, 1, pos)
         K.retile(indptr, ptr, pos, K.retile(indptr, ptr, pos, idx, True), False)
         K.retile(indptr, ptr, pos, res, True)
-        K.apply_cols(ptr, idx, res, own, cols, other, pos)
+        K.apply_cols(ptr, idx, res, own, cols, other, order)
         G, steps = np.ones((1, 2)), np.zeros(1)
         K.fill_table(G, res, other[:1])
         T = np.zeros((1, 3))
