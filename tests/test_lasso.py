@@ -130,7 +130,6 @@ def test_tol_zero_runs_to_max_rounds():
 
 
 def test_distinct_priority_sampling():
-    from strads.apps.glm import kernels as K
     rng = np.random.default_rng(0)
     prio = rng.random(1000) ** 8
     prio[rng.random(1000) < 0.9] = 0.0
@@ -237,7 +236,6 @@ def test_bad_target_and_shapes(tmp_path):
 
 # -- command line -------------------------------------------------------------------------
 def test_csc_slicing_kernels_match_scipy():
-    from strads.apps.glm import kernels as K
 
     X, _, _ = make_problem(60, 40, density=0.2, seed=8)
     ptr, idx, val = X.indptr, X.indices, X.data  # scipy's int32, as the app passes them
@@ -253,7 +251,6 @@ def test_csc_slicing_kernels_match_scipy():
 
 
 def test_gram_cd_solves_the_block_exactly():
-    from strads.apps.glm import kernels as K
 
     X, y, _ = make_problem(80, 30, corr=0.7, dense=True, seed=9)
     thresh = 0.1 * np.abs(X.T @ y).max()
