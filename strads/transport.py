@@ -125,7 +125,7 @@ class Peers:
     def allreduce(self, array):
         """The sum of every worker's ``array``, added in worker order: every worker holds
         the same floats, in one process and under MPI."""
-        return _fold(self.allgather(array))
+        return ordered_sum(self.allgather(array))
 
     def bcast(self, obj, root=0):
         """Worker ``root``'s ``obj``."""
@@ -150,7 +150,8 @@ class Peers:
         return got
 
 
-def _fold(parts):
+def ordered_sum(parts):
+    """The parts' sum in their (the workers') order, in a new array."""
     out = np.array(parts[0], copy=True)
     for p in parts[1:]:
         out += p
@@ -271,7 +272,7 @@ class InProcess:
         for w in range(self.n_workers):
             self.send(w, msg)
 
-    def recv(self, w, watch=None):
+    def recv(self, w):
         if self._pools is None:
             return self._replies[w].popleft()
         while True:  # a step without a task answers nothing: skip its None
@@ -390,10 +391,9 @@ class MPITransport(_OnMPI):
         """A message for worker ``w`` alone (its shard, a checkpoint's part name)."""
         self._send_to(self._wrank(w), msg)
 
-    def recv(self, w, watch=None):
-        """Worker ``w``'s next direct reply; ``watch()`` is called now and then while
-        waiting (:func:`strads.worker.stall_watch`)."""
-        return self._recv_from(self._wrank(w), watch)
+    def recv(self, w):
+        """Worker ``w``'s next direct reply."""
+        return self._recv_from(self._wrank(w))
 
     def broadcast(self, msg):
         """One message for every worker: one frame to the tree's root, worker 0."""
@@ -407,8 +407,8 @@ class MPITransport(_OnMPI):
         """A message for scheduler rank ``k`` (rank 0 to 1..K-1, and each of them to 0)."""
         self._send_to(k, msg, tag=SCHED)
 
-    def from_scheduler(self, k, watch=None):
-        return self._recv_from(k, watch, tag=SCHED)
+    def from_scheduler(self, k):
+        return self._recv_from(k, tag=SCHED)
 
     # -- worker side ---------------------------------------------------------------
     def recv_task(self):
@@ -418,9 +418,9 @@ class MPITransport(_OnMPI):
     def reply(self, msg):
         self._send_to(0, msg)
 
-    def recv_broadcast(self, watch=None):
+    def recv_broadcast(self):
         """The next broadcast, passed on to this worker's children in the tree."""
-        frame = self._recv_from(self._wrank(self.parent), watch, tag=TREE, raw=True)
+        frame = self._recv_from(self._wrank(self.parent), tag=TREE, raw=True)
         for c in self.children:
             self._send_to(self._wrank(c), None, frame, tag=TREE)
         msg = unpack(frame)
@@ -478,7 +478,7 @@ class Replicated(_OnMPI):
     def broadcast(self, msg):
         self._handle(msg)
 
-    def recv(self, w, watch=None):
+    def recv(self, w):
         """Worker ``w``'s reply; the loop asks for them in worker order, and the first
         shares every rank's."""
         if w == 0:

@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from ...api import Aggregate
+from ...transport import ordered_sum
 
 
 class MFAggregate(Aggregate):
@@ -198,14 +199,6 @@ class MFAggregate(Aggregate):
                 **({} if self.early_stop is None else {
                     "early_stop": self.early_stop, "best_iteration": self.best_iteration,
                     "early_stopped": self.early_stopped}), **self.report}
-
-
-def ordered_sum(arrays):
-    """The arrays' sum in their (the workers') order, in a new array."""
-    out = arrays[0].copy()
-    for a in arrays[1:]:
-        out += a
-    return out
 
 
 def _finite(xs):

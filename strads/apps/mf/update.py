@@ -6,8 +6,8 @@ import time
 import numpy as np
 
 from ...api import Update
+from ...transport import ordered_sum
 from . import kernels as K
-from .aggregate import ordered_sum
 
 SIDES = ("W", "H")
 
