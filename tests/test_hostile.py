@@ -131,6 +131,13 @@ def test_npz_member_shorter_than_its_header_is_refused_unread(tmp_path):
     refused(lasso_data.load, str(tmp_path / "s.npz"), match="declares shape (4, 3)")
 
 
+def test_npz_member_of_npy_format_3_is_refused_by_its_version(tmp_path):
+    from numpy.lib import format as npf
+    with zipfile.ZipFile(tmp_path / "v3.npz", "w") as z, z.open("X.npy", "w") as f:
+        npf.write_array(f, np.zeros(3, dtype=[("\u00e9", "f8")]), version=(3, 0))
+    refused(lasso_data.load, str(tmp_path / "v3.npz"), match="format version")
+
+
 @pytest.mark.parametrize("app, np_", [("lasso", None), ("logreg", None), ("lasso", 3)])
 def test_cli_bad_npz_is_one_line_in_one_process_and_under_mpiexec(tmp_path, app, np_):
     """The probe's segfaults (exit 139; under mpiexec BAD TERMINATION): one line now."""

@@ -35,12 +35,12 @@ def _members(path, z):
         member = name + ".npy" if name + ".npy" in names else name
         with z.zip.open(member) as f:
             version = npf.read_magic(f)
-            if version == (1, 0):
-                shape, _, dtype = npf.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, _, dtype = npf.read_array_header_2_0(f)
-            else:
-                shape, _, dtype = npf._read_array_header(f, version)
+            read = {(1, 0): npf.read_array_header_1_0,
+                    (2, 0): npf.read_array_header_2_0}.get(version)
+            if read is None:  # (3.0: UTF-8 field names, a structured array: not numbers)
+                raise DataError(f"{path}: array {name!r}: .npy format version {version} "
+                                "not read")
+            shape, _, dtype = read(f)
             held = z.zip.getinfo(member).file_size - f.tell()
         if dtype.hasobject:
             raise DataError(f"{path}: array {name!r} holds Python objects "
