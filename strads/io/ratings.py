@@ -42,27 +42,33 @@ def _is_ws(c):
 
 
 @njit(inline="always", **NB)
-def _field(b, p, e, delim):
-    """(start, end) of the field at p (blanks stripped) and where the next one starts
-    (> e: none left)."""
+def _blanks(b, p, n, delim):
+    """The first byte from p that is no blank (a line end, \\n or \\r, and ``delim``
+    stop it)."""
+    while p < n and b[p] != 10 and b[p] != 13 and b[p] != delim and _is_ws(b[p]):
+        p += 1
+    return p
+
+
+@njit(inline="always", **NB)
+def _next_field(b, t, n, delim, last):
+    """After a number ending at t, where the next field starts (blanks skipped), or -1
+    when the number does not end its field (``last``: the third field, which only has to
+    end; then the first byte after its blanks)."""
     if delim == 0:
-        while p < e and _is_ws(b[p]):
-            p += 1
-        if p >= e:
-            return p, p, e + 1
-        s = p
-        while p < e and not _is_ws(b[p]):
-            p += 1
-        return s, p, p
-    q = p
-    while q < e and b[q] != delim:
-        q += 1
-    s, t = p, q
-    while s < t and _is_ws(b[s]):
-        s += 1
-    while t > s and _is_ws(b[t - 1]):
-        t -= 1
-    return s, t, q + 1
+        if t < n and not _is_ws(b[t]):
+            return -1
+        if last:
+            return t
+        if t >= n or b[t] == 10 or b[t] == 13:
+            return -1
+        return _blanks(b, t, n, 0)
+    t = _blanks(b, t, n, delim)
+    if last:
+        return t if t >= n or b[t] == delim or b[t] == 10 or b[t] == 13 else -1
+    if t >= n or b[t] != delim:
+        return -1
+    return _blanks(b, t + 1, n, delim)
 
 
 @njit(_nrt=False, **NB)
@@ -73,7 +79,8 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
     first). It stops after a line it leaves to the line-by-line rules, with ``fb`` = (its
     start, its end, its index), before a line with an id beyond ``lim`` (the id arrays'
     width), or when ``out`` is full. Returns (where it stopped, count, 0 / 1 (``fb``
-    set) / 2 (an id too wide), lines passed)."""
+    set) / 2 (an id too wide), lines passed). One pass: a line's first three fields are
+    read as numbers, its end and its other bytes (ASCII?) after them."""
     n = b.shape[0]
     cap = out_u.shape[0]
     pos = start
@@ -81,7 +88,33 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
     while pos < stop:
         if count >= cap:
             break
-        e = pos
+        s = _blanks(b, pos, n, -1)
+        c = b[s] if s < n else 10
+        rating = c != 10 and c != 13 and c != 35 and c != 37  # neither blank nor a comment
+        banner = c == 37 and s + 1 < n and b[s + 1] == 37  # '%%': a misplaced banner?
+        ok = rating
+        u = i = 0
+        r = 0.0
+        e = s
+        if ok:  # ids up to 2^62 (beyond: the line by line rules)
+            e, ok, u = scan_int_inline(b, s, n)
+            ok = ok and abs(u) < BIG
+        if ok:
+            e = _next_field(b, e, n, delim, False)
+            ok = e >= 0
+        if ok:
+            e, ok, i = scan_int_inline(b, e, n)
+            ok = ok and abs(i) < BIG
+        if ok:
+            e = _next_field(b, e, n, delim, False)
+            ok = e >= 0
+        if ok:
+            e, st, r = scan_float_inline(b, e, n)
+            ok = st == 0
+        if ok:
+            e = _next_field(b, e, n, delim, True)
+            ok = e >= 0
+        e = max(e, s)
         ascii = True
         while e < n:
             c = b[e]
@@ -93,33 +126,8 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
         nxt = e + 1
         if e < n and b[e] == 13 and e + 1 < n and b[e + 1] == 10:
             nxt = e + 2
-        s = pos
-        while s < e and _is_ws(b[s]):
-            s += 1
-        banner = s + 1 < e and b[s] == 37 and b[s + 1] == 37  # '%%': a misplaced banner?
-        if banner or (s < e and b[s] != 35 and b[s] != 37):  # neither blank nor a comment
-            ok = not banner and ascii and e - pos < LONG_LINE
-            s0 = e0 = s1 = e1 = s2 = e2 = p = 0
-            u = i = 0
-            r = 0.0
-            if ok:
-                s0, e0, p = _field(b, s, e, delim)
-                ok = s0 < e0 and p <= e
-            if ok:
-                s1, e1, p = _field(b, p, e, delim)
-                ok = s1 < e1 and p <= e
-            if ok:
-                s2, e2, p = _field(b, p, e, delim)
-                ok = s2 < e2
-            if ok:  # ids up to 2^62 (beyond: the line by line rules)
-                t, ok, u = scan_int_inline(b, s0, e0)
-                ok = ok and t == e0 and abs(u) < BIG
-            if ok:
-                t, ok, i = scan_int_inline(b, s1, e1)
-                ok = ok and t == e1 and abs(i) < BIG
-            if ok:
-                t, st, r = scan_float_inline(b, s2, e2)
-                ok = st == 0 and t == e2
+        if rating or banner:
+            ok = ok and ascii and e - pos < LONG_LINE
             if ok and mtx_m > 0:
                 ok = u >= 1 and u <= mtx_m and i >= 1 and i <= mtx_n
             if ok and (u > lim or u < -lim - 1 or i > lim or i < -lim - 1):
