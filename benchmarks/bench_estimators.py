@@ -148,6 +148,12 @@ def main(argv=None):
             "lasso_path 100 alphas (eps 1e-3)",
             {"strads": lambda: strads.lasso_path(X, y),
              "sklearn": lambda: sk.lasso_path(X, y)}, args.repeat)
+        for n, p in ((200, 50), (2000, 500)):  # small dense: scikit-learn's Gram path
+            Xd, yd, _ = dense_problem(n, p)
+            side_by_side(
+                f"lasso_path dense {n} x {p}",
+                {"strads": lambda: strads.lasso_path(Xd, yd),
+                 "sklearn": lambda: sk.lasso_path(Xd, yd)}, args.repeat)
     if "logreg" in cases:
         labels = y > np.quantile(y, args.label_quantile)
         s = np.where(labels, 1.0, -1.0)

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 pytest.importorskip("sklearn")
 
 from sklearn.base import clone  # noqa: E402
-from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.exceptions import ConvergenceWarning, NotFittedError  # noqa: E402
 from sklearn.linear_model import Lasso as SkLasso  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 
@@ -157,6 +157,43 @@ def test_lasso_warm_start_path_and_cv_match_sklearn(sparse):
     np.testing.assert_allclose(cv.coef_, sk.coef_, rtol=1e-6, atol=1e-9)
     assert cv.intercept_ == pytest.approx(sk.intercept_, rel=1e-7)
     np.testing.assert_allclose(cv.predict(data), sk.predict(Xd), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_lasso_path_in_one_run_reaches_sklearn_at_every_alpha(sparse, fit_intercept):
+    # the path's alphas in one run (each lambda from the last one's solution): at each,
+    # scikit-learn's optimum; alphas above alpha_max (w = 0), an empty column (sparse X
+    # leaves it out of the solve) and the intercept's implicit centring on the way
+    from strads.estimators.glm import _path
+
+    X, y = lasso_problem(150, 50, 0.3, 2.0, 4)
+    X = X.tolil()
+    X[:, 7] = 0
+    Xd = X.toarray()
+    data = X.tocsc() if sparse else Xd
+    Xc = Xd - Xd.mean(axis=0) if fit_intercept else Xd
+    yc = y - y.mean() if fit_intercept else y
+    amax = np.abs(Xc.T @ yc).max() / X.shape[0]
+    alphas = np.concatenate([[4 * amax, 2 * amax], np.geomspace(amax, amax / 300, 25)])
+    coefs, intercepts, gaps, rounds = _path(data, y, alphas, dict(
+        fit_intercept=fit_intercept, tol=1e-9))
+    assert coefs.shape == (50, 27) and (gaps >= 0).all() and rounds >= 27
+    assert not coefs[:, :3].any() and not coefs[7].any()
+    for k, alpha in enumerate(alphas):
+        ref = SkLasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-12,
+                      max_iter=1_000_000).fit(Xd, y)
+        mine = 0.5 * np.mean((y - Xd @ coefs[:, k] - intercepts[k]) ** 2) + \
+            alpha * np.abs(coefs[:, k]).sum()
+        theirs = 0.5 * np.mean((y - ref.predict(Xd)) ** 2) + alpha * np.abs(ref.coef_).sum()
+        assert mine <= theirs * (1 + 1e-8)
+        np.testing.assert_allclose(coefs[:, k], ref.coef_, rtol=1e-4, atol=1e-6)
+        assert intercepts[k] == pytest.approx(ref.intercept_, rel=1e-5, abs=1e-6)
+    # out of rounds: each alpha stops at max_iter, with scikit-learn's warning
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        short = _path(data, y, alphas, dict(fit_intercept=fit_intercept, tol=1e-9,
+                                            max_iter=1))[0]
+    assert short.shape == (50, 27) and np.isfinite(short).all()
 
 
 def test_lasso_sparse_intercept_leaves_input_alone_and_matches_dense():

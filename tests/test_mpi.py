@@ -120,6 +120,27 @@ def test_estimators_under_mpi_give_every_rank_the_fitted_model():
 
 
 @pytest.mark.mpi(min_size=2)
+def test_lasso_path_under_mpi_is_one_run_as_in_one_process():
+    """lasso_path's alphas in one run under mpiexec: every rank gets the path, bit for
+    bit that of one process with n_jobs = size - 1."""
+    import strads
+
+    rank, size = world()
+    X, y, _ = make_problem(200, 100, corr=0.3, n_informative=15, dense=True, seed=1)
+    alphas, coefs, gaps = strads.lasso_path(X, y, n_alphas=10, tol=1e-8)
+    from strads import transport
+    saved = transport.mpi_world_size
+    transport.mpi_world_size = lambda: 0  # this rank alone, in one process
+    try:
+        ref = strads.lasso_path(X, y, n_alphas=10, tol=1e-8, n_jobs=size - 1)
+    finally:
+        transport.mpi_world_size = saved
+    for a, b in zip((alphas, coefs, gaps), ref):
+        np.testing.assert_array_equal(a, b)
+    assert coefs.shape == (100, 10) and coefs[:, -1].any()
+
+
+@pytest.mark.mpi(min_size=2)
 def test_workers_collectives_under_mpi_match_one_process():
     """The data plane on the workers' communicator: the same floats as the threads of
     one process and as NumPy; rank 0 sends one message a round and receives one."""

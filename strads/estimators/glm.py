@@ -159,6 +159,12 @@ class Lasso(RegressorMixin, _LinearModel):
         """
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
                              y_numeric=True, multi_output=False)
+        X, kw = self._run_args(X)
+        return _set(self, _collective(lambda run: self._fit_scheduler(run, lasso.fit, X, y, kw),
+                                      lambda: lasso.fit(X, y, **kw)))
+
+    def _run_args(self, X):
+        """X as the app takes it (validated) and the app's arguments."""
         most = lasso.max_staleness(X.shape[1], 256)  # the app's bound, at its block 256
         if self.staleness > most:
             raise ValueError(f"staleness {self.staleness} is above the useful maximum "
@@ -167,10 +173,8 @@ class Lasso(RegressorMixin, _LinearModel):
         if sp.issparse(X) and not X.has_canonical_format:
             X = X.copy()  # the app sums duplicates in place: not in the caller's matrix
             X.sum_duplicates()
-        kw = dict(self._app_kwargs(X), staleness=int(self.staleness),
-                  intercept=bool(self.fit_intercept), coef0=self._coef0(X))
-        return _set(self, _collective(lambda run: self._fit_scheduler(run, lasso.fit, X, y, kw),
-                                      lambda: lasso.fit(X, y, **kw)))
+        return X, dict(self._app_kwargs(X), staleness=int(self.staleness),
+                       intercept=bool(self.fit_intercept), coef0=self._coef0(X))
 
     def _fit_scheduler(self, run, fit, X, y, kw):
         res = run(fit, X, y, **kw)
@@ -354,22 +358,37 @@ def _alpha_grid(X, y, fit_intercept, eps, n_alphas, alphas=None):
 
 
 def _path(X, y, alphas, params):
-    """Lasso fits over ``alphas`` (decreasing), each warm-started from the one before:
-    (coefs (n_features, n_alphas), intercepts, dual gaps, rounds)."""
-    est = Lasso(**{**params, "warm_start": True})
-    coefs = np.empty((X.shape[1], len(alphas)))
-    intercepts, gaps, rounds = np.empty(len(alphas)), np.empty(len(alphas)), 0
-    for k, alpha in enumerate(alphas):
-        est.set_params(alpha=float(alpha)).fit(X, y)
-        coefs[:, k], intercepts[k], gaps[k] = est.coef_, est.intercept_, est.dual_gap_
-        rounds += est.n_iter_
-    return coefs, intercepts, gaps, rounds
+    """Lasso fits over ``alphas`` (decreasing), each warm-started from the one before, in
+    one run of the app (its set-up and the engine's paid once): (coefs (n_features,
+    n_alphas), intercepts, dual gaps, rounds)."""
+    est = Lasso(alpha=float(alphas[0]), **params)
+    est._validate_params()
+    X, kw = est._run_args(X)
+    # max_iter is each alpha's, as scikit-learn's
+    kw.update(path=alphas, path_rounds=kw["max_rounds"],
+              max_rounds=kw["max_rounds"] * len(alphas))
+
+    def fit_scheduler(run):
+        m = run(lasso.fit, X, y, **kw).model
+        late = np.flatnonzero(~m["path_solved"])
+        if est.tol > 0 and late.shape[0]:
+            warnings.warn(f"lasso path did not converge at {late.shape[0]} of "
+                          f"{len(alphas)} alphas (the first {alphas[late[0]]:.3g}, "
+                          f"duality gap {m['path_gap'][late[0]]:.3g}); raise max_iter or "
+                          "tol", ConvergenceWarning)
+        return {"coefs": m["path_coef"], "gaps": m["path_gap"],
+                "rounds": int(m["path_rounds"].sum()),
+                "intercepts": m.get("path_intercept", np.zeros(len(alphas)))}
+
+    out = _collective(fit_scheduler, lambda: lasso.fit(X, y, **kw))
+    return out["coefs"], out["intercepts"], out["gaps"], out["rounds"]
 
 
 def lasso_path(X, y, *, eps=1e-3, n_alphas=100, alphas=None, **params):
     """The Lasso over a grid of alphas, largest first, each fit warm-started from the
     last, as :func:`sklearn.linear_model.lasso_path` (no intercept, unless
-    ``fit_intercept=True`` is among ``params``, the :class:`Lasso`'s parameters).
+    ``fit_intercept=True`` is among ``params``, the :class:`Lasso`'s parameters; its
+    ``max_iter`` is each alpha's). One run of the app solves them all.
 
     Returns ``(alphas, coefs, dual_gaps)``: coefs of shape (n_features, n_alphas)."""
     X, y = validate_data(Lasso(), X, y, accept_sparse="csc", dtype=np.float64,

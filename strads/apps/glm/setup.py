@@ -213,7 +213,9 @@ class Datafit:
         loss's ``tol``, ``name`` (of the data, in messages), ``ws_min`` (the smallest
         working set), ``reuse_hessian``, ``intercept_column`` (X's last column is an
         intercept's); ``coef0`` (the coefficients to start from, a
-        warm start; the Lasso's also ``intercept``)."""
+        warm start; the Lasso's also ``intercept``, and ``path``: lambdas, decreasing,
+        from ``lam``, solved one after the other in this run, each to ``tol`` or
+        ``path_rounds`` rounds, the model's ``path_*``)."""
         self.check_flags(schedule, block, rho, floor, lam, lambda_ratio, full_every, options)
         options = {**self.options, **options}
         flags = (schedule, block, full_every, seed, rho, floor)

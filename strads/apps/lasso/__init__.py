@@ -67,7 +67,8 @@ class Quadratic(Datafit):
     data = data
     priority = Priority
     drop_empty = splits = True
-    options = {"gram_budget": None, "time_limit": None, "intercept": False, "coef0": None}
+    options = {"gram_budget": None, "time_limit": None, "intercept": False, "coef0": None,
+               "path": None, "path_rounds": 100000, "tol": 1e-6}
     help = dict(
         description="Lasso, min 1/(2n)||y - Xb||^2 + lambda||b||_1, by scheduled parallel "
         "coordinate descent. --data reads LIBSVM/svmlight text, MatrixMarket (.mtx, with "
@@ -111,14 +112,18 @@ class Quadratic(Datafit):
             mu = np.asarray(X.sum(axis=0)).ravel() / n
             centred = sq_norms - n * mu * mu
             sq_norms = np.where(centred > 1e-12 * sq_norms, centred, 0.0)  # (constants)
-        return LassoAggregate(sq_norms, n, lam, float(y @ y),
-                              np.diff(X.indptr) if sp.issparse(X) else None, mu)
+        agg = LassoAggregate(sq_norms, n, lam, float(y @ y),
+                             np.diff(X.indptr) if sp.issparse(X) else None, mu)
+        if options["path"] is not None:
+            agg.walk_path(options["path"], options["tol"], options["path_rounds"])
+        return agg
 
     @staticmethod
     def later(lam, lambda_ratio, ctx, options):
-        if options["intercept"] or options["coef0"] is not None:
-            raise DataError("lasso: an intercept or a warm start needs the data read on "
-                            "rank 0")
+        if options["intercept"] or options["coef0"] is not None or \
+                options["path"] is not None:
+            raise DataError("lasso: an intercept, a warm start or a path needs the data "
+                            "read on rank 0")
         return LassoAggregate.later(lam, lambda_ratio)
 
     @staticmethod

@@ -87,8 +87,13 @@ class LassoAggregate(GLMAggregate):
         old = self.w[cols]
         new = old.copy()
         # as skglm: solve to a fraction of the block's worst violation at the last full
-        # round, so each block round makes real progress but none is wasted
-        tol = max(0.3 * np.sqrt(self.prio[cols].max()), 1e-14 * np.sqrt(self.y_sq))
+        # round, so each block round makes real progress but none is wasted; on a dense
+        # path (warm starts: near the optimum), a block of every coordinate that asked
+        # to move to the path's tol at once (cold fits, sparse X: slower, measured)
+        tol = 0.3 * np.sqrt(self.prio[cols].max())
+        if self.path is not None and self.col_nnz is None and self._whole(cols):
+            tol = min(tol, self._move_tol())
+        tol = max(tol, 1e-14 * np.sqrt(self.y_sq))
         mu = NO_MU if self.mu is None else self.mu[cols]
         if "Fp" in partials[0]:  # (every worker sent its factor, or none did)
             ptr, rows, vals, h, n_rows = _factor(partials, cols.shape[0])[1:]
@@ -102,6 +107,24 @@ class LassoAggregate(GLMAggregate):
         self.l1 += np.abs(new).sum() - np.abs(old).sum()
         self.updates += passes * cols.shape[0]
         return new - old
+
+    def _whole(self, cols):
+        """Whether the block holds the support and every coordinate of positive priority
+        (a full round's): the whole problem but for coordinates at their optimum."""
+        moving = (self.w != 0) | (self.prio > 0)
+        return np.count_nonzero(moving[cols]) == np.count_nonzero(moving)
+
+    def _move_tol(self):
+        """The block moves |x_j| |d_j| under which the gap is about the path's tol: if
+        every coordinate asks for at most delta, the dual point's scale is within eps =
+        |x|_max delta / (n lambda) of 1 and the gap at most about 2 |x|_max delta
+        ||w||_1 / n + eps^2 ||r||^2 / (2n); each term held to half of tol P."""
+        target = 0.5 * self.path_tol * self.primal
+        x_max = float(self.norms.max())
+        rr = 2 * self.n * (self.primal - self.lam * self.l1)  # ||r||^2
+        a = target * self.n / (2 * x_max * self.l1) if self.l1 > 0 else np.inf
+        b = self.thresh * np.sqrt(2 * self.n * target / rr) / x_max if rr > 0 else np.inf
+        return min(a, b)
 
     def _solve(self, G, q, b, tol, max_passes=None, deadline=None, mu=None):
         """Coordinate descent on the block (:func:`~strads.apps.lasso.kernels.cd_dense_solved`
@@ -144,13 +167,16 @@ class LassoAggregate(GLMAggregate):
     def _full(self, g, rss, ry, version):
         """Duality gap at this version, gap-safe screening, and every coordinate's
         priority refreshed. (Screened coordinates' g is 0 here: the problem restricted to
-        the others has the same solution, so its gap is a valid certificate.)"""
-        g_max = float(np.abs(g).max())
-        scale = max(self.thresh, g_max) or 1.0  # theta = r / scale is dual feasible
-        # lambda / scale, which neither lambda^2 nor n lambda may overflow into
-        t = min(1.0 / self.n, self.lam / g_max) if g_max > 0 else 1.0 / self.n
-        dual = t * ry - 0.5 * self.n * t * t * rss
-        self.gap = max(self.primal - dual, 0.0)
+        the others has the same solution, so its gap is a valid certificate.) On a path:
+        the next lambdas while this one's gap meets the tol (:meth:`walk_path`)."""
+        complete = not self.screened.any()  # g is x_j' r for every j
+        scale = self._gap(g, rss, ry)
+        while self.path is not None and self._next_lambda():
+            if not complete:  # (the screened g are 0: the next full round's gap)
+                self.gap = np.inf
+                break
+            self.primal = self._primal_at(version, 0.5 * rss / self.n)
+            scale = self._gap(g, rss, ry)
         # Gap Safe rule (Fercoq et al. 2015): b*_j = 0 if |x_j' theta| + |x_j| R < 1, with
         # R = sqrt(2 n gap) / (n lambda) the radius of a ball that holds the dual optimum.
         radius = np.sqrt(2 * self.n * self.gap) / self.thresh
@@ -159,13 +185,69 @@ class LassoAggregate(GLMAggregate):
         self.fulls += 1
         self._tree = None
 
+    def _gap(self, g, rss, ry):
+        """The duality gap at the dual point r / scale; returns the scale."""
+        g_max = float(np.abs(g).max())
+        scale = max(self.thresh, g_max) or 1.0  # theta = r / scale is dual feasible
+        # lambda / scale, which neither lambda^2 nor n lambda may overflow into
+        t = min(1.0 / self.n, self.lam / g_max) if g_max > 0 else 1.0 / self.n
+        dual = t * ry - 0.5 * self.n * t * t * rss
+        self.gap = max(self.primal - dual, 0.0)
+        return scale
+
     def converged(self, tol):
         return tol > 0 and self.gap <= tol * self.primal
+
+    path = None  # the lambdas of a regularisation path (walk_path)
+
+    def walk_path(self, lams, tol, rounds):
+        """Solve for each of ``lams`` (decreasing, the first is ``lam``) in this one run:
+        at a full round whose gap meets ``tol``, or ``rounds`` rounds after its lambda
+        began, the coefficients are kept and the next lambda starts from them (a warm
+        start; the workers' residual does not depend on lambda)."""
+        self.path = np.asarray(lams, dtype=np.float64)
+        self.path_tol, self.path_cap = float(tol), int(rounds)
+        self.path_k = self.path_begun = 0  # the lambda solved now, the round it began
+        self.path_w = np.zeros((self.w.shape[0], self.path.shape[0]))
+        self.path_gap = np.full(self.path.shape[0], np.inf)
+        self.path_rounds = np.zeros(self.path.shape[0], np.int64)
+        self.path_solved = np.zeros(self.path.shape[0], np.bool_)  # to tol
+
+    def _keep(self, k):
+        self.path_w[:, k], self.path_gap[k] = self.w, self.gap
+        self.path_rounds[k] = self.done - self.path_begun
+        self.path_solved[k] = self.converged(self.path_tol)
+
+    def _next_lambda(self):
+        """At a full round: keep this lambda's solution and go on to the next one, if it
+        is solved (or out of rounds) and not the last; False if not."""
+        k = self.path_k
+        if k + 1 == self.path.shape[0] or (not self.converged(self.path_tol) and
+                                           self.done - self.path_begun < self.path_cap):
+            return False
+        self._keep(k)
+        self.path_k, self.path_begun = k + 1, self.done
+        self.lam = float(self.path[k + 1])
+        self.thresh = self.n * self.lam
+        self.screened[:] = False  # (proven at the larger lambda only)
+        return True
 
     def finish(self, collected):
         model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
         if self.mu is not None:
             model["intercept"] = np.float64(self.y_mean - self.mu @ self.w)
+        if self.path is not None:  # (a run stopped short: the lambdas left get this w)
+            k = self.path_k
+            self._keep(k)
+            self.path_w[:, k + 1:] = self.w[:, None]
+            coef = self.path_w
+            if self.kept is not None:
+                coef = np.zeros((self.n_features, coef.shape[1]))
+                coef[self.kept] = self.path_w
+            model.update(path_lambda=self.path, path_coef=coef, path_gap=self.path_gap,
+                         path_rounds=self.path_rounds, path_solved=self.path_solved)
+            if self.mu is not None:
+                model["path_intercept"] = self.y_mean - self.mu @ self.path_w
         return model
 
     def summary(self):
