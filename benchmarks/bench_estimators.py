@@ -90,8 +90,9 @@ def logreg_cpu(X, labels, alphas, scaling, folds):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="fit,grid,path,logreg",
-                    help="comma-separated, of fit, grid, path, logreg and dense (2,000 x "
-                    "500 and 500 x 5,000 dense, small alphas) (default: %(default)s)")
+                    help="comma-separated, of fit, grid, path, logreg, dense (2,000 x "
+                    "500 and 500 x 5,000 dense, small alphas) and densepath (lasso_path, "
+                    "200 x 50 and 2,000 x 500 dense) (default: %(default)s)")
     ap.add_argument("--repeat", type=int, default=1, help="time each fit N times "
                     "and report the best (default: 1)")
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
@@ -148,12 +149,12 @@ def main(argv=None):
             "lasso_path 100 alphas (eps 1e-3)",
             {"strads": lambda: strads.lasso_path(X, y),
              "sklearn": lambda: sk.lasso_path(X, y)}, args.repeat)
-        for n, p in ((200, 50), (2000, 500)):  # small dense: scikit-learn's Gram path
-            Xd, yd, _ = dense_problem(n, p)
-            side_by_side(
-                f"lasso_path dense {n} x {p}",
-                {"strads": lambda: strads.lasso_path(Xd, yd),
-                 "sklearn": lambda: sk.lasso_path(Xd, yd)}, args.repeat)
+    for n, p in ((200, 50), (2000, 500)) if "densepath" in cases else ():
+        Xd, yd, _ = dense_problem(n, p)  # small dense: scikit-learn's path on one Gram
+        side_by_side(
+            f"lasso_path dense {n} x {p}",
+            {"strads": lambda: strads.lasso_path(Xd, yd),
+             "sklearn": lambda: sk.lasso_path(Xd, yd)}, args.repeat)
     if "logreg" in cases:
         labels = y > np.quantile(y, args.label_quantile)
         s = np.where(labels, 1.0, -1.0)

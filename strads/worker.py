@@ -31,9 +31,6 @@ Begin, Plan, Part, Stop = (namedtuple(*r) for r in (
     ("Begin", "schedule reports"), ("Plan", "round news"), ("Part", "task"), ("Stop", "")))
 
 
-_WARM = set()  # the Update classes whose kernels this process has warmed up
-
-
 class WorkerHost:
     """Worker ``w``: turns the driver's requests into calls on the app's Update."""
 
@@ -57,15 +54,13 @@ class WorkerHost:
 
     def init(self, msg):
         # the kernels load (numba's cache: work under the GIL) while the shard is read
-        # (the parsers release it): off the load's critical path; once a process (its
-        # kernels stay loaded: a thread and the GIL's 5 ms hand-overs a run saved)
-        if not msg.warm or self.update_cls in _WARM:
+        # (the parsers release it): off the load's critical path
+        if not msg.warm:
             return self._init(msg)
         with ThreadPoolExecutor(1, thread_name_prefix="strads-warmup") as pool:
             warm = pool.submit(self.update_cls.warmup)
             ready = self._init(msg)  # (an error here waits for the warm-up, then wins)
             warm.result()
-        _WARM.add(self.update_cls)
         return ready
 
     def _init(self, msg):
