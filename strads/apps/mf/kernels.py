@@ -469,11 +469,13 @@ def inverse_cdf(cdf, u, out):
 def add_products(cptr, users, vals, lo, hi, Y, cur, P):
     """P[j] += vals[q] Y[users[q] - lo] over column j's entries of users lo..hi-1, the
     next of them from cur[j] (each column's users in order)."""
+    R, ulo = _u(P.shape[1]), _u(lo)
     for j in range(cptr.shape[0] - 1):
-        q = cur[j]
-        while q < cptr[j + 1] and users[q] < hi:
-            a = users[q] - lo
-            for t in range(P.shape[1]):
-                P[j, t] += vals[q] * Y[a, t]
-            q += 1
+        q, e = _u(cur[j]), _u(cptr[j + 1])
+        while q < e and users[q] < hi:
+            a = _u(users[q]) - ulo
+            v = vals[q]
+            for t in range(R):
+                P[j, t] += v * Y[a, t]
+            q += _u(1)
         cur[j] = q
