@@ -36,11 +36,13 @@ def test_candidates_are_priority_draws_then_uniform():
     np.testing.assert_array_equal(cand, np.minimum((u[:60] * p).astype(np.int64), p - 1))
 
 
+@pytest.mark.parametrize("merge", [False, True])
 @pytest.mark.parametrize("rho", [0.05, 0.2, 0.5, 1.0])
-def test_the_dense_filter_cache_keeps_the_same_columns(rho):
+def test_the_dense_filter_cache_keeps_the_same_columns(rho, merge):
     """The cached filter keeps exactly what the uncached one keeps, in the same groups,
     round after round, with coordinates taken by rounds in flight and empty columns
-    among the candidates; every pair it caches is right."""
+    among the candidates; every pair it caches is right. Either rule (rejecting, or
+    merging, the candidates that conflict with several groups)."""
     X, _, _ = make_problem(80, 300, corr=0.7, dense=True, seed=4)
     X[:, 17] = 0.0
     norms = np.linalg.norm(X, axis=0)
@@ -59,7 +61,7 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
         def block(taken, cache):  # (the block's columns, its group boundaries)
             out = np.empty(2 * b + 1, np.int64)
             m, n_ptr, _, _ = KG.block_dense(X, norms, cand, rho, b, taken, *cache, cap,
-                                            np.inf, 0.0, out)
+                                            np.inf, 0.0, out, merge)
             return out[:m], out[m:m + n_ptr]
         want = block(taken.copy(), KG.NO_CACHE)
         t2 = taken.copy()
@@ -95,6 +97,57 @@ def test_the_dense_filter_cache_keeps_the_same_columns(rho):
         got = block(taken.copy(), (known, conf))
         for g, w in zip(got, block(taken.copy(), KG.NO_CACHE)):
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_merged_groups_keep_the_filter_s_promise(seed):
+    """Either rule (rejecting or, after an objective rise, merging the candidates that
+    conflict with several groups): every group has at most ``cap`` members and any two
+    coordinates of different groups have |corr| <= rho."""
+    X, _, _ = make_problem(60, 400, corr=0.6, dense=True, seed=seed)
+    norms = np.linalg.norm(X, axis=0)
+    C = np.abs(X.T @ X) > 0.2 * np.outer(norms, norms)
+    rng = np.random.default_rng(seed)
+    sizes = {False: [], True: []}
+    for _ in range(50):
+        cand = rng.permutation(400)[:120]
+        b, cap = int(rng.integers(5, 80)), int(rng.integers(1, 8))
+        for merge in (False, True):
+            out = np.empty(2 * b + 1, np.int64)
+            m, n_ptr, _, _ = KG.block_dense(X, norms, cand, 0.2, b, np.zeros(400, bool),
+                                            *KG.NO_CACHE, cap, np.inf, 0.0, out, merge)
+            cols, gptr = out[:m], out[m:m + n_ptr] if n_ptr else np.arange(m + 1)
+            label = np.repeat(np.arange(gptr.shape[0] - 1), np.diff(gptr))
+            assert np.diff(gptr).max(initial=0) <= cap
+            across = label[:, None] != label[None, :]
+            assert not (C[np.ix_(cols, cols)] & across).any()
+            sizes[merge].append(np.diff(gptr).max(initial=0))
+    assert sum(sizes[True]) > sum(sizes[False])  # (merged groups: larger ones)
+
+
+def test_priority_converges_on_a_family_of_correlated_dense_problems():
+    """Dense problems where the Jacobi groups interfere (few rows, many columns, AR(1)
+    or near-duplicate columns, column norms 10^U(-2, 2)): priority reaches
+    scikit-learn's optimum, and on those with an objective rise it merged groups."""
+    from sklearn.linear_model import Lasso
+    merged = 0
+    for n, p, corr, div, scale in ((60, 600, 0.0, 10, False), (80, 800, 0.5, 10, False),
+                                   (50, 500, 0.9, 5, False), (80, 800, 0.3, 10, True)):
+        X, y, _ = make_problem(n, p, corr=corr, n_informative=10, dense=True, seed=p)
+        if scale:
+            X = np.asfortranarray(X * 10 ** np.random.default_rng(0).uniform(-2, 2, p))
+        lam = lasso.lambda_max(X, y) / div
+        aggs = []
+        setup = lasso.make_setup(lambda: (X, y), lam=lam, schedule="priority")
+        res = strads.run(lambda ctx: aggs.append(setup(ctx)) or aggs[-1], lasso.LassoUpdate,
+                         tol=1e-10, max_rounds=50_000, quiet=True)
+        agg = aggs[0][1]
+        sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+        f_sk = lasso.objective(X, y, sk.coef_, lam)
+        assert lasso.objective(X, y, res.model["coef"], lam) == pytest.approx(f_sk,
+                                                                              rel=1e-7)
+        merged += agg.objective_rises > 0
+    assert merged
 
 
 def _tasks(X, y, tol=1e-9, **kw):

@@ -135,20 +135,22 @@ def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, he
 
 
 @njit(**_dense)
-def block_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, limit, fixed, out):
+def block_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, limit, fixed, out,
+                merge):
     """As :func:`block_sparse`, for dense X (:func:`_select_dense`); the last count is
-    the kept columns' entries."""
+    the kept columns' entries. With ``merge``, a candidate that conflicts with several
+    groups joins them all, merged, if that group has at most ``cap`` members."""
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
     work = np.zeros(1, np.int64)
     m = _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
-                      limit, fixed, chosen, group)
+                      limit, fixed, chosen, group, merge)
     return m, _order_into(chosen[:m], group[:m], out), work[0], m * X.shape[0]
 
 
 @njit(**_dense)
 def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work, limit,
-                  fixed, chosen, group):
+                  fixed, chosen, group, merge):
     """As :func:`_select_sparse`, with the inner products over dense columns; with a
     cache of its decisions when ``known`` has rows (else (0, 0) arrays: none). Bit k of
     row j of ``known`` ((p, W) uint64, W = ceil(p / 64)) says the pair (j, k) has been
@@ -156,11 +158,13 @@ def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
     never seen before cost an inner product over the rows, and each pair is computed
     once in a run (a pair met the other way round reuses the decision; computed again it
     would compare rho |x_k| |x_j| instead, which can differ only in the last bit). A
-    candidate's checks stop at its second conflicting group. ``work[0]`` counts the
+    candidate's checks stop at its second conflicting group (``merge``: once its groups
+    would hold more than ``cap``). ``work[0]`` counts the
     multiply-adds (n a pair computed). Returns how many were kept."""
     n = X.shape[0]
     cached = known.shape[0] > 0
     size = np.zeros(max_block, dtype=np.int64)
+    hits = np.empty(cap + 1, dtype=np.int64)  # the candidate's conflicting groups
     one = np.uint64(1)
     m = n_groups = rejected = 0
     for c in range(cand.shape[0]):
@@ -171,7 +175,8 @@ def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
             continue
         wj = j >> 6
         bj = one << np.uint64(j & 63)
-        first = -1
+        n_hit = 0
+        total = 1
         if rho < 1.0:
             lim = rho * norms[j]
             for t in range(m):
@@ -193,15 +198,36 @@ def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work,
                             conf[j, wk] |= bk
                             conf[k, wj] |= bj
                 if hit:
-                    first = _conflict(first, group[t])
-                    if first == -2:
-                        break
-        ok, n_groups = _admit(first, size, m, n_groups, group, cap)
-        if not ok:
+                    g = group[t]
+                    new = True
+                    for a in range(n_hit):
+                        if hits[a] == g:
+                            new = False
+                    if new:
+                        total += size[g]
+                        hits[n_hit] = g
+                        n_hit += 1
+                        if (total > cap) if merge else n_hit > 1:
+                            break
+        if total > cap or (n_hit > 1 and not merge):
             rejected += 1
             if rejected > m + 16 or work[0] > limit * (m * n + fixed):
                 break
             continue
+        if n_hit == 0:
+            g0 = n_groups
+            n_groups += 1
+        else:
+            g0 = hits[0]
+            for a in range(1, n_hit):
+                ga = hits[a]
+                for t in range(m):
+                    if group[t] == ga:
+                        group[t] = g0
+                size[g0] += size[ga]
+                size[ga] = 0
+        group[m] = g0
+        size[g0] += 1
         chosen[m] = j
         taken[j] = True
         m += 1
@@ -321,28 +347,28 @@ def _order_into(chosen, group, out):
     for t in range(m):
         n_groups = max(n_groups, group[t] + 1)
     order = np.argsort(chosen)
-    if n_groups == m:
+    rank = np.full(n_groups, -1, np.int64)  # groups numbered by their smallest member
+    r = 0
+    for t in order:
+        if rank[group[t]] < 0:
+            rank[group[t]] = r
+            r += 1
+    if r == m:
         for t in range(m):
             out[t] = chosen[order[t]]
         return 0
-    rank = np.full(n_groups, -1, np.int64)  # groups numbered by their smallest member
-    start = out[m:m + n_groups + 1]
+    start = out[m:m + r + 1]
     start[:] = 0
-    r = 0
     for t in order:
-        g = group[t]
-        if rank[g] < 0:
-            rank[g] = r
-            r += 1
-        start[rank[g] + 1] += 1
-    for g in range(n_groups):
+        start[rank[group[t]] + 1] += 1
+    for g in range(r):
         start[g + 1] += start[g]
     fill = start[:-1].copy()
     for t in order:  # increasing: members in order within their group
         g = rank[group[t]]
         out[fill[g]] = chosen[t]
         fill[g] += 1
-    return n_groups + 1
+    return r + 1
 
 
 # -- a round's groups: their Gram matrices (workers), their exact steps (scheduler) -------

@@ -235,6 +235,11 @@ class Priority(_Jacobi):
     a pair's inner product is computed once a run; the draws are one numba call, from
     uniforms taken in chunks, no more than the filter will read.
 
+    Once the objective has risen (dense X, the scheduler's filter), the groups it
+    stepped side by side interfere: from then on a candidate that conflicts with several
+    groups merges them (up to GROUP_CAP members) instead of being rejected, so more of
+    the dependent coordinates are solved together (``groups.block_dense``).
+
     Without the scheduler's copy of X (``X`` None: parallel loading, several
     schedulers) the workers filter: the task holds the candidates, they sum their Gram
     matrix and group them in the same greedy order.
@@ -245,6 +250,7 @@ class Priority(_Jacobi):
     # coordinates that move most, often neighbours: their joint step can overshoot
     # badly, and every rise halves the step as well as the block
     damp_with_block = True
+    merge_on_rise = True
 
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
@@ -362,7 +368,8 @@ class Priority(_Jacobi):
             X = self.cols[0] if self.dense else np.empty((self.agg.n, 0), order="F")
             m, n_ptr, work, update = KG.block_dense(
                 X, self.agg.norms, cand, self.rho, b, self.busy, *cache, KG.GROUP_CAP,
-                2 * AFFORD, ROUND_COST, self._out)
+                2 * AFFORD, ROUND_COST, self._out,
+                self.merge_on_rise and self.agg.objective_rises > 0)
         self._spent += work
         self._afford(work, update)
         self._n_kept = m
@@ -452,7 +459,7 @@ class ShuffledPriority(Priority):
     of the candidates drawn by priority, the rest uniform, shuffled together; no early
     full rounds, no step halved with the block, no filter cache nor X'X (its
     trajectories are kept as they were)."""
-    damp_with_block = False
+    damp_with_block = merge_on_rise = False
 
     def _refresh_due(self):
         return False
