@@ -71,6 +71,18 @@ def _next_field(b, t, n, delim, last):
     return _blanks(b, t + 1, n, delim)
 
 
+@njit(inline="always", **NB)
+def _id_field(b, p, n, delim):
+    """An id at p, up to 2^62 (beyond: the line by line rules), and where the next field
+    starts: (that, ok, the id)."""
+    e, ok, v = scan_int_inline(b, p, n)
+    ok = ok and abs(v) < BIG
+    if ok:
+        e = _next_field(b, e, n, delim, False)
+        ok = e >= 0
+    return e, ok, v
+
+
 @njit(_nrt=False, **NB)
 def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l, count,
                  line0, fb, lim):
@@ -96,18 +108,10 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
         u = i = 0
         r = 0.0
         e = s
-        if ok:  # ids up to 2^62 (beyond: the line by line rules)
-            e, ok, u = scan_int_inline(b, s, n)
-            ok = ok and abs(u) < BIG
         if ok:
-            e = _next_field(b, e, n, delim, False)
-            ok = e >= 0
+            e, ok, u = _id_field(b, s, n, delim)
         if ok:
-            e, ok, i = scan_int_inline(b, e, n)
-            ok = ok and abs(i) < BIG
-        if ok:
-            e = _next_field(b, e, n, delim, False)
-            ok = e >= 0
+            e, ok, i = _id_field(b, e, n, delim)
         if ok:
             e, st, r = scan_float_inline(b, e, n)
             ok = st == 0
