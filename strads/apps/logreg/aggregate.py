@@ -42,6 +42,7 @@ MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
 POLISH_IT = 2 * MAX_CD  # CG products of one face solve, at most (each costs a CD pass)
 POLISH_AFTER = 2  # a working set's prox-Newton steps before CD's unsolved ones go to it
 POLISH_STEPS = 5  # active-set steps of a face solve, at most (each drops a coefficient)
+FACTOR_STEPS = 20  # the same from a Cholesky factor (each costs a triangular solve)
 
 
 class LogRegAggregate(GLMAggregate):
@@ -564,30 +565,53 @@ def _face_factor(G, A, m):
     GA = GK.gram_sparse(*G[1:4], A, G[5]) if form == "factor" else _face(G, A, m)[4]
     d = GA.diagonal().copy()
     GA[np.diag_indices(a)] = d + 1e-12 * d + 1e-300
-    try:
-        return la.cho_factor(GA, check_finite=False)
+    try:  # (GA is ours and symmetric: LAPACK factors it in place as its Fortran transpose)
+        return la.cho_factor(GA.T, lower=True, overwrite_a=True, check_finite=False)
     except la.LinAlgError:
         return None
 
 
-def _face_direct(chol, A0, on, r, cols):
-    """G_AA e = r for the face A = A0[on] from the Cholesky factor of G_A0A0: e solves
-    the bordered system G e = r + E lam with e = 0 on A0's other coordinates (E their
-    unit columns; ``cols`` caches G^-1 E's columns by position), so each active-set step
-    costs triangular solves, not a factorisation."""
-    rr = np.zeros(A0.shape[0])
-    rr[on] = r
-    e = la.cho_solve(chol, rr, check_finite=False)
-    off = np.flatnonzero(~on)
-    if off.shape[0]:
-        for i in off:
-            if i not in cols:
-                unit = np.zeros(A0.shape[0])
-                unit[i] = 1.0
-                cols[i] = la.cho_solve(chol, unit, check_finite=False)
-        W = np.column_stack([cols[i] for i in off])
-        e += W @ np.linalg.solve(W[off], -e[off])
-    return e[on]
+def _face_direct(chol, G, q, b0, x, A0, thresh):
+    """:func:`_polish`'s active-set steps (x moved in place; returns their number) from
+    the Cholesky factor of G_A0A0: the face A = A0 less the dropped coordinates D is
+    solved as the bordered system G_A0A0 e = r + E lam, e = 0 on D (E their unit
+    columns), so a step costs one triangular solve, G^-1 E's new column: after a move
+    by t e to the first zero crossing, the face's residual is (1 - t) r (G e = r on A),
+    and G^-1 of it follows from the last one."""
+    r = (q - _gram_times(G, x - b0))[A0] - thresh * np.sign(x[A0])  # (0 on D)
+    y = la.cho_solve(chol, r, check_finite=False)  # G^-1 r
+    on = np.ones(A0.shape[0], dtype=np.bool_)
+    cols = {}  # G^-1 E's columns, by position in A0
+    for step in range(1, FACTOR_STEPS + 1):
+        e = y
+        if cols:
+            off = np.fromiter(cols, np.int64)
+            W = np.column_stack([cols[i] for i in off])
+            try:
+                e = y + W @ np.linalg.solve(W[off], -y[off])
+            except np.linalg.LinAlgError:  # (the dropped coordinates' block: singular)
+                return step
+        if not np.all(np.isfinite(e)):
+            return step
+        xA = x[A0]
+        cross = on & (np.sign(xA + e) != np.sign(xA))
+        if not cross.any():
+            x[A0[on]] = (xA + e)[on]
+            return step
+        at = np.flatnonzero(cross)
+        t = xA[at] / (xA[at] - (xA + e)[at])  # where each reaches zero
+        first = int(np.argmin(t))
+        i, t = at[first], float(t[first])
+        x[A0[on]] += t * e[on]
+        x[A0[i]] = 0.0
+        on[i] = False
+        unit = np.zeros(A0.shape[0])
+        unit[i] = 1.0
+        cols[i] = la.cho_solve(chol, unit, check_finite=False)
+        y = (1.0 - t) * (y - r[i] * cols[i])
+        r = (1.0 - t) * r
+        r[i] = 0.0
+    return FACTOR_STEPS
 
 
 def _polish(G, q, b0, b, thresh, tol, k=-1):
@@ -607,9 +631,8 @@ def _polish(G, q, b0, b, thresh, tol, k=-1):
     x = b.copy()
     A0 = np.flatnonzero(x)
     chol = _face_factor(G, A0, m) if A0.shape[0] else None
-    cols = {}
-    products = 0
-    for _ in range(POLISH_STEPS):
+    products = 0 if chol is None else _face_direct(chol, G, q, b0, x, A0, thresh)
+    for _ in range(POLISH_STEPS if chol is None else 0):
         A = np.flatnonzero(x)
         if A.shape[0] == 0:
             break
@@ -617,14 +640,8 @@ def _polish(G, q, b0, b, thresh, tol, k=-1):
         r = (q - _gram_times(G, x - b0))[A] - thresh * sign
         products += 1
         xA = x[A].copy()
-        if chol is not None:
-            try:
-                xA += _face_direct(chol, A0, np.isin(A0, A), r, cols)
-            except np.linalg.LinAlgError:  # (the dropped coordinates' block: singular)
-                break
-        else:
-            products += _face_solve(G, A, m, xA, r, tol, np.searchsorted(A, k) if k in A
-                                    else -1)
+        products += _face_solve(G, A, m, xA, r, tol, np.searchsorted(A, k) if k in A
+                                else -1)
         if not np.all(np.isfinite(xA)):
             break
         cross = np.sign(xA) != sign
