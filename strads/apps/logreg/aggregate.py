@@ -43,6 +43,7 @@ POLISH_IT = 2 * MAX_CD  # CG products of one face solve, at most (each costs a C
 POLISH_AFTER = 2  # a working set's prox-Newton steps before CD's unsolved ones go to it
 POLISH_STEPS = 5  # active-set steps of a face solve, at most (each drops a coefficient)
 FACTOR_STEPS = 20  # the same from a Cholesky factor (each costs a triangular solve)
+LAPACK_SPEEDUP = 30  # a dense factor's flops against the factor's scattered ones (per second)
 
 
 class LogRegAggregate(GLMAggregate):
@@ -305,8 +306,10 @@ class LogRegAggregate(GLMAggregate):
         passes = _subproblem(G, q.copy(), b, self.thresh, tol, k)
         self.cd_passes += passes
         # CD left the subproblem unsolved on a working set that is crawling (it has had
-        # POLISH_AFTER steps, or one had all MAX_PN): solve it on its face
-        if (self.stalled or self.ws_steps >= POLISH_AFTER) and passes >= MAX_CD:
+        # POLISH_AFTER steps, or one had all MAX_PN), or its face costs less to factor
+        # than those passes did: solve it on its face
+        if passes >= MAX_CD and (self.stalled or self.ws_steps >= POLISH_AFTER
+                                 or _cheap_face(G, b)):
             products = _polish(G, q, b0, b, self.thresh, tol, k)
             self.cd_passes += products
             self.polished += products > 0
@@ -549,6 +552,16 @@ def _face_solve(G, A, m, xA, r, tol, j):
     return products
 
 
+def _cheap_face(G, b):
+    """A Cholesky of the face of ``b`` (|A|^3 / 3 flops) costs less than CD's MAX_CD
+    passes over the factor (2 flops a non-zero each, scattered: LAPACK_SPEEDUP times
+    as dear)."""
+    if _form(G) != "factor":
+        return False
+    a = np.count_nonzero(b)
+    return a ** 3 <= 3 * LAPACK_SPEEDUP * 2 * MAX_CD * int(G[1][-1])
+
+
 def _face_factor(G, A, m):
     """The Cholesky factor of G_AA (dense; a ridge of 1e-12 of its diagonal: rare
     features met in one sample repeat a column, G_AA singular) when its |A|^3 / 3 flops
@@ -557,7 +570,7 @@ def _face_factor(G, A, m):
     else (or if it fails) None."""
     form, a = _form(G), A.shape[0]
     if form == "factor":
-        cg = POLISH_IT * 30 * 4 * int((G[1][A + 1] - G[1][A]).sum())
+        cg = POLISH_IT * LAPACK_SPEEDUP * 4 * int((G[1][A + 1] - G[1][A]).sum())
     else:
         cg = POLISH_IT * 3 * 2 * a * a
     if a > 4000 or a ** 3 > 3 * cg:
