@@ -178,7 +178,8 @@ def test_lasso_path_in_one_run_reaches_sklearn_at_every_alpha(sparse, fit_interc
     alphas = np.concatenate([[4 * amax, 2 * amax], np.geomspace(amax, amax / 300, 25)])
     coefs, intercepts, gaps, rounds = _path(data, y, alphas, dict(
         fit_intercept=fit_intercept, tol=1e-9))
-    assert coefs.shape == (50, 27) and (gaps >= 0).all() and rounds >= 27
+    # (dense: every alpha from the Gram of the first round, the next one checks the last)
+    assert coefs.shape == (50, 27) and (gaps >= 0).all() and rounds >= (27 if sparse else 1)
     assert not coefs[:, :3].any() and not coefs[7].any()
     for k, alpha in enumerate(alphas):
         ref = SkLasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-12,
