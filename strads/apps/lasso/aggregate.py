@@ -119,6 +119,8 @@ class LassoAggregate(GLMAggregate):
         on the workers' residual, as any other lambda's. Returns the change of w."""
         if self.mu is not None:
             G -= self.n * np.outer(self.mu, self.mu)
+            const = self.sq_norms == 0.0  # (constant columns: their centred 0s, as h's)
+            G[const], G[:, const] = 0.0, 0.0
         k0, m = self.path_k, self.w.shape[0]
         lams = self.path[k0:]
         old, b = self.w.copy(), self.w.copy()

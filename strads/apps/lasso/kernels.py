@@ -289,10 +289,14 @@ def gram_path(G, c, q, b, rss, lams, n, tol, max_passes, W, gaps, passes, solved
     state = np.zeros(1, np.int64)
     for k in range(lams.shape[0]):
         lam = lams[k]
-        done = since = 0
+        done = 0
         gap, primal = gram_gap(q, b, rss, lam, n)
-        best = gap
-        while gap > tol * primal and done < max_passes and since < STALL_PASSES:
+        ref = np.inf  # the objective STALL_PASSES passes ago
+        while gap > tol * primal and done < max_passes:
+            if done % STALL_PASSES == 0:
+                if ref - primal <= 1e-13 * primal:
+                    break
+                ref = primal
             b0[:] = b
             q0[:] = q
             changed = _gram_pass(G, q, b, n * lam)
@@ -304,8 +308,6 @@ def gram_path(G, c, q, b, rss, lams, n, tol, max_passes, W, gaps, passes, solved
                     rss = _rss_at(b, q, b0, q0, rss)
             done += 1
             gap, primal = gram_gap(q, b, rss, lam, n)
-            since = 0 if gap < best else since + 1
-            best = min(best, gap)
         W[:, k] = b
         gaps[k], passes[k], solved[k] = gap, done, gap <= tol * primal
         if not solved[k]:
@@ -313,4 +315,6 @@ def gram_path(G, c, q, b, rss, lams, n, tol, max_passes, W, gaps, passes, solved
     return lams.shape[0]
 
 
-STALL_PASSES = 50  # passes without a smaller gap: at the rounding floor (or cycling)
+# a lambda's passes stop if in this many the objective fell by 1e-13 of itself or less
+# (at the rounding floor: the gap computed from the Gram may not reach a tiny tol)
+STALL_PASSES = 50
