@@ -128,9 +128,9 @@ class LassoAggregate(GLMAggregate):
         gaps, passes = np.empty(lams.shape[0]), np.zeros(lams.shape[0], np.int64)
         solved = np.zeros(lams.shape[0], np.bool_)
         done = K.gram_path(G, GK.gram_c(G, q, b), q, b, float(rss), lams, float(self.n),
-                    self.path_tol, self.path_cap, W, gaps, passes, solved, np.empty(m),
-                    np.empty(m), np.empty((m, m)), np.empty(m, np.int64),
-                    np.zeros(m, np.bool_), np.empty(m))
+                           self.path_tol, self.path_cap, W, gaps, passes, solved,
+                           np.empty(m), np.empty(m), np.empty((m, m)),
+                           np.empty(m, np.int64), np.zeros(m, np.bool_), np.empty(m))
         k = k0 + min(done, lams.shape[0] - 1)  # (the last: checked by the next round)
         self.path_w[:, k0:k], self.path_gap[k0:k] = W[:, :k - k0], gaps[:k - k0]
         self.path_solved[k0:k] = True
