@@ -131,9 +131,27 @@ class Quadratic(Datafit):
         budget = options["gram_budget"]
         budget = budget if budget is not None else default_gram_budget()
         agg.block_cap = gram_block_cap(budget, ctx.n_workers)
-        return WorkingSet(agg, max_block=agg.block_cap, block=block,
+        p = agg.w.shape[0]
+        # a dense path with no more columns than rows (scikit-learn's precompute="auto")
+        # whose whole Gram fits the budget: solved from it at once
+        gram = agg.path is not None and agg.col_nnz is None and p <= min(agg.n, agg.block_cap)
+        return (GramPath if gram else WorkingSet)(agg, max_block=agg.block_cap, block=block,
                           time_limit=options["time_limit"], staleness=ctx.staleness,
                           factor_cap=budget * MiB / FACTOR_BYTES)
+
+
+class GramPath(WorkingSet):
+    """A dense path's working sets whose first round is a block of every column: from
+    its Gram the aggregate solves every lambda (:meth:`LassoAggregate._walk_gram`); then
+    full rounds check the last one (and block rounds, should it need them)."""
+    sent = False
+
+    def schedule(self, round):
+        if self.sent:
+            return super().schedule(round)
+        self._begin_round(round)
+        self.sent = True
+        return dict(self._block(np.arange(self.agg.w.shape[0])), path_gram=True)
 
 
 # a non-zero of a block's factor: its row and value on a worker, as received, as stacked

@@ -70,11 +70,13 @@ class LassoAggregate(GLMAggregate):
             return self._steps(task, partials, g, self.sq_norms[cols])
         cols = task["cols"]
         before = np.count_nonzero(self.w[cols])
-        if all("G" in part or "Gi" in part or "Fp" in part for part in partials):
-            delta = self._exact(cols, g, partials, task.get("deadline"))
-        else:  # the time limit passed while the workers built the Gram: no update
-            self.late_rounds += 1
+        if not all("G" in part or "Gi" in part or "Fp" in part for part in partials):
+            self.late_rounds += 1  # the time limit passed while the workers built the Gram
             delta = np.zeros(cols.shape[0])
+        elif task.get("path_gram"):
+            delta = self._walk_gram(g, _gram_sum(partials, cols.shape[0]), rss)
+        else:
+            delta = self._exact(cols, g, partials, task.get("deadline"))
         if task.get("piece"):
             self.pieces += 1
         return self._moved(cols, before, delta, self.sq_norms[cols])
@@ -107,6 +109,39 @@ class LassoAggregate(GLMAggregate):
         self.l1 += np.abs(new).sum() - np.abs(old).sum()
         self.updates += passes * cols.shape[0]
         return new - old
+
+    def _walk_gram(self, q, G, rss):
+        """A dense path's first round (:class:`GramPath`): from the whole problem's Gram
+        (every column: X'r, ||r||^2 and the objective follow from it) the lambdas left
+        are solved here (:func:`~strads.apps.lasso.kernels.gram_path`), each to the path's
+        tol; at the last one, or one not solved in ``path_rounds`` passes (or stalled at
+        the rounding floor), the rounds take over: the next full round checks its gap
+        on the workers' residual, as any other lambda's. Returns the change of w."""
+        if self.mu is not None:
+            G -= self.n * np.outer(self.mu, self.mu)
+            const = self.sq_norms == 0.0  # (constant columns: their centred 0s, as h's)
+            G[const], G[:, const] = 0.0, 0.0
+        k0, m = self.path_k, self.w.shape[0]
+        lams = self.path[k0:]
+        old, b = self.w.copy(), self.w.copy()
+        W = np.empty((m, lams.shape[0]))
+        gaps, passes = np.empty(lams.shape[0]), np.zeros(lams.shape[0], np.int64)
+        solved = np.zeros(lams.shape[0], np.bool_)
+        done = K.gram_path(G, GK.gram_c(G, q, b), q, b, float(rss), lams, float(self.n),
+                           self.path_tol, self.path_cap, W, gaps, passes, solved,
+                           np.empty(m), np.empty(m), np.empty((m, m)),
+                           np.empty(m, np.int64), np.zeros(m, np.bool_), np.empty(m))
+        k = k0 + min(done, lams.shape[0] - 1)  # (the last: checked by the next round)
+        self.path_w[:, k0:k], self.path_gap[k0:k] = W[:, :k - k0], gaps[:k - k0]
+        self.path_solved[k0:k] = True
+        self.path_k, self.path_begun = k, self.done
+        self.lam = float(self.path[k])
+        self.thresh = self.n * self.lam
+        self.w[:] = b
+        self.l1 = float(np.abs(b).sum())
+        self.updates += int(passes.sum()) * m
+        self.gap = np.inf  # (until the full round's)
+        return b - old
 
     def _whole(self, cols):
         """Whether the block holds the support and every coordinate of positive priority

@@ -4,7 +4,7 @@ pieces, the Gap Safe screening rule after a full round, and the block solves' st
 import numpy as np
 from numba import njit
 
-from ..glm.kernels import _dense, _opts, _u, cd_dense, cd_factor, soft
+from ..glm.kernels import _dense, _opts, _u, cd_dense, cd_factor, cd_move, soft
 
 
 @njit(**_opts)
@@ -121,3 +121,200 @@ def cd_factor_solved(ptr, rows, vals, h, q, b, thresh, tol, n_passes, b0, u, his
         if _worst_move(b, g, h, thresh) <= tol:
             return done, True
     return done, False
+
+
+# -- a dense path from the whole problem's Gram ---------------------------------------------
+@njit(**_opts)
+def gram_gap(q, b, rss, lam, n):
+    """(duality gap, objective) at b from q = X'r and rss = ||r||^2 there, as
+    :meth:`~strads.apps.lasso.aggregate.LassoAggregate._gap` (dual point r / scale; r'y
+    = rss + b'q)."""
+    l1, g_max, bq = 0.0, 0.0, 0.0
+    for j in range(b.shape[0]):
+        l1 += abs(b[j])
+        g_max = max(g_max, abs(q[j]))
+        bq += b[j] * q[j]
+    primal = 0.5 * rss / n + lam * l1
+    t = min(1.0 / n, lam / g_max) if g_max > 0.0 else 1.0 / n
+    dual = t * (rss + bq) - 0.5 * n * t * t * rss
+    return max(primal - dual, 0.0), primal
+
+
+@njit(**_opts)
+def _gram_pass(G, q, b, thresh):
+    """One cyclic pass of coordinate descent on 1/2 b'Gb - c'b + thresh |b|_1 (q = c - G b,
+    kept); returns whether some coordinate left or joined the support or changed sign."""
+    changed = False
+    for j in range(b.shape[0]):
+        gjj = G[j, j]
+        if gjj <= 0.0:
+            continue
+        old = b[j]
+        d = cd_move(b, j, q[j], gjj, thresh)
+        if d != 0.0:
+            for k in range(b.shape[0]):  # q -= G[:, j] d, read along row j (G symmetric)
+                q[k] -= G[j, k] * d
+            if (old > 0.0) != (b[j] > 0.0) or (old < 0.0) != (b[j] < 0.0):
+                changed = True
+    return changed
+
+
+# The face's Cholesky factor L (L L' = G_AA) is kept along the path, its rows in
+# the order the coordinates joined (``order[:a]``, ``inf[j]``: j is in it): a coordinate
+# that joins adds a row (O(a^2)), one that leaves is taken out by a rank-one update of the
+# rows below it; few change from one step (or lambda) to the next.
+@njit(**_opts)
+def _chol_drop(L, order, inf, a, i, x):
+    """Take row/column i out of the factor of a coordinates; returns a - 1."""
+    for u in range(i + 1, a):
+        x[u] = L[u, i]
+    for k in range(i + 1, a):  # L33 L33' + x x' (x: column i below i), then shift
+        r = np.sqrt(L[k, k] * L[k, k] + x[k] * x[k])
+        cc, sn = r / L[k, k], x[k] / L[k, k]
+        L[k, k] = r
+        for u in range(k + 1, a):
+            L[u, k] = (L[u, k] + sn * x[u]) / cc
+            x[u] = cc * x[u] - sn * L[u, k]
+    inf[order[i]] = False
+    for u in range(i, a - 1):
+        order[u] = order[u + 1]
+        for v in range(u + 1):
+            L[u, v] = L[u + 1, v] if v < i else L[u + 1, v + 1]
+    return a - 1
+
+
+@njit(**_opts)
+def _chol_add(G, L, order, inf, a, j):
+    """Add coordinate j as the factor's last row; returns a + 1, or a if its column is
+    (numerically) in the span of the others'."""
+    d2 = G[j, j]
+    for u in range(a):
+        t = G[order[u], j]
+        for v in range(u):
+            t -= L[u, v] * L[a, v]
+        L[a, u] = t / L[u, u]
+        d2 -= L[a, u] * L[a, u]
+    if not d2 > 1e-10 * G[j, j]:
+        return a
+    L[a, a] = np.sqrt(d2)
+    order[a] = j
+    inf[j] = True
+    return a + 1
+
+
+@njit(**_opts)
+def _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, state, x):
+    """The support's Newton step: b_A moved towards the minimiser of the quadratic on the
+    face of b's signs (G_AA x = c_A - thresh s_A, from the kept factor), stopping where
+    a coordinate reaches 0 (which leaves the support); kept only if it lowers the
+    objective (q and b restored otherwise). ``b0``, ``q0``: b and q on entry (the
+    caller's copies); ``state[0]``: the factor's rows. Returns whether it was kept."""
+    a, i = state[0], 0
+    while i < a:  # the factor follows the support
+        if b[order[i]] == 0.0:
+            a = _chol_drop(L, order, inf, a, i, x)
+        else:
+            i += 1
+    for j in range(b.shape[0]):
+        if b[j] != 0.0 and not inf[j]:
+            a = _chol_add(G, L, order, inf, a, j)
+            if not inf[j]:  # a face of dependent columns: no Newton step
+                state[0] = a
+                return False
+    state[0] = a
+    if a == 0:
+        return False
+    for u in range(a):  # L z = c_A - thresh s_A, then L' x = z
+        t = c[order[u]] - thresh * (1.0 if b[order[u]] > 0.0 else -1.0)
+        for v in range(u):
+            t -= L[u, v] * x[v]
+        x[u] = t / L[u, u]
+    for u in range(a - 1, -1, -1):
+        t = x[u]
+        for v in range(u + 1, a):
+            t -= L[v, u] * x[v]
+        x[u] = t / L[u, u]
+    step, hit = 1.0, -1
+    for u in range(a):
+        bj = b[order[u]]
+        if (x[u] > 0.0) != (bj > 0.0):
+            t = bj / (bj - x[u])
+            if t < step:
+                step, hit = t, u
+    for u in range(a):
+        j = order[u]
+        b[j] = 0.0 if u == hit else b[j] + step * (x[u] - b[j])
+    # q -= G (b - b0) over the face; objective 1/2 b'Gb - c'b + thresh |b|_1 = -1/2 b'(c
+    # + q) + thresh |b|_1 (b is 0 off the face)
+    before, after = 0.0, 0.0
+    for u in range(a):
+        j = order[u]
+        d = b[j] - b0[j]
+        if d != 0.0:
+            for k in range(q.shape[0]):
+                q[k] -= G[j, k] * d
+    for u in range(a):
+        j = order[u]
+        before += -0.5 * b0[j] * (c[j] + q0[j]) + thresh * abs(b0[j])
+        after += -0.5 * b[j] * (c[j] + q[j]) + thresh * abs(b[j])
+    if after < before:
+        return True
+    b[:] = b0
+    q[:] = q0
+    return False
+
+
+@njit(**_opts)
+def _rss_at(b, q, b0, q0, rss):
+    s = 0.0
+    for j in range(b.shape[0]):
+        if b[j] != b0[j]:
+            s += (b[j] - b0[j]) * (q0[j] + q[j])
+    return max(rss - s, 0.0)
+
+
+@njit(**_opts)
+def gram_path(G, c, q, b, rss, lams, n, tol, max_passes, W, gaps, passes, solved, b0, q0,
+              L, order, inf, x):
+    """The Lasso at each of ``lams`` (decreasing) in turn from the whole problem's Gram
+    ``G`` (c = X'y; q = c - G b = X'r and ``rss`` = ||r||^2 at b on entry), each from
+    the last one's solution: cyclic coordinate descent passes, and after a pass that
+    left the support and its signs as they were a Newton step on that face
+    (:func:`_face_step`), until the duality gap is within ``tol`` times the objective;
+    each lambda's b, gap, passes and whether it met tol into ``W[:, k]``, ``gaps``,
+    ``passes``, ``solved``. It stops at a lambda that does not in ``max_passes`` passes
+    or stalls (STALL_PASSES), b left there; returns the lambdas solved. ||r||^2 follows
+    exactly from q: rss(b) = rss(b0) - (b - b0)'(q(b0) + q(b)). ``b0``, ``q0``, ``x``
+    (m), ``L`` (m, m), ``order`` (m), ``inf`` (m, False): scratch."""
+    state = np.zeros(1, np.int64)
+    for k in range(lams.shape[0]):
+        lam = lams[k]
+        done = 0
+        gap, primal = gram_gap(q, b, rss, lam, n)
+        ref = np.inf  # the objective STALL_PASSES passes ago
+        while gap > tol * primal and done < max_passes:
+            if done % STALL_PASSES == 0:
+                if ref - primal <= 1e-13 * primal:
+                    break
+                ref = primal
+            b0[:] = b
+            q0[:] = q
+            changed = _gram_pass(G, q, b, n * lam)
+            rss = _rss_at(b, q, b0, q0, rss)
+            if not changed:
+                b0[:] = b
+                q0[:] = q
+                if _face_step(G, c, q, b, n * lam, b0, q0, L, order, inf, state, x):
+                    rss = _rss_at(b, q, b0, q0, rss)
+            done += 1
+            gap, primal = gram_gap(q, b, rss, lam, n)
+        W[:, k] = b
+        gaps[k], passes[k], solved[k] = gap, done, gap <= tol * primal
+        if not solved[k]:
+            return k
+    return lams.shape[0]
+
+
+# a lambda's passes stop if in this many the objective fell by 1e-13 of itself or less
+# (at the rounding floor: the gap computed from the Gram may not reach a tiny tol)
+STALL_PASSES = 50
