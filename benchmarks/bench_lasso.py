@@ -151,7 +151,7 @@ def main():
                     help="time every fit N times, taking turns, and report the best")
     ap.add_argument("--problems", help="which of the problems (a) to (f) to run, and "
                     "'file': (d) from LIBSVM in one process and under mpiexec (default: "
-                    "all; logreg: (a) to (c)); (g) to (p), small ones in one process "
+                    "all; logreg: (a) to (c)); (g) to (t), small ones in one process "
                     "(SMALL), only when named")
     args = ap.parse_args()
     k = 10 if args.small else 1
@@ -221,7 +221,7 @@ def peers(k, repeat, problems, args=None):
     for name, (kw, div) in SMALL.items():
         if name[1] in problems:
             X, y = lasso.near_duplicates(**kw) if "group" in kw else \
-                make_problem(seed=0, **kw)[:2]
+                make_problem(**{"seed": 0, **kw})[:2]
             compare(lasso, f"{name} {kw}, lambda_max/{div}, Jacobi schedules", X, y,
                     lasso.lambda_max(X, y) / div, None, ALL[1:], time_limit=30,
                     repeat=repeat)
@@ -229,7 +229,8 @@ def peers(k, repeat, problems, args=None):
 
 #: (make_problem's arguments, or near_duplicates' with "group", lambda_max / this):
 #: (g)-(i) issue 30's, (j)-(l) others, (m)-(o) tall ones (X'X bought by the filter), (p)
-#: square and strongly correlated
+#: square and strongly correlated, (q)-(t) dense with p 4-10 times n (where priority's
+#: Jacobi rounds took longer than round-robin's)
 SMALL = {
     "(g)": (dict(n_samples=100, n_features=2000, corr=0.0, dense=True), 10),
     "(h)": (dict(n_samples=300, n_features=3000, corr=0.3, dense=True), 10),
@@ -243,6 +244,10 @@ SMALL = {
                  dense=True), 20),
     "(o)": (dict(n_samples=20_000, n_features=500, corr=0.5, density=0.02), 50),
     "(p)": (dict(n_samples=1000, n_features=1000, corr=0.7, dense=True), 30),
+    "(q)": (dict(n_samples=200, n_features=2000, corr=0.3, dense=True, seed=1), 10),
+    "(r)": (dict(n_samples=250, n_features=2500, corr=0.0, dense=True, seed=3), 10),
+    "(s)": (dict(n_samples=500, n_features=2000, corr=0.3, dense=True, seed=6), 10),
+    "(t)": (dict(n_samples=200, n_features=2000, corr=0.3, dense=True, seed=7), 30),
 }
 
 

@@ -447,6 +447,18 @@ def group_gram_dense(X, cols, gptr, wts):
 
 
 @njit(**_opts)
+def gram_gather(G, pos):
+    """G[pos][:, pos] of a symmetric Gram matrix ``G``, k x k row-major (flat), as
+    :func:`group_steps` reads a group of k."""
+    k = pos.shape[0]
+    out = np.empty(k * k)
+    for a in range(k):
+        for b in range(k):
+            out[a * k + b] = G[pos[a], pos[b]]
+    return out
+
+
+@njit(**_opts)
 def group_gram_lower(G, pos, gptr, sq_norms):
     """As :func:`group_gram_sparse`, from the strict lower triangle of a Gram matrix
     ``G`` already summed (the workers' filter: column ``cols[a]`` is row ``pos[a]`` of

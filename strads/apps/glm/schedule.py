@@ -240,17 +240,27 @@ class Priority(_Jacobi):
     groups merges them (up to GROUP_CAP members) instead of being rejected, so more of
     the dependent coordinates are solved together (``groups.block_dense``).
 
+    Dense X on the scheduler, once the pool's Gram matrix is held (the coordinates the
+    last full round found moving, bought by BLAS: :meth:`_pool_gram`), a round's steps
+    see each other: its block, drawn from the pool as above, is solved exactly as one
+    group and the filter is not needed (:meth:`_choose_exact`). On dense p >> n
+    problems the filter's Jacobi rounds are bounded by the support's conditioning.
+
     Without the scheduler's copy of X (``X`` None: parallel loading, several
     schedulers) the workers filter: the task holds the candidates, they sum their Gram
     matrix and group them in the same greedy order.
     """
     checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr",
-                                                "_out", "_filled", "_G")
+                                                "_out", "_filled", "_G", "_exact",
+                                                "_last_exact")
     # the priority draws come first, so without a filter (rho near 1) a round holds the
     # coordinates that move most, often neighbours: their joint step can overshoot
     # badly, and every rise halves the step as well as the block
     damp_with_block = True
     merge_on_rise = True
+    exact_pool = True
+    _exact = None  # this round's (groups, Gs) when its block is solved as one group
+    _last_exact = None  # the last such block and its Gram matrix
 
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
@@ -284,6 +294,13 @@ class Priority(_Jacobi):
         self.filter_cap = None  # the block the filter may fill (:meth:`_afford`)
         self._mass0 = 0.0  # the sum tree's mass after the last full round
         self._active0 = 0  # coordinates with a priority after it
+        # dense X: the pool (what the last full round found moving) and, once bought,
+        # the Gram matrix of the pools held so far (:meth:`_pool_gram`)
+        self._pool = NO_GROUPS
+        self._pool_fulls = 0
+        self._held = NO_GROUPS  # the coordinates of _PG's rows, in order
+        self._slot = None  # a coordinate's row of _PG (-1: none)
+        self._PG = None
 
     def _refresh_due(self):
         agg = self.agg
@@ -304,6 +321,8 @@ class Priority(_Jacobi):
             # the workers sum the candidates' Gram matrix and group them, in the same
             # greedy order (they return the block and its groups)
             task["select"] = (self.rho, self._b)
+        elif self._exact is not None:
+            task["groups"], task["Gs"] = self._exact
         elif self._gptr.shape[0]:
             task["groups"] = self._gptr
             if self._G is not None:  # (the workers need not sum them)
@@ -318,6 +337,17 @@ class Priority(_Jacobi):
         u = self._u  # (the kernels index with u * p)
         if not 0 <= self._u_pos <= u.shape[0] or ((u < 0) | ~(u < 1)).any():
             raise ValueError("_u: not uniforms in [0, 1) from _u_pos on")
+        held, pool = self._held, self._pool  # (the kernels index _PG with _slot)
+        ok = all(isinstance(a, np.ndarray) and a.dtype.kind in "iu" and a.ndim == 1 and
+                 ((a >= 0) & (a < self.p)).all() for a in (held, pool))
+        if ok and self._PG is not None:
+            k = held.shape[0]
+            slot = self._slot
+            ok = (isinstance(self._PG, np.ndarray) and self._PG.shape == (k, k) and
+                  isinstance(slot, np.ndarray) and slot.shape == (self.p,) and
+                  np.count_nonzero(slot >= 0) == k and (slot[held] == np.arange(k)).all())
+        if not ok:
+            raise ValueError("_PG: not the Gram matrix of this run's pool")
 
     def _uniforms(self, k):
         if self._u_pos + k > self._u.shape[0]:
@@ -344,6 +374,14 @@ class Priority(_Jacobi):
         return cand
 
     def choose(self, b):
+        self._exact, self._gptr = None, NO_GROUPS
+        if not self.remote and not self._filled and self._spent + self._prepaid() >= \
+                self._fill_price():
+            self._fill()
+        if self.exact_pool and self.dense and not self.remote and self._pool_gram():
+            # (the block halves against steps that interfere; these see each other, but
+            # still not those of the rounds in flight)
+            return self._choose_exact(b if self.staleness else self.max_block)
         cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
             self._b = b
@@ -353,9 +391,6 @@ class Priority(_Jacobi):
             return cand[self.agg.norms[cand] > 0]
         # busy doubles as the filter's "already taken" mask; one kernel call a round
         # (the filter and the groups' order), its outputs into self._out
-        if not self._filled and self._spent + PREPAID * 2 * AFFORD * (
-                self.max_block * self._col_cost + ROUND_COST) >= self._fill_price():
-            self._fill()
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
             self._out = np.empty(2 * b + 1, np.int64)
@@ -375,6 +410,79 @@ class Priority(_Jacobi):
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
+
+    def _pool_gram(self):
+        """Whether the pool's Gram matrix is held (dense X, the scheduler's). At each full
+        round the pool is the coordinates it found moving (a priority, or non-zero); the
+        pairs of its new members are bought by BLAS once their price (as X'X's,
+        :meth:`_fill_price`) is at most what the filter has spent, with PREPAID rounds'
+        allowance. The pool shrinks fast and stays nested after the first full rounds,
+        so the pairs are bought about once (X'X itself, once bought, holds them all)."""
+        agg = self.agg
+        if agg.fulls != self._pool_fulls:
+            self._pool_fulls = agg.fulls
+            self._pool = np.flatnonzero((agg.prio > 0) | (agg.w != 0))
+            if self._G is None:
+                self._buy_pool()
+        return agg.fulls > 0 and (self._G is not None or self._PG is not None and
+                                  not (self._slot[self._pool] < 0).any())
+
+    def _buy_pool(self):
+        slot = self._slot if self._slot is not None else np.full(self.p, -1, np.int64)
+        new = self._pool[slot[self._pool] < 0]
+        if not new.shape[0]:
+            return
+        held, n_new = self._held, new.shape[0]
+        rows = held.shape[0] + n_new
+        if n_new * rows * self.agg.n / BLAS_SPEEDUP > self._spent + self._prepaid() or \
+                8 * rows * rows > FILTER_CACHE_BYTES:
+            return
+        X = self.cols[0]
+        Xn = X[:, new]
+        PG = np.empty((rows, rows))
+        if self._PG is not None:
+            PG[:held.shape[0], :held.shape[0]] = self._PG
+            PG[:held.shape[0], held.shape[0]:] = X[:, held].T @ Xn
+            PG[held.shape[0]:, :held.shape[0]] = PG[:held.shape[0], held.shape[0]:].T
+        PG[held.shape[0]:, held.shape[0]:] = Xn.T @ Xn
+        slot[new] = np.arange(held.shape[0], rows)
+        self._slot, self._held, self._PG = slot, np.concatenate([held, new]), PG
+
+    def _choose_exact(self, b):
+        """A round once the pool's Gram is held: its steps see each other. The block
+        (priority draws, then the floor's uniform ones, from the pool) is solved exactly
+        as one group from its Gram matrix, so its dependent coordinates need no filter."""
+        pool = self._pool
+        if pool.shape[0] <= b:
+            return self._exact_block(pool[~self.busy[pool]])
+        n_cand = min(b, pool.shape[0])
+        n_prio = n_cand - int(round(self.floor * n_cand))
+        cand = np.empty(n_cand, dtype=np.int64)
+        tree = self.agg.tree
+        used = K.priority_candidates(tree, self._uniforms(2 * n_cand), n_cand, n_prio,
+                                     pool.shape[0], self.seen, cand)
+        self._u_pos += used
+        drawn = n_prio + n_cand - used if n_prio > 0 and tree[1] > 0.0 else 0
+        cand[drawn:] = pool[cand[drawn:]]  # (the uniform ones: positions in the pool)
+        cols = np.unique(cand)
+        return self._exact_block(cols[~self.busy[cols]])
+
+    def _exact_block(self, cols):
+        if self._G is None:  # (a round in flight at the full round may have moved others)
+            cols = cols[self._slot[cols] >= 0]
+        if cols.shape[0]:
+            last = self._last_exact
+            if last is None or not np.array_equal(last[0], cols):  # (often the whole pool)
+                G, pos = (self._G, cols) if self._G is not None else \
+                    (self._PG, self._slot[cols])
+                last = self._last_exact = (cols, KG.gram_gather(G, pos))
+            self._exact = (np.array([0, cols.shape[0]], np.int64), last[1])
+        return cols
+
+    def _prepaid(self):
+        """PREPAID rounds of the whole block at what the filter may spend on one
+        (:meth:`_afford`): counted as spent when X'X or the pool's Gram is priced."""
+        return PREPAID * 2 * AFFORD * (self.max_block * self._col_cost + ROUND_COST)
 
     def _afford(self, work, update):
         """The filter's inner products may cost AFFORD times (a pass over the columns it
@@ -430,6 +538,7 @@ class Priority(_Jacobi):
         X = self.cols[0] if self.dense else self.cols + (self.agg.n,)
         KG.fill_cache(X, self.agg.norms, self.rho, self._known, self._conf, self._G)
         self._filled, self.filter_cap = True, None  # (pairs are free now)
+        self._last_exact = None  # (its Gram from X'X from now on)
 
     def _cache(self):
         """The filter's cache (dense X; sparse X once :meth:`_fill` buys it), made at
@@ -459,7 +568,7 @@ class ShuffledPriority(Priority):
     of the candidates drawn by priority, the rest uniform, shuffled together; no early
     full rounds, no step halved with the block, no filter cache nor X'X (its
     trajectories are kept as they were)."""
-    damp_with_block = merge_on_rise = False
+    damp_with_block = merge_on_rise = exact_pool = False
 
     def _refresh_due(self):
         return False
