@@ -175,21 +175,6 @@ def word_ptr(words, n_words):
     return np.cumsum(wptr, out=wptr)
 
 
-@njit(**_nb)
-def to_word_order(lengths, docs, z):
-    """The tokens' values ``z`` in document order, in the order of :func:`by_word`
-    (``docs``: its documents): a document's tokens come in the same order in both."""
-    at = np.zeros(lengths.shape[0], np.int64)
-    for d in range(lengths.shape[0] - 1):
-        at[d + 1] = at[d] + lengths[d]
-    out = np.empty_like(z)
-    for t in range(docs.shape[0]):
-        d = docs[t]
-        out[t] = z[at[d]]
-        at[d] += 1
-    return out
-
-
 class Part:
     """One worker's documents, read by :func:`read_part`: documents ``d0 .. d0 + len(
     lengths)`` as CSR rows (``indptr``, ``indices`` word ids sorted within a row,
@@ -451,7 +436,7 @@ def warmup():
     for a in (i32, i64):  # (the rows in order: _rows_in_order)
         _ascending(a, a)
         _tally(a, 0, i64.copy())
-    to_word_order(i64, by_word(i64, i32, i64, 1)[1], np.zeros(2, np.uint16))
+    by_word(i64, i32, i64, 1)
     w = text_docs.Words(("ab",))
     w.scan(np.frombuffer(b"ab cd\n", np.uint8), 0, 0, 10, i64, i32, 0, -1)
     text_docs.rehash(np.full(8, -1, np.int64), w.wstart, w.wlen, w.arena, w.n_ids)
