@@ -220,16 +220,18 @@ def _rows_in_order(peers, cuts, entries, d0, n_local):
     route_slices(peers, bounds, sends, docs, lambda at, p: _tally(p, d0 - 1, start))
     del docs
     np.cumsum(start, out=start)
-    w, c = np.empty(n, np.int32), np.empty(n, np.int64)
-    for a, out in ((words, w), (counts, c)):
+    todo, out = [(words, np.int32), (counts, np.int64)], []
+    del words, counts
+    while todo:  # one array at a time, each freed once routed
+        a, dtype = todo.pop(0)
+        out.append(np.empty(n, dtype))
         if a is None:
-            out[:] = 1
+            out[-1][:] = 1
         else:
-            route_slices(peers, bounds, sends, a, lambda at, p: out.__setitem__(
+            route_slices(peers, bounds, sends, a, lambda at, p: out[-1].__setitem__(
                 slice(at, at + p.shape[0]), p))
         del a
-    del words, counts
-    return rows(start, w, c)
+    return rows(start, *out)
 
 
 def _join(pieces, j, dtype):
