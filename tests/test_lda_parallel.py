@@ -99,8 +99,11 @@ def write_corpus(d):
     ldac[7] = ""  # empty documents in the middle
     text[8] = "The and of"
     files = {"docword.c.txt": uci, "c.ldac": "\n".join(ldac) + "\n\n\n",
-             "c.txt": "\n".join(text) + "\n \n\n"}
-    (d / "vocab.c.txt").write_text("\n".join(words) + "\n")
+             "c.txt": "\n".join(text) + "\n \n\n",
+             "docword.s.txt": f"{X.shape[0]}\n{X.shape[1]}\n{coo.nnz}\n" + "".join(
+                 f"{r + 1} {c + 1} {v}\n" for r, c, v in zip(coo.row, coo.col, coo.data))}
+    for name in ("vocab.c.txt", "vocab.s.txt"):
+        (d / name).write_text("\n".join(words) + "\n")
     for name, body in files.items():
         (d / name).write_text(body)
         (d / (name + ".gz")).write_bytes(gzip.compress(body.encode(), mtime=0))
@@ -115,6 +118,16 @@ def test_parts_make_the_same_corpus_for_any_worker_count(corpus_files, name, mon
     same(lda_data.load(str(corpus_files / name), min_count=1), ref)
     for W in (2, 3, 5):
         for f in (name, name + ".gz"):
+            same(whole(parts(corpus_files / f, W, min_count=1)), ref)
+
+
+def test_a_uci_file_sorted_by_document_reads_as_the_shuffled_one(corpus_files,
+                                                                  monkeypatch):
+    # (its rows go to their workers as slices, bucketed already: _rows_in_order)
+    monkeypatch.setattr(source, "BLOCK", 512)
+    ref = whole(parts(corpus_files / "docword.c.txt", 1, min_count=1))
+    for W in (1, 2, 3, 5):
+        for f in ("docword.s.txt", "docword.s.txt.gz"):
             same(whole(parts(corpus_files / f, W, min_count=1)), ref)
 
 

@@ -73,6 +73,25 @@ def route(peers, dest, arrays):
 CHUNK = 1 << 18  # rows a worker sends at a time
 
 
+def route_slices(peers, bounds, sends, a, place):
+    """:func:`route` for rows in their workers' order: rows bounds[w] .. bounds[w + 1] -
+    1 of ``a`` go to worker w (``sends``: every worker's np.diff(bounds), allgathered).
+    ``place(row, piece)`` puts each piece this worker receives at its first row's place
+    (source worker order; its own rows straight from ``a``); CHUNK rows at a time."""
+    W, me = peers.size, peers.rank
+    at = np.concatenate([[0], np.cumsum([s[me] for s in sends])]).astype(np.int64)
+    place(int(at[me]), a[bounds[me]:bounds[me + 1]])
+    most = max([s[w] for v, s in enumerate(sends) for w in range(W) if w != v] + [0])
+    for r in range(0, most, CHUNK):
+        ends = [min(bounds[w] + r + CHUNK, bounds[w + 1]) for w in range(W)]
+        got = peers.alltoall([None if w == me else a[min(bounds[w] + r, ends[w]):ends[w]]
+                              for w in range(W)])
+        for w, p in enumerate(got):
+            if w != me and p.shape[0]:
+                place(int(at[w]), p)
+                at[w] += p.shape[0]
+
+
 def exchange(peers, n, chunk):
     """Rows 0..n-1 of this worker to the others, CHUNK rows at a time: ``chunk(s, e)``
     gives rows s..e-1's destinations and arrays; yields, for each chunk, what every

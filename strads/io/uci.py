@@ -72,11 +72,22 @@ def skip_ws(b, i, end):
 def read_vocab(path):
     """The words of a vocabulary file, one a line (UTF-8, blanks stripped, undecodable
     bytes replaced); trailing empty lines dropped."""
-    words = []
-    for lineno, _, raw in open_text(path, "vocabulary file").lines(True):
-        if b"\0" in raw:
-            raise nul(path, lineno, "vocabulary file")
-        words.append(raw.decode("utf-8", errors="replace").strip())
+    src, words = open_text(path, "vocabulary file"), None
+    if not src.gz:  # the file in one read, split in one call (no NUL, no \r: else as
+        # it streams, line by line, for the message's line and the lone \r's lines)
+        with src.open() as f:
+            text = f.read()[src.bom:]
+        if b"\0" not in text and b"\r" not in text:
+            raws = text.split(b"\n")
+            if text.endswith(b"\n"):
+                raws.pop()
+            words = [r.decode("utf-8", errors="replace").strip() for r in raws]
+    if words is None:
+        words = []
+        for lineno, _, raw in src.lines(True):
+            if b"\0" in raw:
+                raise nul(path, lineno, "vocabulary file")
+            words.append(raw.decode("utf-8", errors="replace").strip())
     while words and not words[-1]:
         words.pop()
     if not words:
@@ -182,17 +193,29 @@ def parse_line(raw, path, lineno, n_docs, n_words):
     return d, w, c
 
 
-def scan(blocks, path, n_docs, n_words, limit, check):
-    """This worker's entries: [(docs, words, counts) of a block, 0-based], tokens, and
-    (as :func:`strads.io.ldac.scan`'s) 0 lines, -1 last line, None."""
-    out, tokens, entries = [], 0, 0
+def _grown(a, n, cap):
+    out = np.empty(cap, a.dtype)
+    out[:n] = a[:n]
+    return out
+
+
+def scan(blocks, path, n_docs, n_words, limit, check, size=None):
+    """This worker's entries: [(docs, words, counts), 0-based, one piece], tokens, and
+    (as :func:`strads.io.ldac.scan`'s) 0 lines, -1 last line, None. ``size``: about
+    the bytes this worker reads (None: unknown), for the arrays' first size."""
+    tokens, n, seen, cap = 0, 0, 0, 0
+    docs = words = counts = np.empty(0, np.int32)
     for blk in blocks:
         if not blk.keep:
             continue
         b = blk.data
-        cap = (b.shape[0] + 1) // 6 + 1  # a line holds 6 bytes at least: '1 1 1\n'
-        docs, words, counts = (np.empty(cap, np.int32) for _ in range(3))
-        i, n = 0, 0
+        most = n + (b.shape[0] + 1) // 6 + 1  # a line holds 6 bytes at least: '1 1 1\n'
+        if most > cap:  # one set of arrays (no copies joined): room for the rest as
+            # dense as the lines so far, grown (a copy) only when a block might not fit
+            rest = 0 if size is None or not seen else int(n / seen * max(size - seen, 0))
+            cap = max(most + rest + rest // 8, cap + cap // 2)
+            docs, words, counts = (_grown(a, n, cap) for a in (docs, words, counts))
+        i = 0
         while True:
             st, ls, nxt, n, tokens = _scan(b, i, b.shape[0], n_docs, n_words, limit, docs,
                                            words, counts, n, tokens)
@@ -207,9 +230,8 @@ def scan(blocks, path, n_docs, n_words, limit, check):
                     n += 1
                     tokens += got[2]
             if tokens > limit:  # from here on every line is checked
-                check(lineno, n_docs, entries + n, tokens, n_words)
+                check(lineno, n_docs, n, tokens, n_words)
                 limit = tokens
             i = nxt
-        out.append((docs[:n], words[:n], counts[:n]))
-        entries += n
-    return out, tokens, 0, -1, None
+        seen += b.shape[0]
+    return [(docs[:n], words[:n], counts[:n])], tokens, 0, -1, None

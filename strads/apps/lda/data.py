@@ -10,7 +10,7 @@ from numba import njit
 
 from ...errors import DataError
 from ...io import docs as text_docs, ldac, memory, uci
-from ...io.agree import attempt, refuse, route
+from ...io.agree import _ascending, _tally, attempt, refuse, route, route_slices
 from ...io.uci import INT32_MAX
 
 _nb = dict(cache=True, nogil=True)
@@ -175,21 +175,6 @@ def word_ptr(words, n_words):
     return np.cumsum(wptr, out=wptr)
 
 
-@njit(**_nb)
-def to_word_order(lengths, docs, z):
-    """The tokens' values ``z`` in document order, in the order of :func:`by_word`
-    (``docs``: its documents): a document's tokens come in the same order in both."""
-    at = np.zeros(lengths.shape[0], np.int64)
-    for d in range(lengths.shape[0] - 1):
-        at[d + 1] = at[d] + lengths[d]
-    out = np.empty_like(z)
-    for t in range(docs.shape[0]):
-        d = docs[t]
-        out[t] = z[at[d]]
-        at[d] += 1
-    return out
-
-
 class Part:
     """One worker's documents, read by :func:`read_part`: documents ``d0 .. d0 + len(
     lengths)`` as CSR rows (``indptr``, ``indices`` word ids sorted within a row,
@@ -220,11 +205,43 @@ def _rows(entries, d0, n_local):
     return rows(start, w, c)
 
 
+def _rows_in_order(peers, cuts, entries, d0, n_local):
+    """:func:`_rows` of the rows every worker routes to this one, when the workers' rows
+    are in order of documents (worker order, then each worker's): each worker's rows
+    for another are a slice of its own, and those this worker gets are bucketed already
+    (no owners, no copies routed or bucketed). The list is emptied, as :func:`_rows`."""
+    docs, words, counts = entries
+    entries.clear()
+    me = peers.rank
+    bounds = np.searchsorted(docs, cuts.astype(docs.dtype))
+    sends = peers.allgather(np.diff(bounds).tolist())
+    n = sum(s[me] for s in sends)
+    start = np.zeros(n_local + 1, np.int64)
+    route_slices(peers, bounds, sends, docs, lambda at, p: _tally(p, d0 - 1, start))
+    del docs
+    np.cumsum(start, out=start)
+    todo, out = [(words, np.int32), (counts, np.int64)], []
+    del words, counts
+    while todo:  # one array at a time, each freed once routed
+        a, dtype = todo.pop(0)
+        out.append(np.empty(n, dtype))
+        if a is None:
+            out[-1][:] = 1
+        else:
+            route_slices(peers, bounds, sends, a, lambda at, p: out[-1].__setitem__(
+                slice(at, at + p.shape[0]), p))
+        del a
+    return rows(start, *out)
+
+
 def _join(pieces, j, dtype):
     """Array j of every piece (lists of arrays) joined (``dtype``: none), each piece's
     dropped once copied: the pieces and the whole are never all in memory at once."""
     if not pieces:
         return np.zeros(0, dtype)
+    if len(pieces) == 1:
+        whole, pieces[0][j] = pieces[0][j], None
+        return whole
     whole = np.empty(sum(p[j].shape[0] for p in pieces),
                      np.result_type(*(p[j].dtype for p in pieces)))
     at = 0
@@ -296,7 +313,8 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
 
     def scan():
         if fmt == "uci":
-            return uci.scan(blocks, path, *header[:2], _token_limit(*header[:2]), check)
+            return uci.scan(blocks, path, *header[:2], _token_limit(*header[:2]), check,
+                            None if gz else (src.size - begin) // W)
         if fmt == "ldac":
             return ldac.scan(blocks, path, None if words is None else len(words),
                              _token_limit(0, 0), check)
@@ -312,11 +330,22 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
         n = np.bincount(ids, minlength=table.n_ids)[table.n_stop:].tolist()
         local_vocab = (table.words(), n)
     facts = {"lines": lines, "last": last, "entries": int(ids.shape[0]), "tokens": tokens,
-             "max_id": int(ids.max(initial=-1)), "vocab": local_vocab}
+             "max_id": int(ids.max(initial=-1)), "vocab": local_vocab,
+             # this worker's first and last document when its rows are in their order
+             "span": None if not _ascending(docs, docs) else
+             (int(docs[0]), int(docs[-1])) if docs.shape[0] else ()}
     every = peers.allgather(facts)
     # documents: line d + 1 is document d (LDA-C, text); a part's lines follow the
     # earlier parts' (a gzip stream's every worker counted itself)
     before = 0 if gz else sum(f["lines"] for f in every[:me])
+    # the rows in order of documents over all workers (a UCI file sorted by document;
+    # LDA-C and text unless gzip-compressed): no owners to route to, nothing to bucket
+    spans = [f["span"] if f["span"] is None or fmt == "uci" or gz else
+             tuple(d + sum(g["lines"] for g in every[:w]) for d in f["span"])
+             for w, f in enumerate(every)]
+    spans = [x for x in spans if x != ()]
+    in_order = None not in spans and all(
+        a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     if fmt != "uci" and before:
         docs += before
     ends = [(0 if gz else sum(f["lines"] for f in every[:w])) + f["last"]
@@ -380,12 +409,16 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
 
     cuts = split_balanced(lengths, W)  # contiguous documents balanced by tokens
     del lengths
-    dest, entries = owners(cuts, docs), [docs, ids, counts]
-    del docs, ids, counts  # (route and _rows free each array once they are done with it)
-    entries = route(peers, dest, entries)
-    del dest
     d0, d1 = int(cuts[me]), int(cuts[me + 1])
-    indptr, indices, cnt, sums = _rows(entries, d0, d1 - d0)
+    entries = [docs, ids, counts]
+    del docs, ids, counts  # (route and _rows free each array once they are done with it)
+    if in_order:
+        indptr, indices, cnt, sums = _rows_in_order(peers, cuts, entries, d0, d1 - d0)
+    else:
+        dest = owners(cuts, entries[0])
+        entries = route(peers, dest, entries)
+        del dest
+        indptr, indices, cnt, sums = _rows(entries, d0, d1 - d0)
     nnz = sum(peers.allgather(int(indices.shape[0])))
     return Part(d0, indptr, indices, cnt, n_docs, n_words, n_tokens, nnz, vocab_out, sums)
 
@@ -402,7 +435,10 @@ def warmup():
         accumulate(idx, weights, np.zeros(2, np.int64))
     owners(i64, i32)
     owners(i64, i64)
-    to_word_order(i64, by_word(i64, i32, i64, 1)[1], np.zeros(2, np.uint16))
+    for a in (i32, i64):  # (the rows in order: _rows_in_order)
+        _ascending(a, a)
+        _tally(a, 0, i64.copy())
+    by_word(i64, i32, i64, 1)
     w = text_docs.Words(("ab",))
     w.scan(np.frombuffer(b"ab cd\n", np.uint8), 0, 0, 10, i64, i32, 0, -1)
     text_docs.rehash(np.full(8, -1, np.int64), w.wstart, w.wlen, w.arena, w.n_ids)

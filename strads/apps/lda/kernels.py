@@ -758,6 +758,21 @@ def initial_topics(lengths, d0, key, n_topics, z):
 
 
 @njit(**_opts)
+def initial_topics_at(lengths, d0, docs, key, n_topics, out):
+    """:func:`initial_topics` of the tokens in another order, ``docs`` their documents
+    (0-based from d0; a document's tokens in their order within it): each drawn where
+    it goes (splitmix64's state of a document's j-th token is its j-th step from the
+    start), without the tokens' topics in document order to gather from."""
+    seen = np.zeros(lengths.shape[0], np.uint64)
+    for t in range(docs.shape[0]):
+        d = docs[t]
+        _, u = _next(np.uint64(key) + np.uint64(d0 + d) * _M1 + (seen[d] + _U1) * _GOLDEN)
+        seen[d] += _U1
+        k = int(u * n_topics)
+        out[t] = k if k < n_topics else n_topics - 1
+
+
+@njit(**_opts)
 def pack_tokens(wptr, z, n_topics):
     """The word-topic counts of tokens sorted by word (row r's: ``z[wptr[r]:wptr[r +
     1]]``), packed as :func:`pack` packs a table (topics in order within a row)."""
@@ -771,13 +786,25 @@ def pack_tokens(wptr, z, n_topics):
     q = 0
     for r in range(n_rows):
         nt = 0
+        if wptr[r + 1] - wptr[r] >= n_topics:  # a long row: its counts, read in order
+            for t in range(wptr[r], wptr[r + 1]):
+                scratch[z[t]] += 1
+            for k in range(n_topics):
+                if scratch[k]:
+                    idx[q] = k
+                    cnt[q] = scratch[k]
+                    scratch[k] = 0
+                    q += 1
+            indptr[r + 1] = q
+            continue
         for t in range(wptr[r], wptr[r + 1]):
             k = z[t]
             if scratch[k] == 0:
                 touched[nt] = k
                 nt += 1
             scratch[k] += 1
-        tt = np.sort(touched[:nt])
+        tt = touched[:nt]
+        tt.sort()  # (in place: no array a row)
         for j in range(nt):
             k = tt[j]
             idx[q] = k

@@ -134,8 +134,9 @@ class LDAUpdate(Update):
         K.initial_topics(self.lengths, self.d0, key, self.K, z)
         self.dense = dense_topics(self.K, self.n_tokens, self.n_docs, self.W)
         self._count(z)
-        self.z = data.to_word_order(self.lengths, self.docs, z)
         del z
+        self.z = np.empty(self.docs.shape[0], K.topic_dtype(self.K))
+        K.initial_topics_at(self.lengths, self.d0, self.docs, key, self.K, self.z)
         self.blocks = self.wptr[self.cuts]
         self.beta_table = K.lgamma_table(self.beta, 4096)
         self.alpha_table = K.lgamma_table(self.alpha, 4096)
@@ -427,6 +428,7 @@ class LDAUpdate(Update):
         K._nonzero_sample(np.ones(2, np.int32))
         K.sum_lgamma_shifted(np.ones(2, np.int64), 0.1)
         K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
+        K.initial_topics_at(np.array([2], np.int64), 0, docs, np.uint64(1), 2, z)
         K.round_seed(np.uint64(1), 0, 0)
         K.sum_packed([K.pack_tokens(wptr, z, 2)], 2)
         data.warmup()
