@@ -284,6 +284,7 @@ class Priority(_Jacobi):
         self.filter_cap = None  # the block the filter may fill (:meth:`_afford`)
         self._mass0 = 0.0  # the sum tree's mass after the last full round
         self._active0 = 0  # coordinates with a priority after it
+        self._blocks_seen = self._updates_seen = 0  # the aggregate's, at the last _heard
 
     def _refresh_due(self):
         agg = self.agg
@@ -312,6 +313,16 @@ class Priority(_Jacobi):
                 cols = task["cols"]
                 task["Gs"] = KG.group_gram_lower(self._G, cols, self._gptr, self._G[cols, cols])
         return task
+
+    def _heard(self):
+        """The workers' filter: how many it kept, for :meth:`candidates`, from the
+        aggregate's updates (per block round, since the last call)."""
+        agg = self.agg
+        blocks = agg.done - agg.fulls
+        if blocks > self._blocks_seen:
+            new = agg.updates - self._updates_seen
+            self._n_kept = -(-new // (blocks - self._blocks_seen))
+            self._blocks_seen, self._updates_seen = blocks, agg.updates
 
     def load_state(self, state):
         super().load_state(state)
@@ -344,6 +355,8 @@ class Priority(_Jacobi):
         return cand
 
     def choose(self, b):
+        if self.remote:
+            self._heard()
         cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
             self._b = b
