@@ -168,9 +168,9 @@ def main():
                         with open(args.json, "a") as f:
                             f.write(json.dumps(dict(problem=name, mode=mode, sched=sched,
                                                     t=t, rounds=r, whole=whole)) + "\n")
-                p = res.get("priority", np.nan)
+                p = res.get("priority")
                 for b in ("round-robin", "random"):
-                    if b in res:
+                    if b in res and p is not None:
                         ratio = "baseline missed" if res[b] != res[b] else \
                             f"{p / res[b]:.2f}x"
                         print(f"    priority / {b}: {ratio}")
