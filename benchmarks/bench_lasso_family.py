@@ -138,12 +138,13 @@ def main():
     ap.add_argument("--limit", type=float, default=120, help="priority's --time-limit")
     ap.add_argument("--baseline-limit", type=float, default=20,
                     help="round-robin's and random's --time-limit")
+    ap.add_argument("--seed", type=int, default=0, help="of the problems")
     ap.add_argument("--json", help="append one line a run here")
     args = ap.parse_args()
     modes = [int(m) for m in args.modes.split(",")]
     for name in args.problems.split(","):
         kw, div = FAMILY[name]
-        X, y = make(kw)
+        X, y = make(kw, args.seed)
         lam = lasso.lambda_max(X, y) / div
         target = f_star(X, y, lam) * (1 + RTOL)
         print(f"\n== {name}: {kw}, X {X.shape}, {X.nnz:,} non-zeros, lambda_max/{div}",
