@@ -431,3 +431,40 @@ def test_exact_rounds_resume_bit_for_bit(tmp_path):
     assert first.extra["grouped_updates"] > 0
     res = lasso.fit(X, y, max_rounds=30, out=str(part), resume=True, **kw)
     np.testing.assert_array_equal(res.model["coef"], full.model["coef"])
+
+
+def test_the_workers_filter_is_asked_for_what_it_keeps(tmp_path):
+    """With --data the workers filter, and the schedule learns what they kept from the
+    aggregate's updates: it sends at most twice that plus 64 candidates, as it asks of
+    its own filter (not 5/4 of the block each round: on binary columns, all correlated
+    above rho, the workers kept about 16 of 320 and summed the Gram matrix of all)."""
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(0)
+    X = sp.random(200, 600, density=0.3, format="csr", random_state=rng)
+    X.data[:] = 1.0
+    y = X @ rng.standard_normal(600) + rng.standard_normal(200)
+    path = str(tmp_path / "b.svm")
+    dump_svmlight_file(X, y, path)
+    lam = lasso.lambda_max(X, y) / 20
+    setup = lasso.make_file_setup(path, lam=lam, schedule="priority", block=256)
+    rounds = []  # (candidates sent, kept) of each block round
+
+    def spying(ctx):
+        sched, agg, shards = setup(ctx)
+        inner = agg.aggregate
+
+        def aggregate(round, task, partials):
+            if not task.get("full"):
+                rounds.append((task["cols"].shape[0], partials[0]["cols"].shape[0]))
+            return inner(round, task, partials)
+        agg.aggregate = aggregate
+        return sched, agg, shards
+    res = strads.run(spying, lasso.DATAFIT.Update, workers=3, tol=0, max_rounds=200,
+                     quiet=True)
+    assert len(rounds) > 100 and res.objective < 0.5 * (y @ y) / 200
+    kept = np.array([k for _, k in rounds])
+    assert kept.max() < 100  # (the point: far fewer than the block)
+    for (_, k), (sent, _) in zip(rounds, rounds[1:]):
+        assert sent <= 2 * k + 64

@@ -301,6 +301,7 @@ class Priority(_Jacobi):
         self._held = NO_GROUPS  # the coordinates of _PG's rows, in order
         self._slot = None  # a coordinate's row of _PG (-1: none)
         self._PG = None
+        self._blocks_seen = self._updates_seen = 0  # the aggregate's, at the last _heard
 
     def _refresh_due(self):
         agg = self.agg
@@ -331,6 +332,16 @@ class Priority(_Jacobi):
                 cols = task["cols"]
                 task["Gs"] = KG.group_gram_lower(self._G, cols, self._gptr, self._G[cols, cols])
         return task
+
+    def _heard(self):
+        """The workers' filter: how many it kept, for :meth:`candidates`, from the
+        aggregate's updates (per block round, since the last call)."""
+        agg = self.agg
+        blocks = agg.done - agg.fulls
+        if blocks > self._blocks_seen:
+            new = agg.updates - self._updates_seen
+            self._n_kept = -(-new // (blocks - self._blocks_seen))
+            self._blocks_seen, self._updates_seen = blocks, agg.updates
 
     def load_state(self, state):
         super().load_state(state)
@@ -382,6 +393,8 @@ class Priority(_Jacobi):
             # (the block halves against steps that interfere; these see each other, but
             # still not those of the rounds in flight)
             return self._choose_exact(b if self.staleness else self.max_block)
+        if self.remote:
+            self._heard()
         cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
             self._b = b

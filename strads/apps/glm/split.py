@@ -90,6 +90,7 @@ class Part(Schedule):
         self.full_every = self.full_every or p
         self.inner = self.make(self.view, self.k, p, *self.args)
         self.inner._refresh_due = lambda: False  # (this part decides, below, for all)
+        self.inner._heard = lambda: None  # (nor from the union's updates)
         self.refresh = self.args[0] == "priority"
         self.sq_norms = None
 
