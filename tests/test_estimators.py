@@ -181,13 +181,8 @@ def test_lasso_path_in_one_run_reaches_sklearn_at_every_alpha(sparse, fit_interc
     # (dense: every alpha from the Gram of the first round, the next one checks the last)
     assert coefs.shape == (50, 27) and (gaps >= 0).all() and rounds >= (27 if sparse else 1)
     assert not coefs[:, :3].any() and not coefs[7].any()
-    for k, alpha in enumerate(alphas):
-        ref = SkLasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-12,
-                      max_iter=1_000_000).fit(Xd, y)
-        mine = 0.5 * np.mean((y - Xd @ coefs[:, k] - intercepts[k]) ** 2) + \
-            alpha * np.abs(coefs[:, k]).sum()
-        theirs = 0.5 * np.mean((y - ref.predict(Xd)) ** 2) + alpha * np.abs(ref.coef_).sum()
-        assert mine <= theirs * (1 + 1e-8)
+    refs = _path_no_worse_than_sklearn(Xd, y, alphas, coefs, intercepts, fit_intercept, 1e-8)
+    for k, ref in enumerate(refs):
         np.testing.assert_allclose(coefs[:, k], ref.coef_, rtol=1e-4, atol=1e-6)
         assert intercepts[k] == pytest.approx(ref.intercept_, rel=1e-5, abs=1e-6)
     # out of rounds: each alpha stops at max_iter, with scikit-learn's warning
@@ -212,13 +207,22 @@ def test_dense_path_from_the_gram_with_duplicate_and_constant_columns(fit_interc
     coefs, intercepts, gaps, rounds = _path(X, y, alphas, dict(
         fit_intercept=fit_intercept, tol=1e-10))
     assert rounds <= 10 and (gaps >= 0).all()
+    _path_no_worse_than_sklearn(X, y, alphas, coefs, intercepts, fit_intercept, 1e-9)
+
+
+def _path_no_worse_than_sklearn(X, y, alphas, coefs, intercepts, fit_intercept, rel):
+    """At each alpha strads' objective is at most scikit-learn's (tol 1e-12) times 1 +
+    rel; -> scikit-learn's fits."""
+    refs = []
     for k, alpha in enumerate(alphas):
         ref = SkLasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-12,
                       max_iter=1_000_000).fit(X, y)
         mine = 0.5 * np.mean((y - X @ coefs[:, k] - intercepts[k]) ** 2) + \
             alpha * np.abs(coefs[:, k]).sum()
         theirs = 0.5 * np.mean((y - ref.predict(X)) ** 2) + alpha * np.abs(ref.coef_).sum()
-        assert mine <= theirs * (1 + 1e-9)
+        assert mine <= theirs * (1 + rel)
+        refs.append(ref)
+    return refs
 
 
 def test_lasso_sparse_intercept_leaves_input_alone_and_matches_dense():

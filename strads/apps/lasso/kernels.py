@@ -4,6 +4,7 @@ pieces, the Gap Safe screening rule after a full round, and the block solves' st
 import numpy as np
 from numba import njit
 
+from ..cholesky import solve_factored
 from ..glm.kernels import _dense, _opts, _u, cd_dense, cd_factor, cd_move, soft
 
 
@@ -224,16 +225,9 @@ def _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, state, x):
     state[0] = a
     if a == 0:
         return False
-    for u in range(a):  # L z = c_A - thresh s_A, then L' x = z
-        t = c[order[u]] - thresh * (1.0 if b[order[u]] > 0.0 else -1.0)
-        for v in range(u):
-            t -= L[u, v] * x[v]
-        x[u] = t / L[u, u]
-    for u in range(a - 1, -1, -1):
-        t = x[u]
-        for v in range(u + 1, a):
-            t -= L[v, u] * x[v]
-        x[u] = t / L[u, u]
+    for u in range(a):  # G_AA x = c_A - thresh s_A
+        x[u] = c[order[u]] - thresh * (1.0 if b[order[u]] > 0.0 else -1.0)
+    solve_factored(L, x, a)
     step, hit = 1.0, -1
     for u in range(a):
         bj = b[order[u]]

@@ -3,6 +3,8 @@ layouts: docs/apps/mf.md)."""
 import numpy as np
 from numba import njit
 
+from ..cholesky import solve_factored
+
 _opts = dict(cache=True, nogil=True, fastmath=False)
 # Hot loops index with unsigned integers: numba checks every signed index for
 # wrap-around (a[-1]), a branch per access in the gathers.
@@ -310,16 +312,7 @@ def _cholesky_solve(G, b, f):
                 G[i, i] = np.sqrt(s) if s > 1e-12 * max(G[i, i], 1e-300) else np.inf
             else:
                 G[i, j] = s / G[j, j]
-    for i in range(f):
-        s = b[i]
-        for k in range(i):
-            s -= G[i, k] * b[k]
-        b[i] = s / G[i, i]
-    for i in range(f - 1, -1, -1):
-        s = b[i]
-        for k in range(i + 1, f):
-            s -= G[k, i] * b[k]
-        b[i] = s / G[i, i]
+    solve_factored(G, b, f)
 
 
 @njit(**_opts)
