@@ -417,7 +417,7 @@ def test_model_doc_topic_is_the_workers_counts(dense, workers, monkeypatch):
 
 def test_sampler_rate_stops_at_the_last_round(monkeypatch):
     """tokens_per_s is the sampler's rate (as peers time their train()): gathering the
-    final model, here 1000 s slower, is in wall_s, not in the rate. On a frozen clock
+    final model, here 1000 s slower, is not in the rate. On a frozen clock
     each round's update takes 1 s a worker and nothing else takes any time."""
     from strads.apps.lda import aggregate
     from strads.apps.lda.update import LDAUpdate
@@ -437,12 +437,11 @@ def test_sampler_rate_stops_at_the_last_round(monkeypatch):
     X, _, _ = small_corpus()
     res = app.fit(X, n_topics=3, sweeps=3, workers=2, quiet=True, mpi=False)
     sampling = res.extra["tokens"] * res.extra["sweeps"] / res.extra["tokens_per_s"]
-    # every round's update seconds are in the rate, the 1,000 of the gathering in wall_s
+    # every round's update seconds are in the rate, none of the 1,000 of the gathering
+    # (which the run's clock did pass through: the skips are all it moved by)
     assert len(calls) == 2 * res.rounds
     assert sampling == pytest.approx(len(calls))
-    # (the injected clock's seconds, not the machine's: it moved by the skips alone)
     assert clock.skipped == len(calls) + 1000
-    assert res.wall_s == pytest.approx(clock.skipped)
 
 
 @pytest.mark.parametrize("kw,msg", [({"n_topics": 0}, "topics"), ({"alpha": 0}, "alpha"),
