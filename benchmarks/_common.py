@@ -94,16 +94,16 @@ def listed(times):
     return ", ".join(f"{t:.2f}" for t in times)
 
 
-def best_of(repeat, runs):
+def best_of(repeat, runs, key="wall_s", pick=min):
     """``runs``: label -> thunk returning a summary; alternate them ``repeat`` times (the
-    machine is shared: the best run is the least disturbed) -> ({label: every wall_s},
-    {label: the best run's summary})."""
+    machine is shared: the best run is the least disturbed) -> ({label: every run's
+    ``key``}, {label: the summary whose ``key`` is ``pick``'s of them})."""
     times, best = {k: [] for k in runs}, {}
     for _ in range(repeat):
         for k, thunk in runs.items():
             s = thunk()
-            times[k].append(s["wall_s"])
-            if s["wall_s"] == min(times[k]):
+            times[k].append(s[key])
+            if s[key] == pick(times[k]):
                 best[k] = s
     return times, best
 

@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 from sklearn import linear_model as sk
+from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
 
 from _common import best_of
@@ -42,12 +43,14 @@ def dense_problem(n, p, seed=0):
     return X, y, np.abs((X - X.mean(axis=0)).T @ (y - y.mean())).max() / n
 
 
-def side_by_side(title, runs, repeat, objective=None):
-    def timed(fn):
+def side_by_side(title, a, b, X, y, repeat, objective=None, names=("strads", "sklearn")):
+    """Estimators (fitted as fresh clones) or functions of (X, y) ``a`` and ``b``, timed
+    alternately, the best of ``repeat`` each."""
+    def timed(m):
         t = time.perf_counter()
-        est = fn()
+        est = clone(m).fit(X, y) if hasattr(m, "fit") else m(X, y)
         return {"wall_s": time.perf_counter() - t, "est": est}
-    times, best = best_of(repeat, {k: lambda fn=fn: timed(fn) for k, fn in runs.items()})
+    times, best = best_of(repeat, {k: lambda m=m: timed(m) for k, m in zip(names, (a, b))})
     (a, b), (ta, tb) = times, [min(v) for v in times.values()]
     line = f"{title:<44} {a} {ta:8.2f} s  {b} {tb:8.2f} s  ratio {ta / tb:6.2f}"
     if objective is not None:
@@ -58,6 +61,12 @@ def side_by_side(title, runs, repeat, objective=None):
                 f"{fb / low - 1:.1e})  nnz {np.count_nonzero(ra.coef_)} / " \
                 f"{np.count_nonzero(rb.coef_)}"
     print(line, flush=True)
+
+
+def liblinear(n, a, scaling, **kw):
+    """scikit-learn's L1 logistic regression at strads' alpha ``a`` (C = 1 / (n a))."""
+    return sk.LogisticRegression(penalty="l1", solver="liblinear", C=1 / (n * a),
+                                 intercept_scaling=scaling, **kw)
 
 
 def logreg_cpu(X, labels, alphas, scaling, folds):
@@ -72,9 +81,7 @@ def logreg_cpu(X, labels, alphas, scaling, folds):
         for a in alphas:
             est, t = [], []
             for make in (lambda: strads.SparseLogisticRegression(
-                    alpha=a, intercept_scaling=scaling),
-                    lambda: sk.LogisticRegression(penalty="l1", solver="liblinear",
-                                                  C=1 / (n * a), intercept_scaling=scaling)):
+                    alpha=a, intercept_scaling=scaling), lambda: liblinear(n, a, scaling)):
                 t0 = time.process_time()
                 est.append(make().fit(Xt, lt))
                 t.append(time.process_time() - t0)
@@ -120,41 +127,30 @@ def main(argv=None):
 
     if "fit" in cases:
         for fi in (True, False):
-            side_by_side(
-                f"Lasso alpha {alpha:g} fit_intercept={fi}",
-                {"strads": lambda: strads.Lasso(alpha=alpha, fit_intercept=fi).fit(X, y),
-                 "sklearn": lambda: sk.Lasso(alpha=alpha, fit_intercept=fi).fit(X, y)},
-                args.repeat, lambda est: lasso_objective(X, y, est, alpha))
+            side_by_side(f"Lasso alpha {alpha:g} fit_intercept={fi}",
+                         strads.Lasso(alpha=alpha, fit_intercept=fi),
+                         sk.Lasso(alpha=alpha, fit_intercept=fi), X, y, args.repeat,
+                         lambda est: lasso_objective(X, y, est, alpha))
     shapes = ((2000, 500, 1e3), (2000, 500, 1e4), (500, 5000, 1e3))
     for n, p, ratio in shapes if "dense" in cases else ():
         Xd, yd, amax = dense_problem(n, p)
-        side_by_side(
-            f"Lasso dense {n} x {p} alpha_max/{ratio:g}",
-            {"strads": lambda: strads.Lasso(alpha=amax / ratio).fit(Xd, yd),
-             "sklearn": lambda: sk.Lasso(alpha=amax / ratio).fit(Xd, yd)},
-            args.repeat, lambda est: lasso_objective(Xd, yd, est, amax / ratio))
+        side_by_side(f"Lasso dense {n} x {p} alpha_max/{ratio:g}",
+                     strads.Lasso(alpha=amax / ratio), sk.Lasso(alpha=amax / ratio), Xd, yd,
+                     args.repeat, lambda est: lasso_objective(Xd, yd, est, amax / ratio))
     grid = {"alpha": list(np.geomspace(1e-3, 1e-5, 5))}
     if "grid" in cases:
-        side_by_side(
-            "Lasso GridSearchCV 5 alphas x 3 folds",
-            {"strads": lambda: GridSearchCV(strads.Lasso(), grid, cv=3).fit(X, y),
-             "sklearn": lambda: GridSearchCV(sk.Lasso(), grid, cv=3).fit(X, y)},
-            args.repeat)
+        side_by_side("Lasso GridSearchCV 5 alphas x 3 folds",
+                     GridSearchCV(strads.Lasso(), grid, cv=3),
+                     GridSearchCV(sk.Lasso(), grid, cv=3), X, y, args.repeat)
     if "path" in cases:
-        side_by_side(
-            "LassoCV 100 alphas (eps 1e-3) x 3 folds",
-            {"strads": lambda: strads.LassoCV(cv=3).fit(X, y),
-             "sklearn": lambda: sk.LassoCV(cv=3).fit(X, y)}, args.repeat)
-        side_by_side(
-            "lasso_path 100 alphas (eps 1e-3)",
-            {"strads": lambda: strads.lasso_path(X, y),
-             "sklearn": lambda: sk.lasso_path(X, y)}, args.repeat)
+        side_by_side("LassoCV 100 alphas (eps 1e-3) x 3 folds", strads.LassoCV(cv=3),
+                     sk.LassoCV(cv=3), X, y, args.repeat)
+        side_by_side("lasso_path 100 alphas (eps 1e-3)", strads.lasso_path, sk.lasso_path,
+                     X, y, args.repeat)
     for n, p in ((200, 50), (2000, 500)) if "densepath" in cases else ():
         Xd, yd, _ = dense_problem(n, p)  # small dense: scikit-learn's path on one Gram
-        side_by_side(
-            f"lasso_path dense {n} x {p}",
-            {"strads": lambda: strads.lasso_path(Xd, yd),
-             "sklearn": lambda: sk.lasso_path(Xd, yd)}, args.repeat)
+        side_by_side(f"lasso_path dense {n} x {p}", strads.lasso_path, sk.lasso_path,
+                     Xd, yd, args.repeat)
     if "logreg" in cases:
         labels = y > np.quantile(y, args.label_quantile)
         s = np.where(labels, 1.0, -1.0)
@@ -162,26 +158,18 @@ def main(argv=None):
         if args.cpu_folds is not None:
             alphas = grid["alpha"] if args.cpu_folds else [1e-3, 1e-4, 1e-5]
             return logreg_cpu(X, labels, alphas, scaling, args.cpu_folds)
+        names = ("strads", "liblinear")
         for a in (1e-3, 1e-4):
-            side_by_side(
-                f"SparseLogisticRegression alpha {a:g}",
-                {"strads": lambda: strads.SparseLogisticRegression(
-                    alpha=a, intercept_scaling=scaling).fit(X, labels),
-                 "liblinear": lambda: sk.LogisticRegression(
-                     penalty="l1", solver="liblinear", C=1 / (n * a),
-                     intercept_scaling=scaling).fit(X, labels)},
-                args.repeat, lambda est: logreg_objective(X, s, est, a, scaling))
+            side_by_side(f"SparseLogisticRegression alpha {a:g}",
+                         strads.SparseLogisticRegression(alpha=a, intercept_scaling=scaling),
+                         liblinear(n, a, scaling), X, labels, args.repeat,
+                         lambda est: logreg_objective(X, s, est, a, scaling), names)
         C = [1 / (2 * n / 3 * a) for a in grid["alpha"]]  # (n of a training fold)
-        side_by_side(
-            "logreg GridSearchCV 5 alphas x 3 folds",
-            {"strads": lambda: GridSearchCV(
-                strads.SparseLogisticRegression(intercept_scaling=scaling),
-                {"alpha": grid["alpha"]}, cv=3).fit(X, labels),
-             "liblinear": lambda: GridSearchCV(
-                 sk.LogisticRegression(penalty="l1", solver="liblinear",
-                                       intercept_scaling=scaling),
-                 {"C": C}, cv=3).fit(X, labels)}, args.repeat)
-
+        side_by_side("logreg GridSearchCV 5 alphas x 3 folds", GridSearchCV(
+            strads.SparseLogisticRegression(intercept_scaling=scaling), grid, cv=3),
+            GridSearchCV(sk.LogisticRegression(penalty="l1", solver="liblinear",
+                                               intercept_scaling=scaling), {"C": C}, cv=3),
+            X, labels, args.repeat, names=names)
 
 if __name__ == "__main__":
     main()
