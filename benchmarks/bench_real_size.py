@@ -42,14 +42,7 @@ def _ascii(values, decimals, seps):
     a = np.abs(v)
     scale = 10 ** dec
     ip, fp = a // scale, a % scale
-    nd = np.ones(v.shape, np.int64)
-    t = ip.copy()
-    while True:
-        t //= 10
-        more = t > 0
-        if not more.any():
-            break
-        nd += more
+    nd = np.maximum(1, np.searchsorted(10 ** np.arange(19), ip, side="right"))  # digits
     length = neg + nd + np.where(dec > 0, 1 + dec, 0) + 1
     end = np.cumsum(length)
     start = end - length
@@ -68,14 +61,10 @@ def _ascii(values, decimals, seps):
     return buf.tobytes()
 
 
-def _rows(cols, seps, decimals=0):
-    """Interleave equal-length int columns into one field sequence (row-major)."""
-    vals = np.column_stack(cols).ravel()
-    k = len(cols)
-    sep = np.tile(np.frombuffer(seps.encode(), np.uint8), vals.size // k)
-    dec = np.tile(np.asarray(decimals, np.int64).reshape(-1), vals.size // k) \
-        if np.ndim(decimals) else decimals
-    return _ascii(vals, dec, sep)
+def _rows(cols, seps):
+    """Equal-length int columns row by row, each field followed by its byte of ``seps``."""
+    return _ascii(np.column_stack(cols).ravel(), 0,
+                  np.tile(np.frombuffer(seps.encode(), np.uint8), len(cols[0])))
 
 
 def cached(name):
@@ -95,6 +84,15 @@ def cached(name):
 
 
 # ---------------------------------------------------------------- generators
+def _spans(counts, size):
+    """Consecutive (lo, hi) of ``counts``' indices, each summing to about ``size``."""
+    lo = 0
+    while lo < len(counts):
+        hi = min(len(counts), lo + int(np.searchsorted(np.cumsum(counts[lo:]), size)) + 1)
+        yield lo, hi
+        lo = hi
+
+
 @cached("netflix_s{scale:g}_seed{seed}")
 def gen_ratings(stem, scale, rng):
     n_u, n_i = max(100, round(NETFLIX["users"] * scale)), NETFLIX["items"]
@@ -110,9 +108,8 @@ def gen_ratings(stem, scale, rng):
     bu, bi = rng.normal(0, 0.4, n_u), rng.normal(0, 0.5, n_i)
     tmp = Path(tempfile.mkdtemp(dir=stem.parent))
     item_train = np.zeros(n_i, np.int64)
-    chunks, u0 = [], 0
-    while u0 < n_u:  # users in chunks of about CHUNK ratings; pairs are unique per user
-        u1 = min(n_u, u0 + max(1, int(np.searchsorted(np.cumsum(cnt[u0:]), CHUNK)) + 1))
+    chunks = []
+    for u0, u1 in _spans(cnt, CHUNK):  # users a chunk; pairs are unique per user
         users = np.arange(u0, u1)
         keys = np.unique(np.repeat(users, cnt[u0:u1]) * n_i
                          + np.searchsorted(cdf, rng.random(cnt[u0:u1].sum())))
@@ -136,7 +133,6 @@ def gen_ratings(stem, scale, rng):
         f = tmp / f"{len(chunks)}.npz"
         np.savez(f, u=u.astype(np.int32), i=i.astype(np.int32), r=r, ts=ts, test=test)
         chunks.append(f)
-        u0 = u1
     n_train = n_test = 0
     with open(f"{stem}.train.tsv", "wb") as ftr, open(f"{stem}.test.tsv", "wb") as fte:
         for f in chunks:
@@ -174,9 +170,7 @@ def gen_corpus(stem, scale, rng):
     body = Path(str(stem) + ".body")
     nnz = tokens = 0
     with open(body, "wb") as out:
-        d0 = 0
-        while d0 < D:
-            d1 = min(D, d0 + max(1, int(np.searchsorted(np.cumsum(lengths[d0:]), CHUNK // 4)) + 1))
+        for d0, d1 in _spans(lengths, CHUNK // 4):
             theta = rng.gamma(0.1, 1.0, (d1 - d0, K)) + 1e-300
             ct = np.cumsum(theta / theta.sum(1, keepdims=True), axis=1)
             doc = np.repeat(np.arange(d0, d1), lengths[d0:d1])
@@ -191,7 +185,6 @@ def gen_corpus(stem, scale, rng):
             out.write(_rows([keys // V + 1, keys % V + 1, counts], "  \n"))
             nnz += keys.size
             tokens += doc.size
-            d0 = d1
     with open(stem, "wb") as f:
         f.write(f"{D}\n{V}\n{nnz}\n".encode())
         with open(body, "rb") as b:
@@ -218,9 +211,7 @@ def gen_regression(stem, scale, rng):
     xty = np.zeros(p)
     nnz = 0
     with open(stem, "wb") as out:
-        r0 = 0
-        while r0 < n:
-            r1 = min(n, r0 + max(1, int(np.searchsorted(np.cumsum(lengths[r0:]), CHUNK)) + 1))
+        for r0, r1 in _spans(lengths, CHUNK):
             row = np.repeat(np.arange(r0, r1), lengths[r0:r1])
             keys = np.unique(row * p + perm[np.minimum(np.searchsorted(cdf, rng.random(row.size)), p - 1)])
             row, col = keys // p, keys % p
@@ -231,26 +222,15 @@ def gen_regression(stem, scale, rng):
             yq = yq.astype(np.int64)
             y = yq / 1e4
             xty += np.bincount(col, weights=val * y[row - r0], minlength=p)
-            # fields: y then col:val pairs, row by row
-            starts = np.r_[0, np.cumsum(np.bincount(row - r0, minlength=r1 - r0))]
-            nf = 1 + 2 * keys.size + 0
-            vals = np.empty(nf + (r1 - r0) - 1, np.int64)
-            dec = np.zeros(vals.size, np.int64)
-            sep = np.empty(vals.size, np.uint8)
-            # position of row k's label: starts[k] * 2 + k
-            lab = starts[:-1] * 2 + np.arange(r1 - r0)
-            vals[lab], dec[lab] = yq, 4
-            sep[lab] = ord(" ")
-            pos = np.ones(vals.size, bool)
-            pos[lab] = False
-            ip = np.flatnonzero(pos)
-            vals[ip[0::2]], dec[ip[0::2]], sep[ip[0::2]] = col + 1, 0, ord(":")
-            vals[ip[1::2]], dec[ip[1::2]], sep[ip[1::2]] = vq, 4, ord(" ")
-            last = np.r_[lab[1:] - 1, vals.size - 1]
-            sep[last] = ord("\n")
+            # fields: each row's label (before its first pair: row is sorted), then its
+            # col:val pairs; a row's last field ends the line
+            at = np.searchsorted(row, np.arange(r0, r1)) * 2
+            vals = np.insert(np.column_stack([col + 1, vq]).ravel(), at, yq)
+            dec = np.insert(np.tile([0, 4], keys.size), at, 4)
+            sep = np.insert(np.tile(np.frombuffer(b": ", np.uint8), keys.size), at, ord(" "))
+            sep[np.r_[at[1:] + np.arange(r1 - r0 - 1), sep.size - 1]] = ord("\n")
             out.write(_ascii(vals, dec, sep))
             nnz += keys.size
-            r0 = r1
     return dict(data=str(stem), rows=n, cols=p, nnz=nnz, lambda_max=float(np.abs(xty).max() / n),
                 bytes=os.path.getsize(stem))
 
