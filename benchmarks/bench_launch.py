@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _common import ROOT, child_env, run_cli
@@ -50,30 +51,21 @@ def launch(app, out, victim, after, extra=(), ulfm=False, check=None):
 
 def naming(a):
     busy = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(a.load)]
-    named, lock, todo = [], threading.Lock(), list(range(a.kills))
+    named, lock = [], threading.Lock()
 
-    def worker():
-        while True:
-            with lock:
-                if not todo:
-                    return
-                i = todo.pop()
-            with tempfile.TemporaryDirectory() as tmp:
-                err = launch(NAMING, Path(tmp, "run"), a.victim, 20,
-                             ["--max-restarts", "0"])[0]
-            m = re.search(r"^strads\.launch: rank (\d+) ", err, re.M)
-            with lock:
-                named.append(int(m.group(1)) if m else None)
-                print(f"run {i}: killed rank {a.victim}, named {named[-1]}", flush=True)
-                if named[-1] != a.victim:
-                    print(err, flush=True)
+    def one(i):
+        with tempfile.TemporaryDirectory() as tmp:
+            err = launch(NAMING, Path(tmp, "run"), a.victim, 20, ["--max-restarts", "0"])[0]
+        m = re.search(r"^strads\.launch: rank (\d+) ", err, re.M)
+        with lock:
+            named.append(int(m.group(1)) if m else None)
+            print(f"run {i}: killed rank {a.victim}, named {named[-1]}", flush=True)
+            if named[-1] != a.victim:
+                print(err, flush=True)
 
     try:
-        threads = [threading.Thread(target=worker) for _ in range(a.parallel)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with ThreadPoolExecutor(a.parallel) as pool:
+            list(pool.map(one, reversed(range(a.kills))))
     finally:
         for p in busy:
             p.kill()
