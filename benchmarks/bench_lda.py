@@ -3,16 +3,14 @@ tomotopy, side by side in one run, printing ratios. Method and figures: docs/ben
 """
 import argparse
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _common import read_trace, run_cli, tomotopy_loglik, tomotopy_model  # noqa: E402
-from strads.apps import lda as app  # noqa: E402
-from strads.apps.lda.data import make_corpus  # noqa: E402
+from _common import best_of, read_trace, run_cli, tomotopy_loglik, tomotopy_model
+from strads.apps import lda as app
+from strads.apps.lda.data import make_corpus
 
 ALPHA, BETA = 0.1, 0.01
 
@@ -20,8 +18,8 @@ ALPHA, BETA = 0.1, 0.01
 def ours(X, K, sweeps, workers=1, schedule="model"):
     res = app.fit(X, n_topics=K, alpha=ALPHA, beta=BETA, sweeps=sweeps, workers=workers,
                   schedule=schedule, quiet=True, mpi=False, log_interval=0.0)
-    by_sweep = {row["sweeps"]: row["loglik"] for row in res.trace}
-    return res.extra["tokens_per_s"], res.model["loglik"], by_sweep
+    return dict(rate=res.extra["tokens_per_s"], ll=res.model["loglik"],
+                by_sweep={row["sweeps"]: row["loglik"] for row in res.trace})
 
 
 def peer_lda(X, K, sweeps):
@@ -45,7 +43,7 @@ def peer_tomotopy(X, K, sweeps):
     t = time.perf_counter()
     m.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
     wall = time.perf_counter() - t
-    return X.sum() * sweeps / wall, tomotopy_loglik(m, X.shape[1], K, ALPHA, BETA)
+    return dict(rate=X.sum() * sweeps / wall, ll=tomotopy_loglik(m, X.shape[1], K, ALPHA, BETA))
 
 
 def _module_docstrings(site_packages):
@@ -115,17 +113,13 @@ def one_process(name, X, Ks, sweeps, lda_sweeps, repeats=3):
     print(f"{'K':>5} {'peer':>9} {'sweeps':>6} {'ours tok/s':>11} {'peer tok/s':>11} "
           f"{'ratio':>6} {'ours ll':>14} {'peer ll':>14} {'ll diff':>8}")
     for K in Ks:
-        runs = {"ours": [], "tomotopy": []}
-        for _ in range(max(1, repeats)):
-            runs["ours"].append(ours(X, K, sweeps))
-            runs["tomotopy"].append(peer_tomotopy(X, K, sweeps))
-        rate = max(r[0] for r in runs["ours"])
-        _, ll, by_sweep = runs["ours"][0]
-        ls = lda_sweeps.get(K, sweeps)
-        tomotopy = max(r[0] for r in runs["tomotopy"]), runs["tomotopy"][0][1]
+        _, best = best_of(max(1, repeats), {"ours": lambda: ours(X, K, sweeps),
+                                            "tomotopy": lambda: peer_tomotopy(X, K, sweeps)},
+                          "rate", max)
+        rate, ls = best["ours"]["rate"], lda_sweeps.get(K, sweeps)
         for peer, n, (prate, pll) in (("lda", ls, peer_lda(X, K, ls)),
-                                      ("tomotopy", sweeps, tomotopy)):
-            oll = by_sweep.get(n, ll)
+                                      ("tomotopy", sweeps, best["tomotopy"].values())):
+            oll = best["ours"]["by_sweep"].get(n, best["ours"]["ll"])
             print(f"{K:5d} {peer:>9} {n:6d} {rate / 1e6:10.2f}M {prate / 1e6:10.2f}M "
                   f"{rate / prate:6.2f} {oll:14.1f} {pll:14.1f} "
                   f"{100 * (oll - pll) / abs(pll):+7.2f}%", flush=True)
@@ -164,12 +158,10 @@ def real_scaling(Ks, sweeps, repeats):
         for K in Ks:
             base = ["--data", path, "--topics", str(K), "--sweeps", str(sweeps[K]),
                     "--alpha", str(ALPHA), "--beta", str(BETA)]
-            runs = {"one": [], "threads": [], "mpi": []}
-            for _ in range(max(1, repeats)):
-                runs["one"].append(cli_run([*base, "--workers", "1"])[0])
-                runs["threads"].append(cli_run([*base, "--workers", "2"])[0])
-                runs["mpi"].append(cli_run(base, np_=3)[0])
-            best = {k: max(v, key=lambda s: s["tokens_per_s"]) for k, v in runs.items()}
+            _, best = best_of(max(1, repeats), {
+                "one": lambda: cli_run([*base, "--workers", "1"])[0],
+                "threads": lambda: cli_run([*base, "--workers", "2"])[0],
+                "mpi": lambda: cli_run(base, np_=3)[0]}, "tokens_per_s", max)
             r1, rt, rm = (best[k]["tokens_per_s"] for k in ("one", "threads", "mpi"))
             print(f"{K:5d} {sweeps[K]:6d} {r1 / 1e6:9.2f}M {rt / 1e6:9.2f}M {rt / r1:6.2f} "
                   f"{rm / 1e6:9.2f}M {rm / r1:6.2f}  {best['one']['loglik']:.1f} / "
