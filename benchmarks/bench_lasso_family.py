@@ -6,19 +6,14 @@ least of strads' working-set at tol 1e-13 and skglm's objective at tol 1e-10. Re
 docs/scaling.md's end."""
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from _common import read_trace, run_cli
+from bench_lasso import RTOL, file_run, strads_star
 from strads.apps import lasso
-
-RTOL = 1e-6
 
 #: name -> (near_duplicates' arguments and this script's: ``skew`` (log-normal sigma of
 #: the columns' scales), ``binary`` (0/1 values; a duplicate drops each of its base's
@@ -99,8 +94,7 @@ def _groups(n, p, rng, density, noise, binary, group):
 
 def f_star(X, y, lam):
     """The least of strads' working-set at tol 1e-13 and skglm's at tol 1e-10."""
-    lasso.fit(X, y, lam=lam, tol=1e-3, quiet=True)
-    best = lasso.fit(X, y, lam=lam, tol=1e-13, max_rounds=10**6, quiet=True).objective
+    best = strads_star(lasso, X, y, lam)
     try:
         from skglm import Lasso
         m = Lasso(alpha=lam, fit_intercept=False, tol=1e-10, max_iter=1000).fit(X, y)
@@ -108,24 +102,6 @@ def f_star(X, y, lam):
     except ImportError:
         pass
     return best
-
-
-def run(path, lam, sched, np_, limit, target, tmp):
-    flags = ["strads.apps.lasso", "--data", path, "--schedule", sched, "--lambda",
-             repr(lam), "--tol", "1e-10", "--time-limit", str(limit), "--log-interval", "0",
-             "--max-rounds", str(10**8)] + ([] if np_ else ["--workers", "3"])
-    out = Path(tmp) / "out"
-    t0 = time.perf_counter()
-    try:
-        s = run_cli(flags, out, np_, stderr=subprocess.DEVNULL)
-    except subprocess.CalledProcessError:  # (diverged: exit 3, its outputs written)
-        s = json.loads((out / "summary.json").read_text())
-    whole = time.perf_counter() - t0
-    tr = read_trace(out / "trace.csv")
-    hit = np.flatnonzero(tr["objective"] <= target)[:1]
-    if hit.size:
-        return tr["wall_s"][hit[0]], int(tr["round"][hit[0]]), whole, s
-    return float("nan"), s["rounds"], whole, s
 
 
 def main():
@@ -157,8 +133,8 @@ def main():
                 res = {}
                 for sched in args.schedules.split(","):
                     limit = args.limit if sched == "priority" else args.baseline_limit
-                    t, r, whole, s = run(path, lam, sched, 4 if mode == 4 else 0, limit,
-                                         target, tmp)
+                    t, r, whole, s = file_run(path, lam, sched, 4 if mode == 4 else 0,
+                                              limit, target, tmp)
                     res[sched] = t
                     how = "mpiexec -n 4" if mode == 4 else "3 workers"
                     at = f"{t:8.3f} s, round {r:6d}" if t == t else \
@@ -175,7 +151,6 @@ def main():
                         ratio = "baseline missed" if res[b] != res[b] else \
                             f"{p / res[b]:.2f}x"
                         print(f"    priority / {b}: {ratio}")
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

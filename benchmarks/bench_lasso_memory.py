@@ -70,8 +70,7 @@ def parse_speed(path, W):
         return time.perf_counter() - t
     transport.on_threads(W, once)
     took = transport.on_threads(W, once)
-    sizes = [(lambda lo_hi: lo_hi[1] - lo_hi[0])(source.line_range(path, w, W))
-             for w in range(W)]
+    sizes = [hi - lo for lo, hi in (source.line_range(path, w, W) for w in range(W))]
     return [s / t / 1e6 for s, t in zip(sizes, took)]
 
 
