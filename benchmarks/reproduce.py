@@ -110,8 +110,7 @@ class Ctx:
         """Run ``python -m strads.apps.<app>`` with ``flags`` and ``--out`` its run folder,
         one process (workers threads) or ``mpiexec -n workers+1``."""
         d = self.out / "runs" / exp / name
-        if d.exists():
-            shutil.rmtree(d)
+        shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
         cmd = [sys.executable, "-m", f"strads.apps.{app}", *map(str, flags), "--quiet",
                "--out", str(d)]
