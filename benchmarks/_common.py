@@ -34,13 +34,18 @@ def run_cli(args, out, np=None, env=None, cwd=ROOT, **kw):
     return json.loads(Path(out, "summary.json").read_text())
 
 
+def timed(fn, *args, **kw):
+    """-> (the seconds ``fn(*args, **kw)`` took, its result)."""
+    t = time.perf_counter()
+    out = fn(*args, **kw)
+    return time.perf_counter() - t, out
+
+
 def timed_cli(args, out=None, np=None):
     """:func:`run_cli` in a temporary folder (or ``out``); -> (the command's seconds,
     summary)."""
     with tempfile.TemporaryDirectory() as tmp:
-        t = time.perf_counter()
-        s = run_cli(args, out or tmp, np)
-        return time.perf_counter() - t, s
+        return timed(run_cli, args, out or tmp, np)
 
 
 TOLS = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
@@ -52,9 +57,7 @@ def peer_time(make, objective, X, y, target, budget=float("inf")):
     also once the fits have taken ``budget`` seconds)."""
     best, spent = float("inf"), 0.0
     for tol in TOLS:
-        t = time.perf_counter()
-        m = make(tol).fit(X, y)
-        t = time.perf_counter() - t
+        t, m = timed(lambda: make(tol).fit(X, y))
         spent += t
         best = min(best, objective(m.coef_.ravel()))
         if best <= target:
@@ -71,9 +74,7 @@ def to_target(fit, target, warm, **kw):
     loop's time at the first logged round at or below it, else nan; that round's row or
     None; the whole fit's seconds; its result)."""
     fit(quiet=True, **{**kw, **warm})
-    t0 = time.perf_counter()
-    res = fit(quiet=True, log_interval=0, **kw)
-    total = time.perf_counter() - t0
+    total, res = timed(fit, quiet=True, log_interval=0, **kw)
     hit = next((row for row in res.trace if row["objective"] <= target), None)
     t = total - res.wall_s + hit["wall_s"] if hit else float("nan")
     return t, hit, total, res
@@ -116,9 +117,7 @@ def libmf_fit(X, rank, lam, iters, eta=0.1, threads=1):
         from libmf import mf as libmf
     model = libmf.MF(k=rank, nr_threads=threads, nr_iters=iters, lambda_p1=0.0,
                      lambda_q1=0.0, lambda_p2=lam, lambda_q2=lam, eta=eta, quiet=True)
-    t0 = time.perf_counter()
-    model.fit(X)
-    return time.perf_counter() - t0, model
+    return timed(model.fit, X)[0], model
 
 
 def libmf_rmse(model, users, items, ratings):

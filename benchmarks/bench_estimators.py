@@ -9,7 +9,7 @@ from sklearn import linear_model as sk
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
 
-from _common import best_of
+from _common import best_of, timed
 import strads
 from strads.apps.lasso.data import make_zipf_problem
 
@@ -46,11 +46,10 @@ def dense_problem(n, p, seed=0):
 def side_by_side(title, a, b, X, y, repeat, objective=None, names=("strads", "sklearn")):
     """Estimators (fitted as fresh clones) or functions of (X, y) ``a`` and ``b``, timed
     alternately, the best of ``repeat`` each."""
-    def timed(m):
-        t = time.perf_counter()
-        est = clone(m).fit(X, y) if hasattr(m, "fit") else m(X, y)
-        return {"wall_s": time.perf_counter() - t, "est": est}
-    times, best = best_of(repeat, {k: lambda m=m: timed(m) for k, m in zip(names, (a, b))})
+    def run(m):
+        t, est = timed(lambda: clone(m).fit(X, y) if hasattr(m, "fit") else m(X, y))
+        return {"wall_s": t, "est": est}
+    times, best = best_of(repeat, {k: lambda m=m: run(m) for k, m in zip(names, (a, b))})
     (a, b), (ta, tb) = times, [min(v) for v in times.values()]
     line = f"{title:<44} {a} {ta:8.2f} s  {b} {tb:8.2f} s  ratio {ta / tb:6.2f}"
     if objective is not None:

@@ -1,11 +1,11 @@
 """Memory-bound kernels against this machine's streaming bandwidth, measured in one run.
 Method and figures: docs/benchmarks.md."""
 import argparse
-import time
 
 import numpy as np
 import scipy.sparse as sp
 
+from _common import timed
 from strads.apps.glm import kernels as LK
 from strads.apps.lda import kernels as DK
 from strads.apps.mf import kernels as MK
@@ -19,9 +19,7 @@ def best_time(fn, reps, setup=None):
     for _ in range(reps):
         if setup is not None:
             setup()
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, timed(fn)[0])
     return best
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import MPIEXEC, ROOT, child_env, lasso_svm
+from _common import MPIEXEC, ROOT, child_env, lasso_svm, timed
 
 
 def make_data(path, n=100_000, p=200_000, nnz=5_000_000, seed=0):
@@ -65,9 +65,7 @@ def parse_speed(path, W):
     desc = lasso_data.shard(path, None)
 
     def once(peers):
-        t = time.perf_counter()
-        lasso_data.read_part(peers, desc)
-        return time.perf_counter() - t
+        return timed(lasso_data.read_part, peers, desc)[0]
     transport.on_threads(W, once)
     took = transport.on_threads(W, once)
     sizes = [hi - lo for lo, hi in (source.line_range(path, w, W) for w in range(W))]

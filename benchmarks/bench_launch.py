@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import ROOT, child_env, run_cli
+from _common import ROOT, child_env, run_cli, timed
 
 ENV = {**child_env(), "PYTHONPATH": str(ROOT), "OMPI_ALLOW_RUN_AS_ROOT": "1",
        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -81,9 +81,8 @@ def cost(a):
           "recovery_s | objective's relative difference |\n|---|---|---|---|---|---|")
     for _ in range(a.repeat):
         with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            ref = run_cli(COST, Path(tmp, "ref"), np=4, env={"PYTHONPATH": str(ROOT)})
-            wall0 = time.perf_counter() - t0
+            wall0, ref = timed(run_cli, COST, Path(tmp, "ref"), np=4,
+                               env={"PYTHONPATH": str(ROOT)})
             _, wall = launch(COST, Path(tmp, "run"), 2, ref["rounds"] // 2)
             s = json.loads(Path(tmp, "run", "summary.json").read_text())
             r = s["restarts"][0]

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from _common import best_of, read_trace, run_cli, tomotopy_loglik, tomotopy_model
+from _common import best_of, read_trace, run_cli, timed, tomotopy_loglik, tomotopy_model
 from strads.apps import lda as app
 from strads.apps.lda.data import make_corpus
 
@@ -28,9 +28,8 @@ def peer_lda(X, K, sweeps):
     import lda
 
     logging.getLogger("lda").setLevel(logging.ERROR)
-    t = time.perf_counter()
-    m = lda.LDA(n_topics=K, n_iter=sweeps, alpha=ALPHA, eta=BETA, random_state=0).fit(X)
-    wall = time.perf_counter() - t
+    wall, m = timed(lambda: lda.LDA(n_topics=K, n_iter=sweeps, alpha=ALPHA, eta=BETA,
+                                    random_state=0).fit(X))
     return X.sum() * sweeps / wall, m.loglikelihood()
 
 
@@ -40,9 +39,7 @@ def peer_tomotopy(X, K, sweeps):
     docs = (np.repeat(X.indices[a:b], X.data[a:b]) for a, b in zip(X.indptr, X.indptr[1:]))
     m = tomotopy_model(([str(w) for w in words] for words in docs), K, ALPHA, BETA)
     m.train(0, workers=1)  # initialise outside the timing
-    t = time.perf_counter()
-    m.train(sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
-    wall = time.perf_counter() - t
+    wall, _ = timed(m.train, sweeps, workers=1, parallel=tp.ParallelScheme.NONE)
     return dict(rate=X.sum() * sweeps / wall, ll=tomotopy_loglik(m, X.shape[1], K, ALPHA, BETA))
 
 

@@ -12,7 +12,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from _common import ROOT, best_of, libmf_run, listed, run_cli
+from _common import ROOT, best_of, libmf_run, listed, run_cli, timed
 import strads
 from strads.apps import mf
 from strads.apps.mf import data as D
@@ -22,10 +22,8 @@ def fit(p, rank, lam, run=None, **kw):
     """strads on ``p`` in this process, one worker (``kw``: mf.make_setup's, ``run``: more
     of strads.run's) -> (seconds of the whole call, its result)."""
     setup = mf.make_setup(lambda: p, rank=rank, lam=lam, **kw)
-    t0 = time.perf_counter()
-    res = strads.run(setup, mf.MFUpdate, **{"workers": 1, "quiet": True, "tol": 0.0,
-                                            "app": "mf", **(run or {})})
-    return time.perf_counter() - t0, res
+    return timed(strads.run, setup, mf.MFUpdate, **{"workers": 1, "quiet": True, "tol": 0.0,
+                                                    "app": "mf", **(run or {})})
 
 
 # ---------------------------------------------------------------- peer: the built-in problem
@@ -124,8 +122,7 @@ def strads_run(p, lam, tol=0.0, **kw):
     wall, res = fit(p, RANK, lam, {"tol": tol}, **kw)
     x = res.extra
     return {"s": wall, "loop_s": res.wall_s, "test_rmse": x["test_rmse"],
-            "iters": x["iterations"], "best_iteration": x.get("best_iteration"),
-            "res": res}
+            "iters": x["iterations"], "best_iteration": x.get("best_iteration")}
 
 
 def strads_defaults(p, lam, **kw):
@@ -215,8 +212,7 @@ def real(a):
                           f"val RMSE {b['val_rmse']:.4f})")
             print(f"  lambda {lam:<5}: test RMSE {b['test_rmse']:.4f}  {b['s']:.3f}s "
                   f"(runs {times}){extra}")
-            out["grid"].setdefault(name, {})[lam] = {k: v for k, v in b.items()
-                                                     if k != "res"}
+            out["grid"].setdefault(name, {})[lam] = dict(b)
     lm_lam = min(LAMBDAS, key=lambda lam: best[("LIBMF SGD, 50 it", lam)]["test_rmse"])
     lm = best[("LIBMF SGD, 50 it", lm_lam)]
     print(f"\nbest over the grid: LIBMF {lm['test_rmse']:.4f} at lambda {lm_lam} in "

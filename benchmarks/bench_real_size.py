@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import (MPIEXEC, libmf_fit, libmf_rmse, read_trace, tomotopy_loglik,
+from _common import (MPIEXEC, libmf_fit, libmf_rmse, read_trace, timed, tomotopy_loglik,
                      tomotopy_model)
 
 HERE = Path(__file__).resolve()
@@ -270,9 +270,7 @@ def peer_tomotopy(a):
     load = time.perf_counter() - t0
     sweeps = []
     for _ in range(a["sweeps"]):
-        t = time.perf_counter()
-        m.train(1, workers=a["workers"])
-        sweeps.append(time.perf_counter() - t)
+        sweeps.append(timed(m.train, 1, workers=a["workers"])[0])
     peak = _peak_mb()
     ll = tomotopy_loglik(m, a["words"], a["K"], a["alpha"], a["beta"], first_id=1)
     return dict(load_s=load, sweep_s=sweeps, per_iter_s=float(np.median(sweeps)),
@@ -297,9 +295,7 @@ def peer_lasso(a):
                     precompute=False)
     est.set_params(alpha=2 * a["lambda_max"]).fit(X, y)  # compiles (skglm's numba) untimed
     est.set_params(alpha=a["lam"])
-    t1 = time.perf_counter()
-    est.fit(X, y)
-    fit = time.perf_counter() - t1
+    fit = timed(est.fit, X, y)[0]
     peak = _peak_mb()
     w = est.coef_
     obj = 0.5 * np.mean((y - X @ w) ** 2) + a["lam"] * np.abs(w).sum()
@@ -334,9 +330,8 @@ _STARTUP = {}
 def startup_s(app):
     """An empty start: the interpreter and the app's import (left out of load)."""
     if app not in _STARTUP:
-        t0 = time.perf_counter()
-        subprocess.run([PY, "-c", f"import strads.apps.{app}"], check=True)
-        _STARTUP[app] = time.perf_counter() - t0
+        _STARTUP[app] = timed(subprocess.run, [PY, "-c", f"import strads.apps.{app}"],
+                              check=True)[0]
     return _STARTUP[app]
 
 
