@@ -45,10 +45,8 @@ def attempt(peers, fn, *args):
 
 def route(peers, dest, arrays):
     """Row k of every array (None: none; 1-D) to worker ``dest[k]``; returns the rows
-    this worker receives, each array's in source worker order (a source's rows in
-    theirs). One array at a time, each received straight into its place: an array's
-    rows here and its rows received, and one chunk in flight; the list's arrays are
-    dropped as they are sent (a caller that keeps no other reference frees them then)."""
+    this worker receives, in source worker order. One array at a time; the list's arrays
+    are dropped as they are sent (a caller that keeps no other reference frees them)."""
     W = peers.size
     if W == 1:
         return list(arrays)
@@ -75,9 +73,8 @@ CHUNK = 1 << 18  # rows a worker sends at a time
 
 def route_slices(peers, bounds, sends, a, place):
     """:func:`route` for rows in their workers' order: rows bounds[w] .. bounds[w + 1] -
-    1 of ``a`` go to worker w (``sends``: every worker's np.diff(bounds), allgathered).
-    ``place(row, piece)`` puts each piece this worker receives at its first row's place
-    (source worker order; its own rows straight from ``a``); CHUNK rows at a time."""
+    1 of ``a`` go to worker w (``sends``: every worker's np.diff(bounds), allgathered);
+    ``place(row, piece)`` puts each piece received at its first row's place."""
     W, me = peers.size, peers.rank
     at = np.concatenate([[0], np.cumsum([s[me] for s in sends])]).astype(np.int64)
     place(int(at[me]), a[bounds[me]:bounds[me + 1]])
@@ -95,9 +92,8 @@ def route_slices(peers, bounds, sends, a, place):
 def exchange(peers, n, chunk):
     """Rows 0..n-1 of this worker to the others, CHUNK rows at a time: ``chunk(s, e)``
     gives rows s..e-1's destinations and arrays; yields, for each chunk, what every
-    worker sent this one (worker order; one tuple of pieces each, rows in order), valid
-    until the next chunk: the grouped copies are written again in the same buffers (every
-    transport copies what it sends; fresh ones cost their pages' faults each chunk)."""
+    worker sent this one (worker order; a tuple of pieces each), valid until the next
+    chunk (the grouped copies reuse their buffers)."""
     W = peers.size
     bufs = {}
     for s in range(0, max(peers.allgather(n)), CHUNK):
@@ -105,8 +101,8 @@ def exchange(peers, n, chunk):
         dest, arrays = chunk(min(s, e), e)
         starts = np.concatenate([[0], np.cumsum(tally(dest, W))])  # each's first row
         # (grouped already where the rows are in their destinations' order)
-        sent = arrays if _ascending(dest, dest) else [grouped(dest, starts, x, bufs.get(k))
-                                                       for k, x in enumerate(arrays)]
+        sent = arrays if ascending(dest, dest) else [grouped(dest, starts, x, bufs.get(k))
+                                                      for k, x in enumerate(arrays)]
         if sent is not arrays:
             bufs = dict(enumerate(sent))
         del dest, arrays
@@ -135,9 +131,8 @@ def _rows_of(indptr, a, r0, out):
 
 def columns(peers, io, u0, counts, n, indptr, items, vals):
     """The CSC copy (items io[me]..io[me + 1] - 1, each item's users in order) of every
-    worker's rows (CSR: users u0.., items, values): each worker sends its ratings to the
-    items' owners a chunk at a time, placed at once where they go (each source's
-    ratings of an item after the earlier sources': their users come first)."""
+    worker's rows (CSR: users u0.., items, values), sent to the items' owners a chunk at
+    a time and placed at once."""
     W, me = peers.size, peers.rank
     i0, i1 = int(io[me]), int(io[me + 1])
     cptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -165,7 +160,8 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
 
 
 @njit(**NB)
-def _tally(ids, lo, out):
+def tally_into(ids, lo, out):
+    """out[id - lo] += 1 for each id."""
     for k in range(ids.shape[0]):
         out[ids[k] - lo] += 1
 
@@ -174,7 +170,7 @@ def tally(ids, n, lo=0):
     """``np.bincount(ids - lo, minlength=n)`` for ids lo..lo+n-1 (int64), without
     numpy's copy of the ids as intp."""
     out = np.zeros(n, np.int64)
-    _tally(ids, lo, out)
+    tally_into(ids, lo, out)
     return out
 
 
@@ -188,8 +184,8 @@ def _scatter(keys, starts, a, out):
 
 
 def grouped(keys, starts, a, buf=None):
-    """``a`` in the stable order of ``keys`` (a counting sort: no index array, one
-    pass): ``a[np.argsort(keys, kind='stable')]``, written in ``buf`` where it fits."""
+    """``a[np.argsort(keys, kind='stable')]`` by a counting sort, written in ``buf``
+    where it fits."""
     fits = buf is not None and buf.dtype == a.dtype and buf.shape[0] >= a.shape[0]
     out = buf[:a.shape[0]] if fits else np.empty(a.shape[0], a.dtype)
     _scatter(keys, starts, a, out)
@@ -212,7 +208,7 @@ def _stable_by(keys, lo, n, order, out, first):
 
 
 @njit(**NB)
-def _ascending(rows, cols):
+def ascending(rows, cols):
     """Whether the (row, column) pairs are in order; (a, a): whether ``a`` is."""
     for k in range(1, rows.shape[0]):
         if rows[k] < rows[k - 1] or (rows[k] == rows[k - 1] and cols[k] < cols[k - 1]):
@@ -221,12 +217,10 @@ def _ascending(rows, cols):
 
 
 def pair_order(rows, r0, n_rows, cols, n_cols):
-    """The stable order of (row, column) pairs, rows r0..r0+n_rows-1 and columns
-    0..n_cols-1: ``np.lexsort((cols, rows))`` by two counting sorts (int32 indices
-    below 2^31 pairs); pairs already in order (a file sorted by user and item) by one
-    pass."""
+    """``np.lexsort((cols, rows))`` for rows r0..r0+n_rows-1 and columns 0..n_cols-1, by
+    two counting sorts (int32 below 2^31 pairs), or one pass for pairs in order."""
     dt = np.int32 if rows.shape[0] < 1 << 31 else np.int64
-    if _ascending(rows, cols):
+    if ascending(rows, cols):
         return np.arange(rows.shape[0], dtype=dt)
     o1, o2 = (np.empty(rows.shape[0], dt) for _ in range(2))
     _stable_by(cols, 0, n_cols, o1, o1, True)
@@ -254,8 +248,8 @@ def same_pairs(rows, cols, order):
 
 
 def owners(cuts, ids):
-    """``np.searchsorted(cuts, ids, side='right') - 1`` (the owner of each id 0..cuts[-1]
-    - 1 by contiguous ``cuts``) as int16 (int64 beyond 2^15 owners), by a table."""
+    """``np.searchsorted(cuts, ids, side='right') - 1`` by a table, as int16 (int64
+    beyond 2^15 owners)."""
     W = cuts.shape[0] - 1
     table = np.repeat(np.arange(W, dtype=np.int16 if W < 1 << 15 else np.int64),
                       np.diff(cuts))
@@ -288,9 +282,8 @@ def _by_table(ids, lo, hi, table, out):
 
 
 def dense_ids(sorted_ids, ids, reuse=False):
-    """The index of each of ``ids`` in ``sorted_ids``, int32, -1 for an id not there: by
-    a table when the ids span no more than a few times their count, else by a search.
-    ``reuse``: written over int32 ``ids`` (no fresh array)."""
+    """The index of each of ``ids`` in ``sorted_ids``, int32, -1 for an id not there (by
+    a table, as :func:`distinct`); ``reuse``: written over int32 ``ids``."""
     out = ids if reuse and ids.dtype == np.int32 else np.empty(ids.shape[0], np.int32)
     if not (ids.shape[0] and sorted_ids.shape[0]):
         out[:] = -1
@@ -309,8 +302,7 @@ def dense_ids(sorted_ids, ids, reuse=False):
 @njit(**NB)
 def exact_partials(x):
     """Non-overlapping partials whose exact sum is sum(x) (Shewchuk's msum, as
-    math.fsum): math.fsum over every worker's partials is then the correctly rounded
-    sum of all, however the values were split among workers."""
+    math.fsum): math.fsum of every worker's is the correctly rounded sum of all."""
     parts = np.zeros(64)
     n = 0
     for k in range(x.shape[0]):

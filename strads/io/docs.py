@@ -2,12 +2,10 @@
 of the regular expression ``L(L|[0-9'])*(L|[0-9])|L`` on the lower-cased line, of 2
 characters or more, stop words dropped (:func:`tokenize`; what a letter ``L`` is:
 docs/apps/lda.md, "Plain text"). :func:`scan` reads a worker's blocks with a numba
-kernel over the UTF-8 bytes (its own word table, open addressing over an arena of the
-lower-cased words); a line it cannot judge alone (a NUL byte, a non-ASCII character that
-lower-casing changes) goes through :func:`tokenize`.
-"""
+kernel over the UTF-8 bytes; a line it cannot judge alone (a NUL byte, a non-ASCII
+character that lower-casing changes) goes through :func:`tokenize`."""
+import functools
 import re
-import threading
 
 import numpy as np
 from numba import njit
@@ -34,22 +32,17 @@ _L = _class([(0, 0x60), (0x7B, 0x7F)])  # a-z and the non-ASCII letters
 _W = _class([(0, 0x26), (0x28, 0x2F), (0x3A, 0x60), (0x7B, 0x7F)])  # and 0-9 '
 _E = _class([(0, 0x2F), (0x3A, 0x60), (0x7B, 0x7F)])  # and 0-9
 _WORD = re.compile(f"{_L}{_W}*{_E}|{_L}")
-_UPPER, _UPPER_LOCK = None, threading.Lock()
 
 
 def tokenize(line, stop_words):
     return [w for w in _WORD.findall(line.lower()) if len(w) > 1 and w not in stop_words]
 
 
+@functools.cache
 def upper():
     """The non-ASCII characters that lower-casing changes (sorted code points): a line
     holding one goes through :func:`tokenize`. (None beyond U+1FFFF in Unicode.)"""
-    global _UPPER
-    with _UPPER_LOCK:
-        if _UPPER is None:
-            _UPPER = np.array([c for c in range(0x80, 0x20000)
-                               if chr(c).lower() != chr(c)], np.int64)
-        return _UPPER
+    return np.array([c for c in range(0x80, 0x20000) if chr(c).lower() != chr(c)], np.int64)
 
 
 @njit(inline="always", **NB)

@@ -13,19 +13,10 @@ def physical_memory():
     return n if n > 0 else None
 
 
-def ranks_per_host():
-    """The MPI ranks sharing this host (MPI_LOCALNRANKS; else all the job's ranks; 1)."""
-    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
-                "OMPI_COMM_WORLD_SIZE"):
-        if os.environ.get(var, "").isdigit():
-            return max(1, int(os.environ[var]))
-    return 1
-
-
 def memory_limits():
     """Bounds, in bytes, on what this process may use, those it can tell: its
     address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,
-    if lower) divided among the MPI ranks of this host."""
+    if lower) divided among the MPI ranks of this host (else of the job)."""
     out = []
     with suppress(ImportError, ValueError, OSError):
         import resource
@@ -42,7 +33,10 @@ def memory_limits():
                     text = f.read().strip()
                 if text.isdigit():
                     phys = min(phys, int(text))
-        out.append(phys // ranks_per_host())
+        ranks = [max(1, int(os.environ[v])) for v in (
+            "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
+            "OMPI_COMM_WORLD_SIZE") if os.environ.get(v, "").isdigit()]
+        out.append(phys // (ranks + [1])[0])
     return out
 
 
@@ -72,19 +66,16 @@ def _mmap_threshold(n, trim=None):
 
 
 def keep_freed_memory():
-    """Every round allocates and frees arrays of the same few sizes (messages, gather
-    buffers); glibc would unmap each freed block of a few MiB and the next round fault
-    its pages in again, a fixed cost per round that more workers do not share. Keep
-    blocks below KEPT_BLOCK in the heap (larger ones, the data, still go back)."""
+    """Keep freed blocks below KEPT_BLOCK in the heap: the rounds free and allocate
+    arrays of the same few sizes, whose pages glibc would unmap and fault in again."""
     _mmap_threshold(KEPT_BLOCK, trim=256 << 20)
 
 
 @contextmanager
 def returning_freed_memory():
     """While data is loaded (by any of this process's threads), a freed array of 1 MiB
-    or more goes back to the system at once: below the rounds' threshold, glibc would
-    keep the load's freed arrays in its heap, and the process's peak would count them
-    all (docs/apps/mf.md, memory)."""
+    or more goes back to the system at once, not kept in the heap to count in the peak
+    (docs/apps/mf.md, memory)."""
     with _loading_lock:
         _loading[0] += 1
         _mmap_threshold(1 << 20)

@@ -9,7 +9,7 @@ from ..transport import Peers
 from .agree import agree, attempt, refuse, route
 from .numbers import NB, py_float, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
-from .svmlight import WORDS, check_size, csc, refuse_control, short, union
+from .svmlight import WORDS, check_size, csc, open_text, refuse_control, short, union
 
 _SYM = {"general": 0, "symmetric": 1, "skew-symmetric": 2}
 
@@ -200,7 +200,7 @@ def header(path, buf, start):
         lineno += 1
         return raw
 
-    banner = next_line(4096)  # a binary file may have no newline for a long while
+    banner = next_line(4096) or b""  # (a binary file may have no newline for long)
     words = banner.lower().split()
     if len(words) != 5 or words[0] != b"%%matrixmarket" or words[1] != b"matrix":
         raise DataError(f"{path}:1: not a MatrixMarket file: the first line must be "
@@ -288,8 +288,7 @@ def _error(path, code, line, raw, field_no, n_tok, m, p, declared, hline):
 
 
 def _open(path, whole):
-    src = Text(path, kind="MatrixMarket text", words=WORDS).newlines()
-    buf = src.map()
+    src, buf = open_text(path, "MatrixMarket")
     fmt, field, sym, (m, p, declared), hline, pos = header(path, buf, src.bom)
     where, extra, symc = f"{path}:{hline}", buf.shape[0] if src.gz else 0, _SYM[sym]
     if fmt == "coordinate":

@@ -16,6 +16,8 @@ from .numbers import BIG, NB, scan_float_inline, scan_int_inline
 from .source import Content, Text, line_range
 
 LONG_LINE = 1 << 20  # a line this long or longer: not a rating file
+LONG = f"a line longer than {LONG_LINE} characters: not a rating file"
+BANNER = "a MatrixMarket banner must start the file's first line"
 BYTES_PER_RATING = 80  # peak memory to read, prepare and fit a rating (docs/scaling.md)
 INT64 = 1 << 63
 _CHUNK = 8 << 20  # bytes parsed at a time
@@ -91,8 +93,7 @@ def _parse_block(b, start, stop, delim, mtx_m, mtx_n, out_u, out_i, out_r, out_l
     first). It stops after a line it leaves to the line-by-line rules, with ``fb`` = (its
     start, its end, its index), before a line with an id beyond ``lim`` (the id arrays'
     width), or when ``out`` is full. Returns (where it stopped, count, 0 / 1 (``fb``
-    set) / 2 (an id too wide), lines passed). One pass: a line's first three fields are
-    read as numbers, its end and its other bytes (ASCII?) after them."""
+    set) / 2 (an id too wide), lines passed)."""
     n = b.shape[0]
     cap = out_u.shape[0]
     pos = start
@@ -189,10 +190,10 @@ def parse_line(raw, delim, bounds=None):
     None for a blank or comment line, else (user, item, rating); :class:`LineError`
     says what is wrong. ``bounds``: a MatrixMarket file's (rows, columns)."""
     if len(raw) >= LONG_LINE:
-        raise LineError(f"a line longer than {LONG_LINE} characters: not a rating file")
+        raise LineError(LONG)
     line = raw.strip()
     if line[:14].lower() == "%%matrixmarket":
-        raise LineError("a MatrixMarket banner must start the file's first line")
+        raise LineError(BANNER)
     if not line or line[0] in "#%":
         return None
     parts = _split(line, delim)
@@ -223,9 +224,8 @@ def parse_line(raw, delim, bounds=None):
 
 
 class Layout:
-    """Where a rating file's ratings are (the part of a file each worker reads is cut
-    from ``begin``), found by reading the lines before the first rating; a worker is
-    sent it."""
+    """Where a rating file's ratings are (the workers' parts are cut from ``begin``),
+    from the lines before the first rating; a worker is sent it."""
 
     def __init__(self, path):
         src = Text(path, "rating file")
@@ -249,12 +249,10 @@ class Layout:
         first, header = None, False
         for lineno, off, raw in lines:
             if len(raw) >= LONG_LINE:
-                raise DataError(f"{self.path}:{lineno}: a line longer than {LONG_LINE} "
-                                "characters: not a rating file")
+                raise DataError(f"{self.path}:{lineno}: {LONG}")
             line = raw.strip()
             if "%%matrixmarket" in line[:40].lower():  # not at the start of line 1
-                raise DataError(f"{self.path}:{lineno}: a MatrixMarket banner must start "
-                                "the file's first line")
+                raise DataError(f"{self.path}:{lineno}: {BANNER}")
             if not line or line[0] in "#%":
                 continue
             self.delim = "\t" if "\t" in line else "," if "," in line else None
@@ -326,11 +324,11 @@ I32 = (1 << 31) - 1
 
 class Part:
     """A worker's ratings as read: raw ids ``u``, ``i`` (int32, int64 once an id needs
-    it), ratings ``r``, each one's line index ``l`` only when asked for (``lines``;
-    counted from the part's first line, or from the file's first rating line when
-    ``whole``), the lines and ratings passed (``lines``, ``seen``), ``segments`` (first
-    index here, position of that rating among the file's), and the first error: (line
-    index, what is wrong), or ``too_many`` ratings for this machine."""
+    it), ratings ``r``, each one's line index ``l`` when asked for (``lines``; from the
+    part's first line, or the file's first rating line when ``whole``), the lines and
+    ratings passed (``lines``, ``seen``), ``segments`` (first index here, position of
+    that rating among the file's), and the first error: (line index, what is wrong), or
+    ``too_many`` ratings for this machine."""
 
     def __init__(self, cap=0, lines=False):
         self.u, self.i = np.empty(cap, np.int32), np.empty(cap, np.int32)
@@ -417,19 +415,16 @@ def _parse_into(part, b, lay, keep, limit):
 
 def read_part(lay, part, n_parts, limit="auto", lines=False, visit=None):
     """Worker ``part``'s ratings of the file ``lay`` describes (a :class:`Layout`): a
-    plain file's byte range, parsed in blocks; a gzip file (which cannot be cut by
-    bytes) is decompressed whole by every worker, which keeps every n_parts-th block
-    (the blocks are the same for all), counting the others' ratings and lines.
-    ``lines``: each rating's line index too; ``visit(p)`` after each block (False:
-    stop)."""
+    plain file's byte range; of a gzip file, every n_parts-th block (counting the others'
+    ratings and lines). ``lines``: each rating's line index too; ``visit(p)`` after each
+    block (False: stop)."""
     limit = max_ratings() if limit == "auto" else limit
     if lay.begin is None:
         return Part().finish()
     src, left, cap = Text(lay.path, "rating file"), None, 0
     if not lay.gz:
         lo, hi = line_range(src.map(), part, n_parts, lay.begin, universal=True)
-        # room for the lines the head's line length predicts, and a quarter more: pages
-        # never written cost no memory, and no growth zero-fills the arrays
+        # room for the lines the head's line length predicts, and a quarter more
         left, ends = hi - lo, src.head.count(b"\n") + 1
         cap = left * ends * 5 // (4 * len(src.head)) + 1024
     p = Part(cap, lines)

@@ -23,8 +23,8 @@ FOREIGN = ((b"\x93NUMPY", "a NumPy .npy file", None), (b"PK\x03\x04", "a zip arc
            (b"7z\xbc\xaf\x27\x1c", "a 7z archive", "7z"),
            (b"\x89HDF\r\n\x1a\n", "an HDF5 file", None),
            (b"\xff\xfe", "UTF-16 text", None), (b"\xfe\xff", "UTF-16 text", None))
-# The refusals' words; a reader may keep its own (``Text(words=...)``), as its users
-# have always read them. {where}: the path, with the line when one is known.
+# The refusals' words (a reader may keep its own: ``Text(words=...)``); {where}: the
+# path, with the line when one is known.
 WORDS = {
     "missing": "{path}: no such file",
     "directory": "{path}: is a directory, not a {what}",
@@ -87,8 +87,7 @@ class Text:
             self.refuse("nul", line=self.head.count(b"\n", 0, nul) + 1)
 
     def newlines(self):
-        """For a reader whose lines end at \\n: a text whose first 64 KiB hold a \\r but
-        no \\n is refused by name, not read as one long line."""
+        """Refuse a text whose first 64 KiB hold a \\r but no \\n (lines ending at \\n)."""
         if b"\r" in self.head and b"\n" not in self.head:
             self.refuse("lone_cr")
         return self
@@ -106,9 +105,8 @@ class Text:
         return gzip.open(self.path, "rb") if self.gz else open(self.path, "rb")
 
     def map(self):
-        """The whole text as a read-only uint8 array: the file memory-mapped, or
-        decompressed (refused if larger than this machine's memory); it starts at
-        ``self.bom``."""
+        """The whole text as a read-only uint8 array (from byte ``self.bom``): the file
+        memory-mapped, or decompressed (refused beyond this machine's memory)."""
         if not self.gz:
             try:
                 return np.asarray(np.memmap(self.path, dtype=np.uint8, mode="r"))
@@ -149,23 +147,26 @@ class Text:
         return out
 
     def lines(self, universal=False, cap=None):
-        """(line number, offset, the line's bytes without its end) from the start of the
-        text (past a byte order mark), as the file streams; ``cap``: as for blocks."""
+        """(line number, offset, the line's bytes without its end) past a byte order
+        mark, as the file streams; ``cap``: as for blocks."""
         lineno = 0
         for blk in self.blocks(self.bom, universal=universal, cap=cap, size=_PIECE):
             buf, pos = blk.data.tobytes(), 0
             while pos < len(buf):
-                e, nxt = _line_end(buf, pos, len(buf), universal)
+                e = buf.find(b"\n", pos)
+                e, nxt = (len(buf), len(buf) + 1) if e < 0 else (e, e + 1)
+                r = buf.find(b"\r", pos, e) if universal else -1
+                if r >= 0:
+                    e, nxt = r, (r + 2 if r + 1 < len(buf) and buf[r + 1] == 10 else r + 1)
                 lineno += 1
                 yield lineno, blk.offset + pos, buf[pos:e]
                 pos = nxt
 
     def blocks(self, begin, part=0, n_parts=1, universal=False, cap=None, size=None):
-        """This worker's :class:`Block` s of the lines from byte ``begin`` (of the
-        text): a plain file's :func:`line_range`, in slices of the memory map; a gzip
-        stream in full, block c this worker's (``keep``) when c % n_parts == part. A
-        corrupt stream raises after the whole lines before it; ``cap``: a line longer
-        than this is given cut (the reader refuses it)."""
+        """This worker's :class:`Block` s of the lines from byte ``begin`` of the text: a
+        plain file's :func:`line_range`, in slices of the memory map; a gzip stream in
+        full, block c this worker's (``keep``) when c % n_parts == part. A corrupt stream
+        raises after the whole lines before it; ``cap``: a longer line is given cut."""
         size = size or BLOCK
         if not self.gz:
             buf = self.map()
@@ -220,10 +221,8 @@ _sums, _sums_lock = {}, threading.Lock()
 
 
 def checksum(path):
-    """A file's content in 32 bits: the CRC-32 of the CRC-32s of its 1 MiB blocks (the
-    bytes as stored) in block order, and its length. The same for any number of
-    workers; computed once per process for a file as it is (workers on threads share
-    it)."""
+    """A file's content in 32 bits: the CRC-32 of its length and of the CRC-32s of its
+    1 MiB blocks (the bytes as stored); computed once per process for a file as it is."""
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     with _sums_lock:
@@ -241,10 +240,9 @@ def checksum(path):
 
 
 class Content:
-    """The input files a shard names (None: none), standing for their content in the
-    shard's digest (:func:`strads.checkpoint.digest`), which a resume checks: a copy, a
-    restore or a ``touch`` of the same bytes resumes; any changed byte is refused. The
-    checksum (:func:`checksum`) is taken only when the digest is, with checkpoints."""
+    """The input files a shard names (None: none), standing for their content (the
+    :func:`checksum`, taken only with checkpoints) in the shard's digest, which a resume
+    checks (:func:`strads.checkpoint.digest`)."""
 
     def __init__(self, *paths):
         self.paths = [os.path.abspath(p) for p in paths if p is not None]
@@ -275,8 +273,7 @@ class Block:
 
 def forget(buf, a, b):
     """The pages of bytes [a, b) of ``buf``, a memory-mapped text or a slice of one, leave
-    this process's memory (a parsed block's: the page cache keeps them, a later read
-    maps them again); else nothing."""
+    this process's memory (the page cache keeps them); else nothing."""
     owner = buf
     while isinstance(owner, np.ndarray) and not isinstance(owner, np.memmap):
         owner = owner.base
@@ -286,17 +283,6 @@ def forget(buf, a, b):
         lo, hi = (at + a) // page * page, (at + b) // page * page
         if hi > lo:
             mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-
-
-def _line_end(buf, pos, end, universal):
-    """(end of the line at pos, start of the next) in bytes ``buf``."""
-    e = buf.find(b"\n", pos, end)
-    e = end if e < 0 else e
-    if universal:
-        r = buf.find(b"\r", pos, e)
-        if r >= 0:
-            return r, (r + 2 if r + 1 < len(buf) and buf[r + 1] == 10 else r + 1)
-    return e, e + 1
 
 
 def _last_end(buf, universal):

@@ -35,14 +35,6 @@ def max_features():
     return BIG if mem is None else max(mem // PER_FEATURE, 1)
 
 
-def _feature_limit_msg(j):
-    mem = memory.physical_memory()
-    return (f"feature index {j} is too large: {j:,} features would need about "
-            f"{memory.fmt_bytes(j * PER_FEATURE)} of memory (the solver keeps {PER_FEATURE} "
-            f"bytes per feature), more than this machine's physical memory "
-            f"({memory.fmt_bytes(mem or 0)})")
-
-
 def check_size(name, n_samples, n_features, nnz=None, extra=0, lead=""):
     """Refuse a problem whose solve cannot fit in physical memory: sparse (``nnz``
     non-zeros) or dense (``nnz`` None); ``extra`` bytes already held (a decompressed
@@ -74,12 +66,6 @@ def open_text(path, kind):
 
 
 # -- the two numba passes -----------------------------------------------------------------
-@njit(inline="always", **NB)
-def _save(s, i, ls, line, rows, nnz, max_j, min_j, last, tok):
-    s[0], s[1], s[2], s[3], s[4] = i, ls, line, rows, nnz
-    s[5], s[6], s[7], s[8] = max_j, min_j, last, tok
-
-
 def state():
     """Pass 1's state at the start: position, its line's first byte, line, rows,
     non-zeros, max index, min index, the line's last index and tokens."""
@@ -160,7 +146,8 @@ def _svm_count(b, single, limit, counts, s):
     if code == 0 and tok:
         rows += 1
         tok = 0
-    _save(s, i, ls, line, rows, nnz, max_j, min_j, last, tok)
+    s[0], s[1], s[2], s[3], s[4] = i, ls, line, rows, nnz
+    s[5], s[6], s[7], s[8] = max_j, min_j, last, tok
     return code
 
 
@@ -231,21 +218,9 @@ def _svm_fill(b, start, stop, row, base, cell_run, runs, front, fronts, indices,
     return row, n_fb
 
 
-@njit(**NB)
-def _starts(counts):
-    """In place: counts to the start of each column (exclusive prefix sums)."""
-    total = 0
-    for c in range(counts.shape[0]):
-        k = counts[c]
-        counts[c] = total
-        total += k
-
-
-# Pass 2 appends each entry to its run of columns, a few hundred streams the cache holds,
-# rather than to its column's slot (a cache miss an entry: 2x the time at 1M columns);
-# each run, small enough for the cache, is then put in column order. Runs are made of
-# cells of CELL columns; a cell of more than RUN entries (few columns, many entries
-# each) is filled in place, column by column.
+# Pass 2 appends each entry to its run of columns (a few hundred streams the cache holds,
+# not a cache miss an entry), each run then put in column order. Runs are made of cells
+# of 2^CELL_BITS columns; a cell of more than RUN entries is filled in place.
 CELL_BITS = 6
 CELL_MASK = (1 << CELL_BITS) - 1
 RUN = 1 << 15  # entries a run holds at most
@@ -318,8 +293,7 @@ _COUNTS = np.int32  # the dtype pass 1 counts in first
 def _count(b, single, limit):
     """Pass 1 over ``b``: (the first bad line or 0, its first byte, rows, non-zeros, max
     index, min index, counts): int32 counts (then indptr, in place), int64 if a column
-    holds 2^31 entries; grown as the indices need. In blocks of whole lines, as pass 2,
-    whose pages of a mapped text then leave this process's memory."""
+    holds 2^31 entries; grown as the indices need. In blocks, as pass 2."""
     blocks = max(1, b.shape[0] // FILL_BLOCK)
     for dtype in (_COUNTS, np.int64):
         counts, s = np.zeros(16, dtype), state()
@@ -338,8 +312,7 @@ def _count(b, single, limit):
 
 def _fill(b, base, starts, indices, data, labels, cap):
     """Pass 2 over ``b`` (``starts``: each column's first slot, then the total), in blocks
-    of FILL_BLOCK bytes whose pages leave this process's memory once filled (a
-    memory-mapped text's: those pass 1 read go first)."""
+    of FILL_BLOCK bytes whose pages leave this process's memory once filled."""
     cell_run, runs, alone = _runs(starts, RUN)
     local = np.empty(indices.shape[0], np.uint16)
     cols = np.minimum(alone[:, None] + np.arange(CELL_MASK + 1), starts.shape[0] - 1)
@@ -384,9 +357,8 @@ def refuse_control(path, lineno, raw):
 
 
 def parse_line(path, lineno, raw, limit=None):
-    """The reference parser of one LIBSVM line (the numba passes agree with it on every
-    line; it builds the message of the first bad one): None for a blank line, else
-    ``(label, [(index, value), ...])``."""
+    """The reference parser of one LIBSVM line (the numba passes agree with it; it words
+    the first bad one): None for a blank line, else ``(label, [(index, value), ...])``."""
     limit = max_features() if limit is None else limit
     refuse_control(path, lineno, raw)
     line = raw.split(b"#", 1)[0].strip()
@@ -417,7 +389,11 @@ def parse_line(path, lineno, raw, limit=None):
             raise DataError(f"{path}:{lineno}: feature indices must increase "
                             f"({j} after {last})")
         if j > limit:
-            raise DataError(f"{path}:{lineno}: {_feature_limit_msg(j)}")
+            raise DataError(f"{path}:{lineno}: feature index {j} is too large: {j:,} features "
+                            f"would need about {memory.fmt_bytes(j * PER_FEATURE)} of memory "
+                            f"(the solver keeps {PER_FEATURE} bytes per feature), more than "
+                            "this machine's physical memory "
+                            f"({memory.fmt_bytes(memory.physical_memory() or 0)})")
         if not np.isfinite(v):
             raise DataError(f"{path}:{lineno}: feature {j} has value {v}, not finite")
         last = j
@@ -496,7 +472,8 @@ def read_part(peers, path, whole=False):
     kept = None if whole else union(peers, indptr[:-1])
     width = None if kept is None else indptr[kept]
     indices, data, labels = np.empty(nnz, counts.dtype), np.empty(nnz), np.empty(rows)
-    _starts(indptr)  # in place
+    np.cumsum(indptr[:-1], out=indptr[1:])  # in place: each column's start
+    indptr[0] = 0
     _fill(b, base, indptr, indices, data, labels, nnz // 64 + 1024)
     if kept is None:
         if counts.shape[0] > 1.25 * (base + p + 1) + 1024:  # growth left spare capacity

@@ -1,8 +1,7 @@
 """A target file: ``.npy`` (optionally gzipped), or text with one number a line (``#``
-comments; a byte order mark and gzip as for the data). Read whole (:func:`read`) or the
-values of a worker's rows (:func:`read_part`): a text target is split by byte ranges as
-the data, its values then sent to the workers owning their rows; an ``.npy`` target is
-read whole by every worker (8 bytes a sample) and sliced."""
+comments). Read whole (:func:`read`) or the values of a worker's rows (:func:`read_part`):
+a text target split by byte ranges, its values sent to the workers owning their rows; an
+``.npy`` target read whole by every worker and sliced."""
 import numpy as np
 
 from ..transport import Peers

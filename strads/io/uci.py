@@ -1,7 +1,6 @@
 """UCI bag-of-words: a docword file (three header lines D, W, NNZ, then ``docID wordID
-count`` lines, 1-based ids; blank lines skipped) and its vocabulary (one word a line).
-Also the words the corpus readers (:mod:`.uci`, :mod:`.ldac`, :mod:`.docs`) refuse with.
-Notes: docs/architecture.md."""
+count`` lines, 1-based ids; blank lines skipped) and its vocabulary (one word a line);
+the corpus readers' shared refusals. Notes: docs/architecture.md."""
 import numpy as np
 from numba import njit
 
@@ -73,8 +72,7 @@ def read_vocab(path):
     """The words of a vocabulary file, one a line (UTF-8, blanks stripped, undecodable
     bytes replaced); trailing empty lines dropped."""
     src, words = open_text(path, "vocabulary file"), None
-    if not src.gz:  # the file in one read, split in one call (no NUL, no \r: else as
-        # it streams, line by line, for the message's line and the lone \r's lines)
+    if not src.gz:  # in one read, unless a NUL or \r needs the lines as they stream
         with src.open() as f:
             text = f.read()[src.bom:]
         if b"\0" not in text and b"\r" not in text:
@@ -202,7 +200,7 @@ def _grown(a, n, cap):
 def scan(blocks, path, n_docs, n_words, limit, check, size=None):
     """This worker's entries: [(docs, words, counts), 0-based, one piece], tokens, and
     (as :func:`strads.io.ldac.scan`'s) 0 lines, -1 last line, None. ``size``: about
-    the bytes this worker reads (None: unknown), for the arrays' first size."""
+    the bytes this worker reads (None: unknown)."""
     tokens, n, seen, cap = 0, 0, 0, 0
     docs = words = counts = np.empty(0, np.int32)
     for blk in blocks:
@@ -210,8 +208,7 @@ def scan(blocks, path, n_docs, n_words, limit, check, size=None):
             continue
         b = blk.data
         most = n + (b.shape[0] + 1) // 6 + 1  # a line holds 6 bytes at least: '1 1 1\n'
-        if most > cap:  # one set of arrays (no copies joined): room for the rest as
-            # dense as the lines so far, grown (a copy) only when a block might not fit
+        if most > cap:  # room for the rest as dense as the lines so far
             rest = 0 if size is None or not seen else int(n / seen * max(size - seen, 0))
             cap = max(most + rest + rest // 8, cap + cap // 2)
             docs, words, counts = (_grown(a, n, cap) for a in (docs, words, counts))

@@ -16,14 +16,8 @@ from ..glm import kernels as K
 
 def kind_of(path):
     """'mtx', 'npz' or 'svm', by the name (a .gz suffix aside)."""
-    low = path.lower()
-    if low.endswith(".gz"):
-        low = low[:-3]
-    if low.endswith((".mtx", ".mm")):
-        return "mtx"
-    if low.endswith(".npz"):
-        return "npz"
-    return "svm"
+    low = path.lower().removesuffix(".gz")
+    return "mtx" if low.endswith((".mtx", ".mm")) else "npz" if low.endswith(".npz") else "svm"
 
 
 def load(path, target=None):
@@ -51,9 +45,7 @@ def check(X, y, name="data"):
         raise DataError(f"{name}: X is complex; the Lasso needs real numbers")
     if sp.issparse(X):
         X = sp.csc_matrix(X, dtype=np.float64)
-        X.sum_duplicates()  # also sorts the indices
-        # scipy's index dtype (int32 below 2^31 non-zeros) is kept: the full passes read
-        # every index, and 4 bytes each instead of 8 is a quarter less memory traffic
+        X.sum_duplicates()  # also sorts the indices; scipy's int32 indices kept (less traffic)
         vals = X.data
     else:
         X = np.asfortranarray(X, dtype=np.float64)
@@ -138,28 +130,26 @@ def make_zipf_problem(n=6667, p=30000, per_row=40, n_informative=300, seed=0):
 
 # -- parallel loading: each worker reads its own part ---------------------------------------
 def needs_rank0(path):
-    """True for the inputs rank 0 reads whole and splits into shards: .npz (a zip of
-    binary arrays: no line to split at) and dense MatrixMarket (values in column-major
-    order); of a MatrixMarket file only its first line is read to tell."""
+    """True for the inputs rank 0 reads whole and splits into shards: .npz (no line to
+    split at) and dense MatrixMarket (values in column-major order)."""
     kind = kind_of(path)
     return kind == "npz" or (kind == "mtx" and mtx.is_dense(path))
 
 
 def shard(path, target):
-    """The description every worker gets: it reads its part itself. The files' content
-    (:class:`strads.io.source.Content`) is in its digest, which a resumed run checks."""
+    """The description every worker gets (it reads its part itself), with the files'
+    content for a resume's check (:class:`strads.io.source.Content`)."""
     return {"file": os.path.abspath(path), "target": target,
             "content": Content(path, target)}
 
 
 def read_part(peers, shard, classes=None):
-    """This worker's rows of ``shard["file"]`` (and of its target): a shard as
+    """This worker's rows of ``shard["file"]`` (and of its target) as
     :func:`strads.apps.lasso.row_block` makes them, with ``y``, the facts worker 0
-    reports (``facts``; the other workers' is their row count) and, if ``shard["norms"]``
-    (priority's filter on the workers), the squared column norms summed over every worker
-    (``sq_norms``). ``classes(peers, y, first, name)``: logistic regression's two labels,
-    y then mapped to -1/+1 (the facts: ``q0`` and ``classes`` instead of ``xty`` and
-    ``yy``)."""
+    reports (``facts``; the others': their row count) and, if ``shard["norms"]``, the
+    squared column norms over every worker (``sq_norms``). ``classes(peers, y, first,
+    name)``: logistic regression's two labels, y mapped to -1/+1 (facts ``q0`` and
+    ``classes`` instead of ``xty`` and ``yy``)."""
     path, target = shard["file"], shard.get("target")
     rows = (mtx if kind_of(path) == "mtx" else svmlight).read_part(peers, path)
     if target is not None:
@@ -201,7 +191,7 @@ def read_part(peers, shard, classes=None):
 
 
 def _summed(peers, a):
-    """``peers.allreduce`` of a fresh array, made read-only: one process's workers then
-    add each other's without copying them first."""
+    """``peers.allreduce`` of a fresh array, made read-only (threads' workers then add
+    each other's without copies)."""
     a.flags.writeable = False
     return peers.allreduce(a)

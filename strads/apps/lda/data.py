@@ -9,11 +9,10 @@ import scipy.sparse as sp
 from numba import njit
 
 from ...errors import DataError
-from ...io import docs as text_docs, ldac, memory, uci
-from ...io.agree import _ascending, _tally, attempt, refuse, route, route_slices
+from ...io import docs as text_docs, ldac, memory, numbers, uci
+from ...io.agree import ascending, attempt, owners, refuse, route, route_slices, tally_into
 from ...io.uci import INT32_MAX
 
-_nb = dict(cache=True, nogil=True)
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before
 being below between both but by can could did do does doing down during each few for from
@@ -26,12 +25,9 @@ yourselves also may might must said says shall us upon within without yet
 """.split())
 
 
-#: bytes a run needs per token at its peak (the workers sorting their tokens), per
-#: (document, word) entry while a file is read (the readers' arrays and the CSR matrix
-#: built from them), per document and per word, scheduler and workers together
-#: (fitted to tracemalloc peaks: docs/apps/lda.md, "Bad input"). The readers refuse a
-#: corpus (so far) whose arrays alone would not fit in memory; make_setup then checks
-#: the whole run (strads.apps.lda.memory_estimate)
+#: bytes a run needs at its peak per token, per (document, word) entry while a file is
+#: read, per document and per word (docs/apps/lda.md, "Bad input"): the readers refuse
+#: a corpus (so far) whose arrays alone would not fit in memory
 BYTES_PER_TOKEN = 56
 BYTES_PER_ENTRY = 48
 BYTES_PER_DOC = 64
@@ -71,7 +67,7 @@ def _token_limit(n_docs, n_words):
         max(BYTES_PER_ENTRY, 12 + BYTES_PER_TOKEN))
 
 
-@njit(**_nb)
+@njit(**numbers.NB)
 def accumulate(idx, weights, out):
     """out[idx[t]] += weights[t] (int64; weights None: 1, where np.bincount would copy
     ``idx`` to int64 first)."""
@@ -79,7 +75,7 @@ def accumulate(idx, weights, out):
         out[idx[t]] += 1 if weights is None else weights[t]
 
 
-@njit(**_nb)
+@njit(**numbers.NB)
 def bucket(docs, words, counts, d0, n_local):
     """Entries (document, word, count) in any order, bucketed by documents d0 .. d0 +
     n_local: (each bucket's start, word ids, counts)."""
@@ -101,7 +97,7 @@ def bucket(docs, words, counts, d0, n_local):
     return start, w, c
 
 
-@njit(**_nb)
+@njit(**numbers.NB)
 def rows(start, w, c):
     """CSR rows of :func:`bucket`'s buckets: each row's words sorted and repeats summed
     (in place). Returns (indptr, word ids, counts, row sums); w and c themselves when no
@@ -135,22 +131,11 @@ def rows(start, w, c):
     return indptr, w[:q].copy(), c[:q].copy(), sums
 
 
-@njit(**_nb)
-def owners(cuts, docs):
-    """The worker of each entry's document (``cuts``: the workers' first documents), as
-    int32 (np.searchsorted's int64 and its ``- 1`` copy: 16 bytes an entry)."""
-    out = np.empty(docs.shape[0], np.int32)
-    for t in range(docs.shape[0]):
-        out[t] = np.searchsorted(cuts, docs[t], side="right") - 1
-    return out
-
-
-@njit(**_nb)
+@njit(**numbers.NB)
 def by_word(indptr, indices, counts, n_words):
     """The tokens of CSR rows (word ids sorted within a row), sorted by word, then
     document: (each word's first token, and one past the last word's, int64; the tokens'
-    documents, int32): what a stable sort of the tokens in document order by word gives,
-    without the document-order copies and the permutation."""
+    documents, int32)."""
     wptr = np.zeros(n_words + 1, np.int64)
     for e in range(indices.shape[0]):
         wptr[indices[e] + 1] += counts[e]
@@ -207,9 +192,8 @@ def _rows(entries, d0, n_local):
 
 def _rows_in_order(peers, cuts, entries, d0, n_local):
     """:func:`_rows` of the rows every worker routes to this one, when the workers' rows
-    are in order of documents (worker order, then each worker's): each worker's rows
-    for another are a slice of its own, and those this worker gets are bucketed already
-    (no owners, no copies routed or bucketed). The list is emptied, as :func:`_rows`."""
+    are in order of documents: each worker's rows for another are a slice of its own,
+    bucketed already. The list is emptied, as :func:`_rows`."""
     docs, words, counts = entries
     entries.clear()
     me = peers.rank
@@ -217,7 +201,7 @@ def _rows_in_order(peers, cuts, entries, d0, n_local):
     sends = peers.allgather(np.diff(bounds).tolist())
     n = sum(s[me] for s in sends)
     start = np.zeros(n_local + 1, np.int64)
-    route_slices(peers, bounds, sends, docs, lambda at, p: _tally(p, d0 - 1, start))
+    route_slices(peers, bounds, sends, docs, lambda at, p: tally_into(p, d0 - 1, start))
     del docs
     np.cumsum(start, out=start)
     todo, out = [(words, np.int32), (counts, np.int64)], []
@@ -236,7 +220,7 @@ def _rows_in_order(peers, cuts, entries, d0, n_local):
 
 def _join(pieces, j, dtype):
     """Array j of every piece (lists of arrays) joined (``dtype``: none), each piece's
-    dropped once copied: the pieces and the whole are never all in memory at once."""
+    dropped once copied."""
     if not pieces:
         return np.zeros(0, dtype)
     if len(pieces) == 1:
@@ -253,9 +237,8 @@ def _join(pieces, j, dtype):
 
 
 def _open_part(path, fmt, vocab):
-    """Checks every worker makes alike before reading: the file, the format, the
-    vocabulary (read here; its length); -> (format, the file, the first data byte, the
-    UCI header, the vocabulary)."""
+    """Every worker's checks before reading -> (format, the file, the first data byte,
+    the UCI header, the vocabulary)."""
     if fmt not in FORMATS:
         raise DataError(f"unknown format {fmt!r}; choose from {FORMATS}")
     src = uci.open_text(path)
@@ -332,24 +315,22 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
     facts = {"lines": lines, "last": last, "entries": int(ids.shape[0]), "tokens": tokens,
              "max_id": int(ids.max(initial=-1)), "vocab": local_vocab,
              # this worker's first and last document when its rows are in their order
-             "span": None if not _ascending(docs, docs) else
+             "span": None if not ascending(docs, docs) else
              (int(docs[0]), int(docs[-1])) if docs.shape[0] else ()}
     every = peers.allgather(facts)
     # documents: line d + 1 is document d (LDA-C, text); a part's lines follow the
-    # earlier parts' (a gzip stream's every worker counted itself)
-    before = 0 if gz else sum(f["lines"] for f in every[:me])
+    # earlier parts' (a gzip stream's every worker counted itself; UCI counts none)
+    before = [0 if gz else sum(f["lines"] for f in every[:w]) for w in range(W)]
     # the rows in order of documents over all workers (a UCI file sorted by document;
     # LDA-C and text unless gzip-compressed): no owners to route to, nothing to bucket
-    spans = [f["span"] if f["span"] is None or fmt == "uci" or gz else
-             tuple(d + sum(g["lines"] for g in every[:w]) for d in f["span"])
+    spans = [f["span"] if f["span"] is None else tuple(d + before[w] for d in f["span"])
              for w, f in enumerate(every)]
     spans = [x for x in spans if x != ()]
     in_order = None not in spans and all(
         a[1] <= b[0] for a, b in zip(spans, spans[1:]))
-    if fmt != "uci" and before:
-        docs += before
-    ends = [(0 if gz else sum(f["lines"] for f in every[:w])) + f["last"]
-            for w, f in enumerate(every) if f["last"] >= 0]
+    if before[me]:
+        docs += before[me]
+    ends = [before[w] + f["last"] for w, f in enumerate(every) if f["last"] >= 0]
     entries = sum(f["entries"] for f in every)
     n_tokens = sum(f["tokens"] for f in every)
     try:
@@ -433,11 +414,9 @@ def warmup():
     for idx, weights in ((i64, i32), (i32, i64), (i32, i32), (i32, None), (i64, None),
                          (np.zeros(2, np.uint16), None)):
         accumulate(idx, weights, np.zeros(2, np.int64))
-    owners(i64, i32)
-    owners(i64, i64)
     for a in (i32, i64):  # (the rows in order: _rows_in_order)
-        _ascending(a, a)
-        _tally(a, 0, i64.copy())
+        ascending(a, a)
+        tally_into(a, 0, i64.copy())
     by_word(i64, i32, i64, 1)
     w = text_docs.Words(("ab",))
     w.scan(np.frombuffer(b"ab cd\n", np.uint8), 0, 0, 10, i64, i32, 0, -1)
@@ -516,9 +495,8 @@ _CORPUS_NAMES = {k: k for k in ("n_docs", "n_words", "doc_length", "n_topics")}
 
 
 def check_corpus_size(n_docs, n_words, doc_length, n_topics, names=_CORPUS_NAMES):
-    """Refuse (DataError) a built-in corpus whose generation would not fit in memory:
-    the float64 topics (K x V) and document mixtures (D x K) with their cumulative
-    tables and temporaries, about 32 bytes an entry, and about 80 bytes a token."""
+    """Refuse a built-in corpus whose generation would not fit in memory: topics (K x V)
+    and mixtures (D x K) about 32 bytes an entry, about 80 bytes a token."""
     if min(n_docs, n_words, doc_length, n_topics) < 1:
         raise DataError("the built-in corpus needs docs, words, doc length and topics >= 1")
     for key, v in (("n_docs", n_docs), ("n_words", n_words), ("n_topics", n_topics)):
@@ -560,7 +538,7 @@ def corpus_topics(n_words, n_topics, beta, seed, cumulative=False):
     return phi
 
 
-@njit(**_nb)
+@njit(**numbers.NB)
 def _draw_words(cum, z, u, out):
     V = cum.shape[1]
     for t in range(z.shape[0]):

@@ -1,14 +1,7 @@
-"""Logistic regression data: the Lasso app's readers (LIBSVM/svmlight, MatrixMarket with
-a target file, .npz; each worker reading its own part in parallel loading), two-valued
-labels, and the built-in problem.
-
-Parallel loading: the workers agree, with their collectives, on the labels: the two
-distinct values (anything else is refused with :func:`check`'s one line, which for more
-than two names the first sample holding a third, in file order), mapped to -1/+1 (the
-smaller to -1); and on what the scheduler needs of the whole data: the columns' squared
-norms and q0 = X'y (lambda_max), summed in worker order. Worker 0 reports them once,
-with n, the number of features, the kept (non-empty) columns and the two labels.
-"""
+"""Logistic regression data: the Lasso app's readers and built-in problem, with
+two-valued labels mapped to -1/+1 (the smaller to -1); in parallel loading the workers
+agree on the two labels (else :func:`check`'s refusal, naming the first sample holding a
+third) and worker 0 reports q0 = X'y instead of the Lasso's X'y and y'y."""
 import numpy as np
 
 from ...errors import DataError
@@ -20,11 +13,8 @@ load = _lasso_data.load  # (y: the raw labels)
 
 
 def check(X, y, name="data"):
-    """Validate X and y (as the Lasso app) and map the labels to -1/+1.
-
-    Returns ``(X, y_pm, classes)``: ``classes`` holds the two original label values,
-    the smaller first; it becomes -1, the larger +1. Anything but exactly two distinct
-    labels is refused with one line."""
+    """Validate X and y (as the Lasso app) and map the labels to -1/+1: ``(X, y_pm,
+    classes)``, ``classes`` the two label values (the smaller, -1, first)."""
     kind = X.dtype.kind if hasattr(X, "dtype") else np.asarray(X).dtype.kind
     if kind == "c":
         raise DataError(f"{name}: X is complex; logistic regression needs real numbers")
@@ -65,10 +55,8 @@ def _fmt(v):
 
 def make_problem(n_samples=2000, n_features=10000, density=0.01, n_informative=100,
                  corr=0.5, snr=3.0, dense=False, seed=0):
-    """The built-in problem: X as the Lasso app's (sparse: X = R B with neighbouring
-    columns correlated; dense: AR(1) rows with correlation ``corr``), labels
-    y = sign(X w + noise) in {-1, +1} with ``n_informative`` non-zeros in w and
-    ||X w|| / ||noise|| = snr. Deterministic in ``seed``. Returns ``(X, y, w)``."""
+    """The built-in problem: the Lasso app's X, w and target t, labels y = sign(t) in
+    {-1, +1}. Returns ``(X, y, w)``."""
     X, t, w = _lasso_data.make_problem(n_samples, n_features, density, n_informative,
                                        corr, snr, dense, seed)
     return X, np.where(t > 0, 1.0, -1.0), w
@@ -76,8 +64,7 @@ def make_problem(n_samples=2000, n_features=10000, density=0.01, n_informative=1
 
 # -- parallel loading: each worker reads its own part ---------------------------------------
 def shard(path, target, name=None):
-    """Every worker's description: the file (and target) it reads its part of, and
-    ``name``, the path as the user gave it (the label messages name it so)."""
+    """The Lasso's shard, with ``name``: the path as the user gave it (for messages)."""
     return dict(_lasso_data.shard(path, target), name=name or path)
 
 

@@ -10,12 +10,11 @@ from numba import njit
 
 from ... import api
 from ...errors import DataError
-from ...io import memory, ratings as rating_io
+from ...io import memory, numbers, ratings as rating_io
 from ...io.agree import (columns, dense_ids, distinct, exact_partials, in_place, owners,
                          pair_order, refuse, route, same_pairs, tally)
 from . import kernels as K
 
-_nb = dict(cache=True, nogil=True)
 DUPLICATES = ("error", "last", "mean")
 COLD_START = ("error", "skip", "mean")
 _COLD = ("has no training rating (cold start); pass cold_start='skip' or 'mean' "
@@ -107,8 +106,7 @@ def dedupe(t, policy="error"):
         if not (key[1:] == key[:-1]).any():
             return t
     order = np.lexsort((np.arange(n), t.items, t.users))
-    u, i = t.users[order], t.items[order]
-    dup = (u[1:] == u[:-1]) & (i[1:] == i[:-1])
+    dup = same_pairs(t.users, t.items, order)
     if not dup.any():
         return t
     if policy == "error":
@@ -196,7 +194,7 @@ def split(t, fraction, seed):
     return keep(~test), keep(test)
 
 
-@njit(**_nb)
+@njit(**numbers.NB)
 def _held_out(seed, pos, fraction, out):
     """out[k] = rating at global position pos[k] is held out: a splitmix64 hash of
     (seed, position) below ``fraction`` -- the same whoever reads it."""
@@ -232,11 +230,8 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
             cold_start="error", validation=0.0):
     """Deduplicate, split (``test_fraction`` when no ``test``), remap ids to 0..m-1 and
     0..n-1 from the training ratings, and map the held-out ones onto them.
-
-    ``validation`` > 0: the problem of early stopping's first run: that share of the
-    training ratings (chosen by ``seed`` and position, as the test split, but
-    independently of it) is the held-out set, and the test set, checked as usual, is set
-    aside."""
+    ``validation`` > 0 (early stopping's first run): that share of the training ratings
+    (chosen as the test split, independently) is held out; the test set is set aside."""
     if duplicates not in DUPLICATES:
         raise DataError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
     if cold_start not in COLD_START:
@@ -323,9 +318,8 @@ def _problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed):
         return w / w.sum()
 
     pu, pi = popularity(n_users), popularity(n_items)
-    # the distinct pairs that draws by popularity can be expected to reach (as many
-    # draws as the rejection sampling of old was allowed): a too skewed --alpha is
-    # refused here, never drawn forever
+    # the distinct pairs that draws by popularity can be expected to reach: a too
+    # skewed --alpha is refused here, never drawn forever
     budget = 100 * n_ratings + 10 ** 7
     expect = _expected_pairs(pu, pi, budget)
     if expect < n_ratings:
@@ -364,15 +358,12 @@ def _expected_pairs(pu, pi, draws):
 
 def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
                  alpha=0.7, seed=0, part=0, n_parts=1):
-    """Deterministic low-rank-plus-noise ratings with power-law degrees.
-
-    User and item popularities follow Zipf weights (k+1)^-alpha, shuffled over the ids;
-    each user's number of ratings is drawn by popularity (a multinomial, capped at the
-    items), and its items by item popularity without repeats. r = 3 + u.v / sqrt(rank) +
-    noise * N(0, 1) with u, v standard normal. Returns :class:`Triplets`, of part
-    ``part`` of ``n_parts``: its chunks of users, each drawn from a random stream of its
-    own, so that the problem does not depend on how many parts it is made in (``pos``:
-    each rating's position in the whole problem)."""
+    """Deterministic low-rank-plus-noise ratings with power-law degrees: popularities
+    (k+1)^-alpha shuffled over the ids; each user's number of ratings by popularity (a
+    multinomial, capped at the items), its items by popularity without repeats; r = 3 +
+    u.v / sqrt(rank) + noise * N(0, 1), u, v standard normal. Returns :class:`Triplets`
+    of part ``part`` of ``n_parts``: chunks of users, each from its own random stream (the
+    same problem however many parts; ``pos``: positions in the whole problem)."""
     pu, pi, cdf, deg = _problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed)
     V = np.random.default_rng([seed, 0x6D66, 4]).standard_normal((n_items, rank))
     VT = np.ascontiguousarray(V.T)
@@ -473,12 +464,6 @@ def _check_squares(peers, src):
                "squared ratings overflows", w)
 
 
-def _owner_hash(raw, W):
-    z = raw.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    z ^= z >> np.uint64(31)
-    return (z % np.uint64(W)).astype(np.int64)
-
-
 def _pair_groups(u, u0, nu, i, n, pos):
     """Sort by (user u0..u0+nu-1, item 0..n-1, position), by counting sorts: (order, dup
     mask of the sorted)."""
@@ -493,10 +478,9 @@ def _pair_groups(u, u0, nu, i, n, pos):
 
 def _dedupe(peers, src, policy, groups, pos, r, raw):
     """Duplicates among this worker's entries (all of a pair's are here; ``groups``:
-    (order, dup) of :func:`_pair_groups`): ``error`` raises naming both lines (the
-    earliest second occurrence over all workers), else the kept entries' indices (into
-    the given arrays, sorted by key) and their ratings (None: ``r[keep]``). ``raw(j)``:
-    entry j's raw (user, item)."""
+    :func:`_pair_groups`): ``error`` raises naming both lines (the earliest second
+    occurrence over all workers), else the kept entries' indices and their ratings (None:
+    ``r[keep]``). ``raw(j)``: entry j's raw (user, item)."""
     order, dup = groups
     cand = None
     if dup.any():
@@ -520,7 +504,7 @@ def _where(path, lines, p):  # the rating at position p: its line, when lines ha
     return f"{path}:{lines[p]}" if p in lines else f"{path}: entry {p}"
 
 
-_TILE = 1 << 20  # bytes of Y's rows a pass of _products reads (docs/scaling.md)
+_TILE = 1 << 20  # bytes of Y's rows a pass of _products reads
 
 
 def _products(csr, lo, hi, Y, P, cur=None):
@@ -537,9 +521,9 @@ def _products(csr, lo, hi, Y, P, cur=None):
 
 def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
     """This worker's ratings of the test file ``tsrc``: each to its user's worker (an
-    unseen user's by a hash of its raw id), duplicates and cold starts by the policies,
-    in (user, item) order. Ids: the dense index, m (n) for an unseen one. Returns
-    ((users, items, ratings), the cold starts over all workers)."""
+    unseen user's by a hash of its raw id), duplicates and cold starts by the policies.
+    Ids: the dense index, m (n) for an unseen one. Returns ((users, items, ratings), the
+    cold starts over all workers)."""
     W, me = peers.size, peers.rank
     m, n = user_ids.shape[0], item_ids.shape[0]
     ids = []  # (dense ids, the unseen raw ids): an unseen id is m (n) + its rank among them
@@ -556,8 +540,10 @@ def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
     (tu, new_u), (ti, new_i) = ids
     dest = owners(uo, np.minimum(tu, m - 1))
     cold_u = np.flatnonzero(tu >= m)
-    dest[cold_u] = _owner_hash(tsrc.u[cold_u].astype(np.int64), W)
-    del ids, cold_u
+    z = tsrc.u[cold_u].astype(np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z ^= z >> np.uint64(31)
+    dest[cold_u] = (z % np.uint64(W)).astype(np.int64)
+    del ids, cold_u, z
     tu, ti, tr, tpos = route(peers, dest, [tu, ti, tsrc.r, tsrc.positions()])
     del dest
     u0, u1 = int(uo[me]), int(uo[me + 1])
@@ -592,8 +578,7 @@ def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
 
 def prepare_part(peers, desc):
     """This worker's shard and report from the file descriptions ``desc``: it reads its part
-    and agrees with the others on ids, duplicates, the split, the mean and the start
-    (docs/apps/mf.md; the worker host returns its freed arrays to the system)."""
+    and agrees with the others on ids, duplicates, the split, the mean and the start."""
     W, me = peers.size, peers.rank
     o = desc["options"]
     lay_tr = desc["train"]
