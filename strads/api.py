@@ -1,8 +1,5 @@
-"""What an app is made of: a :class:`Schedule` picks the next block of work, an
-:class:`Update` (one per worker, on its shard) turns it into a partial result, an
-:class:`Aggregate` combines a round's partials and says what the workers must apply;
-``setup(ctx)`` makes them (:class:`Context`), :func:`strads.run` runs them and returns
-a :class:`Result`."""
+"""What an app is made of: a :class:`Schedule`, an :class:`Update` per worker and an
+:class:`Aggregate`, made by ``setup(ctx)``; the contract: docs/extending.md."""
 import math
 import time
 from collections import deque
@@ -21,15 +18,13 @@ class _Piece:
     #: attributes that setup() rebuilds identically (data), left out of checkpoints
     checkpoint_skip = ()
 
-    #: The time (seconds since the epoch) a schedule's or an aggregate's decisions read.
-    #: In a leaderless run the engine replaces it by the ranks' agreed time (the latest
-    #: of their clocks at the last round's results), so that every rank decides alike.
+    #: The time (seconds since the epoch) a schedule's or an aggregate's decisions read
+    #: (in a leaderless run: the ranks' agreed time, so that every rank decides alike).
     clock = staticmethod(time.time)
 
     def state(self):
-        """What a checkpoint keeps: by default every attribute that can change (arrays,
-        numbers, strings, random generators and containers of them), but read-only
-        arrays, the other pieces and the names in ``checkpoint_skip``."""
+        """What a checkpoint keeps: by default every attribute that can change
+        (:func:`strads.checkpoint.picked`)."""
         return _ckpt.picked(self)
 
     def resume_on(self, n_workers, round):
@@ -43,10 +38,7 @@ class _Piece:
 
 @dataclass(frozen=True)
 class Context:
-    """What ``setup(ctx)`` is told of the run: the number of workers, the staleness (a
-    schedule may keep dependent blocks that far apart), the run's seed, and the number
-    of scheduler ranks (``--schedulers``: setup then returns one schedule per scheduler
-    rank, see :meth:`Schedule.combine`)."""
+    """What ``setup(ctx)`` is told of the run (docs/extending.md, "The contract")."""
     n_workers: int
     staleness: int = 0
     seed: int = 0
@@ -54,9 +46,8 @@ class Context:
 
 
 class Schedule(_Piece):
-    """Chooses what the workers do next. Lives on the scheduler rank; reads the
-    aggregate's state, never writes it. ``total_rounds``, if the schedule knows how many
-    rounds it will make, gives the progress line its ETA."""
+    """Chooses what the workers do next, on the scheduler rank; reads the aggregate's
+    state, never writes it. ``total_rounds``, if known, gives the progress line its ETA."""
 
     total_rounds = None
 
@@ -69,9 +60,7 @@ class Schedule(_Piece):
         one message per worker, or None when there is nothing left to do."""
         raise NotImplementedError
 
-    # -- several scheduler ranks (``--schedulers K``): optional. setup() returns K
-    # schedules, each scheduling its part (a range of coordinates); they run on ranks
-    # 0..K-1 at the same time and read no aggregate, only what it tells them.
+    # -- several scheduler ranks (``--schedulers K``): optional (docs/extending.md)
     def feedback(self, news):
         """With several schedulers: what the aggregate told this schedule after a round
         (:meth:`Aggregate.feedback`), in round order, before its next ``schedule``."""
@@ -84,16 +73,11 @@ class Schedule(_Piece):
 
 
 class Update(_Piece):
-    """One worker's share of the data and the kernel that works on it.
-
-    Constructed on the worker from its shard (whatever the app's setup put in it; arrays
-    arrive as buffers; or a description, a file's byte range, that the worker reads
-    itself). ``apply`` receives each aggregated sync in order, ``update`` computes the
-    partial result of one task, ``collect`` returns the worker's part of the final model.
-    ``self.peers`` (set before ``__init__`` runs) are the workers' collectives
-    (:class:`strads.transport.Peers`: ``rank``, ``size``, ``allgather``, ``allreduce``,
-    ``bcast``, ``shift``), which every worker calls in the same order.
-    """
+    """One worker's share of the data and the kernel that works on it, made on the worker
+    from its shard. ``apply`` receives each aggregated sync in order, ``update`` computes
+    the partial result of one task, ``collect`` returns the worker's part of the model.
+    ``self.peers`` (set before ``__init__``): the workers' collectives
+    (:class:`strads.transport.Peers`)."""
 
     peers = _transport.Peers()
 
@@ -126,11 +110,10 @@ class Update(_Piece):
     def reshard(self, olds, first):
         """Resume from a checkpoint written by another number of workers, on an Update
         fresh from its new shard. ``olds``: ``(first row, rows, state)`` of each old
-        worker whose rows overlap this worker's (``first``: its first row, numbering all
-        workers' rows in order; ``state`` as :meth:`state` returned it); for an app
-        without ``rows``, every old worker's, ``first`` None. Every worker calls it at
-        once (the collectives may be used). Default: each array of ``row_state`` is cut
-        from the old workers', then :meth:`resharded`."""
+        worker whose rows overlap this worker's (``first``: its first row over all
+        workers; for an app without ``rows``, every old worker's, ``first`` None). Every
+        worker calls it at once. Default: each array of ``row_state`` cut from the old
+        workers' (:func:`rows_of`), then :meth:`resharded`."""
         if self.row_state is None or self.rows is None:
             raise NotImplementedError
         for name in self.row_state:
@@ -142,9 +125,7 @@ class Update(_Piece):
 
     @classmethod
     def warmup(cls):
-        """Compile every kernel (numba, ``cache=True``). The first worker runs this
-        before the others start, so they load the on-disk cache instead of all
-        compiling at once."""
+        """Compile every kernel (numba, ``cache=True``); the first worker runs it first."""
 
     def apply(self, sync):
         pass
@@ -199,11 +180,9 @@ class Aggregate(_Piece):
         message for all of them, a list of one per scheduler, or None)."""
 
     def converged(self, tol):
-        """Asked after every aggregated round until the run is stopping, whatever
-        ``tol``: ``tol <= 0`` turns a tolerance rule off, not an app's own targets.
-        Default rule: the objective moved by at most ``tol`` (relative) over the last 20
-        rounds -- a window, since one round may touch only parameters that are already
-        optimal. Apps with a duality gap or similar override this."""
+        """Asked after every aggregated round until the run is stopping, whatever ``tol``.
+        Default: the objective moved by at most ``tol`` (relative) over the last 20
+        rounds (a window: one round may touch only parameters already optimal)."""
         if tol <= 0:
             return False
         hist = self.__dict__.setdefault("_objectives", deque(maxlen=21))

@@ -16,6 +16,7 @@ import sys
 from . import params as P
 from .errors import DataError
 from .outputs import jsonable
+from .transport import launched
 # the flags' types, for apps that add flags of their own
 from .params import nonneg_float, nonneg_int, pos_float, pos_int, unit_float  # noqa: F401
 
@@ -33,13 +34,8 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
                               else " (default: %(default)s)")
 
 
-def launched_rank():
-    """This process's rank as the MPI launcher announced it (0 when not launched), read
-    before MPI starts: the command line is parsed first."""
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 0
+def launched_rank():  # (read before MPI starts: the command line is parsed first)
+    return launched("RANK")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -27,16 +27,12 @@ from .io import memory
 
 
 def _launch():
-    """strads.launch, imported when a run needs it: imported with the package, ``python
-    -m strads.launch`` would warn that it is already in sys.modules."""
-    from . import launch
+    from . import launch  # (not at import: ``python -m strads.launch`` would warn)
     return launch
 
 
-#: the objective "diverged" once it is this many times its scale away from its best
-DIVERGE_FACTOR = 1e6
-#: stops a run with checkpoints takes a last one at, so that a resume goes on from there
-#: (a larger --max-rounds or --time-limit, or after a signal)
+DIVERGE_FACTOR = 1e6  # "diverged": this many times its scale away from its best
+#: stops where a run with checkpoints takes a last one, for a resume to go on from
 RESUMABLE = ("interrupted", "max_rounds", "time_limit")
 
 
@@ -212,8 +208,7 @@ class Driver:
                     self.rebalance()
                 draining = False
 
-    def _now(self):
-        """Seconds of the run so far: in a leaderless run, by the agreed clock."""
+    def _now(self):  # (leaderless: by the agreed clock)
         if self.rep:
             return self.agreed_now - self.wall0
         return time.perf_counter() - self.t0
@@ -221,19 +216,14 @@ class Driver:
     def _checkpoint_due(self):
         return self.ckpt_wait is None and self._now() - self.last_ckpt >= self.every
 
-    def _rebalance_due(self):
-        """The first measurement a few rounds in (a slow worker is seen at once), the
-        next ones after as many rounds as the run has had, at most ``rebalance_every``
-        seconds apart (:mod:`strads.rebalance`)."""
+    def _rebalance_due(self):  # (the rule: strads.rebalance.FIRST_REBALANCE)
         since = self.done - self.rebal_round
         return since >= max(_rebal.FIRST_REBALANCE, self.rebal_round) or (
             self.rebal_round and self._now() - self.last_rebal >= self.rebal_every)
 
     def rebalance(self):
-        """At a round boundary: every worker's seconds of work since the last time, and
-        rows moved from the slow to the fast when that pays (:func:`strads.rebalance.plan`;
-        a rule on the agreed measurements, so every rank of a leaderless run makes the
-        same plan)."""
+        """At a round boundary: the workers' seconds of work since the last time, and rows
+        moved from the slow to the fast when that pays (:func:`strads.rebalance.plan`)."""
         if any(self.pending):
             self._step(None, None)
         self.tp.broadcast(W.Timing())
@@ -261,9 +251,8 @@ class Driver:
         self.last_rebal = self._now()
 
     def _flags(self):
-        """Leaderless: this rank's signal and clock now, and the digest of what it
-        scheduled for the round being gathered (shared with its results; the first two
-        agreed as the largest over the ranks)."""
+        """Leaderless, shared with a round's results: this rank's signal, clock and the
+        digest of what it scheduled for that round."""
         return (self.signals.signum, time.time(), self.digests.pop(self.inflight[0][0]))
 
     def _dispatch(self):
@@ -385,11 +374,9 @@ class Driver:
         self.trace.append(row)
 
     def checkpoint(self):
-        """Every rank's state at this round boundary (no round in flight). The pending
-        syncs are applied first: the workers would apply them before the next task. The
-        workers copy their state and write it while the run goes on; the manifest, which
-        makes the checkpoint the one to resume from, follows when every part is on disk
-        (:meth:`_written`), and no checkpoint begins before the last one is complete."""
+        """Every rank's state at this round boundary (no round in flight), the pending
+        syncs applied first. The workers write theirs while the run goes on; the manifest
+        follows when every part is on disk (:meth:`_written`)."""
         tp, tag = self.tp, f"r{self.done:012d}"
         if self.ckpt_wait is not None:  # (at shutdown: the last one replaces it)
             self.superseded.add(self.ckpt_wait["tag"])
@@ -409,8 +396,7 @@ class Driver:
         self.last_ckpt = self._now()
         self.ckpt_round = self.done
 
-    def _loop(self):
-        """The loop's state, as a checkpoint keeps it."""
+    def _loop(self):  # the loop's state, as a checkpoint keeps it
         return {"done": self.done, "elapsed": self._now() if self.done else self.elapsed0,
                 "trace": json.dumps([{k: v.item() if isinstance(v, np.generic) else v
                                       for k, v in row.items()} for row in self.trace]),
@@ -418,8 +404,7 @@ class Driver:
                 "first": self.first, "best": self.best,
                 "last_log": self.last_log}
 
-    def _written(self, written):
-        """Workers' parts now on disk: the manifest once all of them are."""
+    def _written(self, written):  # workers' parts now on disk: the manifest once all are
         wait = self.ckpt_wait
         for w, tag, entry in written:
             if tag in self.superseded:
@@ -580,27 +565,21 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     N ranks (``mpi``: None detects ``mpiexec``, False forces one process). The
     parameters are declared, with their meaning, in :data:`strads.params.ENGINE`.
 
-    ``setup(ctx)`` runs on the scheduler rank (with ``scheduler="replicated"``: on every
+    ``setup(ctx)`` runs on the scheduler rank (``scheduler="replicated"``: on every
     rank), is told the run's :class:`Context` and returns ``(schedule, aggregate,
-    shards)``, one shard per worker, or K schedules with ``schedulers`` K (see
+    shards)``, one shard per worker (K schedules with ``schedulers`` K:
     :meth:`Schedule.combine`); ``update`` is the :class:`Update` subclass the workers
-    make from their shard. A piece without the method the engine calls is refused
-    before any work (TypeError naming every one missing). ``label``: the progress
-    line's name (default: ``app``). ``flags``: the command line's,
-    which a ``resume`` must repeat but for :data:`strads.params.RESUME_MAY_CHANGE`.
-    SIGINT and SIGTERM stop the run at the end of the round (``stop_reason``
-    "interrupted", outputs written; a second one aborts); so does a NaN, infinite or
-    runaway objective ("diverged").
+    make from their shard. ``label``: the progress line's name (default: ``app``).
+    ``flags``: the command line's, which a ``resume`` must repeat but for
+    :data:`strads.params.RESUME_MAY_CHANGE`. A signal or a diverged objective stops the
+    run at the end of the round (docs/failures.md).
 
-    Returns: in one process, the :class:`Result`; under MPI with ``scheduler="rank"``,
-    the Result on rank 0 and None on every other rank (a caller that needs the model
-    everywhere broadcasts it, as the estimators do); with ``"replicated"``, the same
-    Result on every rank (``result.rank`` says which; rank 0 writes ``out``). Under MPI
-    an exception on any rank prints that rank's traceback (a :class:`DataError`: one
-    line) and aborts the whole job. For tests only, ``STRADS_TEST_HOOK`` may replace
-    ``setup`` and ``update`` (:func:`_test_hook`).
+    Returns the :class:`Result`; under MPI, None on every rank but 0 (with
+    ``"replicated"``: on every rank, ``result.rank`` says which; rank 0 writes ``out``).
+    Under MPI an exception on any rank prints its traceback (a :class:`DataError`: one
+    line) and aborts the whole job.
     """
-    # every keyword by its declaration (but out: any path, checked where it is written)
+    # (out: any path, checked where it is written)
     _params.check(_params.ENGINE, {k: v for k, v in locals().items() if k != "out"})
     if max_rounds is None:  # no limit: the schedule, tol or time_limit ends the run
         max_rounds = sys.maxsize

@@ -55,11 +55,8 @@ _event = {}  # a recovery whose record waits for the first round after it (rank 
 
 
 def recover(comm, tp, kw):
-    """A survivor's part in going on in place after a lost rank (ULFM): the transport's
-    communicators revoked, the survivors' one made (:func:`transport.shrink`), the round
-    reached and the checkpoint agreed; the run then resumes on it from the last complete
-    checkpoint (the rows re-read for the new layout), or from the start when there is
-    none. Timed from here to the first round after it. -> (communicator, resume)."""
+    """A survivor's part in going on in place after a lost rank (ULFM, docs/elastic.md):
+    -> (the survivors' communicator, whether to resume from a checkpoint)."""
     from . import transport
 
     t0 = time.perf_counter()
@@ -114,32 +111,6 @@ def heartbeat():
 
 
 # -- launcher side -------------------------------------------------------------------------
-def _parser():
-    p = argparse.ArgumentParser(
-        prog=f"python -m {PROG}",
-        description="Run a strads app under mpiexec and keep it going when ranks are lost: "
-                    "the job restarts from its last complete checkpoint on the ranks that "
-                    "remain. The app needs --out and --checkpoint-every.",
-        epilog="Example: python -m strads.launch -n 4 strads.apps.lasso --data X.svm "
-               "--out run --checkpoint-every 30")
-    p.add_argument("-n", type=int, required=True, metavar="N", help="ranks to start with")
-    p.add_argument("--min-ranks", type=int, default=2, metavar="M",
-                   help="stop instead of restarting below this many ranks")
-    p.add_argument("--max-restarts", type=int, default=3, metavar="R",
-                   help="restarts at most (0: none; the app then needs no --out: the "
-                        "launcher only names a rank that died)")
-    p.add_argument("--hostfile", metavar="F",
-                   help="hosts for mpiexec (lines 'host' or 'host:slots'); a lost rank's "
-                        "host is left out of the restarts")
-    p.add_argument("--mpiexec", default=None, metavar="PATH",
-                   help="the mpiexec to use (default: the one beside this Python, else "
-                        "on PATH)")
-    p.add_argument("app", metavar="APP", help="a module (strads.apps.lasso) or a script path")
-    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
-                   help="the app's own flags (with --out DIR and --checkpoint-every S)")
-    return p
-
-
 def _flag(args, name):
     """The value of ``name`` in an argument list (``--out DIR`` or ``--out=DIR``)."""
     for i, a in enumerate(args):
@@ -338,7 +309,28 @@ def _say(msg):
 
 
 def main(argv=None):
-    p = _parser()
+    p = argparse.ArgumentParser(
+        prog=f"python -m {PROG}",
+        description="Run a strads app under mpiexec and keep it going when ranks are lost: "
+                    "the job restarts from its last complete checkpoint on the ranks that "
+                    "remain. The app needs --out and --checkpoint-every.",
+        epilog="Example: python -m strads.launch -n 4 strads.apps.lasso --data X.svm "
+               "--out run --checkpoint-every 30")
+    p.add_argument("-n", type=int, required=True, metavar="N", help="ranks to start with")
+    p.add_argument("--min-ranks", type=int, default=2, metavar="M",
+                   help="stop instead of restarting below this many ranks")
+    p.add_argument("--max-restarts", type=int, default=3, metavar="R",
+                   help="restarts at most (0: none; the app then needs no --out: the "
+                        "launcher only names a rank that died)")
+    p.add_argument("--hostfile", metavar="F",
+                   help="hosts for mpiexec (lines 'host' or 'host:slots'); a lost rank's "
+                        "host is left out of the restarts")
+    p.add_argument("--mpiexec", default=None, metavar="PATH",
+                   help="the mpiexec to use (default: the one beside this Python, else "
+                        "on PATH)")
+    p.add_argument("app", metavar="APP", help="a module (strads.apps.lasso) or a script path")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="the app's own flags (with --out DIR and --checkpoint-every S)")
     a = p.parse_args(argv)
     args = list(a.args)
     out, every = _flag(args, "--out"), _flag(args, "--checkpoint-every")

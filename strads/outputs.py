@@ -97,12 +97,12 @@ def _replace_files(out, summary, trace, model, staged=None):
     there) the folder may hold some of each."""
     tmp = tempfile.mkdtemp(prefix=".strads-new-", dir=out)
     try:
-        if staged is None:
-            _write_files(tmp, summary, trace, model, out)
         names = ("model.npz",) + (("trace.csv",) if trace is not None else ()) + (
             "summary.json",)
-        for name in names:
-            if staged is not None:
+        if staged is None:
+            _write_files(tmp, summary, trace, model, out)
+        else:
+            for name in names:
                 shutil.move(os.path.join(staged, name), os.path.join(tmp, name))
         fsync_dir(tmp)
         for name in names:
@@ -198,8 +198,7 @@ def check_out(out):
 
 
 def jsonable(d):
-    """``d`` with NumPy scalars as Python ones and non-finite floats as None (JSON has
-    no NaN)."""
+    """``d`` with NumPy scalars as Python ones and non-finite floats as None (no NaN)."""
     out = {}
     for k, v in d.items():
         if isinstance(v, np.generic):
@@ -214,8 +213,7 @@ COMPILING = "compiling kernels (first run only)"
 
 
 class _Compiles:
-    """Counts numba's compilations in this process (a cache hit is none) and says, once
-    per process, that a run is waiting for them (numba's "numba:compile" event)."""
+    """Counts numba's compilations in this process and says, once, that a run waits."""
 
     def __init__(self):
         self.count, self.said, self.app, self.registered = 0, False, None, False
@@ -232,9 +230,8 @@ class _Compiles:
             sys.stderr.flush()
 
     def watch(self, app, quiet, mpi):
-        """Listen from now on (``app``: who says it; quiet: nobody); ``mpi``: the first
-        worker compiles on a rank of its own, which this one cannot hear: say it now
-        if the cache lacks the app's kernels."""
+        """Listen from now on (``app``: who says it); ``mpi``: the first worker compiles
+        on another rank, unheard here: say it now if the cache lacks the app's kernels."""
         from numba.core import event
 
         self.app = None if quiet else app

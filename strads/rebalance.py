@@ -4,23 +4,15 @@ should hold (:func:`plan`), and the moves between neighbours that get them there
 docs/architecture.md ("Load balance")."""
 import numpy as np
 
-#: the first measurement after this many rounds; the next ones after as many rounds as
-#: the run has had (5, 10, 20, ...), at most ``--rebalance-every`` seconds apart
-FIRST_REBALANCE = 5
-#: a row's move, in rounds of its work, until a move has been timed
-MOVE_ROUNDS = 2.0
-#: the measurements a plan fits (older ones describe a load that may have gone)
-KEEP = 4
+FIRST_REBALANCE = 5  # the first measurement's round; then after as many as the run has had
+MOVE_ROUNDS = 2.0  # a row's move, in rounds of its work, until a move has been timed
+KEEP = 4  # the measurements a plan fits (older ones describe a load that may have gone)
 
 
 def fit(seen):
-    """Per-worker speeds ``s`` and the rows' fixed cost ``kappa`` (in rows) of the model
-    ``seconds a round = s[w] * (kappa + rows[w])`` (one shape for every worker, which a
-    slow worker runs slower), fitted to ``seen``, [(rows, seconds a round)] per
-    measurement: a worker's speed is the median of its measurements' (one disturbed
-    measurement, or a stale one taken with other rows, moves nothing; the load's bursts
-    span many rounds, so a longer window gets no more say); kappa = 0 (time in proportion
-    to rows) unless another fits clearly better (it needs rows that changed)."""
+    """Per-worker speeds ``s`` and the rows' fixed cost ``kappa`` of the model ``seconds a
+    round = s[w] * (kappa + rows[w])``, fitted to ``seen``, [(rows, seconds a round)] per
+    measurement (why this fit: docs/architecture.md, "Load balance")."""
     R = np.array([m[0] for m in seen], np.float64)
     T = np.array([m[1] for m in seen], np.float64)
     fits = []
@@ -35,12 +27,10 @@ def fit(seen):
 
 
 def plan(seen, ahead=None, moved=None, balanced=1.1):
-    """New rows per worker from the measurements ``seen`` (:func:`fit`; the last one's
-    rows are those held now), or None when nothing should move: the rounds within
-    ``balanced``, a worker idle, or a move that would not pay over the ``ahead`` rounds
-    to come (None: no limit). A move costs, once one has been timed (``moved``: its
-    (seconds, rows that crossed a cut)), at least what that one did, more in proportion
-    for more rows; before, MOVE_ROUNDS rounds of each moved row's work."""
+    """New rows per worker from the measurements ``seen`` (the last one's rows are those
+    held now), or None when nothing should move: the rounds within ``balanced``, a worker
+    idle, or a move that would not pay over the ``ahead`` rounds to come (None: no
+    limit). ``moved``: the last move's (seconds, rows that crossed a cut)."""
     rows, t = (np.asarray(x, np.float64) for x in seen[-1][:2])
     if len(rows) < 2 or (t <= 0).any() or t.max() <= balanced * t.min():
         return None

@@ -60,8 +60,7 @@ _PLAIN = frozenset(_SCALARS[:-1] + (np.float64, np.int64))
 
 
 def _copy(obj):
-    """What a receiver sees: the structure with its own copies of the arrays (a read-only
-    array is shared: the sender promises it never changes)."""
+    """What a receiver sees (docs/architecture.md, "_copy")."""
     t = type(obj)
     if t in _PLAIN:
         return obj
@@ -87,8 +86,13 @@ def _pickled(obj):
 
 
 def mpi_world_size():
-    """World size announced by the launcher, without initialising MPI (0: not launched)."""
-    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE"):
+    return launched("SIZE")
+
+
+def launched(what):
+    """The MPI launcher's announcement of ``what`` (RANK, SIZE), read without initialising
+    MPI (0: not launched)."""
+    for var in (f"PMI_{what}", f"OMPI_COMM_WORLD_{what}", f"PMIX_{what}"):
         if os.environ.get(var, "").isdigit():
             return int(os.environ[var])
     return 0
@@ -229,9 +233,8 @@ class _ThreadPeers(Peers):
 
 
 class InProcess:
-    """W simulated workers in this process; ``handlers[w](msg)`` returns the reply or None.
-    With ``threads`` each worker has a thread of its own (else they run in turn, without
-    collectives); replies are combined in worker order, bit for bit as under MPI."""
+    """W simulated workers in this process; ``handlers[w](msg)`` returns the reply or None
+    (docs/architecture.md, "InProcess")."""
 
     is_mpi = False
 
@@ -248,7 +251,6 @@ class InProcess:
             self._group = _Group(n_workers)
 
     def peers(self, w):
-        """Worker ``w``'s data plane."""
         return _ThreadPeers(self._group, w, self.n_workers)
 
     def _handle(self, w, msg):
@@ -301,29 +303,60 @@ class InProcess:
         self._pools = None
 
 
-class _OnMPI:
-    """What the two transports under MPI share: the communicator (``comm``, default
-    COMM_WORLD), this rank's traffic, whether it may spin, and the job's end."""
+class Job:
+    """The whole MPI job (``comm``, default COMM_WORLD): a broadcast from rank 0 (for
+    the few collective steps outside the engine's loop: an estimator telling the worker
+    ranks whether another fit follows, giving every rank the model) and the job's end."""
 
-    is_mpi = True
-
-    def __init__(self, comm):
+    def __init__(self, comm=None):
         from mpi4py import MPI
 
         self.MPI = MPI
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+
+    def bcast(self, obj):
+        _polite_barrier(self.comm)
+        return self.comm.bcast(obj, root=0)
+
+    def abort(self, exc, code=1, brief=False):
+        """End every rank of the job now, after printing why on this rank's stderr: its
+        traceback, or (``brief``: bad input) its message alone."""
+        if brief:
+            print(f"error: {exc}", file=sys.stderr)
+        else:
+            tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            print(f"### rank {self.rank} of {self.size} on {socket.gethostname()}\n{tb}",
+                  file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        # Give the launcher a moment to forward what we printed: MPI_Abort kills the job
+        # at once, and output still in the launcher's pipes would be lost.
+        time.sleep(0.3)
+        try:  # what went wrong is said: not MPICH's "Abort(2) on node ..." after it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+        except OSError:
+            pass
+        try:
+            self.comm.Abort(code)
+        finally:  # MPI_Abort may return before the launcher kills us: never unwind
+            os._exit(code)
+
+
+class _OnMPI(Job):
+    """What the two transports under MPI share: this rank's traffic, whether it may
+    spin."""
+
+    is_mpi = True
+
+    def __init__(self, comm):
+        super().__init__(comm)
         self.traffic = new_traffic()
         _polite_barrier(self.comm)
         _unlink_shm()
         self.hosts = self.comm.allgather(socket.gethostname())
         # yielding between tests only helps when no other rank of this host needs the core
         self._spin = self.hosts.count(self.hosts[self.rank]) <= _cores()
-
-    def abort(self, exc, code=1, brief=False):
-        """End every rank of the job now, after printing why on this rank's stderr: its
-        traceback, or (``brief``: bad input) its message alone."""
-        _abort(self.comm, exc, code, brief)
 
 
 class MPITransport(_OnMPI):
@@ -449,9 +482,8 @@ class MPITransport(_OnMPI):
 
 
 class Replicated(_OnMPI):
-    """No scheduler rank: every rank is worker ``rank`` and runs the scheduler's loop too;
-    replies and ``flags()`` are shared by one allgather, so every rank combines the same
-    replies alike (:attr:`agreed`)."""
+    """No scheduler rank: every rank is worker ``rank`` and runs the scheduler's loop too
+    (docs/architecture.md, "Replicated")."""
 
     replicated = True
 
@@ -566,61 +598,18 @@ class _MPIPeers(Peers):
 
 
 def _polite_barrier(comm):
-    """Wait for every rank without spinning: MPICH's blocking collectives poll a core at
-    full speed, so ranks that reach a collective early (rank 0 still busy before a fit
-    every rank calls) would take the cores from the rank they wait for."""
+    """Wait for every rank without spinning (MPICH's blocking collectives poll a core at
+    full speed, taking it from the rank they wait for)."""
     wait(comm.Ibarrier().Test, spin=False)
 
 
 def _unlink_shm():
-    """Unlink the shared-memory files MPICH mapped here (every rank of the host has
-    mapped them once all have passed a barrier): they then go with the last rank, even
-    when a rank is killed and mpiexec kills the rest (no /dev/shm/mpich_shm_* left)."""
+    """Unlink the shared-memory files MPICH mapped here (after a barrier: every rank has
+    mapped them), so that they go with the last rank even when a rank is killed."""
     from .launch import mapped_shm
     from .outputs import unlink
 
     unlink(mapped_shm("/proc/self/maps"))
-
-
-def _abort(comm, exc, code=1, brief=False):
-    rank, size = comm.Get_rank(), comm.Get_size()
-    if brief:
-        print(f"error: {exc}", file=sys.stderr)
-    else:
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        print(f"### rank {rank} of {size} on {socket.gethostname()}\n{tb}", file=sys.stderr)
-    sys.stderr.flush()
-    sys.stdout.flush()
-    # Give the launcher a moment to forward what we printed: MPI_Abort kills the job at
-    # once, and output still in the launcher's pipes would be lost.
-    time.sleep(0.3)
-    try:  # what went wrong is said: not MPICH's "Abort(2) on node ..." after it
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-    except OSError:
-        pass
-    try:
-        comm.Abort(code)
-    finally:  # MPI_Abort may return before the launcher kills us: never unwind
-        os._exit(code)
-
-
-class Job:
-    """The whole MPI job, for the few collective steps outside the engine's loop (an
-    estimator telling the worker ranks whether another fit follows, and giving every
-    rank the fitted model): a broadcast from rank 0, and the job's end on an error."""
-
-    def __init__(self):
-        from mpi4py import MPI
-
-        self.comm = MPI.COMM_WORLD
-        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
-
-    def bcast(self, obj):
-        _polite_barrier(self.comm)
-        return self.comm.bcast(obj, root=0)
-
-    def abort(self, exc):
-        _abort(self.comm, exc)
 
 
 # -- User-Level Failure Mitigation (docs/elastic.md) ---------------------------------------

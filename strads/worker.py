@@ -45,8 +45,8 @@ class WorkerHost:
         self._written = []  # (worker, tag, manifest entry) of parts on disk, not yet told
         self.busy = []  # seconds of update() work a round since the last Timing
 
-    def handle(self, msg):
-        return self.HANDLERS[type(msg)](self, msg)
+    def handle(self, msg):  # a Step to step(), a Collect to collect(), ...
+        return getattr(self, type(msg).__name__.lower())(msg)
 
     def warmup(self, msg):
         self.update_cls.warmup()
@@ -244,13 +244,6 @@ class WorkerHost:
             self._join_writer()
         done, self._written = self._written, []
         return done
-
-
-WorkerHost.HANDLERS = {
-    Warmup: WorkerHost.warmup, Init: WorkerHost.init, Step: WorkerHost.step,
-    Checkpoint: WorkerHost.checkpoint, Restore: WorkerHost.restore,
-    Timing: WorkerHost.timing, Rebalance: WorkerHost.rebalance,
-    Collect: WorkerHost.collect}
 
 
 class SchedulerHost:
