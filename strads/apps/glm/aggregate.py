@@ -1,17 +1,8 @@
 """What the generalised linear models' aggregates share (on the scheduler rank): the
 coefficients, their l1 norm and non-zeros, the objective at each round's version, the
-priorities and their sum tree, the Jacobi rounds' coordinate steps, the kept columns.
-
-Objective P(w) = f(Xw) + lambda ||w||_1 (f: the datafit). The workers return sums over
-their rows, summed here in worker order; a Jacobi round's are, per coordinate, the
-negative gradient q and curvature h of the datafit (summed, not divided by n), and the
-step is the minimiser of that quadratic model plus the penalty.
-
-A datafit's aggregate subclasses :class:`GLMAggregate` and defines what depends on the
-loss: ``full_task``, ``block_task`` (the tasks the shared schedules send), ``_round`` (a
-round's partials -> its sync), ``converged``, ``summary``, ``lambda_for`` (lambda from a
-ratio of lambda_max) and ``complete`` (the rest of its set-up from worker 0's report,
-with parallel loading).
+priorities and their sum tree, the Jacobi rounds' steps; the workers' sums are summed in
+worker order. A datafit's aggregate defines ``full_task``, ``block_task``, ``_round``,
+``converged``, ``summary``, ``lambda_for`` and ``complete`` (with parallel loading).
 """
 from collections import deque
 
@@ -41,8 +32,7 @@ class GLMAggregate(Aggregate):
     @classmethod
     def later(cls, *args, **kw):
         """An aggregate completed in :meth:`begin` from worker 0's report (parallel
-        loading: the scheduler never holds X): ``complete(facts, *args, **kw)``, then the
-        kept columns and the number of features."""
+        loading): ``complete(facts, *args, **kw)``."""
         agg = cls.__new__(cls)
         agg._pending = (args, kw)
         return agg
@@ -85,9 +75,13 @@ class GLMAggregate(Aggregate):
         self.l1_at = deque([self.l1])
         self.nnz = int(np.count_nonzero(w0))
         cols = np.flatnonzero(w0)
-        sync = {"cols": cols, "delta": w0[cols]}
-        if self.mu is not None:
-            sync["shift"] = float(self.mu[cols] @ sync["delta"])
+        return self._sync(cols, w0[cols])
+
+    def _sync(self, cols, delta):
+        """The sync that moves coordinates ``cols`` by ``delta``."""
+        sync = {"cols": cols, "delta": delta}
+        if self.mu is not None:  # (the workers' residual stays centred)
+            sync["shift"] = float(self.mu[cols] @ delta)
         return sync
 
     def aggregate(self, round, task, partials):
@@ -114,11 +108,9 @@ class GLMAggregate(Aggregate):
         self.primal = primal
 
     def _steps(self, task, partials, q, h):
-        """A Jacobi round's coordinate steps (:func:`kernels.coordinate_steps`) on its
-        block (the task's, or the one the workers' filter chose); with priority's groups
-        (the task's, or the workers'), each group's exact step from its Gram matrix (the
-        workers' ``Gg``, summed here, or the task's or worker 0's ``Gs``: from the
-        scheduler's X'X, or summed by the workers' filter; :func:`kernels.group_steps`)."""
+        """A Jacobi round's coordinate steps on its block (the task's, or the workers'
+        filter's); with priority's groups, each group's exact step from its Gram (the
+        task's or worker 0's ``Gs``, or the workers' ``Gg`` summed here)."""
         cols = partials[0].get("cols", task["cols"])
         gptr = partials[0].get("groups", task.get("groups"))
         step = task.get("step", 1.0)
@@ -149,10 +141,7 @@ class GLMAggregate(Aggregate):
             if self.n_parts > 1:
                 self.last = (cols, vals)
         moved = delta != 0.0
-        sync = {"cols": cols[moved], "delta": delta[moved]}
-        if self.mu is not None:  # (the workers' residual stays centred)
-            sync["shift"] = float(self.mu[sync["cols"]] @ sync["delta"])
-        return sync
+        return self._sync(cols[moved], delta[moved])
 
     def feedback(self, round, task, sync):
         return split.news(self, task, self.n_parts)
@@ -164,11 +153,7 @@ class GLMAggregate(Aggregate):
                 t[t.shape[0] // 2:][:self.w.shape[0]])):
             raise ValueError("_tree: not a sum tree over this run's coordinates")
 
-    @property
-    def tree(self):
-        if self._tree is None:
-            self._tree = K.tree_build(self.prio)
-        return self._tree
+    tree = split.View.tree  # (the sum tree over prio, built when a schedule samples)
 
     def trace(self):
         return {"duality_gap": self.gap, "nnz_coef": self.nnz}
@@ -193,9 +178,8 @@ def _sum(partials, key):
 
 
 def _gram_sum(partials, m):
-    """The workers' Gram matrices summed densely in worker order (into the first whole
-    one): whole (``G``), their non-zeros (``Gv`` at flat indices ``Gi``, or CSR rows
-    ``Gp``, ``Gi``) or their factors (``Fp``, ``Fi``, ``Fv``, ``Fn``)."""
+    """The workers' Gram matrices summed densely in worker order: whole (``G``), their
+    non-zeros (``Gv`` at flat ``Gi``, or CSR ``Gp``, ``Gi``) or factors (``F*``)."""
     G = None
     for p in partials:
         if "G" in p and G is None:
@@ -226,9 +210,8 @@ def _centre_groups(gram, mu, gptr, n):
 
 
 def _stack(partials, m, kp, ki, kv):
-    """The workers' CSR (or CSC) parts, keys ``kp`` (pointers), ``ki`` (indices), ``kv``
-    (values), one after the other: (their pointers (W, m + 1) into the concatenated
-    indices and values, those indices, those values)."""
+    """The workers' CSR (or CSC) parts (keys ``kp``, ``ki``, ``kv``) concatenated: (their
+    pointers (W, m + 1) into them, the indices, the values)."""
     ptrs = np.empty((len(partials), m + 1), dtype=np.int64)
     base = 0
     for w, p in enumerate(partials):
@@ -239,8 +222,7 @@ def _stack(partials, m, kp, ki, kv):
 
 
 def _factor(partials, m):
-    """The workers' factors D^1/2 X_B stacked in worker order (rows offset by the rows
-    of the workers before)."""
+    """The workers' factors D^1/2 X_B stacked in worker order."""
     n_rows = np.array([int(p["Fn"]) for p in partials], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(n_rows)[:-1]]).astype(np.int64)
     stacked = K.factor_stack(*_stack(partials, m, "Fp", "Fi", "Fv"), offsets)

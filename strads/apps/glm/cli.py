@@ -9,11 +9,12 @@ from .setup import PARAMS
 
 def build_parser(datafit):
     h = datafit.help
-    p = cli.parser(datafit.module, h["description"], max_rounds=100000, tol=1e-6)
+    p = cli.parser(datafit.module, f"{h['description']} {DATA_HELP}", max_rounds=100000,
+                   tol=1e-6)
     a = p.add_argument_group(datafit.name)
     a.add_argument("--target", metavar="PATH", help=h["target"])
     lam = a.add_mutually_exclusive_group()
-    lam.add_argument("--lambda", dest="lam", type=h["lambda_type"], default=None,
+    lam.add_argument("--lambda", dest="lam", type=cli.pos_float, default=None,
                      help="the penalty lambda")
     texts = dict(lambda_ratio=h["lambda_ratio"], schedule=h["schedule"], full_every=(
         "priority, round-robin, random: coordinate updates between full rounds (duality "
@@ -32,6 +33,13 @@ def build_parser(datafit):
     g.add_argument("--snr", type=cli.pos_float, default=3.0, help=h.get("snr"))
     g.add_argument("--dense", action="store_true", help="dense AR(1) design")
     return p
+
+
+DATA_HELP = ("--data reads LIBSVM/svmlight text, MatrixMarket (.mtx, with --target) or "
+             ".npz (X and y, or a scipy.sparse.save_npz matrix with --target). Each worker "
+             "reads its own part of a LIBSVM or MatrixMarket coordinate file (gzip: each "
+             "worker decompresses the whole file and keeps its part); .npz and dense "
+             "MatrixMarket files are read on rank 0.")
 
 
 def run(datafit, args):

@@ -1,7 +1,5 @@
-"""Priority's kernels (free numba functions, cached on disk): the greedy correlation
-filter that forms a round's groups of dependent coordinates, their Gram matrices on the
-workers and their exact steps on the scheduler (:class:`strads.apps.glm.schedule.Priority`).
-"""
+"""Priority's kernels (numba, cached on disk): the greedy correlation filter that forms a
+round's groups of dependent coordinates, their Gram matrices and exact steps."""
 import numpy as np
 from numba import njit
 
@@ -10,11 +8,7 @@ from .kernels import (_dense, _opts, _u, cd_dense, coordinate_steps, gram_c,
 
 
 # -- dependency filter ------------------------------------------------------------------
-# A candidate whose |correlation| exceeds rho with kept coordinates of ONE group only
-# joins that group (up to GROUP_CAP members): a group is solved exactly, so dependent
-# coordinates move together; groups are mutually |corr| <= rho and step in parallel.
-# One that conflicts with two groups (or a full one) is rejected.
-GROUP_CAP = 16
+GROUP_CAP = 16  # a group's members, at most
 
 
 @njit(**_opts)
@@ -42,35 +36,16 @@ def _admit(first, size, m, n_groups, group, cap):
 @njit(**_opts)
 def block_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap,
                  limit, fixed, out):
-    """A round's block from its candidates (sparse X), in one call: the filter
-    (:func:`_select_sparse`), then :func:`group_order`'s layout into ``out`` (at least
-    2 max_block + 1): the columns at out[:m], the group boundaries after them (none when
-    every group has one member). Returns (m, the boundaries' count, the filter's
-    multiply-adds, the kept columns' non-zeros). The filter stops once its
-    multiply-adds pass ``limit`` times (the kept columns' non-zeros + ``fixed``)."""
+    """A round's block from its candidates (sparse X), greedily in candidate order: one
+    with no |corr| > rho to a kept one starts a group, one whose conflicts are all in
+    one group joins it (at most ``cap``), any other is rejected; it stops once the
+    multiply-adds pass ``limit`` times (the kept columns' non-zeros + ``fixed``). The kept
+    columns are threaded through their rows (``head``, all -1, restored), so a check
+    costs the entries a candidate shares rows with; ``taken`` candidates are skipped.
+    Then :func:`group_order`'s layout into ``out`` (2 max_block + 1 at least). Returns
+    (m, the boundaries' count, the multiply-adds, the kept columns' non-zeros)."""
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
-    m, work, nnz = _select_sparse(indptr, indices, data, norms, cand, rho, max_block,
-                                  taken, head, cap, limit, fixed, chosen, group)
-    return m, _order_into(chosen[:m], group[:m], out), work, nnz
-
-
-@njit(**_opts)
-def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head, cap,
-                   limit, fixed, chosen, group):
-    """Greedy, in candidate order: a candidate with no |corr| > rho to a kept one starts a
-    group; one whose conflicts are all in one group joins it (at most ``cap`` members);
-    else it is rejected; it stops once the multiply-adds pass ``limit`` times (the kept
-    columns' non-zeros + ``fixed``). The kept go to ``chosen``, their groups (numbered in
-    order of creation) to ``group``; returns (how many, the multiply-adds, the kept
-    columns' non-zeros).
-
-    The kept columns are threaded through their rows (``head[i]``: the last entry in row
-    i, -1 if none), so a candidate's inner products with all kept columns cost only the
-    entries it shares rows with. Candidates already ``taken`` are skipped (the caller
-    passes the coordinates of rounds in flight); the entries it sets, and ``head`` (all
-    -1), are restored before it returns.
-    """
     n_cand_nnz = 0
     for c in range(cand.shape[0]):
         n_cand_nnz += indptr[_u(cand[c]) + _u(1)] - indptr[_u(cand[c])]
@@ -131,7 +106,7 @@ def _select_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, he
         taken[chosen[k]] = False
         for q in range(indptr[chosen[k]], indptr[chosen[k] + 1]):
             head[indices[q]] = -1
-    return m, work, nnz
+    return m, _order_into(chosen[:m], group[:m], out), work, nnz
 
 
 @njit(**_dense)
@@ -151,16 +126,12 @@ def block_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, limit, 
 @njit(**_dense)
 def _select_dense(X, norms, cand, rho, max_block, taken, known, conf, cap, work, limit,
                   fixed, chosen, group, merge):
-    """As :func:`_select_sparse`, with the inner products over dense columns; with a
-    cache of its decisions when ``known`` has rows (else (0, 0) arrays: none). Bit k of
-    row j of ``known`` ((p, W) uint64, W = ceil(p / 64)) says the pair (j, k) has been
-    computed, the same bit of ``conf`` that |x_j' x_k| > rho |x_j| |x_k|. Only pairs
-    never seen before cost an inner product over the rows, and each pair is computed
-    once in a run (a pair met the other way round reuses the decision; computed again it
-    would compare rho |x_k| |x_j| instead, which can differ only in the last bit). A
-    candidate's checks stop at its second conflicting group (``merge``: once its groups
-    would hold more than ``cap``). ``work[0]`` counts the
-    multiply-adds (n a pair computed). Returns how many were kept."""
+    """As :func:`block_sparse`'s filter, over dense columns, with a cache of its decisions when
+    ``known`` has rows: bit k of row j of ``known`` ((p, ceil(p / 64)) uint64) says the
+    pair (j, k) was computed, of ``conf`` that |x_j' x_k| > rho |x_j| |x_k| (each pair
+    computed once a run). A candidate's checks stop at its second conflicting group
+    (``merge``: once its groups would hold more than ``cap``). ``work[0]`` counts the
+    multiply-adds. Returns how many were kept."""
     n = X.shape[0]
     cached = known.shape[0] > 0
     size = np.zeros(max_block, dtype=np.int64)
@@ -242,12 +213,9 @@ NO_CACHE = (np.zeros((0, 0), np.uint64), np.zeros((0, 0), np.uint64))
 
 
 def fill_cache(X, norms, rho, known, conf, G=None):
-    """Every pair of :func:`_select_dense`'s cache at once, from X'X: dense X by BLAS,
-    into ``G`` ((p, p), when given: :func:`group_gram_lower` reads its lower triangle),
-    else by blocks of rows of its lower triangle, FILL_BYTES each; sparse X (``X`` a CSC
-    triplet and the rows, (indptr, indices, data, n); ``G`` needed) row by row, its
-    lower triangle only. Each pair's decision comes from one inner product
-    (the same bit both ways round), whatever was cached before."""
+    """Every pair of :func:`_select_dense`'s cache at once, from X'X: dense X by BLAS, into
+    ``G`` when given, else by blocks of FILL_BYTES of its lower triangle's rows; sparse X
+    (``X`` (indptr, indices, data, n); ``G`` needed) its lower triangle row by row."""
     p = norms.shape[0]
     conf[:] = 0
     if isinstance(X, tuple):
@@ -373,17 +341,23 @@ def _order_into(chosen, group, out):
 
 # -- a round's groups: their Gram matrices (workers), their exact steps (scheduler) -------
 @njit(**_opts)
-def group_gram_sparse(indptr, indices, data, cols, gptr, wts):
-    """The Gram matrices X_g' D X_g (D = diag(wts); ``wts`` empty: none) of the groups
-    of more than one member (``cols[gptr[g]:gptr[g + 1]]``) over these rows, each k x k
-    row-major, one after the other. Each entry merges the two columns' sorted rows."""
-    weighted = wts.shape[0] > 0
+def _total(gptr):
+    """The entries of the groups' Gram matrices (groups of more than one member)."""
     total = 0
     for g in range(gptr.shape[0] - 1):
         k = gptr[g + 1] - gptr[g]
         if k > 1:
             total += k * k
-    out = np.empty(total)
+    return total
+
+
+@njit(**_opts)
+def group_gram_sparse(indptr, indices, data, cols, gptr, wts):
+    """The Gram matrices X_g' D X_g (D = diag(wts); ``wts`` empty: none) of the groups
+    of more than one member (``cols[gptr[g]:gptr[g + 1]]``) over these rows, each k x k
+    row-major, one after the other. Each entry merges the two columns' sorted rows."""
+    weighted = wts.shape[0] > 0
+    out = np.empty(_total(gptr))
     off = 0
     for g in range(gptr.shape[0] - 1):
         a0, k = gptr[g], gptr[g + 1] - gptr[g]
@@ -418,12 +392,7 @@ def group_gram_dense(X, cols, gptr, wts):
     """As :func:`group_gram_sparse`, for dense X."""
     weighted = wts.shape[0] > 0
     n = X.shape[0]
-    total = 0
-    for g in range(gptr.shape[0] - 1):
-        k = gptr[g + 1] - gptr[g]
-        if k > 1:
-            total += k * k
-    out = np.empty(total)
+    out = np.empty(_total(gptr))
     off = 0
     for g in range(gptr.shape[0] - 1):
         a0, k = gptr[g], gptr[g + 1] - gptr[g]
@@ -460,15 +429,9 @@ def gram_gather(G, pos):
 
 @njit(**_opts)
 def group_gram_lower(G, pos, gptr, sq_norms):
-    """As :func:`group_gram_sparse`, from the strict lower triangle of a Gram matrix
-    ``G`` already summed (the workers' filter: column ``cols[a]`` is row ``pos[a]`` of
-    G) and the squared norms of ``cols`` for the diagonal."""
-    total = 0
-    for g in range(gptr.shape[0] - 1):
-        k = gptr[g + 1] - gptr[g]
-        if k > 1:
-            total += k * k
-    out = np.empty(total)
+    """As :func:`group_gram_sparse`, from the strict lower triangle of a summed Gram ``G``
+    (column ``cols[a]`` is its row ``pos[a]``) and the squared norms for the diagonal."""
+    out = np.empty(_total(gptr))
     off = 0
     for g in range(gptr.shape[0] - 1):
         a0, k = gptr[g], gptr[g + 1] - gptr[g]
@@ -487,14 +450,11 @@ def group_gram_lower(G, pos, gptr, sq_norms):
 
 @njit(**_opts)
 def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
-    """A round of groups (``gptr``; :func:`group_order`), all from the same point
-    (Jacobi across groups): a group of one takes the coordinate step of
-    :func:`coordinate_steps`, a larger one moves to the exact minimiser of its
-    quadratic model 1/2 d'G_g d - q_g'd + thresh |w_g + d|_1 (G_g from ``gram``, as
-    :func:`group_gram_sparse` lays it out), by :func:`cd_dense` to ``rtol`` of its
-    first move (GROUP_FLOOR of its size at least) in at most ``passes`` (GROUP_RTOL,
-    GROUP_PASSES); both with relaxation
-    ``step``. ``delta`` gets the changes; returns the l1 change."""
+    """A round of groups (``gptr``), all from the same point: a group of one takes
+    :func:`coordinate_steps`' step, a larger one moves to the minimiser of its model
+    1/2 d'G_g d - q_g'd + thresh |w_g + d|_1 (``gram``: :func:`group_gram_sparse`'s
+    layout) by :func:`cd_dense` to ``rtol`` of its first move in at most ``passes``;
+    both with relaxation ``step``. ``delta`` gets the changes; returns the l1 change."""
     d_l1 = 0.0
     off = 0
     k_max = 0

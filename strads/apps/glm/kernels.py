@@ -1,19 +1,9 @@
-"""Kernels the generalised linear models share: free numba functions over plain arrays,
-compiled once and cached on disk.
-
-Worker side: partial inner products x_j' v over the worker's rows, the block's Gram
-matrix X_B' X_B (the dependency filter's, and the Lasso's exact block solve) or its
-factor. Scheduler side: the coordinate steps of a round and every coordinate's priority
-after a full round, a sum tree for priority sampling, and coordinate descent on a
-block's quadratic subproblem from its dense Gram matrix or its factor (priority's
-groups: :mod:`strads.apps.glm.groups`). Sparse matrices are
-CSC triplets (indptr, indices, data) with sorted indices; dense ones Fortran-ordered 2-D
-arrays, so a column is contiguous.
-
-A datafit's steps are those of a quadratic model per coordinate: for the Lasso the
-model is exact (h_j = |x_j|^2, q_j = x_j' r), for the logistic loss it is Newton's
-(h_j the diagonal Hessian, q_j the negative gradient), both summed over the rows (not
-divided by n), with thresh = n lambda.
+"""Kernels the generalised linear models share (numba, cached on disk): partial inner
+products and the block's Gram (or its factor) over a worker's rows; coordinate steps,
+priorities, the priority sum tree and coordinate descent on a block's quadratic model on
+the scheduler. Sparse matrices are CSC triplets (indptr, indices, data) with sorted
+indices, dense ones Fortran-ordered. A coordinate's model: curvature h_j and negative
+gradient q_j summed over the rows (not divided by n), thresh = n lambda.
 """
 import numpy as np
 from numba import njit
@@ -77,11 +67,10 @@ def soft(z, h, thresh):
 
 @njit(**_opts)
 def coordinate_steps(w, cols, q, h, thresh, step, delta):
-    """One step per coordinate of the block, all from the same point (Jacobi):
-    w_j <- w_j + step (S(q_k + h_k w_j, thresh) / h_k - w_j), j = cols[k], taken with
-    relaxation ``step`` in (0, 1] (1: the model's minimiser; less damps the interaction
-    of parallel or stale updates without moving the fixed point). ``delta`` gets the
-    changes; returns the l1 change."""
+    """One step per coordinate, all from the same point (Jacobi): w_j <- w_j + step
+    (S(q_k + h_k w_j, thresh) / h_k - w_j), j = cols[k] (``step`` < 1 damps parallel or
+    stale updates, keeping the fixed point). ``delta`` gets the changes; returns the l1
+    change."""
     d_l1 = 0.0
     for k in range(cols.shape[0]):
         j = cols[k]
@@ -153,10 +142,9 @@ def _descend(tree, x, size):
 
 @njit(**_opts)
 def tree_sample_distinct(tree, u, out, seen):
-    """Distinct draws: ``out[:m]`` are distinct leaves drawn by priority; returns m. A
-    leaf heavy enough to be drawn again (over 1/len(u) of the remaining mass) is taken
-    out of the tree once drawn; a light one drawn twice costs only that draw. ``seen``
-    (all False) is scratch; it and the tree are left as they were found."""
+    """``out[:m]``: distinct leaves drawn by priority; returns m. A heavy leaf (over
+    1/len(u) of the mass) leaves the tree once drawn, a light one drawn twice costs that
+    draw. ``seen`` (all False) is scratch; it and the tree are left as found."""
     size = tree.shape[0] // 2
     depth = 1
     while (1 << (depth - 1)) < size:
@@ -201,10 +189,9 @@ def tree_sample_distinct(tree, u, out, seen):
 
 @njit(**_opts)
 def priority_candidates(tree, u, n_cand, n_prio, p, seen, cand):
-    """A priority round's ``n_cand`` candidates into ``cand``, from the uniforms ``u``
-    (at least n_prio + n_cand of them): first up to ``n_prio`` distinct draws by priority
-    (:func:`tree_sample_distinct`, in the order drawn; none if every priority is 0),
-    then uniform draws over 0..p-1 for the rest. Returns the number of uniforms used."""
+    """``n_cand`` candidates into ``cand`` from the uniforms ``u``: up to ``n_prio``
+    distinct draws by priority, then uniform ones over 0..p-1. Returns the uniforms
+    used."""
     m = 0
     used = 0
     if n_prio > 0 and tree[1] > 0.0:
@@ -251,9 +238,8 @@ def csc_sq_norms(indptr, data):
 
 @njit(**_opts)
 def gram_sparse_rows(indptr, indices, data, cols, n_rows):
-    """The block's entries regrouped by row, for :func:`gram_sparse_add`:
-    ``(row_ptr, owner, val)``, row i's entries at row_ptr[i]:row_ptr[i+1], each with its
-    position in ``cols`` and its value."""
+    """The block's entries by row: ``(row_ptr, owner, val)``, row i's at
+    row_ptr[i]:row_ptr[i+1], each with its position in ``cols`` and its value."""
     m = cols.shape[0]
     row_ptr = np.zeros(n_rows + 1, dtype=np.int64)
     for k in range(m):
@@ -300,12 +286,10 @@ def gram_sparse(indptr, indices, data, cols, n_rows):
 @njit(**_opts)
 def gram_cols(indptr, indices, data, cols, row_ptr, owner, val, wts, start, stop, acc, mark,
               idx, vals, ptr, n_out):
-    """Rows start:stop of the block's Gram matrix X_B' D X_B (D = diag(wts); ``wts``
-    empty: none) as CSR, without the dense matrix: row a sums, over the rows of block
-    column a, the block entries of that row (``row_ptr, owner, val`` from
-    :func:`gram_sparse_rows`; G[a, b] and G[b, a]: the same terms in the same row order).
-    Row a's column indices go to ``idx``, in the order first met, its values to
-    ``vals``, from ``n_out`` on, and its end to ``ptr[a + 1]``; returns the new n_out.
+    """Rows start:stop of the block's Gram X_B' D X_B (D = diag(wts), ``wts`` empty:
+    none) as CSR from :func:`gram_sparse_rows`' layout (G[a, b] and G[b, a]: the same
+    terms in the same order): row a's indices (as first met) into ``idx``, values into
+    ``vals`` from ``n_out`` on, its end into ``ptr[a + 1]``; returns the new n_out.
     ``acc`` (m) is scratch, ``mark`` (m) all -1 on the first call."""
     weighted = wts.shape[0] > 0
     for a in range(start, stop):
@@ -357,9 +341,8 @@ def gram_c(G, q, b):
 
 @njit(**_opts)
 def anderson(hist, n_hist, b):
-    """Keep the iterate ``b`` in ``hist`` ((K + 1, m)) at row ``n_hist``; once K + 1 are
-    kept, their Anderson extrapolation (as skglm; empty if the linear system is
-    degenerate). Returns (the next row, the extrapolation or an empty array)."""
+    """Keep ``b`` in ``hist`` ((K + 1, m)) at row ``n_hist``; once K + 1 are kept, their
+    Anderson extrapolation (as skglm). Returns (the next row, it or an empty array)."""
     hist[n_hist] = b
     n_hist += 1
     if n_hist < hist.shape[0]:
@@ -374,8 +357,7 @@ def anderson(hist, n_hist, b):
 @njit(**_opts)
 def anderson_weights(C):
     """Anderson's weights z (summing to 1) from C = U U' (U: the K differences of K + 1
-    iterates, one a row): the extrapolation is z @ (the last K iterates); empty if the
-    regularised system is degenerate."""
+    iterates), for z @ (the last K); empty if degenerate."""
     K = C.shape[0]
     C = C + (1e-12 * np.trace(C) + 1e-300) * np.eye(K)
     z = np.linalg.solve(C, np.ones(K))
@@ -399,15 +381,11 @@ def cd_move(b, j, g, h, thresh):
 
 @njit(**_opts)
 def cd_dense(G, q, b, c, thresh, tol, n_passes, hist, state, root):
-    """Cyclic coordinate descent on the block subproblem
-        min_b 1/2 b'Gb - c'b + thresh |b|_1,   c = q + G b0 (:func:`gram_c`),
-    given q = c - G b at b = b0 on entry (kept equal to c - G b). Every 6 passes,
-    Anderson extrapolation of the last iterates, kept only if it lowers the objective.
-    Stops after a pass in which no coordinate moved by more than ``tol``: |d_j| G_jj^1/2
-    with ``root`` (in the norm of its column), else |d_j| G_jj (its gradient). Resumable:
-    ``hist`` ((6, m)) and ``state[0]`` (iterates in it) carry over between calls, so
-    solving in pieces does the same arithmetic as in one call. Returns (passes done,
-    converged)."""
+    """Cyclic coordinate descent on min_b 1/2 b'Gb - c'b + thresh |b|_1 (c = q + G b0,
+    :func:`gram_c`; q kept equal to c - G b), Anderson extrapolation every 6 passes
+    (kept if it lowers the objective), until no coordinate moves by more than ``tol``
+    (|d_j| G_jj^1/2 with ``root``, else |d_j| G_jj). Resumable: ``hist`` ((6, m)) and
+    ``state[0]`` carry over between calls. Returns (passes done, converged)."""
     m = b.shape[0]
     n_hist = state[0]
     for it in range(n_passes):
@@ -444,9 +422,8 @@ def gram_cd(G, q, b, thresh, tol, max_passes, root=True):
 # -- a block's Gram in factored form: F = D^1/2 X_B, stacked over the workers --------------
 @njit(**_opts)
 def block_counts(indptr, indices, cols, count):
-    """(non-zeros of X_B, sum over rows of (block entries)^2): the sizes of the block's
-    Gram in factored form D^1/2 X_B and (a bound) as a matrix. ``count`` (n_rows, all
-    zero) is scratch, left all zero."""
+    """(non-zeros of X_B, sum over rows of (block entries)^2): the sizes of the Gram as
+    a factor and (a bound) as a matrix. ``count`` (n_rows, zeros) is scratch."""
     nnz = 0
     for k in range(cols.shape[0]):
         j = _u(cols[k])
@@ -490,10 +467,9 @@ def factor_cols(indptr, indices, data, cols, wts):
 
 @njit(**_opts)
 def factor_stack(ptrs, rows, vals, offsets):
-    """The workers' factors, one below the other: column k of the result holds, in
-    worker order, worker w's column k with its rows shifted by offsets[w]. ``ptrs``
-    (W, m + 1) index the concatenated ``rows`` and ``vals``. Returns (ptr, rows, vals,
-    column squared norms)."""
+    """The workers' factors stacked in worker order (worker w's rows shifted by
+    offsets[w]; ``ptrs`` (W, m + 1) index the concatenated ``rows`` and ``vals``).
+    Returns (ptr, rows, vals, column squared norms)."""
     W, m1 = ptrs.shape
     m = m1 - 1
     out_ptr = np.zeros(m + 1, dtype=np.int64)
@@ -545,14 +521,10 @@ def _quad_factor(ptr, rows, vals, q, b0, b, thresh, u, mu, n):
 @njit(**_opts)
 def cd_factor(ptr, rows, vals, h, q, b, thresh, tol, n_passes, root, b0, u, hist, state,
               mu, n):
-    """:func:`cd_dense` with the Gram in factored form G = F'F - n mu mu' (F CSC
-    (n_rows, m); ``mu`` empty: G = F'F; the centring of a fitted intercept otherwise),
-    ``h`` its diagonal, on min 1/2 d'Gd - q'd + thresh |b0 + d|_1 (q the negative
-    gradient at b0): each coordinate costs two passes over its column of F (against
-    u = F (b - b0), n_rows) instead of a row of G, so a pass costs the non-zeros of F,
-    not m^2. ``q`` is left as it is. Resumable as :func:`cd_dense`: ``b0`` (the start),
-    ``u`` (zeros at the start), ``hist`` ((6, m)) and ``state[0]`` carry over between
-    calls. Returns (passes done, converged)."""
+    """:func:`cd_dense` with G = F'F - n mu mu' (F CSC (n_rows, m); ``mu`` empty: F'F),
+    ``h`` its diagonal, on min 1/2 d'Gd - q'd + thresh |b0 + d|_1 against u = F (b - b0)
+    (a pass costs F's non-zeros, not m^2; ``q`` left as it is). Resumable: ``b0``, ``u``
+    (zeros at the start), ``hist``, ``state``. Returns (passes done, converged)."""
     m = b.shape[0]
     centred = mu.shape[0] > 0
     u2 = np.empty(u.shape[0])
@@ -597,11 +569,10 @@ def cd_factor(ptr, rows, vals, h, q, b, thresh, tol, n_passes, root, b0, u, hist
     return n_passes, False
 
 
-@njit(**_opts)
-def factor_cd(ptr, rows, vals, h, n_rows, q, b, thresh, tol, max_passes, root=True):
-    """:func:`cd_factor` in one call from b0 = ``b`` (no centring); returns the
-    passes."""
+def factor_cd(ptr, rows, vals, h, n_rows, q, b, thresh, tol, max_passes, root=True,
+              mu=np.empty(0)):
+    """:func:`cd_factor` in one call from b0 = ``b``; returns the passes."""
     passes, _ = cd_factor(ptr, rows, vals, h, q, b, thresh, tol, max_passes, root, b.copy(),
                           np.zeros(n_rows), np.empty((6, b.shape[0])),
-                          np.zeros(1, dtype=np.int64), np.empty(0), 0.0)
+                          np.zeros(1, dtype=np.int64), mu, 1.0)
     return passes

@@ -1,27 +1,9 @@
-"""The generalised linear models' schedules. Each round updates a block of coordinates;
-a full round now and then computes every coordinate's gradient, for the duality gap and
-fresh priorities. The tasks' contents are the datafit aggregate's (``full_task``,
-``block_task``).
-
-* ``priority`` (STRADS): candidates sampled by the squared change of their last
-  update, and a uniform floor; the dependency filter puts a candidate whose
-  |correlation| exceeds rho with kept ones of one group into that group, starts a group
-  with one that has none, and rejects the rest: a group is solved exactly from its
-  Gram matrix, the groups step in parallel (:class:`Priority`).
-* ``round-robin``: the next block in order; ``random``: a uniform block (Shotgun).
-* ``working-set``: the support and the worst violators after each full round, solved by
-  the datafit on the scheduler from the block's Gram matrix: exactly in one round
-  (:class:`WorkingSet`), or by prox-Newton steps the aggregate plans
-  (:class:`PlannedWorkingSet`).
-
-The Jacobi schedules (priority, round-robin, random) step every coordinate (priority:
-every group) of a round from the same point: on an objective rise the block halves, at
-one coordinate the step.
-Rounds in flight (staleness > 0) hold disjoint coordinates (a minimiser must be computed
-against the coefficient it replaces), so a staleness above :func:`max_staleness` is
-refused at the first schedule() call. With ``time_limit``, working-set tasks carry a
-wall-clock ``deadline`` that the Gram builds and block solves look at. A schedule reads
-the aggregate and never writes it: the coordinates in flight and the step are its own.
+"""The generalised linear models' schedules (priority with its dependency filter,
+round-robin, random: Jacobi rounds; working-set: blocks the datafit solves on the
+scheduler). A round's tasks are the datafit aggregate's (``full_task``, ``block_task``);
+a schedule reads the aggregate and never writes it. Rounds in flight hold disjoint
+coordinates, so a staleness above :func:`max_staleness` is refused. Notes:
+docs/apps/lasso.md.
 """
 from collections import deque
 
@@ -38,10 +20,7 @@ CALM_ROUNDS = 20  # rounds without an objective rise before the block or step gr
 
 def max_staleness(n_features, block):
     """The largest useful staleness: rounds in flight hold disjoint coordinates, and
-    ceil(n_features / block) blocks of ``block`` coordinates (``--block``, at most
-    n_features) cover every feature; with the full round that is all the rounds that can
-    be in flight and hold work at once. (working-set keeps at most a block round and a
-    full round busy, so it gains nothing above staleness 1; the same bound applies.)"""
+    ceil(n_features / block) blocks cover every feature."""
     block = max(1, min(int(block), int(n_features)))
     return -(-int(n_features) // block)
 
@@ -61,11 +40,9 @@ def working_set(nonzero, score, size):
 
 
 class _Clocked(Schedule):
-    """What every schedule does at its first call: check the staleness, start the clock
-    of ``time_limit``. A checkpoint keeps the time used so far (a resumed run's limit
-    counts it, as the engine's does), not the clock itself or the limit, which setup()
-    gives again and a resumed run may change. Also the coordinates in flight, and the
-    dual the aggregate asks the next task to carry."""
+    """What every schedule does: check the staleness and start the clock of
+    ``time_limit`` at the first call (a checkpoint keeps the time used, not the clock),
+    hold the coordinates in flight, attach the dual the aggregate asks for."""
 
     checkpoint_skip = ("time_limit", "wall_deadline", "_started", "_clock0", "max_block",
                        "min_size")
@@ -87,8 +64,7 @@ class _Clocked(Schedule):
 
     def _begin_round(self, round):
         """Start the clock at the first call; free the coordinates of the rounds the
-        aggregate has taken since the last call (it takes them in order: ``agg.done`` of
-        them so far)."""
+        aggregate has taken (``agg.done``, in order)."""
         if not self._started:
             self._start()
         self._round = round
@@ -129,8 +105,7 @@ class _Clocked(Schedule):
 
     def _attach_dual(self, task):
         """The logistic loss's gap: ask for the dual's entropy sum in ``task`` if a full
-        round is waiting for it (``agg.duals``, numbered), and no later full round has
-        gone out since (the workers keep the margins of their last full round only)."""
+        round waits for it (``agg.duals``) and no later one has gone out."""
         agg = self.agg
         if agg.duals > self._duals_taken:
             self._duals_taken = agg.duals
@@ -154,8 +129,7 @@ class _Jacobi(_Clocked):
     def __init__(self, agg, block, full_every, seed, time_limit=None, staleness=0):
         self._init(agg, block, time_limit, staleness)
         self.step = 1.0  # relaxation of the coordinate steps
-        # never more than the features: the block halves on objective rises, and from a
-        # block far above n_features the halving would not shrink the rounds for long
+        # never more than the features (else halving on rises would not shrink rounds)
         self.block = max(1, min(int(block), self.p))
         self.max_block, self.rises, self.calm = self.block, 0, 0
         self.full_every = int(full_every)
@@ -166,8 +140,7 @@ class _Jacobi(_Clocked):
         agg = self.agg
         self._begin_round(round)
         if agg.objective_rises > self.rises:
-            # The objective went up: the updates of one round, or of the rounds in
-            # flight, interfere too much. Halve the block; at one coordinate, the step.
+            # the updates interfere: halve the block; at one coordinate, the step
             self.rises, self.calm = agg.objective_rises, 0
             if self.block > 1:
                 self.block //= 2
@@ -217,45 +190,18 @@ class Random(_Jacobi):
 
 
 class Priority(_Jacobi):
-    """STRADS' schedule: candidates drawn by priority (distinct, heavier ones likelier),
-    then ``floor`` of them uniformly; the dependency filter takes them greedily, in that
-    order: one with |correlation| <= rho to every one kept before starts a group, one
-    whose larger correlations are all with one group joins it (at most
-    ``kernels.GROUP_CAP``), any other is rejected. The dependency structure decides what
-    is solved together (a group, exactly, from its Gram matrix: near-duplicate columns,
-    which single coordinate steps would zig-zag on, move as one) and what in parallel
-    (the groups, mutually |corr| <= rho); the task names the groups (``groups``:
-    boundaries in ``cols``; none when all have one member).
-
-    Few rounds, each cheap (``benchmarks/bench_lasso.py``): full rounds also come once
-    the priorities are spent (the updates since the last one reach the coordinates it
-    gave a priority to, and the sum tree's mass has fallen to REFRESH of its own), at
-    most ``full_every`` updates apart; the filter sees the priority draws first; dense
-    X: its decisions are cached (two bits a pair, when they fit FILTER_CACHE_BYTES), so
-    a pair's inner product is computed once a run; the draws are one numba call, from
-    uniforms taken in chunks, no more than the filter will read.
-
-    Once the objective has risen (dense X, the scheduler's filter), the groups it
-    stepped side by side interfere: from then on a candidate that conflicts with several
-    groups merges them (up to GROUP_CAP members) instead of being rejected, so more of
-    the dependent coordinates are solved together (``groups.block_dense``).
-
-    Dense X on the scheduler, once the pool's Gram matrix is held (the coordinates the
-    last full round found moving, bought by BLAS: :meth:`_pool_gram`), a round's steps
-    see each other: its block, drawn from the pool as above, is solved exactly as one
-    group and the filter is not needed (:meth:`_choose_exact`). On dense p >> n
-    problems the filter's Jacobi rounds are bounded by the support's conditioning.
-
-    Without the scheduler's copy of X (``X`` None: parallel loading, several
-    schedulers) the workers filter: the task holds the candidates, they sum their Gram
-    matrix and group them in the same greedy order.
-    """
+    """STRADS' schedule: candidates drawn by priority, then ``floor`` of them uniformly;
+    the dependency filter groups them greedily (:mod:`.groups`): a group is solved
+    exactly, the groups step in parallel; the task names the groups (``groups``:
+    boundaries in ``cols``). Full rounds also come once the priorities are spent.
+    Dense X on the scheduler: once the pool's Gram is held, a round's block is solved
+    as one group (:meth:`_choose_exact`). Without the scheduler's X (``X`` None) the
+    workers filter (``select`` in the task). Notes: docs/apps/lasso.md."""
     checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr",
                                                 "_out", "_filled", "_G", "_exact",
                                                 "_last_exact")
-    # the priority draws come first, so without a filter (rho near 1) a round holds the
-    # coordinates that move most, often neighbours: their joint step can overshoot
-    # badly, and every rise halves the step as well as the block
+    # the priority draws (the coordinates that move most, often neighbours) can
+    # overshoot together: every rise halves the step as well as the block
     damp_with_block = True
     merge_on_rise = True
     exact_pool = True
@@ -319,8 +265,7 @@ class Priority(_Jacobi):
         if self.last_full == round:
             return task
         if self.remote:
-            # the workers sum the candidates' Gram matrix and group them, in the same
-            # greedy order (they return the block and its groups)
+            # the workers filter the candidates (they return the block and its groups)
             task["select"] = (self.rho, self._b)
         elif self._exact is not None:
             task["groups"], task["Gs"] = self._exact
@@ -369,16 +314,12 @@ class Priority(_Jacobi):
 
     def candidates(self, b):
         """A round's candidates, in the order the filter reads them."""
-        # a quarter more candidates than the block: each one costs the scheduler random
-        # reads of its column, and with distinct draws few are lost to the filter; and
-        # at most twice what the filter kept last round, plus 64: it stops once its
-        # rejections exceed its keeps by 16, and draws beyond those would go unread
+        # a quarter more than the block, at most twice what the filter kept last round
+        # plus 64 (it stops once its rejections exceed its keeps by 16)
         n_cand = min(5 * b // 4, 2 * self._n_kept + 64)
         n_prio = n_cand - int(round(self.floor * n_cand))  # the rest: uniform
         cand = np.empty(n_cand, dtype=np.int64)
-        # distinct draws: with peaked priorities, draws with replacement repeat the few
-        # top coordinates and the block ends up a fraction of its size; a light leaf
-        # drawn twice costs its draw, and a uniform one takes its place
+        # distinct draws (with peaked priorities, repeats would shrink the block)
         u = self._uniforms(2 * n_cand)
         self._u_pos += K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p,
                                              self.seen, cand)
@@ -390,8 +331,7 @@ class Priority(_Jacobi):
                 self._fill_price():
             self._fill()
         if self.exact_pool and self.dense and not self.remote and self._pool_gram():
-            # (the block halves against steps that interfere; these see each other, but
-            # still not those of the rounds in flight)
+            # (these steps see each other, not those of the rounds in flight)
             return self._choose_exact(b if self.staleness else self.max_block)
         if self.remote:
             self._heard()
@@ -402,8 +342,7 @@ class Priority(_Jacobi):
             _, first = np.unique(cand, return_index=True)
             cand = cand[np.sort(first)]
             return cand[self.agg.norms[cand] > 0]
-        # busy doubles as the filter's "already taken" mask; one kernel call a round
-        # (the filter and the groups' order), its outputs into self._out
+        # (busy doubles as the filter's "already taken" mask)
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
             self._out = np.empty(2 * b + 1, np.int64)
@@ -425,12 +364,9 @@ class Priority(_Jacobi):
         return self._out[:m].copy()
 
     def _pool_gram(self):
-        """Whether the pool's Gram matrix is held (dense X, the scheduler's). At each full
-        round the pool is the coordinates it found moving (a priority, or non-zero); the
-        pairs of its new members are bought by BLAS once their price (as X'X's,
-        :meth:`_fill_price`) is at most what the filter has spent, with PREPAID rounds'
-        allowance. The pool shrinks fast and stays nested after the first full rounds,
-        so the pairs are bought about once (X'X itself, once bought, holds them all)."""
+        """Whether the pool's Gram matrix is held (dense X, the scheduler's). The pool: the
+        coordinates the last full round found moving; its new members' pairs are bought
+        by BLAS once their price (as X'X's) is at most what the filter has spent."""
         agg = self.agg
         if agg.fulls != self._pool_fulls:
             self._pool_fulls = agg.fulls
@@ -462,9 +398,8 @@ class Priority(_Jacobi):
         self._slot, self._held, self._PG = slot, np.concatenate([held, new]), PG
 
     def _choose_exact(self, b):
-        """A round once the pool's Gram is held: its steps see each other. The block
-        (priority draws, then the floor's uniform ones, from the pool) is solved exactly
-        as one group from its Gram matrix, so its dependent coordinates need no filter."""
+        """A round once the pool's Gram is held: its block (drawn from the pool) is solved
+        exactly as one group, with no filter."""
         pool = self._pool
         if pool.shape[0] <= b:
             return self._exact_block(pool[~self.busy[pool]])
@@ -498,17 +433,10 @@ class Priority(_Jacobi):
         return PREPAID * 2 * AFFORD * (self.max_block * self._col_cost + ROUND_COST)
 
     def _afford(self, work, update):
-        """The filter's inner products may cost AFFORD times (a pass over the columns it
-        keeps + a round's fixed cost) (``work``, ``update``, ROUND_COST: multiply-adds;
-        a round's update is two passes and the fixed cost): at more than twice that, the
-        block it may fill halves; at less than half, it grows back by a quarter (the
-        dense cache makes pairs met again free). Within a round the filter stops at
-        twice that too (the first round's pairs are all new: bounded there, not a round
-        late). Its pairwise checks cost O(block^2 n) a round
-        against the updates' O(block n): on dense data with many rows, a block the
-        updates could take would leave the round to the filter. (The workers' filter,
-        without the scheduler's X, sums the candidates' Gram by BLAS over their rows
-        and is not bounded so.)"""
+        """The filter's inner products (``work``) may cost AFFORD times a round's update
+        (``update`` + ROUND_COST, multiply-adds): above twice that the block it may fill
+        halves, below half it grows back by a quarter (its checks cost O(block^2 n)
+        against the updates' O(block n))."""
         cap = self.filter_cap or self.max_block
         update += ROUND_COST
         if work > 2 * AFFORD * update:
@@ -518,21 +446,10 @@ class Priority(_Jacobi):
         self.filter_cap = cap
 
     def _fill_price(self):
-        """Rent or buy: the filter computes its pairs one by one as it meets them (dense
-        X: n multiply-adds each, cached; sparse: the entries two columns share, every
-        round) until what it has spent, with what PREPAID rounds of the whole block may
-        spend (:meth:`_afford`; the first rounds meet only new pairs and spend that),
-        would pay for X'X (this price, in the filter kernel's multiply-adds): dense, n p^2
-        multiply-adds by BLAS at about BLAS_SPEEDUP times the kernel's speed; sparse, the
-        squares of the rows' non-zeros (its lower triangle row by row, scattered); and
-        FILL_ENTRY an
-        entry for its decisions; then :meth:`_fill` buys it, if it fits. Whether a run
-        meets most pairs is unknown beforehand (short solves meet few, a few columns
-        are all met within a few sweeps): with few columns and many rows it buys at
-        once, with many columns only once it has spent about the price (never, if the
-        cache or X'X does not fit FILTER_CACHE_BYTES). Once the cache is full its pairs
-        are free and the block is no longer bounded by their cost; the Lasso's groups
-        take their Gram matrices from X'X (the task's ``Gs``) instead of the workers'."""
+        """Rent or buy: the price of X'X in the filter kernel's multiply-adds (dense: n p^2
+        by BLAS at BLAS_SPEEDUP times its speed; sparse: the rows' non-zeros squared; and
+        FILL_ENTRY an entry for its decisions), which :meth:`_fill` pays once the filter
+        has spent it, pairs met one by one (inf: the cache or X'X does not fit)."""
         p = self.p
         fits = 2 * 8 * -(-p // 64) * p <= FILTER_CACHE_BYTES and (
             self.dense or 8 * p * p <= FILTER_CACHE_BYTES)
@@ -554,10 +471,8 @@ class Priority(_Jacobi):
         self._last_exact = None  # (its Gram from X'X from now on)
 
     def _cache(self):
-        """The filter's cache (dense X; sparse X once :meth:`_fill` buys it), made at
-        the first round (and again after a resume:
-        it holds decisions only, not state; each is the same computed again, but for the
-        last bit of pairs at the threshold when a resume fills it by BLAS)."""
+        """The filter's cache of decisions (dense X; sparse X once :meth:`_fill` buys it),
+        made at the first round (and again after a resume: it is not state)."""
         if self._known is None:
             self._filled, self._G = False, None
             words = -(-self.p // 64)
@@ -569,22 +484,18 @@ class Priority(_Jacobi):
 
 
 def filter_rho(rho, n_samples):
-    """The filter's threshold: ``rho``, or by default the larger of RHO (0.1) and two
-    standard deviations of the sample correlation of independent columns over
-    ``n_samples`` rows (2/sqrt(n)): below that, the filter would reject coordinates for
-    their noise, not their dependence, and with few rows keep small blocks."""
+    """The filter's threshold: ``rho``, or the larger of RHO and 2/sqrt(n), two standard
+    deviations of independent columns' sample correlation (below it: noise)."""
     return float(rho) if rho is not None else max(RHO, 2 / np.sqrt(max(n_samples, 1)))
 
 
 class ShuffledPriority(Priority):
-    """The logistic loss's priority schedule, as it was first written: a binomial share
-    of the candidates drawn by priority, the rest uniform, shuffled together; no early
-    full rounds, no step halved with the block, no filter cache nor X'X (its
-    trajectories are kept as they were)."""
+    """The logistic loss's priority schedule: a binomial share of the candidates drawn by
+    priority, the rest uniform, shuffled; no early full rounds, no step halved with the
+    block, no filter cache nor X'X."""
     damp_with_block = merge_on_rise = exact_pool = False
 
-    def _refresh_due(self):
-        return False
+    _refresh_due = _Jacobi._refresh_due
 
     def _cache(self):
         return False
@@ -603,41 +514,26 @@ class ShuffledPriority(Priority):
         return cand
 
 
-# priority: a full round once the sum tree's mass is below this share of its mass after
-# the last one (and enough updates were made); uniforms drawn at a time; the most memory
-# the dense filter's cache may take (bytes: 2 p^2 / 8, p <= 16,384); the filter's
-# multiply-adds a round, in passes over the kept columns plus a round's fixed cost in
-# multiply-adds (the engine's hand-offs, tens of microseconds: :meth:`Priority._afford`)
-REFRESH = 0.1
+REFRESH = 0.1  # a full round once the sum tree's mass is below this share of its own
 RHO = 0.1
 NO_GROUPS = np.empty(0, np.int64)
-RANDOM_CHUNK = 1 << 14
-FILTER_CACHE_BYTES = 64 << 20
-AFFORD = 8
-ROUND_COST = 50_000
-# the dense filter's X'X (:meth:`Priority._fill_price`, measured in docs/benchmarks.md):
-# BLAS's multiply-adds against the filter kernel's, an entry's decision in the kernel's
-# multiply-adds, and the rounds of the whole block that the filter counts as spent
+RANDOM_CHUNK = 1 << 14  # uniforms drawn at a time
+FILTER_CACHE_BYTES = 64 << 20  # the dense filter's cache and X'X, at most
+AFFORD = 8  # the filter's multiply-adds a round, in rounds' updates (Priority._afford)
+ROUND_COST = 50_000  # a round's fixed cost in multiply-adds (the engine's hand-offs)
+# X'X's price (Priority._fill_price): BLAS's speed against the filter kernel's, an entry's
+# decision in multiply-adds, the rounds of the whole block counted as spent
 BLAS_SPEEDUP = 6
 FILL_ENTRY = 30
 PREPAID = 8
 
 
 class WorkingSet(_Clocked):
-    """Working sets (as skglm and celer), scheduled by priority: after each full round
-    the block is the current support plus the coordinates whose minimiser moves most
-    (for a zero coefficient: its violation of the optimality condition), twice the
-    support in size; the workers also return the block's Gram matrix and the scheduler
-    solves the block exactly, so correlated coordinates in one block are safe. Full
-    rounds and block rounds alternate.
-
-    Memory: a block's dense Gram has at most ``max_block`` coordinates (from the Gram
-    budget, see :func:`strads.apps.glm.setup.gram_block_cap`); for sparse X a larger
-    block goes as its factor X_B (the workers' rows of it), which the budget bounds in
-    non-zeros (``factor_cap``; ``agg.col_nnz``: each column's). A working set beyond
-    both is cut into pieces, in order of priority (the support first), solved exactly
-    one after the other, each against the residual its predecessors left (block
-    coordinate descent: every piece lowers the objective); then the next full round."""
+    """Working sets (as skglm and celer): after each full round the support plus the
+    coordinates whose minimiser moves most, twice the support in size, solved exactly
+    on the scheduler from the block's Gram (its factor X_B for sparse X when that is
+    smaller). A block beyond ``max_block`` (and ``factor_cap`` non-zeros) is cut into
+    pieces by priority, solved one after the other; then the next full round."""
 
     def __init__(self, agg, min_size=256, max_block=None, block=256, time_limit=None,
                  staleness=0, factor_cap=None):
@@ -663,9 +559,9 @@ class WorkingSet(_Clocked):
             size = max(self.min_size, 2 * int(np.count_nonzero(nonzero)))
             pool, score = working_set(nonzero, agg.prio, size)
             cap = self.max_block
-            if cap and pool.shape[0] > cap and not self._factor_fits(pool):
-                # by priority, the support first; ties by index, so the cut is
-                # deterministic; each piece sorted (the workers' Gram cache wants it)
+            if cap and pool.shape[0] > cap and (self.factor_cap is None or  # (factor?)
+                                                self.agg.col_nnz[pool].sum() > self.factor_cap):
+                # by priority, the support first, ties by index; each piece sorted
                 order = pool[np.lexsort((pool, -score))]
                 self.pieces = [np.sort(p) for p in self._cut(order)]
                 self.n_pieces = len(self.pieces)
@@ -678,10 +574,6 @@ class WorkingSet(_Clocked):
             self.pending_full = False
             return agg.full_task()
         return self._wait()
-
-    def _factor_fits(self, cols):
-        return self.factor_cap is not None and \
-            self.agg.col_nnz[cols].sum() <= self.factor_cap
 
     def _cut(self, order):
         """Pieces of ``order``: each the longest run whose dense Gram (``max_block``
@@ -716,11 +608,9 @@ class WorkingSet(_Clocked):
 
 
 class PlannedWorkingSet(_Clocked):
-    """Full round -> working set -> prox-Newton steps on it (Gram round, trial rounds),
-    until its worst violation is a share of the full round's -> full round: the
-    aggregate plans each task (``agg.next``, numbered by ``agg.plans``: the schedule
-    takes each once). Each step depends on the last, so one round is in flight at a
-    time: with a staleness the schedule sends empty rounds while it waits."""
+    """The tasks the aggregate plans (``agg.next``, numbered by ``agg.plans``: each taken
+    once): full round, then prox-Newton steps on a working set. One round is in flight
+    at a time: with a staleness the schedule sends empty rounds while it waits."""
 
     _plans_taken = 0
 

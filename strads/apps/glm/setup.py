@@ -1,11 +1,7 @@
-"""A datafit's set-up, fit and flags: what the Lasso and sparse logistic regression do
-alike, once, parameterised by a :class:`Datafit`.
-
-Samples (rows) are split across workers, balanced by non-zeros; each keeps its rows
-column-major. Rank 0 holds the aggregate (the datafit's) and the schedule (shared, see
-:mod:`.schedule`), or, with ``--data`` and a coordinate file, only what the workers
-report of their parts: every worker reads its own part of the file.
-"""
+"""A datafit's set-up, fit and flags, once for every :class:`Datafit`: samples (rows)
+split across workers, balanced by non-zeros, each worker's column-major; rank 0 holds
+the aggregate and the schedule (with ``--data``, from what the workers report of the
+parts of the file they read)."""
 import math
 
 import numpy as np
@@ -48,32 +44,28 @@ GRAM_BUDGET_MAX = 512  # MiB: the default Gram budget, unless memory is scarcer
 
 
 def default_gram_budget():
-    """The default ``gram_budget`` in MiB: GRAM_BUDGET_MAX (512), or an eighth of the
-    memory this process may use (:func:`strads.io.memory.memory_limits`), if less."""
+    """The default ``gram_budget`` in MiB: GRAM_BUDGET_MAX, or an eighth of the memory
+    this process may use, if less."""
     limits = memory_limits()
     return min([GRAM_BUDGET_MAX] + [b / 8 / MiB for b in limits])
 
 
+def gram_budget(options):
+    """The ``gram_budget`` option (MiB), or :func:`default_gram_budget`."""
+    budget = options["gram_budget"]
+    return budget if budget is not None else default_gram_budget()
+
+
 def gram_block_cap(gram_budget, n_workers):
-    """The most coordinates of one working-set block: its Gram matrix takes 8 m^2 bytes,
-    and one round may need W + 2 of them in one process (the scheduler receives one from
-    each of the W workers and sums them in place; a worker holds its own, the frame it
-    is sent in and, dense, the previous block's, kept for the overlap), so
+    """The most coordinates of one working-set block: its Gram takes 8 m^2 bytes and a
+    round may need W + 2 of them in one process (the scheduler's W received), so
     m = floor(sqrt(gram_budget MiB / (8 (W + 2)))), at least 1."""
     return max(1, int(math.isqrt(int(gram_budget * MiB / (8 * (n_workers + 2))))))
 
 
-def split_rows(X, n_parts):
-    """Boundaries of contiguous row blocks with about equal numbers of non-zeros."""
-    n = X.shape[0]
-    counts = np.bincount(X.indices, minlength=n) if sp.issparse(X) else np.ones(n)
-    return api.split_balanced(counts, n_parts)
-
-
 def row_block(X, start, stop):
-    """A worker's shard of X: rows start:stop, Fortran-order dense or a CSC triplet
-    ``(indptr, indices, data)``, as read-only arrays: the worker never writes them, so
-    the in-process transport may hand them over without a copy."""
+    """A worker's shard of X: rows start:stop, Fortran-order dense or a CSC triplet, as
+    read-only arrays (the in-process transport hands them over without a copy)."""
     if not sp.issparse(X):
         return {"X": _read_only(np.asfortranarray(X[start:stop]))}
     if start == 0 and stop == X.shape[0]:
@@ -90,8 +82,7 @@ def _read_only(a):
 
 
 class _Later(api.Schedule):
-    """A schedule built in ``begin``, once the aggregate knows the problem's size from
-    the workers' reports (parallel loading: the scheduler never reads the file)."""
+    """A schedule built in ``begin``, once the workers' reports give the problem's size."""
 
     def __init__(self, build):
         self.build, self.inner = build, None
@@ -115,10 +106,8 @@ class _Later(api.Schedule):
 
 
 def _part(view, k, p, schedule, block, seed, rho, floor, time_limit, staleness):
-    """Scheduler k's schedule of its range (``--schedulers``; :class:`split.Part` builds
-    it where it runs): the range's share of the block, a seed of its own; priority's
-    dependency filter on the workers. Its full rounds are the part's to decide
-    (full_every: unused)."""
+    """Scheduler k's schedule of its range (``--schedulers``): the range's share of the
+    block, a seed of its own, priority's filter on the workers."""
     b = max(1, round(block * view.w.shape[0] / p))
     seed = np.random.SeedSequence([seed, k])
     if schedule == "priority":
@@ -128,9 +117,8 @@ def _part(view, k, p, schedule, block, seed, rho, floor, time_limit, staleness):
 
 class Datafit:
     """A loss of the family min_w f(Xw) + lambda ||w||_1, as the shared set-up, schedules
-    and command line need it. A subclass names its pieces (NEEDS: one error names every
-    missing one) and may override the hooks; its ``make_setup``, ``make_file_setup``,
-    ``fit``, ``build_parser`` and ``main`` are its app's."""
+    and command line need it: a subclass names its pieces (NEEDS) and may override the
+    hooks."""
 
     NEEDS = ("name", "Aggregate", "Update", "data", "priority",
              "options", "check_lambda", "aggregate", "later", "working_set", "help")
@@ -165,8 +153,7 @@ class Datafit:
         """The datafit's own command-line flags."""
 
     def problem(self, data, options):
-        """``(X, y, attrs)``: data()'s X and y checked (the kernels' layout), and what
-        the aggregate takes of them besides (``attrs``, set on it)."""
+        """``(X, y, attrs)``: data()'s X and y checked, and attributes for the aggregate."""
         X, y = self.data.check(*data())
         return X, y, {}
 
@@ -176,8 +163,7 @@ class Datafit:
 
     # -- set-up --------------------------------------------------------------------------
     def _schedule(self, agg, ctx, X, flags, options):
-        """The schedule of ``agg`` (complete: its size is known); ``X`` only for priority
-        (None: the workers run its filter)."""
+        """The schedule of ``agg``; ``X`` for priority's filter (None: on the workers)."""
         schedule, block, full_every, seed, rho, floor = flags
         time_limit = options.get("time_limit")
         every = full_every or agg.w.shape[0]
@@ -190,7 +176,7 @@ class Datafit:
 
     def _parts(self, agg, ctx, flags, options, sq_norms=None):
         """The K schedules of ``--schedulers K``, one per range of coordinates; None for
-        a datafit that does not split (the engine then refuses in one line)."""
+        a datafit that does not split."""
         schedule, block, full_every, seed, rho, floor = flags
         if not self.splits:
             return None
@@ -205,17 +191,12 @@ class Datafit:
 
     def make_setup(self, data, lam=None, lambda_ratio=0.1, schedule="working-set",
                    block=256, rho=None, floor=0.1, full_every=None, seed=0, **options):
-        """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` and is only
-        called on the scheduler rank. ``options`` (the datafit's): ``gram_budget`` (MiB;
-        None: :func:`default_gram_budget`) caps working-set blocks at
-        :func:`gram_block_cap` coordinates; the Lasso's ``time_limit`` (seconds, the
-        run's): block rounds return what they have once it has run out; the logistic
-        loss's ``tol``, ``name`` (of the data, in messages), ``ws_min`` (the smallest
-        working set), ``reuse_hessian``, ``intercept_column`` (X's last column is an
-        intercept's); ``coef0`` (the coefficients to start from, a
-        warm start; the Lasso's also ``intercept``, and ``path``: lambdas, decreasing,
-        from ``lam``, solved one after the other in this run, each to ``tol`` or
-        ``path_rounds`` rounds, the model's ``path_*``)."""
+        """``setup(ctx)`` for :func:`strads.run`; ``data()`` gives ``(X, y)`` (called on
+        the scheduler rank only). ``options``: the datafit's (``gram_budget`` (MiB) caps
+        working-set blocks; ``coef0``: a warm start; the Lasso's ``time_limit``,
+        ``intercept``, ``path`` (lambdas, decreasing, from ``lam``: the model's
+        ``path_*``), ``path_rounds``; the logistic loss's ``tol``, ``name``, ``ws_min``,
+        ``reuse_hessian``, ``intercept_column``, ``gap_ref``)."""
         self.check_flags(schedule, block, rho, floor, lam, lambda_ratio, full_every, options)
         options = {**self.options, **options}
         flags = (schedule, block, full_every, seed, rho, floor)
@@ -247,7 +228,8 @@ class Datafit:
                 if ctx.n_schedulers > 1 else None
             if sched is None:
                 sched = self._schedule(agg, ctx, X, flags, options)
-            cuts = split_rows(X, ctx.n_workers)
+            cuts = api.split_balanced(np.bincount(X.indices, minlength=n) if sp.issparse(X)
+                                      else np.ones(n), ctx.n_workers)  # (by non-zeros)
             shards = [dict(row_block(X, a, b), y=y[a:b], **start)
                       for a, b in zip(cuts[:-1], cuts[1:])]
             if isinstance(sched, list) and schedule == "priority":  # (the filter's norms)
@@ -261,12 +243,9 @@ class Datafit:
                         schedule="working-set", block=256, rho=None, floor=0.1,
                         full_every=None, seed=0, **options):
         """``setup(ctx)`` for ``--data PATH``: every worker reads its own part of a LIBSVM
-        or MatrixMarket coordinate file (plain or gzip; the datafit's ``data``), and
-        rank 0 completes its aggregate and schedule from worker 0's report (n, the column
-        norms, X'y, ...); priority's filter runs on the workers. ``.npz`` and dense
-        MatrixMarket files are read on rank 0 and split (:meth:`make_setup`). X's empty
-        columns are left out of the solve (their coefficients are 0)."""
-        self.check_flags(schedule, block, rho, floor, lam, lambda_ratio, full_every, options)
+        or MatrixMarket coordinate file, and rank 0 completes its aggregate and schedule
+        from worker 0's report; ``.npz`` and dense MatrixMarket files are read on rank 0
+        (:meth:`make_setup`, which checks the flags)."""
         if "name" in self.options and not options.get("name"):
             options["name"] = path  # (the path as the user gave it, in messages)
         whole = self.make_setup(lambda: self.data.load(path, target), lam, lambda_ratio,
@@ -294,12 +273,9 @@ class Datafit:
     def fit(self, X, y, *, lam=None, lambda_ratio=0.1, schedule="working-set", block=256,
             rho=None, floor=0.1, full_every=None, seed=0, tol=1e-6, max_rounds=100000,
             **kw):
-        """Fit the model; returns :class:`strads.Result` (``model['coef']``, and the
-        datafit's: the logistic loss's ``model['classes']``) on the scheduler rank, None
-        on the workers. ``kw``: the datafit's options (see :meth:`make_setup`), the rest
-        goes to :func:`strads.run` (workers, staleness, time_limit, out, quiet, mpi,
-        ...); ``time_limit`` also to the Lasso's schedule, so that a long block round
-        stops in time."""
+        """Fit the model; returns :class:`strads.Result` (``model['coef']``, ...) on the
+        scheduler rank, None on the workers. ``kw``: the datafit's options (see
+        :meth:`make_setup`; ``time_limit`` also), the rest to :func:`strads.run`."""
         options = {k: kw.pop(k) for k in list(kw) if k in self.options and k != "time_limit"}
         if "time_limit" in self.options:
             options["time_limit"] = kw.get("time_limit")

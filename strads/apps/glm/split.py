@@ -1,16 +1,9 @@
 """A Jacobi schedule over K scheduler ranks (``--schedulers K``), as STRADS' several
-schedulers: scheduler k owns the k-th contiguous range of coordinates and runs the
-chosen schedule (priority, round-robin, random) on it alone, with a block of its share
-of ``--block``; a round updates the union of the K blocks. Each scheduler keeps the
-priorities of its range only, learnt from the aggregate's news after every round
-(:func:`news`); no scheduler holds X: priority's filter runs on the workers, over the
-union of the K schedulers' candidates, interleaved (it keeps the earlier of two that
-conflict).
-
-So the iterates differ from one scheduler's (the optimum does not): priority draws are
-made per range, in proportion to the block shares; full rounds come by one scheduler's
-rules but on the aggregate's counts, which every scheduler reads from the same news, so
-they agree; a round's step is the smallest of the K schedules' steps.
+schedulers: scheduler k runs the chosen schedule on the k-th contiguous range of
+coordinates with its share of ``--block``, learning its priorities from the aggregate's
+news (:func:`news`); a round updates the union of the K blocks (priority's filter on the
+workers, over the candidates interleaved). Full rounds come by the aggregate's counts,
+which every scheduler reads alike; a round's step is the smallest of the K steps.
 """
 import numpy as np
 
@@ -72,8 +65,7 @@ class View:
 
 class Part(Schedule):
     """Scheduler k's schedule, built where it runs (``begin``) by ``make(view, k, p,
-    *args)`` from the squared column norms (given, or worker 0's report with parallel
-    loading)."""
+    *args)`` from the squared column norms (given, or worker 0's report)."""
 
     def __init__(self, k, n_parts, make, args, full_every, sq_norms=None, n=None):
         self.k, self.n_parts, self.make, self.args = k, n_parts, make, args
@@ -127,10 +119,8 @@ class Part(Schedule):
 
 
 def news(agg, task, n_parts):
-    """The aggregate's ``feedback``: the round's count, objective rises and updates
-    for every scheduler, and the priorities of its range: all of them after a full
-    round, else those the round changed (``agg.last``: the coordinates updated and
-    their new priorities)."""
+    """The aggregate's ``feedback``: the round's counts for every scheduler, and the
+    priorities of its range (after a full round all, else ``agg.last``'s)."""
     p = agg.w.shape[0]
     b = ranges(p, n_parts)
     if task.get("full"):

@@ -1,6 +1,5 @@
-"""What the generalised linear models' workers share: their rows of X (column-major: a
-CSC triplet, or a Fortran-ordered dense array) and y, read from a file's part with
-parallel loading, priority's dependency filter when the scheduler holds no X, and the
+"""What the generalised linear models' workers share: their rows of X (a CSC triplet or
+a Fortran-ordered array) and y, priority's filter when the scheduler holds no X, and the
 Gram matrices of priority's groups."""
 import numpy as np
 
@@ -16,7 +15,7 @@ class GLMUpdate(Update):
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y``), or a file's
-        description (``file``), whose part this worker reads (:attr:`data`)."""
+        description (``file``)."""
         self.facts = self.norms = self.sq_norms = None
         if "file" in shard:
             shard = self.data.read_part(self.peers, shard)
@@ -33,14 +32,26 @@ class GLMUpdate(Update):
             self.X = (np.asfortranarray(shard["X"]),)
             self.n_rows, self.n_features = self.X[0].shape
 
+    @property
+    def rows(self):
+        return self.n_rows
+
     def report(self):
         facts, self.facts = self.facts, None  # (asked once: worker 0's p-sized facts go)
         return facts
 
     @classmethod
     def warmup(cls):
-        csc = (np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1))
-        K.gram_sparse(*csc, np.zeros(1, np.int64), 2)
+        cols, r = np.zeros(1, np.int64), np.zeros(2)
+        for idx in (np.int64, np.int32):  # (scipy's usual index dtype last: kept below)
+            csc = (np.array([0, 1], idx), np.zeros(1, idx), np.ones(1))
+            K.grad_sparse(*csc, r, cols, np.empty(1))
+            rows = K.gram_sparse_rows(*csc, cols, 2)
+            K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS)
+            K.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
+            K.factor_cols(*csc, cols, NO_WEIGHTS)
+            K.gram_sparse(*csc, cols, 2)
+        K.grad_dense(np.ones((2, 1), order="F"), r, cols, np.empty(1))
         # (priority: the workers' filter, and the groups' Gram matrices)
         KG.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1, KG.GROUP_CAP)
         KG.group_order(np.zeros(1, np.int64), np.zeros(1, np.int64))
@@ -51,15 +62,10 @@ class GLMUpdate(Update):
             KG.group_gram_dense(np.ones((2, 1), order="F"), np.zeros(1, np.int64), gptr, wts)
 
     def _jacobi_block(self, task, wts=None):
-        """A Jacobi round's block, and what a partial adds for it: the task's block, or,
-        for priority when the scheduler holds no X (parallel loading, several
-        schedulers), the one the workers' filter chooses among the task's candidates
-        (named in the partial, ``cols``, with its ``groups``); for priority's groups
-        their Gram matrices, X_g' D X_g with D = diag(``wts``) (the logistic loss's
-        Hessian weights), over this worker's rows (``Gg``, summed by the aggregate); for
-        X_g' X_g (``wts`` None) chosen by the workers' filter, it has summed them
-        already: worker 0 sends them (``Gs``), the others nothing; none when the task
-        has them (the scheduler's X'X)."""
+        """A Jacobi round's block (the task's, or the one the workers' filter chooses:
+        ``cols`` and ``groups`` in the partial), and for priority's groups their Gram
+        matrices X_g' D X_g (D = diag(``wts``)) over this worker's rows (``Gg``); X_g'
+        X_g from the workers' filter is summed already: worker 0 sends it (``Gs``)."""
         if "select" not in task:
             cols, gptr = task["cols"], task.get("groups")
             gram = {} if gptr is None or "Gs" in task else \
@@ -77,11 +83,9 @@ class GLMUpdate(Update):
         return cols, out
 
     def _select(self, cand, rho, b):
-        """Priority's filter on the workers: the candidates' Gram matrix summed over
-        them (its strict lower triangle: for sparse X only its non-zeros travel; the
-        same floats on every worker), and the groups chosen from it, greedily in draw
-        order, as the scheduler's filter would: (cols, group boundaries or None, the
-        summed Gram, the rows of ``cols`` in it)."""
+        """Priority's filter on the workers: the candidates' Gram summed over them (its
+        strict lower triangle), grouped as the scheduler's filter would: (cols, group
+        boundaries or None, the summed Gram, the rows of ``cols`` in it)."""
         m = cand.shape[0]
         if self.sparse:
             G = K.gram_sparse(*self.X, cand, self.n_rows)

@@ -3,17 +3,18 @@ Notes: docs/apps/lasso.md."""
 import numpy as np
 import scipy.sparse as sp
 
-from ... import cli, params
+from ... import params
 from ...errors import DataError
 from ..glm.schedule import SCHEDULES, Priority, WorkingSet, max_staleness
-from ..glm.setup import GRAM_BUDGET, MiB, Datafit, default_gram_budget, gram_block_cap
+from ..glm.setup import (GRAM_BUDGET, MiB, Datafit, default_gram_budget, gram_block_cap,
+                         gram_budget)
 from . import data
 from .aggregate import LassoAggregate
 from .data import load, make_problem
 from .update import LassoUpdate
 
-__all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "near_duplicates", "LassoUpdate",
-           "LassoAggregate", "SCHEDULES", "make_setup", "make_file_setup",
+__all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "near_duplicates",
+           "LassoUpdate", "LassoAggregate", "SCHEDULES", "make_setup", "make_file_setup",
            "default_gram_budget", "gram_block_cap", "max_staleness"]
 
 
@@ -24,10 +25,9 @@ def lambda_max(X, y):
 
 def near_duplicates(n_samples=1500, n_features=20000, group=4, density=0.01, noise=0.01,
                     n_informative=100, dense=False, seed=0):
-    """A correlated problem: X's columns in groups of ``group`` near-duplicates (a base
-    column plus ``noise`` times N(0, 1) on its non-zeros; dense: everywhere), groups
-    contiguous; y = X w + 0.1 N(0, 1), w with ``n_informative`` N(0, 1) non-zeros.
-    Returns (X, y): CSC (or Fortran-ordered dense) and y. Deterministic in ``seed``."""
+    """A correlated problem: X's columns in contiguous groups of ``group`` near-duplicates
+    (a base column plus ``noise`` N(0, 1) on its non-zeros); y = X w + 0.1 N(0, 1), w
+    with ``n_informative`` N(0, 1) non-zeros. Returns (X, y), X CSC or Fortran-ordered."""
     rng = np.random.default_rng(seed)
     base = n_features // group
     if dense:
@@ -59,8 +59,7 @@ def objective(X, y, coef, lam):
 
 
 class Quadratic(Datafit):
-    """The Lasso's datafit: 1/(2n) ||y - Xb||^2; block rounds solved exactly from the
-    block's Gram matrix (:class:`~strads.apps.glm.schedule.WorkingSet`), Gap Safe
+    """The Lasso's datafit: 1/(2n) ||y - Xb||^2, block rounds solved exactly, Gap Safe
     screening, empty columns left out, ``--schedulers K``."""
     name = "lasso"
     Aggregate, Update = LassoAggregate, LassoUpdate
@@ -71,13 +70,8 @@ class Quadratic(Datafit):
                "path": None, "path_rounds": 100000, "tol": 1e-6}
     help = dict(
         description="Lasso, min 1/(2n)||y - Xb||^2 + lambda||b||_1, by scheduled parallel "
-        "coordinate descent. --data reads LIBSVM/svmlight text, MatrixMarket (.mtx, with "
-        "--target) or .npz (X and y, or a scipy.sparse.save_npz matrix with --target). "
-        "Each worker reads its own part of a LIBSVM or MatrixMarket coordinate file (gzip: "
-        "each worker decompresses the whole file and keeps its part); .npz and dense "
-        "MatrixMarket files are read on rank 0.",
+        "coordinate descent.",
         target="y for a .mtx or sparse .npz --data: .npy or one number per line",
-        lambda_type=cli.pos_float,  # 0: least squares, no duality gap to stop on
         lambda_ratio="lambda as a fraction of lambda_max (when --lambda is not given)",
         schedule="working-set: priority-chosen blocks solved exactly from their Gram "
         "matrix; priority: STRADS priority sampling + dependency filter (--rho); "
@@ -128,8 +122,7 @@ class Quadratic(Datafit):
 
     @staticmethod
     def working_set(agg, block, ctx, options):
-        budget = options["gram_budget"]
-        budget = budget if budget is not None else default_gram_budget()
+        budget = gram_budget(options)
         agg.block_cap = gram_block_cap(budget, ctx.n_workers)
         p = agg.w.shape[0]
         # a dense path with no more columns than rows (scikit-learn's precompute="auto")
@@ -141,9 +134,8 @@ class Quadratic(Datafit):
 
 
 class GramPath(WorkingSet):
-    """A dense path's working sets whose first round is a block of every column: from
-    its Gram the aggregate solves every lambda (:meth:`LassoAggregate._walk_gram`); then
-    full rounds check the last one (and block rounds, should it need them)."""
+    """A dense path's working sets whose first round is a block of every column, from
+    whose Gram the aggregate solves every lambda (:meth:`LassoAggregate._walk_gram`)."""
     sent = False
 
     def schedule(self, round):

@@ -1,5 +1,4 @@
-"""The Lasso's aggregate (its datafit on the scheduler rank): block solves, the duality
-gap and Gap Safe screening; the rest is :class:`strads.apps.glm.aggregate.GLMAggregate`.
+"""The Lasso's aggregate: block solves, the duality gap, Gap Safe screening, the path.
 Notes: docs/apps/lasso.md."""
 import time
 
@@ -82,16 +81,12 @@ class LassoAggregate(GLMAggregate):
         return self._moved(cols, before, delta, self.sq_norms[cols])
 
     def _exact(self, cols, g, partials, deadline=None):
-        """Solve the block's subproblem exactly (to a fraction of the current gap) from
-        its Gram matrix, or from the factor X_B the workers sent instead (sparse X, when
-        it is the smaller: :meth:`LassoUpdate.gram_part`): updates inside the block see
-        each other, so any block is safe."""
+        """Solve the block's subproblem from its Gram matrix, or the factor X_B the workers
+        sent instead: updates inside the block see each other, so any block is safe."""
         old = self.w[cols]
         new = old.copy()
-        # as skglm: solve to a fraction of the block's worst violation at the last full
-        # round, so each block round makes real progress but none is wasted; on a dense
-        # path (warm starts: near the optimum), a block of every coordinate that asked
-        # to move to the path's tol at once (cold fits, sparse X: slower, measured)
+        # as skglm: to a fraction of the block's worst violation at the last full round;
+        # on a dense path (warm starts), a block of every moving coordinate to its tol
         tol = 0.3 * np.sqrt(self.prio[cols].max())
         if self.path is not None and self.col_nnz is None and self._whole(cols):
             tol = min(tol, self._move_tol())
@@ -111,12 +106,9 @@ class LassoAggregate(GLMAggregate):
         return new - old
 
     def _walk_gram(self, q, G, rss):
-        """A dense path's first round (:class:`GramPath`): from the whole problem's Gram
-        (every column: X'r, ||r||^2 and the objective follow from it) the lambdas left
-        are solved here (:func:`~strads.apps.lasso.kernels.gram_path`), each to the path's
-        tol; at the last one, or one not solved in ``path_rounds`` passes (or stalled at
-        the rounding floor), the rounds take over: the next full round checks its gap
-        on the workers' residual, as any other lambda's. Returns the change of w."""
+        """A dense path's first round (:class:`GramPath`): the lambdas left solved here from
+        the whole problem's Gram (:func:`kernels.gram_path`), each to the path's tol; at
+        the last one, or one not solved, the rounds take over. Returns the change of w."""
         if self.mu is not None:
             G -= self.n * np.outer(self.mu, self.mu)
             const = self.sq_norms == 0.0  # (constant columns: their centred 0s, as h's)
@@ -150,10 +142,9 @@ class LassoAggregate(GLMAggregate):
         return np.count_nonzero(moving[cols]) == np.count_nonzero(moving)
 
     def _move_tol(self):
-        """The block moves |x_j| |d_j| under which the gap is about the path's tol: if
-        every coordinate asks for at most delta, the dual point's scale is within eps =
-        |x|_max delta / (n lambda) of 1 and the gap at most about 2 |x|_max delta
-        ||w||_1 / n + eps^2 ||r||^2 / (2n); each term held to half of tol P."""
+        """The block moves |x_j| |d_j| under which the gap is about the path's tol (its
+        bound 2 |x|_max delta ||w||_1 / n + eps^2 ||r||^2 / (2n), eps = |x|_max delta /
+        (n lambda), each term held to half of tol P)."""
         target = 0.5 * self.path_tol * self.primal
         x_max = float(self.norms.max())
         rr = 2 * self.n * (self.primal - self.lam * self.l1)  # ||r||^2
@@ -162,14 +153,10 @@ class LassoAggregate(GLMAggregate):
         return min(a, b)
 
     def _solve(self, G, q, b, tol, max_passes=None, deadline=None, mu=None):
-        """Coordinate descent on the block (:func:`~strads.apps.lasso.kernels.cd_dense_solved`
-        from a dense Gram ``G``, :func:`~strads.apps.lasso.kernels.cd_factor_solved` from
-        a factor ``(ptr, rows, vals, h, n_rows)``) in pieces of about SOLVE_OPS
-        multiply-adds, looking at the clock between them: past ``deadline``
-        (``time.time()``, the task's: the run's time limit) it returns the iterate it has
-        (each pass lowers the objective, so that is still progress). Without a deadline,
-        one piece. Same arithmetic either way. ``mu``: the block's column means, for
-        the factor's centring (a dense ``G`` comes centred)."""
+        """Coordinate descent on the block from a dense Gram ``G`` or a factor ``(ptr, rows,
+        vals, h, n_rows)`` in pieces of about SOLVE_OPS multiply-adds (one without a
+        ``deadline``; the same arithmetic): past the deadline it returns the iterate it
+        has. ``mu``: the block's column means, for the factor's centring."""
         m = b.shape[0]
         mu = NO_MU if mu is None else mu
         max_passes = max_passes or MAX_PASSES
@@ -200,10 +187,9 @@ class LassoAggregate(GLMAggregate):
         return passes
 
     def _full(self, g, rss, ry, version):
-        """Duality gap at this version, gap-safe screening, and every coordinate's
-        priority refreshed. (Screened coordinates' g is 0 here: the problem restricted to
-        the others has the same solution, so its gap is a valid certificate.) On a path:
-        the next lambdas while this one's gap meets the tol (:meth:`walk_path`)."""
+        """Duality gap at this version (screened coordinates' g is 0: the restricted
+        problem's gap is a valid certificate), Gap Safe screening, every priority; on a
+        path, the next lambdas while this one's gap meets the tol."""
         complete = not self.screened.any()  # g is x_j' r for every j
         scale = self._gap(g, rss, ry)
         while self.path is not None and self._next_lambda():
@@ -236,10 +222,9 @@ class LassoAggregate(GLMAggregate):
     path = None  # the lambdas of a regularisation path (walk_path)
 
     def walk_path(self, lams, tol, rounds):
-        """Solve for each of ``lams`` (decreasing, the first is ``lam``) in this one run:
-        at a full round whose gap meets ``tol``, or ``rounds`` rounds after its lambda
-        began, the coefficients are kept and the next lambda starts from them (a warm
-        start; the workers' residual does not depend on lambda)."""
+        """Solve for each of ``lams`` (decreasing, the first is ``lam``) in this run: at a
+        full round whose gap meets ``tol``, or ``rounds`` rounds on, the next lambda
+        starts from this one's coefficients."""
         self.path = np.asarray(lams, dtype=np.float64)
         self.path_tol, self.path_cap = float(tol), int(rounds)
         self.path_k = self.path_begun = 0  # the lambda solved now, the round it began

@@ -1,6 +1,5 @@
-"""The Lasso's kernels (its datafit's; the shared ones, and the layouts:
-:mod:`strads.apps.glm.kernels`): residual updates, the cost of the block's Gram in
-pieces, the Gap Safe screening rule after a full round, and the block solves' stop."""
+"""The Lasso's kernels (the shared ones: :mod:`strads.apps.glm.kernels`): residual
+updates, the Gram's cost in pieces, Gap Safe screening, block solves, the dense path."""
 import numpy as np
 from numba import njit
 
@@ -56,9 +55,8 @@ def gap_safe(w, g, norms, scale, radius, screened, prio):
 # -- a block's Gram matrix in pieces, its non-zeros only (glm.kernels.gram_cols) ----------
 @njit(**_opts)
 def gram_sparse_col_costs(indptr, indices, cols, row_len):
-    """For each block column, the entries :func:`strads.apps.glm.kernels.gram_cols` visits
-    for it: the sum
-    of ``row_len`` (block entries of each row) over its rows."""
+    """For each block column, the entries :func:`glm.kernels.gram_cols` visits for it
+    (``row_len``, the block entries of each row, summed over its rows)."""
     out = np.empty(cols.shape[0])
     for a in range(cols.shape[0]):
         s = 0.0
@@ -68,11 +66,8 @@ def gram_sparse_col_costs(indptr, indices, cols, row_len):
     return out
 
 
-# -- a block solve's stop ------------------------------------------------------------------
-# The shared solvers stop after a pass in which no coordinate moved by more than tol; when
-# the block's columns correlate each move shifts the others' gradients, so the point a pass
-# ends at may still ask for far larger moves. The Lasso's block solve goes on until the
-# moves its end point asks for, |x_j| |d_j| (a full round's priority's root), are within tol.
+# -- a block solve's stop: the moves its end point asks for, |x_j| |d_j|, within tol (a
+# pass's own moves may be small while correlated columns' gradients still ask for more) --
 @njit(**_opts)
 def _worst_move(b, g, h, thresh):
     worst = 0.0
@@ -85,8 +80,7 @@ def _worst_move(b, g, h, thresh):
 
 @njit(**_opts)
 def cd_dense_solved(G, q, b, c, thresh, tol, n_passes, hist, state):
-    """:func:`strads.apps.glm.kernels.cd_dense` (``root``) to the stop above (it keeps q
-    the negative gradient); the same arguments and returns."""
+    """:func:`glm.kernels.cd_dense` (``root``) to the stop above."""
     done = 0
     h = np.diag(G).copy()
     while done < n_passes:
@@ -100,9 +94,8 @@ def cd_dense_solved(G, q, b, c, thresh, tol, n_passes, hist, state):
 @njit(**_opts)
 def cd_factor_solved(ptr, rows, vals, h, q, b, thresh, tol, n_passes, b0, u, hist, state,
                      mu, n):
-    """:func:`strads.apps.glm.kernels.cd_factor` (``root``) to the stop above: the
-    negative gradient q - (F'F - n mu mu')(b - b0) from ``u`` = F (b - b0) costs half a
-    pass, paid only after a pass the shared rule calls converged."""
+    """:func:`glm.kernels.cd_factor` (``root``) to the stop above (the gradient from
+    ``u`` = F (b - b0), after a pass the shared rule calls converged)."""
     done = 0
     g = np.empty(b.shape[0])
     while done < n_passes:
@@ -127,9 +120,8 @@ def cd_factor_solved(ptr, rows, vals, h, q, b, thresh, tol, n_passes, b0, u, his
 # -- a dense path from the whole problem's Gram ---------------------------------------------
 @njit(**_opts)
 def gram_gap(q, b, rss, lam, n):
-    """(duality gap, objective) at b from q = X'r and rss = ||r||^2 there, as
-    :meth:`~strads.apps.lasso.aggregate.LassoAggregate._gap` (dual point r / scale; r'y
-    = rss + b'q)."""
+    """(duality gap, objective) at b from q = X'r and rss = ||r||^2, as
+    :meth:`LassoAggregate._gap` (r'y = rss + b'q)."""
     l1, g_max, bq = 0.0, 0.0, 0.0
     for j in range(b.shape[0]):
         l1 += abs(b[j])
@@ -160,10 +152,9 @@ def _gram_pass(G, q, b, thresh):
     return changed
 
 
-# The face's Cholesky factor L (L L' = G_AA) is kept along the path, its rows in
-# the order the coordinates joined (``order[:a]``, ``inf[j]``: j is in it): a coordinate
-# that joins adds a row (O(a^2)), one that leaves is taken out by a rank-one update of the
-# rows below it; few change from one step (or lambda) to the next.
+# The face's Cholesky factor L (L L' = G_AA) is kept along the path, its rows in the
+# order the coordinates joined (``order[:a]``; ``inf[j]``: j is in it), updated as they
+# join (a row) or leave (a rank-one update of the rows below).
 @njit(**_opts)
 def _chol_drop(L, order, inf, a, i, x):
     """Take row/column i out of the factor of a coordinates; returns a - 1."""
@@ -205,11 +196,10 @@ def _chol_add(G, L, order, inf, a, j):
 
 @njit(**_opts)
 def _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, state, x):
-    """The support's Newton step: b_A moved towards the minimiser of the quadratic on the
-    face of b's signs (G_AA x = c_A - thresh s_A, from the kept factor), stopping where
-    a coordinate reaches 0 (which leaves the support); kept only if it lowers the
-    objective (q and b restored otherwise). ``b0``, ``q0``: b and q on entry (the
-    caller's copies); ``state[0]``: the factor's rows. Returns whether it was kept."""
+    """The support's Newton step: b_A towards the minimiser on the face of b's signs
+    (G_AA x = c_A - thresh s_A), stopping where a coordinate reaches 0; kept only if it
+    lowers the objective (else b, q restored from ``b0``, ``q0``). ``state[0]``: the
+    factor's rows. Returns whether it was kept."""
     a, i = state[0], 0
     while i < a:  # the factor follows the support
         if b[order[i]] == 0.0:
@@ -270,16 +260,14 @@ def _rss_at(b, q, b0, q0, rss):
 @njit(**_opts)
 def gram_path(G, c, q, b, rss, lams, n, tol, max_passes, W, gaps, passes, solved, b0, q0,
               L, order, inf, x):
-    """The Lasso at each of ``lams`` (decreasing) in turn from the whole problem's Gram
-    ``G`` (c = X'y; q = c - G b = X'r and ``rss`` = ||r||^2 at b on entry), each from
-    the last one's solution: cyclic coordinate descent passes, and after a pass that
-    left the support and its signs as they were a Newton step on that face
-    (:func:`_face_step`), until the duality gap is within ``tol`` times the objective;
-    each lambda's b, gap, passes and whether it met tol into ``W[:, k]``, ``gaps``,
-    ``passes``, ``solved``. It stops at a lambda that does not in ``max_passes`` passes
-    or stalls (STALL_PASSES), b left there; returns the lambdas solved. ||r||^2 follows
-    exactly from q: rss(b) = rss(b0) - (b - b0)'(q(b0) + q(b)). ``b0``, ``q0``, ``x``
-    (m), ``L`` (m, m), ``order`` (m), ``inf`` (m, False): scratch."""
+    """The Lasso at each of ``lams`` (decreasing) from the whole problem's Gram ``G``
+    (c = X'y; q = X'r and ``rss`` = ||r||^2 at b on entry), each from the last one's
+    solution: CD passes, and a Newton step on the face after a pass that left the
+    signs as they were, until the gap is within ``tol`` times the objective; each
+    lambda's b, gap, passes, success into ``W[:, k]``, ``gaps``, ``passes``,
+    ``solved``. Stops at a lambda not solved in ``max_passes`` passes or stalled;
+    returns the lambdas solved. ``b0``, ``q0``, ``x``, ``L``, ``order``, ``inf``
+    (False): scratch."""
     state = np.zeros(1, np.int64)
     for k in range(lams.shape[0]):
         lam = lams[k]

@@ -16,22 +16,17 @@ class LassoUpdate(GLMUpdate):
 
     def __init__(self, shard):
         super().__init__(shard)
-        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
         self.r = self.y.copy()
-        self.rss = float(self.r @ self.r)
+        self.resharded()
         if "start" in shard:  # a warm start
             self.apply(shard["start"])
 
     # -- rebalancing: rows (samples) handed to a neighbour (strads.Update.give/take) --
-    @property
-    def rows(self):
-        return self.n_rows
-
     row_state = ("r",)  # a resume on another number of workers carries the residual
 
     def resharded(self):
         self.rss = float(self.r @ self.r)
-        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
+        self.gram_cache = NO_CACHE
 
     def _rows(self):
         """This worker's rows of X, as a matrix that slices by row."""
@@ -49,8 +44,7 @@ class LassoUpdate(GLMUpdate):
         else:
             self.X = (np.asfortranarray(X),)
         self.n_rows, self.y, self.r = X.shape[0], y, r
-        self.rss = float(r @ r)
-        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
+        self.resharded()
 
     def give(self, end, count):
         X, n = self._rows(), self.n_rows
@@ -72,10 +66,7 @@ class LassoUpdate(GLMUpdate):
     def warmup(cls):
         super().warmup()
         r, cols, d = np.zeros(2), np.zeros(1, np.int64), np.zeros(1)
-        # scipy's usual index dtype; others (int64 beyond 2^31 non-zeros) compile on use
         csc = (np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1))
-        for fn, X in ((GK.grad_sparse, csc), (GK.grad_dense, (np.ones((2, 1), order="F"),))):
-            fn(*X, r, cols, d)
         K.step_sparse(*csc, r, cols, d)
         rows = GK.gram_sparse_rows(*csc, cols, 2)
         GK.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS)
@@ -110,23 +101,19 @@ class LassoUpdate(GLMUpdate):
             return {"g": g, "rss": self.rss, **out}
         # working-set: the block's Gram over this worker's rows too, for an exact solve
         if not task.get("cache", True):
-            self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))
+            self.gram_cache = NO_CACHE
         part = self.gram_part(cols, task.get("deadline"), task.get("dense_cap"))
         if part is None:  # the deadline passed while it was built: the round is void
             return {"g": g, "rss": self.rss, "late": True}
         return {"g": g, "rss": self.rss, **part}
 
     def gram_part(self, cols, deadline=None, dense_cap=None):
-        """The block's Gram matrix over this worker's rows, as a block round returns it:
-        ``{"G": G}``, or, when its non-zeros take under half the bytes (sparse X: few
-        rows are shared by two columns of a block), only those, ``{"Gi": flat indices,
-        "Gv": values}``; the scheduler adds either form into one matrix, bit for bit.
-        Sparse X, when the factor X_B (summed over the workers) has under a FACTOR_SHARE
-        of the Gram's non-zeros or entries, or the block has more than ``dense_cap``
-        columns: X_B itself, ``{"Fp", "Fi", "Fv", "Fn"}`` (CSC, its rows), which the
-        scheduler stacks (the workers agree on the form through a collective).
-        None if the clock passed ``deadline`` (``time.time()``) first: it is built in
-        pieces of about PIECE_OPS multiply-adds, with a look at the clock between them."""
+        """The block's Gram over this worker's rows: ``{"G": G}``, or its non-zeros when
+        they take under half the bytes, ``{"Gi": flat indices, "Gv": values}``; sparse X,
+        when the factor X_B (over every worker) has under FACTOR_SHARE of the Gram's
+        non-zeros or entries, or the block over ``dense_cap`` columns: X_B's CSC rows
+        ``{"Fp", "Fi", "Fv", "Fn"}``. None if the clock passed ``deadline`` first (it is
+        built in pieces of about PIECE_OPS multiply-adds)."""
         m = cols.shape[0]
         late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
         if self.sparse:
@@ -152,11 +139,8 @@ class LassoUpdate(GLMUpdate):
         return {"G": G}
 
     def gram(self, cols, deadline=None):
-        """X_B' X_B over this worker's rows as a dense matrix (or None, as
-        :meth:`gram_part`). Sparse: row by row, from scratch. Dense: reusing the previous
-        block's entries, since successive working sets mostly overlap and each new
-        column costs a pass over the rows for every block column; the columns are
-        gathered a few at a time, never the whole block at once if it is large."""
+        """X_B' X_B over this worker's rows, dense (or None, as :meth:`gram_part`); dense
+        X reuses the previous block's entries (successive working sets overlap)."""
         late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
         if self.sparse:
             rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
@@ -168,40 +152,29 @@ class LassoUpdate(GLMUpdate):
         n_max = int(k @ k)
         idx, vals, ptr = np.empty(n_max, np.int64), np.empty(n_max), np.zeros(m + 1, np.int64)
         acc, mark = np.empty(m), np.full(m, -1, np.int64)
-        cost = K.gram_sparse_col_costs(self.X[0], self.X[1], cols, k)
-        cum = np.concatenate([[0.0], np.cumsum(cost + 1.0)])  # work before each column
-        n_out, start = 0, 0
-        while start < m:
-            stop = int(np.searchsorted(cum, cum[start] + PIECE_OPS, side="right")) - 1
-            stop = min(max(stop, start + 1), m)
-            n_out = GK.gram_cols(*self.X, cols, *rows, NO_WEIGHTS, start, stop, acc, mark,
-                                 idx, vals, ptr, n_out)
-            start = stop
-            if start < m and late():
-                return None
+
+        def piece(start, stop):  # (columns; row a's entries end at ptr[a + 1])
+            GK.gram_cols(*self.X, cols, *rows, NO_WEIGHTS, start, stop, acc, mark, idx, vals,
+                         ptr, ptr[start])
+        if not _in_pieces(K.gram_sparse_col_costs(self.X[0], self.X[1], cols, k), piece,
+                          late):
+            return None
+        n_out = ptr[m]
         # flat indices a m + b of the entries, row a's at ptr[a]:ptr[a + 1]
         flat = np.repeat(np.arange(m, dtype=np.int64) * m, np.diff(ptr)) + idx[:n_out]
         return {"Gi": flat, "Gv": vals[:n_out]}
 
     def _gram_sparse_dense(self, cols, rows, k, late):
-        m = cols.shape[0]
-        cum = np.concatenate([[0.0], np.cumsum(k * k + 1.0)])  # work before each row
-        G = np.zeros((m, m))
-        start = 0
-        while start < self.n_rows:
-            stop = int(np.searchsorted(cum, cum[start] + PIECE_OPS, side="right")) - 1
-            stop = min(max(stop, start + 1), self.n_rows)
-            GK.gram_sparse_add(*rows, G, start, stop, NO_WEIGHTS)
-            start = stop
-            if start < self.n_rows and late():
-                return None
-        return G
+        G = np.zeros((cols.shape[0],) * 2)
+        ok = _in_pieces(k * k, lambda a, b: GK.gram_sparse_add(*rows, G, a, b, NO_WEIGHTS),
+                        late)  # (rows)
+        return G if ok else None
 
     def _gram_dense(self, cols, late, one_piece=False):
         m = cols.shape[0]
         X = self.X[0]
         old_cols, old = self.gram_cache
-        self.gram_cache = (np.empty(0, np.int64), np.empty((0, 0)))  # freed once copied
+        self.gram_cache = NO_CACHE  # freed once copied
         pos = np.searchsorted(old_cols, cols)
         pos[pos == old_cols.shape[0]] = 0
         hit = old_cols[pos] == cols if old_cols.shape[0] else np.zeros(m, bool)
@@ -210,9 +183,8 @@ class LassoUpdate(GLMUpdate):
         del old
         new = np.flatnonzero(~hit)
         n = max(self.n_rows, 1)
-        # the block's columns are gathered at once if they fit in GATHER_BYTES, else
-        # `width` at a time; a piece of new columns is about PIECE_OPS multiply-adds
-        # against the whole block (at least 16 columns, for BLAS to run at speed)
+        # the columns gathered `width` at a time (GATHER_BYTES); a piece of new columns
+        # is about PIECE_OPS multiply-adds (at least 16 columns, for BLAS)
         width = int(max(1, min(m, GATHER_BYTES // (8 * n))))
         piece = int(max(1, min(max(16, PIECE_OPS // (n * max(m, 1))), width)))
         Xb = X[:, cols] if width == m else None
@@ -234,6 +206,22 @@ class LassoUpdate(GLMUpdate):
         return G
 
 
+def _in_pieces(work, run, late):
+    """``run(start, stop)`` over pieces of about PIECE_OPS of ``work`` (each item's, + 1),
+    looking at the clock between them; False if it passed the deadline first."""
+    cum = np.concatenate([[0.0], np.cumsum(work + 1.0)])  # work before each item
+    n, start = work.shape[0], 0
+    while start < n:
+        stop = int(np.searchsorted(cum, cum[start] + PIECE_OPS, side="right")) - 1
+        stop = min(max(stop, start + 1), n)
+        run(start, stop)
+        start = stop
+        if start < n and late():
+            return False
+    return True
+
+
+NO_CACHE = (np.empty(0, np.int64), np.empty((0, 0)))  # (no previous block's Gram)
 # a piece of a worker's Gram matrix between two looks at the clock (multiply-adds), and
 # the most memory its gathered dense columns may take
 PIECE_OPS = 50_000_000

@@ -1,29 +1,15 @@
-"""Sparse logistic regression by scheduled coordinate descent (STRADS, Kim et al. 2016).
-
-Minimises (1/n) sum_i log(1 + exp(-y_i x_i'w)) + lambda ||w||_1 (no intercept), labels
-any two values mapped to -1/+1 (the smaller to -1). Samples (rows) are split across
-workers, balanced by non-zeros; each keeps its rows column-major, its labels and its
-margins x_i'w. The scheduler chooses the coordinates of each round: by default working
-sets solved by prox-Newton steps from the block's weighted Gram matrix, with a line
-search on the workers' exact losses; or STRADS priority sampling with a dependency
-filter, and the round-robin and random baselines, with one Newton step per coordinate.
-A duality gap (the logistic dual at the rescaled point, as celer and skglm, or at
-celer's extrapolated one) stops the run: gap <= tol * objective. With
-``intercept_column=True`` X's last column is an intercept's (the estimator's constant
-column): the prox-Newton subproblems eliminate its coefficient. ``gap_ref="null"``: the
-gap is compared with tol times the null model's objective instead (the estimator's).
-The set-up, schedules and command line are the generalised linear models'
-(:mod:`strads.apps.glm`); this is the logistic loss's datafit.
+"""Sparse logistic regression by scheduled coordinate descent (STRADS, Kim et al. 2016):
+the logistic loss's datafit over the generalised linear models' set-up, schedules and
+command line (:mod:`strads.apps.glm`). Notes: docs/apps/logreg.md.
 """
 import math
 
 import numpy as np
 
-from ... import cli
 from ...errors import DataError
 from ..glm.schedule import (SCHEDULES, PlannedWorkingSet, ShuffledPriority,
                             max_staleness)
-from ..glm.setup import Datafit, default_gram_budget, gram_block_cap
+from ..glm.setup import Datafit, gram_block_cap, gram_budget
 from . import data
 from .aggregate import LogRegAggregate, null_loss
 from .data import check, load, make_problem
@@ -46,7 +32,7 @@ def _labels(y):
 
 def lambda_max(X, y):
     """The smallest lambda for which w = 0 is optimal: ||X' y||_inf / (2 n), y in
-    {-1, +1} (the gradient of the loss at 0 is -X'y / (2n))."""
+    {-1, +1}."""
     return LogRegAggregate.lambda_for(1.0, X.T @ _labels(y), X.shape[0])
 
 
@@ -57,9 +43,8 @@ def objective(X, y, coef, lam):
 
 
 class Logistic(Datafit):
-    """The logistic loss's datafit: working sets solved by prox-Newton steps over
-    several rounds that the aggregate plans, a line search on the workers' exact losses;
-    the labels' two values kept in the model."""
+    """The logistic loss's datafit: working sets solved by prox-Newton steps the aggregate
+    plans; the labels' two values kept in the model."""
     name = "logreg"
     Aggregate, Update = LogRegAggregate, LogRegUpdate
     data = data
@@ -70,13 +55,8 @@ class Logistic(Datafit):
     help = dict(
         description="Sparse logistic regression, min (1/n) sum_i log(1 + exp(-y_i x_i'w)) "
         "+ lambda ||w||_1 (labels: any two values, the smaller -> -1), by scheduled "
-        "parallel coordinate descent. --data reads LIBSVM/svmlight text, MatrixMarket "
-        "(.mtx, with --target) or .npz (X and y, or a scipy.sparse.save_npz matrix with "
-        "--target). Each worker reads its own part of a LIBSVM or MatrixMarket coordinate "
-        "file (gzip: each worker decompresses the whole file and keeps its part); .npz and "
-        "dense MatrixMarket files are read on rank 0.",
+        "parallel coordinate descent.",
         target="labels for a .mtx or sparse .npz --data: .npy or one per line",
-        lambda_type=cli.pos_float,
         lambda_ratio="lambda as a fraction of lambda_max = ||X'y||_inf / (2n), y in "
         "{-1, +1} (when --lambda is not given)",
         schedule="working-set: priority-chosen working sets solved by prox-Newton steps "
@@ -105,31 +85,24 @@ class Logistic(Datafit):
         return data.shard(path, target, options["name"])
 
     @staticmethod
-    def _cap(ctx, options):
-        budget = options["gram_budget"]
-        return gram_block_cap(budget if budget is not None else default_gram_budget(),
-                              ctx.n_workers)
-
-    @staticmethod
-    def _gap_ref(o):
+    def _kw(ctx, o):
+        """The aggregate's options, ``gap_ref`` checked."""
         if o["gap_ref"] not in ("objective", "null"):
             raise DataError(f"gap_ref must be 'objective' or 'null', got {o['gap_ref']!r}")
-        return o["gap_ref"]
+        return dict(min_size=o["ws_min"], block_cap=gram_block_cap(gram_budget(o), ctx.n_workers),
+                    reuse=o["reuse_hessian"], intercept=o["intercept_column"])
 
     def aggregate(self, X, y, sq_norms, lam, ctx, o):
-        n, icpt = X.shape[0], o["intercept_column"]
-        null = null_loss(n, float(np.sum(y)), icpt) if self._gap_ref(o) == "null" else None
-        return LogRegAggregate(n, sq_norms, lam, o["tol"], min_size=o["ws_min"],
-                               block_cap=self._cap(ctx, o), reuse=o["reuse_hessian"],
-                               intercept=icpt, null=null)
+        kw, n = self._kw(ctx, o), X.shape[0]
+        null = null_loss(n, float(np.sum(y)), kw["intercept"]) \
+            if o["gap_ref"] == "null" else None
+        return LogRegAggregate(n, sq_norms, lam, o["tol"], **kw, null=null)
 
     def later(self, lam, lambda_ratio, ctx, o):
         if o["coef0"] is not None:
             raise DataError("logreg: a warm start needs the data read on rank 0")
-        return LogRegAggregate.later(lam, lambda_ratio, o["tol"], min_size=o["ws_min"],
-                                     block_cap=self._cap(ctx, o), reuse=o["reuse_hessian"],
-                                     intercept=o["intercept_column"],
-                                     gap_ref=self._gap_ref(o))
+        return LogRegAggregate.later(lam, lambda_ratio, o["tol"], o["gap_ref"],
+                                     **self._kw(ctx, o))
 
     @staticmethod
     def working_set(agg, block, ctx, options):

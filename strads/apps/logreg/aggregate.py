@@ -1,25 +1,7 @@
-"""Sparse logistic regression on the scheduler rank: the coefficients, the working set's
-prox-Newton steps and line search, the Jacobi Newton steps, priorities and the duality
-gap.
-
-Objective P(w) = (1/n) sum_i log(1 + exp(-y_i x_i'w)) + lambda ||w||_1. The workers
-return sums over their rows, summed here in worker order: q = X'(y s) (s_i =
-sigmoid(-y_i x_i'w): q / n is the negative gradient), diagonal Hessian sums
-h = (X * X)'(s (1 - s)), a block's weighted Gram X_B' D X_B, loss sums.
-
-Duality gap (as celer and skglm): the dual of P is max_a (1/n) sum_i H(a_i) over
-a in [0, 1]^n with ||X'(y a)||_inf <= n lambda, H the binary entropy; the dual point
-a = c s, c = min(1, n lambda / ||q||_inf), is feasible, and exact at the optimum. The
-scale is known only once a full round's q is summed, so the entropy sum is computed
-by the workers in the round after it, from the margins they kept (``dual`` in the
-task); the gap is that of the full round's model. The same round, the workers also
-give the dual at celer's extrapolation of the last full rounds' s (:meth:`_extrapolate`),
-and the better of the two points counts. When the gap is at most ``tol`` times the
-objective the run stops, and that round's update, and any later one, is dropped: the
-model is the one the gap certifies. With ``gap_ref="null"`` the gap is measured against
-the null model's objective instead (:func:`null_loss`), as scikit-learn's Lasso scales its
-tol by ||y||^2 / n: on nearly separable data the objective is a small fraction of it, and
-the rescaled dual point's gap stays far above the objective's own error.
+"""Sparse logistic regression on the scheduler rank: the working set's prox-Newton steps
+and line search, the Jacobi Newton steps, the duality gap (the logistic dual at the
+rescaled point, and at celer's extrapolated one; with ``gap_ref="null"`` against the null
+model's objective, :func:`null_loss`). Notes: docs/apps/logreg.md.
 """
 import math
 
@@ -56,18 +38,16 @@ class LogRegAggregate(GLMAggregate):
         """``ratio`` of lambda_max = ||X'y||_inf / (2n), y in {-1, +1}."""
         return ratio * float(np.abs(xty).max()) / (2 * n)
 
-    def complete(self, f, lam, lambda_ratio, tol, min_size=32, block_cap=None,
-                 reuse=True, intercept=False, gap_ref="objective"):
+    def complete(self, f, lam, lambda_ratio, tol, gap_ref="objective", **kw):
         """:meth:`later`'s set-up from worker 0's report: n, the column norms, q0 = X'y
-        (lambda_max, when ``lam`` is None; with ``intercept``, the labels' sum: q0's last
+        (lambda_max, when ``lam`` is None; with an intercept, the labels' sum: q0's last
         entry over the constant column's value), the two labels."""
-        n, sq = f["n"], f["sq_norms"]
+        n, sq, icpt = f["n"], f["sq_norms"], kw.get("intercept", False)
         if lam is None:
             lam = self.lambda_for(lambda_ratio, f["q0"], n)
-        y_sum = float(f["q0"][-1]) / math.sqrt(sq[-1] / n) if intercept else 0.0
-        self.__init__(n, sq, lam, tol, min_size=min_size, block_cap=block_cap,
-                      reuse=reuse, intercept=intercept,
-                      null=null_loss(n, y_sum, intercept) if gap_ref == "null" else None)
+        y_sum = float(f["q0"][-1]) / math.sqrt(sq[-1] / n) if icpt else 0.0
+        self.__init__(n, sq, lam, tol, **kw,
+                      null=null_loss(n, y_sum, icpt) if gap_ref == "null" else None)
         self.classes = f["classes"]
 
     def __init__(self, n_samples, sq_norms, lam, tol, min_size=32, block_cap=None,
@@ -77,18 +57,15 @@ class LogRegAggregate(GLMAggregate):
         self.tol = float(tol)
         self.null = null  # the gap's reference if not the objective (gap_ref "null")
         self.stopped = False  # the gap certified the model: later updates are dropped
-        # the dual scale of the last full round (round dual_round, objective dual_primal),
-        # for the schedule to send with its next task; duals: how many so far
+        # the dual scale of the last full round (dual_round, its objective dual_primal)
         self.dual_c, self.dual_round, self.duals = None, None, 0
         self.dual_primal = math.nan
-        # the extrapolated dual point's (weights, scale), or None; the q of the last
-        # full rounds (q is linear in s: the extrapolation's is theirs extrapolated)
+        # the extrapolated dual point's (weights, scale), or None; the last full rounds' q
         self.dual_acc, self.q_hist = None, []
         self.accel_used = 0  # gaps the extrapolated point made smaller
         # working set
         self.min_size, self.block_cap, self.reuse = int(min_size), block_cap, bool(reuse)
-        # the last column is an intercept's: its coefficient is eliminated from the
-        # subproblems (:func:`_subproblem`)
+        # the last column is an intercept's, eliminated from the subproblems
         self.intercept = bool(intercept)
         self.plans = 0  # tasks planned so far: the schedule takes each once (by number)
         self.next = {"kind": "full"}
@@ -161,9 +138,7 @@ class LogRegAggregate(GLMAggregate):
         self.fulls += 1
         viol = np.empty(self.p)
         top = K.violations(self.w, q, self.thresh, viol)
-        # the workers keep this round's margins for the dual until their next full
-        # round: if one is already in flight (staleness), this round's gap is skipped
-        # (sent only if no later full round has gone out: see the schedule)
+        # (the workers keep these margins for the dual until their next full round)
         self.dual_c = min(1.0, self.thresh / top) if top > 0 else 1.0
         self.dual_acc = self._extrapolate(q, partials)
         self.dual_primal, self.dual_round, self.duals = primal, round, self.duals + 1
@@ -171,8 +146,8 @@ class LogRegAggregate(GLMAggregate):
             GK.priorities(self.w, q, _sum(partials, "h"), self.thresh, self.prio)
             self._tree = None
             return None
-        # working set: an outer iteration that lowered nothing (rounding: the gap cannot
-        # get to tol) five times in a row ends the run ("schedule_done")
+        # working set: MAX_STALLS outer iterations in a row that lowered nothing (the
+        # rounding floor) end the run
         self.stalls = self.stalls + 1 if primal >= self.last_primal else 0
         self.last_primal = primal
         if self.stalls >= MAX_STALLS:
@@ -181,11 +156,8 @@ class LogRegAggregate(GLMAggregate):
 
     def _extrapolate(self, q, partials):
         """Celer's dual extrapolation (Massias et al. 2018, 2020): Anderson's weights z
-        from the workers' Gram of the last full rounds' differences of s, the scale of
-        the extrapolated point from its q = z @ (the last rounds' q); (z, scale), or
-        None before enough rounds or if the weights are degenerate. The rescaled s
-        loses (1 - c) lambda ||w||_1, most of the objective on near-separable data, where
-        the extrapolated point's violation is smaller."""
+        from the workers' Gram of the last full rounds' differences of s, and the scale
+        from q = z @ (their q); (z, scale), or None (too few rounds, degenerate)."""
         self.q_hist.append(q)
         del self.q_hist[:-(ACCEL + 1)]
         if not all("uu" in p for p in partials) or len(self.q_hist) <= ACCEL:
@@ -199,19 +171,15 @@ class LogRegAggregate(GLMAggregate):
     # -- working set: prox-Newton ----------------------------------------------------------
     def _choose_ws(self, viol, q):
         """The support and the worst violators: max(min_size, 2 |support|) coordinates
-        (3 |support| if it filled 90% of the last working set), at most ``block_cap``;
-        solved to EPS_TOL of the worst violation. When the kept Gram covers the new block
-        (the working set settles as the support does), the first step is taken from it
-        at once, with q from this full round: no Gram round (its curvature is that of an
-        earlier point: the line search checks the step, and a failed or slow step gets a
-        fresh Gram)."""
+        (3x if it filled 90% of the last working set), at most ``block_cap``; solved to
+        EPS_TOL of the worst violation. When the kept Gram covers the new block, the
+        first step is taken from it with this round's q (the line search checks it)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
         self.tol_in, self.ws_steps, self.last_in = EPS_TOL * worst, 0, worst
         if (self.reuse and not self.slow and self.G is not None and worst > 0.0
                 and self.G_cols.shape[0] >= min(self.min_size, self.p)):
-            # the kept Gram's block holds the support (the inner loop only moved it) and
-            # every coordinate this round would have to solve (violation over EPS_TOL of
-            # the worst): keep it, and its Gram
+            # the kept Gram's block holds the support and every coordinate over EPS_TOL
+            # of the worst violation: keep it
             outside = viol.copy()
             outside[self.G_cols] = 0.0
             if outside.max() <= EPS_TOL * worst:
@@ -281,9 +249,8 @@ class LogRegAggregate(GLMAggregate):
         return self._direction(cols, q)
 
     def _inner_done(self, cols, q, after_step):
-        """The working set is solved (or has had its steps): a full round is next. After
-        a step from a kept (stale) Gram, ``slow`` says whether it cut the block's worst
-        violation by less than half: then the next step gets a fresh Gram."""
+        """The working set is solved (or has had its steps): a full round is next. ``slow``:
+        a step from a kept Gram cut the worst violation by less than half."""
         viol = np.empty(cols.shape[0])
         K.violations(self.w[cols], q, self.thresh, viol)
         worst = float(viol.max())
@@ -298,16 +265,15 @@ class LogRegAggregate(GLMAggregate):
         return False
 
     def _direction(self, cols, q):
-        """Solve the quadratic model on the block from the kept Gram; the sync sending
-        the direction, and the trial round next (or a full round: no descent left)."""
+        """Solve the quadratic model on the block from the kept Gram; the sync sending the
+        direction (and the trial round next), or None."""
         b0, G, tol = self.w[cols], self.G, EPS_TOL * self.tol_in
         b = b0.copy()
         k = cols.shape[0] - 1 if self.intercept and cols[-1] == self.p - 1 else -1
         passes = _subproblem(G, q.copy(), b, self.thresh, tol, k)
         self.cd_passes += passes
-        # CD left the subproblem unsolved on a working set that is crawling (it has had
-        # POLISH_AFTER steps, or one had all MAX_PN), or its face costs less to factor
-        # than those passes did: solve it on its face
+        # CD left the subproblem unsolved on a crawling working set, or its face costs
+        # less to factor: solve it on its face
         if passes >= MAX_CD and (self.stalled or self.ws_steps >= POLISH_AFTER
                                  or _cheap_face(G, b)):
             products = _polish(G, q, b0, b, self.thresh, tol, k)
@@ -407,40 +373,31 @@ def null_loss(n, y_sum, intercept):
 
 
 def _form(G):
-    """The kept Gram's form: "dense" (an (m, m) array), "csr" ("csr", ptr, idx, vals,
-    diag) or "factor" ("factor", ptr, rows, vals, column squared norms, n_rows: CSC of
-    F = D^1/2 X_B stacked over the workers, G = F'F); None if there is none."""
+    """The kept Gram's form: "dense" (an array), "csr" ("csr", ptr, idx, vals, diag),
+    "factor" ("factor", ptr, rows, vals, column squared norms, n_rows: G = F'F) or None."""
     if G is None:
         return None
     return "dense" if isinstance(G, np.ndarray) else G[0]
 
 
-def _cd(G, q, b, thresh, tol, mu=None):
+def _cd(G, q, b, thresh, tol, mu=np.empty(0)):
     """Coordinate descent on the subproblem from ``b`` with the kept Gram in any of its
     forms (the factor's less mu mu'); returns the passes."""
     form = _form(G)
     if form == "factor":
-        if mu is None:
-            return GK.factor_cd(*G[1:], q, b, thresh, tol, MAX_CD, False)
-        _, ptr, rows, vals, h, n_rows = G
-        passes, _ = GK.cd_factor(ptr, rows, vals, h, q, b, thresh, tol, MAX_CD, False,
-                                 b.copy(), np.zeros(n_rows), np.empty((6, b.shape[0])),
-                                 np.zeros(1, dtype=np.int64), mu, 1.0)
-        return passes
+        return GK.factor_cd(*G[1:], q, b, thresh, tol, MAX_CD, False, mu)
     if form == "csr":
         return K.cd_csr(*G[1:], q, b, thresh, tol, MAX_CD)
     return GK.gram_cd(G, q, b, thresh, tol, MAX_CD, False)
 
 
 def _subproblem(G, q, b, thresh, tol, k):
-    """Coordinate descent on the prox-Newton subproblem min 1/2 d'Gd - q'd + thresh |b|_1
-    (d = b - b0, ``b`` = b0 on entry), with coordinate ``k`` (an intercept's, -1: none)
-    eliminated: at fixed others its minimiser is d_k = (q_k - thresh s_k - g'd) / G_kk
-    (g = G_k,o, its sign s_k kept), so CD runs on the others' Schur complement
-    G_oo - g g' / G_kk with q_o - g (q_k - thresh s_k) / G_kk. A constant column is
-    nearly collinear with every popular feature: CD that moves it as one more coordinate
-    crawls (each pass undoes the last one's shift of the mean). If d_k would flip the
-    sign (or the form is CSR, or b_k is 0), plain CD. Returns the passes."""
+    """CD on the prox-Newton subproblem min 1/2 d'Gd - q'd + thresh |b|_1 (d = b - b0,
+    ``b`` = b0 on entry) with coordinate ``k`` (an intercept's, -1: none) eliminated:
+    CD on the others' Schur complement G_oo - g g' / G_kk (g = G_k,o, b_k's sign s_k
+    kept), then d_k = (q_k - thresh s_k - g'd) / G_kk (CD crawls on a constant column,
+    nearly collinear with every popular feature). If d_k flips the sign (or the form is
+    CSR, or b_k is 0), plain CD. Returns the passes."""
     if k < 0 or _form(G) == "csr":
         return _cd(G, q, b, thresh, tol)
     b0 = b.copy()
@@ -512,7 +469,7 @@ def _gram_times(G, v):
 
 def _face(G, A, m):
     """G_AA as :func:`K.face_cg` takes it: (ptr, rows, vals, n_rows, dense G_AA, its
-    diagonal), the factor's columns A, else dense."""
+    diagonal)."""
     form = _form(G)
     none = np.empty(0, np.int64)
     if form == "factor":
@@ -527,9 +484,8 @@ def _face(G, A, m):
 
 
 def _face_solve(G, A, m, xA, r, tol, j):
-    """:func:`K.face_cg` on G_AA e = r (xA += e), with A's ``j``-th coordinate (the
-    intercept's, -1: none) eliminated as in :func:`_subproblem`: CG on the others'
-    Schur complement, then e_j exactly (not from a CSR Gram). Returns the products."""
+    """:func:`K.face_cg` on G_AA e = r (xA += e), A's ``j``-th coordinate (-1: none)
+    eliminated as in :func:`_subproblem` (not from a CSR Gram). Returns the products."""
     if j < 0 or _form(G) == "csr":
         ptr, rows, vals, n_rows, GA, h = _face(G, A, m)
         return K.face_cg(ptr, rows, vals, n_rows, GA, np.maximum(h, 1e-300), xA, r, tol,
@@ -554,8 +510,7 @@ def _face_solve(G, A, m, xA, r, tol, j):
 
 def _cheap_face(G, b):
     """A Cholesky of the face of ``b`` (|A|^3 / 3 flops) costs less than CD's MAX_CD
-    passes over the factor (2 flops a non-zero each, scattered: LAPACK_SPEEDUP times
-    as dear)."""
+    passes over the factor (its scattered flops LAPACK_SPEEDUP times as dear)."""
     if _form(G) != "factor":
         return False
     a = np.count_nonzero(b)
@@ -563,10 +518,8 @@ def _cheap_face(G, b):
 
 
 def _face_factor(G, A, m):
-    """The Cholesky factor of G_AA (dense; a ridge of 1e-12 of its diagonal: rare
-    features met in one sample repeat a column, G_AA singular) when its |A|^3 / 3 flops
-    cost less than one CG solve's POLISH_IT products, LAPACK's flops taken ~30 times as
-    fast as the factor's scattered ones (~3 times a dense product's), and |A| <= 4,000;
+    """The Cholesky factor of G_AA (a ridge of 1e-12 of its diagonal: G_AA may be
+    singular) when it costs less than a CG solve's POLISH_IT products and |A| <= 4,000;
     else (or if it fails) None."""
     form, a = _form(G), A.shape[0]
     if form == "factor":
@@ -586,11 +539,8 @@ def _face_factor(G, A, m):
 
 def _face_direct(chol, G, q, b0, x, A0, thresh):
     """:func:`_polish`'s active-set steps (x moved in place; returns their number) from
-    the Cholesky factor of G_A0A0: the face A = A0 less the dropped coordinates D is
-    solved as the bordered system G_A0A0 e = r + E lam, e = 0 on D (E their unit
-    columns), so a step costs one triangular solve, G^-1 E's new column: after a move
-    by t e to the first zero crossing, the face's residual is (1 - t) r (G e = r on A),
-    and G^-1 of it follows from the last one."""
+    the Cholesky factor of G_A0A0: the face less the dropped coordinates D as the
+    bordered system G_A0A0 e = r + E lam, e = 0 on D, a triangular solve a step."""
     r = (q - _gram_times(G, x - b0))[A0] - thresh * np.sign(x[A0])  # (0 on D)
     y = la.cho_solve(chol, r, check_finite=False)  # G^-1 r
     on = np.ones(A0.shape[0], dtype=np.bool_)
@@ -629,17 +579,11 @@ def _face_direct(chol, G, q, b0, x, A0, thresh):
 
 def _polish(G, q, b0, b, thresh, tol, k=-1):
     """The subproblem min_b 1/2 d'Gd - q'd + thresh |b|_1 (d = b - b0) on the face of
-    coordinate descent's ``b`` (its support A, its signs s), solved exactly by a
-    Cholesky of G_AA where that is cheap (:func:`_face_factor`), else by preconditioned
-    conjugate gradients to ``tol`` (the largest entry of the face's gradient): G_AA d_A
-    = q_A - thresh s - G_A,~A d_~A. CD's passes crawl along the flat directions of an
-    ill-conditioned G (near-separable data: features nearly collinear with the
-    intercept); CG's iterations go as the square root of its condition number, each
-    costing what a CD pass does. If the face's minimiser changes a sign, ``b`` moves
-    towards it until the first coefficient reaches zero, which leaves A, and the
-    smaller face is solved (an active-set step: the model falls at each). In CG,
-    coordinate ``k`` (an intercept's, -1: none) is eliminated (:func:`_face_solve`).
-    Returns the Gram products (0: ``b`` did not move)."""
+    CD's ``b`` (support A, signs s): G_AA d_A = q_A - thresh s - G_A,~A d_~A, by a
+    Cholesky where cheap (:func:`_face_factor`), else by preconditioned CG to ``tol``
+    (CD crawls on an ill-conditioned G). A sign change moves ``b`` to the first zero
+    crossing and solves the smaller face (active-set steps); coordinate ``k`` (-1: none)
+    is eliminated in CG. Returns the Gram products (0: ``b`` did not move)."""
     m = b.shape[0]
     x = b.copy()
     A0 = np.flatnonzero(x)
@@ -695,8 +639,8 @@ def _restrict(G, cols, new):
 
 
 def _gram(partials, m):
-    """The block's Gram from the workers' parts, summed (or stacked) in worker order:
-    factored if every worker sent its factor, CSR if every one sent CSR, else dense."""
+    """The block's Gram from the workers' parts in worker order: factored or CSR if every
+    worker sent that, else dense."""
     if all("Fp" in p for p in partials):
         return _factor(partials, m)
     if all("Gp" in p for p in partials):

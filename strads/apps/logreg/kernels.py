@@ -1,13 +1,6 @@
-"""The logistic loss's kernels (its datafit's; the shared ones, and the layouts:
-:mod:`strads.apps.glm.kernels`). Worker side: the per-sample quantities at the margins
-m = X w, gradients and diagonal Hessians, the block's weighted Gram X_B' D X_B (dense,
-CSR or factored), margin updates, a line search's loss changes, the dual's entropy.
-Scheduler side: the optimality conditions' violations, the line search's terms, and
-coordinate descent on the prox-Newton subproblem from a CSR or factored Gram.
-
-Per sample i: z_i = y_i m_i (y in {-1, +1}); loss l(z) = log(1 + exp(-z)); s_i =
-sigmoid(-z_i) = -l'(z_i); Hessian weight s_i (1 - s_i); the workers return q = X'(y s),
-the negative gradient summed (not divided by n) over their rows.
+"""The logistic loss's kernels (the shared ones: :mod:`strads.apps.glm.kernels`). Per
+sample i: z_i = y_i m_i (y in {-1, +1}, margins m = X w); loss l(z) = log(1 + exp(-z));
+s_i = sigmoid(-z_i) = -l'(z_i); Hessian weight s_i (1 - s_i); q = X'(y s).
 """
 import numpy as np
 from numba import njit
@@ -77,17 +70,14 @@ def refresh(y, m, r, wts, ell):
 
 @njit(**_opts)
 def dual_entropy(z, c):
-    """sum_i H(c s_i), s_i = sigmoid(-z_i), H(a) = -a log a - (1 - a) log(1 - a): the
-    logistic dual (times n) at the rescaled point a = c s. 1 - c s is formed as
-    (1 - c) + c sigmoid(z), so it keeps its precision when s is near 1, and the log of
-    the larger of a and 1 - a is log1p(-the smaller)."""
+    """sum_i H(c s_i), s_i = sigmoid(-z_i), H the binary entropy: the logistic dual
+    (times n) at a = c s (1 - a formed as (1 - c) + c sigmoid(z), to keep precision)."""
     total = 0.0
     cbar = 1.0 - c
     for i in range(z.shape[0]):
         s, sbar, _ = _s_pair(z[i])
         a = c * s
         abar = cbar + c * sbar
-        # each log of the larger of a, 1 - a through log1p of the smaller: precise
         if a <= abar:
             h = -abar * np.log1p(-a)
             if a > 0.0:
@@ -102,9 +92,8 @@ def dual_entropy(z, c):
 
 @njit(**_opts)
 def accel_entropy(hist, z, c):
-    """sum_i H(c a_i) at the extrapolated point a = z @ hist[1:] (``hist``: the dual
-    points s of the last K + 1 full rounds, oldest first); NaN if a leaves [0, 1]
-    (no dual point)."""
+    """sum_i H(c a_i) at the extrapolated point a = z @ hist[1:] (``hist``: the last
+    K + 1 full rounds' s); NaN if a leaves [0, 1]."""
     total = 0.0
     for i in range(hist.shape[1]):
         a = 0.0
@@ -123,12 +112,10 @@ def accel_entropy(hist, z, c):
 
 @njit(**_opts)
 def trial_losses(y, m, dm, steps, diff, adiff):
-    """Loss changes along the direction dm at each step t: diff[k] = sum_i
-    l(z_i + t_k y_i dm_i) - l(z_i), each term as log1p(s_i expm1(-t y_i dm_i)), exact
-    to rounding even when the change is tiny (no difference of two large sums); a term
-    below -log 2 as the difference of the two losses (log1p's argument near -1 would
-    round to -1: -inf, a step accepted however far it goes); adiff[k] = sum of the
-    terms' magnitudes (the scale of its rounding)."""
+    """Loss changes along dm at each step t: diff[k] = sum_i l(z_i + t_k y_i dm_i) -
+    l(z_i), each term as log1p(s_i expm1(-t y_i dm_i)) (exact even when tiny), or below
+    -log 2 as the difference of the losses (log1p would round to -inf); adiff[k]: the
+    terms' magnitudes summed (the scale of its rounding)."""
     n_t = steps.shape[0]
     for k in range(n_t):
         diff[k] = 0.0
@@ -239,9 +226,8 @@ def step_sparse(indptr, indices, data, y, m, r, wts, ell, cols, delta, mark, tou
 # -- the block's weighted Gram matrix X_B' D X_B over a worker's rows ----------------------
 @njit(**_opts)
 def wgram_csr(indptr, indices, data, cols, row_ptr, owner, val, wts):
-    """X_B' D X_B as CSR ``(ptr, idx, vals)`` (each row's column indices in the order
-    its entries were first met, not sorted): :func:`strads.apps.glm.kernels.gram_cols`
-    over every row of the block."""
+    """X_B' D X_B as CSR ``(ptr, idx, vals)`` (indices unsorted): :func:`gram_cols` over
+    every row of the block."""
     m = cols.shape[0]
     cap = 0
     for a in range(m):
@@ -259,9 +245,8 @@ def wgram_csr(indptr, indices, data, cols, row_ptr, owner, val, wts):
 
 @njit(**_opts)
 def csr_merge(ptrs, idx, val, m):
-    """The sum of W CSR matrices (m, m) given as ``ptrs`` (W, m + 1), each worker's
-    offsets into the concatenated ``idx`` and ``val``, summed in worker order; returns
-    ``(ptr, idx, val, diag)``."""
+    """The sum of W CSR matrices (m, m) (``ptrs`` (W, m + 1) into the concatenated ``idx``
+    and ``val``) in worker order; returns ``(ptr, idx, val, diag)``."""
     W = ptrs.shape[0]
     cap = 0
     for w in range(W):
@@ -297,9 +282,8 @@ def csr_merge(ptrs, idx, val, m):
 # -- the prox-Newton subproblem on the scheduler -------------------------------------------
 @njit(**_opts)
 def violations(w, q, thresh, out):
-    """Distance of the negative gradient q (times n) to the subdifferential of
-    thresh |w_j|: |q_j - thresh sign(w_j)| on the support, (|q_j| - thresh)_+ off it.
-    Returns the largest |q_j|."""
+    """Distance of q to the subdifferential of thresh |w_j| into ``out``; returns the
+    largest |q_j|."""
     top = 0.0
     for j in range(w.shape[0]):
         qj = q[j]
@@ -315,8 +299,7 @@ def violations(w, q, thresh, out):
 
 @njit(**_opts)
 def l1_change(b0, d, t):
-    """||b0 + t d||_1 - ||b0||_1, term by term: exact to rounding of the change itself,
-    not of the norms (near the optimum the change is 1e-15 of the norm)."""
+    """||b0 + t d||_1 - ||b0||_1, term by term (exact to the change's own rounding)."""
     s = 0.0
     for j in range(b0.shape[0]):
         s += abs(b0[j] + t * d[j]) - abs(b0[j])
@@ -325,8 +308,8 @@ def l1_change(b0, d, t):
 
 @njit(**_opts)
 def predicted_decrease(q, b0, b, thresh):
-    """sum_j -q_j d_j + thresh (|b_j| - |b0_j|), d = b - b0, term by term: times n, the
-    first-order change g'd + lambda (||b||_1 - ||b0||_1) of the objective."""
+    """sum_j -q_j d_j + thresh (|b_j| - |b0_j|), d = b - b0, term by term: n times the
+    objective's first-order change."""
     s = 0.0
     for j in range(b0.shape[0]):
         s += -q[j] * (b[j] - b0[j]) + thresh * (abs(b[j]) - abs(b0[j]))
@@ -347,8 +330,8 @@ def _quad_csr(ptr, idx, val, c, b, thresh):
 
 @njit(**_opts)
 def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
-    """:func:`strads.apps.glm.kernels.cd_dense` (``root`` False) with G in CSR form
-    (symmetric; ``diag`` its diagonal)."""
+    """:func:`glm.kernels.cd_dense` (``root`` False) with G as CSR (``diag``: its
+    diagonal)."""
     m = b.shape[0]
     c = q.copy()
     for j in range(m):
@@ -382,13 +365,10 @@ def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
 
 @njit(**_opts)
 def face_cg(ptr, rows, vals, n_rows, G, h, x, r, tol, max_it, f):
-    """Preconditioned conjugate gradients (Jacobi: ``h``, the diagonal) on G_AA e = r,
-    the prox-Newton subproblem on a face (its support fixed, its signs in r): x += e,
-    r -= G_AA e, until max |r| <= tol or ``max_it`` products. G_AA is the factor's
-    columns F_A (CSC (n_rows, |A|), G_AA = F_A'F_A: a product costs its non-zeros
-    twice; with ``f`` (a unit vector over the rows, else empty) F_A'(I - f f')F_A, an
-    eliminated column's Schur complement) when ``ptr`` is not empty, else the dense
-    ``G``. Returns the products."""
+    """Jacobi-preconditioned CG (``h``: the diagonal) on G_AA e = r: x += e, r -= G_AA e,
+    until max |r| <= tol or ``max_it`` products. G_AA = F_A'F_A from the factor's columns
+    when ``ptr`` is not empty (with ``f``, a unit vector over the rows: F_A'(I - f f')F_A,
+    a Schur complement), else the dense ``G``. Returns the products."""
     m = x.shape[0]
     factor = ptr.shape[0] > 0
     z = r / h

@@ -1,27 +1,11 @@
 """Logistic regression worker: its rows of X (column-major), its labels y (+-1) and its
-margins m = X w, with the per-sample quantities at them (y * sigmoid(-y m), the Hessian
-weights, the losses).
-
-Tasks (``task["kind"]``):
-
-* ``full``: q = X' (y s) for every coordinate (and, with ``hess``, the diagonal Hessian
-  sums h = (X * X)' (s (1 - s))) and the loss; the margins are cached for the dual.
-* ``newton``: for the block ``cols``, q_B and the weighted Gram X_B' D X_B at the
-  current margins, in its most compact form (dense, CSR, or the factor D^1/2 X_B).
-* ``extend``: the Gram's parts for the block's ``new`` columns, with the weights of the
-  last fresh Gram (the scheduler keeps the rest of that Gram).
-* ``trial``: the loss change at each step t of ``steps`` along the pending direction
-  (sent in a sync as ``dcols``/``ddelta``: dm = X_B delta); with ``cols``, also q_B at
-  t = 1 (speculatively: a commit of t = 1 then adopts it without recomputing).
-* ``block`` (the Jacobi schedules): q_B, h_B and the loss.
-* any task may carry ``dual`` (a scale c): the entropy sum of the dual at c times the
-  sigmoids of the last full round; and ``accel`` (weights z, a scale c): the entropy
-  sum at c times the extrapolation of the last ACCEL + 1 full rounds' sigmoids
-  (:func:`kernels.accel_entropy`). A full round returns the Gram ``uu`` of their
-  differences once it holds them.
-
-Syncs: ``commit`` t (m += t dm), then ``dcols``/``ddelta`` (a new pending direction), or
-``cols``/``delta`` (Jacobi: m += X_B delta at once).
+margins m = X w, with the per-sample quantities at them. Tasks (``task["kind"]``):
+``full`` (q = X' (y s), with ``hess`` the diagonal Hessian sums, the loss), ``newton``
+(q_B and the block's weighted Gram X_B' D X_B), ``extend`` (the Gram's parts for the
+block's ``new`` columns), ``trial`` (the loss change at each of ``steps`` along the
+pending direction; with ``cols``, q_B at t = 1), ``block`` (Jacobi: q_B, h_B, the loss);
+any may carry ``dual`` and ``accel`` (the dual's entropy sums). Syncs: ``commit`` t,
+``dcols``/``ddelta`` (a new pending direction), ``cols``/``delta`` (Jacobi).
 """
 import numpy as np
 import scipy.sparse as sp
@@ -35,13 +19,10 @@ from . import data
 
 #: dense X: the block's gathered columns are kept between rounds up to this size
 XB_CACHE_BYTES = 256 << 20
-#: the dual point is also extrapolated from the last ACCEL + 1 full rounds' (celer's
-#: dual extrapolation, Massias et al. 2018, 2020)
+#: the dual point is also extrapolated from the last ACCEL + 1 full rounds' (celer's)
 ACCEL = 5
-#: added to the Hessian weights s (1 - s) of the Newton subproblem's Gram (Levenberg-
-#: Marquardt): a coefficient whose samples are all fitted past exp's underflow has no
-#: curvature and no loss gradient, and its Newton step would be unbounded (or, by CD on
-#: the subproblem, never taken: the run stalls far from the optimum)
+#: added to the Hessian weights of the Newton subproblem's Gram (Levenberg-Marquardt):
+#: a coefficient whose samples are all fitted past exp's underflow has no curvature
 DAMPING = 1e-6
 
 
@@ -50,8 +31,6 @@ class LogRegUpdate(GLMUpdate):
     checkpoint_skip = GLMUpdate.checkpoint_skip + ("xb",)  # (a cache)
 
     def __init__(self, shard):
-        """``shard``: this worker's rows (``csc`` or ``X``, and ``y`` in {-1, +1}), or a
-        file's description (``file``), whose part this worker reads (:mod:`.data`)."""
         super().__init__(shard)
         n = self.n_rows
         self.m = np.zeros(n)
@@ -81,26 +60,16 @@ class LogRegUpdate(GLMUpdate):
         cols, d = np.zeros(1, np.int64), np.ones(1)
         for idx in (np.int32, np.int64):
             csc = (np.array([0, 1], idx), np.zeros(1, idx), np.ones(1))
-            GK.grad_sparse(*csc, r, cols, np.empty(1))
             K.grad_all_sparse(*csc, r, np.empty(1))
             K.grad_hess_sparse(*csc, r, wts, cols, np.empty(1), np.empty(1))
             K.direction_sparse(*csc, cols, d, np.empty(2))
             K.step_sparse(*csc, y, m.copy(), r.copy(), wts.copy(), ell.copy(), cols, d,
                           np.zeros(2, np.bool_), np.empty(2, np.int64))
-            rows = GK.gram_sparse_rows(*csc, cols, 2)
-            GK.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, wts)
-            K.wgram_csr(*csc, cols, *rows, wts)
-            GK.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
-            GK.factor_cols(*csc, cols, wts)
-            GK.gram_sparse(*csc, cols, 2)  # (int64: the aggregate's face factor)
+            K.wgram_csr(*csc, cols, *GK.gram_sparse_rows(*csc, cols, 2), wts)
         K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
                           np.empty(1))
 
     # -- a resume on another number of workers: the margins and what hangs on them ------
-    @property
-    def rows(self):
-        return self.n_rows
-
     def reshard(self, olds, first):
         old = olds[0][2]
         for name in ("m", "dm", "zc", "gram_w"):  # (None: not pending, or not yet made)
@@ -203,7 +172,7 @@ class LogRegUpdate(GLMUpdate):
 
     def _history(self):
         """Keep this full round's s = y r; once ACCEL + 1 are kept, the Gram of their
-        differences over this worker's rows, for the aggregate's extrapolation weights."""
+        differences over this worker's rows (the extrapolation's weights)."""
         self.hist.append(self.y * self.r)
         del self.hist[:-(ACCEL + 1)]
         if len(self.hist) <= ACCEL:
@@ -219,11 +188,10 @@ class LogRegUpdate(GLMUpdate):
         return self._block(cols).T @ r
 
     def _gram(self, cols):
-        """X_B' D X_B over this worker's rows, in its most compact form: sparse X, as the
-        factor F = D^1/2 X_B {"Fp", "Fi", "Fv", "Fn"} (G = F'F) when that has under half
-        the Gram's non-zeros (a row holding k of the block's columns adds k entries to
-        F, k^2 to G), else as CSR {"Gp", "Gi", "Gv"} when under a quarter of its
-        entries can be non-zero, else dense {"G"}; dense X, dense."""
+        """X_B' D X_B over this worker's rows, in its most compact form: sparse X, the
+        factor D^1/2 X_B {"Fp", "Fi", "Fv", "Fn"} when it has under half the Gram's
+        non-zeros, else CSR {"Gp", "Gi", "Gv"} when under a quarter of its entries can be
+        non-zero, else dense {"G"}; dense X, dense."""
         m = cols.shape[0]
         # the weights of this Gram (kept for _extend), damped: see DAMPING
         wts = self.gram_w = self.wts + DAMPING
@@ -249,11 +217,9 @@ class LogRegUpdate(GLMUpdate):
         return {"Fp": ptr, "Fi": rows, "Fv": vals, "Fn": self.n_rows}
 
     def _extend(self, cols, new, form):
-        """The block's Gram for its ``new`` columns, with the weights D of this worker's
-        last fresh Gram, so that the kept Gram of the columns the block shares with the
-        last one and these parts are one Gram (of an earlier point: the scheduler's line
-        search checks the step taken from it): the factor's new columns D^1/2 X_new
-        (``form`` "factor"), or the rows X_new' D X_B (dense)."""
+        """The block's Gram for its ``new`` columns with the weights of the last fresh Gram
+        (so that the scheduler's kept part and these are one Gram): the factor's new
+        columns D^1/2 X_new (``form`` "factor"), or the rows X_new' D X_B."""
         if form == "factor":
             return self._factor(new, self.gram_w)
         if self.sparse:
