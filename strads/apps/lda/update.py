@@ -53,9 +53,6 @@ DENSE_PER_TOKEN = 4
 DENSE_MAX_BYTES = 1 << 20
 
 
-SMALL = (np.uint16,)  # the count and topic widths warmup() compiles
-
-
 def _within(name, a, hi):
     """ValueError unless array ``a`` (or None) holds only values in 0 .. hi - 1."""
     if a is not None and a.size and (a.min() < 0 or a.max() >= hi):
@@ -381,36 +378,30 @@ class LDAUpdate(Update):
         # hand unpacked or packed; 16-bit counts and topics only (int32: K > 65536 or a
         # document of 65536 tokens, rare, compiled on first use, on every worker)
         docs, wptr = np.zeros(2, np.int32), np.array([0, 2], np.int64)
+        one = (np.array([0, 1]), np.zeros(1, np.uint16), np.array([2], np.int32))
 
-        def counts(packed):
-            nwk = np.array([[0, 0]] if packed else [[2, 0]], np.int32)
-            return np.zeros(2, np.uint16), nwk, np.array([2, 0], np.int64)
-
-        def packs():
-            return [None] + [K.packed_io((np.array([0, 1]), np.zeros(1, t),
-                                          np.array([2], np.int32)), 2,
-                                         np.zeros(2, np.uint8), np.zeros(2, np.int64))[0]
-                             for t in SMALL]
-        for dtype in SMALL:
-            for packed in packs():
-                z, nwk, nk = counts(packed)
-                dmeta, dlist = np.zeros((1, 2), np.int64), np.zeros((2, 2), dtype)
-                K.doc_lists(np.array([2], np.int64), z, dmeta, dlist, 2)
-                K.sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, 0.1, 0.1, 0.1,
-                               np.uint64(1), np.zeros(4), np.zeros(2), packed)
-            K.sum_lgamma_lists(dmeta, dlist, 0.1, K.lgamma_table(0.1, 2))
-            K.doc_topic_dense(dmeta, dlist, 2)
-            K.add_packed(*K.pack_lists(dmeta, dlist), np.zeros((1, 2), np.int32))
-            for packed in packs():
-                z, nwk, nk = counts(packed)
-                ndk = np.zeros((1, 2), dtype)
-                K.doc_table(np.array([2], np.int64), z, ndk)
-                K.sample_dense(wptr, docs, z, ndk, nwk, nk, 0.1, 0.1, 0.1, np.uint64(1),
-                               np.zeros(2), np.zeros(2), np.zeros(2), packed)
-            K.sum_lgamma(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2))
-            K._sum_table(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2), True)
-            K._nonzero_sample(ndk.ravel())
-            K.add_packed(*K.pack(ndk), np.zeros((1, 2), np.int32))
+        def runs():  # (topics, word-topic rows, topic totals, packed slice or None)
+            for packed in (None, K.packed_io(one, 2, np.zeros(2, np.uint8),
+                                             np.zeros(2, np.int64))[0]):
+                nwk = np.array([[0, 0]] if packed else [[2, 0]], np.int32)
+                yield np.zeros(2, np.uint16), nwk, np.array([2, 0], np.int64), packed
+        for z, nwk, nk, packed in runs():
+            dmeta, dlist = np.zeros((1, 2), np.int64), np.zeros((2, 2), np.uint16)
+            K.doc_lists(np.array([2], np.int64), z, dmeta, dlist, 2)
+            K.sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, 0.1, 0.1, 0.1,
+                           np.uint64(1), np.zeros(4), np.zeros(2), packed)
+        K.sum_lgamma_lists(dmeta, dlist, 0.1, K.lgamma_table(0.1, 2))
+        K.doc_topic_dense(dmeta, dlist, 2)
+        K.add_packed(*K.pack_lists(dmeta, dlist), np.zeros((1, 2), np.int32))
+        for z, nwk, nk, packed in runs():
+            ndk = np.zeros((1, 2), np.uint16)
+            K.doc_table(np.array([2], np.int64), z, ndk)
+            K.sample_dense(wptr, docs, z, ndk, nwk, nk, 0.1, 0.1, 0.1, np.uint64(1),
+                           np.zeros(2), np.zeros(2), np.zeros(2), packed)
+        K.sum_lgamma(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2))
+        K._sum_table(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2), True)
+        K._nonzero_sample(ndk.ravel())
+        K.add_packed(*K.pack(ndk), np.zeros((1, 2), np.int32))
         K.unpack(K.pack(np.ones((1, 2), np.int32)), np.empty((1, 2), np.int32))
         K.sum_lgamma(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2))
         K._sum_table(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2), True)
