@@ -59,31 +59,16 @@ def _seed(random_state):
     return int(check_random_state(random_state).randint(0, 2 ** 31 - 1))
 
 
-def _collective(fit_scheduler, serve):
-    """Run a fit on every rank and return the fitted attributes everywhere.
-
-    ``fit_scheduler(run)`` runs on rank 0 (or alone, in one process) and returns the
-    fitted attributes; it starts each engine run with ``run(fn, *args, **kw)``. Under
-    MPI, ``serve()`` is what a worker rank does for each of those runs (the same app
-    ``fit()`` with its own arguments: only rank 0's data is used), told by a broadcast
-    whether another run follows; then rank 0 broadcasts the attributes. Under MPI an
-    exception ends the whole job (traceback, then MPI_Abort): the other ranks wait in a
-    collective call; in one process it propagates."""
+def _collective(fit, args, kw, fitted):
+    """An app's ``fit(*args, **kw)`` run on every rank (under MPI only rank 0's data is
+    used), and ``fitted(result)`` (the fitted attributes) of rank 0's result, everywhere.
+    Under MPI an exception ends the whole job (traceback, then MPI_Abort): the other ranks
+    wait in a collective call; in one process it propagates."""
     job = mpi_job()
     if job is None:
-        return fit_scheduler(lambda fn, *a, **kw: fn(*a, **kw))
+        return fitted(fit(*args, **kw))
     try:
-        if job.rank == 0:
-            def run(fn, *a, **kw):
-                job.bcast(True)
-                return fn(*a, **kw)
-
-            attrs = fit_scheduler(run)
-            job.bcast(False)
-        else:
-            while job.bcast(None):
-                serve()
-            attrs = None
-        return job.bcast(attrs)
+        res = fit(*args, **kw)
+        return job.bcast(fitted(res) if job.rank == 0 else None)
     except BaseException as exc:  # noqa: BLE001 -- never leave the other ranks waiting
         job.abort(exc)

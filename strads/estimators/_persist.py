@@ -287,11 +287,10 @@ def _build_lda(cls, m, summary, params):
                  **params})
     mix = m.get("doc_mixture", "f", 2, (None, K), required=False)
     if mix is None:  # a command line's run: the counts of its final state
-        ndk = m.get("doc_topic", "iu", 2, (None, K), low=0).astype(np.float64)
-        mix = (ndk + alpha) / (ndk.sum(axis=1, keepdims=True) + K * alpha)
+        mix = cls._mixtures(m.get("doc_topic", "iu", 2, (None, K), low=0), alpha)
     seed = m.scalar("transform_seed", "i", required=False, low=0)
     if seed is None:  # as a fit with random_state=0
-        seed = int(np.random.default_rng([0, 0x666F6C64]).integers(0, 2 ** 62))
+        seed = cls._fold_seed(0)
     values = {"components_": wt.T.astype(np.float64) + beta, "doc_topic_": mix,
               "doc_topic_prior_": alpha, "topic_word_prior_": beta,
               "n_iter_": _saved(m, "n_iter", summary, "sweeps"),

@@ -59,8 +59,8 @@ class _LinearModel(Persistent, _Checked, BaseEstimator):
             return None
         return np.ravel(coef).astype(np.float64)
 
-    def _linear(self, X):
-        """``X @ coef_ + intercept_`` for new samples."""
+    def predict(self, X):
+        """``X @ coef_ + intercept_`` for new samples (the classifier's decision function)."""
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse=["csr", "csc", "coo"],
                           dtype=[np.float64, np.float32], reset=False)
@@ -143,25 +143,20 @@ class Lasso(RegressorMixin, _LinearModel):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data (any scipy.sparse format; used as CSC).
-        y : array-like of shape (n_samples,)
-            Target values.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator (on every rank under ``mpiexec``).
-        """
+        """Fit to X (n_samples, n_features; any scipy.sparse format, used as CSC) and
+        targets y; -> self, on every rank under ``mpiexec``."""
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
                              y_numeric=True, multi_output=False)
         X, kw = self._run_args(X)
-        return _set(self, _collective(lambda run: self._fit_scheduler(run, lasso.fit, X, y, kw),
-                                      lambda: lasso.fit(X, y, **kw)))
+
+        def fitted(res):
+            gap = float(res.extra.get("duality_gap", np.nan))
+            self._warn_unconverged(res, f" with duality gap {gap:.3g}")
+            return {"coef_": res.model["coef"],
+                    "intercept_": float(res.model.get("intercept", 0.0)),
+                    "n_iter_": int(res.rounds), "dual_gap_": gap}
+
+        return _set(self, _collective(lasso.fit, (X, y), kw, fitted))
 
     def _run_args(self, X):
         """X as the app takes it (validated) and the app's arguments."""
@@ -175,29 +170,6 @@ class Lasso(RegressorMixin, _LinearModel):
             X.sum_duplicates()
         return X, dict(self._app_kwargs(X), staleness=int(self.staleness),
                        intercept=bool(self.fit_intercept), coef0=self._coef0(X))
-
-    def _fit_scheduler(self, run, fit, X, y, kw):
-        res = run(fit, X, y, **kw)
-        gap = float(res.extra.get("duality_gap", np.nan))
-        self._warn_unconverged(res, f" with duality gap {gap:.3g}")
-        return {"coef_": res.model["coef"],
-                "intercept_": float(res.model.get("intercept", 0.0)),
-                "n_iter_": int(res.rounds), "dual_gap_": gap}
-
-    def predict(self, X):
-        """Predict with the linear model.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Samples.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-            ``X @ coef_ + intercept_``.
-        """
-        return self._linear(X)
 
 
 class SparseLogisticRegression(ClassifierMixin, _LinearModel):
@@ -264,20 +236,8 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Fit the model.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training data.
-        y : array-like of shape (n_samples,)
-            Labels of exactly two classes.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator (on every rank under ``mpiexec``).
-        """
+        """Fit to X (n_samples, n_features) and labels y of exactly two classes; ->
+        self, on every rank under ``mpiexec``."""
         from ..apps import logreg
 
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64)
@@ -306,8 +266,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
             kw["coef0"] = np.append(np.zeros(X.shape[1]),
                                     np.log(p / (1 - p)) / self.intercept_scaling)
 
-        def fit_scheduler(run):
-            res = run(logreg.fit, Xa, signs, **kw)
+        def fitted(res):
             w = np.asarray(res.model["coef"], dtype=np.float64)
             self._warn_unconverged(res)
             c = w[-1] * self.intercept_scaling if self.fit_intercept else 0.0
@@ -315,11 +274,11 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
             return {"classes_": classes, "coef_": w.reshape(1, -1),
                     "intercept_": np.array([float(c)]), "n_iter_": int(res.rounds)}
 
-        return _set(self, _collective(fit_scheduler, lambda: logreg.fit(Xa, signs, **kw)))
+        return _set(self, _collective(logreg.fit, (Xa, signs), kw, fitted))
 
     def decision_function(self, X):
         """``X @ coef_ + intercept_``: positive for ``classes_[1]``."""
-        return self._linear(X)
+        return _LinearModel.predict(self, X)
 
     def predict(self, X):
         """The class of each sample."""
@@ -368,8 +327,8 @@ def _path(X, y, alphas, params):
     kw.update(path=alphas, path_rounds=kw["max_rounds"],
               max_rounds=kw["max_rounds"] * len(alphas))
 
-    def fit_scheduler(run):
-        m = run(lasso.fit, X, y, **kw).model
+    def fitted(res):
+        m = res.model
         late = np.flatnonzero(~m["path_solved"])
         if est.tol > 0 and late.shape[0]:
             warnings.warn(f"lasso path did not converge at {late.shape[0]} of "
@@ -380,7 +339,7 @@ def _path(X, y, alphas, params):
                 "rounds": int(m["path_rounds"].sum()),
                 "intercepts": m.get("path_intercept", np.zeros(len(alphas)))}
 
-    out = _collective(fit_scheduler, lambda: lasso.fit(X, y, **kw))
+    out = _collective(lasso.fit, (X, y), kw, fitted)
     return out["coefs"], out["intercepts"], out["gaps"], out["rounds"]
 
 
@@ -463,7 +422,3 @@ class LassoCV(RegressorMixin, _LinearModel):
                       "dual_gap_": float(gaps[-1]), "n_iter_": rounds}
         return _set(self, {"alpha_": float(alphas[best]), "alphas_": alphas,
                            "mse_path_": mse, **fitted})
-
-    def predict(self, X):
-        """``X @ coef_ + intercept_``."""
-        return self._linear(X)

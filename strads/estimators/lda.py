@@ -70,20 +70,26 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
                   sweeps=int(self.max_iter), seed=seed, quiet=True,
                   workers=_n_workers(self.n_jobs, X.shape[0], X.shape[1]))
 
-        def scheduler(run):
-            M = run(lda.fit, X, **kw).model
-            K = kw["n_topics"]
-            ndk = M["doc_topic"].astype(np.float64)
-            doc_topic = (ndk + alpha) / (ndk.sum(axis=1, keepdims=True) + K * alpha)
+        def fitted(res):
+            M = res.model
             return {"components_": M["word_topic"].T.astype(np.float64) + beta,
-                    "doc_topic_": doc_topic, "doc_topic_prior_": float(alpha),
-                    "topic_word_prior_": float(beta), "n_iter_": int(self.max_iter),
-                    "loglik_": float(M["loglik"]),
-                    # the fold-in's seed: transform() is deterministic for a fitted model
-                    "_transform_seed": int(np.random.default_rng([seed, 0x666F6C64])
-                                           .integers(0, 2 ** 62))}
+                    "doc_topic_": self._mixtures(M["doc_topic"], alpha),
+                    "doc_topic_prior_": float(alpha), "topic_word_prior_": float(beta),
+                    "n_iter_": int(self.max_iter), "loglik_": float(M["loglik"]),
+                    "_transform_seed": self._fold_seed(seed)}
 
-        return _set(self, _collective(scheduler, lambda: lda.fit(X, **kw)))
+        return _set(self, _collective(lda.fit, (X,), kw, fitted))
+
+    @staticmethod
+    def _mixtures(ndk, alpha):
+        """The documents' topic mixtures (rows sum to 1) from their topic counts."""
+        ndk = ndk.astype(np.float64)
+        return (ndk + alpha) / (ndk.sum(axis=1, keepdims=True) + ndk.shape[1] * alpha)
+
+    @staticmethod
+    def _fold_seed(seed):
+        """The fold-in's seed: transform() is deterministic for a fitted model."""
+        return int(np.random.default_rng([seed, 0x666F6C64]).integers(0, 2 ** 62))
 
     def fit_transform(self, X, y=None):
         """Fit, and return the training documents' topic mixtures (``doc_topic_``, from

@@ -44,11 +44,10 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                 raise ValueError("R has no explicit entries: no ratings to fit")
             return R.row.astype(np.int64), R.col.astype(np.int64), R.data
         if isinstance(R, (tuple, list)) and len(R) == 3:
-            users, items, ratings = (check_array(a, ensure_2d=False, dtype=None,
+            users, items, ratings = (check_array(a, ensure_2d=False, dtype=dtype,
                                                  input_name=name)
-                                     for a, name in zip(R, ("users", "items", "ratings")))
-            ratings = check_array(ratings, ensure_2d=False, dtype=np.float64,
-                                  input_name="ratings")
+                                     for a, name, dtype in zip(R, ("users", "items", "ratings"),
+                                                               (None, None, np.float64)))
             if not (users.ndim == items.ndim == ratings.ndim == 1):
                 raise ValueError("users, items and ratings must be 1-D")
             return users, items, ratings
@@ -72,8 +71,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                   workers=_n_workers(self.n_jobs, *(len(np.unique(a)) for a in (users, items))),
                   quiet=True)
 
-        def scheduler(run):
-            res = run(mf.fit, users, items, ratings, **kw)
+        def fitted(res):
             M = res.model
             uids, iids = M["user_ids"], M["item_ids"]
             # the training pairs by user (internal ids), for recommend(filter_seen=True)
@@ -90,7 +88,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                     "objective_": float(res.objective),
                     "_seen_indptr": seen.indptr, "_seen_items": seen.indices}
 
-        return _set(self, _collective(scheduler, lambda: mf.fit(users, items, ratings, **kw)))
+        return _set(self, _collective(mf.fit, (users, items, ratings), kw, fitted))
 
     def _model(self):
         return {"W": self.user_factors_, "H": self.item_factors_,

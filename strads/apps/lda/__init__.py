@@ -104,13 +104,12 @@ def memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, s
 
 
 def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, staleness,
-                 schedule, max_slice, flag=None):
+                 schedule, max_slice, flag):
     """Raise DataError naming the largest part when a run would not fit in this
     machine's physical memory."""
     mem = physical_memory()
     if mem is None:
         return
-    flag = flag or _KWARGS
     parts = memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers,
                             staleness, schedule, max_slice)
     need = sum(parts.values())

@@ -6,7 +6,7 @@ import numpy as np
 
 from ...api import Aggregate
 from . import kernels as K
-from .update import doc_loglik, totals_loglik
+from .update import doc_lengths_loglik, totals_loglik
 
 
 class InvariantError(RuntimeError):
@@ -78,8 +78,9 @@ class LDAAggregate(Aggregate):
             for v0, packed in c["rows"]:
                 K.unpack(packed, wt[v0:v0 + packed[0].shape[0] - 1])
         nk = np.asarray(collected[0]["nk"], dtype=np.int64)
-        ll_doc = doc_loglik(ndk.sum(axis=1, dtype=np.int64), self.alpha, self.K,
-                            lambda a, t: K.sum_lgamma(ndk.ravel(), a, t))
+        ll_doc = float(doc_lengths_loglik(ndk.sum(axis=1, dtype=np.int64), self.alpha, self.K)
+                       + K.sum_lgamma(ndk.ravel(), self.alpha,
+                                      K.lgamma_table(self.alpha, 4096)))
         self.loglik = (totals_loglik(nk, self.V, self.beta) + K.sum_lgamma(
             wt.ravel(), self.beta, K.lgamma_table(self.beta, 4096)) + ll_doc)
         model = {"word_topic": wt, "doc_topic": ndk, "topic_totals": nk,

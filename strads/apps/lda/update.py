@@ -26,21 +26,10 @@ def round_seed(seed, worker, round):
 
 def doc_lengths_loglik(lengths, alpha, n_topics):
     """sum_d [lgamma(K alpha) - lgamma(K alpha + n_d)]: the part of the document half of
-    log p(w, z) that depends on the documents' lengths alone."""
+    log p(w, z) that depends on the documents' lengths alone (the rest: sum_lgamma of the
+    n_dk, with ``alpha``)."""
     ka = K.lgamma_table(n_topics * alpha, int(lengths.max(initial=0)) + 1)
     return ka[0] * lengths.shape[0] - ka[lengths].sum()
-
-
-def doc_loglik(lengths, alpha, n_topics, sum_counts, const=None, table=None):
-    """sum_d [lgamma(K alpha) - lgamma(K alpha + n_d) + sum_k lgamma(n_dk + alpha) -
-    lgamma(alpha)] (the document half of log p(w, z)); ``sum_counts(alpha, table)`` gives
-    the sum over the non-zero n_dk. ``const`` (doc_lengths_loglik) and ``table``
-    (lgamma_table(alpha, 4096)) may be given, computed once: the same value results."""
-    if const is None:
-        const = doc_lengths_loglik(lengths, alpha, n_topics)
-    if table is None:
-        table = K.lgamma_table(alpha, 4096)
-    return float(const + sum_counts(alpha, table))
 
 
 def totals_loglik(nk, n_words, beta):
@@ -62,9 +51,6 @@ def dense_topics(n_topics, n_tokens, n_docs, n_workers):
 DENSE_MAX_K = 256
 DENSE_PER_TOKEN = 4
 DENSE_MAX_BYTES = 1 << 20
-
-
-SMALL = (np.uint16,)  # the count and topic widths warmup() compiles
 
 
 def _within(name, a, hi):
@@ -152,21 +138,24 @@ class LDAUpdate(Update):
     def _count(self, z):
         """The counts of the tokens' topics ``z`` (in document order): each document's,
         and the topic totals over every worker's tokens."""
-        n_docs = self.lengths.shape[0]
-        # 16-bit counts when they fit, to halve the memory traffic
-        small = self.K <= 65536 and self.lengths.max(initial=0) < 65536
+        n_docs, dtype = self.lengths.shape[0], self._count_dtype()
         if self.dense:  # a dense documents x topics table
             self.dmeta = self.dlist = None
-            self.ndk = np.zeros((n_docs, self.K), np.uint16 if small else np.int32)
+            self.ndk = np.zeros((n_docs, self.K), dtype)
             K.doc_table(self.lengths, z, self.ndk)
         else:  # each document's (topic, count) pairs
             self.ndk = None
             self.dmeta = np.empty((n_docs, 2), np.int64)
-            self.dlist = np.empty((z.shape[0], 2), np.uint16 if small else np.int32)
+            self.dlist = np.empty((z.shape[0], 2), dtype)
             K.doc_lists(self.lengths, z, self.dmeta, self.dlist, self.K)
         nk = np.zeros(self.K, np.int64)
         data.accumulate(z, None, nk)
         self.nk = self.peers.allreduce(nk)
+
+    def _count_dtype(self):
+        """16-bit counts when the topics and the documents' lengths fit (half the memory
+        traffic), else 32-bit."""
+        return K.topic_dtype(max(self.K, int(self.lengths.max(initial=0)) + 1))
 
     def _slices(self):
         """The word-topic counts: the slices this worker holds first (model schedule), or
@@ -297,13 +286,10 @@ class LDAUpdate(Update):
     def _relayout(self, m):
         """Everything indexed by the tokens or the local documents, after a move: the
         slices' token blocks, each document's list offset (its tokens' start) and list
-        length ``m``, the lists' width (16-bit when they fit, as at the start) and the
-        sampler's per-document buffer."""
-        n_docs = self.lengths.shape[0]
-        longest = int(self.lengths.max(initial=0))
-        small = self.K <= 65536 and longest < 65536
+        length ``m``, the lists' width (as at the start) and the sampler's buffers."""
+        n_docs, dtype = self.lengths.shape[0], self._count_dtype()
         if self.dense:
-            self.ndk = self.ndk.astype(np.uint16 if small else np.int32, copy=False)
+            self.ndk = self.ndk.astype(dtype, copy=False)
             if self.ndk.shape[0] != n_docs:
                 raise RuntimeError(f"worker {self.worker}: {self.ndk.shape[0]} table rows "
                                    f"for {n_docs} documents after a move")
@@ -311,7 +297,7 @@ class LDAUpdate(Update):
             self.dmeta = np.empty((n_docs, 2), np.int64)
             self.dmeta[:, 0] = self._offsets()[:-1]
             self.dmeta[:, 1] = m
-            self.dlist = self.dlist.astype(np.uint16 if small else np.int32, copy=False)
+            self.dlist = self.dlist.astype(dtype, copy=False)
             if self.dlist.shape[0] != self.z.shape[0]:
                 raise RuntimeError(f"worker {self.worker}: {self.dlist.shape[0]} list slots "
                                    f"for {self.z.shape[0]} tokens after a move")
@@ -392,40 +378,33 @@ class LDAUpdate(Update):
         # hand unpacked or packed; 16-bit counts and topics only (int32: K > 65536 or a
         # document of 65536 tokens, rare, compiled on first use, on every worker)
         docs, wptr = np.zeros(2, np.int32), np.array([0, 2], np.int64)
+        one = (np.array([0, 1]), np.zeros(1, np.uint16), np.array([2], np.int32))
 
-        def counts(packed):
-            nwk = np.array([[0, 0]] if packed else [[2, 0]], np.int32)
-            return np.zeros(2, np.uint16), nwk, np.array([2, 0], np.int64)
-
-        def packs():
-            return [None] + [K.packed_io((np.array([0, 1]), np.zeros(1, t),
-                                          np.array([2], np.int32)), 2,
-                                         np.zeros(2, np.uint8), np.zeros(2, np.int64))[0]
-                             for t in SMALL]
-        for dtype in SMALL:
-            for packed in packs():
-                z, nwk, nk = counts(packed)
-                dmeta, dlist = np.zeros((1, 2), np.int64), np.zeros((2, 2), dtype)
-                K.doc_lists(np.array([2], np.int64), z, dmeta, dlist, 2)
-                K.sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, 0.1, 0.1, 0.1,
-                               np.uint64(1), np.zeros(4), np.zeros(2), packed)
-            K.sum_lgamma_lists(dmeta, dlist, 0.1, K.lgamma_table(0.1, 2))
-            K.doc_topic_dense(dmeta, dlist, 2)
-            K.add_packed(*K.pack_lists(dmeta, dlist), np.zeros((1, 2), np.int32))
-            for packed in packs():
-                z, nwk, nk = counts(packed)
-                ndk = np.zeros((1, 2), dtype)
-                K.doc_table(np.array([2], np.int64), z, ndk)
-                K.sample_dense(wptr, docs, z, ndk, nwk, nk, 0.1, 0.1, 0.1, np.uint64(1),
-                               np.zeros(2), np.zeros(2), np.zeros(2), packed)
-            K.sum_lgamma(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2))
-            K._sum_table(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2), True)
-            K._nonzero_sample(ndk.ravel())
-            K.add_packed(*K.pack(ndk), np.zeros((1, 2), np.int32))
+        def runs():  # (topics, word-topic rows, topic totals, packed slice or None)
+            for packed in (None, K.packed_io(one, 2, np.zeros(2, np.uint8),
+                                             np.zeros(2, np.int64))[0]):
+                nwk = np.array([[0, 0]] if packed else [[2, 0]], np.int32)
+                yield np.zeros(2, np.uint16), nwk, np.array([2, 0], np.int64), packed
+        for z, nwk, nk, packed in runs():
+            dmeta, dlist = np.zeros((1, 2), np.int64), np.zeros((2, 2), np.uint16)
+            K.doc_lists(np.array([2], np.int64), z, dmeta, dlist, 2)
+            K.sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, 0.1, 0.1, 0.1,
+                           np.uint64(1), np.zeros(4), np.zeros(2), packed)
+        K.sum_lgamma_lists(dmeta, dlist, 0.1, K.lgamma_table(0.1, 2))
+        K.doc_topic_dense(dmeta, dlist, 2)
+        K.add_packed(*K.pack_lists(dmeta, dlist), np.zeros((1, 2), np.int32))
+        for z, nwk, nk, packed in runs():
+            ndk = np.zeros((1, 2), np.uint16)
+            K.doc_table(np.array([2], np.int64), z, ndk)
+            K.sample_dense(wptr, docs, z, ndk, nwk, nk, 0.1, 0.1, 0.1, np.uint64(1),
+                           np.zeros(2), np.zeros(2), np.zeros(2), packed)
+        K.sum_lgamma(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2))
+        K._sum_table(ndk.ravel(), 0.1, K.lgamma_table(0.1, 2), True)
+        K._nonzero_sample(ndk.ravel())
+        K.add_packed(*K.pack(ndk), np.zeros((1, 2), np.int32))
         K.unpack(K.pack(np.ones((1, 2), np.int32)), np.empty((1, 2), np.int32))
         K.sum_lgamma(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2))
         K._sum_table(np.ones(2, np.int32), 0.1, K.lgamma_table(0.1, 2), True)
-        K._nonzero_sample(np.ones(2, np.int32))
         K.sum_lgamma_shifted(np.ones(2, np.int64), 0.1)
         K.initial_topics(np.array([2], np.int64), 0, np.uint64(1), 2, z)
         K.initial_topics_at(np.array([2], np.int64), 0, docs, np.uint64(1), 2, z)
@@ -471,11 +450,10 @@ class LDAUpdate(Update):
         if self._lengths_ll[0] is not self.lengths:  # (documents moved: computed again)
             self._lengths_ll = (self.lengths,
                                 doc_lengths_loglik(self.lengths, self.alpha, self.K))
-        doc = doc_loglik(self.lengths, self.alpha, self.K, lambda a, t:
-                         K.sum_lgamma_table(self.ndk.ravel(), a, t) if self.dense else
-                         K.sum_lgamma_lists(self.dmeta, self.dlist, a, t),
-                         const=self._lengths_ll[1], table=self.alpha_table)
-        return word, doc
+        a, t = self.alpha, self.alpha_table
+        return word, float(self._lengths_ll[1] + (
+            K.sum_lgamma_table(self.ndk.ravel(), a, t) if self.dense else
+            K.sum_lgamma_lists(self.dmeta, self.dlist, a, t)))
 
     def update(self, task):
         # a round allocates and frees a slice's packed tables, tens of MB: glibc's heap

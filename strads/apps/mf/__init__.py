@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from ... import api, driver
 from ...errors import DataError
 from ...params import Param, check
+from ...transport import mpi_job
 from . import kernels as K
 from .aggregate import MFAggregate
 from ...io.memory import fmt_bytes, physical_memory
@@ -28,13 +29,10 @@ __all__ = ["fit", "predict", "make_setup", "make_parallel_setup", "prepare", "re
            "LAMBDA_WEIGHTING", "WEIGHTED", "EARLY_STOP", "VALIDATION", "validated", "PARAMS"]
 
 BIAS = ("none", "mean", "full")
-#: The default bias, declared once: the global mean plus fitted user and item biases,
-#: the model of Koren et al. (2009), Surprise's SVD and most rating libraries.
+#: The default bias, declared once: the global mean plus fitted user and item biases.
 BIAS_DEFAULT = "full"
 INIT = ("svd", "random")
-#: The penalty's weighting, declared once: "count" (the default, ``weighted=True``):
-#: lambda times each user's (item's) number of training ratings; "none"
-#: (``weighted=False``): lambda alone. The CLI's --lambda-weighting takes these names.
+#: The penalty's weighting (--lambda-weighting): "count" (``weighted=True``) or "none".
 LAMBDA_WEIGHTING = ("count", "none")
 WEIGHTED = True
 #: Early stopping's defaults, declared once: iterations without a better validation
@@ -167,6 +165,12 @@ def check_held_out(early_stop, validation, held_out, cli=False):
             "test=(users, items, ratings) or test_fraction > 0")
 
 
+def _check_workers(n_workers, m, n):
+    if n_workers > min(m, n):
+        raise DataError(f"{n_workers} workers for {m} users and {n} items: each worker "
+                        "needs users and items")
+
+
 def _schedule(ctx, lay, agg, schedule, iters, inner, group, block, target_test_rmse,
               early_stop, report):
     """The aggregate's stopping rules set; -> the schedule (both setups alike)."""
@@ -201,9 +205,7 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         lay_tr = FileLayout(train) if train is not None else None
         if builtin is not None:
             _problem_plan(*builtin)  # its refusals, before the workers start
-            if ctx.n_workers > min(builtin[:2]):
-                raise DataError(f"{ctx.n_workers} workers for {builtin[0]} users and "
-                                f"{builtin[1]} items: each worker needs users and items")
+            _check_workers(ctx.n_workers, *builtin[:2])
         lay_te = FileLayout(test) if test is not None else None
         lay = Layout(rank, float(lam), biases)
         agg = MFAggregate(lay, None, 0.0, 0, 0, 0, 0.0, None, float("nan"))
@@ -232,9 +234,7 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
         n_workers = ctx.n_workers
         p = data()
         m, n = p.shape
-        if n_workers > min(m, n):
-            raise DataError(f"{n_workers} workers for {m} users and {n} items: each worker "
-                            "needs users and items")
+        _check_workers(n_workers, m, n)
         # before anything of the rank's size (the layout's column lists too) is allocated
         _check_factor_memory(rank, biases, m, n, n_workers, schedule, block, early_stop)
         if early_stop is not None and not validation and p.test_ratings.shape[0] == 0:
@@ -316,12 +316,9 @@ def start_H(lay, Z, init, init_scale, reg_H, lam, rss):
 
 
 def svd_scale(rss, rank):
-    """The svd start's default row norm: sqrt(sigma), sigma = sqrt(rss / rank) the singular
-    value of each of ``rank`` directions sharing the ratings' energy ``rss`` evenly (a
-    rank-one fit w h' of sigma u v' is balanced at |w| = |h| = sqrt(sigma)); unit rows
-    leave W's first steps to the penalty, lambda n_u against sum h_i^2 ~ n_u / n
-    (docs/scaling.md, "MF's start"). Rounded to a quarter power of 2: the workers' sums
-    of ``rss`` differ in the last bits, the model must not depend on their number."""
+    """The svd start's default row norm, (rss / rank)^(1/4) (docs/scaling.md, "MF's
+    start"), rounded to a quarter power of 2: the workers' sums of ``rss`` differ in the
+    last bits, and the model must not depend on their number."""
     if not 0.0 < rss < math.inf:
         return 1.0
     return 2.0 ** (round(math.log2(rss / rank)) / 4)
@@ -375,29 +372,16 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
     """Factorize ratings given as three arrays (raw integer ids are remapped); ``test`` is
     an optional ``(users, items, ratings)`` held-out set. Returns :class:`strads.Result`
     on the scheduler rank (``model`` as in model.npz, see :func:`predict`). ``run_kw`` goes
-    to :func:`strads.run` (workers, staleness, time_limit, mpi, ...).
-
-    ``weighted`` (default True): each user's (item's) penalty is ``lam`` times its number
-    of training ratings (LIBMF's, ALS-WR's and Spark ALS's objective, see the module's
-    docstring); False: ``lam`` alone.
-
-    ``early_stop=N`` (default ``EARLY_STOP``; None or 0: off, ``iters`` iterations or
-    ``tol``): :func:`validated`'s two runs: ``validation`` (default ``VALIDATION``) of
-    the training ratings held out, the first run stopped N iterations after its best
-    validation RMSE, the second fitted on all the training ratings for that many
-    iterations (``extra``: ``best_iteration``, ``early_stopped``, ``validation_rmse``,
-    ``validation_iterations``, ``validation_wall_s``). ``validation=0``: one run that
-    stops on the held-out set itself and returns its best iteration's model (needs
-    ``test`` or ``test_fraction > 0``)."""
+    to :func:`strads.run` (workers, staleness, time_limit, mpi, ...). ``weighted``:
+    --lambda-weighting count (True) or none; ``early_stop``, ``validation``: the flags
+    --early-stop and --validation-fraction (:data:`PARAMS`; :func:`validated`'s runs)."""
     check(PARAMS, dict(early_stop=early_stop, validation_fraction=validation))
     check_held_out(early_stop, validation, test is not None or test_fraction)
-    train = from_arrays(users, items, ratings, "ratings")
-    held = from_arrays(*test, name="test") if test is not None else None
     # prepared in setup, so only the scheduler rank does it under MPI; the last run's
     # setup takes the triplets out of the box, so that the scheduler holds no copy of
     # them during that run
-    box = [train, held]
-    del train, held
+    box = [from_arrays(users, items, ratings, "ratings"),
+           from_arrays(*test, name="test") if test is not None else None]
 
     def one(vfrac, es, n_iters, report, limits):
         def problem():
@@ -432,8 +416,10 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False,
     if done is None:
         first = run_one(validation, int(early_stop), iters, None, {**limits, "out": first_out})
         # every rank learns how the first run ended (a worker rank's Result is None)
-        done = _agree(None if first is None else
-                      (first.stop_reason, dict(first.extra), first.wall_s, first.rounds), mpi)
+        done = None if first is None else (first.stop_reason, dict(first.extra),
+                                           first.wall_s, first.rounds)
+        job = None if mpi is False else mpi_job()
+        done = done if job is None else job.bcast(done)
     reason, extra, wall, rounds = done
     if reason not in ENDED:  # stopped by a signal, a limit or divergence: resumable
         if first is not None:
@@ -458,12 +444,6 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False,
                   max_rounds=None if max_rounds is None else max(0, int(max_rounds) - rounds),
                   time_limit=None if time_limit is None else max(time_limit - wall, 1e-9))
     return run_one(0.0, None, iters if best is None else int(best), report, limits)
-
-
-def _agree(obj, mpi):
-    from ...transport import mpi_job
-    job = None if mpi is False else mpi_job()
-    return obj if job is None else job.bcast(obj)
 
 
 def _finished(out):

@@ -21,7 +21,7 @@ class MFAggregate(Aggregate):
         self.sq = None if sq is None else {s: np.array(sq[s], dtype=np.float64)
                                            for s in ("W", "H")}
         self.rss = rss
-        self.last_test_rmse = test_rmse
+        self.last_test_rmse = test_rmse  # the last scored model's (exact after finish)
         # no score between iteration ends until one has come back and told its cost
         self._asked_at, self._score_cost = self.clock(), math.inf
         self._rows_since_ask = False
@@ -48,8 +48,7 @@ class MFAggregate(Aggregate):
         self.sq = {"W": ordered_sum([r["sqW"] for r in reports]),
                    "H": np.array(r0["sqH"], dtype=np.float64)}
         self.rss = sum(r["rss"] for r in reports)
-        sse = sum(r["sse"] for r in reports)
-        self.last_test_rmse = math.sqrt(sse / self.n_test) if self.n_test else float("nan")
+        self.last_test_rmse = self._rmse(sum(r["sse"] for r in reports))
 
     def aggregate(self, round, task, partials):
         p = partials[0]  # worker 0's, for all (the others return None)
@@ -68,7 +67,7 @@ class MFAggregate(Aggregate):
             self._last_end = (round, it)
             self._asked_at, self._rows_since_ask = now, False
             if p.get("end_test") is not None:  # early stopping: this end's score, now
-                self._scored_end(*p["end_test"])
+                self._scored([p["end_test"]], end=True)
             return None
         # between iteration ends, a score is only worth its cost when someone will look
         # at it: a trace row logged since the last one, or a target to stop at
@@ -78,20 +77,18 @@ class MFAggregate(Aggregate):
             return {"score": True}
         return None
 
-    def _scored(self, scores):
+    def _scored(self, scores, end=False):
         """Take the workers' held-out sums: (iteration or None, sum of squared errors,
-        the slowest worker's seconds), oldest first."""
+        the slowest worker's seconds), oldest first; ``end``: an iteration end's, added
+        up by the workers, the best so far if strictly lower (as on the workers)."""
         for it, sse, cost in scores:
             self._score_cost = cost
-            self._record(math.sqrt(sse / self.n_test) if self.n_test else float("nan"), it)
+            self._record(self._rmse(sse), it)
+            if end and sse < self.best_sse:
+                self.best_sse, self.best_iteration = sse, it
 
-    def _scored_end(self, it, sse, cost):
-        """An iteration end's held-out sum, added up by the workers (the same number
-        they compare): the best so far if strictly lower, as on the workers."""
-        self._score_cost = cost
-        self._record(math.sqrt(sse / self.n_test), it)
-        if sse < self.best_sse:
-            self.best_sse, self.best_iteration = sse, it
+    def _rmse(self, sse):
+        return math.sqrt(sse / self.n_test) if self.n_test else float("nan")
 
     def _record(self, rmse, it):
         self.last_test_rmse = rmse
@@ -106,18 +103,10 @@ class MFAggregate(Aggregate):
     def train_rmse(self):
         return math.sqrt(self.rss / self.n_train)
 
-    def test_rmse(self):
-        """Held-out RMSE of the last scored model (see the module's docstring): the
-        starting model's until the workers' first scores come in, the final model's
-        exactly after :meth:`finish`."""
-        return self.last_test_rmse
-
     def converged(self, tol):
-        """Relative objective change over the last outer iteration at most ``tol`` (> 0),
-        checked once per iteration; or the last held-out score (see the module's
-        docstring) at or below ``target_test_rmse``, whatever ``tol``; or, with
-        ``early_stop`` = N, N iterations since the best held-out RMSE, whatever ``tol``
-        (``early_stopped`` tells this rule from the others)."""
+        """The objective's relative change over the last iteration at most ``tol``; or,
+        whatever ``tol``, the held-out RMSE at its target or (early stopping) N
+        iterations since the best."""
         if self.target_test_rmse is not None and \
                 self.last_test_rmse <= self.target_test_rmse:
             return True
@@ -165,8 +154,7 @@ class MFAggregate(Aggregate):
             out[s] = (F, bias)
             self.sq[s] = ordered_sum([c["sq"][s] for c in collected])
         self.rss = sum(c["rss"] for c in collected)
-        sse = sum(c["sse"] for c in collected)
-        rmse = math.sqrt(sse / self.n_test) if self.n_test else float("nan")
+        rmse = self._rmse(sum(c["sse"] for c in collected))
         best = [c["best_iteration"] for c in collected]
         if self.early_stop is not None:
             # the best iteration's model (the workers' decision, on the same sums); every
@@ -191,7 +179,7 @@ class MFAggregate(Aggregate):
     def summary(self):
         m, n = self.shape
         return {"rank": self.lay.rank, "lambda": self.lay.lam, "train_rmse": self.train_rmse(),
-                "test_rmse": self.test_rmse(), "iterations": self.iters,
+                "test_rmse": self.last_test_rmse, "iterations": self.iters,
                 "n_users": m, "n_items": n, "n_train": self.n_train,
                 "n_test": self.n_test, "cold_start_test": self.cold,
                 "objective_per_iter": _finite(self.iter_objective),

@@ -178,9 +178,7 @@ TILE_ROWS = 32768
 
 def tile_order(indptr):
     """``(pos, order)``: row a's place in a tile's visiting order and the rows in that
-    order, by decreasing number of ratings (ties in order). Rows of like lengths one
-    after the other: the end of each row's loop is predicted, which saves some 10% of a
-    pass (docs/scaling.md)."""
+    order, by decreasing number of ratings (ties in order): docs/apps/mf.md."""
     order = np.argsort(-np.diff(indptr), kind="stable")
     pos = np.empty(order.shape[0], np.int64)
     pos[order] = np.arange(order.shape[0])

@@ -121,12 +121,11 @@ _NONE, _NONE2 = np.zeros(0, np.int64), np.zeros((0, 0))
 class MFUpdate(Update):
     def __init__(self, shard):
         self._report = None
-        self.early_stop = shard.get("early_stop")
         owned = "load" in shard  # the ratings are this worker's alone: no copy
         if owned:  # a description: read (or generate) this worker's part
             from .data import prepare_part
             shard, self._report = prepare_part(self.peers, shard["load"])
-            self.early_stop = shard.get("early_stop")
+        self.early_stop = shard.get("early_stop")
         lay = shard["layout"]
         m, n = shard["shape"]
         (u0, u1), (i0, i1) = self.ranges = shard["users"], shard["items"]
@@ -158,11 +157,8 @@ class MFUpdate(Update):
         return self._report
 
     def state(self):
-        # the ratings' layout (indptr, idx), the ratings, the regularisation, the ids and
-        # the held-out share are the shard's, rebuilt by setup(); G and scratch are
-        # buffers; the synced factors are every worker's own rows side by side (each
-        # round's columns are assembled from them), gathered again on load; the
-        # residuals in the rows' order, whatever the layout
+        # the rest is the shard's (rebuilt by setup()), buffers, or the synced factors
+        # (every worker's own rows, gathered again on load); res in the rows' order
         return {"scores": self.scores, "score_next": self.score_next,
                 "sides": [{"res": s.res_rows(), "own": s.own, "pending": s.pending}
                           for s in self.sides],
@@ -209,10 +205,9 @@ class MFUpdate(Update):
                                    f"expected {self.size[s]}")
 
     def reshard(self, olds, first):
-        """A checkpoint of another number of workers (``olds``: every old worker's
-        state, in order): the factors are their rows side by side; this worker takes its
-        rows of them and makes its residuals again (the ratings less the predictions),
-        and takes the scores due, and the best iteration's error, on its held-out share."""
+        """A checkpoint of another number of workers: the factors are the old workers'
+        rows side by side; the residuals, the scores due and the best iteration's error
+        on this worker's share are computed again."""
         fresh = [side.res.copy() for side in self.sides]  # the ratings: W is 0 at the start
         best = olds[0][2]["best"]
         full = [[], []]
@@ -316,9 +311,8 @@ class MFUpdate(Update):
                 "end_test": end}
 
     def _score_end(self, it):
-        """Early stopping, at iteration ``it``'s end: every worker's held-out share
-        scored and added up (worker order, as the scheduler would); a new best (strictly
-        lower sum) is kept. Returns (it, the sum, the slowest worker's seconds)."""
+        """Early stopping, at iteration ``it``'s end: the workers' held-out sums added up
+        (worker order), a strictly lower one kept as the best; -> (it, sum, seconds)."""
         sse, cost = self._score()
         got = self.peers.allgather((sse, cost))
         total = sum(g[0] for g in got)
@@ -366,10 +360,8 @@ class MFUpdate(Update):
         return K.wsumsq(None, out), time.perf_counter() - t0
 
     def collect(self):
-        """This worker's rows of W and H, their penalties per column, and the exact RSS of
-        its training rows and squared error of its held-out share: of the best
-        iteration's model with early stopping (once an iteration has ended), else of the
-        model now."""
+        """This worker's rows of W and H, their penalties, its training RSS and held-out
+        error: of the best iteration's model with early stopping, else of the model now."""
         rows, cols = self.sides
         if self.early_stop:
             # every worker takes part (the same test on all: each has seen every end)
