@@ -19,10 +19,8 @@ TINY = {
 
 
 def compile_apps(apps):
-    """Run each app in this process on its default built-in problem (one worker: the
-    kernels of a default run, in one process or, by the workers' warm-up, under
-    mpiexec) and on a tiny one with two workers, and the estimators' own kernels (LDA's
-    fold-in)."""
+    """Run each app in this process on its default built-in problem (one worker) and on a
+    tiny one with two workers, and the estimators' own kernels (LDA's fold-in)."""
     import contextlib
     import importlib
     import io

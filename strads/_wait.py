@@ -1,6 +1,5 @@
-"""Waiting without spinning a core away from the ranks that compute: polling with back-off
-(:func:`wait`), brief spinning on transfers (:func:`transfer`) and, on one host, a pipe
-*doorbell* a sender rings (:class:`Waiter`)."""
+"""Waiting without spinning a core away from the ranks that compute (docs/architecture.md,
+"strads/_wait.py")."""
 import os
 import select
 import sys
@@ -55,9 +54,8 @@ def _cores():
 
 class Waiter:
     """One rank's waits for point-to-point messages on ``comm``: asleep on its doorbell
-    where every rank has one (``doorbells`` is true), else polling (yielding the core
-    first with ``spin``). ``sends_done()`` (the caller's) moves this rank's own sends
-    along when a receiver asks for it. Collective (every rank of ``comm`` constructs one)."""
+    where every rank has one, else polling; ``sends_done()`` (the caller's) moves this
+    rank's own sends along when a receiver asks. Collective over ``comm``."""
 
     def __init__(self, comm, hosts, spin, sends_done, doorbell=True):
         try:  # Linux rounds sleeps up by the timer slack (50 us by default); ask for 1 us

@@ -1,7 +1,5 @@
-"""Checkpoints: the state of every rank as plain arrays, written atomically (one ``.npz``
-part per rank, then ``manifest.json`` last; every file sealed by CRC-32s, no pickle).
-The format and its guarantees: docs/failures.md; what :func:`picked` takes from a
-piece's ``__dict__``: docs/extending.md."""
+"""Checkpoints: the state of every rank as plain arrays, one ``.npz`` part per rank, then
+``manifest.json`` (the format and its guarantees: docs/failures.md)."""
 import contextlib
 import functools
 import json
@@ -35,8 +33,7 @@ def _frozen(v):
 
 def picked(obj):
     """The default ``state()`` of an app's piece: what of ``obj.__dict__`` can change (not
-    another piece of the app or the engine's, read-only data, nor functions and methods,
-    a chosen kernel, which setup() makes again)."""
+    other pieces, read-only data, functions, kernels: setup() makes them again)."""
     from .api import Aggregate, Schedule, Update  # api imports this module
     from .transport import Peers
 
@@ -164,9 +161,8 @@ def _rename_refs(m, old, new):
 
 def read_part(folder, entry):
     """The pieces of a part ({piece: (meta, arrays)}), checked as a file: every member a
-    stored (uncompressed) array of plain numbers, its CRC-32 and its length as its header
-    declares, the structure well-formed JSON. What the pieces hold is checked against
-    the fresh setup's by :func:`restore`."""
+    stored array of plain numbers as its header declares, the structure JSON (what they
+    hold: :func:`restore`)."""
     path = os.path.join(folder, entry["file"])
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: missing (the checkpoint is incomplete)")
@@ -201,12 +197,9 @@ RNGS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 
 def restore(parts, name, fresh, where, sized=(), sizes=True):
     """Piece ``name``'s state in ``parts`` (:func:`read_part`), decoded, once checked
-    against ``fresh``: an app's piece (its ``state()`` now, fresh from setup; its
-    ``checkpoint_sized``) or a state dict, by the rules of docs/failures.md ("A checkpoint
-    is untrusted input"); ``sized``: attributes whose size the run changes. ``where``
-    names the part in messages; anything else is refused (:class:`CheckpointError`, one
-    line). ``sizes`` False: no array's size is compared (a part of another number of
-    workers, whose rows differ)."""
+    against ``fresh`` (an app's piece, fresh from setup, or a state dict) by the rules of
+    docs/failures.md ("A checkpoint is untrusted input"); ``sized``: attributes whose size
+    the run changes (``sizes`` False: every one); ``where`` names the part in messages."""
     owner, obj = None, fresh
     if hasattr(fresh, "state"):
         owner, sized, fresh = type(fresh), tuple(getattr(fresh, "checkpoint_sized", ())), \
@@ -246,9 +239,8 @@ def load(piece, state, where):
 
 
 def restore_loop(parts, fresh, round, where):
-    """The driver's loop state (the "engine" piece), checked as :func:`restore` does
-    and for its values: the manifest's round, one version row per round, the trace a
-    JSON list of rows; ``trace`` is returned parsed."""
+    """The driver's loop state (the "engine" piece), checked as :func:`restore` does and
+    for its values; ``trace`` is returned parsed."""
     loop = restore(parts, "engine", fresh, where, ("versions",))
     v = loop["versions"]
     try:

@@ -116,10 +116,8 @@ class Driver:
         api.check_app(self.app, self.schedule.first if self.K > 1 else self.schedule,
                       self.update_cls, self.aggregate)
         digest = bool(self.every or self.resume)
-        # The first worker compiles every kernel alone; the others then load them from
-        # its on-disk cache (in one process, the kernels are then there already). Then
-        # every worker gets its shard before any is waited for: setting up, the workers
-        # may meet in their collectives.
+        # The first worker compiles every kernel alone, the others load its cache; every
+        # shard is sent before any reply is waited for (the workers' set-up may meet).
         mpi = self.tp.is_mpi
         if mpi and not self.rep:  # (leaderless: every rank warms its own worker up)
             self.tp.send(0, W.Warmup())
@@ -398,8 +396,7 @@ class Driver:
 
     def _loop(self):  # the loop's state, as a checkpoint keeps it
         return {"done": self.done, "elapsed": self._now() if self.done else self.elapsed0,
-                "trace": json.dumps([{k: v.item() if isinstance(v, np.generic) else v
-                                      for k, v in row.items()} for row in self.trace]),
+                "trace": json.dumps(self.trace, default=lambda v: v.item()),  # (NumPy's)
                 "versions": np.array(self.versions, np.int64).reshape(-1, 3),
                 "first": self.first, "best": self.best,
                 "last_log": self.last_log}
@@ -467,9 +464,8 @@ class Driver:
 
 class Split(api.Schedule):
     """The driver's schedule with ``--schedulers K``: schedule 0 runs here, schedule k
-    on rank k (in one process: here too, each with copies of what it is sent, as under
-    MPI). A round asks every one for its part, at the same time, with the aggregate's
-    news since its last part, and combines their answers."""
+    on rank k (in one process: here too, on copies, as under MPI); a round asks every one
+    for its part at once, with the aggregate's news, and combines their answers."""
 
     def __init__(self, parts, tp):
         self.parts, self.tp, self.K = list(parts), tp, len(parts)
@@ -479,8 +475,7 @@ class Split(api.Schedule):
         self.news = [[] for _ in range(self.K)]
 
     def _ask(self, msgs):
-        """Each scheduler's answer to its message, all asked at once (the other ranks
-        first; in one process each works on its own copy, as under MPI)."""
+        """Each scheduler's answer to its message, all asked at once (the others first)."""
         mpi, mine = self.tp.is_mpi, {}
         for k in range(self.K - 1, -1, -1):
             if k and mpi:
@@ -508,8 +503,8 @@ class Split(api.Schedule):
         self.news = [[] for _ in range(self.K)]
         return self.combine([a.task for a in answers])
 
-    def close(self):
-        """The scheduler ranks' traffic, once they have stopped (MPI)."""
+    def close(self):  # the other scheduler ranks' traffic, once they have stopped
+
         if not self.tp.is_mpi:
             return []
         for k in range(1, self.K):
@@ -521,9 +516,8 @@ _POOLS = {}  # the thread pools' controller, by len(sys.modules) when it was mad
 
 
 def _one_thread():
-    """threadpool_limits(1), from a controller kept while no module is imported: its
-    scan of the loaded libraries cost ~6 ms a run (a short fit's fixed cost), and a
-    library loaded later comes with an import."""
+    """threadpool_limits(1), from a controller kept while no module is imported (its
+    scan of the loaded libraries is a short fit's fixed cost)."""
     key = len(sys.modules)
     if key not in _POOLS:
         _POOLS.clear()
@@ -532,8 +526,8 @@ def _one_thread():
 
 
 class Signals:
-    """SIGINT and SIGTERM set ``signum``; the loop stops at the end of the round. A
-    second one raises KeyboardInterrupt (abort now). Only in the main thread."""
+    """SIGINT and SIGTERM set ``signum`` (the loop stops at the end of the round), a second
+    raises KeyboardInterrupt. Only in the main thread."""
 
     def __init__(self):
         self.signum = 0
@@ -635,9 +629,8 @@ TEST_HOOK = "STRADS_TEST_HOOK"
 
 def _test_hook(setup, update):
     """For tests only, where monkeypatch cannot reach (the ranks of an ``mpiexec`` job):
-    ``STRADS_TEST_HOOK=MODULE:FUNCTION[:ARG...]`` runs ``FUNCTION(setup, update, *ARGS)``
-    (the arguments as strings), which returns the ``(setup, update)`` to run instead,
-    such as an Update made slow or a schedule made to diverge (tests/faults.py)."""
+    ``STRADS_TEST_HOOK=MODULE:FUNCTION[:ARG...]`` runs ``FUNCTION(setup, update, *ARGS)``,
+    which returns the ``(setup, update)`` to run instead (tests/faults.py)."""
     spec = os.environ.get(TEST_HOOK)
     if not spec:
         return setup, update
@@ -679,10 +672,10 @@ def _in_process(setup, update, workers, threads, signals, kw):
 
 def _under_mpi(setup, update, scheduler, signals, kw):
     """Every rank of the job: the driver on rank 0 (leaderless: on every rank), the
-    workers and scheduler ranks serving it. An exception on any rank ends the job; with
-    ULFM a lost rank does not: the survivors go on in place (:func:`launch.recover`)."""
+    others serving it. An exception on any rank ends the job; with ULFM a lost rank does
+    not (:func:`launch.recover`)."""
     out, rep = kw["out"], scheduler == "replicated"
-    comm, tp = _transport.world(), None
+    comm = _transport.world()
     while True:
         tp = None
         try:

@@ -350,10 +350,15 @@ class _OnMPI(Job):
     is_mpi = True
 
     def __init__(self, comm):
+        from .launch import mapped_shm
+        from .outputs import unlink
+
         super().__init__(comm)
         self.traffic = new_traffic()
         _polite_barrier(self.comm)
-        _unlink_shm()
+        # MPICH's shared-memory files, mapped by every rank of the host now: unlinked, they
+        # go with the last rank, even when a rank is killed
+        unlink(mapped_shm("/proc/self/maps"))
         self.hosts = self.comm.allgather(socket.gethostname())
         # yielding between tests only helps when no other rank of this host needs the core
         self._spin = self.hosts.count(self.hosts[self.rank]) <= _cores()
@@ -400,7 +405,6 @@ class MPITransport(_OnMPI):
         _count(self.traffic, sent=frame.nbytes, n_sent=1)
         self._waiter.sent(dest)
         self._sends_done()  # forget those complete; the rest progress in later waits
-        return frame
 
     def _recv_from(self, source, watch=None, tag=TAG, raw=False):
         status = self.MPI.Status()
@@ -498,17 +502,14 @@ class Replicated(_OnMPI):
         self._mine = deque()  # this rank's replies not yet shared
         self._shared = []
 
-    def _handle(self, msg):
+    def send(self, w, msg):
+        if w == self.worker:
+            self.broadcast(msg)
+
+    def broadcast(self, msg):  # (this rank's worker, at once)
         reply = self.handler(msg)
         if reply is not None:
             self._mine.append(reply)
-
-    def send(self, w, msg):
-        if w == self.worker:
-            self._handle(msg)
-
-    def broadcast(self, msg):
-        self._handle(msg)
 
     def recv(self, w):
         """Worker ``w``'s reply; the loop asks for them in worker order, and the first
@@ -603,15 +604,6 @@ def _polite_barrier(comm):
     wait(comm.Ibarrier().Test, spin=False)
 
 
-def _unlink_shm():
-    """Unlink the shared-memory files MPICH mapped here (after a barrier: every rank has
-    mapped them), so that they go with the last rank even when a rank is killed."""
-    from .launch import mapped_shm
-    from .outputs import unlink
-
-    unlink(mapped_shm("/proc/self/maps"))
-
-
 # -- User-Level Failure Mitigation (docs/elastic.md) ---------------------------------------
 def ulfm():
     """Whether a lost rank is reported to the survivors, who may go on: an MPI with ULFM
@@ -656,11 +648,9 @@ def _revoke(comms):
 
 
 def shrink(comm, reached, checkpoint):
-    """The survivors' communicator after a lost rank: ``comm`` revoked (every survivor's
-    waits on it end), shrunk to the ranks alive, the survivors agreeing that each has it,
-    then on the round ``reached`` (the largest) and on the new rank 0's ``checkpoint()``;
-    -> (communicator, the COMM_WORLD ranks lost since ``comm``, round, checkpoint).
-    Collective over the survivors; a rank lost meanwhile: shrunk away too."""
+    """The survivors' communicator after a lost rank (``comm`` revoked and shrunk), and
+    their agreement on the round ``reached`` (the largest) and the new rank 0's
+    ``checkpoint()``; -> (communicator, the COMM_WORLD ranks lost, round, checkpoint)."""
     from mpi4py import MPI
 
     world, lost = MPI.COMM_WORLD.Get_group(), set()

@@ -1,10 +1,8 @@
 """The ranks that the driver commands: a worker (the app's Update on its shard) and, with
-``--schedulers K``, a scheduler rank (one of the K schedules). Messages are the named
-records below, handled by type; they travel pickled (arrays as buffers), so they stay
-small tuples."""
+``--schedulers K``, a scheduler rank (one of the K schedules); messages are the named
+records below, handled by type."""
 import os
 import sys
-import threading
 import time
 from collections import namedtuple
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +39,7 @@ class WorkerHost:
         self.update = None
         self.version = 0
         self.digest = None  # of the shard, when checkpoints are on: checked on resume
-        self._writer = None  # the thread writing this worker's checkpoint part
+        self._writer = None  # the future of this worker's checkpoint part, being written
         self._written = []  # (worker, tag, manifest entry) of parts on disk, not yet told
         self.busy = []  # seconds of update() work a round since the last Timing
 
@@ -98,27 +96,24 @@ class WorkerHost:
                            [] if partial is None else [(self.w, partial)], self._durable())
 
     def checkpoint(self, msg):
-        """A copy of the state now, written to disk while the run goes on and told to
-        the driver with a later result; the driver then writes the manifest."""
+        """A copy of the state now, written while the run goes on and told to the driver
+        with a later result."""
         self._join_writer()
         rows = None if self.update.rows is None else int(self.update.rows)
         pieces = _ckpt.snapshot({
             "update": _ckpt.encode(self.update.state(), type(self.update).__name__),
             "host": _ckpt.encode(self._host(), "worker")})
-        done, who = [], (self.w, msg.tag)
+        w, tag = self.w, msg.tag
 
         def write():  # an error is told with the next result: the run then ends
-            try:
-                entry = _ckpt.write_part(msg.folder, f"{msg.tag}-worker{self.w}.npz", pieces)
-                done.append((*who, {**entry, "rows": rows}))
-            except BaseException as exc:
-                done.append(exc)
+            entry = _ckpt.write_part(msg.folder, f"{tag}-worker{w}.npz", pieces)
+            return w, tag, {**entry, "rows": rows}
 
-        # (the thread drops write, and the snapshot with it, once it is on disk)
-        # (not a daemon: a run that ends in an error still finishes or removes the part)
-        self._writer = threading.Thread(target=write, name="strads-checkpoint")
-        self._writer.done = done
-        self._writer.start()
+        # (the pool drops write, and the snapshot with it, once it is on disk; its thread
+        # is joined at exit: a run that ends in an error still finishes or removes the part)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="strads-checkpoint")
+        self._writer = pool.submit(write)
+        pool.shutdown(wait=False)
 
     def _host(self):
         return {"version": self.version, "digest": self.digest, "worker": self.w}
@@ -151,11 +146,9 @@ class WorkerHost:
         return host, state
 
     def _reshard(self, msg):
-        """A checkpoint of another number of workers: the old workers' parts that hold
-        rows of this worker's (all of them for an app without rows) go to the app's
-        :meth:`~strads.Update.reshard`; rows are numbered over all workers in order.
-        Each part is checked as :meth:`restore` does, but for the sizes of its arrays
-        (its rows are another worker's); what the app makes of them, in full."""
+        """A checkpoint of another number of workers: the old parts that hold rows of
+        this worker's (all of them for an app without rows), checked but for their
+        arrays' sizes, go to the app's :meth:`~strads.Update.reshard`."""
         up, entries = self.update, msg.parts[1:]
         old = [e.get("rows") for e in entries]
         mine = self.peers.allgather(up.rows)
@@ -232,15 +225,12 @@ class WorkerHost:
 
     def _join_writer(self):
         if self._writer is not None:
-            self._writer.join()
-            got, self._writer = self._writer.done[0], None
-            if isinstance(got, BaseException):
-                raise got
-            self._written.append(got)
+            writer, self._writer = self._writer, None
+            self._written.append(writer.result())
 
     def _durable(self):
         """The parts written since the last result (a writer that failed raises here)."""
-        if self._writer is not None and not self._writer.is_alive():
+        if self._writer is not None and self._writer.done():
             self._join_writer()
         done, self._written = self._written, []
         return done
@@ -263,7 +253,7 @@ class SchedulerHost:
 
 def serve(tp, update_cls, signals, app, stall_warn):
     """A worker rank's loop: its shard (and a warm-up) sent to it alone, then the
-    broadcasts, passed down the workers' tree; a round's result goes up the tree."""
+    broadcasts down the workers' tree, a round's result up it."""
     host = WorkerHost(update_cls, signals, tp.worker, tp.peers, tp.traffic)
     while True:
         msg = tp.recv_task()
@@ -296,8 +286,7 @@ def schedule_serve(tp):
 
 
 def merge(parts):
-    """Workers' RoundResults of one round combined, in any grouping: along the tree or
-    all at once."""
+    """Workers' RoundResults of one round combined, in any grouping."""
     return RoundResult(parts[0].round, max(p.newest for p in parts),
                        min(p.oldest for p in parts), max(p.signum for p in parts),
                        sorted((x for p in parts for x in p.partials), key=lambda x: x[0]),
