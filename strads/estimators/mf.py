@@ -127,7 +127,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         check_is_fitted(self, "user_factors_")
         if not np.isscalar(user):
             raise ValueError(f"recommend takes one user id, got {user!r}")
-        pos, known = mf._lookup(self.user_ids_, np.array([user]))
+        pos, known = mf.lookup(self.user_ids_, np.array([user]))
         if not known[0]:
             raise ValueError(f"user {user!r} was not in the training data: recommend "
                              "needs a user with factors (predict() scores unseen ids by "

@@ -17,7 +17,7 @@ from . import kernels as K
 from .aggregate import MFAggregate
 from ...io.memory import fmt_bytes, physical_memory
 from ...io.ratings import Layout as FileLayout
-from .data import _lookup, _problem_plan
+from .data import lookup, problem_plan
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES
@@ -204,7 +204,7 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
     def setup(ctx):
         lay_tr = FileLayout(train) if train is not None else None
         if builtin is not None:
-            _problem_plan(*builtin)  # its refusals, before the workers start
+            problem_plan(*builtin)  # its refusals, before the workers start
             _check_workers(ctx.n_workers, *builtin[:2])
         lay_te = FileLayout(test) if test is not None else None
         lay = Layout(rank, float(lam), biases)
@@ -473,7 +473,7 @@ def predict(model, users, items, unknown="error"):
     idx = []
     for raw, ids, what in ((users, model["user_ids"], "user"), (items, model["item_ids"],
                                                                  "item")):
-        pos, known = _lookup(ids, raw)
+        pos, known = lookup(ids, raw)
         if unknown == "error" and not known.all():
             k = int(np.flatnonzero(~known)[0])
             raise DataError(f"pair {k}: {what} {raw[k]} was not in the training data")

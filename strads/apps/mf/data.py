@@ -258,8 +258,8 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         tu = ti = np.zeros(0, np.int32)
         tr = np.zeros(0)
     else:
-        tu, ku = _lookup(user_ids, test.users)
-        ti, ki = _lookup(item_ids, test.items)
+        tu, ku = lookup(user_ids, test.users)
+        ti, ki = lookup(item_ids, test.items)
         unseen = ~(ku & ki)
         cold = int(unseen.sum())
         if cold and cold_start == "error":
@@ -272,15 +272,15 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
         if cold and cold_start == "skip":
             tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
     if val is not None:  # every validation user and item kept a training rating
-        tu = _lookup(user_ids, val.users)[0].astype(np.int32)
-        ti = _lookup(item_ids, val.items)[0].astype(np.int32)
+        tu = lookup(user_ids, val.users)[0].astype(np.int32)
+        ti = lookup(item_ids, val.items)[0].astype(np.int32)
         tr, cold = val.ratings, 0
     return Problem(user_ids, item_ids, users.astype(np.int32), items.astype(np.int32),
                    np.ascontiguousarray(train.ratings, dtype=np.float64), tu, ti,
                    np.ascontiguousarray(tr, dtype=np.float64), cold)
 
 
-def _lookup(ids, raw):
+def lookup(ids, raw):
     pos = np.minimum(np.searchsorted(ids, raw), ids.shape[0] - 1)
     return pos, ids[pos] == raw
 
@@ -289,7 +289,7 @@ def _lookup(ids, raw):
 _GEN_USERS = 4096  # users per chunk of the built-in problem (each its own random stream)
 
 
-def _problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed):
+def problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed):
     """What every worker computes alike: the popularities and each user's degree."""
     if min(n_users, n_items, n_ratings, rank) < 1:
         raise DataError("the built-in problem needs users, items, ratings and rank >= 1")
@@ -364,7 +364,7 @@ def make_problem(n_users=3000, n_items=1500, n_ratings=60000, rank=8, noise=0.5,
     u.v / sqrt(rank) + noise * N(0, 1), u, v standard normal. Returns :class:`Triplets`
     of part ``part`` of ``n_parts``: chunks of users, each from its own random stream (the
     same problem however many parts; ``pos``: positions in the whole problem)."""
-    pu, pi, cdf, deg = _problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed)
+    pu, pi, cdf, deg = problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed)
     V = np.random.default_rng([seed, 0x6D66, 4]).standard_normal((n_items, rank))
     VT = np.ascontiguousarray(V.T)
     del V
