@@ -4,6 +4,7 @@ a signal, a traceback or a silently different model; no fault loses results. Per
 and per checkpoint field, in one process and, where the path differs, under mpiexec;
 and the fuzz harness (benchmarks/fuzz.py) on a few mutations of each format."""
 import errno
+import gzip
 import io
 import json
 import os
@@ -680,6 +681,16 @@ def test_matrix_market_banner_below_line_1_of_a_rating_file(tmp_path):
     refused(mf_data.read_ratings, str(f), match="r.mtx:10: a MatrixMarket banner")
     f.write_bytes(b"1 1 5\n%% only a comment\n2 2 4\n")
     assert mf_data.read_ratings(str(f)).ratings.tolist() == [5.0, 4.0]
+
+
+def test_an_empty_or_bom_only_matrix_market_file_is_named(tmp_path):
+    # (a crash, AttributeError on the missing banner, before the reader shared svmlight's opener)
+    (tmp_path / "e.mtx.gz").write_bytes(gzip.compress(b""))
+    refused(lasso_data.load, str(tmp_path / "e.mtx.gz"),
+            match="e.mtx.gz: empty file (after gzip decompression)")
+    (tmp_path / "b.mtx").write_bytes(b"\xef\xbb\xbf")
+    refused(lasso_data.load, str(tmp_path / "b.mtx"),
+            match="b.mtx:1: not a MatrixMarket file: the first line must be")
 
 
 @pytest.mark.parametrize("name, body", [
