@@ -244,37 +244,24 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
         mean = float(p.ratings.mean()) if bias != "none" else 0.0
         cu = np.bincount(p.users, minlength=m)
         ci = np.bincount(p.items, minlength=n)
-        with np.errstate(over="ignore"):
-            reg = {"W": lam * cu if weighted else np.full(m, float(lam)),
-                   "H": lam * ci if weighted else np.full(n, float(lam))}
-        if not (np.isfinite(reg["W"]).all() and np.isfinite(reg["H"]).all()):
-            raise DataError(f"lambda {lam} (--lambda) times a row's up to "
-                            f"{max(cu.max(), ci.max())} ratings (--lambda-weighting "
-                            "count) overflows")
-        rng = np.random.default_rng([seed, 0x6D66, 2])
+        reg_W, reg_H = penalties(lam, weighted, cu, ci, int(cu.max()))
         # W starts at 0, the bias columns too: no prediction yet, the residuals are the
         # ratings less the mean
         res = p.ratings - mean
         rows, cols = _compressed(p.users, p.items, res, m, n)
         del res
-        Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)  # rows of norm about 1
-        if init == "svd":
-            # one step of randomized subspace iteration: H starts in the span of R'R Z
+
+        def gram(Z):  # R'R Z', transposed
             R = sp.csr_matrix((rows[2], rows[1], rows[0]), shape=(m, n))
-            Z = np.ascontiguousarray((R.T @ (R @ Z.T)).T)
-            del R
-            K.orthonormalize(Z)
+            return (R.T @ (R @ Z.T)).T
+
         rss = K.wsumsq(None, rows[2])
-        H, sqH = start_H(lay, Z, init, init_scale, reg["H"], lam, rss)
-        del Z
+        H, sq = start(lay, seed, init, init_scale, reg_W, reg_H, lam, rss, gram)
         # the starting objective's pieces and held-out score, while the data is here: the
         # scheduler keeps nothing of its size
-        sq = {"W": np.zeros(lay.kk), "H": sqH}
-        if biases:
-            sq["W"][lay.item_bias] = K.wsumsq(reg["W"], np.ones(m))
         e = p.test_ratings - mean
         agg = MFAggregate(lay, (m, n), mean, int(rows[2].shape[0]), int(e.shape[0]),
-                          p.cold, rss, sq,
+                          p.cold, rss, dict(zip("WH", sq)),
                           math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
                           else float("nan"))
         uo, io = api.split_balanced(cu, n_workers), api.split_balanced(ci, n_workers)
@@ -285,7 +272,7 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                 "layout": lay, "shape": (m, n), "H": H,
                 "users": (int(u0), int(u1)), "items": (int(i0), int(i1)),
                 "rows": _part(rows, u0, u1), "cols": _part(cols, i0, i1),
-                "reg_rows": reg["W"][u0:u1], "reg_cols": reg["H"][i0:i1], "test": test,
+                "reg_rows": reg_W[u0:u1], "reg_cols": reg_H[i0:i1], "test": test,
                 "user_ids": p.user_ids[u0:u1], "item_ids": p.item_ids[i0:i1],
                 "early_stop": early_stop})
         return (_schedule(ctx, lay, agg, schedule, iters, inner, group, block,
@@ -294,13 +281,28 @@ def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
     return setup
 
 
-def start_H(lay, Z, init, init_scale, reg_H, lam, rss):
-    """(H, its columns' weighted squared norms): H transposed, ``Z`` scaled (svd: unit
-    rows; random: entries of variance 1 / rank), with one extra entry per column, an
-    unseen item's (cold start, policy mean): 0 but for the fixed column's 1. A starting
-    penalty that overflows is refused. ``rss``: the training ratings' sum of squares
-    (less the mean), the svd start's scale."""
-    n = Z.shape[1]
+def penalties(lam, weighted, cu, ci, most):
+    """The penalties' weights of users with ``cu`` and items with ``ci`` ratings; ``most``:
+    the largest of every user's count. A weight that overflows is refused."""
+    with np.errstate(over="ignore"):
+        reg = [lam * c if weighted else np.full(c.shape[0], float(lam)) for c in (cu, ci)]
+    if weighted and not (np.isfinite(lam * float(most)) and np.isfinite(reg[1]).all()):
+        raise DataError(f"lambda {lam} (--lambda) times a row's up to "
+                        f"{max(most, int(ci.max()))} ratings (--lambda-weighting count) "
+                        "overflows")
+    return reg
+
+
+def start(lay, seed, init, init_scale, reg_W, reg_H, lam, rss, gram):
+    """W = 0; -> (H transposed: Z Gaussian (svd: ``gram(Z)``, R'R Z' transposed,
+    orthonormalised: one randomized subspace iteration) scaled, and an unseen item's
+    column (cold start): 0 but the fixed column's 1; (W's, H's) columns' weighted squared
+    norms). A starting penalty that overflows is refused; ``rss``: svd's scale."""
+    n = reg_H.shape[0]
+    Z = np.random.default_rng([seed, 0x6D66, 2]).standard_normal((lay.rank, n)) / np.sqrt(n)
+    if init == "svd":
+        Z = np.ascontiguousarray(gram(Z))
+        K.orthonormalize(Z)
     scale = init_scale if init_scale is not None else \
         (svd_scale(rss, lay.rank) if init == "svd" else np.sqrt(n / lay.rank))
     H = np.zeros((lay.kk, n + 1))
@@ -310,9 +312,11 @@ def start_H(lay, Z, init, init_scale, reg_H, lam, rss):
     if not np.isfinite(penalty):
         raise DataError(f"lambda {lam} (--lambda) and starting scale {scale} "
                         "(--init-scale): the starting penalty lambda ||H||^2 overflows")
+    sqW = np.zeros(lay.kk)
     if lay.biases:
         H[lay.user_bias] = 1.0
-    return H, np.array([K.wsumsq(reg_H, H[t, :n]) for t in range(lay.kk)])
+        sqW[lay.item_bias] = K.wsumsq(reg_W, np.ones(reg_W.shape[0]))
+    return H, (sqW, np.array([K.wsumsq(reg_H, H[t, :n]) for t in range(lay.kk)]))
 
 
 def svd_scale(rss, rank):

@@ -595,7 +595,7 @@ def prepare_part(peers, desc):
     item_ids = np.unique(np.concatenate([g[1] for g in got])).astype(np.int64)
     del got
     m, n = user_ids.shape[0], item_ids.shape[0]
-    from . import _check_factor_memory, Layout as FL, start_H
+    from . import _check_factor_memory, _check_workers, Layout as FL, penalties, start
     # the peak of the load is in the routes below: the raw ids go, the dense ones are
     # int32 and the destinations int16, before the ratings move
     u = dense_ids(user_ids, src.u, reuse=True)
@@ -612,8 +612,10 @@ def prepare_part(peers, desc):
             del got
             _dedupe(peers, src, "error", _pair_groups(uu, 0, m, ii, n, pp), pp, pp,
                     lambda j: (user_ids[uu[j]], item_ids[ii[j]]))
-        refuse(peers, f"{W} workers for {m} users and {n} items: each worker "
-               "needs users and items")
+        try:
+            _check_workers(W, m, n)
+        except DataError as e:
+            refuse(peers, e)
 
     # -- rows: users in blocks balanced by their ratings, each rating to its user's
     counts = peers.allreduce(tally(u, m))
@@ -694,16 +696,11 @@ def prepare_part(peers, desc):
                "held-out set is empty")
     mean = math.fsum(np.concatenate([g[1] for g in got])) / n_train \
         if o["bias"] != "none" else 0.0
-    lam, weighted = o["lam"], o["weighted"]
-    with np.errstate(over="ignore"):
-        reg_rows = lam * cu if weighted else np.full(u1 - u0, float(lam))
-        reg_H = lam * ci if weighted else np.full(n, float(lam))
-        bad = weighted and not (np.isfinite(lam * float(max(g[2] for g in got)))
-                                and np.isfinite(reg_H).all())
-    if bad:
-        refuse(peers, f"lambda {lam} (--lambda) times a row's up to "
-               f"{max(max(g[2] for g in got), int(ci.max()))} ratings "
-               "(--lambda-weighting count) overflows")
+    lam = o["lam"]
+    try:
+        reg_rows, reg_H = penalties(lam, o["weighted"], cu, ci, max(g[2] for g in got))
+    except DataError as e:
+        refuse(peers, e)
     io = api.split_balanced(ci, W)
     i0, i1 = int(io[me]), int(io[me + 1])
 
@@ -722,10 +719,9 @@ def prepare_part(peers, desc):
 
     # -- the start of H
     lay = FL(int(o["rank"]), float(lam), o["bias"] == "full")
-    rng = np.random.default_rng([o["seed"], 0x6D66, 2])
-    Z = rng.standard_normal((lay.rank, n)) / np.sqrt(n)
     rss = peers.allgather(K.wsumsq(None, y))  # (worker order: the same sum on every rank)
-    if o["init"] == "svd":
+
+    def gram(Z):
         # R Z' and then C Y, one worker's rows of Y at a time: scipy's sums (csr_matvecs),
         # bit for bit, without its copies of Z' and of Y
         Y = np.zeros((u1 - u0, lay.rank))
@@ -737,17 +733,13 @@ def prepare_part(peers, desc):
             _products(cols, int(uo[w]), int(uo[w + 1]),
                       peers.bcast(Y if w == me else None, w), Pc, cur)
         del Y
-        Z = np.ascontiguousarray(np.concatenate(peers.allgather(Pc)).T)
-        del Pc
-        K.orthonormalize(Z)
+        return np.concatenate(peers.allgather(Pc)).T
+
     try:
-        H, sqH = start_H(lay, Z, o["init"], o["init_scale"], reg_H, lam, sum(rss))
+        H, (sqW, sqH) = start(lay, o["seed"], o["init"], o["init_scale"], reg_rows, reg_H,
+                              lam, sum(rss), gram)
     except DataError as e:
-        refuse(peers, str(e))
-    del Z
-    sqW = np.zeros(lay.kk)
-    if lay.biases:
-        sqW[lay.item_bias] = K.wsumsq(reg_rows, np.ones(u1 - u0))
+        refuse(peers, e)
     report = {"shape": (m, n), "mean": mean, "n_train": n_train, "n_test": n_test,
               "cold": cold, "rss": rss[me], "sqW": sqW,
               "sqH": sqH if me == 0 else None, "sse": K.wsumsq(None, test[2])}
