@@ -412,11 +412,11 @@ class LassoCV(RegressorMixin, _LinearModel):
             pred = np.asarray(safe_sparse_dot(X[test], coefs)) + intercepts
             mse[:, f] = ((pred - y[test][:, None]) ** 2).mean(axis=0)
         best = int(np.argmin(mse.mean(axis=1)))
-        if sp.issparse(X) or X.shape[1] > X.shape[0]:
+        if not lasso.path_from_gram(not sp.issparse(X), *X.shape):
             final = Lasso(alpha=float(alphas[best]), **params).fit(X, y)
             fitted = {"coef_": final.coef_, "intercept_": final.intercept_,
                       "dual_gap_": final.dual_gap_, "n_iter_": final.n_iter_}
-        else:  # dense, p <= n: the path down to alpha_, as the folds' (from one Gram)
+        else:  # the path down to alpha_, as the folds' (from one Gram)
             coefs, intercepts, gaps, rounds = _path(X, y, alphas[:best + 1], params)
             fitted = {"coef_": coefs[:, -1], "intercept_": float(intercepts[-1]),
                       "dual_gap_": float(gaps[-1]), "n_iter_": rounds}

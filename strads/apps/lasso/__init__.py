@@ -15,7 +15,7 @@ from .update import LassoUpdate
 
 __all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "near_duplicates",
            "LassoUpdate", "LassoAggregate", "SCHEDULES", "make_setup", "make_file_setup",
-           "default_gram_budget", "gram_block_cap", "max_staleness"]
+           "default_gram_budget", "gram_block_cap", "max_staleness", "path_from_gram"]
 
 
 def lambda_max(X, y):
@@ -124,13 +124,17 @@ class Quadratic(Datafit):
     def working_set(agg, block, ctx, options):
         budget = gram_budget(options)
         agg.block_cap = gram_block_cap(budget, ctx.n_workers)
-        p = agg.w.shape[0]
-        # a dense path with no more columns than rows (scikit-learn's precompute="auto")
-        # whose whole Gram fits the budget: solved from it at once
-        gram = agg.path is not None and agg.col_nnz is None and p <= min(agg.n, agg.block_cap)
+        gram = agg.path is not None and path_from_gram(agg.col_nnz is None, agg.n,
+                                                       agg.w.shape[0], agg.block_cap)
         return (GramPath if gram else WorkingSet)(agg, max_block=agg.block_cap, block=block,
                           time_limit=options["time_limit"], staleness=ctx.staleness,
                           factor_cap=budget * MiB / FACTOR_BYTES)
+
+
+def path_from_gram(dense, n, p, cap=None):
+    """Whether a path is solved from its Gram at once (:class:`GramPath`): dense, no more
+    columns than rows (scikit-learn's precompute="auto"), the whole Gram within ``cap``."""
+    return dense and p <= (n if cap is None else min(n, cap))
 
 
 class GramPath(WorkingSet):
