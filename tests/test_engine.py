@@ -96,7 +96,7 @@ def test_time_limit_and_schedule_end(monkeypatch):
         def schedule(self, round):
             return {} if round < 1_000_000_000 else None
 
-    clock = FakeClock(monkeypatch, strads.driver)
+    clock = FakeClock(monkeypatch, strads.driver, frozen=True)
 
     class Count(strads.Aggregate):
         def aggregate(self, round, task, partials):

@@ -160,9 +160,10 @@ def test_large_support_under_mpi_in_bounded_address_space(tmp_path):
 @pytest.mark.timeout(120)
 def test_time_limit_stops_a_long_gram_round(monkeypatch):
     """Dense 12,000 x 2,000 with a first working set of all 2,000 coordinates: the
-    workers' Gram alone is 4.8e10 multiply-adds (several seconds); with a 0.5 s limit
-    the round is dropped: its Gram given up at the first look at the clock past the
-    deadline, and the run stops at the limit."""
+    workers' Gram is built in hundreds of pieces, looking at the clock between them; with
+    a 0.5 s limit the round is dropped: its Gram given up at the first look past the
+    deadline, and the run stops at the limit. The clocks are frozen and move 0.2 s a
+    look, so what is asserted holds whatever the machine's speed or load."""
     X, y, _ = make_problem(12_000, 2_000, corr=0.5, n_informative=50, dense=True, seed=5)
     limit = 0.5
     setup = lasso.make_setup(lambda: (X, y), lambda_ratio=0.01, time_limit=limit)
@@ -172,11 +173,14 @@ def test_time_limit_stops_a_long_gram_round(monkeypatch):
         sched.min_size = 2_000  # the first block: every coordinate that violates
         return sched, agg, shards
 
-    clock, deadline, late_looks = FakeClock(monkeypatch, update), {}, []
+    clock = FakeClock(monkeypatch, update, aggregate, strads.driver, frozen=True)
+    frozen, deadline, late_looks = clock.time, {}, []
+    monkeypatch.setattr(strads.Schedule, "clock", staticmethod(lambda: frozen()))
 
     def look():  # the Gram's look at the clock: counted once past the build's deadline
-        now = time.time()
+        now = frozen()
         late_looks[-1] += now > (deadline.get(threading.get_ident()) or math.inf)
+        clock.skip(0.2)
         return now
     clock.time, gram_part = look, lasso.LassoUpdate.gram_part
 

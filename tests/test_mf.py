@@ -191,7 +191,7 @@ def test_expensive_held_out_scoring_is_rationed(monkeypatch):
     the time since the last scoring; iteration ends are always scored, exactly."""
     from strads.apps.mf import kernels as K, update
     from strads.apps.mf.aggregate import MFAggregate
-    clock = FakeClock(monkeypatch, update)  # the workers time their scoring on it
+    clock = FakeClock(monkeypatch, update, frozen=True)  # the workers time their scoring on it
     monkeypatch.setattr(MFAggregate, "clock", staticmethod(clock.time))
     calls = []
     real, aggregate = K.predict_pairs, MFAggregate.aggregate
