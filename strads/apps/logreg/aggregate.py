@@ -29,6 +29,7 @@ LAPACK_SPEEDUP = 30  # a dense factor's flops against the factor's scattered one
 
 
 class LogRegAggregate(GLMAggregate):
+    floor = False  # a fresh Gram's step overshot: the working set's next Grams are floored
     # setup() (or begin(), from the workers' reports) sets them again
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("tol", "block_cap", "min_size",
                                                       "reuse")
@@ -100,6 +101,8 @@ class LogRegAggregate(GLMAggregate):
 
     @next.setter
     def next(self, task):
+        if task["kind"] == "newton" and self.floor:
+            task["floor"] = True
         self._next, self.plans = task, self.plans + 1
 
     # -- rounds --------------------------------------------------------------------------
@@ -176,6 +179,7 @@ class LogRegAggregate(GLMAggregate):
         first step is taken from it with this round's q (the line search checks it)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
         self.tol_in, self.ws_steps, self.last_in = EPS_TOL * worst, 0, worst
+        self.floor = False
         if (self.reuse and not self.slow and self.G is not None and worst > 0.0
                 and self.G_cols.shape[0] >= min(self.min_size, self.p)):
             # the kept Gram's block holds the support and every coordinate over EPS_TOL
@@ -315,6 +319,7 @@ class LogRegAggregate(GLMAggregate):
             if not ok:
                 if self.fresh:
                     self.backtracks += 1
+                    self.floor = True
                     self.next = {"kind": "trial", "steps": BACKOFF}
                     return None
                 self.next = {"kind": "newton", "cols": cols}  # the kept Gram is stale

@@ -134,7 +134,7 @@ class LogRegUpdate(GLMUpdate):
             out.update(self._full(task.get("hess", False)))
         elif kind == "newton":
             cols = task["cols"]
-            out.update(q=self._grad(cols, self.r), **self._gram(cols))
+            out.update(q=self._grad(cols, self.r), **self._gram(cols, task.get("floor")))
         elif kind == "extend":
             out.update(self._extend(task["cols"], task["new"], task["form"]))
         elif kind == "trial":
@@ -187,14 +187,17 @@ class LogRegUpdate(GLMUpdate):
             return g
         return self._block(cols).T @ r
 
-    def _gram(self, cols):
+    def _gram(self, cols, floor=False):
         """X_B' D X_B over this worker's rows, in its most compact form: sparse X, the
         factor D^1/2 X_B {"Fp", "Fi", "Fv", "Fn"} when it has under half the Gram's
         non-zeros, else CSR {"Gp", "Gi", "Gv"} when under a quarter of its entries can be
         non-zero, else dense {"G"}; dense X, dense."""
         m = cols.shape[0]
-        # the weights of this Gram (kept for _extend), damped: see DAMPING
-        wts = self.gram_w = self.wts + DAMPING
+        # the weights of this Gram (kept for _extend), damped: see DAMPING; ``floor``: the
+        # misclassified samples' at least 1/4, their curvature at z = 0 (the model of a
+        # nearly linear loss overshoots by 1/(s(1 - s)))
+        wts = np.where(self.y * self.m < 0.0, 0.25, self.wts) if floor else self.wts
+        wts = self.gram_w = wts + DAMPING
         if self.sparse:
             nnz_f, nnz_g = GK.block_counts(self.X[0], self.X[1], cols, self.count)
             if 2 * nnz_f < nnz_g:
