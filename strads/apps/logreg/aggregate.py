@@ -29,7 +29,7 @@ LAPACK_SPEEDUP = 30  # a dense factor's flops against the factor's scattered one
 
 
 class LogRegAggregate(GLMAggregate):
-    floor = False  # a fresh Gram's step overshot: the working set's next Grams are floored
+    floor = False  # a fresh Gram's step overshot: the next Grams are floored (_choose_ws)
     # setup() (or begin(), from the workers' reports) sets them again
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("tol", "block_cap", "min_size",
                                                       "reuse")
@@ -179,7 +179,10 @@ class LogRegAggregate(GLMAggregate):
         first step is taken from it with this round's q (the line search checks it)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
         self.tol_in, self.ws_steps, self.last_in = EPS_TOL * worst, 0, worst
-        self.floor = False
+        # a support that filled the last working set is still growing (3x, not 2x, below);
+        # its new coordinates are those that overshoot: a floor set stays
+        growing = np.count_nonzero(self.w) >= 0.9 * self.ws.shape[0]
+        self.floor = self.floor and growing
         if (self.reuse and not self.slow and self.G is not None and worst > 0.0
                 and self.G_cols.shape[0] >= min(self.min_size, self.p)):
             # the kept Gram's block holds the support and every coordinate over EPS_TOL
@@ -192,9 +195,7 @@ class LogRegAggregate(GLMAggregate):
                 return self._direction(self.ws, q[self.ws])
         nonzero = self.w != 0
         nnz = int(np.count_nonzero(nonzero))
-        # a support that filled the last working set is still growing: 3x, not 2x
-        grow = 3 if nnz >= 0.9 * self.ws.shape[0] else 2
-        size = min(max(self.min_size, grow * nnz), self.p)
+        size = min(max(self.min_size, (3 if growing else 2) * nnz), self.p)
         if self.block_cap:
             size = min(size, self.block_cap)
         pool, _ = working_set(nonzero, viol, size)
