@@ -417,7 +417,7 @@ def warmup():
     for a in (i32, i64):  # (the rows in order: _rows_in_order)
         ascending(a, a)
         tally_into(a, 0, i64.copy())
-    by_word(i64, i32, i64, 1)
+    by_word(i64, i32, i32, 1)  # (32-bit counts: LDAUpdate's)
     w = text_docs.Words(("ab",))
     w.scan(np.frombuffer(b"ab cd\n", np.uint8), 0, 0, 10, i64, i32, 0, -1)
     text_docs.rehash(np.full(8, -1, np.int64), w.wstart, w.wlen, w.arena, w.n_ids)

@@ -453,15 +453,16 @@ def doc_table(lengths, z, ndk):
 @njit(**_opts)
 def doc_lists(lengths, z, dmeta, dlist, K):
     """The compact (topic, count) lists of every document from its tokens' topics, the
-    tokens in document order; document d's list starts where its tokens do."""
+    tokens in document order; document d's list has min(length, K) slots (it never
+    holds more topics), after document d - 1's."""
     # slot of topic k in the list of the last document that had it: seen[k] >= start
     # only if it is in the current document's list
     seen = np.full(K, -1, np.int64)
-    a = 0
+    a = t0 = 0
     for d in range(lengths.shape[0]):
         dmeta[d, 0] = a
         dmeta[d, 1] = 0
-        for t in range(a, a + lengths[d]):
+        for t in range(t0, t0 + lengths[d]):
             k = z[t]
             if seen[k] < a:
                 seen[k] = a + dmeta[d, 1]
@@ -469,7 +470,8 @@ def doc_lists(lengths, z, dmeta, dlist, K):
                 dlist[seen[k], 1] = 0
                 dmeta[d, 1] += 1
             dlist[seen[k], 1] += 1
-        a += lengths[d]
+        t0 += lengths[d]
+        a += min(lengths[d], K)
 
 
 def pack_lists(dmeta, dlist):
@@ -668,9 +670,9 @@ def add_packed(indptr, idx, cnt, out):
 def sum_packed(parts, n_topics):
     """The sum of packed tables of the same rows, packed as :func:`pack` packs the dense
     sum, with no dense table (rows x K) made."""
-    acc = (np.zeros(parts[0][0].shape[0], np.int64), np.empty(0, topic_dtype(n_topics)),
-           np.empty(0, np.int32))
-    for part in parts:  # (in order: the same bits whatever the order)
+    first = parts[0]  # (not merged with an empty table: that copied it)
+    acc = (first[0], first[1].astype(topic_dtype(n_topics), copy=False), first[2])
+    for part in parts[1:]:  # (in order: the same bits whatever the order)
         cap = acc[1].shape[0] + part[1].shape[0]
         out = (np.empty_like(acc[0]), np.empty(cap, acc[1].dtype), np.empty(cap, np.int32))
         acc = _merge_packed(*acc, *part, *out)
@@ -747,7 +749,7 @@ def pack_tokens(wptr, z, n_topics):
     scratch = np.zeros(n_topics, np.int32)
     touched = np.empty(min(n_topics, n + 1), np.int64)
     indptr = np.zeros(n_rows + 1, np.int64)
-    idx = np.empty(n, np.int32)
+    idx = np.empty(n, z.dtype)  # (the topics' type: 2 bytes a pair while K <= 65,536)
     cnt = np.empty(n, np.int32)
     q = 0
     for r in range(n_rows):

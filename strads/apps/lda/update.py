@@ -97,6 +97,10 @@ class LDAUpdate(Update):
         self.d0 = int(part.d0)
         self.vocab = part.vocab if self.worker == 0 else None
         self.lengths = part.lengths
+        if part.counts.dtype != np.int32 and self.lengths.max(initial=0) <= data.INT32_MAX:
+            # (an entry counts at most its document's tokens): 32-bit counts, held
+            # beside the tokens' documents at by_word, the set-up's peak
+            part.counts = part.counts.astype(np.int32)
         word_counts = np.zeros(self.V, np.int64)
         data.accumulate(part.indices, part.counts, word_counts)
         word_counts = peers.allreduce(word_counts)
@@ -146,7 +150,7 @@ class LDAUpdate(Update):
         else:  # each document's (topic, count) pairs
             self.ndk = None
             self.dmeta = np.empty((n_docs, 2), np.int64)
-            self.dlist = np.empty((z.shape[0], 2), dtype)
+            self.dlist = np.empty((self._offsets()[-1], 2), dtype)
             K.doc_lists(self.lengths, z, self.dmeta, self.dlist, self.K)
         nk = np.zeros(self.K, np.int64)
         data.accumulate(z, None, nk)
@@ -220,7 +224,9 @@ class LDAUpdate(Update):
         return np.repeat(np.arange(self.V, dtype=np.int32), np.diff(self.wptr))
 
     def _offsets(self):
-        return np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        """Each document's first list slot (and the end): min(length, K) slots each."""
+        return np.concatenate([[0], np.cumsum(np.minimum(self.lengths, self.K))]).astype(
+            np.int64)
 
     def give(self, end, count):
         """Remove the first (``"head"``) or last (``"tail"``) ``count`` documents, with
@@ -285,7 +291,7 @@ class LDAUpdate(Update):
 
     def _relayout(self, m):
         """Everything indexed by the tokens or the local documents, after a move: the
-        slices' token blocks, each document's list offset (its tokens' start) and list
+        slices' token blocks, each document's list offset (``_offsets``) and list
         length ``m``, the lists' width (as at the start) and the sampler's buffers."""
         n_docs, dtype = self.lengths.shape[0], self._count_dtype()
         if self.dense:
@@ -294,13 +300,14 @@ class LDAUpdate(Update):
                 raise RuntimeError(f"worker {self.worker}: {self.ndk.shape[0]} table rows "
                                    f"for {n_docs} documents after a move")
         else:
+            off = self._offsets()
             self.dmeta = np.empty((n_docs, 2), np.int64)
-            self.dmeta[:, 0] = self._offsets()[:-1]
+            self.dmeta[:, 0] = off[:-1]
             self.dmeta[:, 1] = m
             self.dlist = self.dlist.astype(dtype, copy=False)
-            if self.dlist.shape[0] != self.z.shape[0]:
+            if self.dlist.shape[0] != off[-1]:
                 raise RuntimeError(f"worker {self.worker}: {self.dlist.shape[0]} list slots "
-                                   f"for {self.z.shape[0]} tokens after a move")
+                                   f"for {off[-1]} after a move")
         self.blocks = self.wptr[self.cuts]
         self._scratch()
 
@@ -341,13 +348,14 @@ class LDAUpdate(Update):
         _within("docs", self.docs, n_docs)
         for name in ("nk", "ndk", "nwk"):
             _within(name, getattr(self, name, None), np.inf)
-        if self.dmeta is not None:  # document d's list: its own tokens' range
-            start, m, lengths = self.dmeta[:, 0], self.dmeta[:, 1], self.lengths
-            if (start != self._offsets()[:-1]).any() or (m < 0).any() or \
-                    (m > lengths).any() or self.dlist.shape[0] != self.z.shape[0]:
+        if self.dmeta is not None:  # document d's list: its own slots (_offsets)
+            off, m = self._offsets(), self.dmeta[:, 1]
+            slots, start = np.diff(off), self.dmeta[:, 0]
+            if (start != off[:-1]).any() or (m < 0).any() or \
+                    (m > slots).any() or self.dlist.shape[0] != off[-1]:
                 raise ValueError("dmeta: not the documents' lists")
-            used = np.arange(self.dlist.shape[0]) - np.repeat(start, lengths) < \
-                np.repeat(m, lengths)
+            used = np.arange(self.dlist.shape[0]) - np.repeat(start, slots) < \
+                np.repeat(m, slots)
             _within("dlist's topics", self.dlist[used, 0], K)
             _within("dlist's counts", self.dlist[used, 1], np.inf)
         if self.mode == "model" and not self.resident:
