@@ -337,11 +337,13 @@ def _reduce(G, L, order, inf, a, j, b, x):
         bk, du = b[order[u]], -sign * x[u]
         if du != 0.0 and (du > 0.0) != (bk > 0.0) and abs(bk / du) < t:
             t, hit = abs(bk / du), u
+    if t == np.inf:  # (no 0 ahead: rounding; b_j dropped, the step's check decides)
+        t = 0.0
+    for u in range(a):
+        b[order[u]] = 0.0 if u == hit else b[order[u]] - sign * t * x[u]
     if hit < 0:
         b[j] = 0.0
         return a
-    for u in range(a):
-        b[order[u]] = 0.0 if u == hit else b[order[u]] - sign * t * x[u]
     b[j] += sign * t
     a = _chol_drop(L, order, inf, a, hit, x)
     return _chol_add(G, L, order, inf, a, j)
