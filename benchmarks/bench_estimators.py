@@ -98,7 +98,8 @@ def main(argv=None):
     ap.add_argument("--cases", default="fit,grid,path,logreg",
                     help="comma-separated, of fit, grid, path, logreg, dense (2,000 x "
                     "500 and 500 x 5,000 dense, small alphas) and densepath (lasso_path, "
-                    "200 x 50 and 2,000 x 500 dense) (default: %(default)s)")
+                    "200 x 50, 2,000 x 500, 500 x 2,000 and 200 x 10,000 dense) (default: "
+                    "%(default)s)")
     ap.add_argument("--repeat", type=int, default=1, help="time each fit N times "
                     "and report the best (default: 1)")
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
@@ -146,8 +147,9 @@ def main(argv=None):
                      sk.LassoCV(cv=3), X, y, args.repeat)
         side_by_side("lasso_path 100 alphas (eps 1e-3)", strads.lasso_path, sk.lasso_path,
                      X, y, args.repeat)
-    for n, p in ((200, 50), (2000, 500)) if "densepath" in cases else ():
-        Xd, yd, _ = dense_problem(n, p)  # small dense: scikit-learn's path on one Gram
+    for n, p in ((200, 50), (2000, 500), (500, 2000), (200, 10000)) \
+            if "densepath" in cases else ():  # (p <= n: scikit-learn's path on one Gram)
+        Xd, yd, _ = dense_problem(n, p)
         side_by_side(f"lasso_path dense {n} x {p}", strads.lasso_path, sk.lasso_path,
                      Xd, yd, args.repeat)
     if "logreg" in cases:

@@ -297,6 +297,55 @@ def test_block_solve_stops_when_its_end_point_is_solved(form):
     assert np.abs(moves * np.sqrt(h)).max() <= tol * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_dense_near_interpolation_matches_sklearn(fit_intercept):
+    """p >> n dense at a small alpha: supports as wide as the rank (n, or n - 1 with an
+    intercept), solved by the face's Newton steps; scikit-learn's objective at a tight
+    tol."""
+    rng = np.random.default_rng(5)
+    n, p = 40, 400
+    X = rng.standard_normal((n, p)) + 0.5 * rng.standard_normal((n, 1))
+    y = X[:, :10] @ rng.standard_normal(10) + 0.1 * rng.standard_normal(n) + 2
+    Xc, yc = (X - X.mean(axis=0), y - y.mean()) if fit_intercept else (X, y)
+    a = 1e-3 * np.abs(Xc.T @ yc).max() / n
+
+    def f(est):
+        r = y - X @ est.coef_ - est.intercept_
+        return 0.5 * float(r @ r) / n + a * float(np.abs(est.coef_).sum())
+    sk = Lasso(alpha=a, fit_intercept=fit_intercept, tol=1e-12, max_iter=10**6).fit(X, y)
+    est = strads.Lasso(alpha=a, fit_intercept=fit_intercept, tol=1e-10).fit(X, y)
+    assert f(est) <= f(sk) * (1 + 1e-9)
+    assert np.count_nonzero(est.coef_) <= n - fit_intercept
+
+
+def test_face_reduction_keeps_the_fit_and_shrinks_the_support():
+    """A support of more columns than the rank: each dependent column's coefficient
+    moves along X_A's null space (Caratheodory) until the support's columns are
+    independent; X b stays and |b|_1 does not grow."""
+    from strads.apps.lasso import kernels as LK
+
+    rng = np.random.default_rng(6)
+    n, m = 12, 30
+    X = rng.standard_normal((n, m))
+    G = np.ascontiguousarray(X.T @ X)
+    b = rng.standard_normal(m)
+    b[rng.choice(m, 6, replace=False)] = 0.0
+    fit, l1 = X @ b, np.abs(b).sum()
+    L, order = np.zeros((n, n)), np.zeros(n, np.int64)
+    inf, x, a = np.zeros(m + 1, np.bool_), np.empty(m), 0
+    for j in range(m):
+        if b[j] != 0.0 and not inf[j]:
+            if a < n:
+                a = LK._chol_add(G, L, order, inf, a, j)
+            while b[j] != 0.0 and not inf[j]:
+                a = LK._reduce(G, L, order, inf, a, j, b, x)
+    assert np.count_nonzero(b) == a <= n
+    assert np.abs(b).sum() <= l1 * (1 + 1e-12)
+    np.testing.assert_allclose(X @ b, fit, atol=1e-9 * np.abs(fit).max())
+    np.testing.assert_allclose(L[:a, :a] @ L[:a, :a].T, G[np.ix_(order[:a], order[:a])],
+                               atol=1e-9 * G.max())
+
+
 def test_gap_safe_screening_only_drops_zeros_of_the_solution():
     X, y, _ = make_problem(300, 3000, density=0.02, n_informative=20, corr=0.3, seed=10)
     lam = 0.2 * lasso.lambda_max(X, y)

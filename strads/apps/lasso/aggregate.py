@@ -37,6 +37,7 @@ class LassoAggregate(GLMAggregate):
         self.block_cap = None  # working-set: the most coordinates of one Gram block
         self.pieces = 0  # block rounds that solved a piece of a working set cut to the cap
         self.late_rounds = 0  # block rounds dropped: a worker's Gram missed the deadline
+        self.face = None  # dense X: the face's Cholesky factor, kept from block to block
 
     def full_task(self):
         """A full round: x_j' r for every coordinate not yet screened out."""
@@ -98,8 +99,8 @@ class LassoAggregate(GLMAggregate):
         else:
             G = _gram_sum(partials, cols.shape[0])
             if mu.shape[0]:
-                G -= self.n * np.outer(mu, mu)
-        passes = self._solve(G, g, new, tol, deadline=deadline, mu=mu)
+                K.centre_gram(G, mu, float(self.n))
+        passes = self._solve(G, g, new, tol, deadline=deadline, mu=mu, cols=cols)
         self.w[cols] = new
         self.l1 += np.abs(new).sum() - np.abs(old).sum()
         self.updates += passes * cols.shape[0]
@@ -110,7 +111,7 @@ class LassoAggregate(GLMAggregate):
         the whole problem's Gram (:func:`kernels.gram_path`), each to the path's tol; at
         the last one, or one not solved, the rounds take over. Returns the change of w."""
         if self.mu is not None:
-            G -= self.n * np.outer(self.mu, self.mu)
+            K.centre_gram(G, self.mu, float(self.n))
             const = self.sq_norms == 0.0  # (constant columns: their centred 0s, as h's)
             G[const], G[:, const] = 0.0, 0.0
         k0, m = self.path_k, self.w.shape[0]
@@ -152,7 +153,7 @@ class LassoAggregate(GLMAggregate):
         b = self.thresh * np.sqrt(2 * self.n * target / rr) / x_max if rr > 0 else np.inf
         return min(a, b)
 
-    def _solve(self, G, q, b, tol, max_passes=None, deadline=None, mu=None):
+    def _solve(self, G, q, b, tol, max_passes=None, deadline=None, mu=None, cols=None):
         """Coordinate descent on the block from a dense Gram ``G`` or a factor ``(ptr, rows,
         vals, h, n_rows)`` in pieces of about SOLVE_OPS multiply-adds (one without a
         ``deadline``; the same arithmetic): past the deadline it returns the iterate it
@@ -165,9 +166,11 @@ class LassoAggregate(GLMAggregate):
         if isinstance(G, np.ndarray):
             c = GK.gram_c(G, q, b)
             cost = m * m
+            L, order, inf, fstate, x = self._face_enter(cols, m)
 
             def run(k):
-                return K.cd_dense_solved(G, q, b, c, self.thresh, tol, k, hist, state)
+                return K.cd_dense_solved(G, q, b, c, self.thresh, tol, k, hist, state, L,
+                                         order, inf, fstate, np.empty(m), np.empty(m), x)
         else:
             ptr, rows, vals, h, n_rows = G
             b0, u = b.copy(), np.zeros(n_rows)
@@ -184,7 +187,27 @@ class LassoAggregate(GLMAggregate):
             passes += k
             if converged or (deadline is not None and time.time() >= deadline):
                 break
+        if isinstance(G, np.ndarray) and L.shape[0]:
+            self.face[1][:fstate[0]] = cols[order[:fstate[0]]]
+            self.face[2] = int(fstate[0])
         return passes
+
+    def _face_enter(self, cols, m):
+        """Dense X: the face factor kept (its rows: at most the rank, n - 1 with an
+        intercept) made local to the block ``cols`` (:func:`kernels.face_enter`); else
+        an empty one (no Newton steps)."""
+        if self.col_nnz is not None or cols is None:
+            return np.empty((0, 0)), NO_INT, np.zeros(m, np.bool_), np.zeros(1, np.int64), \
+                np.empty(m)
+        if self.face is None:
+            rank = min(self.n - (self.mu is not None), self.w.shape[0],
+                       self.block_cap or self.w.shape[0])
+            self.face = [np.zeros((rank, rank)), np.zeros(rank, np.int64), 0]
+        L, gorder, a = self.face
+        order, inf, x = np.empty(L.shape[0], np.int64), np.zeros(m + 1, np.bool_), \
+            np.empty(max(m, L.shape[0]))
+        fstate = np.array([K.face_enter(L, gorder, a, cols, order, inf, x)])
+        return L, order, inf, fstate, x
 
     def _full(self, g, rss, ry, version):
         """Duality gap at this version (screened coordinates' g is 0: the restricted
@@ -284,4 +307,5 @@ class LassoAggregate(GLMAggregate):
 
 MAX_PASSES = 100_000  # passes of a block solve, at most
 NO_MU = np.empty(0)  # (no centring)
+NO_INT = np.empty(0, np.int64)
 SOLVE_OPS = 20_000_000  # multiply-adds of a block solve between two looks at the clock

@@ -52,6 +52,14 @@ def gap_safe(w, g, norms, scale, radius, screened, prio):
             prio[j] = 0.0
 
 
+@njit(**_opts)
+def centre_gram(G, mu, n):
+    """G -= n mu mu' in place (an intercept's implicit centring; as NumPy's rounding)."""
+    for i in range(G.shape[0]):
+        for j in range(G.shape[1]):
+            G[i, j] -= n * (mu[i] * mu[j])
+
+
 # -- a block's Gram matrix in pieces, its non-zeros only (glm.kernels.gram_cols) ----------
 @njit(**_opts)
 def gram_sparse_col_costs(indptr, indices, cols, row_len):
@@ -79,16 +87,73 @@ def _worst_move(b, g, h, thresh):
 
 
 @njit(**_opts)
-def cd_dense_solved(G, q, b, c, thresh, tol, n_passes, hist, state):
-    """:func:`glm.kernels.cd_dense` (``root``) to the stop above."""
+def cd_dense_solved(G, q, b, c, thresh, tol, n_passes, hist, state, L, order, inf, fstate,
+                    b0, q0, x):
+    """:func:`glm.kernels.cd_dense` (``root``) to the stop above. With a factor ``L`` (of
+    at most L.shape[0] rows, kept as :func:`_face_step`'s, ``fstate[0]`` rows): after a
+    pass that left every sign as it was, a Newton step on the face (near interpolation
+    the face is ill-conditioned: CD takes hundreds of passes to zero a coordinate), once
+    the passes since the last one cost about what the factor's updates will."""
     done = 0
     h = np.diag(G).copy()
+    newton = L.shape[0] > 0
+    credit = 0.0  # multiply-adds of the passes since the last Newton step
     while done < n_passes:
-        k, converged = cd_dense(G, q, b, c, thresh, tol, n_passes - done, hist, state, True)
+        if newton:
+            b0[:] = b
+        k, converged = cd_dense(G, q, b, c, thresh, tol, 1 if newton else n_passes - done,
+                                hist, state, True)
         done += k
         if converged and _worst_move(b, q, h, thresh) <= tol:
             return done, True
+        if not newton:
+            continue
+        changes, nnz = _face_changes(b, b0, inf)
+        credit += float(b.shape[0]) * nnz
+        a = min(nnz, L.shape[0])
+        if changes >= 0 and credit >= (changes + 1.0) * a * a:
+            credit = 0.0
+            kept = 2
+            while kept == 2:  # (a step stopped at a 0: the next on the smaller face)
+                b0[:] = b
+                q0[:] = q
+                kept = _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, fstate, x,
+                                  True)
+                if kept:
+                    state[0] = 0  # (Anderson's iterates from before the step: dropped)
     return done, False
+
+
+@njit(**_opts)
+def _face_changes(b, b0, inf):
+    """(-1 if a sign of b differs from b0's, else the coordinates the factor's rows
+    ``inf`` must gain or lose to follow b's support; b's non-zeros)."""
+    changes, nnz, same = 0, 0, True
+    for j in range(b.shape[0]):
+        if (b[j] > 0.0) != (b0[j] > 0.0) or (b[j] < 0.0) != (b0[j] < 0.0):
+            same = False
+        nnz += b[j] != 0.0
+        changes += (b[j] != 0.0) != inf[j]
+    return changes if same else -1, nnz
+
+
+@njit(**_opts)
+def face_enter(L, gorder, a, cols, order, inf, x):
+    """A kept face factor (rows of the global columns ``gorder[:a]``) for a block of
+    sorted ``cols``: ``order``, ``inf`` (len(cols) + 1, False) made local, the rows of
+    columns outside the block taken out; returns its rows."""
+    m = cols.shape[0]
+    for u in range(a):
+        i = np.searchsorted(cols, gorder[u])
+        order[u] = i if i < m and cols[i] == gorder[u] else m
+        inf[order[u]] = True
+    i = 0
+    while i < a:
+        if order[i] == m:
+            a = _chol_drop(L, order, inf, a, i, x)
+        else:
+            i += 1
+    return a
 
 
 @njit(**_opts)
@@ -195,11 +260,12 @@ def _chol_add(G, L, order, inf, a, j):
 
 
 @njit(**_opts)
-def _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, state, x):
+def _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, state, x, reduce=False):
     """The support's Newton step: b_A towards the minimiser on the face of b's signs
     (G_AA x = c_A - thresh s_A), stopping where a coordinate reaches 0; kept only if it
     lowers the objective (else b, q restored from ``b0``, ``q0``). ``state[0]``: the
-    factor's rows. Returns whether it was kept."""
+    factor's rows. A support of dependent columns: no step, or with ``reduce`` first
+    :func:`_reduce`'s. Returns 0 if not kept, 2 if kept and stopped at a 0, else 1."""
     a, i = state[0], 0
     while i < a:  # the factor follows the support
         if b[order[i]] == 0.0:
@@ -208,13 +274,16 @@ def _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, state, x):
             i += 1
     for j in range(b.shape[0]):
         if b[j] != 0.0 and not inf[j]:
-            a = _chol_add(G, L, order, inf, a, j)
-            if not inf[j]:  # a face of dependent columns: no Newton step
+            if a < L.shape[0]:
+                a = _chol_add(G, L, order, inf, a, j)
+            while reduce and b[j] != 0.0 and not inf[j]:
+                a = _reduce(G, L, order, inf, a, j, b, x)
+            if b[j] != 0.0 and not inf[j]:  # a face of dependent columns: no Newton step
                 state[0] = a
-                return False
+                return 0
     state[0] = a
     if a == 0:
-        return False
+        return 0
     for u in range(a):  # G_AA x = c_A - thresh s_A
         x[u] = c[order[u]] - thresh * (1.0 if b[order[u]] > 0.0 else -1.0)
     solve_factored(L, x, a)
@@ -228,24 +297,56 @@ def _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, state, x):
     for u in range(a):
         j = order[u]
         b[j] = 0.0 if u == hit else b[j] + step * (x[u] - b[j])
-    # q -= G (b - b0) over the face; objective 1/2 b'Gb - c'b + thresh |b|_1 = -1/2 b'(c
-    # + q) + thresh |b|_1 (b is 0 off the face)
+    # q -= G (b - b0) over the face, then what _reduce zeroed off it; objective 1/2 b'Gb
+    # - c'b + thresh |b|_1 = -1/2 b'(c + q) + thresh |b|_1 (b is 0 off the face)
     before, after = 0.0, 0.0
-    for u in range(a):
-        j = order[u]
+    for v in range(a + b.shape[0]):
+        j = order[v] if v < a else v - a
         d = b[j] - b0[j]
-        if d != 0.0:
+        if d != 0.0 and (v < a or not inf[j]):
             for k in range(q.shape[0]):
                 q[k] -= G[j, k] * d
-    for u in range(a):
-        j = order[u]
-        before += -0.5 * b0[j] * (c[j] + q0[j]) + thresh * abs(b0[j])
-        after += -0.5 * b[j] * (c[j] + q[j]) + thresh * abs(b[j])
+    for v in range(a + b.shape[0]):
+        j = order[v] if v < a else v - a
+        if v < a or (b0[j] != 0.0 and not inf[j]):
+            before += -0.5 * b0[j] * (c[j] + q0[j]) + thresh * abs(b0[j])
+            after += -0.5 * b[j] * (c[j] + q[j]) + thresh * abs(b[j])
     if after < before:
-        return True
+        return 2 if hit >= 0 else 1
     b[:] = b0
     q[:] = q0
-    return False
+    return 0
+
+
+@njit(**_opts)
+def _reduce(G, L, order, inf, a, j, b, x):
+    """A non-zero b_j whose column is in the span of the factor's, x_j = X_F u: b moves
+    along e_j - u (X b stays) the way |b|_1 does not grow, until b_j or a b_F reaches 0
+    (Caratheodory: an optimum has a support of independent columns); a b_F at 0
+    leaves the factor and j joins it. Returns the factor's rows."""
+    for u in range(a):
+        x[u] = G[order[u], j]
+    solve_factored(L, x, a)
+    sj = 1.0 if b[j] > 0.0 else -1.0
+    slope = sj  # d|b|_1 / dt along e_j - u
+    for u in range(a):
+        slope -= (1.0 if b[order[u]] > 0.0 else -1.0) * x[u]
+    sign = -1.0 if slope > 0.0 or (slope == 0.0 and sj > 0.0) else 1.0
+    t, hit = abs(b[j]) if sign == -sj else np.inf, -1  # (b_j's own 0, if ahead)
+    for u in range(a):  # b_F - t u: the first to reach 0
+        bk, du = b[order[u]], -sign * x[u]
+        if du != 0.0 and (du > 0.0) != (bk > 0.0) and abs(bk / du) < t:
+            t, hit = abs(bk / du), u
+    if t == np.inf:  # (no 0 ahead: rounding; b_j dropped, the step's check decides)
+        t = 0.0
+    for u in range(a):
+        b[order[u]] = 0.0 if u == hit else b[order[u]] - sign * t * x[u]
+    if hit < 0:
+        b[j] = 0.0
+        return a
+    b[j] += sign * t
+    a = _chol_drop(L, order, inf, a, hit, x)
+    return _chol_add(G, L, order, inf, a, j)
 
 
 @njit(**_opts)

@@ -133,8 +133,8 @@ class LassoUpdate(GLMUpdate):
             G = self._gram_dense(cols, late, one_piece=deadline is None)
         if G is None:
             return None
-        nz = np.flatnonzero(G)
-        if 16 * nz.shape[0] < 4 * G.size:
+        if 16 * np.count_nonzero(G) < 4 * G.size:  # (counted: dense X's is mostly full)
+            nz = np.flatnonzero(G)
             return {"Gi": nz, "Gv": G.reshape(-1)[nz]}
         return {"G": G}
 
