@@ -391,7 +391,8 @@ def test_checkpoint_resumed_on_other_workers_is_checked_too(checkpointed, tmp_pa
 
 @pytest.fixture(scope="module")
 def app_checkpoints(tmp_path_factory):
-    """MF and LDA runs of 2 workers checkpointed mid-run: (fit, its checkpoint's out)."""
+    """MF, LDA and dense Lasso runs of 2 workers checkpointed mid-run: (fit, its
+    checkpoint's out)."""
     from strads.apps import lda, mf
     rng = np.random.default_rng(3)
     pairs = rng.permutation(30 * 20)[:300]
@@ -402,6 +403,9 @@ def app_checkpoints(tmp_path_factory):
                                       quiet=True, **{"workers": 2, **kw}),
             "lda": lambda **kw: lda.fit(X, n_topics=8, sweeps=10, seed=3, quiet=True,
                                         log_interval=0, **{"workers": 2, **kw})}
+    XD = np.random.default_rng(5).standard_normal((40, 400))  # dense p > n: a face kept
+    fits["lasso"] = lambda **kw: lasso.fit(XD, XD[:, :10].sum(axis=1), lambda_ratio=1e-3,
+                                           tol=0, quiet=True, **{"workers": 2, **kw})
     outs = {}
     for app, fit in fits.items():
         outs[app] = tmp_path_factory.mktemp(app)
@@ -434,6 +438,10 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
      "attributes shape"),
     ("mf", 1, _pending, "sides/0/pending: not columns of this run's"),
     ("mf", 1, _set(["update", "scores"], {"list": [{"v": 5}]}), "scores: not (iteration"),
+    ("lasso", 0, _array("aggregate:face/1", 0, 400), "face: not a factor of this run's"),
+    ("lasso", 0, _set(["aggregate", "face", "list", 2, "v"], 10**6), "face: not a factor"),
+    ("lasso", 0, _array("aggregate:face/0", (0, 0), np.nan), "face: not a factor"),
+    ("lasso", 0, _set(["aggregate", "face", "list", 2], {"f": "0x1.8p+0"}), "face: not a"),
     # resharded: its own path
     ("lda", 1, _array("update:z", 0, 2**16 - 1), "z: 0 .. 65535", 3),
     ("lda", 1, _array("update:z", 0, -1), "update.z: int32 array of shape", 3),
@@ -443,8 +451,9 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
 
 @pytest.mark.parametrize("k", range(len(VALUE_CASES)))
 def test_checkpoint_values_that_index_memory(app_checkpoints, tmp_path, k):
-    """MF and LDA: what setup gives is never loaded, and the ids and positions the
-    kernels index arrays with are in range: one line, never a signal."""
+    """MF, LDA and the Lasso's face factor: what setup gives is never loaded, and the
+    ids and positions the kernels index arrays with are in range: one line, never a
+    signal."""
     app, which, edit, match, *workers = VALUE_CASES[k]
     fit, src = app_checkpoints[app]
     out = tmp_path / "o"

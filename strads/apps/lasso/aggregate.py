@@ -275,6 +275,22 @@ class LassoAggregate(GLMAggregate):
         self.screened[:] = False  # (proven at the larger lambda only)
         return True
 
+    def load_state(self, state):
+        super().load_state(state)
+        if self.face is None:
+            return
+        face = self.face  # (a checkpoint's: its shapes and rows checked before a kernel)
+        ok = isinstance(face, list) and len(face) == 3 and type(face[2]) is int and all(
+            isinstance(x, np.ndarray) for x in face[:2])
+        L, order, a = face if ok else (None, None, 0)
+        r = L.shape[0] if ok and L.ndim == 2 else 0
+        if not (ok and L.dtype == np.float64 and L.shape == (r, r) and 0 < r <= min(
+                self.n, self.w.shape[0]) and order.dtype == np.int64 and order.shape == (r,)
+                and 0 <= a <= r and np.isfinite(L[:a, :a]).all()
+                and np.unique(order[:a]).shape[0] == a
+                and ((order[:a] >= 0) & (order[:a] < self.w.shape[0])).all()):
+            raise ValueError("face: not a factor of this run's columns")
+
     def finish(self, collected):
         model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
         if self.mu is not None:
