@@ -2,6 +2,8 @@
 line (its outputs, a data file, bad flags, --help), priority's filter on the workers
 with parallel loading, and a resume with parallel loading; the datafit check."""
 import json
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -13,7 +15,7 @@ from strads.apps import glm, lasso, logreg
 from strads.apps.lasso.data import make_problem as lasso_problem
 from strads.apps.logreg.data import make_problem as logreg_problem
 
-from conftest import run_cli, world
+from conftest import ROOT, child_env, run_cli, world
 
 APPS = {"lasso": (lasso, lasso_problem), "logreg": (logreg, logreg_problem)}
 
@@ -243,6 +245,37 @@ def test_priority_filter_runs_on_the_workers(tmp_path, app):
     one, s1 = fit_cli(app, args + ["--workers", "2"], tmp_path / "one")
     mpi, s2 = fit_cli(app, args, tmp_path / "mpi", np_=3)
     assert one["coef"].tobytes() == mpi["coef"].tobytes() and s1["rounds"] == s2["rounds"]
+
+
+@pytest.mark.parametrize("kind, kernels", [
+    ("sparse", "K.tree_build, K.tree_set, K.priority_candidates, KG.group_steps, "
+               "KG.block_sparse"),
+    ("dense", "K.tree_set, K.priority_candidates, KG.group_steps, KG.block_dense, "
+              "KG.gram_gather")])
+def test_priority_loads_its_kernels_before_the_loop(kind, kernels):
+    """A fresh process's first block round used to load priority's scheduler kernels
+    (numba's cache, ~0.1 s inside the timed loop): the schedule loads them when it is
+    made, with the types the run then uses (no kernel gets a second signature)."""
+    code = (
+        "import json\n"
+        "from strads.apps import lasso\n"
+        "from strads.apps.glm import groups as KG, kernels as K, schedule as S\n"
+        f"ks = ({kernels})\n"
+        "first, schedule = [], S.Priority.schedule\n"
+        "def spy(self, round):\n"
+        "    first.append(first[0] if first else [len(k.signatures) for k in ks])\n"
+        "    return schedule(self, round)\n"
+        "S.Priority.schedule = spy\n"
+        f"X, y = lasso.near_duplicates(200, 400, group=4, density=0.05, seed=0,\n"
+        f"                             dense={kind == 'dense'})\n"
+        "lasso.fit(X, y, lam=0.1 * lasso.lambda_max(X, y), schedule='priority', workers=2,\n"
+        "          max_rounds=20, quiet=True)\n"
+        "print(json.dumps([first[0], [len(k.signatures) for k in ks]]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, env=child_env(), cwd=str(ROOT))
+    assert p.returncode == 0, p.stderr
+    ones = [1] * (kernels.count(",") + 1)
+    assert json.loads(p.stdout.splitlines()[-1]) == [ones, ones]
 
 
 # -- priority on correlated problems ---------------------------------------------------

@@ -211,6 +211,7 @@ class Priority(_Jacobi):
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
         super().__init__(agg, block, full_every, seed, time_limit, staleness)
+        _warmup()
         self.rho, self.floor = filter_rho(rho, agg.n), float(floor)
         self.remote = X is None  # parallel loading: the workers hold X and filter
         self.dense = False
@@ -248,6 +249,8 @@ class Priority(_Jacobi):
         self._slot = None  # a coordinate's row of _PG (-1: none)
         self._PG = None
         self._blocks_seen = self._updates_seen = 0  # the aggregate's, at the last _heard
+        if not self.remote:  # (its kernel loaded for this X: no candidate, no cache yet)
+            self._filter(NO_GROUPS, 1, KG.NO_CACHE)
 
     def _refresh_due(self):
         agg = self.agg
@@ -346,22 +349,27 @@ class Priority(_Jacobi):
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
             self._out = np.empty(2 * b + 1, np.int64)
-        if not self.dense and not self._filled:
-            m, n_ptr, work, update = KG.block_sparse(
-                *self.cols, self.agg.norms, cand, self.rho, b, self.busy, self._head,
-                KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
-        else:  # (every pair known, sparse X: the kernel never reads its columns)
-            cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
-            X = self.cols[0] if self.dense else np.empty((self.agg.n, 0), order="F")
-            m, n_ptr, work, update = KG.block_dense(
-                X, self.agg.norms, cand, self.rho, b, self.busy, *cache, KG.GROUP_CAP,
-                2 * AFFORD, ROUND_COST, self._out,
-                self.merge_on_rise and self.agg.objective_rises > 0)
+        m, n_ptr, work, update = self._filter(cand, b)
         self._spent += work
         self._afford(work, update)
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
+
+    def _filter(self, cand, b, cache=None):
+        """The filter's kernel on ``cand`` (:func:`groups.block_sparse` or ``block_dense``):
+        (kept, the groups' boundaries, its multiply-adds, the kept columns' size)."""
+        if not self.dense and not self._filled:
+            return KG.block_sparse(
+                *self.cols, self.agg.norms, cand, self.rho, b, self.busy, self._head,
+                KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
+        # (every pair known, sparse X: the kernel never reads its columns)
+        cache = cache or ((self._known, self._conf) if self._cache() else KG.NO_CACHE)
+        X = self.cols[0] if self.dense else np.empty((self.agg.n, 0), order="F")
+        return KG.block_dense(
+            X, self.agg.norms, cand, self.rho, b, self.busy, *cache, KG.GROUP_CAP,
+            2 * AFFORD, ROUND_COST, self._out,
+            self.merge_on_rise and self.agg.objective_rises > 0)
 
     def _pool_gram(self):
         """Whether the pool's Gram matrix is held (dense X, the scheduler's). The pool: the
@@ -481,6 +489,20 @@ class Priority(_Jacobi):
             self._known = np.zeros((self.p, words), dtype=np.uint64)
             self._conf = np.zeros((self.p, words), dtype=np.uint64)
         return True
+
+
+def _warmup():
+    """Load the kernels priority's scheduler and aggregate call (numba's cache) before the
+    clock starts, as the workers' ``warmup`` does theirs: else a fresh process's first
+    block round pays for it, which round-robin's and random's do not."""
+    one, i = np.ones(1), np.zeros(1, np.int64)
+    tree = K.tree_build(one)
+    K.tree_set(tree, i, one)
+    K.priority_candidates(tree, np.zeros(2), 1, 1, 1, np.zeros(1, np.bool_), i.copy())
+    KG.group_steps(np.zeros(2), np.arange(2), np.array([0, 2]), np.zeros(2), np.ones(2),
+                   np.eye(2).ravel(), 1.0, 1.0, np.empty(2), KG.GROUP_RTOL, KG.GROUP_PASSES)
+    KG.gram_gather(np.eye(1), i)
+    KG.group_gram_lower(np.eye(1), i, np.array([0, 1]), one)
 
 
 def filter_rho(rho, n_samples):
