@@ -338,13 +338,20 @@ class Priority(_Jacobi):
             return self._choose_exact(b if self.staleness else self.max_block)
         if self.remote:
             self._heard()
+            b = min(b, self.filter_cap or b)
         cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
             self._b = b
             cand = cand[~self.busy[cand]]
             _, first = np.unique(cand, return_index=True)
             cand = cand[np.sort(first)]
-            return cand[self.agg.norms[cand] > 0]
+            cand = cand[self.agg.norms[cand] > 0]
+            nnz = getattr(self.agg, "col_nnz", None)
+            if nnz is not None:  # the workers' Gram: the rows' candidates squared, at least
+                z = float(nnz[cand].sum())
+                self._afford(z * z / self.agg.n + cand.shape[0] ** 2,
+                             float(nnz[cand[:b]].sum()))
+            return cand
         # (busy doubles as the filter's "already taken" mask)
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
