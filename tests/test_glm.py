@@ -283,7 +283,7 @@ def test_the_workers_gram_is_held_to_the_filters_budget(tmp_path):
     of their non-zeros over the rows: on thick columns (density 0.3) that is ~100 times
     the block's update at 320 candidates. The schedule holds it to the scheduler's
     filter's budget (fewer candidates: 320 before), and the Lasso still reaches
-    scikit-learn's optimum."""
+    scikit-learn's optimum, the same bits under MPI."""
     import scipy.sparse as sp
     from sklearn.datasets import dump_svmlight_file
     from sklearn.linear_model import Lasso
@@ -314,6 +314,10 @@ def test_the_workers_gram_is_held_to_the_filters_budget(tmp_path):
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
     f_ref = lasso.objective(X, y, sk.coef_, lam)
     assert lasso.objective(X, y, res.model["coef"], lam) <= f_ref * (1 + 1e-6)
+    args = ["--data", path, "--schedule", "priority", "--lambda", repr(lam), "--tol", "1e-9"]
+    one, s1 = fit_cli("lasso", args + ["--workers", "3"], tmp_path / "one")
+    mpi, s2 = fit_cli("lasso", args, tmp_path / "mpi", np_=4)
+    assert one["coef"].tobytes() == mpi["coef"].tobytes() and s1["rounds"] == s2["rounds"]
 
 
 # -- priority on correlated problems ---------------------------------------------------
