@@ -248,10 +248,8 @@ def test_priority_filter_runs_on_the_workers(tmp_path, app):
 
 
 @pytest.mark.parametrize("kind, kernels", [
-    ("sparse", "K.tree_build, K.tree_set, K.priority_candidates, KG.group_steps, "
-               "KG.block_sparse"),
-    ("dense", "K.tree_set, K.priority_candidates, KG.group_steps, KG.block_dense, "
-              "KG.gram_gather")])
+    ("sparse", "K.tree_build, K.tree_set, K.priority_candidates, KG.group_steps"),
+    ("dense", "K.tree_set, K.priority_candidates, KG.group_steps, KG.gram_gather")])
 def test_priority_loads_its_kernels_before_the_loop(kind, kernels):
     """A fresh process's first block round used to load priority's scheduler kernels
     (numba's cache, ~0.1 s inside the timed loop): the schedule loads them when it is

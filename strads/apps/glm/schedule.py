@@ -249,8 +249,6 @@ class Priority(_Jacobi):
         self._slot = None  # a coordinate's row of _PG (-1: none)
         self._PG = None
         self._blocks_seen = self._updates_seen = 0  # the aggregate's, at the last _heard
-        if not self.remote:  # (its kernel loaded for this X: no candidate, no cache yet)
-            self._filter(NO_GROUPS, 1, KG.NO_CACHE)
 
     def _refresh_due(self):
         agg = self.agg
@@ -356,27 +354,22 @@ class Priority(_Jacobi):
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
             self._out = np.empty(2 * b + 1, np.int64)
-        m, n_ptr, work, update = self._filter(cand, b)
+        if not self.dense and not self._filled:
+            m, n_ptr, work, update = KG.block_sparse(
+                *self.cols, self.agg.norms, cand, self.rho, b, self.busy, self._head,
+                KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
+        else:  # (every pair known, sparse X: the kernel never reads its columns)
+            cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
+            X = self.cols[0] if self.dense else np.empty((self.agg.n, 0), order="F")
+            m, n_ptr, work, update = KG.block_dense(
+                X, self.agg.norms, cand, self.rho, b, self.busy, *cache, KG.GROUP_CAP,
+                2 * AFFORD, ROUND_COST, self._out,
+                self.merge_on_rise and self.agg.objective_rises > 0)
         self._spent += work
         self._afford(work, update)
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
-
-    def _filter(self, cand, b, cache=None):
-        """The filter's kernel on ``cand`` (:func:`groups.block_sparse` or ``block_dense``):
-        (kept, the groups' boundaries, its multiply-adds, the kept columns' size)."""
-        if not self.dense and not self._filled:
-            return KG.block_sparse(
-                *self.cols, self.agg.norms, cand, self.rho, b, self.busy, self._head,
-                KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
-        # (every pair known, sparse X: the kernel never reads its columns)
-        cache = cache or ((self._known, self._conf) if self._cache() else KG.NO_CACHE)
-        X = self.cols[0] if self.dense else np.empty((self.agg.n, 0), order="F")
-        return KG.block_dense(
-            X, self.agg.norms, cand, self.rho, b, self.busy, *cache, KG.GROUP_CAP,
-            2 * AFFORD, ROUND_COST, self._out,
-            self.merge_on_rise and self.agg.objective_rises > 0)
 
     def _pool_gram(self):
         """Whether the pool's Gram matrix is held (dense X, the scheduler's). The pool: the
