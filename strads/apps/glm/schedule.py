@@ -366,7 +366,7 @@ class Priority(_Jacobi):
                 2 * AFFORD, ROUND_COST, self._out,
                 self.merge_on_rise and self.agg.objective_rises > 0)
         self._spent += work
-        self._afford(work, update)
+        self._afford(work * (1 if self.dense or self._filled else CHASE), update)
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
@@ -548,6 +548,9 @@ ROUND_COST = 50_000  # a round's fixed cost in multiply-adds (the engine's hand-
 BLAS_SPEEDUP = 6
 FILL_ENTRY = 30
 PREPAID = 8
+# the sparse filter's step through a row's kept entries (a dependent load) against an
+# update's streamed multiply-add, in the filter's budget (Priority._afford)
+CHASE = 16
 
 
 class WorkingSet(_Clocked):
