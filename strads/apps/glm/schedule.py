@@ -211,6 +211,7 @@ class Priority(_Jacobi):
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
         super().__init__(agg, block, full_every, seed, time_limit, staleness)
+        _warmup()
         self.rho, self.floor = filter_rho(rho, agg.n), float(floor)
         self.remote = X is None  # parallel loading: the workers hold X and filter
         self.dense = False
@@ -335,13 +336,20 @@ class Priority(_Jacobi):
             return self._choose_exact(b if self.staleness else self.max_block)
         if self.remote:
             self._heard()
+            b = min(b, self.filter_cap or b)
         cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
             self._b = b
             cand = cand[~self.busy[cand]]
             _, first = np.unique(cand, return_index=True)
             cand = cand[np.sort(first)]
-            return cand[self.agg.norms[cand] > 0]
+            cand = cand[self.agg.norms[cand] > 0]
+            nnz = getattr(self.agg, "col_nnz", None)
+            if nnz is not None:  # the workers' Gram: the rows' candidates squared, at least
+                z = float(nnz[cand].sum())
+                self._afford(z * z / self.agg.n + cand.shape[0] ** 2,
+                             float(nnz[cand[:b]].sum()))
+            return cand
         # (busy doubles as the filter's "already taken" mask)
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
@@ -358,7 +366,7 @@ class Priority(_Jacobi):
                 2 * AFFORD, ROUND_COST, self._out,
                 self.merge_on_rise and self.agg.objective_rises > 0)
         self._spent += work
-        self._afford(work, update)
+        self._afford(work * (1 if self.dense or self._filled else CHASE), update)
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
@@ -483,6 +491,20 @@ class Priority(_Jacobi):
         return True
 
 
+def _warmup():
+    """Load the kernels priority's scheduler and aggregate call (numba's cache) before the
+    clock starts, as the workers' ``warmup`` does theirs: else a fresh process's first
+    block round pays for it, which round-robin's and random's do not."""
+    one, i = np.ones(1), np.zeros(1, np.int64)
+    tree = K.tree_build(one)
+    K.tree_set(tree, i, one)
+    K.priority_candidates(tree, np.zeros(2), 1, 1, 1, np.zeros(1, np.bool_), i.copy())
+    KG.group_steps(np.zeros(2), np.arange(2), np.array([0, 2]), np.zeros(2), np.ones(2),
+                   np.eye(2).ravel(), 1.0, 1.0, np.empty(2), KG.GROUP_RTOL, KG.GROUP_PASSES)
+    KG.gram_gather(np.eye(1), i)
+    KG.group_gram_lower(np.eye(1), i, np.array([0, 1]), one)
+
+
 def filter_rho(rho, n_samples):
     """The filter's threshold: ``rho``, or the larger of RHO and 2/sqrt(n), two standard
     deviations of independent columns' sample correlation (below it: noise)."""
@@ -526,6 +548,9 @@ ROUND_COST = 50_000  # a round's fixed cost in multiply-adds (the engine's hand-
 BLAS_SPEEDUP = 6
 FILL_ENTRY = 30
 PREPAID = 8
+# the sparse filter's step through a row's kept entries (a dependent load) against an
+# update's streamed multiply-add, in the filter's budget (Priority._afford)
+CHASE = 16
 
 
 class WorkingSet(_Clocked):
