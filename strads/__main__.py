@@ -18,18 +18,57 @@ TINY = {
 }
 
 
+def tiny_files(app, folder):
+    """Tiny files in each format ``app`` reads, written to ``folder``: the runs over them
+    (``--data`` argv) compile the readers' and the parallel load's kernels."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    pairs = rng.permutation(40 * 30)[:600]
+    u, i, r = pairs // 30 + 1, pairs % 30 + 1, rng.integers(1, 6, 600)
+    files, runs = {}, []
+    if app in ("lasso", "logreg"):
+        rows = [(f"{rng.choice([-1, 1]) if app == 'logreg' else rng.normal():g} " + " ".join(
+            f"{j}:{rng.normal():g}" for j in np.sort(rng.choice(80, 5, False)) + 1))
+            for _ in range(60)]
+        files["tiny.svm"] = "\n".join(rows)
+        runs = [["tiny.svm"], ["tiny.svm", "--schedule", "priority"]]
+    elif app == "mf":
+        files["tiny.data"] = "".join(f"{a}\t{b}\t{c}\t0\n" for a, b, c in zip(u, i, r))
+        files["tiny.mtx"] = "%%MatrixMarket matrix coordinate real general\n40 30 600\n" + \
+            "".join(f"{a} {b} {c}\n" for a, b, c in zip(u, i, r))
+        runs = [[name] + TINY["mf"][6:] for name in ("tiny.data", "tiny.mtx")]
+    elif app == "lda":
+        files["vocab.tiny.txt"] = files["tiny.vocab"] = "".join(f"w{w}\n" for w in range(30))
+        files["docword.tiny.txt"] = "40\n30\n600\n" + "".join(
+            f"{a} {b} {c}\n" for a, b, c in sorted(zip(u, i, r)))
+        files["tiny.ldac"] = "".join(f"3 {d}:1 {d + 1}:2 {d + 2}:1\n" for d in range(20))
+        files["tiny.txt"] = "".join(f"w{d} w{d + 1} w{d + 2} w{d}\n" for d in range(20))
+        runs = [[name] + TINY["lda"][6:] for name in ("docword.tiny.txt", "tiny.ldac",
+                                                      "tiny.txt")]
+    for name, text in files.items():
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(text + "\n" if not text.endswith("\n") else text)
+    return [["--data", os.path.join(folder, run[0])] + run[1:] for run in runs]
+
+
 def compile_apps(apps):
-    """Run each app in this process on its default built-in problem (one worker) and on a
-    tiny one with two workers, and the estimators' own kernels (LDA's fold-in)."""
+    """Run each app in this process on its default built-in problem (one worker), on a
+    tiny one with two workers (the Lasso's and logreg's priority schedule too), on a tiny
+    file of each format it reads, and the estimators' own kernels (LDA's fold-in)."""
     import contextlib
     import importlib
     import io
+    import tempfile
 
     for app in apps:
         t = time.perf_counter()
         main = importlib.import_module(f"strads.apps.{app}.__main__").main
-        with contextlib.redirect_stdout(io.StringIO()):
-            for argv in (["--workers", "1"], TINY[app] + ["--workers", "2"]):
+        glm = app in ("lasso", "logreg")
+        with contextlib.redirect_stdout(io.StringIO()), tempfile.TemporaryDirectory() as d:
+            for argv in (["--workers", "1"], TINY[app] + ["--workers", "2"],
+                         *([TINY[app] + ["--workers", "2", "--schedule", "priority"]] * glm),
+                         *(run + ["--workers", "2"] for run in tiny_files(app, d))):
                 main(argv + ["--quiet"])
         if app == "lda":  # the estimator's fold-in (transform, score)
             import numpy as np

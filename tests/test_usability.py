@@ -72,6 +72,26 @@ def test_strads_compile_fills_the_cache(tmp_path):
     assert p.returncode == 2 and "unknown app 'svm'" in p.stderr
 
 
+@pytest.mark.long
+@pytest.mark.timeout(900)
+def test_strads_compile_covers_files_and_schedules(tmp_path):
+    """`python -m strads compile logreg` compiles the LIBSVM reader's, the parallel load's
+    and the priority schedule's kernels too: a first run on a user's file with
+    `--schedule priority` compiles nothing."""
+    from sklearn.datasets import dump_svmlight_file
+
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "filled")}
+    p = run_cli(["strads", "compile", "logreg"], env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((300, 50)) * (rng.random((300, 50)) < 0.2)
+    dump_svmlight_file(X, np.sign(X[:, 0] + 0.1), str(tmp_path / "a.svm"), zero_based=False)
+    p = run_cli(["strads.apps.logreg", "--data", str(tmp_path / "a.svm"), "--schedule",
+                 "priority", "--workers", "2", "--max-rounds", "20"], env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "round" in p.stderr and COMPILING not in p.stderr
+
+
 def test_mf_labels_its_two_runs(capsys):
     from strads.apps.mf.__main__ import main
 
