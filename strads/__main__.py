@@ -32,7 +32,14 @@ def tiny_files(app, folder):
             f"{j}:{rng.normal():g}" for j in np.sort(rng.choice(80, 5, False)) + 1))
             for _ in range(60)]
         files["tiny.svm"] = "\n".join(rows)
-        runs = [["tiny.svm"], ["tiny.svm", "--schedule", "priority"]]
+        entries = rng.permutation(60 * 80)[:300]
+        for name, order in (("tiny.mtx", entries), ("sorted.mtx", np.sort(entries))):
+            files[name] = "%%MatrixMarket matrix coordinate real general\n60 80 300\n" + \
+                "".join(f"{p // 80 + 1} {p % 80 + 1} {rng.normal():g}\n" for p in order)
+        files["tiny.y"] = "".join(row.split()[0] + "\n" for row in rows)
+        y = ["--target", os.path.join(folder, "tiny.y")]
+        runs = [["tiny.svm"], ["tiny.svm", "--schedule", "priority"], ["tiny.mtx", *y],
+                ["sorted.mtx", *y]]
     elif app == "mf":
         files["tiny.data"] = "".join(f"{a}\t{b}\t{c}\t0\n" for a, b, c in zip(u, i, r))
         files["tiny.mtx"] = "%%MatrixMarket matrix coordinate real general\n40 30 600\n" + \
