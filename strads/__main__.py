@@ -31,7 +31,7 @@ def tiny_files(app, folder):
         rows = [(f"{rng.choice([-1, 1]) if app == 'logreg' else rng.normal():g} " + " ".join(
             f"{j}:{rng.normal():g}" for j in np.sort(rng.choice(80, 5, False)) + 1))
             for _ in range(60)]
-        files["tiny.svm"] = "\n".join(rows)
+        files["tiny.svm"] = "".join(row + "\n" for row in rows)
         entries = rng.permutation(60 * 80)[:300]
         for name, order in (("tiny.mtx", entries), ("sorted.mtx", np.sort(entries))):
             files[name] = "%%MatrixMarket matrix coordinate real general\n60 80 300\n" + \
@@ -44,18 +44,18 @@ def tiny_files(app, folder):
         files["tiny.data"] = "".join(f"{a}\t{b}\t{c}\t0\n" for a, b, c in zip(u, i, r))
         files["tiny.mtx"] = "%%MatrixMarket matrix coordinate real general\n40 30 600\n" + \
             "".join(f"{a} {b} {c}\n" for a, b, c in zip(u, i, r))
-        runs = [[name] + TINY["mf"][6:] for name in ("tiny.data", "tiny.mtx")]
+        runs = [[name, "--rank", "2", "--iters", "3"] for name in ("tiny.data", "tiny.mtx")]
     elif app == "lda":
         files["vocab.tiny.txt"] = files["tiny.vocab"] = "".join(f"w{w}\n" for w in range(30))
         files["docword.tiny.txt"] = "40\n30\n600\n" + "".join(
             f"{a} {b} {c}\n" for a, b, c in sorted(zip(u, i, r)))
         files["tiny.ldac"] = "".join(f"3 {d}:1 {d + 1}:2 {d + 2}:1\n" for d in range(20))
         files["tiny.txt"] = "".join(f"w{d} w{d + 1} w{d + 2} w{d}\n" for d in range(20))
-        runs = [[name] + TINY["lda"][6:] for name in ("docword.tiny.txt", "tiny.ldac",
-                                                      "tiny.txt")]
+        runs = [[name, "--topics", "3", "--sweeps", "2", "--top-words", "0"]
+                for name in ("docword.tiny.txt", "tiny.ldac", "tiny.txt")]
     for name, text in files.items():
         with open(os.path.join(folder, name), "w") as f:
-            f.write(text + "\n" if not text.endswith("\n") else text)
+            f.write(text)
     return [["--data", os.path.join(folder, run[0])] + run[1:] for run in runs]
 
 
