@@ -118,36 +118,32 @@ def libmf(p, lam, iters):
     return {"s": wall, "test_rmse": rmse, "iters": iters}
 
 
-def strads_run(p, lam, tol=0.0, **kw):
-    wall, res = fit(p, RANK, lam, {"tol": tol}, **kw)
+def figures(wall, loop_s, res):
     x = res.extra
-    return {"s": wall, "loop_s": res.wall_s, "test_rmse": x["test_rmse"],
+    return {"s": wall, "loop_s": loop_s, "test_rmse": x["test_rmse"],
             "iters": x["iterations"], "best_iteration": x.get("best_iteration")}
+
+
+def strads_run(p, lam, tol=0.0, val=None, **kw):
+    """CCD++ on p, scored on p's test ratings; with ``val`` (p with a validation split of
+    its training ratings): early stopping on that split first, then a refit on all of
+    p's training ratings for the best iteration count (the time: both runs)."""
+    if val is None:
+        wall, res = fit(p, RANK, lam, {"tol": tol}, **kw)
+        return figures(wall, res.wall_s, res)
+    a = strads_run(val, lam, tol, iters=ITERS, early_stop=2, **kw)
+    b = strads_run(p, lam, tol, iters=a["best_iteration"], **kw)
+    return dict(b, s=a["s"] + b["s"], loop_s=a["loop_s"] + b["loop_s"],
+                val_rmse=a["test_rmse"], val_iters=a["iters"])
 
 
 def strads_defaults(p, lam, **kw):
     """``mf.fit`` with its defaults but for rank and lambda (``kw``: the exceptions), on
     p's training ratings (its ids are 0..m-1: the remap is the identity), scored on p's
     test ratings."""
-    t0 = time.perf_counter()
-    res = mf.fit(p.users, p.items, p.ratings, test=(p.test_users, p.test_items,
-                                                    p.test_ratings),
-                 rank=RANK, lam=lam, workers=1, quiet=True, **kw)
-    x = res.extra
-    return {"s": time.perf_counter() - t0, "loop_s": res.wall_s + x.get("validation_wall_s", 0),
-            "test_rmse": x["test_rmse"], "iters": x["iterations"],
-            "best_iteration": x.get("best_iteration")}
-
-
-def strads_validated(p, p_val, lam, **kw):
-    """Early stopping on p_val's held-out (validation) ratings, then a refit on all of
-    p's training ratings for the best iteration count, scored on p's test ratings."""
-    a = strads_run(p_val, lam, iters=ITERS, early_stop=2, **kw)
-    b = strads_run(p, lam, iters=a["best_iteration"], **kw)
-    b["s"] += a["s"]
-    b["loop_s"] += a["loop_s"]
-    b["val_rmse"], b["val_iters"] = a["test_rmse"], a["iters"]
-    return b
+    wall, res = timed(mf.fit, p.users, p.items, p.ratings, rank=RANK, lam=lam, workers=1,
+                      test=(p.test_users, p.test_items, p.test_ratings), quiet=True, **kw)
+    return figures(wall, res.wall_s + res.extra.get("validation_wall_s", 0), res)
 
 
 CONFIGS = {
@@ -159,6 +155,10 @@ CONFIGS = {
     "strads ccd, bias full, block 40, validation early stop + refit": dict(
         bias="full", block=BLOCK, val=True),
 }
+DEFAULTS = {  # name: (the flag it differs by, mf.fit's arguments)
+    "strads defaults": ("", {}),
+    "strads defaults + bias mean": ("--bias mean", dict(bias="mean")),
+    "strads defaults + no early stopping": ("--early-stop 0", dict(early_stop=None))}
 
 
 def verdict(x, ref):
@@ -178,23 +178,18 @@ def real(a):
           f"ratings); rank {RANK}, one thread each, best of {a.repeat} alternating runs",
           flush=True)
     mf.MFUpdate.warmup()
+    grid = {"LIBMF SGD, 50 it": lambda lam: libmf(p, lam, ITERS),
+            **{name: lambda lam, c=dict(c): strads_run(
+                p, lam, **dict(c, val=p_val if c.get("val") else None))
+               for name, c in CONFIGS.items()},
+            "LIBMF defaults (20 it)": lambda lam: libmf(p, lam, 20),
+            **{name: lambda lam, kw=kw: strads_defaults(p, lam, **kw)
+               for name, (_, kw) in DEFAULTS.items()}}
     runs = {}  # (name, lam) -> list of runs
-
-    def add(name, lam, out):
-        runs.setdefault((name, lam), []).append(out)
-
     for rep in range(a.repeat):
         for lam in LAMBDAS:
-            add("LIBMF SGD, 50 it", lam, libmf(p, lam, ITERS))
-            for name, cfg in CONFIGS.items():
-                cfg = dict(cfg)
-                add(name, lam, strads_validated(p, p_val, lam, **cfg) if cfg.pop("val", False)
-                    else strads_run(p, lam, **cfg))
-            add("LIBMF defaults (20 it)", lam, libmf(p, lam, 20))
-            add("strads defaults", lam, strads_defaults(p, lam))
-            add("strads defaults + bias mean", lam, strads_defaults(p, lam, bias="mean"))
-            add("strads defaults + no early stopping", lam,
-                strads_defaults(p, lam, early_stop=None))
+            for name, go in grid.items():
+                runs.setdefault((name, lam), []).append(go(lam))
         print(f"  run {rep + 1} of {a.repeat} done", flush=True)
 
     best = {k: min(v, key=lambda x: x["s"]) for k, v in runs.items()}
@@ -225,21 +220,20 @@ def real(a):
         out["grid"][name]["best"] = {"lambda": lam, "test_rmse": b["test_rmse"],
                                      "s": b["s"], "ratio": b["s"] / lm["s"]}
     print("\ndefaults (only rank and lambda given), test RMSE and time:")
+    keys = dict(zip(DEFAULTS, ("strads", "strads_bias_mean", "strads_no_early_stop")))
     for lam in LAMBDAS:
-        lmd, sd = best[("LIBMF defaults (20 it)", lam)], best[("strads defaults", lam)]
-        print(f"  lambda {lam:<5}: LIBMF {lmd['test_rmse']:.4f} {lmd['s']:.3f}s, strads "
-              f"{sd['test_rmse']:.4f} {sd['s']:.3f}s ({sd['iters']} it, early stopping) = "
-              f"{sd['s'] / lmd['s']:.2f}x LIBMF's time; strads {verdict(sd, lmd)}")
-        other = {}
-        for label, name in (("--bias mean", "strads defaults + bias mean"),
-                            ("--early-stop 0", "strads defaults + no early stopping")):
-            sf = other[name] = best[(name, lam)]
-            print(f"  {'':13s}  strads with {label}: {sf['test_rmse']:.4f} {sf['s']:.3f}s "
-                  f"({sf['iters']} it) = {sf['s'] / lmd['s']:.2f}x; {verdict(sf, lmd)}")
-        out["defaults"][lam] = {"libmf": dict(lmd), "strads": dict(sd),
-                                "strads_bias_mean": other["strads defaults + bias mean"],
-                                "strads_no_early_stop":
-                                    other["strads defaults + no early stopping"]}
+        lmd = best[("LIBMF defaults (20 it)", lam)]
+        out["defaults"][lam] = {"libmf": dict(lmd)}
+        for name, (flag, _) in DEFAULTS.items():
+            sf = out["defaults"][lam][keys[name]] = dict(best[(name, lam)])
+            if not flag:
+                print(f"  lambda {lam:<5}: LIBMF {lmd['test_rmse']:.4f} {lmd['s']:.3f}s, "
+                      f"strads {sf['test_rmse']:.4f} {sf['s']:.3f}s ({sf['iters']} it, early "
+                      f"stopping) = {sf['s'] / lmd['s']:.2f}x LIBMF's time; strads "
+                      f"{verdict(sf, lmd)}")
+            else:
+                print(f"  {'':13s}  strads with {flag}: {sf['test_rmse']:.4f} {sf['s']:.3f}s "
+                      f"({sf['iters']} it) = {sf['s'] / lmd['s']:.2f}x; {verdict(sf, lmd)}")
     return out
 
 

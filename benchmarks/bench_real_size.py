@@ -93,6 +93,11 @@ def _spans(counts, size):
         lo = hi
 
 
+def _lognormal(rng, mean, sigma, n):
+    """``n`` lognormal draws of mean ``mean``, rounded (documents' or rows' lengths)."""
+    return np.rint(rng.lognormal(np.log(mean) - sigma ** 2 / 2, sigma, n))
+
+
 @cached("netflix_s{scale:g}_seed{seed}")
 def gen_ratings(stem, scale, rng):
     n_u, n_i = max(100, round(NETFLIX["users"] * scale)), NETFLIX["items"]
@@ -158,8 +163,7 @@ def gen_ratings(stem, scale, rng):
 @cached("docword.nytimes_s{scale:g}_seed{seed}.txt")
 def gen_corpus(stem, scale, rng):
     D, V, K = max(100, round(NYTIMES["docs"] * scale)), NYTIMES["words"], 100
-    mean_len, sigma = NYTIMES["tokens"] / NYTIMES["docs"], 0.7
-    lengths = np.maximum(10, np.rint(rng.lognormal(np.log(mean_len) - sigma ** 2 / 2, sigma, D)))
+    lengths = np.maximum(10, _lognormal(rng, NYTIMES["tokens"] / NYTIMES["docs"], 0.7, D))
     lengths = lengths.astype(np.int64)
     zipf = 1.0 / np.arange(1, V + 1) ** 1.05
     zipf = zipf[rng.permutation(V)]  # word ids alphabetical: frequency unrelated to id
@@ -199,8 +203,7 @@ def gen_corpus(stem, scale, rng):
 @cached("regression_s{scale:g}_seed{seed}.svm")
 def gen_regression(stem, scale, rng):
     n, p = max(100, round(REGRESSION["rows"] * scale)), REGRESSION["cols"]
-    mean_len, sigma = REGRESSION["nnz"] / REGRESSION["rows"], 0.8
-    lengths = np.maximum(1, np.rint(rng.lognormal(np.log(mean_len) - sigma ** 2 / 2, sigma, n)))
+    lengths = np.maximum(1, _lognormal(rng, REGRESSION["nnz"] / REGRESSION["rows"], 0.8, n))
     lengths = np.minimum(lengths, 2000).astype(np.int64)
     pop = 1.0 / np.arange(1, p + 1) ** 0.9
     perm = rng.permutation(p)  # column j has popularity rank inv[j]
@@ -421,6 +424,8 @@ def bench_mf(meta, tiny, a, folder):
         folder, lambda s, r: dict(test_rmse=s["test_rmse"], rmse_per_iter=s["test_rmse_per_iter"],
                                   per_iter_s=r["loop_s"] / max(1, s["iterations"])),
         "test_rmse", lambda t, got: np.array(t["test_rmse"]) <= min(got))
+    table(f"MF, rank {rank}, lambda {lam}, {iters} iterations, {meta['n_train']:,} training "
+          "ratings", runs, meta["n_train"], "rating", meta["bytes"], "test_rmse")
     return dict(data=meta, iters=iters, rank=rank, lam=lam, runs=runs)
 
 
@@ -441,6 +446,8 @@ def bench_lda(meta, tiny, a, folder):
             "ll_per_token",
             lambda t, got: np.array(t["loglik"]) >= max(got) * meta["tokens"])
         out[f"K={K}"] = dict(runs=runs, sweeps=a.lda_sweeps)
+        table(f"LDA K={K}, {a.lda_sweeps} sweeps, {meta['tokens']:,} tokens", runs,
+              meta["tokens"], "token", meta["bytes"], "ll_per_token")
     return dict(data=meta, by_topics=out)
 
 
@@ -459,6 +466,8 @@ def bench_lasso(meta, tiny, a, folder):
                               fit_s=r["loop_s"]),
             "objective", lambda t, got: np.array(t["objective"]) <= min(got) * (1 + 1e-6))
         out[f"{ratio:g} lambda_max"] = dict(runs=runs, lam=lam)
+        table(f"Lasso at {ratio:g} lambda_max (lambda {lam:.4g}), {meta['nnz']:,} non-zeros",
+              runs, meta["nnz"], "non-zero", meta["bytes"], "objective")
     return dict(data=meta, by_lambda=out)
 
 
@@ -530,20 +539,7 @@ def main():
         if a.generate_only:
             continue
         tiny = generate(app, a.dir / "warm", 0.0005)
-        res = benches[app](meta, tiny, a, a.dir)
-        report[app] = res
-        if app == "mf":
-            table(f"MF, rank {res['rank']}, lambda {res['lam']}, {res['iters']} iterations, "
-                  f"{meta['n_train']:,} training ratings", res["runs"], meta["n_train"],
-                  "rating", meta["bytes"], "test_rmse")
-        elif app == "lda":
-            for k, v in res["by_topics"].items():
-                table(f"LDA {k}, {v['sweeps']} sweeps, {meta['tokens']:,} tokens", v["runs"],
-                      meta["tokens"], "token", meta["bytes"], "ll_per_token")
-        else:
-            for k, v in res["by_lambda"].items():
-                table(f"Lasso at {k} (lambda {v['lam']:.4g}), {meta['nnz']:,} non-zeros",
-                      v["runs"], meta["nnz"], "non-zero", meta["bytes"], "objective")
+        report[app] = benches[app](meta, tiny, a, a.dir)
         report["startup_s"] = _STARTUP
         report["parent_peak_mb"] = _peak_mb()  # must stay below every figure it reports
         if a.json:

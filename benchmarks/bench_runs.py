@@ -29,7 +29,7 @@ def lda(D, V, L, K, *more):
 WEIGHTED = ("--lambda", "0.05", "--weighted-lambda")
 
 
-def threads(a, s):
+def threads(a, s, tmp):
     """LDA at K = 1,000 and MF CCD++ on 5M ratings, loop time."""
     runs = {"lda": lda(s(20000), s(20000), 200, 1000, "--true-topics", "50", "--sweeps", "5"),
             "mf": mf(s(200000), s(20000), s(5000000), 32, *WEIGHTED, "--iters", "3")}
@@ -40,11 +40,6 @@ def threads(a, s):
         print(f"{app}: --workers 1 {one:.2f}s, --workers 2 (threads) {two:.2f}s: "
               f"{two / one:.2f}x the time ({os.cpu_count()} cores; best of {a.repeat}: "
               f"{listed(times[1])} / {listed(times[2])})", flush=True)
-
-
-def traffic(n, out, args):
-    s = run_cli(args, out, np=n)
-    return s["rounds"], s["traffic"]
 
 
 def rss_range(t):
@@ -61,7 +56,7 @@ def ranks(a, s, tmp):
         args = runs[app] + (["--data", lasso_svm(os.path.join(tmp, "lasso.svm"), s(50_000),
                                                 s(100_000), 0.001)] if app == "lasso" else [])
         for n in map(int, a.np.split(",")):
-            t = traffic(n, os.path.join(tmp, f"{app}-{n}"), args)[1]
+            t = run_cli(args, os.path.join(tmp, f"{app}-{n}"), np=n)["traffic"]
             mb = lambda b: f"{b / 1e6:.0f}"  # noqa: E731
             print(f"{app} -n {n}: {rss_range(t)}; MB sent/received: "
                   + ", ".join(f"rank {e['rank']} {mb(e['bytes_sent'])}/"
@@ -90,20 +85,20 @@ def scaling(a, s, tmp):
         args, flag, counts = runs[app]
         for n in map(int, a.np.split(",")):
             outs = [os.path.join(tmp, f"{app}-{n}-{c}") for c in counts]
-            (r1, t1), (r2, t2) = [traffic(n, o, args + [flag, str(c)])
-                                  for c, o in zip(counts, outs)]
-            per = [((b["bytes_sent"] + b["bytes_received"]) -
-                    (a_["bytes_sent"] + a_["bytes_received"])) / (r2 - r1)
-                   for a_, b in zip(t1, t2)]
-            recv = [(b["bytes_received"] - a_["bytes_received"]) / (r2 - r1)
-                    for a_, b in zip(t1, t2)]
-            print(f"{app} -n {n}: rank 0 {per[0]:,.0f} B/round (sent+received); "
+            s1, s2 = [run_cli(args + [flag, str(c)], o, np=n) for c, o in zip(counts, outs)]
+
+            def per_round(key):  # each rank's bytes a round, the longer run less the shorter
+                return [(b[key] - a_[key]) / (s2["rounds"] - s1["rounds"])
+                        for a_, b in zip(s1["traffic"], s2["traffic"])]
+            recv = per_round("bytes_received")
+            rank0 = per_round("bytes_sent")[0] + recv[0]
+            print(f"{app} -n {n}: rank 0 {rank0:,.0f} B/round (sent+received); "
                   f"workers received {min(recv[1:]):,.0f}-{max(recv[1:]):,.0f} "
-                  f"B/round (model {model(app, n - 1, outs[-1]):,.0f}); {rss_range(t2)}",
-                  flush=True)
+                  f"B/round (model {model(app, n - 1, outs[-1]):,.0f}); "
+                  f"{rss_range(s2['traffic'])}", flush=True)
 
 
-def checkpoint(a, s):
+def checkpoint(a, s, tmp):
     """The MF 10M and LDA K = 1,000 runs of bench_mf.py and bench_lda.py under
     ``mpiexec -n 3``, with and without ``--checkpoint-every``."""
     runs = {"mf": mf(s(250000), s(100000), s(10000000), 32, *WEIGHTED, "--log-interval",
@@ -122,8 +117,7 @@ def checkpoint(a, s):
             if folder.exists():
                 size[0] = max(size[0], sum(f.stat().st_size for f in folder.iterdir()))
             return s
-        with tempfile.TemporaryDirectory(dir=ROOT) as tmp:
-            times, _ = best_of(a.repeat, {e: lambda e=e: run(e) for e in (a.every, 0)})
+        times, _ = best_of(a.repeat, {e: lambda e=e: run(e) for e in (a.every, 0)})
         base, with_ = min(times[0]), min(times[a.every])
         print(f"{app}: mpiexec -n 3, loop {base:.2f}s without checkpoints, {with_:.2f}s with "
               f"one every {a.every:g}s ({with_ / base - 1:+.1%}; best of {a.repeat}: "
@@ -255,9 +249,8 @@ def main():
 
     def s(x):
         return max(int(x * a.scale), 10)
-    if a.what in ("threads", "checkpoint"):
-        return globals()[a.what](a, s)
-    with tempfile.TemporaryDirectory() as tmp:
+    # checkpoints go to the checkout's disk, not a /tmp that may be memory
+    with tempfile.TemporaryDirectory(dir=ROOT if a.what == "checkpoint" else None) as tmp:
         globals()[a.what](a, s, tmp)
 
 

@@ -465,18 +465,18 @@ def checkpoint_cases(tmp, count, rng, python, kinds):
     refs = {}
     for app, (module, flags) in APPS.items():
         d = os.path.join(tmp, f"ref-{app}")
-        run = [python, "-m", module, *flags, *RUN]
-        subprocess.run(run + ["--workers", "2", "--out", d + "-full"], check=True,
-                       capture_output=True)
-        subprocess.run(run + ["--workers", "2", "--out", d, "--max-rounds", "12",
-                              "--checkpoint-every", "1e-6"], check=True, capture_output=True)
+
+        def run(*more):
+            subprocess.run([python, "-m", module, *flags, *RUN, *more], check=True,
+                           capture_output=True)
+        run("--workers", "2", "--out", d + "-full")
+        run("--workers", "2", "--out", d, "--max-rounds", "12", "--checkpoint-every", "1e-6")
         with open(os.path.join(d + "-full", "summary.json")) as f:
             rounds = json.load(f)["rounds"]
         refs[app, 2] = (d, os.path.join(d + "-full", "model.npz"), rounds)
         # on 3 workers: the untouched checkpoint resumed is the reference
         shutil.copytree(os.path.join(d, "checkpoint"), os.path.join(d + "-3", "checkpoint"))
-        subprocess.run(run + ["--workers", "3", "--out", d + "-3", "--resume",
-                              "--max-rounds", str(rounds)], check=True, capture_output=True)
+        run("--workers", "3", "--out", d + "-3", "--resume", "--max-rounds", str(rounds))
         refs[app, 3] = (d, os.path.join(d + "-3", "model.npz"), rounds)
     for i in range(count):
         app, workers = rng.choice(sorted(APPS)), rng.choice(WORKERS)
@@ -514,8 +514,6 @@ def file_cases(fmt, tmp, count, rng):
             arrays = mutate_arrays(load_npz(data), rng)
             with contextlib.suppress(ValueError):
                 data = save_npz(arrays, rng)
-            if "y" not in arrays and "X" not in arrays:
-                target = str(folder / "y.npy")
         else:
             data = mutate_bytes(data, rng)
         sub = folder / f"c{i}"
