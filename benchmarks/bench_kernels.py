@@ -31,11 +31,8 @@ def lasso_sparse(scale, rng):
     X.sort_indices()
     X.indices = X.indices.astype(np.int32)
     X.indptr = X.indptr.astype(np.int32)
-    r = rng.standard_normal(n)
-    cols = np.arange(p)
-    out = np.empty(p)
     nbytes = 4 * (p + 1) + 12 * X.nnz + 8 * n + 8 * p
-    args = (X.indptr, X.indices, X.data, r, cols, out)
+    args = (X.indptr, X.indices, X.data, rng.standard_normal(n), np.arange(p), np.empty(p))
     LK.grad_sparse(*args)
     return (f"Lasso x_j'r sparse {n} x {p}, {X.nnz / 1e6:.1f}M nnz",
             lambda: LK.grad_sparse(*args), nbytes, None)
@@ -44,10 +41,7 @@ def lasso_sparse(scale, rng):
 def lasso_dense(scale, rng):
     n, p = int(4_000 * scale), 10_000  # 320 MB at scale 1
     X = np.asfortranarray(rng.standard_normal((n, p)))
-    r = rng.standard_normal(n)
-    cols = np.arange(p)
-    out = np.empty(p)
-    args = (X, r, cols, out)
+    args = (X, rng.standard_normal(n), np.arange(p), np.empty(p))
     LK.grad_dense(*args)
     return (f"Lasso x_j'r dense {n} x {p}", lambda: LK.grad_dense(*args),
             8 * n * p + 8 * n + 8 * p, None)
@@ -104,10 +98,7 @@ def lda_block(scale, rng, burn_in, K=1000, in_cache=False):
     np.add.at(nwk, (words, z), 1)
     nk = np.bincount(z, minlength=K).astype(np.int64)
     alpha, beta = 0.1, 0.01
-    P = 1
-    while P < K:
-        P *= 2
-    tree = np.zeros(2 * P)
+    tree = np.zeros(2 << (K - 1).bit_length())  # a sum tree over K leaves, a power of 2
     cum = np.zeros(max(1, min(K, int(lengths.max()))))
     seed = [np.uint64(7)]
 
