@@ -13,6 +13,15 @@ def physical_memory():
     return n if n > 0 else None
 
 
+def beyond(need):
+    """``about N, more than this machine's M of memory`` when ``need`` bytes exceed the
+    physical memory (for a refusal), else None."""
+    mem = physical_memory()
+    if mem is not None and need > mem:
+        return f"about {fmt_bytes(need)}, more than this machine's {fmt_bytes(mem)} of memory"
+    return None
+
+
 def memory_limits():
     """Bounds, in bytes, on what this process may use, those it can tell: its
     address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,

@@ -15,7 +15,7 @@ from .data import BYTES_PER_DOC, BYTES_PER_TOKEN, BYTES_PER_WORD, INT32_MAX
 from .data import check as check_corpus
 from .data import inputs, load, make_corpus
 from ...io.source import Content
-from ...io.memory import fmt_bytes, physical_memory
+from ...io.memory import beyond, fmt_bytes
 from .schedule import SCHEDULES, Group
 from .update import LDAUpdate
 
@@ -107,13 +107,10 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
                  schedule, max_slice, flag):
     """Raise DataError naming the largest part when a run would not fit in this
     machine's physical memory."""
-    mem = physical_memory()
-    if mem is None:
-        return
     parts = memory_estimate(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers,
                             staleness, schedule, max_slice)
-    need = sum(parts.values())
-    if need <= mem:
+    too = beyond(sum(parts.values()))
+    if not too:
         return
     topics = {"word-topic": f"the word-topic counts ({n_words:,} words x {n_topics:,} "
                             "topics" + (f", a copy on each of {n_workers} workers" if
@@ -130,8 +127,7 @@ def check_memory(n_docs, n_words, n_tokens, n_entries, n_topics, n_workers, stal
                 if parts["tokens"] >= parts["other"] else
                 f"data: {n_docs:,} documents, {n_words:,} words and {n_entries:,} "
                 f"(document, word) entries need {fmt_bytes(parts['other'])}")
-    raise DataError(f"{lead}; the run would need about {fmt_bytes(need)}, more than this "
-                    f"machine's {fmt_bytes(mem)} of memory")
+    raise DataError(f"{lead}; the run would need {too}")
 
 
 def check_run(n_docs, V, longest, word_counts, n_tokens, nnz, K, alpha, beta, W, staleness,

@@ -34,27 +34,18 @@ BYTES_PER_DOC = 64
 BYTES_PER_WORD = 16
 
 
-def _too_big(need):
-    mem = memory.physical_memory()
-    return mem is not None and need > mem
-
-
-def _mem_msg(need):
-    return (f"about {memory.fmt_bytes(need)}, more than this machine's "
-            f"{memory.fmt_bytes(memory.physical_memory())} of memory")
-
-
 def check_size(path, lineno, n_docs, n_entries, n_tokens, n_words=0):
     """Refuse a corpus (so far) whose arrays would not fit in this machine's memory."""
     need = (n_docs * BYTES_PER_DOC + n_words * BYTES_PER_WORD  # reading, or the run
             + max(n_entries * BYTES_PER_ENTRY, n_entries * 12 + n_tokens * BYTES_PER_TOKEN))
-    if _too_big(need):
+    too = memory.beyond(need)
+    if too:
         where = f"{path}:{lineno}" if lineno else path
         what = [f"{n:,} {one if n == 1 else many}" for n, one, many in (
             (n_docs, "document", "documents"), (n_words, "word", "words"),
             (n_entries, "(document, word) entry", "(document, word) entries"),
             (n_tokens, "token", "tokens")) if n]
-        raise DataError(f"{where}: {', '.join(what)} would need {_mem_msg(need)}")
+        raise DataError(f"{where}: {', '.join(what)} would need {too}")
 
 
 def _token_limit(n_docs, n_words):
@@ -506,14 +497,15 @@ def check_corpus_size(n_docs, n_words, doc_length, n_topics, names=_CORPUS_NAMES
     topics, mixtures = 32 * n_topics * n_words, 32 * n_docs * n_topics
     tokens = 80 * n_docs * doc_length
     need = topics + mixtures + tokens
-    if _too_big(need):
+    too = memory.beyond(need)
+    if too:
         part = max((topics, f"{names['n_topics']} {n_topics} x {names['n_words']} "
                     f"{n_words} (its topics)"),
                    (mixtures, f"{names['n_docs']} {n_docs} x {names['n_topics']} "
                     f"{n_topics} (its documents' topic mixtures)"),
                    (tokens, f"{names['n_docs']} {n_docs} x {names['doc_length']} "
                     f"{doc_length} (its tokens)"))
-        raise DataError(f"the built-in corpus of {part[1]} needs {_mem_msg(need)}")
+        raise DataError(f"the built-in corpus of {part[1]} needs {too}")
 
 
 def corpus_lengths(n_docs, doc_length, seed):

@@ -314,16 +314,13 @@ class LDAUpdate(Update):
     def _first_slices(self):
         """The s + 1 slices this worker holds first (slice g W + w for group g), their
         counts summed over every worker's tokens: each worker packs its counts of every
-        slice and hands them to the slice's holder (W - 1 ring shifts)."""
+        slice and hands them to the slice's holder (:meth:`Peers.alltoall`)."""
         W, me, s1, cuts = self.W, self.worker, self.s1, self.cuts
         packs = [K.pack_tokens(self.wptr[cuts[m]:cuts[m + 1] + 1], self.z, self.K)
                  for m in range(W * s1)]
-        got = [None] * W
-        for k in range(W):
-            send = [packs[g * W + (me + k) % W] for g in range(s1)]
-            got[(me - k) % W] = send if k == 0 else self.peers.shift(send, k)
-            for g in range(s1):
-                packs[g * W + (me + k) % W] = None
+        pieces = [[packs[g * W + o] for g in range(s1)] for o in range(W)]
+        del packs  # (each worker's pieces are freed as they are sent)
+        got = self.peers.alltoall(pieces)
         held = []
         for g in range(s1):
             held.append([g * W + me, K.sum_packed([got[w][g] for w in range(W)], self.K)])

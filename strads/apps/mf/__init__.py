@@ -15,7 +15,7 @@ from ...params import Param, check
 from ...transport import mpi_job
 from . import kernels as K
 from .aggregate import MFAggregate
-from ...io.memory import fmt_bytes, physical_memory
+from ...io.memory import beyond, fmt_bytes, physical_memory
 from ...io.ratings import Layout as FileLayout
 from .data import lookup, problem_plan
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
@@ -141,15 +141,12 @@ def _check(cli=False, **values):
     fits in memory; -> the patience of early stopping (None: off)."""
     check(PARAMS, values, cli)
     rank, inner, block = (values.get(k, 1) for k in ("rank", "inner", "block"))
-    mem = physical_memory()
-    if values.get("schedule") == "ccd" and mem is not None:
-        # the sweep is a list of its rounds, 8 bytes each (16 while it is built)
-        sweep = 2 * int(inner) * -(-rank // int(block)) + 2
-        if 16 * sweep > mem:
-            raise DataError(f"rank {rank} (--rank), inner {inner} (--inner), block "
-                            f"{block} (--block): a sweep of {sweep} rounds needs about "
-                            f"{fmt_bytes(16 * sweep)}, more than this machine's "
-                            f"{fmt_bytes(mem)} of memory")
+    # the sweep is a list of its rounds, 8 bytes each (16 while it is built)
+    sweep = 2 * int(inner) * -(-rank // int(block)) + 2
+    too = beyond(16 * sweep) if values.get("schedule") == "ccd" else None
+    if too:
+        raise DataError(f"rank {rank} (--rank), inner {inner} (--inner), block {block} "
+                        f"(--block): a sweep of {sweep} rounds needs {too}")
     early_stop = values.get("early_stop")
     return int(early_stop) or None if early_stop is not None else None
 

@@ -300,15 +300,14 @@ def problem_plan(n_users, n_items, n_ratings, rank, noise, alpha, seed):
         raise DataError(f"{n_ratings} ratings for {n_users} x {n_items}: at most half of "
                         "the pairs can be rated")
     need = (n_users + n_items) * (40 + 16 * rank) + rating_io.BYTES_PER_RATING * n_ratings
-    mem = memory.physical_memory()
     if n_users * n_items >= rating_io.INT64:
         raise DataError(f"the built-in problem: {n_users} x {n_items} (--n-users x "
                         "--n-items) pairs do not fit in 64-bit integers")
-    if mem is not None and need > mem:
+    too = memory.beyond(need)
+    if too:
         raise DataError(f"the built-in problem of {n_users} users (--n-users), {n_items} "
                         f"items (--n-items), {n_ratings} ratings (--n-ratings) and true rank "
-                        f"{rank} (--true-rank) needs about {memory.fmt_bytes(need)}, "
-                        f"more than this machine's {memory.fmt_bytes(mem)} of memory")
+                        f"{rank} (--true-rank) needs {too}")
     rng = np.random.default_rng([seed, 0x6D66, 1])
 
     def popularity(k):
