@@ -241,9 +241,9 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         from ..apps import logreg
 
         X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64)
-        check_classification_targets(y)
-        kind = type_of_target(y)
+        kind = type_of_target(y, input_name="y")
         if kind != "binary":
+            check_classification_targets(y)  # (its refusal of a regression target first)
             raise ValueError("Only binary classification is supported. The type of the "
                              f"target is {kind}.")
         classes = np.unique(y)
@@ -251,11 +251,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
             raise ValueError(f"SparseLogisticRegression needs samples of exactly two "
                              f"classes; got {classes.shape[0]} class(es): {classes[:5]}")
         signs = np.where(y == classes[1], 1.0, -1.0)
-        Xa = X
-        if self.fit_intercept:
-            col = np.full((X.shape[0], 1), float(self.intercept_scaling))
-            Xa = sp.hstack([X, sp.csc_matrix(col)], format="csc") if sp.issparse(X) \
-                else np.hstack([X, col])
+        Xa = _with_column(X, float(self.intercept_scaling)) if self.fit_intercept else X
         kw = dict(self._app_kwargs(X), intercept_column=self.fit_intercept, gap_ref="null")
         coef0 = self._coef0(X)
         if coef0 is not None:
@@ -296,6 +292,19 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         """Logarithms of :meth:`predict_proba`."""
         d = self.decision_function(X)  # log sigmoid(d) = -log1p(exp(-d)), stably:
         return np.column_stack([-np.logaddexp(0, d), -np.logaddexp(0, -d)])
+
+
+def _with_column(X, value):
+    """X (CSC or dense) with a constant column appended; CSC built directly (scipy's
+    hstack converts the column and checks the blocks: a tenth of a small fit's set-up)."""
+    n = X.shape[0]
+    if not sp.issparse(X):
+        return np.hstack([X, np.full((n, 1), value)])
+    nnz = X.nnz
+    idx = np.int64 if nnz + n > np.iinfo(np.int32).max else X.indices.dtype
+    return sp.csc_matrix((np.concatenate([X.data[:nnz], np.full(n, value)]),
+                          np.concatenate([X.indices[:nnz], np.arange(n)]).astype(idx),
+                          np.append(X.indptr, nnz + n).astype(idx)), shape=(n, X.shape[1] + 1))
 
 
 # -- the regularisation path ----------------------------------------------------------------

@@ -85,6 +85,7 @@ class LogRegAggregate(GLMAggregate):
         self.reused = 0  # working sets started from the kept Gram
         self.extended = 0  # of which the Gram was extended by new columns
         self.q_ws = None  # the full round's q on the block being extended
+        self.held = None  # a full round's (violations, q) while its gap is computed
         self.classes = None  # the two original labels (setup sets them)
         self.last_primal = math.inf  # at the last full round
         self.stalls = 0  # full rounds in a row with no decrease
@@ -129,7 +130,8 @@ class LogRegAggregate(GLMAggregate):
                 self.stopped = True
                 return None
         step = {"block": self._jacobi, "full": lambda t, p: self._full(round, t, p),
-                "newton": self._newton, "trial": self._trial, "extend": self._extend}
+                "newton": self._newton, "trial": self._trial, "extend": self._extend,
+                "certify": lambda t, p: self._choose_ws(*self.held)}  # (not certified)
         return step[task["kind"]](task, partials) if task["kind"] in step else None  # (wait)
 
     def _full(self, round, task, partials):
@@ -155,7 +157,22 @@ class LogRegAggregate(GLMAggregate):
         self.last_primal = primal
         if self.stalls >= MAX_STALLS:
             self.exhausted = True
+        if self._may_certify(q):  # the next round's dual may stop the run: wait for it
+            self.held, self.next = (viol, q), {"kind": "certify"}
+            return None
         return self._choose_ws(viol, q)
+
+    def _may_certify(self, q):
+        """The gap at this full round may be within tol: its lower bound, P - D(1) + (1 -
+        c) D'(1) (D(c): the dual at c s, concave, D'(1) = q'w / n; P - D(1) = (thresh
+        ||w||_1 - q'w) / n, Fenchel-Young), is, and c >= 1/2 (the tangent is close only
+        near 1: far from it, at w ~ 0, it misses). The working set's direction is then
+        left until the gap is known: at the end of a run it would be solved for nothing."""
+        if self.tol <= 0 or self.dual_c < 0.5:
+            return False
+        a = float(q @ self.w)
+        low = self.thresh * self.l1 - a + (1.0 - self.dual_c) * a
+        return low <= self.tol * (self.primal if self.null is None else self.null) * self.n
 
     def _extrapolate(self, q, partials):
         """Celer's dual extrapolation (Massias et al. 2018, 2020): Anderson's weights z
