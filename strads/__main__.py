@@ -91,7 +91,9 @@ def compile_apps(apps):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m strads", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m strads", description=(
+        "strads' tools. compile: fill numba's on-disk cache with the apps' kernels, so that "
+        "no later run waits for them."))
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="fill numba's on-disk cache with every app's "
                        "kernels (make install runs it)")
