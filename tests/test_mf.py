@@ -858,3 +858,28 @@ def test_early_stopping_cli_under_mpiexec_and_resumed_in_each_run(tmp_path):
     assert ref.extra["validation_rmse"] == pytest.approx(one["validation_rmse"], rel=1e-12)
     np.testing.assert_allclose(np.load(tmp_path / "one" / "model.npz")["W"], ref.model["W"],
                                rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("users, items, what", [
+    (["1", "2"], ["10", "30"], "user ids must be integers"),
+    ([1, 2], ["10", "30"], "item ids must be integers"),
+    ([1.5], [10], "user id 1.5 is not an integer"),
+    ([1], [np.nan], "item.* ([Nn]a[Nn]|contains NaN)"),
+    ([True], [10], "user ids must be integers")])
+def test_predict_refuses_the_ids_fit_refuses(users, items, what):
+    """An id fit would refuse is refused by predict too (one rule), not scored as an
+    unseen id; an unseen integer id (as an integral float too) is the mean and the known
+    biases."""
+    u, i, r = np.array([1, 1, 2, 2, 3, 3]), np.array([10, 20, 10, 30, 20, 30]), \
+        np.array([5., 1., 5., 1., 4., 2.])
+    est = strads.MatrixFactorization(n_components=2, random_state=0).fit((u, i, r))
+    res = mf.fit(u, i, r, rank=2, quiet=True)
+    for call in (lambda: est.predict(users, items),
+                 lambda: mf.predict(res.model, users, items, unknown="mean")):
+        with pytest.raises(ValueError, match=what) as e:
+            call()
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=what):
+        est.fit((np.array(users * 6)[:6], np.array(items * 6)[:6], r))
+    np.testing.assert_array_equal(est.predict([1, 2.0], [10, 30]), est.predict([1, 2], [10, 30]))
+    assert est.predict([99], [20])[0] == est.global_mean_ + est.item_bias_[1]

@@ -17,7 +17,7 @@ from . import kernels as K
 from .aggregate import MFAggregate
 from ...io.memory import beyond, fmt_bytes, physical_memory
 from ...io.ratings import Layout as FileLayout
-from .data import lookup, problem_plan
+from .data import check_ids, lookup, problem_plan
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES
@@ -465,10 +465,12 @@ def predict(model, users, items, unknown="error"):
     """Score (user, item) pairs given by raw ids with a fitted model (``Result.model`` or
     ``np.load('model.npz')``): mu + b_u + b_i + w_u.h_i. An id never seen in training
     raises :class:`strads.DataError` (``unknown='error'``) or contributes nothing but the
-    biases it has (``unknown='mean'``)."""
+    biases it has (``unknown='mean'``). Ids that fit would refuse (a string, 1.5) are
+    refused."""
     if unknown not in ("error", "mean"):
         raise DataError(f"unknown must be 'error' or 'mean', got {unknown!r}")
-    users, items = np.asarray(users).ravel(), np.asarray(items).ravel()
+    users, items = (check_ids(np.asarray(a).ravel(), what, "predict")
+                    for a, what in ((users, "user"), (items, "item")))
     if users.shape != items.shape:
         raise DataError(f"{users.shape[0]} users for {items.shape[0]} items")
     idx = []
