@@ -1,6 +1,7 @@
 """Matrix factorization app: against a NumPy reference, invariants, readers, bad input."""
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
@@ -858,6 +859,38 @@ def test_early_stopping_cli_under_mpiexec_and_resumed_in_each_run(tmp_path):
     assert ref.extra["validation_rmse"] == pytest.approx(one["validation_rmse"], rel=1e-12)
     np.testing.assert_allclose(np.load(tmp_path / "one" / "model.npz")["W"], ref.model["W"],
                                rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("extra", [["--early-stop", "0"], ["--early-stop", "2"],
+                                   ["--early-stop", "2", "--validation-fraction", "0"]],
+                         ids=["one-run", "validation-run", "on-held-out"])
+def test_a_finished_run_goes_on_with_more_iters_to_the_uninterrupted_run(tmp_path, extra):
+    """--iters may grow on --resume (as LDA's --sweeps): a finished run of 3 iterations
+    (early stopping's first run ended by its schedule, not by early stopping) taken on to
+    12 ends where an uninterrupted run of 12 does, bit for bit; fewer is refused."""
+    args = ES_CLI[:-2] + ["--workers", "2", "--test-fraction", "0.1"] + extra
+    p = run_cli(args + ["--out", str(tmp_path / "one")])
+    assert p.returncode == 0, p.stderr
+    part = [*args, "--out", str(tmp_path / "part")]
+    p = run_cli(part + ["--iters", "3", "--checkpoint-every", "1e-9"])
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["stop_reason"] == "schedule_done"
+    p = run_cli(part + ["--iters", "12", "--resume"])
+    assert p.returncode == 0, p.stderr
+    one, res = (json.loads((tmp_path / d / "summary.json").read_text())
+                for d in ("one", "part"))
+    assert max(one["iterations"], one.get("validation_iterations", 0)) > 3
+    for key in ("iterations", "rounds", "objective", "train_rmse", "test_rmse",
+                "test_rmse_per_iter", "best_iteration", "early_stopped",
+                "validation_iterations", "validation_rmse"):
+        assert res.get(key) == one.get(key), key
+    a, b = (np.load(tmp_path / d / "model.npz") for d in ("one", "part"))
+    for key in a.files:
+        np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+    p = run_cli(part + ["--iters", "2", "--resume"])
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert re.search(r"2 iterations \(--iters\), fewer than .*: a resumed run may ask for "
+                     "more$", p.stderr.strip())
 
 
 # -- the estimator's inputs ------------------------------------------------------------------
