@@ -1,6 +1,7 @@
 """Matrix factorization app: against a NumPy reference, invariants, readers, bad input."""
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
@@ -858,3 +859,131 @@ def test_early_stopping_cli_under_mpiexec_and_resumed_in_each_run(tmp_path):
     assert ref.extra["validation_rmse"] == pytest.approx(one["validation_rmse"], rel=1e-12)
     np.testing.assert_allclose(np.load(tmp_path / "one" / "model.npz")["W"], ref.model["W"],
                                rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("extra", [["--early-stop", "0"], ["--early-stop", "2"],
+                                   ["--early-stop", "2", "--validation-fraction", "0"]],
+                         ids=["one-run", "validation-run", "on-held-out"])
+def test_a_finished_run_goes_on_with_more_iters_to_the_uninterrupted_run(tmp_path, extra):
+    """--iters may grow on --resume (as LDA's --sweeps): a finished run of 1 iteration
+    (early stopping's first run ended by its schedule, not by early stopping, and its
+    refit of 1 iteration: both go on) taken on to 12 ends where an uninterrupted run of
+    12 does, bit for bit; fewer is refused."""
+    args = ES_CLI[:-2] + ["--workers", "2", "--test-fraction", "0.1"] + extra
+    p = run_cli(args + ["--out", str(tmp_path / "one")])
+    assert p.returncode == 0, p.stderr
+    part = [*args, "--out", str(tmp_path / "part")]
+    p = run_cli(part + ["--iters", "1", "--checkpoint-every", "1e-9"])
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["stop_reason"] == "schedule_done"
+    p = run_cli(part + ["--iters", "12", "--resume"])
+    assert p.returncode == 0, p.stderr
+    one, res = (json.loads((tmp_path / d / "summary.json").read_text())
+                for d in ("one", "part"))
+    assert one["iterations"] > 1 and one.get("validation_iterations", 2) > 1
+    for key in ("iterations", "rounds", "objective", "train_rmse", "test_rmse",
+                "test_rmse_per_iter", "best_iteration", "early_stopped",
+                "validation_iterations", "validation_rmse"):
+        assert res.get(key) == one.get(key), key
+    a, b = (np.load(tmp_path / d / "model.npz") for d in ("one", "part"))
+    for key in a.files:
+        np.testing.assert_array_equal(b[key], a[key], err_msg=key)
+    p = run_cli(part + ["--iters", "2", "--resume"])
+    assert p.returncode == 2 and p.stderr.count("\n") == 1
+    assert re.search(r"2 iterations \(--iters\), fewer than .*: a resumed run may ask for "
+                     "more$", p.stderr.strip())
+
+
+# -- the estimator's inputs ------------------------------------------------------------------
+def test_estimator_cross_validation_splits_the_ratings():
+    """GridSearchCV on an (n_ratings, 3) array of (user, item, rating) rows splits the
+    ratings: its fold scores are a by-hand split's, fit on the fold's training ratings and
+    scored on its test ratings (a test user or item without training ratings: mean and
+    known biases)."""
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV, KFold
+    t = mf.make_problem(200, 100, 3000)
+    X = np.c_[t.users, t.items, t.ratings]
+    est = strads.MatrixFactorization(n_components=3, max_iter=4, early_stopping=False,
+                                     random_state=0)
+    cv, alphas = KFold(3, shuffle=True, random_state=0), [0.02, 0.5]
+    grid = GridSearchCV(est, {"alpha": alphas}, cv=cv, error_score="raise").fit(X)
+    for k, alpha in enumerate(alphas):
+        by_hand = []
+        for tr, te in cv.split(X):
+            m = clone(est).set_params(alpha=alpha).fit(
+                (t.users[tr], t.items[tr], t.ratings[tr]))
+            err = m.predict(t.users[te], t.items[te]) - t.ratings[te]
+            by_hand.append(-np.sqrt(np.mean(err ** 2)))
+        assert [grid.cv_results_[f"split{j}_test_score"][k] for j in range(3)] == by_hand
+    assert grid.best_params_["alpha"] == alphas[int(np.argmax(grid.cv_results_[
+        "mean_test_score"]))]
+    ref = clone(est).set_params(**grid.best_params_).fit((t.users, t.items, t.ratings))
+    np.testing.assert_array_equal(grid.best_estimator_.user_factors_, ref.user_factors_)
+
+
+def test_estimator_score_refuses_a_sparse_matrix_whose_rows_a_split_renumbered():
+    """A split of a users x items matrix's rows renumbers its users (a test fold's user
+    k is another user's row k): score refuses any sparse matrix, in one line, and says
+    what to pass instead."""
+    import scipy.sparse as sp
+    from sklearn.model_selection import KFold, cross_val_score
+    u, i, r = small_problem()[:3]
+    R = sp.csr_matrix((r, (u, i)))
+    est = strads.MatrixFactorization(n_components=2, max_iter=3, early_stopping=False,
+                                     random_state=0)
+    with pytest.raises(TypeError, match=r"renumber.*\(users, items, ratings\).*\(n_ratings, "
+                                        r"3\) array"):
+        cross_val_score(est, R, cv=KFold(2), error_score="raise")
+    est.fit(R)  # fit still takes one
+    with pytest.raises(TypeError, match="^score does not take a sparse matrix"):
+        est.score(R)
+    coo = R.tocoo()
+    assert est.score((coo.row, coo.col, coo.data)) == est.score(np.c_[coo.row, coo.col,
+                                                                       coo.data])
+
+
+def test_estimator_takes_an_array_of_rating_rows():
+    u, i, r = small_problem()[:3]
+    kw = dict(n_components=2, max_iter=3, early_stopping=False, random_state=0)
+    a = strads.MatrixFactorization(**kw).fit((u, i, r))
+    b = strads.MatrixFactorization(**kw).fit(np.c_[u, i, r])
+    c = strads.MatrixFactorization(**kw).fit(np.c_[u, i, r].tolist())  # floats, integral
+    for m in (b, c):
+        np.testing.assert_array_equal(m.user_factors_, a.user_factors_)
+        np.testing.assert_array_equal(m.user_ids_, a.user_ids_)
+    assert b.score(np.c_[u, i, r]) == a.score((u, i, r))
+    for bad, match in ((np.c_[u + 0.5, i, r], "user id 0.5 is not an integer"),
+                       (np.c_[u, i, r].astype(str), "user ids must be integers")):
+        for call in (b.fit, b.score):
+            with pytest.raises(ValueError, match=match) as e:
+                call(bad)
+            assert "\n" not in str(e.value)
+    for bad in (np.ones((4, 4)), np.c_[u, i], "1 2 3"):
+        with pytest.raises(TypeError, match=r"\(n_ratings, 3\) array"):
+            b.fit(bad)
+
+
+@pytest.mark.parametrize("users, items, what", [
+    (["1", "2"], ["10", "30"], "user ids must be integers"),
+    ([1, 2], ["10", "30"], "item ids must be integers"),
+    ([1.5], [10], "user id 1.5 is not an integer"),
+    ([1], [np.nan], "item.* ([Nn]a[Nn]|contains NaN)"),
+    ([True], [10], "user ids must be integers")])
+def test_predict_refuses_the_ids_fit_refuses(users, items, what):
+    """An id fit would refuse is refused by predict too (one rule), not scored as an
+    unseen id; an unseen integer id (as an integral float too) is the mean and the known
+    biases."""
+    u, i, r = np.array([1, 1, 2, 2, 3, 3]), np.array([10, 20, 10, 30, 20, 30]), \
+        np.array([5., 1., 5., 1., 4., 2.])
+    est = strads.MatrixFactorization(n_components=2, random_state=0).fit((u, i, r))
+    res = mf.fit(u, i, r, rank=2, quiet=True)
+    for call in (lambda: est.predict(users, items),
+                 lambda: mf.predict(res.model, users, items, unknown="mean")):
+        with pytest.raises(ValueError, match=what) as e:
+            call()
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match=what):
+        est.fit((np.array(users * 6)[:6], np.array(items * 6)[:6], r))
+    np.testing.assert_array_equal(est.predict([1, 2.0], [10, 30]), est.predict([1, 2], [10, 30]))
+    assert est.predict([99], [20])[0] == est.global_mean_ + est.item_bias_[1]

@@ -43,7 +43,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
             if R.nnz == 0:
                 raise ValueError("R has no explicit entries: no ratings to fit")
             return R.row.astype(np.int64), R.col.astype(np.int64), R.data
-        if isinstance(R, (tuple, list)) and len(R) == 3:
+        if isinstance(R, tuple) and len(R) == 3:
             users, items, ratings = (check_array(a, ensure_2d=False, dtype=dtype,
                                                  input_name=name)
                                      for a, name, dtype in zip(R, ("users", "items", "ratings"),
@@ -51,16 +51,26 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
             if not (users.ndim == items.ndim == ratings.ndim == 1):
                 raise ValueError("users, items and ratings must be 1-D")
             return users, items, ratings
-        raise TypeError("MatrixFactorization.fit takes a scipy.sparse users x items matrix "
-                        "(its explicit entries are the ratings) or a tuple (users, items, "
-                        f"ratings) of 1-D arrays, got {type(R).__name__}")
+        X = None if isinstance(R, (str, bytes, dict)) else check_array(
+            R, dtype=None, ensure_min_samples=0, input_name="X")
+        if X is None or X.shape[1] != 3:
+            raise TypeError("MatrixFactorization takes a scipy.sparse users x items matrix "
+                            "(its explicit entries are the ratings), a tuple (users, items, "
+                            "ratings) of 1-D arrays or an (n_ratings, 3) array of (user, "
+                            f"item, rating) rows, got {type(R).__name__}"
+                            + ("" if X is None else f" of shape {X.shape}"))
+        # the ids are checked as fit's and predict's (integral), the ratings as numbers
+        return X[:, 0], X[:, 1], check_array(X[:, 2], ensure_2d=False, dtype=np.float64,
+                                             ensure_min_samples=0, input_name="ratings")
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, R, y=None):
         """Fit the factors to ratings R; -> self, on every rank under ``mpiexec``. R: a
         scipy.sparse (n_users, n_items) matrix's explicit entries (an explicit 0 is a
-        rating of 0; row and column indices are the ids), or a tuple (users, items,
-        ratings) of 1-D arrays with arbitrary integer ids. A pair given twice is refused."""
+        rating of 0; row and column indices are the ids), a tuple (users, items, ratings)
+        of 1-D arrays, or an (n_ratings, 3) array-like of (user, item, rating) rows (what
+        scikit-learn's splitters split by rating); ids: arbitrary integers (a float id
+        exactly integral). A pair given twice is refused."""
         users, items, ratings = self._triplets(R)
         kw = dict(rank=int(self.n_components), lam=float(self.alpha),
                   schedule=self.schedule, iters=int(self.max_iter), bias=self.biases,
@@ -106,11 +116,18 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                         for a, name in ((users, "users"), (items, "items")))
         return mf.predict(self._model(), users, items, unknown="mean")
 
-    def score(self, R, y=None):
-        """``-sqrt(mean((predict(users, items) - ratings) ** 2))`` on ratings R as
-        :meth:`fit` takes them (higher is better, as scikit-learn's scorers, so that
-        ``GridSearchCV`` can choose)."""
-        users, items, ratings = self._triplets(R)
+    def score(self, X, y=None):
+        """``-sqrt(mean((predict(users, items) - ratings) ** 2))`` on ratings X, a tuple
+        (users, items, ratings) or an (n_ratings, 3) array (higher is better, as
+        scikit-learn's scorers: ``GridSearchCV`` on such an array splits the ratings). A
+        sparse matrix is refused: a split of its rows renumbers the users."""
+        if sp.issparse(X):
+            raise TypeError("score does not take a sparse matrix: its row numbers may not "
+                            "be the user ids (scikit-learn's splitters renumber the rows "
+                            "they take); pass (users, items, ratings), e.g. (R.row, R.col, "
+                            "R.data) of R.tocoo(), or an (n_ratings, 3) array of (user, "
+                            "item, rating) rows")
+        users, items, ratings = self._triplets(X)
         if ratings.shape[0] == 0:
             raise ValueError("score needs at least one rating")
         err = self.predict(users, items) - ratings

@@ -17,7 +17,7 @@ from . import kernels as K
 from .aggregate import MFAggregate
 from ...io.memory import beyond, fmt_bytes, physical_memory
 from ...io.ratings import Layout as FileLayout
-from .data import lookup, problem_plan
+from .data import check_ids, lookup, problem_plan
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
                    prepare, read_ratings)
 from .schedule import SCHEDULES
@@ -68,7 +68,8 @@ PARAMS = (
           "all of a side's factor columns in one round, the fastest per iteration; with "
           "one --inner pass each bias column leads its side's first block)", low=1),
     Param("iters", 20, "outer iterations (one sweep over all columns of W and H); with "
-          "--early-stop, the first run's most", low=1, none=True),
+          "--early-stop, the first run's most; a resumed run may ask for more", low=1,
+          none=True, resume=True),
     Param("init", "svd", "H's start: svd: orthonormal rows near the top singular vectors "
           "(one randomized subspace iteration); random: Gaussian", choices=INIT),
     Param("init_scale", None, "norm of each starting row of H (default: for svd "
@@ -413,7 +414,7 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False,
     if not early_stop or not validation:
         return run_one(0.0, early_stop or None, iters, None, limits)
     first_out = os.path.join(out, "validation") if out else None
-    first, done = None, _finished(first_out) if resume and out else None
+    first, done = None, _finished(first_out, iters) if resume and out else None
     if done is None:
         first = run_one(validation, int(early_stop), iters, None, {**limits, "out": first_out})
         # every rank learns how the first run ended (a worker rank's Result is None)
@@ -447,17 +448,21 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False,
     return run_one(0.0, None, iters if best is None else int(best), report, limits)
 
 
-def _finished(out):
+def _finished(out, iters):
     """How an earlier first run in ``out`` ended, from its summary: (stop_reason, extra,
-    wall_s, rounds), or None if it did not end (no summary, or stopped otherwise than by
-    its schedule or early stopping: resumed)."""
+    wall_s, rounds), or None if it did not end (no summary, stopped otherwise than by
+    its schedule or early stopping, or by its schedule short of ``iters``: resumed)."""
     try:
         with open(os.path.join(out, "summary.json")) as f:
             s = json.load(f)
     except FileNotFoundError:
         return None
-    if s.get("stop_reason") not in ENDED:
+    if s.get("stop_reason") not in ENDED or s["stop_reason"] == "schedule_done" and \
+            iters is not None and s["iterations"] < iters:
         return None
+    if iters is not None and s["iterations"] > iters:  # (as the schedule's, resumed)
+        raise DataError(f"{iters} iterations (--iters), fewer than early stopping's first "
+                        f"run's {s['iterations']} ({out}): a resumed run may ask for more")
     return s["stop_reason"], s, float(s["wall_s"]), int(s["rounds"])
 
 
@@ -465,10 +470,12 @@ def predict(model, users, items, unknown="error"):
     """Score (user, item) pairs given by raw ids with a fitted model (``Result.model`` or
     ``np.load('model.npz')``): mu + b_u + b_i + w_u.h_i. An id never seen in training
     raises :class:`strads.DataError` (``unknown='error'``) or contributes nothing but the
-    biases it has (``unknown='mean'``)."""
+    biases it has (``unknown='mean'``). Ids that fit would refuse (a string, 1.5) are
+    refused."""
     if unknown not in ("error", "mean"):
         raise DataError(f"unknown must be 'error' or 'mean', got {unknown!r}")
-    users, items = np.asarray(users).ravel(), np.asarray(items).ravel()
+    users, items = (check_ids(np.asarray(a).ravel(), what, "predict")
+                    for a, what in ((users, "user"), (items, "item")))
     if users.shape != items.shape:
         raise DataError(f"{users.shape[0]} users for {items.shape[0]} items")
     idx = []

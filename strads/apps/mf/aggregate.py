@@ -37,6 +37,9 @@ class MFAggregate(Aggregate):
         self.best_iteration, self.best_sse, self.early_stopped = None, math.inf, False
         self.report = {}  # figures of an earlier run to add to the summary (validated)
 
+    def load_state(self, state):  # the first run's figures are this run's (it may have
+        super().load_state({**state, "report": self.report})  # gone further on resume)
+
     def begin(self, reports):
         """With parallel loading (the shape still None) the starting figures come from
         the workers' reports: their sums, added in worker order."""

@@ -47,23 +47,28 @@ def from_arrays(users, items, ratings, name="ratings"):
     if u.shape != (r.shape[0],) or i.shape != (r.shape[0],):
         raise DataError(f"{name}: users {u.shape}, items {i.shape} and ratings "
                         f"{r.shape} must be 1-D of one length")
-    for arr, what in ((u, "user"), (i, "item")):
-        if arr.dtype.kind not in "iuf" and arr.size:
-            raise DataError(f"{name}: {what} ids must be integers, got dtype {arr.dtype}")
-        if arr.dtype.kind == "f" and arr.size:
-            # beyond 2^53 a float id may not be the integer that was meant
-            bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) >= 2.0 ** 53)
-            if bad.any():
-                k = int(np.flatnonzero(bad)[0])
-                raise DataError(f"{name}: entry {k}: {what} id {arr[k]} is not an integer "
-                                "(exactly, as a float: pass integer arrays)")
-        if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= rating_io.INT64:
-            k = int(np.argmax(arr))
-            raise DataError(f"{name}: entry {k}: {what} id {arr[k]} does not fit in a 64-bit "
-                            "integer")
-    t = Triplets(u.astype(np.int64), i.astype(np.int64), r, name)
+    t = Triplets(check_ids(u, "user", name), check_ids(i, "item", name), r, name)
     _check_values(t)
     return t
+
+
+def check_ids(arr, what, name):
+    """``arr``'s ids as int64, the one rule of what an id is (fit's and predict's):
+    integers, or floats that are exactly integers; anything else refused in one line."""
+    if arr.dtype.kind not in "iuf" and arr.size:
+        raise DataError(f"{name}: {what} ids must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "f" and arr.size:
+        # beyond 2^53 a float id may not be the integer that was meant
+        bad = ~np.isfinite(arr) | (arr != np.round(arr)) | (np.abs(arr) >= 2.0 ** 53)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise DataError(f"{name}: entry {k}: {what} id {arr[k]} is not an integer "
+                            "(exactly, as a float: pass integer arrays)")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= rating_io.INT64:
+        k = int(np.argmax(arr))
+        raise DataError(f"{name}: entry {k}: {what} id {arr[k]} does not fit in a 64-bit "
+                        "integer")
+    return arr.astype(np.int64)
 
 
 def _check_values(t):

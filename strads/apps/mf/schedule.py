@@ -1,5 +1,7 @@
 """MF schedules: ``ccd`` (CCD++: column t of W then of H, in blocks and groups) and ``als``;
 one sweep an outer iteration, its last round marked ``end`` (docs/apps/mf.md)."""
+import math
+
 import numpy as np
 
 from ...api import Schedule
@@ -13,6 +15,15 @@ class _Sweep(Schedule):
     def __init__(self, layout, iters, staleness=0):
         self.iters, self.layout, self.staleness = iters, layout, staleness
         self.sweep = self.rounds(layout)
+
+    def load_state(self, state):
+        """A resumed run may ask for more iterations (--iters), not fewer: the checkpoint
+        may be past them."""
+        was = state.get("iters")
+        if (self.iters or math.inf) < (was or math.inf):
+            raise ValueError(f"{self.iters} iterations (--iters), fewer than the "
+                             f"checkpointed run's {was}: a resumed run may ask for more")
+        super().load_state({**state, "iters": self.iters})
 
     @property
     def total_rounds(self):
