@@ -37,6 +37,8 @@ def _fitted():
     logreg = strads.SparseLogisticRegression(alpha=0.01).fit(X, labels)
     R = _ratings()
     mf = strads.MatrixFactorization(n_components=2, max_iter=5, random_state=0).fit(R)
+    R = R.tocoo()
+    R = (R.row, R.col, R.data)  # score takes the ratings, not the matrix
     C, _, _ = make_corpus(n_docs=30, n_words=40, n_topics=3, doc_length=20, seed=0)
     lda = strads.LDA(n_components=3, max_iter=5, random_state=0,
                      max_doc_update_iter=10).fit(C)
@@ -97,11 +99,13 @@ def test_mf_score_is_negative_rmse_and_drives_grid_search(fitted):
     mf = fitted[2][0]
     R = sp.coo_matrix(_ratings())
     err = mf.predict(R.row, R.col) - R.data
-    assert mf.score(R) == pytest.approx(-np.sqrt(np.mean(err ** 2)))
-    assert mf.score((R.row, R.col, R.data)) == mf.score(R)
+    assert mf.score((R.row, R.col, R.data)) == pytest.approx(-np.sqrt(np.mean(err ** 2)))
+    assert mf.score(np.c_[R.row, R.col, R.data]) == mf.score((R.row, R.col, R.data))
+    with pytest.raises(TypeError, match="renumber"):  # a split renumbers its rows
+        mf.score(R)
     grid = GridSearchCV(strads.MatrixFactorization(n_components=2, max_iter=3,
                                                    early_stopping=False, random_state=0),
-                        {"alpha": [0.05, 0.5]}, cv=2).fit(_ratings())
+                        {"alpha": [0.05, 0.5]}, cv=2).fit(np.c_[R.row, R.col, R.data])
     assert grid.best_params_["alpha"] in (0.05, 0.5)
 
 
