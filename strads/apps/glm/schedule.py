@@ -253,7 +253,7 @@ class Priority(_Jacobi):
         self._PG = None
         self._blocks_seen = self._updates_seen = 0  # the aggregate's, at the last _heard
         # sparse X: plain rounds where the filter cannot afford the block (:meth:`choose`)
-        self._plain_cap, self._plain_last = self.block, 0
+        self._plain_cap, self._plain_last, self._falling = self.block, 0, False
 
     def _refresh_due(self):
         agg = self.agg
@@ -361,10 +361,11 @@ class Priority(_Jacobi):
                              float(nnz[cand[:b]].sum()))
             return cand
         plain = min(b, self._plain_cap)
-        if self.plain_rounds and not (self.dense or self._filled) and \
+        if self.plain_rounds and not (self.dense or self._filled or self._falling) and \
                 (self.filter_cap or b) < plain:
-            # the sparse filter cannot afford the block: a plain Jacobi round (as
-            # round-robin's) of the largest block no such round has risen at
+            # the sparse filter cannot afford the block (its cap below it, no longer
+            # halving): a plain Jacobi round (as round-robin's) of the largest block no
+            # such round has risen at
             self._n_kept = self._plain_last = plain
             cand = cand[~self.busy[cand]]
             _, first = np.unique(cand, return_index=True)
@@ -386,7 +387,9 @@ class Priority(_Jacobi):
                 2 * AFFORD, ROUND_COST, self._out,
                 self.merge_on_rise and self.agg.objective_rises > 0)
         self._spent += work
+        cap = self.filter_cap or self.max_block
         self._afford(work * (1 if self.dense or self._filled else CHASE), update)
+        self._falling = self.filter_cap < cap
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
