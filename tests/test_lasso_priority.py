@@ -174,6 +174,23 @@ def _tasks(X, y, tol=1e-9, **kw):
     return res, rec["tasks"], rec["sched"].full_every
 
 
+def _spying(setup, scheds, seen):
+    """``setup`` with its schedule's tasks shown to ``seen(sched, task)`` as they go out,
+    the schedules kept in ``scheds``."""
+    def spying(ctx):
+        sched, agg, shards = setup(ctx)
+        inner = sched.schedule
+        scheds.append(sched)
+
+        def schedule(round):
+            task = inner(round)
+            seen(sched, task)
+            return task
+        sched.schedule = schedule
+        return sched, agg, shards
+    return spying
+
+
 def _gaps(tasks):
     """The updates between one full round and the next, from a run's task list."""
     gaps, n = [], 0
@@ -309,19 +326,8 @@ def test_the_filter_buys_x_x_when_it_would_meet_its_pairs_anyway(monkeypatch):
             monkeypatch.setattr(KG, kernel, lambda *a, f=getattr(KG, kernel):
                                 rounds.append(f(*a)) or rounds[-1])
         setup = lasso.make_setup(lambda: (X, y), lam=lam, schedule="priority")
-
-        def recording(ctx):
-            sched, agg, shards = setup(ctx)
-            inner = sched.schedule
-            scheds.append(sched)
-
-            def schedule(round):
-                task = inner(round)
-                if "groups" in task:
-                    grams.append((task["cols"], task["groups"], task.get("Gs")))
-                return task
-            sched.schedule = schedule
-            return sched, agg, shards
+        recording = _spying(setup, scheds, lambda sched, task: "groups" in task and grams.append(
+            (task["cols"], task["groups"], task.get("Gs"))))
         res = strads.run(recording, lasso.LassoUpdate, tol=1e-8, max_rounds=50_000,
                          quiet=True, workers=2)
         assert res.stop_reason == "tol" and rounds and grams
@@ -468,3 +474,28 @@ def test_the_workers_filter_is_asked_for_what_it_keeps(tmp_path):
     assert kept.max() < 100  # (the point: far fewer than the block)
     for (_, k), (sent, _) in zip(rounds, rounds[1:]):
         assert sent <= 2 * k + 64
+
+
+def test_plain_rounds_where_the_sparse_filter_cannot_afford_the_block():
+    """On thick sparse columns (density 0.3) the scheduler's filter can afford only part
+    of the block: the rest of the block is not left idle, a plain Jacobi round of the
+    whole block goes instead (no groups, more coordinates than the filter's cap); a
+    rise after plain rounds halves their block (not the filter's, nor the step), and
+    the Lasso reaches scikit-learn's optimum."""
+    from sklearn.linear_model import Lasso
+
+    X, y, _ = make_problem(300, 1200, density=0.3, corr=0.5, seed=1)
+    lam = lasso.lambda_max(X, y) / 10
+    setup = lasso.make_setup(lambda: (X, y), lam=lam, schedule="priority")
+    rounds, scheds = [], []  # (coordinates, groups?, the filter's cap, the plain cap)
+    spying = _spying(setup, scheds, lambda sched, task: task.get("full") or rounds.append(
+        (task["cols"].shape[0], "groups" in task, sched.filter_cap, sched._plain_cap)))
+    res = strads.run(spying, lasso.LassoUpdate, tol=1e-10, max_rounds=100_000,
+                     quiet=True, workers=2)
+    assert res.stop_reason == "tol" and res.extra["objective_rises"] > 0
+    plain = [(n, top) for n, groups, cap, top in rounds if not groups and n > cap]
+    assert plain and max(n for n, _ in plain) == 256 and all(n <= top for n, top in plain)
+    assert scheds[0]._plain_cap < 256 and scheds[0].step == 1.0
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+    f_ref = lasso.objective(X, y, sk.coef_, lam)
+    assert lasso.objective(X, y, res.model["coef"], lam) <= f_ref * (1 + 1e-6)

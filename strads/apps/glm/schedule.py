@@ -205,6 +205,9 @@ class Priority(_Jacobi):
     damp_with_block = True
     merge_on_rise = True
     exact_pool = True
+    # sparse X: plain rounds where the filter cannot afford the block, its stop priced
+    # as its budget (CHASE a step)
+    plain_rounds = True
     _exact = None  # this round's (groups, Gs) when its block is solved as one group
     _last_exact = None  # the last such block and its Gram matrix
 
@@ -249,6 +252,8 @@ class Priority(_Jacobi):
         self._slot = None  # a coordinate's row of _PG (-1: none)
         self._PG = None
         self._blocks_seen = self._updates_seen = 0  # the aggregate's, at the last _heard
+        # sparse X: plain rounds where the filter cannot afford the block (:meth:`choose`)
+        self._plain_cap, self._plain_last, self._falling = self.block, 0, False
 
     def _refresh_due(self):
         agg = self.agg
@@ -262,6 +267,11 @@ class Priority(_Jacobi):
                 and agg.tree[1] <= REFRESH * self._mass0)
 
     def schedule(self, round):
+        rises = self.agg.objective_rises
+        if rises > self.rises and self._plain_last:
+            # a rise after plain rounds halves their block, not the filter's
+            self.rises, self.calm = rises, 0
+            self._plain_cap, self._plain_last = max(1, self._plain_last // 2), 0
         task = super().schedule(round)
         if self.last_full == round:
             return task
@@ -350,6 +360,16 @@ class Priority(_Jacobi):
                 self._afford(z * z / self.agg.n + cand.shape[0] ** 2,
                              float(nnz[cand[:b]].sum()))
             return cand
+        plain = min(b, self._plain_cap)
+        if self.plain_rounds and not (self.dense or self._filled or self._falling) and \
+                (self.filter_cap or b) < plain:
+            # the sparse filter cannot afford the block (its cap below it, no longer
+            # halving): a plain Jacobi round (as round-robin's) of the largest block no
+            # such round has risen at
+            self._n_kept = self._plain_last = plain
+            cand = cand[~self.busy[cand]]
+            _, first = np.unique(cand, return_index=True)
+            return np.sort(cand[np.sort(first)[:plain]])
         # (busy doubles as the filter's "already taken" mask)
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
@@ -357,7 +377,8 @@ class Priority(_Jacobi):
         if not self.dense and not self._filled:
             m, n_ptr, work, update = KG.block_sparse(
                 *self.cols, self.agg.norms, cand, self.rho, b, self.busy, self._head,
-                KG.GROUP_CAP, 2 * AFFORD, ROUND_COST, self._out)
+                KG.GROUP_CAP, 2 * AFFORD / (CHASE if self.plain_rounds else 1), ROUND_COST,
+                self._out)
         else:  # (every pair known, sparse X: the kernel never reads its columns)
             cache = (self._known, self._conf) if self._cache() else KG.NO_CACHE
             X = self.cols[0] if self.dense else np.empty((self.agg.n, 0), order="F")
@@ -366,7 +387,9 @@ class Priority(_Jacobi):
                 2 * AFFORD, ROUND_COST, self._out,
                 self.merge_on_rise and self.agg.objective_rises > 0)
         self._spent += work
+        cap = self.filter_cap or self.max_block
         self._afford(work * (1 if self.dense or self._filled else CHASE), update)
+        self._falling = self.filter_cap < cap
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
@@ -515,7 +538,7 @@ class ShuffledPriority(Priority):
     """The logistic loss's priority schedule: a binomial share of the candidates drawn by
     priority, the rest uniform, shuffled; no early full rounds, no step halved with the
     block, no filter cache nor X'X."""
-    damp_with_block = merge_on_rise = exact_pool = False
+    damp_with_block = merge_on_rise = exact_pool = plain_rounds = False
 
     _refresh_due = _Jacobi._refresh_due
 
