@@ -27,11 +27,12 @@ class LassoAggregate(GLMAggregate):
         self.__init__(f["sq_norms"], n, lam, f["yy"], f.get("col_nnz"))
 
     y_mean = 0.0  # with an intercept: y's mean (setup sets it)
+    x_mean = None  # with an intercept: X's column means (mu: sparse X's, centred implicitly)
 
     def __init__(self, sq_norms, n_samples, lam, y_sq, col_nnz=None, mu=None):
         self._init(n_samples, sq_norms, lam, 0.5 * float(y_sq) / n_samples)
         self.y_sq = float(y_sq)
-        self.mu = mu  # with an intercept: X's column means
+        self.mu = mu  # sparse X with an intercept: its column means, centred implicitly
         self.col_nnz = col_nnz  # sparse X: each column's non-zeros (working-set pieces)
         self.screened = np.zeros(self.w.shape[0], dtype=np.bool_)  # proven 0 at the optimum
         self.block_cap = None  # working-set: the most coordinates of one Gram block
@@ -200,7 +201,7 @@ class LassoAggregate(GLMAggregate):
             return np.empty((0, 0)), NO_INT, np.zeros(m, np.bool_), np.zeros(1, np.int64), \
                 np.empty(m)
         if self.face is None:
-            rank = min(self.n - (self.mu is not None), self.w.shape[0],
+            rank = min(self.n - (self.x_mean is not None), self.w.shape[0],
                        self.block_cap or self.w.shape[0])
             self.face = [np.zeros((rank, rank)), np.zeros(rank, np.int64), 0]
         L, gorder, a = self.face
@@ -293,8 +294,8 @@ class LassoAggregate(GLMAggregate):
 
     def finish(self, collected):
         model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
-        if self.mu is not None:
-            model["intercept"] = np.float64(self.y_mean - self.mu @ self.w)
+        if self.x_mean is not None:
+            model["intercept"] = np.float64(self.y_mean - self.x_mean @ self.w)
         if self.path is not None:  # (a run stopped short: the lambdas left get this w)
             k = self.path_k
             self._keep(k)
@@ -305,8 +306,8 @@ class LassoAggregate(GLMAggregate):
                 coef[self.kept] = self.path_w
             model.update(path_lambda=self.path, path_coef=coef, path_gap=self.path_gap,
                          path_rounds=self.path_rounds, path_solved=self.path_solved)
-            if self.mu is not None:
-                model["path_intercept"] = self.y_mean - self.mu @ self.path_w
+            if self.x_mean is not None:
+                model["path_intercept"] = self.y_mean - self.x_mean @ self.path_w
         return model
 
     def summary(self):
