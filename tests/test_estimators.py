@@ -277,6 +277,27 @@ def test_lasso_intercept_on_columns_of_large_mean_matches_sklearn(mean, seed):
         Lasso(alpha=0.01).fit(sp.csc_matrix(X), y)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("schedule, fit_intercept", [
+    ("working-set", True), ("working-set", False), ("round-robin", True)])
+def test_lasso_alpha_0_is_least_squares_and_stops(sparse, fit_intercept, schedule):
+    """alpha = 0: the least-squares fit (np.linalg.lstsq), stopped by the first-order
+    condition as soon as it holds (it ran max_iter rounds: no dual point), no warning.
+    (Round-robin's Jacobi steps on the uncentred columns' collinearity: no convergence.)"""
+    for seed, (n, p) in enumerate([(80, 15), (200, 40)]):
+        X, y = lasso_problem(n, p, 0.5, 2.0, seed)
+        Xd = X.toarray()
+        A = np.hstack([Xd, np.ones((n, 1))]) if fit_intercept else Xd
+        ref = np.linalg.lstsq(A, y, rcond=None)[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            est = Lasso(alpha=0, fit_intercept=fit_intercept, schedule=schedule,
+                        tol=1e-10, max_iter=5000).fit(X if sparse else Xd, y)
+        np.testing.assert_allclose(est.coef_, ref[:p], rtol=1e-4, atol=1e-4)  # ~sqrt(tol)
+        assert est.intercept_ == pytest.approx(ref[p] if fit_intercept else 0.0, abs=1e-4)
+        assert est.n_iter_ < 5000
+
+
 def test_lasso_workers_schedules_and_random_state():
     X, y = lasso_problem(120, 40, 0.3, 1.0, 4)
     ref = Lasso(alpha=0.01, tol=1e-10).fit(X, y)

@@ -224,14 +224,21 @@ class LassoAggregate(GLMAggregate):
             scale = self._gap(g, rss, ry)
         # Gap Safe rule (Fercoq et al. 2015): b*_j = 0 if |x_j' theta| + |x_j| R < 1, with
         # R = sqrt(2 n gap) / (n lambda) the radius of a ball that holds the dual optimum.
-        radius = np.sqrt(2 * self.n * self.gap) / self.thresh
+        radius = np.sqrt(2 * self.n * self.gap) / self.thresh if self.thresh > 0 else np.inf
         GK.priorities(self.w, g, self.sq_norms, self.thresh, self.prio)
         K.gap_safe(self.w, g, self.norms, scale, radius, self.screened, self.prio)
         self.fulls += 1
         self._tree = None
 
     def _gap(self, g, rss, ry):
-        """The duality gap at the dual point r / scale; returns the scale."""
+        """The duality gap at the dual point r / scale; returns the scale. At lambda 0
+        (least squares: no dual point but at the optimum) the first-order condition, as
+        scikit-learn's, scale-free: sum_j (x_j' r)^2 / (2 n ||x_j||^2), the gap of
+        orthogonal columns."""
+        if self.thresh == 0:
+            some = self.sq_norms > 0
+            self.gap = float(np.sum(g[some] ** 2 / self.sq_norms[some])) / (2 * self.n)
+            return 1.0
         g_max = float(np.abs(g).max())
         scale = max(self.thresh, g_max) or 1.0  # theta = r / scale is dual feasible
         # lambda / scale, which neither lambda^2 nor n lambda may overflow into
