@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..apps import mf
 from ..params import ENGINE, sklearn_constraints
-from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
+from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
 
@@ -55,6 +55,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                         "(its explicit entries are the ratings) or a tuple (users, items, "
                         f"ratings) of 1-D arrays, got {type(R).__name__}")
 
+    @collective
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, R, y=None):
         """Fit the factors to ratings R; -> self, on every rank under ``mpiexec``. R: a
