@@ -239,6 +239,65 @@ def test_lasso_sparse_intercept_leaves_input_alone_and_matches_dense():
     assert a.intercept_ == pytest.approx(b.intercept_, rel=1e-7)
 
 
+@pytest.mark.parametrize("mean, seed", [(1e4, 0), (1e6, 1), (-3e5, 2)])
+def test_lasso_intercept_on_columns_of_large_mean_matches_sklearn(mean, seed):
+    """Dense columns whose mean dwarfs their spread (prices in cents, timestamps) are
+    centred in a copy, as scikit-learn's (X'X - n mu mu' cancelled: coefficients off by
+    ~2 at mean 1e6): the fit, a warm start, the path, LassoCV, the app; sparse: refused."""
+    from sklearn.linear_model import LassoCV as SkLassoCV
+    from strads.apps import lasso as app
+    from strads.estimators.glm import _path
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(150, 8)) * rng.uniform(0.5, 2, 8) + mean * rng.uniform(0.5, 2, 8)
+    X[:, 5] = mean  # a constant column
+    y = (X - X.mean(0)) @ np.r_[1, -2, 0.5, 0, 0, 0, 0.3, 0] + 5 + 0.1 * rng.normal(size=150)
+    X0, alphas = X.copy(), np.array([0.1, 0.03, 0.01])
+    refs = [SkLasso(alpha=a, tol=1e-14, max_iter=10**6).fit(X, y) for a in alphas]
+
+    def close(coef, intercept, ref):
+        np.testing.assert_allclose(coef, ref.coef_, rtol=0, atol=1e-8)
+        np.testing.assert_allclose(X @ coef + intercept, ref.predict(X), rtol=0, atol=1e-6)
+
+    est = Lasso(alpha=0.03, tol=1e-12).fit(X, y)
+    assert np.array_equal(X, X0)  # (centred in a copy)
+    close(est.coef_, est.intercept_, refs[1])
+    est.set_params(warm_start=True, alpha=0.01).fit(X, y)
+    close(est.coef_, est.intercept_, refs[2])
+    coefs, intercepts, _, _ = _path(X, y, alphas, dict(fit_intercept=True, tol=1e-12))
+    for k, ref in enumerate(refs):
+        close(coefs[:, k], intercepts[k], ref)
+    cv = LassoCV(alphas=alphas, cv=3, tol=1e-12).fit(X, y)
+    sk = SkLassoCV(alphas=alphas, cv=3, tol=1e-14, max_iter=10**6).fit(X, y)
+    assert cv.alpha_ == sk.alpha_
+    close(cv.coef_, cv.intercept_, sk)
+    res = app.fit(X, y, lam=0.01, intercept=True, tol=1e-12, quiet=True)
+    close(res.model["coef"], res.model["intercept"], refs[2])
+    with pytest.raises(ValueError, match="mean .* times its spread"):
+        Lasso(alpha=0.01).fit(sp.csc_matrix(X), y)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("schedule, fit_intercept", [
+    ("working-set", True), ("working-set", False), ("round-robin", True)])
+def test_lasso_alpha_0_is_least_squares_and_stops(sparse, fit_intercept, schedule):
+    """alpha = 0: the least-squares fit (np.linalg.lstsq), stopped by the first-order
+    condition as soon as it holds (it ran max_iter rounds: no dual point), no warning.
+    (Round-robin's Jacobi steps on the uncentred columns' collinearity: no convergence.)"""
+    for seed, (n, p) in enumerate([(80, 15), (200, 40)]):
+        X, y = lasso_problem(n, p, 0.5, 2.0, seed)
+        Xd = X.toarray()
+        A = np.hstack([Xd, np.ones((n, 1))]) if fit_intercept else Xd
+        ref = np.linalg.lstsq(A, y, rcond=None)[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            est = Lasso(alpha=0, fit_intercept=fit_intercept, schedule=schedule,
+                        tol=1e-10, max_iter=5000).fit(X if sparse else Xd, y)
+        np.testing.assert_allclose(est.coef_, ref[:p], rtol=1e-4, atol=1e-4)  # ~sqrt(tol)
+        assert est.intercept_ == pytest.approx(ref[p] if fit_intercept else 0.0, abs=1e-4)
+        assert est.n_iter_ < 5000
+
+
 def test_lasso_workers_schedules_and_random_state():
     X, y = lasso_problem(120, 40, 0.3, 1.0, 4)
     ref = Lasso(alpha=0.01, tol=1e-10).fit(X, y)

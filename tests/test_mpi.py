@@ -1,13 +1,16 @@
 """Under mpiexec -n N (pytest --with-mpi): every rank runs these tests together. Rank 0
 checks the result against an in-process run of the same seed and worker count, and
 against independent references. (fit() of each app: tests/test_contract.py.)"""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from strads.apps import lasso
 from strads.apps.lasso.data import make_problem
 
-from conftest import world
+from conftest import ROOT, child_env, mpiexec, world
 
 
 def _problem(kind):
@@ -138,6 +141,46 @@ def test_lasso_path_under_mpi_is_one_run_as_in_one_process():
     for a, b in zip((alphas, coefs, gaps), ref):
         np.testing.assert_array_equal(a, b)
     assert coefs.shape == (100, 10) and coefs[:, -1].any()
+
+
+# an estimator's fit under mpiexec -n 3 with bad data on rank 1 only (X None: data loaded
+# on rank 0; NaN on one rank): its validation raises there, while the others wait
+FAILING_FIT = """
+import sys
+import numpy as np
+import scipy.sparse as sp
+import strads
+from mpi4py import MPI
+rng = np.random.default_rng(0)
+X = rng.normal(size=(40, 6)); y = X[:, 0] + 0.1 * rng.normal(size=40)
+R = sp.random(30, 20, density=0.3, format="coo", random_state=0)
+bad = MPI.COMM_WORLD.Get_rank() == 1
+if bad:
+    X = R = None
+{}
+print("fit ended", flush=True)
+"""
+FITS = {"lasso": "strads.Lasso(alpha=0.01).fit(X, y)",
+        "logreg_nan": "yb = y > 0\nif bad:\n    X = np.full((40, 6), np.nan)\n"
+                      "strads.SparseLogisticRegression().fit(X, yb)",
+        "lasso_cv": "strads.LassoCV(n_alphas=3, cv=2).fit(X, y)",
+        "lasso_path": "strads.lasso_path(X, y, n_alphas=3)",
+        "mf": "strads.MatrixFactorization(max_iter=2).fit(R)",
+        "lda": "strads.LDA(n_components=2, max_iter=2).fit(None if bad else "
+               "sp.csr_matrix((rng.random((10, 8)) * 3).astype(int)))"}
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("fit", sorted(FITS))
+def test_a_fit_failing_on_one_rank_ends_the_job(fit, tmp_path):
+    """The project's rule: an exception on any rank ends the whole job with its traceback
+    (validation included: the raising rank used to exit while the others hung)."""
+    script = tmp_path / "fit.py"
+    script.write_text(FAILING_FIT.format(FITS[fit]))
+    p = subprocess.run([mpiexec(), "-n", "3", sys.executable, str(script)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=150, env=child_env())
+    assert p.returncode != 0 and "fit ended" not in p.stdout
+    assert "### rank 1 of 3" in p.stderr and "Traceback" in p.stderr
 
 
 @pytest.mark.mpi(min_size=2)

@@ -1,5 +1,6 @@
 """What the estimators share: scikit-learn's conventions for n_jobs and random_state, the
 check of the parameters, and a fit run on every rank under ``mpiexec``."""
+import functools
 import os
 from numbers import Integral
 
@@ -59,16 +60,27 @@ def _seed(random_state):
     return int(check_random_state(random_state).randint(0, 2 ** 31 - 1))
 
 
+def collective(fit):
+    """``fit`` (an estimator's, validation included) run on every rank under ``mpiexec``:
+    an exception on any rank ends the whole job (its traceback, then MPI_Abort), as the
+    other ranks would wait in a collective call; in one process it propagates."""
+    @functools.wraps(fit)
+    def run(*args, **kw):
+        job = mpi_job()
+        if job is None:
+            return fit(*args, **kw)
+        try:
+            return fit(*args, **kw)
+        except BaseException as exc:  # noqa: BLE001 -- never leave the other ranks waiting
+            job.abort(exc)
+    return run
+
+
 def _collective(fit, args, kw, fitted):
     """An app's ``fit(*args, **kw)`` run on every rank (under MPI only rank 0's data is
-    used), and ``fitted(result)`` (the fitted attributes) of rank 0's result, everywhere.
-    Under MPI an exception ends the whole job (traceback, then MPI_Abort): the other ranks
-    wait in a collective call; in one process it propagates."""
-    job = mpi_job()
+    used), and ``fitted(result)`` (the fitted attributes) of rank 0's result, everywhere
+    (in a :func:`collective` fit)."""
+    job, res = mpi_job(), fit(*args, **kw)
     if job is None:
-        return fitted(fit(*args, **kw))
-    try:
-        res = fit(*args, **kw)
-        return job.bcast(fitted(res) if job.rank == 0 else None)
-    except BaseException as exc:  # noqa: BLE001 -- never leave the other ranks waiting
-        job.abort(exc)
+        return fitted(res)
+    return job.bcast(fitted(res) if job.rank == 0 else None)

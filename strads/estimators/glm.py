@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..apps import lasso
 from ..apps.glm.setup import PARAMS as GLM
 from ..params import ENGINE, sklearn_constraints
-from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
+from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
 _POSITIVE = [Interval(Real, 0, None, closed="neither")]
@@ -141,6 +141,7 @@ class Lasso(RegressorMixin, _LinearModel):
     _parameter_constraints = {**_LinearModel._parameter_constraints,
                               **sklearn_constraints(ENGINE, dict(staleness="staleness"))}
 
+    @collective
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit to X (n_samples, n_features; any scipy.sparse format, used as CSC) and
@@ -234,6 +235,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         tags.classifier_tags.multi_class = False
         return tags
 
+    @collective
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit to X (n_samples, n_features) and labels y of exactly two classes; ->
@@ -352,6 +354,7 @@ def _path(X, y, alphas, params):
     return out["coefs"], out["intercepts"], out["gaps"], out["rounds"]
 
 
+@collective
 def lasso_path(X, y, *, eps=1e-3, n_alphas=100, alphas=None, **params):
     """The Lasso over a grid of alphas, largest first, each fit warm-started from the
     last, as :func:`sklearn.linear_model.lasso_path` (no intercept, unless
@@ -404,6 +407,7 @@ class LassoCV(RegressorMixin, _LinearModel):
            if k not in ("alpha", "warm_start")}, "eps": _POSITIVE, "cv": ["cv_object"],
         "n_alphas": [Interval(Integral, 1, None, closed="left")], "alphas": ["array-like", None]}
 
+    @collective
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the path on each fold, choose alpha, fit on all of ``X``, ``y``."""

@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 from ..apps import lda
 from ..apps.lda import foldin
 from ..params import sklearn_constraints
-from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
+from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
 
@@ -58,6 +58,7 @@ class LDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Persistent, _Checke
         X.eliminate_zeros()
         return X
 
+    @collective
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Fit the topics to document-term counts X (non-negative integers); -> self, on

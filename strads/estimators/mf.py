@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..apps import mf
 from ..params import ENGINE, sklearn_constraints
-from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, _n_workers, _seed
+from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, collective, _n_workers, _seed
 from ._persist import Persistent, _set
 
 
@@ -63,6 +63,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         return X[:, 0], X[:, 1], check_array(X[:, 2], ensure_2d=False, dtype=np.float64,
                                              ensure_min_samples=0, input_name="ratings")
 
+    @collective
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, R, y=None):
         """Fit the factors to ratings R; -> self, on every rank under ``mpiexec``. R: a

@@ -92,22 +92,29 @@ class Quadratic(Datafit):
         return dict(gram_budget=args.gram_budget, time_limit=args.time_limit)
 
     def problem(self, data, options):
-        """With ``intercept``: y centred (its mean kept for the intercept)."""
+        """With ``intercept``: y centred (its mean kept for the intercept), and dense X
+        too, in a copy (as scikit-learn's): an implicit centring (X'X - n mu mu') cancels
+        where a column's mean dwarfs its spread; constant columns exactly 0."""
         X, y = self.data.check(*data())
         if not options["intercept"]:
             return X, y, {}
-        y_mean = float(y.mean())
-        return X, y - y_mean, {"y_mean": y_mean}
+        y_mean, attrs = float(y.mean()), {}
+        if not sp.issparse(X):
+            attrs["x_mean"] = X.mean(axis=0)
+            const = (X == X[0]).all(axis=0)
+            X = X - attrs["x_mean"]  # (Fortran-ordered as X)
+            X[:, const] = 0.0
+        return X, y - y_mean, dict(attrs, y_mean=y_mean)
 
     @staticmethod
     def aggregate(X, y, sq_norms, lam, ctx, options):
         n, mu = X.shape[0], None
-        if options["intercept"]:  # the centred columns' norms ||x_j||^2 - n mu_j^2
+        if options["intercept"] and sp.issparse(X):  # centred implicitly (stays sparse)
             mu = np.asarray(X.sum(axis=0)).ravel() / n
-            centred = sq_norms - n * mu * mu
-            sq_norms = np.where(centred > 1e-12 * sq_norms, centred, 0.0)  # (constants)
+            sq_norms = _centred_sq_norms(X, mu, sq_norms) if X.nnz else sq_norms
         agg = LassoAggregate(sq_norms, n, lam, float(y @ y),
                              np.diff(X.indptr) if sp.issparse(X) else None, mu)
+        agg.x_mean = mu
         if options["path"] is not None:
             agg.walk_path(options["path"], options["tol"], options["path_rounds"])
         return agg
@@ -129,6 +136,29 @@ class Quadratic(Datafit):
         return (GramPath if gram else WorkingSet)(agg, max_block=agg.block_cap, block=block,
                           time_limit=options["time_limit"], staleness=ctx.staleness,
                           factor_cap=budget * MiB / FACTOR_BYTES)
+
+
+def _centred_sq_norms(X, mu, sq_norms):
+    """Sparse X's centred column norms ||x_j||^2 - n mu_j^2 (0: constant); DataError where
+    the implicit centring (X'X - n mu mu') would lose more than half the digits (a column's
+    mean above 1e4 times its spread): a wrong model is worse than none."""
+    n, nnz, starts = X.shape[0], np.diff(X.indptr), X.indptr[:-1]  # (no empty column)
+    dev = X.data - np.repeat(mu, nnz)  # ||x_j - mu_j||^2 summed without cancellation
+    exact = np.add.reduceat(dev * dev, starts) + (n - nnz) * mu * mu
+    const = (nnz == n) & (np.maximum.reduceat(X.data, starts) ==
+                          np.minimum.reduceat(X.data, starts))
+    bad = np.flatnonzero(~const & (sq_norms > CENTRING_LIMIT * exact))
+    if bad.shape[0]:
+        j = int(bad[0])
+        raise DataError(f"lasso: sparse X with an intercept: column {j}'s mean {mu[j]:.6g} "
+                        f"is over {np.sqrt(CENTRING_LIMIT):.0g} times its spread (std "
+                        f"{np.sqrt(exact[j] / n):.3g}), beyond the implicit centring's "
+                        "precision; centre it (dense X is centred in a copy)")
+    centred = sq_norms - n * mu * mu
+    return np.where(centred > 1e-12 * sq_norms, centred, 0.0)  # (constants)
+
+
+CENTRING_LIMIT = 1e8  # ||x_j||^2 / ||x_j - mu_j||^2: half of float64's 16 digits lost
 
 
 def path_from_gram(dense, n, p, cap=None):

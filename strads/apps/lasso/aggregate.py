@@ -27,11 +27,12 @@ class LassoAggregate(GLMAggregate):
         self.__init__(f["sq_norms"], n, lam, f["yy"], f.get("col_nnz"))
 
     y_mean = 0.0  # with an intercept: y's mean (setup sets it)
+    x_mean = None  # with an intercept: X's column means (mu: sparse X's, centred implicitly)
 
     def __init__(self, sq_norms, n_samples, lam, y_sq, col_nnz=None, mu=None):
         self._init(n_samples, sq_norms, lam, 0.5 * float(y_sq) / n_samples)
         self.y_sq = float(y_sq)
-        self.mu = mu  # with an intercept: X's column means
+        self.mu = mu  # sparse X with an intercept: its column means, centred implicitly
         self.col_nnz = col_nnz  # sparse X: each column's non-zeros (working-set pieces)
         self.screened = np.zeros(self.w.shape[0], dtype=np.bool_)  # proven 0 at the optimum
         self.block_cap = None  # working-set: the most coordinates of one Gram block
@@ -200,7 +201,7 @@ class LassoAggregate(GLMAggregate):
             return np.empty((0, 0)), NO_INT, np.zeros(m, np.bool_), np.zeros(1, np.int64), \
                 np.empty(m)
         if self.face is None:
-            rank = min(self.n - (self.mu is not None), self.w.shape[0],
+            rank = min(self.n - (self.x_mean is not None), self.w.shape[0],
                        self.block_cap or self.w.shape[0])
             self.face = [np.zeros((rank, rank)), np.zeros(rank, np.int64), 0]
         L, gorder, a = self.face
@@ -223,14 +224,21 @@ class LassoAggregate(GLMAggregate):
             scale = self._gap(g, rss, ry)
         # Gap Safe rule (Fercoq et al. 2015): b*_j = 0 if |x_j' theta| + |x_j| R < 1, with
         # R = sqrt(2 n gap) / (n lambda) the radius of a ball that holds the dual optimum.
-        radius = np.sqrt(2 * self.n * self.gap) / self.thresh
+        radius = np.sqrt(2 * self.n * self.gap) / self.thresh if self.thresh > 0 else np.inf
         GK.priorities(self.w, g, self.sq_norms, self.thresh, self.prio)
         K.gap_safe(self.w, g, self.norms, scale, radius, self.screened, self.prio)
         self.fulls += 1
         self._tree = None
 
     def _gap(self, g, rss, ry):
-        """The duality gap at the dual point r / scale; returns the scale."""
+        """The duality gap at the dual point r / scale; returns the scale. At lambda 0
+        (least squares: no dual point but at the optimum) the first-order condition, as
+        scikit-learn's, scale-free: sum_j (x_j' r)^2 / (2 n ||x_j||^2), the gap of
+        orthogonal columns."""
+        if self.thresh == 0:
+            some = self.sq_norms > 0
+            self.gap = float(np.sum(g[some] ** 2 / self.sq_norms[some])) / (2 * self.n)
+            return 1.0
         g_max = float(np.abs(g).max())
         scale = max(self.thresh, g_max) or 1.0  # theta = r / scale is dual feasible
         # lambda / scale, which neither lambda^2 nor n lambda may overflow into
@@ -293,8 +301,8 @@ class LassoAggregate(GLMAggregate):
 
     def finish(self, collected):
         model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
-        if self.mu is not None:
-            model["intercept"] = np.float64(self.y_mean - self.mu @ self.w)
+        if self.x_mean is not None:
+            model["intercept"] = np.float64(self.y_mean - self.x_mean @ self.w)
         if self.path is not None:  # (a run stopped short: the lambdas left get this w)
             k = self.path_k
             self._keep(k)
@@ -305,8 +313,8 @@ class LassoAggregate(GLMAggregate):
                 coef[self.kept] = self.path_w
             model.update(path_lambda=self.path, path_coef=coef, path_gap=self.path_gap,
                          path_rounds=self.path_rounds, path_solved=self.path_solved)
-            if self.mu is not None:
-                model["path_intercept"] = self.y_mean - self.mu @ self.path_w
+            if self.x_mean is not None:
+                model["path_intercept"] = self.y_mean - self.x_mean @ self.path_w
         return model
 
     def summary(self):
