@@ -102,6 +102,16 @@ def read(path):
     return X, y
 
 
+def holds_y(path):
+    """Whether the .npz holds an array y (from its directory; an unreadable file: False,
+    for :func:`read` to say why)."""
+    try:
+        with np.load(_bytes(path), allow_pickle=False) as z:
+            return "y" in z.files
+    except Exception:  # (DataError among them: a missing or foreign file)
+        return False
+
+
 def _sparse(path, z, members):
     """The save_npz matrix of an open .npz, each of its arrays checked before SciPy sees
     it (a sparse array is read as a matrix: the same numbers)."""
