@@ -226,6 +226,29 @@ def test_target_is_refused_where_the_data_holds_y(tmp_path, capsys, app):
     assert own_target(str(tmp_path / "X.mtx")) is None
 
 
+def test_a_misnamed_file_says_the_format_its_name_chose(tmp_path):
+    """The matrix readers go by the name: a file of another format says which its name
+    chose, and the rule."""
+    rule = "*.mtx, *.mm: MatrixMarket; *.npz: NumPy; else LIBSVM; each also .gz)"
+    mm = write(tmp_path, "m.mtx", MTX + b"2 2 1\n1 1 1.5\n")
+    np.savez(tmp_path / "xy.npz", X=X0.toarray(), y=Y0)
+    for name, body, said in [
+            ("m.txt", open(mm, "rb").read(), ":1: a MatrixMarket banner, not LIBSVM text "
+             "(read as LIBSVM by its name: "),
+            ("xy.svm.gz", gzip.compress(open(tmp_path / "xy.npz", "rb").read()),
+             ": a zip archive inside the gzip data, not LIBSVM text; only plain or "
+             "gzip-compressed text is read (read as LIBSVM by its name: "),
+            ("s.mtx", PLAIN, ":1: not a MatrixMarket file"),
+            ("s.npz", PLAIN, ": cannot read as .npz")]:
+        with pytest.raises(strads.DataError) as e:
+            load(write(tmp_path, name, body))
+        assert str(e.value).startswith(str(tmp_path / name) + said), str(e.value)
+        assert str(e.value).endswith(rule) and "read as " in str(e.value)
+    with pytest.raises(strads.DataError, match=r"banner, not target text \(read as a text "
+                       r"target by its name: \*.npy: NumPy; else one number a line; each"):
+        load(mm, write(tmp_path, "y.txt", MTX))
+
+
 def test_target_lines(tmp_path):
     X = str(tmp_path / "X.mtx")
     scipy.io.mmwrite(X, X0[:3])
