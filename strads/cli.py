@@ -68,7 +68,8 @@ class _Parser(argparse.ArgumentParser):
         namespace = namespace or argparse.Namespace()
         for _, actions in self._builtin():
             for a in actions:
-                setattr(namespace, a.dest, _UNSET)
+                if not hasattr(namespace, a.dest):
+                    setattr(namespace, a.dest, _UNSET)
         args = super().parse_args(args, namespace)
         for g, actions in self._builtin():  # given with --data: refused, not ignored
             given = [a for a in actions if getattr(args, a.dest) is not _UNSET]

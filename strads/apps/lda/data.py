@@ -255,21 +255,23 @@ def _open_part(path, fmt, vocab):
 
 
 NAMES = {"uci": "UCI bag-of-words", "ldac": "LDA-C", "text": "plain text"}
-_INT, _PAIR = re.compile(rb"\d+"), re.compile(rb"\d+:\d+")
+_INT = re.compile(rb"[-+]?\d+")
 
 
 def sniff(head, cut=False):
-    """The format of a corpus that begins with ``head`` (``cut``: its last line may be
-    cut short, and is not looked at): "uci" if its first lines are D, W and NNZ, one
-    integer each, then 'doc word count' lines; "ldac" if every line is 'N id:count ...';
-    else "text"."""
-    lines = head.split(b"\n")[:-1 if cut else None]
-    rows = [r for r in (line.split() for line in lines) if r]
-    if len(rows) >= 3 and all(len(r) == 1 and _INT.fullmatch(r[0]) for r in rows[:3]) \
-            and all(len(r) == 3 and all(map(_INT.fullmatch, r)) for r in rows[3:]):
+    """The format of a corpus that begins with ``head`` (``cut``: its last word may be
+    cut short, and is not looked at), from its first lines alone (a bad line further on
+    is then its reader's to name): "uci" if the first three are one integer each (D, W,
+    NNZ); "ldac" if the first is an integer and id:count pairs ('N id:count ...'); else
+    "text". Lines end at \\n, \\r\\n or \\r (a lone \\r: the reader refuses it)."""
+    if cut:
+        head = head.rsplit(None, 1)[0]
+    rows = []
+    for line in head.splitlines():
+        rows += [line.split()] if line.split() and len(rows) < 3 else []
+    if len(rows) == 3 and all(len(r) == 1 and _INT.fullmatch(r[0]) for r in rows):
         return "uci"
-    if rows and all(_INT.fullmatch(r[0]) and all(map(_PAIR.fullmatch, r[1:]))
-                    for r in rows):
+    if rows and _INT.fullmatch(rows[0][0]) and all(b":" in t for t in rows[0][1:]):
         return "ldac"
     return "text"
 
@@ -302,7 +304,10 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
     try:
         return _read_part(path, sniffed, vocab, min_count, peers, stop_words)
     except DataError as e:
-        if fmt != "auto":
+        # a guess may be wrong where it fell back to text, or on the lines it looked at;
+        # a bad line further into a UCI or LDA-C file is that file's
+        at = re.match(re.escape(path) + r":(\d+):", str(e))
+        if fmt != "auto" or sniffed != "text" and not (at and int(at[1]) <= 3):
             raise
         raise DataError(f"{e} (--format auto read it as {NAMES[sniffed]}, by its first "
                         "lines; --format uci, ldac or text chooses)") from None
