@@ -269,7 +269,7 @@ def test_errors_after_an_auto_format_name_it_and_point_at_format(tmp_path):
         load(str(f), "ldac")
     assert "--format" not in str(e.value)
     refused(cli("--data", f), "N = 3 but 2", note)
-    assert "every line 'N id:count ...': LDA-C" in " ".join(build_parser().format_help()
+    assert "a first line 'N id:count ...': LDA-C" in " ".join(build_parser().format_help()
                                                             .split())
 
 
