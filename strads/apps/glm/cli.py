@@ -14,8 +14,8 @@ def build_parser(datafit):
     p = cli.parser(datafit.module, f"{h['description']} {DATA_HELP}", max_rounds=100000,
                    tol=1e-6)
     a = p.add_argument_group(datafit.name)
-    a.add_argument("--target", metavar="PATH", help=h["target"] + " (refused with data that holds "
-                   "y: LIBSVM, an .npz with y)")
+    a.add_argument("--target", metavar="PATH", help=h["target"] + " (refused with data "
+                   "that holds y: LIBSVM, an .npz with y)")
     lam = a.add_mutually_exclusive_group()
     lam.add_argument("--lambda", dest="lam", type=cli.pos_float, default=None,
                      help="the penalty lambda")
