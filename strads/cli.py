@@ -23,6 +23,10 @@ from .params import nonneg_float, nonneg_int, pos_float, pos_int, unit_float  # 
 
 #: a help text that states its flag's default ("(default: ...)", "...; default: ...")
 STATED = re.compile(r"\(default|\bdefault:")
+#: in an argument group's title: its flags describe the built-in problem, refused with --data
+BUILTIN = " (no --data)"
+#: a built-in problem's flag not given (argparse sets no default over a value already there)
+_UNSET = object()
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -47,10 +51,34 @@ class _Parser(argparse.ArgumentParser):
         for action in self._actions:  # every flag shows its default, even without help
             if action.help is None:
                 action.help = "(default: %(default)s)"
+        for g, _ in self._builtin():
+            g.description = g.description or "refused with --data (they describe no file)"
         return super().format_help()
 
-    def parse_args(self, *a, **kw):
-        args = super().parse_args(*a, **kw)
+    def refuse(self, message):
+        """Exit 2 with one line (no usage: the flags parsed; they do not go together)."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _builtin(self):
+        """(group, its actions) of each group of the built-in problem's flags."""
+        return [(g, g._group_actions) for g in self._action_groups
+                if BUILTIN in (g.title or "")]
+
+    def parse_args(self, args=None, namespace=None):
+        namespace = namespace or argparse.Namespace()
+        for _, actions in self._builtin():
+            for a in actions:
+                if not hasattr(namespace, a.dest):
+                    setattr(namespace, a.dest, _UNSET)
+        args = super().parse_args(args, namespace)
+        for g, actions in self._builtin():  # given with --data: refused, not ignored
+            given = [a for a in actions if getattr(args, a.dest) is not _UNSET]
+            if given and getattr(args, "data", None) is not None:
+                self.refuse(f"{given[0].option_strings[0]} describes the "
+                            f"{g.title.split(BUILTIN)[0]}; it has no effect with --data")
+            for a in actions:
+                if getattr(args, a.dest) is _UNSET:
+                    setattr(args, a.dest, a.default)
         # each setting under its flag's name: a resumed run compares them
         args.flag_names = {x.dest: x.option_strings[0] for x in self._actions
                            if x.option_strings and x.dest != "help"}

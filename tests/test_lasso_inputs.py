@@ -199,6 +199,56 @@ def test_cli_flags(tmp_path):
     refused(["--data", ""], "argument --data: empty path")
 
 
+@pytest.mark.parametrize("app", ["lasso", "logreg"])
+def test_target_is_refused_where_the_data_holds_y(tmp_path, capsys, app):
+    """--target would replace the labels of a LIBSVM file or an .npz with y: refused in one
+    line naming both files and why, before any file is read; with MatrixMarket or a
+    save_npz matrix it is y."""
+    from strads.apps.glm.cli import main
+    from strads.apps.lasso import DATAFIT as LASSO
+    from strads.apps.logreg import DATAFIT as LOGREG
+
+    y = write(tmp_path, "y.txt", b"1\n")
+    svm = write(tmp_path, "d.svm.gz", gzip.compress(PLAIN))
+    np.savez(tmp_path / "xy.npz", X=X0.toarray(), y=Y0)
+    for data, why in [(svm, "its LIBSVM labels"), (str(tmp_path / "xy.npz"), "its array y")]:
+        with pytest.raises(SystemExit) as e:
+            main(LASSO if app == "lasso" else LOGREG, ["--data", data, "--target", y])
+        assert e.value.code == 2
+        assert capsys.readouterr().err == (
+            f"python -m strads.apps.{app}: error: --target {y} would replace the y that "
+            f"--data {data} holds ({why}): --target is for MatrixMarket and save_npz data "
+            "only\n")
+    from strads.apps.glm.cli import own_target
+
+    sp.save_npz(tmp_path / "X.npz", X0)
+    assert own_target(str(tmp_path / "X.npz")) is None
+    assert own_target(str(tmp_path / "X.mtx")) is None
+
+
+def test_a_misnamed_file_says_the_format_its_name_chose(tmp_path):
+    """The matrix readers go by the name: a file of another format says which its name
+    chose, and the rule."""
+    rule = "*.mtx, *.mm: MatrixMarket; *.npz: NumPy; else LIBSVM; each also .gz)"
+    mm = write(tmp_path, "m.mtx", MTX + b"2 2 1\n1 1 1.5\n")
+    np.savez(tmp_path / "xy.npz", X=X0.toarray(), y=Y0)
+    for name, body, said in [
+            ("m.txt", open(mm, "rb").read(), ":1: a MatrixMarket banner, not LIBSVM text "
+             "(read as LIBSVM by its name: "),
+            ("xy.svm.gz", gzip.compress(open(tmp_path / "xy.npz", "rb").read()),
+             ": a zip archive inside the gzip data, not LIBSVM text; only plain or "
+             "gzip-compressed text is read (read as LIBSVM by its name: "),
+            ("s.mtx", PLAIN, ":1: not a MatrixMarket file"),
+            ("s.npz", PLAIN, ": cannot read as .npz")]:
+        with pytest.raises(strads.DataError) as e:
+            load(write(tmp_path, name, body))
+        assert str(e.value).startswith(str(tmp_path / name) + said), str(e.value)
+        assert str(e.value).endswith(rule) and "read as " in str(e.value)
+    with pytest.raises(strads.DataError, match=r"banner, not target text \(read as a text "
+                       r"target by its name: \*.npy: NumPy; else one number a line; each"):
+        load(mm, write(tmp_path, "y.txt", MTX))
+
+
 def test_target_lines(tmp_path):
     X = str(tmp_path / "X.mtx")
     scipy.io.mmwrite(X, X0[:3])

@@ -223,6 +223,56 @@ def test_bom_and_gzip_read_exactly_like_the_plain_file(tmp_path, name, content, 
         same_corpus(load(str(paths[kind]), **kw), ref)
 
 
+def test_auto_format_is_told_by_the_content_not_the_name(tmp_path):
+    """A UCI file not named docword.*, LDA-C named .txt, text named .dat or .ldac, each
+    also gzipped: --format auto reads them as their content is (the explicit format's
+    corpus), told by the first lines only (a bad line later on is the reader's)."""
+    for content, fmt in [(UCI, "uci"), (LDAC, "ldac"), (TEXT, "text"),
+                         (b"0\n1 2:1\n", "ldac"), (b"12\n7\n", "ldac"),
+                         (b"4\n5\n6\n1 1\n", "uci"), (b"2\r3\r\r1\r1 1 1\r", "uci"),
+                         (b"3 a:1 x\n", "text"), (b"the 1:2\n", "text")]:
+        for name in ("nips.txt", "reviews.dat", "c.ldac", "docword.x.txt"):
+            for body in (content, gzip.compress(BOM + content)):
+                f = tmp_path / name
+                f.write_bytes(body)
+                assert lda_data._format(str(f), "auto") == fmt, (name, content)
+                if content in (UCI, LDAC, TEXT):
+                    same_corpus(load(str(f), min_count=1), load(str(f), fmt, min_count=1))
+    long = b"9999 " + b" ".join(b"%d:1" % i for i in range(9999))  # (a line over 64 KiB)
+    assert lda_data.sniff(long[:1 << 16]) == "text" and lda_data.sniff(long[:1 << 16], True)\
+        == "ldac"
+    assert lda_data.sniff(b"1 2:1\nthe cat\n") == "ldac"  # (its bad line 2: the reader's)
+
+
+def test_errors_after_an_auto_format_name_it_and_point_at_format(tmp_path):
+    """Where the guess may be wrong: read as text, or a refusal on the lines it looked
+    at; a bad line further on is the format's own."""
+    f = tmp_path / "docs.txt"
+    for body, fmt in [(b"4\n5\n6\n1 1 1\n2 2 1\n3 3 1\nx 1 1\n", "uci"),
+                      (b"1 0:1\n1 1:1\n1 1:1\n1 0:x\n", "ldac")]:
+        f.write_bytes(body)
+        with pytest.raises(strads.DataError) as e:
+            load(str(f))
+        assert str(e.value).startswith(f"{f}:") and str(e.value).endswith(
+            ("not an integer", "not id:count")), (fmt, str(e.value))
+    f.write_bytes(b"1 2 3\n4 5 6\n")  # (UCI without its header: text, no word)
+    with pytest.raises(strads.DataError, match=r"empty corpus .* \(--format auto read it "
+                       r"as plain text, by its first lines; --format uci, ldac or text"):
+        load(str(f))
+    f.write_bytes(b"3 0:1 1:1\n")
+    note = "(--format auto read it as LDA-C, by its first lines; --format uci, ldac or " \
+           "text chooses)"
+    with pytest.raises(strads.DataError) as e:
+        load(str(f))
+    assert "docs.txt:1: N = 3 but 2" in str(e.value) and str(e.value).endswith(note)
+    with pytest.raises(strads.DataError) as e:
+        load(str(f), "ldac")
+    assert "--format" not in str(e.value)
+    refused(cli("--data", f), "N = 3 but 2", note)
+    assert "a first line 'N id:count ...': LDA-C" in " ".join(build_parser().format_help()
+                                                            .split())
+
+
 def test_bom_and_gzip_vocabulary(tmp_path):
     (tmp_path / "docword.t.txt").write_bytes(UCI)
     for i, body in enumerate([VOCAB, BOM + VOCAB, gzip.compress(VOCAB),

@@ -128,6 +128,31 @@ def test_lda_tol_default_is_0_and_says_why():
     assert "--sweeps ends the run" in next(a.help for a in lda._actions if a.dest == "tol")
 
 
+def test_built_in_problem_flags_are_refused_with_data(capsys):
+    """Every app's built-in problem flags (the groups titled "(no --data)"), given with
+    --data, are refused in one line; not given, they are their defaults."""
+    from strads.cli import BUILTIN
+
+    for app, p in _parsers().items():
+        groups = [g for g in p._action_groups if BUILTIN in (g.title or "")]
+        assert len(groups) == 1, app
+        what = groups[0].title.split(BUILTIN)[0]
+        assert what in ("built-in problem", "built-in corpus")
+        defaults = vars(p.parse_args([]))
+        assert vars(p.parse_args(["--data", "f"])) == dict(defaults, data="f")
+        assert "refused with --data" in p.format_help()
+        for a in groups[0]._group_actions:
+            flag = a.option_strings[0]
+            value = [] if a.nargs == 0 else [str(a.default or 1)]  # (its default, too)
+            assert getattr(p.parse_args([flag, *value]), a.dest) is not None
+            with pytest.raises(SystemExit) as e:
+                p.parse_args(["--data", "f", flag, *value])
+            assert e.value.code == 2
+            assert capsys.readouterr().err == (
+                f"python -m strads.apps.{app}: error: {flag} describes the {what}; it has "
+                "no effect with --data\n")
+
+
 @pytest.mark.timeout(600)
 def test_under_mpiexec_usage_and_errors_are_said_once(tmp_path):
     p = run_cli(["strads.apps.lasso", "--lamda", "0.1"], np=3)
@@ -138,6 +163,10 @@ def test_under_mpiexec_usage_and_errors_are_said_once(tmp_path):
     p = run_cli(["strads.apps.lasso", "--data", str(bad)], np=3)
     assert p.returncode == 2
     assert p.stderr == f"error: {bad}:2: label 'x' is not a number\n"
+    for flags, said in [(["--target", str(bad)], "would replace the y that --data"),
+                        (["--n-samples", "10"], "--n-samples describes the built-in")]:
+        p = run_cli(["strads.apps.lasso", "--data", str(bad), *flags], np=3)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and said in p.stderr
 
 
 def _rank_pid(mark, rank):

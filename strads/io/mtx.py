@@ -9,7 +9,8 @@ from ..transport import Peers
 from .agree import agree, attempt, refuse, route
 from .numbers import NB, py_float, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
-from .svmlight import WORDS, check_size, csc, open_text, refuse_control, short, union
+from .svmlight import (WORDS, by_name, check_size, csc, open_text, refuse_control, short,
+                       union)
 
 _SYM = {"general": 0, "symmetric": 1, "skew-symmetric": 2}
 
@@ -205,7 +206,7 @@ def header(path, buf, start):
     if len(words) != 5 or words[0] != b"%%matrixmarket" or words[1] != b"matrix":
         raise DataError(f"{path}:1: not a MatrixMarket file: the first line must be "
                         "'%%MatrixMarket matrix FORMAT FIELD SYMMETRY', got "
-                        f"{short(banner)!r}")
+                        f"{short(banner)!r}{by_name('MatrixMarket')}")
     fmt, field, sym = (w.decode(errors="replace") for w in words[2:])
     if fmt not in ("coordinate", "array"):
         raise DataError(f"{path}:1: unknown MatrixMarket format {fmt!r} "

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from ..errors import DataError
 from .source import Text
-from .svmlight import WORDS, check_size
+from .svmlight import WORDS, by_name, check_size
 
 #: the arrays of a save_npz matrix of each format, besides ``format`` and ``shape``
 SPARSE = {"csr": ("data", "indices", "indptr"), "csc": ("data", "indices", "indptr"),
@@ -93,13 +93,24 @@ def read(path):
     except DataError:
         raise
     except Exception as e:  # zip, zlib, header and format errors: many kinds
-        raise DataError(f"{path}: cannot read as .npz: {type(e).__name__}: {e}") from None
+        raise DataError(f"{path}: cannot read as .npz: {type(e).__name__}: {e}"
+                        f"{by_name('.npz')}") from None
     if y is not None:
         y = np.asarray(y, dtype=np.float64).ravel()
         bad = np.flatnonzero(~np.isfinite(y))
         if bad.size:
             raise DataError(f"{path}: y[{bad[0]}] is {y[bad[0]]}, not finite")
     return X, y
+
+
+def holds_y(path):
+    """Whether the .npz holds an array y (from its directory; an unreadable file: False,
+    for :func:`read` to say why)."""
+    try:
+        with np.load(_bytes(path), allow_pickle=False) as z:
+            return "y" in z.files
+    except Exception:  # (DataError among them: a missing or foreign file)
+        return False
 
 
 def _sparse(path, z, members):
@@ -213,7 +224,7 @@ def read_npy(path):
     try:
         y = np.load(src, allow_pickle=False, mmap_mode=None)
     except Exception as e:  # a corrupt .npy raises many kinds
-        raise DataError(f"{path}: cannot read as .npy: {e}") from None
+        raise DataError(f"{path}: cannot read as .npy: {e}{by_name('.npy')}") from None
     if not isinstance(y, np.ndarray) or y.dtype.kind not in "biuf":
         raise DataError(f"{path}: a .npy target must hold real numbers, got "
                         f"{getattr(y, 'dtype', type(y).__name__)}")

@@ -13,7 +13,7 @@ from ..transport import Peers
 from . import memory
 from .agree import agree, attempt, refuse
 from .numbers import BIG, NB, py_float, scan_float_inline, scan_int_inline
-from .source import Text, forget, line_at, line_number, line_range
+from .source import WORDS as SOURCE_WORDS, Text, forget, line_at, line_number, line_range
 
 # The matrix readers' words for a NUL byte and a broken gzip file
 WORDS = {"nul": "{where}: binary data (byte 0x00), not a text file",
@@ -56,9 +56,26 @@ def check_size(name, n_samples, n_features, nnz=None, extra=0, lead=""):
                         f"machine's physical memory ({memory.fmt_bytes(mem)})")
 
 
+#: how the matrix and target readers are chosen: by the file's name, not its content
+MATRIX_NAMES = "*.mtx, *.mm: MatrixMarket; *.npz: NumPy; else LIBSVM"
+TARGET_NAMES = "*.npy: NumPy; else one number a line"
+NAMED = {"LIBSVM": ("LIBSVM", MATRIX_NAMES), "MatrixMarket": ("MatrixMarket", MATRIX_NAMES),
+         ".npz": (".npz", MATRIX_NAMES), "target": ("a text target", TARGET_NAMES),
+         ".npy": (".npy", TARGET_NAMES)}
+
+
+def by_name(kind):
+    """The end of an error that a misnamed file may cause: the format its name chose."""
+    return " (read as %s by its name: %s; each also .gz)" % NAMED[kind]
+
+
 def open_text(path, kind):
-    """``(Text, bytes)`` of a matrix reader's text input (``kind``: LIBSVM, target)."""
-    src = Text(path, kind=f"{kind} text", words=WORDS).newlines()
+    """``(Text, bytes)`` of a matrix reader's text input (``kind``: LIBSVM, target,
+    MatrixMarket)."""
+    src = Text(path, kind=f"{kind} text", words=dict(
+        WORDS, foreign=SOURCE_WORDS["foreign"] + by_name(kind))).newlines()
+    if kind != "MatrixMarket" and src.head[:14].lower() == b"%%matrixmarket":
+        raise DataError(f"{path}:1: a MatrixMarket banner, not {kind} text{by_name(kind)}")
     buf = src.map()
     if src.gz and buf.shape[0] == 0:
         raise DataError(f"{path}: empty file (after gzip decompression)")

@@ -4,6 +4,8 @@ datafit; its texts and extra flags are the datafit's (``help``, ``add_flags``,
 from dataclasses import replace
 
 from ... import cli, driver, params
+from ...io import npz
+from ..lasso.data import kind_of
 from .setup import PARAMS
 
 
@@ -12,7 +14,8 @@ def build_parser(datafit):
     p = cli.parser(datafit.module, f"{h['description']} {DATA_HELP}", max_rounds=100000,
                    tol=1e-6)
     a = p.add_argument_group(datafit.name)
-    a.add_argument("--target", metavar="PATH", help=h["target"])
+    a.add_argument("--target", metavar="PATH", help=h["target"] + " (refused with data "
+                   "that holds y: LIBSVM, an .npz with y)")
     lam = a.add_mutually_exclusive_group()
     lam.add_argument("--lambda", dest="lam", type=cli.pos_float, default=None,
                      help="the penalty lambda")
@@ -36,10 +39,20 @@ def build_parser(datafit):
 
 
 DATA_HELP = ("--data reads LIBSVM/svmlight text, MatrixMarket (.mtx, with --target) or "
-             ".npz (X and y, or a scipy.sparse.save_npz matrix with --target). Each worker "
+             ".npz (X and y, or a scipy.sparse.save_npz matrix with --target), told by the "
+             "name: *.mtx, *.mm, *.npz (each also .gz), else LIBSVM. --target is refused "
+             "with data that holds y (LIBSVM, an .npz with y). Each worker "
              "reads its own part of a LIBSVM or MatrixMarket coordinate file (gzip: each "
              "worker decompresses the whole file and keeps its part); .npz and dense "
              "MatrixMarket files are read on rank 0.")
+
+
+def own_target(path):
+    """Where the file ``path`` holds y, in words, or None: a LIBSVM file's labels, an
+    .npz's array y."""
+    kind = kind_of(path)
+    return ("its LIBSVM labels" if kind == "svm" else
+            "its array y" if kind == "npz" and npz.holds_y(path) else None)
 
 
 def run(datafit, args):
@@ -64,4 +77,8 @@ def main(datafit, argv=None):
         p.error("argument --data: empty path")
     if args.target is not None and args.data is None:
         p.error("--target needs --data (the built-in problem has its own target)")
+    if args.target is not None and own_target(args.data):
+        p.refuse(f"--target {args.target} would replace the y that --data {args.data} "
+                 f"holds ({own_target(args.data)}): --target is for MatrixMarket and "
+                 "save_npz data only")
     return cli.main(datafit.module, lambda a: run(datafit, a), args)

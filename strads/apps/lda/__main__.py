@@ -18,8 +18,9 @@ def build_parser():
     cli.add_flags(p.add_argument_group("lda"), PARAMS + (
         Param("top_words", 10, "print the N top words of each topic at the end (0: none)",
               low=0, metavar="N"),
-        Param("format", "auto", "--data format; auto: docword.* is UCI, *.ldac LDA-C, "
-              "else text", choices=FORMATS),
+        Param("format", "auto", "--data format; auto: by its first lines, whatever its "
+              "name: three lines of one integer (D, W, NNZ): UCI; a first line 'N "
+              "id:count ...': LDA-C; else text", choices=FORMATS),
         Param("vocab", None, "vocabulary (one word per line) for UCI/LDA-C data; default: "
               "vocab.<name>.txt, <stem>.tokens or <stem>.vocab beside --data", kind=str,
               metavar="PATH"),

@@ -3,6 +3,7 @@ plain text) read in parallel (:func:`read_part`) or whole (:func:`load`), and th
 corpus."""
 import math
 import os
+import re
 
 import numpy as np
 import scipy.sparse as sp
@@ -11,6 +12,7 @@ from numba import njit
 from ...errors import DataError
 from ...io import docs as text_docs, ldac, memory, numbers, uci
 from ...io.agree import ascending, attempt, owners, refuse, route, route_slices, tally_into
+from ...io.source import SNIFF
 from ...io.uci import INT32_MAX
 
 STOP_WORDS = frozenset("""
@@ -235,7 +237,6 @@ def _open_part(path, fmt, vocab):
     src = uci.open_text(path)
     if not src.head and not src.bom:
         src.refuse("empty")
-    fmt = _format(path, fmt)
     if fmt != "text":  # (plain text reads \r line ends too)
         src.newlines()
     if fmt == "text":
@@ -253,18 +254,40 @@ def _open_part(path, fmt, vocab):
     return fmt, src, begin, header, words
 
 
+NAMES = {"uci": "UCI bag-of-words", "ldac": "LDA-C", "text": "plain text"}
+_INT = re.compile(rb"[-+]?\d+")
+
+
+def sniff(head, cut=False):
+    """The format of a corpus that begins with ``head`` (``cut``: its last word may be
+    cut short, and is not looked at), from its first lines alone (a bad line further on
+    is then its reader's to name): "uci" if the first three are one integer each (D, W,
+    NNZ); "ldac" if the first is an integer and id:count pairs ('N id:count ...'); else
+    "text". Lines end at \\n, \\r\\n or \\r (a lone \\r: the reader refuses it)."""
+    if cut:
+        head = head.rsplit(None, 1)[0]
+    rows = []
+    for line in head.splitlines():
+        rows += [line.split()] if line.split() and len(rows) < 3 else []
+    if len(rows) == 3 and all(len(r) == 1 and _INT.fullmatch(r[0]) for r in rows):
+        return "uci"
+    if rows and _INT.fullmatch(rows[0][0]) and all(b":" in t for t in rows[0][1:]):
+        return "ldac"
+    return "text"
+
+
 def _format(path, fmt):
-    """``fmt``, or for "auto" the format the file's name tells."""
-    base = _strip_gz(os.path.basename(path)).lower()
-    if fmt == "auto":
-        fmt = ("uci" if base.startswith("docword") else
-               "ldac" if base.endswith((".ldac", ".dat")) else "text")
-    return fmt
+    """``fmt``, or for "auto" the format the file's first 64 KiB show (:func:`sniff`)."""
+    if fmt != "auto":
+        return fmt
+    head = uci.open_text(path).head
+    return sniff(head, len(head) >= SNIFF)
 
 
 def inputs(path, fmt="auto", vocab=None):
-    """The files a corpus is read from: it, and for UCI and LDA-C its vocabulary."""
-    if fmt not in FORMATS or _format(path, fmt) == "text":
+    """The files a corpus is read from: it, and for UCI and LDA-C its vocabulary (auto:
+    the vocabulary it would have, not opening the corpus: rank 0 does not read it)."""
+    if fmt not in FORMATS or fmt == "text":
         return [path]
     return [path, vocab or _guess_vocab(path)]
 
@@ -273,10 +296,24 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
               stop_words=STOP_WORDS):
     """This worker's :class:`Part` of a corpus file (formats: :func:`load`): each worker
     parses its byte range and the workers agree on the corpus; ``peers`` None: one worker
-    reads it all. A refusal names the earliest bad line."""
+    reads it all. A refusal names the earliest bad line, and the format auto chose."""
     from ...transport import Peers
 
     peers = peers or Peers()
+    sniffed = attempt(peers, _format, path, fmt)
+    try:
+        return _read_part(path, sniffed, vocab, min_count, peers, stop_words)
+    except DataError as e:
+        # a guess may be wrong where it fell back to text, or on the lines it looked at;
+        # a bad line further into a UCI or LDA-C file is that file's
+        at = re.match(re.escape(path) + r":(\d+):", str(e))
+        if fmt != "auto" or sniffed != "text" and not (at and int(at[1]) <= 3):
+            raise
+        raise DataError(f"{e} (--format auto read it as {NAMES[sniffed]}, by its first "
+                        "lines; --format uci, ldac or text chooses)") from None
+
+
+def _read_part(path, fmt, vocab, min_count, peers, stop_words):
     W, me = peers.size, peers.rank
     fmt, src, begin, header, words = attempt(peers, _open_part, path, fmt, vocab)
     gz, text = src.gz, fmt == "text"
@@ -442,8 +479,8 @@ FORMATS = ("auto", "uci", "ldac", "text")
 
 
 def load(path, fmt="auto", vocab=None, min_count=2):
-    """Read a corpus; ``fmt`` auto: ``docword.*`` is UCI, ``*.ldac`` (or ``*.dat``) LDA-C,
-    anything else plain text (a ``.gz`` suffix is looked through). ``vocab``: word list
+    """Read a corpus; ``fmt`` auto: the format its first lines show (:func:`sniff`: UCI
+    bag-of-words, LDA-C, else plain text). ``vocab``: word list
     file (UCI/LDA-C; by default looked for beside ``path``: vocab.<name>.txt,
     <stem>.tokens, <stem>.vocab, vocab.txt, each also gzipped). Any input may be
     gzip-compressed (detected by its first bytes) and may start with a UTF-8 BOM.
