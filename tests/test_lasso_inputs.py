@@ -219,7 +219,7 @@ def test_target_is_refused_where_the_data_holds_y(tmp_path, capsys, app):
             f"python -m strads.apps.{app}: error: --target {y} would replace the y that "
             f"--data {data} holds ({why}): --target is for MatrixMarket and save_npz data "
             "only\n")
-    from strads.apps.lasso.data import own_target
+    from strads.apps.glm.cli import own_target
 
     sp.save_npz(tmp_path / "X.npz", X0)
     assert own_target(str(tmp_path / "X.npz")) is None
@@ -651,22 +651,3 @@ def test_a_far_feature_index_costs_no_state_per_absent_feature(tmp_path):
     assert sf["objective"] == sn["objective"]
     assert sf["screened"] >= 50_000_000 - 3
     assert sf["traffic"][0]["peak_rss_mb"] < 1500  # was 2.1 GB: 38 bytes a feature
-
-
-def test_target_is_refused_by_the_python_api_where_the_data_holds_y(tmp_path):
-    """The same rule without the command line: lasso.data.load and a file setup refuse a
-    target for data that holds y (a silent swap of labels), and take it for MatrixMarket."""
-    from strads.apps import lasso, logreg
-
-    y = write(tmp_path, "y.txt", b"1\n")
-    svm = write(tmp_path, "d.svm", PLAIN)
-    for call in (lambda: lasso.data.load(svm, y),
-                 lambda: lasso.make_file_setup(svm, y, lam=0.1),
-                 lambda: logreg.make_file_setup(svm, y, lam=0.1)):
-        with pytest.raises(strads.DataError, match=r"would replace the y that .*d\.svm holds "
-                                            r"\(its LIBSVM labels\)"):
-            call()
-    sp.save_npz(tmp_path / "X.npz", X0)
-    ys = write(tmp_path, "ys.txt", "".join(f"{v}\n" for v in Y0).encode())
-    X, yy = lasso.data.load(str(tmp_path / "X.npz"), ys)
-    assert np.array_equal(yy, Y0)

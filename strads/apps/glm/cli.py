@@ -4,7 +4,8 @@ datafit; its texts and extra flags are the datafit's (``help``, ``add_flags``,
 from dataclasses import replace
 
 from ... import cli, driver, params
-from ..lasso.data import own_target
+from ...io import npz
+from ..lasso.data import kind_of
 from .setup import PARAMS
 
 
@@ -44,6 +45,14 @@ DATA_HELP = ("--data reads LIBSVM/svmlight text, MatrixMarket (.mtx, with --targ
              "reads its own part of a LIBSVM or MatrixMarket coordinate file (gzip: each "
              "worker decompresses the whole file and keeps its part); .npz and dense "
              "MatrixMarket files are read on rank 0.")
+
+
+def own_target(path):
+    """Where the file ``path`` holds y, in words, or None: a LIBSVM file's labels, an
+    .npz's array y."""
+    kind = kind_of(path)
+    return ("its LIBSVM labels" if kind == "svm" else
+            "its array y" if kind == "npz" and npz.holds_y(path) else None)
 
 
 def run(datafit, args):

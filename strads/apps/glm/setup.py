@@ -12,7 +12,6 @@ from ... import driver
 from ...errors import DataError
 from ...io.memory import memory_limits
 from ...params import ENGINE, Param, check
-from ..lasso.data import check_target
 from . import kernels as K
 from . import split
 from .schedule import SCHEDULES, Priority
@@ -247,7 +246,6 @@ class Datafit:
         or MatrixMarket coordinate file, and rank 0 completes its aggregate and schedule
         from worker 0's report; ``.npz`` and dense MatrixMarket files are read on rank 0
         (:meth:`make_setup`, which checks the flags)."""
-        check_target(path, target)
         if "name" in self.options and not options.get("name"):
             options["name"] = path  # (the path as the user gave it, in messages)
         whole = self.make_setup(lambda: self.data.load(path, target), lam, lambda_ratio,

@@ -20,27 +20,10 @@ def kind_of(path):
     return "mtx" if low.endswith((".mtx", ".mm")) else "npz" if low.endswith(".npz") else "svm"
 
 
-def own_target(path):
-    """Where the file ``path`` holds y, in words, or None: a LIBSVM file's labels, an
-    .npz's array y."""
-    kind = kind_of(path)
-    return ("its LIBSVM labels" if kind == "svm" else
-            "its array y" if kind == "npz" and npz.holds_y(path) else None)
-
-
-def check_target(path, target):
-    """A target file only where ``path`` holds no y (a silent swap of labels is refused)."""
-    why = None if target is None else own_target(path)
-    if why:
-        raise DataError(f"target {target} would replace the y that {path} holds ({why}): a "
-                        "target is for MatrixMarket and save_npz data only")
-
-
 def load(path, target=None):
     """Read ``(X, y)`` from LIBSVM text, MatrixMarket (.mtx/.mm, y from ``target``) or
     .npz (arrays X and y, or a scipy sparse matrix with y from ``target``); text files
     may be gzipped and may start with a UTF-8 BOM."""
-    check_target(path, target)
     kind = kind_of(path)
     if kind == "mtx":
         X, y = mtx.read(path), None
