@@ -379,6 +379,10 @@ def test_mtx_header_problems(tmp_path):
              "X.mtx:4: entry (row 2, column 1) is given twice (mirrored"),
             (b"%%MatrixMarket matrix coordinate real skew-symmetric\n2 2 1\n1 1 1\n",
              "X.mtx:3: diagonal entry (1, 1) in a skew-symmetric matrix"),
+            (b"%%MatrixMarket matrix coordinate integer general\n2 2 2\n1 1 2\n2 2 1.5\n",
+             "X.mtx:4: value '1.5' is not an integer"),
+            (b"%%MatrixMarket matrix array integer general\n1 2\n3\n4.0\n",
+             "X.mtx:4: value '4.0' is not an integer"),
             (BOM + b"garbage\n", "X.mtx:1: not a MatrixMarket file")]:
         with pytest.raises(strads.DataError, match=re.escape(expected)):
             mtx.read(write(tmp_path, "X.mtx", text))

@@ -35,13 +35,13 @@ def _line(b, pos, n):
 
 
 @njit(_nrt=False, **NB)  # (it allocates nothing: the scanners are inlined)
-def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals, fb):
+def _scan(b, n_rows, n_cols, n_tok, ints, sym, declared, rows, cols, vals, fb):
     """One pass over the data lines of ``b`` (coordinate: ``n_tok`` = 3, or 2 for
-    pattern; array: 1): the entries of the lines it accepts as 0-based (row, column,
-    value), mirrored for (skew-)symmetric (room: two a line); array values, in order,
-    into ``vals``; the tokens left to float() into ``fb`` (slot, first byte, end, negate),
-    as many as fit. Returns (error code, line, its first byte, bad token's field,
-    entries, stored, how many tokens are left to float()). Codes: 1
+    pattern; array: 1; ``ints``: an integer field): the entries of the lines it accepts
+    as 0-based (row, column, value), mirrored for (skew-)symmetric (room: two a line);
+    array values, in order, into ``vals``; the tokens left to float() into ``fb`` (slot,
+    first byte, end, negate), as many as fit. Returns (error code, line, its first byte,
+    bad token's field, entries, stored, how many tokens are left to float()). Codes: 1
     control byte, 2 wrong number of tokens, 3 not an integer, 4 index out of range, 5
     not a number, 6 not finite, 7 more than ``declared`` entries, 8 a diagonal entry of
     a skew-symmetric matrix."""
@@ -73,6 +73,11 @@ def _scan(b, n_rows, n_cols, n_tok, sym, declared, rows, cols, vals, fb):
                         row = x - 1
                     else:
                         col = x - 1
+                elif ints:  # an integer field's value: 1.5 is not read as 1.5 (or 1)
+                    e, ok, x = scan_int_inline(b, ts, i)
+                    if not ok or e != i:
+                        return 3, line, ls, ti, entries, k, n_fb
+                    v = float(x)
                 else:
                     e, st, v = scan_float_inline(b, ts, i)
                     if st < 0 or e != i:
@@ -301,7 +306,7 @@ def _open(path, whole):
     else:  # (rank 0 reads array files whole: the file changed)
         raise DataError(f"{path}: a dense (array) MatrixMarket file is read whole")
     n_tok = 1 if fmt == "array" else 2 if field == "pattern" else 3
-    return buf, n_tok, symc, m, p, declared, hline, pos
+    return buf, n_tok, field == "integer", symc, m, p, declared, hline, pos
 
 
 def read_part(peers, path, whole=False):
@@ -309,7 +314,7 @@ def read_part(peers, path, whole=False):
     gives them, with ``cuts`` (every worker's first row, and the rows last); ``whole``
     (one worker): every column, and a dense file as ``X``."""
     w, W = peers.rank, peers.size
-    buf, n_tok, symc, m, p, declared, hline, pos = attempt(peers, _open, path, whole)
+    buf, n_tok, ints, symc, m, p, declared, hline, pos = attempt(peers, _open, path, whole)
     lo, hi = line_range(buf, w, W, pos)
     b = buf[lo:hi]
     cap = (int(np.count_nonzero(b == 10)) + 1) * (2 if symc else 1)  # two entries a line
@@ -317,8 +322,8 @@ def read_part(peers, path, whole=False):
     rows, cols, vals = np.empty(cap, itype), np.empty(cap, itype), np.empty(cap)
     fb = np.empty((cap // 64 + 1024, 4), np.int64)
     while True:
-        code, line, ls, field_no, entries, k, n_fb = _scan(b, m, p, n_tok, symc, 1 << 62, rows,
-                                                           cols, vals, fb)
+        code, line, ls, field_no, entries, k, n_fb = _scan(b, m, p, n_tok, ints, symc, 1 << 62,
+                                                           rows, cols, vals, fb)
         if n_fb <= fb.shape[0]:
             break
         fb = np.empty((n_fb, 4), np.int64)  # more tokens for float() than room: again
@@ -327,8 +332,8 @@ def read_part(peers, path, whole=False):
     for v, (c, e) in enumerate(got):  # the first problem in file order
         if before + e > declared:  # more entries than declared, in v's part
             if v == w:
-                code, line, ls, field_no, *_ = _scan(b, m, p, n_tok, symc, declared - before,
-                                                     rows, cols, vals, fb)
+                code, line, ls, field_no, *_ = _scan(b, m, p, n_tok, ints, symc,
+                                                     declared - before, rows, cols, vals, fb)
             first = v
             break
         if c:
