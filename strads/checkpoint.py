@@ -360,6 +360,23 @@ def _restored(m, f, arrays, farrays, name, sized):
     return tuple(out) if kind == "tuple" else out
 
 
+def inputs(shards):
+    """The input files' content however the shards split them: the sorted checksums
+    (:func:`strads.io.source.checksum`) of the files they name."""
+    sums, stack = set(), list(shards)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack += v.values()
+        elif isinstance(v, (list, tuple)):
+            stack += v
+        elif hasattr(v, "strads_digest"):
+            sums.update(x for x in v.strads_digest() if x is not None)
+        elif hasattr(v, "__dict__"):
+            stack += vars(v).values()
+    return sorted(sums)
+
+
 def write_manifest(folder, manifest):
     path = os.path.join(folder, MANIFEST)
     m = {"format": FORMAT, **manifest}
@@ -389,7 +406,9 @@ def read_manifest(folder):
         if m.pop("crc", None) != _crc(m):
             raise ValueError("its checksum does not match its content")
         _fields(m, {"round": int, "parts": list, "flags": dict, "engine": dict,
-                    "checkpoint_every": (int, float)})
+                    "checkpoint_every": (int, float), "inputs": list})
+        if any(type(x) is not int for x in m["inputs"]):
+            raise ValueError("input checksums that are not integers")
         _fields(m["engine"], {"app": str, "workers": int, "staleness": int})
         if m["round"] < 0 or m["engine"]["workers"] < 1 or m["engine"]["staleness"] < 0 \
                 or not 0 < m["checkpoint_every"] < math.inf:

@@ -116,6 +116,12 @@ class Driver:
         api.check_app(self.app, self.schedule.first if self.K > 1 else self.schedule,
                       self.update_cls, self.aggregate)
         digest = bool(self.every or self.resume)
+        # the files' content, for a resume on another number of workers (on the same,
+        # each worker's digest of its shard checks it)
+        self.inputs = _ckpt.inputs(shards) if digest else []
+        if manifest is not None and self.reshard and manifest["inputs"] != self.inputs:
+            raise _ckpt.CheckpointError(f"{self.folder}: the input data differs from the "
+                                        "checkpointed run's (was the input changed?)")
         # The first worker compiles every kernel alone, the others load its cache; every
         # shard is sent before any reply is waited for (the workers' set-up may meet).
         mpi = self.tp.is_mpi
@@ -414,6 +420,7 @@ class Driver:
                 _ckpt.write_manifest(self.folder, {
                     "round": wait["round"], "parts": wait["parts"],
                     "checkpoint_every": self.every, "flags": self.flags or {},
+                    "inputs": self.inputs,
                     "engine": {"app": self.app, "workers": self.W,
                                "staleness": self.staleness}, "time": time.time()})
             self.ckpt_wait = None

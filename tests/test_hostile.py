@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.datasets import dump_svmlight_file
 
 import strads
 from strads import checkpoint as ckpt
@@ -389,6 +390,35 @@ def test_checkpoint_resumed_on_other_workers_is_checked_too(checkpointed, tmp_pa
         assert ck_fit(out, max_rounds=40, resume=True, workers=3).rounds == 40
 
 
+@pytest.mark.parametrize("app, name, flags", [
+    ("lasso", "d.svm", []), ("mf", "r.tsv", ["--rank", "2"]), ("lda", "d.txt", ["--topics", "3"])])
+def test_a_changed_input_is_refused_on_resume_on_any_number_of_workers(app, name, flags,
+                                                                       tmp_path):
+    # (on another number of workers it was resumed from: the old state on the new data)
+    rng = np.random.default_rng(0)
+    f = tmp_path / name
+    if app == "lasso":
+        dump_svmlight_file(rng.standard_normal((40, 12)), rng.standard_normal(40), str(f))
+    elif app == "mf":
+        f.write_text("".join(f"{u}\t{i}\t{rng.integers(1, 6)}\n" for u in range(1, 41)
+                             for i in rng.choice(30, 6, replace=False) + 1))
+    else:
+        words = ["apple", "fig", "kiwi", "lime", "pear", "plum"]
+        f.write_text("".join(" ".join(rng.choice(words, 9)) + "\n" for _ in range(30)))
+    base = [f"strads.apps.{app}", "--data", str(f), *flags, "--tol", "0", "--quiet", "--out",
+            str(tmp_path / "o")]
+    p = run_cli([*base, "--workers", "2", "--max-rounds", "3", "--checkpoint-every", "1e-6"])
+    assert p.returncode == 0, p.stderr
+    raw = f.read_bytes()
+    last = b"ab" if app == "lda" else b"54"
+    f.write_bytes(raw[:-2] + last[raw[-2:-1] == last[:1]:][:1] + raw[-1:])  # one byte
+    for workers, why in (("2", "/checkpoint"), ("3", "data differs from the checkpointed")):
+        p = run_cli([*base, "--workers", workers, "--max-rounds", "6", "--resume"])
+        assert p.returncode == 2 and why in one_line(p.stderr), p.stderr
+    f.write_bytes(raw)
+    assert run_cli([*base, "--workers", "3", "--max-rounds", "6", "--resume"]).returncode == 0
+
+
 @pytest.fixture(scope="module")
 def app_checkpoints(tmp_path_factory):
     """MF, LDA and dense Lasso runs of 2 workers checkpointed mid-run: (fit, its
@@ -718,6 +748,35 @@ def test_lone_cr_line_ends_are_named(tmp_path, name, body):
         f.write_bytes(body.replace(b"\r", b"\r\n"))
         refused(lasso_data.load, str(f), str(tmp_path / "t.txt"), match="t.txt: lines end")
         assert lasso_data.load(str(f))[0].shape == (2, 3)
+
+
+W64 = 2 ** 64 + 1  # (int64 arithmetic wraps it to 1)
+
+
+@pytest.mark.parametrize("name, body, match", [
+    ("a.svm", f"3 {W64}:7\n4 2:1\n", f"a.svm:1: feature index {W64} is too large"),
+    ("a.svm", "1 1:1e9223372036854775808 2:1\n", "a.svm:1: feature 1 has value inf, not finite"),
+    ("a.svm", "1e18446744073709551617 2:1\n", "a.svm:1: label is inf, not finite"),
+    ("a.mtx", f"%%MatrixMarket matrix coordinate real general\n2 2 2\n{W64} 1 7\n2 2 1\n",
+     f"a.mtx:3: row index {W64} is out of range 1..2"),
+    ("r.tsv", f"{2 ** 63}\t2\t5\n1\t3\t4\n", f"r.tsv:1: user id {2 ** 63} does not fit"),
+    ("r.tsv", f"1\t{W64}\t5\n", f"r.tsv:1: item id {W64} does not fit"),
+    ("docword.w.txt", f"1\n2\n1\n1 {W64} 1\n", f"docword.w.txt:4: wordID {W64} outside"),
+])
+def test_numbers_beyond_64_bits_are_refused_never_wrapped(tmp_path, name, body, match):
+    # (the one scanner's int64 overflow read 2^64 + 1 as 1 in every format, and
+    # 2e-<20 digits> as 0.2, 2^63 as -2^63)
+    f = tmp_path / name
+    f.write_text(body)
+    (tmp_path / "vocab.w.txt").write_text("a\nb\n")
+    read = {"svm": lasso_data.load, "mtx": lasso_data.load, "tsv": mf_data.read_ratings,
+            "txt": lda_data.load}[name.rsplit(".", 1)[1]]
+    args = (str(f), str(tmp_path / "y.txt")) if name.endswith(".mtx") else (str(f),)
+    (tmp_path / "y.txt").write_text("1\n2\n")
+    refused(read, *args, match=match)
+    f = tmp_path / "e.svm"  # an exponent that wraps: 0.0, not 0.2
+    f.write_text("1 1:2e-18446744073709551617 2:1\n")
+    assert lasso_data.load(str(f))[0].toarray().tolist() == [[0.0, 1.0]]
 
 
 def test_unicode_words_stay_whole_and_the_kernel_is_the_reference(tmp_path):

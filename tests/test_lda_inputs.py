@@ -269,6 +269,8 @@ def test_errors_after_an_auto_format_name_it_and_point_at_format(tmp_path):
         load(str(f), "ldac")
     assert "--format" not in str(e.value)
     refused(cli("--data", f), "N = 3 but 2", note)
+    f.write_bytes(b"apple banana apple\nbanana cherry apple\n")  # a refusal not of the format
+    assert "--format" not in refused(cli("--data", f, "--workers", 3), "3 workers for 2 doc")
     assert "a first line 'N id:count ...': LDA-C" in " ".join(build_parser().format_help()
                                                             .split())
 

@@ -202,7 +202,11 @@ def test_load_refuses_bad_folders_with_one_line_naming_the_file(tmp_path, fitted
     for bad, why in (({**summary, "app": "svm"}, "app 'svm' is not one of"),
                      ({**summary, "params": {"bogus": 1}}, "not parameters of Lasso"),
                      ({**summary, "params": {"alpha": "x"}}, "params: alpha 'x' is not"),
-                     ({**summary, "params": {"fit_intercept": 1}}, "fit_intercept 1")):
+                     ({**summary, "params": {"fit_intercept": 1}}, "fit_intercept 1"),
+                     ({**summary, "app": ["lasso"]}, r"app \['lasso'\] is not one of"),
+                     ({**summary, "app": {"a": 1}}, "app {'a': 1} is not one of"),
+                     ({**summary, "params": {"tol": float("nan")}}, "'tol' parameter of Lasso"),
+                     ({**summary, "params": {"alpha": -1.0}}, "'alpha' parameter of Lasso")):
         (out / "summary.json").write_text(json.dumps(bad))
         with pytest.raises(DataError, match=why):
             strads.load(out)

@@ -66,7 +66,8 @@ def load(path):
         raise DataError(f"{sfile}: no such file") from None
     except (OSError, ValueError) as e:
         raise DataError(f"{sfile}: not a JSON summary ({e})") from None
-    if not isinstance(summary, dict) or summary.get("app") not in _CLASSES:
+    if not isinstance(summary, dict) or not isinstance(summary.get("app"), str) \
+            or summary["app"] not in _CLASSES:
         app = summary.get("app") if isinstance(summary, dict) else None
         raise DataError(f"{sfile}: app {app!r} is not one of {sorted(_CLASSES)}")
     app = summary["app"]
@@ -86,7 +87,9 @@ def load(path):
                             f"its default {defaults[k]!r}")
     model = _Model(mfile)
     try:
-        return _BUILD[app](cls, model, summary, params)
+        est = _BUILD[app](cls, model, summary, params)
+        est._validate_params()  # (the estimator's own rules: tol NaN is not a value)
+        return est
     except DataError:
         raise
     except (TypeError, ValueError) as e:

@@ -159,8 +159,7 @@ def scan_int(b, i, n):
         d = b[i] - 48
         if d < 0 or d > 9:
             break
-        if v < BIG:
-            v = min(v * 10 + d, BIG)
+        v = min(v * 10 + d, BIG) if v <= BIG // 10 else BIG  # (no int64 wrap-around)
         i += 1
     return i, i > s, (-v if neg else v)
 

@@ -305,9 +305,12 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
         return _read_part(path, sniffed, vocab, min_count, peers, stop_words)
     except DataError as e:
         # a guess may be wrong where it fell back to text, or on the lines it looked at;
-        # a bad line further into a UCI or LDA-C file is that file's
-        at = re.match(re.escape(path) + r":(\d+):", str(e))
-        if fmt != "auto" or sniffed != "text" and not (at and int(at[1]) <= 3):
+        # a bad line further into a UCI or LDA-C file is that file's, and a refusal of
+        # the workers or the memory is not about the format
+        msg = str(e)
+        at = re.match(re.escape(path) + r":(\d+):", msg)
+        if fmt != "auto" or not msg.startswith(path) or " would need " in msg \
+                or sniffed != "text" and not (at and int(at[1]) <= 3):
             raise
         raise DataError(f"{e} (--format auto read it as {NAMES[sniffed]}, by its first "
                         "lines; --format uci, ldac or text chooses)") from None

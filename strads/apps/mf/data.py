@@ -63,7 +63,7 @@ def check_ids(arr, what, name):
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             raise DataError(f"{name}: entry {k}: {what} id {arr[k]} is not an integer "
-                            "(exactly, as a float: pass integer arrays)")
+                            "below 2^53 (exactly, as a float: pass integer arrays)")
     if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= rating_io.INT64:
         k = int(np.argmax(arr))
         raise DataError(f"{name}: entry {k}: {what} id {arr[k]} does not fit in a 64-bit "
