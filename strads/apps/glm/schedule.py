@@ -210,7 +210,7 @@ class Priority(_Jacobi):
     plain_rounds = True
     _exact = None  # this round's (groups, Gs) when its block is solved as one group
     _last_exact = None  # the last such block and its Gram matrix
-    _asked = 0  # the block the workers' filter was last asked to fill
+    _sent = 0  # the candidates sent to the workers' filter in its last round
 
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
@@ -349,9 +349,9 @@ class Priority(_Jacobi):
             self._heard()
         plain = min(b, self._plain_cap)
         if self.plain_rounds and not (self.dense or self._filled) and \
-                (self.filter_cap or b) < plain and self._n_kept >= self._asked:
-            # the sparse filter (the scheduler's, or the workers' if they kept all they
-            # were asked for: their budget, not the columns' dependence, held the block)
+                (self.filter_cap or b) < plain and 2 * self._n_kept > self._sent:
+            # the sparse filter (the scheduler's, or the workers' if they kept most of the
+            # candidates sent: the budget, not the columns' dependence, held the block)
             # cannot afford the block: a plain Jacobi round (as round-robin's) of the
             # largest block no such round has risen at
             cand = self.candidates(b)
@@ -364,7 +364,7 @@ class Priority(_Jacobi):
             b = min(b, self.filter_cap or b)
         cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
-            self._b = self._asked = b
+            self._b = b
             cand = cand[~self.busy[cand]]
             _, first = np.unique(cand, return_index=True)
             cand = cand[np.sort(first)]
@@ -381,6 +381,7 @@ class Priority(_Jacobi):
                 # first drawn), the first round's too
                 top = np.searchsorted(price, 2 * AFFORD * (update + ROUND_COST), "right")
                 cand = cand[:max(1, top)]
+            self._sent = cand.shape[0]
             return cand
         # (busy doubles as the filter's "already taken" mask)
         b = min(b, self.filter_cap or b)
