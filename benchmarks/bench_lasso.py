@@ -154,7 +154,7 @@ def main():
                     help="time every fit N times, taking turns, and report the best")
     ap.add_argument("--problems", help="which of the problems (a) to (f) to run, and "
                     "'file': (d) from LIBSVM in one process and under mpiexec (default: "
-                    "all; logreg: (a) to (c)); (g) to (w), small ones in one process "
+                    "all; logreg: (a) to (c)); (g) to (x), small ones in one process "
                     "(SMALL), only when named")
     args = ap.parse_args()
     k = 10 if args.small else 1
@@ -233,8 +233,8 @@ def peers(k, repeat, problems, args=None):
 #: (make_problem's arguments, or near_duplicates' with "group", lambda_max / this):
 #: (g)-(i) issue 30's, (j)-(l) others, (m)-(o) tall ones (X'X bought by the filter), (p)
 #: square and strongly correlated, (q)-(t) dense with p 4-10 times n (where priority's
-#: Jacobi rounds took longer than round-robin's), (u)-(w) where it lost or tied: sparse
-#: at density 0.3, exact duplicates (dense), sparse and tall
+#: Jacobi rounds took longer than round-robin's), (u)-(x) where it lost or tied: sparse
+#: at density 0.3, exact duplicates (dense), sparse and tall, thick with a support near n
 SMALL = {
     "(g)": (dict(n_samples=100, n_features=2000, corr=0.0, dense=True), 10),
     "(h)": (dict(n_samples=300, n_features=3000, corr=0.3, dense=True), 10),
@@ -255,6 +255,7 @@ SMALL = {
     "(u)": (dict(n_samples=1000, n_features=3000, density=0.3), 10),
     "(v)": (dict(n_samples=400, n_features=2000, group=4, noise=0.0, dense=True), 20),
     "(w)": (dict(n_samples=20_000, n_features=300, density=0.05), 20),
+    "(x)": (dict(n_samples=600, n_features=2500, density=0.25, corr=0.3, seed=4), 100),
 }
 
 

@@ -278,18 +278,19 @@ def test_priority_loads_its_kernels_before_the_loop(kind, kernels):
 
 def test_the_workers_gram_is_held_to_the_filters_budget(tmp_path):
     """The workers' filter sums its candidates' Gram matrix, which costs about the square
-    of their non-zeros over the rows: on thick columns (density 0.3) that is ~100 times
-    the block's update at 320 candidates. The schedule holds it to the scheduler's
-    filter's budget (fewer candidates: 320 before), and the Lasso still reaches
-    scikit-learn's optimum, the same bits under MPI."""
+    of their non-zeros over the rows: on thick columns (density 0.3) many times the
+    block's update at 320 candidates. The schedule holds it to the scheduler's filter's
+    budget, priced before they are sent; where it cannot afford the block (and kept all
+    it was asked for), the round is a plain Jacobi round (no Gram) of the whole block.
+    The Lasso still reaches scikit-learn's optimum, the same bits under MPI."""
     import scipy.sparse as sp
     from sklearn.datasets import dump_svmlight_file
     from sklearn.linear_model import Lasso
 
     rng = np.random.default_rng(1)
-    X = sp.random(300, 900, density=0.3, format="csr", random_state=rng,
+    X = sp.random(600, 1200, density=0.3, format="csr", random_state=rng,
                   data_rvs=rng.standard_normal)
-    y = X @ (rng.standard_normal(900) * (rng.random(900) < 0.05)) + rng.standard_normal(300)
+    y = X @ (rng.standard_normal(1200) * (rng.random(1200) < 0.05)) + rng.standard_normal(600)
     path = str(tmp_path / "t.svm")
     dump_svmlight_file(X, y, path)
     lam = lasso.lambda_max(X, y) / 10
@@ -302,13 +303,18 @@ def test_the_workers_gram_is_held_to_the_filters_budget(tmp_path):
 
         def aggregate(round, task, partials):
             if not task.get("full"):
-                sent.append(task["cols"].shape[0])
+                sent.append((task["cols"].shape[0], "select" in task))
             return inner(round, task, partials)
         agg.aggregate = aggregate
         return sched, agg, shards
     res = strads.run(spying, lasso.DATAFIT.Update, workers=3, tol=1e-10,
                      max_rounds=100_000, quiet=True)
-    assert res.stop_reason == "tol" and sent[0] > 250 and max(sent[3:]) <= 160
+    filtered = [m for m, select in sent if select]
+    plain = [m for m, select in sent if not select]
+    # priced before they are sent (320 at the first round unpriced), then halved
+    assert res.stop_reason == "tol" and max(filtered) < 250 and \
+        max(filtered[2:], default=0) <= 160
+    assert plain and max(plain) == 256  # (the block; no Gram summed)
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
     f_ref = lasso.objective(X, y, sk.coef_, lam)
     assert lasso.objective(X, y, res.model["coef"], lam) <= f_ref * (1 + 1e-6)
@@ -321,12 +327,14 @@ def test_the_workers_gram_is_held_to_the_filters_budget(tmp_path):
 def test_the_sparse_filter_prices_its_steps_through_the_rows(monkeypatch):
     """The scheduler's sparse filter steps through its kept columns' rows, each step a
     dependent load (CHASE streamed multiply-adds): on thick columns (density 0.3) its
-    budget halves the blocks it fills (its steps cost ~20 times the update's), and the
-    Lasso still reaches scikit-learn's optimum."""
+    in-kernel stop holds what it keeps (60-74 unpriced), its budget halves the block it
+    may fill (its steps cost ~20 times the update's), and the Lasso still reaches
+    scikit-learn's optimum."""
     import scipy.sparse as sp
     from sklearn.linear_model import Lasso
 
     from strads.apps.glm import groups as KG
+    from strads.apps.glm.schedule import Priority
     rng = np.random.default_rng(2)
     X = sp.random(300, 900, density=0.3, format="csc", random_state=rng,
                   data_rvs=rng.standard_normal)
@@ -339,9 +347,13 @@ def test_the_sparse_filter_prices_its_steps_through_the_rows(monkeypatch):
         kept.append(out[0])
         return out
     monkeypatch.setattr(KG, "block_sparse", recording)
+    caps, afford = [], Priority._afford
+    monkeypatch.setattr(Priority, "_afford", lambda self, *a: (
+        afford(self, *a), caps.append(self.filter_cap)))
     res = lasso.fit(X, y, lam=lam, schedule="priority", tol=1e-10, max_rounds=100_000,
                     quiet=True)
-    assert res.stop_reason == "tol" and max(kept[3:]) <= 48  # (60-74 before)
+    assert res.stop_reason == "tol" and kept and max(kept) <= 48
+    assert 0 < caps[-1] < 256  # (and the plain rounds: test_lasso_priority)
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
     f_ref = lasso.objective(X, y, sk.coef_, lam)
     assert lasso.objective(X, y, res.model["coef"], lam) <= f_ref * (1 + 1e-6)

@@ -210,6 +210,7 @@ class Priority(_Jacobi):
     plain_rounds = True
     _exact = None  # this round's (groups, Gs) when its block is solved as one group
     _last_exact = None  # the last such block and its Gram matrix
+    _sent = 0  # the candidates sent to the workers' filter in its last round
 
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
@@ -275,7 +276,7 @@ class Priority(_Jacobi):
         task = super().schedule(round)
         if self.last_full == round:
             return task
-        if self.remote:
+        if self.remote and self._b:
             # the workers filter the candidates (they return the block and its groups)
             task["select"] = (self.rho, self._b)
         elif self._exact is not None:
@@ -346,6 +347,20 @@ class Priority(_Jacobi):
             return self._choose_exact(b if self.staleness else self.max_block)
         if self.remote:
             self._heard()
+        plain = min(b, self._plain_cap)
+        if self.plain_rounds and not (self.dense or self._filled) and \
+                (self.filter_cap or b) < plain and 2 * self._n_kept > self._sent:
+            # the sparse filter (the scheduler's, or the workers' if they kept most of the
+            # candidates sent: the budget, not the columns' dependence, held the block)
+            # cannot afford the block: a plain Jacobi round (as round-robin's) of the
+            # largest block no such round has risen at
+            cand = self.candidates(b)
+            self._n_kept = self._plain_last = plain
+            self._b = 0  # (no "select": the workers step the block as it is)
+            cand = cand[~self.busy[cand]]
+            _, first = np.unique(cand, return_index=True)
+            return np.sort(cand[np.sort(first)[:plain]])
+        if self.remote:
             b = min(b, self.filter_cap or b)
         cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
@@ -356,20 +371,18 @@ class Priority(_Jacobi):
             cand = cand[self.agg.norms[cand] > 0]
             nnz = getattr(self.agg, "col_nnz", None)
             if nnz is not None:  # the workers' Gram: the rows' candidates squared, at least
-                z = float(nnz[cand].sum())
-                self._afford(z * z / self.agg.n + cand.shape[0] ** 2,
-                             float(nnz[cand[:b]].sum()))
+                z = np.cumsum(nnz[cand], dtype=np.float64)
+                price = z * z / self.agg.n + np.arange(1.0, z.shape[0] + 1) ** 2
+                update = z[min(b, z.shape[0]) - 1] if z.shape[0] else 0.0
+                cap = self.filter_cap or self.max_block
+                self._afford(price[-1] if z.shape[0] else 0.0, update)
+                self._falling = self.filter_cap < cap
+                # priced before it is sent: no more of them than the budget affords (the
+                # first drawn), the first round's too
+                top = np.searchsorted(price, 2 * AFFORD * (update + ROUND_COST), "right")
+                cand = cand[:max(1, top)]
+            self._sent = cand.shape[0]
             return cand
-        plain = min(b, self._plain_cap)
-        if self.plain_rounds and not (self.dense or self._filled or self._falling) and \
-                (self.filter_cap or b) < plain:
-            # the sparse filter cannot afford the block (its cap below it, no longer
-            # halving): a plain Jacobi round (as round-robin's) of the largest block no
-            # such round has risen at
-            self._n_kept = self._plain_last = plain
-            cand = cand[~self.busy[cand]]
-            _, first = np.unique(cand, return_index=True)
-            return np.sort(cand[np.sort(first)[:plain]])
         # (busy doubles as the filter's "already taken" mask)
         b = min(b, self.filter_cap or b)
         if self._out.shape[0] <= 2 * b:  # (a resumed run's block may exceed this one's)
