@@ -366,3 +366,25 @@ def test_gap_safe_screening_only_drops_zeros_of_the_solution():
     assert len(screened) + empty > 2000  # most of the 3,000 coordinates
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=10**6).fit(X, y)
     assert not sk.coef_[screened].any()
+
+
+@pytest.mark.parametrize("shape,density,ratio,intercept", [
+    ((60, 200), None, 1e-3, False), ((80, 300), 0.05, 1e-4, False),
+    ((200, 100), 0.1, 1e-2, True), ((50, 400), None, 1e-4, True)])
+def test_every_certified_gap_bounds_the_objective_error(shape, density, ratio, intercept):
+    """Each round's duality gap is at least P(w) - P(w*) (w* scikit-learn's at tol 1e-12),
+    near interpolation (small alphas: support ~ n) too."""
+    rng = np.random.default_rng(sum(shape))
+    X = rng.standard_normal(shape) if density is None else sp.random(
+        *shape, density=density, format="csc", random_state=rng, data_rvs=rng.standard_normal)
+    y = X @ rng.standard_normal(shape[1]) + rng.standard_normal(shape[0]) + 3.0
+    lam = ratio * lasso.lambda_max(X, y - intercept * y.mean())
+    res = lasso.fit(X, y, lam=lam, intercept=intercept, tol=1e-8, log_interval=0, quiet=True)
+    sk = Lasso(alpha=lam, fit_intercept=intercept, tol=1e-12, max_iter=10**6).fit(X, y)
+    r = y - X @ sk.coef_ - sk.intercept_
+    f_star = min(0.5 * float(r @ r) / shape[0] + lam * np.abs(sk.coef_).sum(),
+                 res.objective)
+    rows = [row for row in res.trace if np.isfinite(row["duality_gap"])]
+    assert len(rows) > 2 and res.stop_reason == "tol"
+    for row in rows:
+        assert row["duality_gap"] >= row["objective"] - f_star - 1e-12 * f_star

@@ -401,9 +401,13 @@ def cd_dense(G, q, b, c, thresh, tol, n_passes, hist, state, root):
             state[0] = n_hist
             return it + 1, True
         n_hist, acc = anderson(hist, n_hist, b)
-        if acc.shape[0] and quad_dense(G, c, acc, thresh) < quad_dense(G, c, b, thresh):
-            b[:] = acc
-            q[:] = c - G @ b
+        if acc.shape[0]:
+            f_b = 0.0  # -1/2 b'(c + q) + thresh |b|_1 (Gb = c - q): no pass over G
+            for j in range(m):
+                f_b += b[j] * (thresh * np.sign(b[j]) - 0.5 * (c[j] + q[j]))
+            if quad_dense(G, c, acc, thresh) < f_b:
+                b[:] = acc
+                q[:] = c - G @ b
     state[0] = n_hist
     return n_passes, False
 
