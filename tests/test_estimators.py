@@ -149,7 +149,7 @@ def test_lasso_warm_start_path_and_cv_match_sklearn(sparse):
     np.testing.assert_allclose(coefs, sk_coefs, rtol=1e-5, atol=1e-8)
     assert coefs.shape == (40, 12) and (gaps >= 0).all()
     # cross-validation along the path: scikit-learn's alpha, errors and final model
-    cv = LassoCV(n_alphas=15, cv=3, tol=1e-10).fit(data, y)
+    cv = LassoCV(alphas=15, cv=3, tol=1e-10).fit(data, y)  # (scikit-learn's call; n_alphas too)
     sk = SkLassoCV(alphas=15, cv=3, tol=1e-12, max_iter=1_000_000).fit(Xd, y)
     np.testing.assert_allclose(cv.alphas_, sk.alphas_, rtol=1e-12)
     np.testing.assert_allclose(cv.mse_path_, sk.mse_path_, rtol=1e-6)

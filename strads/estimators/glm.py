@@ -313,7 +313,9 @@ def _with_column(X, value):
 def _alpha_grid(X, y, fit_intercept, eps, n_alphas, alphas=None):
     """``alphas`` largest first, or (None) scikit-learn's grid: n_alphas from alpha_max =
     max |Xc'yc| / n down to eps times it, evenly on a log scale (Xc, yc: centred with an
-    intercept)."""
+    intercept). An int ``alphas`` is the grid's length (as scikit-learn's since 1.7)."""
+    if isinstance(alphas, Integral) and not isinstance(alphas, bool):
+        n_alphas, alphas = alphas, None
     if alphas is not None:
         return np.sort(np.asarray(alphas, dtype=np.float64))[::-1]
     n = X.shape[0]
@@ -379,7 +381,7 @@ class LassoCV(RegressorMixin, _LinearModel):
     ----------
     eps, n_alphas, alphas
         The grid, as :func:`lasso_path` (alphas None: ``n_alphas`` from alpha_max down
-        to ``eps`` alpha_max).
+        to ``eps`` alpha_max; an int: that many, as scikit-learn's since 1.7).
     cv : int, cross-validation generator or iterable, default=5
         The folds (scikit-learn's ``check_cv``: an int is a KFold).
     fit_intercept, schedule, tol, max_iter, n_jobs, random_state
@@ -405,7 +407,8 @@ class LassoCV(RegressorMixin, _LinearModel):
     _parameter_constraints = {
         **{k: v for k, v in _LinearModel._parameter_constraints.items()
            if k not in ("alpha", "warm_start")}, "eps": _POSITIVE, "cv": ["cv_object"],
-        "n_alphas": [Interval(Integral, 1, None, closed="left")], "alphas": ["array-like", None]}
+        "n_alphas": [Interval(Integral, 1, None, closed="left")],
+        "alphas": [Interval(Integral, 1, None, closed="left"), "array-like", None]}
 
     @collective
     @_fit_context(prefer_skip_nested_validation=True)
