@@ -632,7 +632,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
             result = _in_process(setup, update, workers, threads, signals, kw)
         else:
             result = _under_mpi(setup, update, scheduler, signals, kw)
-    if result is not None and result.stop_reason in ("interrupted", "diverged"):
+    if result is not None and result.rank == 0 and result.stop_reason in (
+            "interrupted", "diverged"):  # (leaderless: every rank has the result)
         what = (f"interrupted by {signal.Signals(result.signal).name}"
                 if result.stop_reason == "interrupted" else
                 f"stopped: the objective diverged ({result.objective:.6g})")
@@ -731,5 +732,7 @@ def _under_mpi(setup, update, scheduler, signals, kw):
                 time.sleep(1.0)  # every rank found it: rank 0 says so, once
                 os._exit(1)
             brief = isinstance(exc, (DataError, ScheduleDivergence))
+            if rep and tp.rank and isinstance(exc, DataError):
+                time.sleep(2.0)  # every rank ran the same setup: rank 0 says it, once
             tp.abort(exc, 2 if isinstance(exc, DataError) else 1, brief=brief)
 
