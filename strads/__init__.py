@@ -3,12 +3,13 @@
 A custom app subclasses :class:`Schedule`, :class:`Update` and :class:`Aggregate` and
 starts with :func:`run`; the same code runs in one process or under ``mpiexec``.
 """
+from . import cli  # (strads.cli.run_app, parser, main: docs/extending.md)
 from .api import Aggregate, Context, Result, Schedule, Update, split_balanced
 from .driver import run
 from .errors import DataError, StalenessError
 
 __all__ = ["Schedule", "Update", "Aggregate", "Context", "run", "Result", "DataError",
-           "StalenessError", "split_balanced"]
+           "StalenessError", "split_balanced", "cli"]
 __version__ = "0.1.0"
 
 

@@ -218,6 +218,30 @@ def check_app(app, schedule, update_cls, aggregate):
                         "(see strads.Schedule, strads.Update and strads.Aggregate)")
 
 
+def check_hook(aggregate, hook, got, taken):
+    """What an Aggregate's ``hook`` (trace, summary, finish) returned: a dict with none
+    of the engine's own keys ``taken`` (it would replace them), a trace's values CSV
+    cells, a model's arrays without objects."""
+    name = f"{type(aggregate).__name__}.{hook}()"
+    if not isinstance(got, dict):
+        raise TypeError(f"{name} returned {type(got).__name__}, not a dict")
+    clash = sorted(map(str, set(got) & set(taken)))
+    if clash:
+        raise TypeError(f"{name} returned {clash[0]!r}, one of the engine's own fields")
+    for k, v in got.items() if hook == "trace" else ():
+        if not (v is None or isinstance(v, (int, float, str, np.number, np.bool_))):
+            raise TypeError(f"{name} returned {type(v).__name__} for {k!r}: a trace.csv "
+                            "cell is a number or a string")
+    for k, v in got.items() if hook == "finish" else ():
+        try:
+            ok = not np.asarray(v).dtype.hasobject
+        except ValueError:  # (a ragged list)
+            ok = False
+        if not ok:
+            raise TypeError(f"{name} returned objects for {k!r}: model.npz holds arrays "
+                            "of numbers or strings (no pickles)")
+
+
 def check_sync(aggregate, update_cls):
     """A sync that the workers would not apply: refused, naming the hook."""
     if update_cls.apply is Update.apply:
@@ -258,10 +282,15 @@ class Result:
     traffic: list = field(default_factory=list)  # per rank: bytes, messages, peak RSS
     rank: int = 0  # leaderless: the rank that holds this copy (rank 0 prints and writes)
 
+    FIELDS = ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
+              "objective", "stop_reason")
+    #: summary.json's fields of the engine's own: no app's summary() replaces them
+    ENGINE = FIELDS + ("updates_per_s", "max_staleness_seen", "traffic", "rebalances",
+                       "rows_per_worker", "scheduler", "schedule_digest", "digest_checks",
+                       "schedulers", "recoveries")
+
     def summary(self):
-        s = {k: getattr(self, k) for k in
-             ("app", "ranks", "workers", "staleness", "rounds", "updates", "wall_s",
-              "objective", "stop_reason")}
+        s = {k: getattr(self, k) for k in self.FIELDS}
         s["updates_per_s"] = self.updates / self.wall_s if self.wall_s > 0 else 0.0
         s["max_staleness_seen"] = int((self.versions[:, 0] - self.versions[:, 2]).max()
                                       if len(self.versions) else 0)

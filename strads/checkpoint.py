@@ -144,7 +144,8 @@ def _replace(tmp, path):
     try:
         os.replace(tmp, path)
     except OSError as e:
-        os.unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):  # (another run into the folder's)
+            os.unlink(tmp)
         raise WriteError(f"{path}: cannot write: {e.strerror or e}") from None
 
 
@@ -222,7 +223,8 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
                               f"{', '.join(odd)[:200]})")
     try:
         return {k: _restored(m, fmeta.get(k, also.get(k)), arrays, farrays, k,
-                             k in sized or not sizes) for k, m in meta.items()}
+                             k in sized or not sizes, owner is not None)
+                for k, m in meta.items()}
     except _Misfit as e:
         raise CheckpointError(f"{where}: {name}.{e} does not fit this run") from None
     except RecursionError:
@@ -287,14 +289,16 @@ def _kind(m, name):
     raise _Misfit(f"{name}: malformed ({str(m)[:60]})")
 
 
-def _restored(m, f, arrays, farrays, name, sized):
+def _restored(m, f, arrays, farrays, name, sized, app):
     """Node ``m`` decoded, checked against the fresh node ``f`` (None: nothing to
-    check against)."""
+    check against); in an ``app``'s piece a number is any number (a sum started at 0
+    holds 0.5 later, a flag False a NumPy bool): its load_state checks what it needs."""
     kind = _kind(m, name)
     fkind = None if f is None else _kind(f, name)
-    if fkind == "int" and kind == "number":  # (a count, an index, a seed)
+    if fkind == "int" and kind == "number" and not app:  # (a count, an index, a seed)
         raise _Misfit(f"{name}: a float (this run has an integer)")
-    if fkind == "None" or kind != fkind and {kind, fkind} <= _NUMBERS:
+    if fkind == "None" or (app or kind != fkind) and {kind, fkind} <= (
+            _NUMBERS | {"bool"} if app else _NUMBERS):
         f = fkind = None
     if fkind is not None and kind not in (fkind, "None"):
         raise _Misfit(f"{name}: {kind} (this run has {fkind})")
@@ -337,7 +341,7 @@ def _restored(m, f, arrays, farrays, name, sized):
         missing = sorted(set(fd) - set(items))
         if missing:
             raise _Misfit(f"{name}: no key {str(missing[0])[:40]!r}")
-        return {k: _restored(x, fd.get(k), arrays, farrays, f"{name}/{k}", sized)
+        return {k: _restored(x, fd.get(k), arrays, farrays, f"{name}/{k}", sized, app)
                 for k, x in items.items()}
     if not isinstance(items, list):
         raise _Misfit(f"{name}: malformed")
@@ -350,7 +354,7 @@ def _restored(m, f, arrays, farrays, name, sized):
     # each item is checked against the fresh one at its place; beyond the fresh list's
     # end (and in a deque: a queue's items come and go), against its last, any size
     out = [_restored(x, fl[min(i, len(fl) - 1)] if fl else None, arrays, farrays,
-                     f"{name}/{i}", sized or kind == "deque" or i >= len(fl or ()))
+                     f"{name}/{i}", sized or kind == "deque" or i >= len(fl or ()), app)
            for i, x in enumerate(items)]
     if kind == "deque":
         maxlen = m.get("maxlen")

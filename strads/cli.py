@@ -129,8 +129,9 @@ def main(prog, fn, args):
     Exit codes: 2 bad input, 3 a diverged objective, 128 + N stopped by signal N."""
     try:
         result = fn(args)
-    except DataError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+    except DataError as e:  # (under mpiexec: raised on every rank before the run)
+        if launched_rank() == 0:
+            print(f"{prog}: error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:  # a second Ctrl-C: abort now, not after a worker's kernel
         print(f"{prog}: interrupted again: aborted", file=sys.stderr)

@@ -320,6 +320,9 @@ class Driver:
         _launch().note_round(self.done)
         now = self._now()
         objective = self.aggregate.objective()
+        if not _ckpt._number(objective):
+            raise TypeError(f"{type(self.aggregate).__name__}.objective() returned "
+                            f"{type(objective).__name__}, not a number")
         signum = signum if self.rep else self.signals.signum or signum
         if signum:
             self._stop("interrupted")
@@ -374,7 +377,9 @@ class Driver:
         agg = self.aggregate
         row = {"round": self.done, "wall_s": round(now, 6), "updates": agg.updates,
                "objective": agg.objective()}
-        row.update(agg.trace())
+        extra = agg.trace()
+        api.check_hook(agg, "trace", extra, row)
+        row.update(extra)
         self.trace.append(row)
 
     def checkpoint(self):
@@ -448,12 +453,15 @@ class Driver:
         wall = time.perf_counter() - self.t0
         agg = self.aggregate
         model = agg.finish(collected)
+        api.check_hook(agg, "finish", model, ())
         # the last row is the final model's, as the summary (finish may score it exactly)
         if self.trace and self.trace[-1]["round"] == self.done:
             self.trace.pop()
         self._log(wall)
         self.progress.show(wall, self.done, agg.updates, agg.objective(), final=True)
-        extra = dict(agg.summary())
+        extra = agg.summary()
+        api.check_hook(agg, "summary", extra, api.Result.ENGINE)
+        extra = dict(extra)
         if self.rebal:
             extra.update(rebalances=self.rebalances, rows_per_worker=self.rows)
         if self.rep:
@@ -611,6 +619,9 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
                         f"{_transport.mpi_world_size()}: no rank is left for a worker "
                         f"(ranks 0..{schedulers - 1} schedule)")
     setup, update = _test_hook(setup, update)
+    if not isinstance(update, type):  # (each worker makes its own from its shard)
+        raise TypeError("update must be a subclass of strads.Update, got an instance of "
+                        f"{type(update).__name__}")
     if mpi and os.environ.get("STRADS_LAUNCH"):  # the launcher watches for a lost rank
         _launch().heartbeat()
     memory.keep_freed_memory()
@@ -621,7 +632,8 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
             result = _in_process(setup, update, workers, threads, signals, kw)
         else:
             result = _under_mpi(setup, update, scheduler, signals, kw)
-    if result is not None and result.stop_reason in ("interrupted", "diverged"):
+    if result is not None and result.rank == 0 and result.stop_reason in (
+            "interrupted", "diverged"):  # (leaderless: every rank has the result)
         what = (f"interrupted by {signal.Signals(result.signal).name}"
                 if result.stop_reason == "interrupted" else
                 f"stopped: the objective diverged ({result.objective:.6g})")
@@ -720,5 +732,7 @@ def _under_mpi(setup, update, scheduler, signals, kw):
                 time.sleep(1.0)  # every rank found it: rank 0 says so, once
                 os._exit(1)
             brief = isinstance(exc, (DataError, ScheduleDivergence))
+            if rep and tp.rank and isinstance(exc, DataError):
+                time.sleep(2.0)  # every rank ran the same setup: rank 0 says it, once
             tp.abort(exc, 2 if isinstance(exc, DataError) else 1, brief=brief)
 

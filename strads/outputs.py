@@ -198,15 +198,17 @@ def check_out(out):
 
 
 def jsonable(d):
-    """``d`` with NumPy scalars as Python ones and non-finite floats as None (no NaN)."""
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, np.generic):
-            v = v.item()
-        if isinstance(v, float) and not math.isfinite(v):
-            v = None
-        out[k] = v
-    return out
+    """``d`` with NumPy arrays and scalars as Python lists and numbers, and non-finite
+    floats as None (no NaN), in its lists and dicts too."""
+    def py(v):
+        if isinstance(v, (np.ndarray, np.generic)):
+            v = v.tolist()
+        if isinstance(v, (list, tuple)):
+            return [py(x) for x in v]
+        if isinstance(v, dict):
+            return jsonable(v)
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+    return {k: py(v) for k, v in d.items()}
 
 
 COMPILING = "compiling kernels (first run only)"

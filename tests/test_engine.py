@@ -300,6 +300,68 @@ def test_a_sync_that_the_workers_cannot_apply_is_refused_naming_the_hook():
         strads.run(setup, Forgetful, workers=2, max_rounds=5, quiet=True)
 
 
+def _ridge_setup(agg_cls):
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 4)), rng.standard_normal(40)
+
+    def setup(ctx):
+        rows = np.array_split(np.arange(40), ctx.n_workers)
+        return ridge.Cyclic(4, 2), agg_cls(40, 4, 0.1), [
+            {"X": X[r], "y": y[r]} for r in rows]
+    return setup
+
+
+@pytest.mark.parametrize("hook, value, match", [
+    ("trace", {"round": 99}, r"trace\(\) returned 'round', one of the engine's own"),
+    ("trace", {"objective": -1.0}, r"trace\(\) returned 'objective', one of the engine"),
+    ("trace", {"per_block": np.ones(3)}, r"trace\(\) returned ndarray for 'per_block': a "
+                                         "trace.csv cell is a number or a string"),
+    ("summary", {"rounds": 7}, r"summary\(\) returned 'rounds', one of the engine's own"),
+    ("summary", {"stop_reason": "mine"}, r"summary\(\) returned 'stop_reason'"),
+    ("summary", [("a", 1)], r"summary\(\) returned list, not a dict"),
+    ("finish", {"coef": np.array([{}, 1])}, r"finish\(\) returned objects for 'coef'"),
+    ("finish", {"coef": [[1.0], [1.0, 2.0]]}, r"finish\(\) returned objects for 'coef'"),
+])
+def test_an_aggregate_hook_may_not_replace_the_engines_fields(tmp_path, hook, value, match):
+    Bad = type("Bad", (ridge.RidgeAggregate,), {hook: lambda self, *a: value})
+    with pytest.raises(TypeError, match="Bad." + match):
+        strads.run(_ridge_setup(Bad), ridge.RidgeUpdate, workers=2, max_rounds=5,
+                   quiet=True, out=str(tmp_path / "o"))
+    assert not (tmp_path / "o" / "summary.json").exists()  # (not rewritten silently)
+
+
+def test_an_update_instance_or_an_objective_not_a_number_is_refused_in_one_line():
+    with pytest.raises(TypeError, match="^update must be a subclass of strads.Update, got an "
+                                        "instance of RidgeUpdate$"):
+        strads.run(_ridge_setup(ridge.RidgeAggregate), ridge.RidgeUpdate(
+            {"X": 0, "y": np.ones(1)}), max_rounds=5, quiet=True)
+    Words = type("Words", (ridge.RidgeAggregate,), {"objective": lambda self: "0.5"})
+    with pytest.raises(TypeError, match=r"^Words.objective\(\) returned str, not a number$"):
+        strads.run(_ridge_setup(Words), ridge.RidgeUpdate, max_rounds=5, quiet=True)
+
+
+def test_strads_cli_is_an_attribute_of_strads():
+    import subprocess
+    code = "import strads; print(strads.cli.parser('x.py').prog, strads.cli.run_app.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout == "python x.py run_app\n", out.stderr
+
+
+def test_a_summary_of_numpy_arrays_is_written_as_lists(tmp_path):
+    import json
+
+    class Arrays(ridge.RidgeAggregate):
+        def summary(self):
+            return {"per_block": np.array([1.0, np.nan]), "n": np.int64(3),
+                    "nested": [np.float32(0.5), {"x": np.arange(2)}]}
+
+    strads.run(_ridge_setup(Arrays), ridge.RidgeUpdate, workers=2, max_rounds=5, quiet=True,
+               out=str(tmp_path / "o"))
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert s["per_block"] == [1.0, None] and s["n"] == 3
+    assert s["nested"] == [0.5, {"x": [0, 1]}] and s["rounds"] == 5
+
+
 def test_a_custom_app_gets_the_standard_command_line(tmp_path, capsys):
     import json
     res = ridge.main(["--workers", "2", "--max-rounds", "30", "--quiet", "--lam", "0.5",

@@ -846,3 +846,49 @@ def test_fuzz_a_few_mutations_of_each_format(fmt):
                                 kinds=("corrupt", "edit"))
     assert not defects, defects[:3]
     assert sum(counts.values()) == n
+
+
+# -- an app's numbers change kind with the run (hunt 2) -----------------------------------
+class _KSchedule(strads.Schedule):
+    def schedule(self, round):
+        return None if round >= 40 else {}
+
+
+class _KUpdate(strads.Update):
+    def __init__(self, shard):
+        pass
+
+    def update(self, task):
+        return {"g": 0.5}
+
+
+class _KAggregate(strads.Aggregate):
+    def __init__(self):  # a Python int, a bool and a NumPy int: floats and a NumPy bool later
+        self.total, self.flag, self.n = 0, False, np.int64(0)
+
+    def aggregate(self, round, task, partials):
+        self.updates += 1
+        self.total += partials[0]["g"]
+        self.n = self.n + 0.25
+        self.flag = np.float64(self.total) > 3
+
+    def objective(self):
+        return 1.0 / (1 + self.total)
+
+
+def test_resume_app_numbers_of_another_kind(tmp_path):
+    def go(**kw):
+        return strads.run(lambda ctx: (_KSchedule(), _KAggregate(), [{}] * ctx.n_workers),
+                          _KUpdate, workers=2, quiet=True, mpi=False, out=str(tmp_path / "o"),
+                          **kw)
+    whole = go()
+    go(max_rounds=10, checkpoint_every=1e-6)
+    res = go(resume=True)  # was: "aggregate.total: a float (this run has an integer)"
+    assert res.rounds == whole.rounds == 40 and res.objective == whole.objective
+
+
+def test_a_checkpoint_file_taken_by_another_run_is_one_line(tmp_path):
+    # two runs into one --out: the other renamed this one's .tmp (was a FileNotFoundError
+    # traceback from the clean-up)
+    with pytest.raises(outputs.WriteError, match="manifest.json: cannot write: No such file"):
+        ckpt._replace(str(tmp_path / "manifest.json.tmp"), str(tmp_path / "manifest.json"))

@@ -259,17 +259,18 @@ def _interrupt(cmd, sig, out, after_round=20, rank=None):
     return proc.returncode, stdout, stderr
 
 
-@pytest.mark.parametrize("np_, sig, code, rank", [(None, signal.SIGINT, 130, None),
-                                                  (None, signal.SIGTERM, 143, None),
-                                                  (3, signal.SIGINT, 130, None),
-                                                  (3, signal.SIGTERM, 143, None),
-                                                  (3, signal.SIGTERM, 143, 2)])
-def test_a_signal_stops_at_a_round_with_outputs_and_a_checkpoint(np_, sig, code, rank,
+@pytest.mark.parametrize("np_, sig, code, rank, rep", [(None, signal.SIGINT, 130, None, 0),
+                                                       (None, signal.SIGTERM, 143, None, 0),
+                                                       (3, signal.SIGINT, 130, None, 0),
+                                                       (3, signal.SIGINT, 130, None, 1),
+                                                       (3, signal.SIGTERM, 143, None, 0),
+                                                       (3, signal.SIGTERM, 143, 2, 0)])
+def test_a_signal_stops_at_a_round_with_outputs_and_a_checkpoint(np_, sig, code, rank, rep,
                                                                  tmp_path):
     out = tmp_path / "o"
     cmd = [sys.executable, "-m", "strads.apps.lasso", "--schedule", "priority", "--tol", "0",
            "--max-rounds", "100000000", "--quiet", "--out", str(out),
-           "--checkpoint-every", "0.05"]
+           "--checkpoint-every", "0.05"] + ["--scheduler", "replicated"] * rep
     if np_:
         cmd = [mpiexec(), "-n", str(np_), *cmd]
     rc, stdout, stderr = _interrupt(cmd, sig, out, rank=rank)
@@ -280,6 +281,7 @@ def test_a_signal_stops_at_a_round_with_outputs_and_a_checkpoint(np_, sig, code,
     assert json.loads(stdout.strip().splitlines()[-1]) == summary  # mpiexec may say more
     name = signal.Signals(sig).name
     assert f"[lasso] interrupted by {name} at round {summary['rounds']}" in stderr
+    assert stderr.count("interrupted by") == 1  # (leaderless: every rank stops; one line)
     manifest = json.loads((out / "checkpoint" / "manifest.json").read_text())
     assert manifest["round"] == summary["rounds"]  # the last checkpoint: where it stopped
     assert model(out)["coef"].shape == (10000,)

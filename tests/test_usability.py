@@ -169,6 +169,14 @@ def test_under_mpiexec_usage_and_errors_are_said_once(tmp_path):
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and said in p.stderr
 
 
+def test_under_mpiexec_refusals_before_the_run_are_said_once(tmp_path):
+    for flags in (["--rebalance", "--checkpoint-every", "1", "--out", str(tmp_path / "a")],
+                  ["--schedulers", "3", "--scheduler", "replicated"],
+                  ["--scheduler", "replicated", "--resume", "--out", str(tmp_path / "b")]):
+        p = run_cli(["strads.apps.lasso", *flags], np=3)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, (flags, p.stderr)
+
+
 def _rank_pid(mark, rank):
     for env in glob.glob("/proc/[0-9]*/environ"):
         try:
