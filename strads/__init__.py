@@ -3,7 +3,10 @@
 A custom app subclasses :class:`Schedule`, :class:`Update` and :class:`Aggregate` and
 starts with :func:`run`; the same code runs in one process or under ``mpiexec``.
 """
-from . import cli  # (strads.cli.run_app, parser, main: docs/extending.md)
+from . import _cache
+
+_cache.check()  # before any kernel is loaded from numba's cache
+from . import cli  # noqa: E402  (strads.cli.run_app, parser, main: docs/extending.md)
 from .api import Aggregate, Context, Result, Schedule, Update, split_balanced
 from .driver import run
 from .errors import DataError, StalenessError

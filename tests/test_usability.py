@@ -251,3 +251,31 @@ def test_a_finished_lda_run_goes_on_with_more_sweeps(tmp_path, capsys):
         for k in y.files:
             np.testing.assert_array_equal(x[k], y[k])
     capsys.readouterr()
+
+
+def test_a_changed_kernel_module_drops_every_kernel_cache(tmp_path):
+    """numba keys a kernel's cache on its own module only: a caller in another module
+    would keep a changed callee's old code (an editable install after git pull)."""
+    import os
+
+    from strads import _cache
+
+    (tmp_path / "sub" / "__pycache__").mkdir(parents=True)
+    kern, other = tmp_path / "kern.py", tmp_path / "sub" / "other.py"
+    kern.write_text("from numba import njit\n@njit(cache=True)\ndef f(x):\n    return x\n")
+    other.write_text("x = 1\n")
+    caches = [tmp_path / "sub" / "__pycache__" / "other.g-1.py311.nbi",
+              tmp_path / "sub" / "__pycache__" / "other.g-1.py311.1.nbc"]
+
+    def fill():
+        for c in caches:
+            c.write_bytes(b"x")
+    fill()
+    assert _cache.check(tmp_path) and not any(c.exists() for c in caches)  # unknown: gone
+    fill()
+    assert not _cache.check(tmp_path) and all(c.exists() for c in caches)
+    other.write_text("x = 2\n")  # no kernel there: the caches stay
+    assert not _cache.check(tmp_path) and all(c.exists() for c in caches)
+    kern.write_text(kern.read_text() + "\n")
+    os.utime(kern, ns=(1, 1))
+    assert _cache.check(tmp_path) and not any(c.exists() for c in caches)
