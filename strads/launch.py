@@ -318,10 +318,10 @@ def main(argv=None):
                "--out run --checkpoint-every 30")
     p.add_argument("-n", type=int, required=True, metavar="N", help="ranks to start with")
     p.add_argument("--min-ranks", type=int, default=2, metavar="M",
-                   help="stop instead of restarting below this many ranks")
+                   help="stop instead of restarting below this many ranks (default: 2)")
     p.add_argument("--max-restarts", type=int, default=3, metavar="R",
-                   help="restarts at most (0: none; the app then needs no --out: the "
-                        "launcher only names a rank that died)")
+                   help="restarts at most (default: 3; 0: none, the app then needs no "
+                        "--out: the launcher only names a rank that died)")
     p.add_argument("--hostfile", metavar="F",
                    help="hosts for mpiexec (lines 'host' or 'host:slots'); a lost rank's "
                         "host is left out of the restarts")

@@ -200,7 +200,8 @@ ENGINE = (
           "(apps whose schedule splits: lasso with --schedule priority, round-robin or "
           "random; lda)", low=1, metavar="K"),
     Param("rebalance", False, "move rows (samples, documents) from slow workers to fast "
-          "ones, by their measured seconds of work"),
+          "ones, by their measured seconds of work (apps whose Update gives and takes "
+          "rows: lasso, lda)"),
     Param("rebalance_every", 5.0, "with --rebalance: measure at least this often",
           low=0, closed="neither", resume=True, note=SECONDS, metavar="SECONDS"),
     Param("stall_warn", 300.0, "under MPI: say which worker a rank has waited for this "

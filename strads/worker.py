@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import checkpoint as _ckpt
+from .api import Update
 from .errors import DataError
 from .io import memory
 
@@ -69,9 +70,11 @@ class WorkerHost:
         with memory.returning_freed_memory():  # (the load's freed arrays: not its peak)
             update.__init__(msg.shard)
         self.update = update
-        if msg.rebalance and update.rows is None:
-            raise DataError(f"--rebalance: {type(update).__name__} cannot hand rows "
-                            "over (it defines no rows, give and take)")
+        cls = type(update)
+        if msg.rebalance and (update.rows is None or cls.give is Update.give
+                              or cls.take is Update.take):
+            raise DataError(f"--rebalance: {cls.__name__} cannot hand rows over (it "
+                            "defines no rows, give and take)")
         if msg.digest:  # refuse a state that cannot be checkpointed now, not mid-run
             _ckpt.encode(update.state(), type(update).__name__)
         return Ready(update.report())

@@ -655,3 +655,14 @@ def test_a_far_feature_index_costs_no_state_per_absent_feature(tmp_path):
     assert sf["objective"] == sn["objective"]
     assert sf["screened"] >= 50_000_000 - 3
     assert sf["traffic"][0]["peak_rss_mb"] < 1500  # was 2.1 GB: 38 bytes a feature
+
+
+def test_a_relative_path_is_named_as_given(tmp_path, monkeypatch):
+    # (the workers' errors named the absolute path, unlike the other apps' and the docs')
+    from strads.apps import lasso
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.svm").write_bytes(b"1 1:2\n2 3:abc\n")
+    with pytest.raises(strads.DataError, match=r"^train\.svm:2: '3:abc' is not index:value"):
+        strads.run(lasso.make_file_setup("train.svm"), lasso.DATAFIT.Update, workers=2,
+                   quiet=True)

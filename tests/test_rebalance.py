@@ -79,6 +79,11 @@ def test_rebalance_needs_an_app_that_moves_rows_and_no_checkpoints(tmp_path):
     X, y = rebalance_app.problem()
     with pytest.raises(strads.DataError, match="cannot hand rows over"):
         ridge.fit(X, y, workers=2, max_rounds=5, quiet=True, rebalance=True)
+    from strads.apps import logreg  # rows, but no give and take (was a crash mid-run)
+    with pytest.raises(strads.DataError, match="LogRegUpdate cannot hand rows over"):
+        labels = np.where(y > np.median(y), 1.0, -1.0)
+        strads.run(logreg.make_setup(lambda: (X, labels)), logreg.DATAFIT.Update,
+                   workers=2, max_rounds=50, quiet=True, rebalance=True)
     with pytest.raises(strads.DataError, match="cannot be used together"):
         rebalance_app.fit(X, y, workers=2, max_rounds=5, quiet=True, rebalance=True,
                           checkpoint_every=1.0, out=str(tmp_path))

@@ -2,7 +2,6 @@
 target file), whole or each worker's part, the check of a problem and the built-in one.
 Notes: docs/apps/lasso.md."""
 import math
-import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -139,7 +138,7 @@ def needs_rank0(path):
 def shard(path, target):
     """The description every worker gets (it reads its part itself), with the files'
     content for a resume's check (:class:`strads.io.source.Content`)."""
-    return {"file": os.path.abspath(path), "target": target,
+    return {"file": path, "target": target,  # (as given: the errors name it so)
             "content": Content(path, target)}
 
 
