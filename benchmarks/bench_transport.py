@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 
-from strads import driver, transport
+from strads import transport
+from strads.io import memory
 
 
 def main():
@@ -22,7 +23,7 @@ def main():
 
     def combine(parts):
         return [x for p in parts for x in p]
-    driver._keep_freed_memory()  # as strads.run does
+    memory.keep_freed_memory()  # as strads.run does
     tp = transport.MPITransport(doorbell=not a.no_doorbells)
     x = np.random.default_rng(0).random(max(a.bytes // 8, 1))
     if tp.rank == 0:

@@ -122,14 +122,19 @@ def _flag(args, name):
 
 
 def _hosts(path):
-    """[(host, slots)] of a hostfile (hydra's 'host' or 'host:slots' lines)."""
+    """[(host, slots)] of a hostfile (hydra's 'host' or 'host:slots' lines); ValueError
+    (or OSError) says what is wrong with it."""
     out = []
     with open(path) as f:
-        for line in f:
+        for n, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
             if line:
                 host, _, slots = line.partition(":")
+                if slots.strip() and not (slots.strip().isdigit() and int(slots) > 0):
+                    raise ValueError(f"line {n}: slots {slots.strip()!r} are not a count > 0")
                 out.append((host.strip(), int(slots) if slots.strip() else 1))
+    if not out:
+        raise ValueError("no hosts")
     return out
 
 
@@ -198,6 +203,14 @@ def mapped_shm(maps="/proc/[0-9]*/maps"):
     return out
 
 
+class _Terminated(Exception):
+    """SIGTERM to the launcher (passed on to the job, as SIGINT is)."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated
+
+
 def _run_once(cmd, folder, env, resumed=None):
     """Run one mpiexec job; returns (exit status, lost rank's heartbeat or None, the
     round rank 0 had reached, when its heartbeat first showed a round past ``resumed``).
@@ -261,6 +274,14 @@ def _run_once(cmd, folder, env, resumed=None):
         proc.send_signal(signal.SIGINT)
         proc.wait()
         raise
+    except _Terminated:  # the same for SIGTERM (mpiexec does not pass it on: this host's
+        # ranks get it from their heartbeats' pids): the job stops at a round
+        for b in _read_beats(folder).values():
+            if b["host"] == here and b.get("pid"):
+                with contextlib.suppress(OSError):
+                    os.kill(b["pid"], signal.SIGTERM)
+        proc.wait()
+        return proc.returncode, None, 0, None
     finally:
         for fd in fds:
             os.close(fd)
@@ -339,7 +360,10 @@ def main(argv=None):
     if a.max_restarts and (out is None or every is None):
         p.error("the app needs --out DIR and --checkpoint-every SECONDS: a restart goes on "
                 "from the last checkpoint (or --max-restarts 0: only say which rank died)")
-    hosts = _hosts(a.hostfile) if a.hostfile else None
+    try:
+        hosts = _hosts(a.hostfile) if a.hostfile else None
+    except (OSError, ValueError) as e:
+        p.error(f"--hostfile {a.hostfile}: {getattr(e, 'strerror', None) or e}")
     app = [sys.executable, a.app] if a.app.endswith(".py") or os.sep in a.app else \
         [sys.executable, "-m", a.app]
     ranks, restarts, t0, t_lost = a.n, [], time.time(), None
@@ -347,6 +371,7 @@ def main(argv=None):
     mpiexec = a.mpiexec or (beside if os.path.exists(beside) else
                             shutil.which("mpiexec") or "mpiexec")
     folder = tempfile.mkdtemp(prefix="strads-launch-")
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         while True:
             for path in glob.glob(os.path.join(folder, "*")):
@@ -401,6 +426,8 @@ def main(argv=None):
             _say(f"{who} lost at round {at}; going on {where} on {left} ranks "
                  f"(restart {len(restarts)} of at most {a.max_restarts})")
             ranks = left
+    except _Terminated:  # between two jobs
+        return 128 + signal.SIGTERM
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -300,3 +300,29 @@ def test_mf_resumes_from_3_to_2_workers_with_the_same_model(early_stop, tmp_path
     assert res["workers"] == 2 and res["rounds"] == ref["rounds"]
     for k in ("objective", "test_rmse", "train_rmse"):
         assert res[k] == pytest.approx(ref[k], rel=1e-9), k
+
+
+def test_sigterm_to_the_launcher_stops_the_job_at_a_round_and_bad_hostfiles(tmp_path):
+    # (the launcher died at once, leaving the job running without it)
+    out = tmp_path / "run"
+    proc = _launch(3, out)
+    manifest = out / "checkpoint" / "manifest.json"
+    end = time.monotonic() + 120  # (a hang guard)
+    while not manifest.exists() and proc.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and "interrupted by SIGTERM at round" in stderr, stderr
+    assert json.loads((out / "summary.json").read_text())["stop_reason"] == "interrupted"
+    for body, why in (("localhost:abc\n", "line 1: slots 'abc' are not a count > 0"),
+                      ("# none\n", "no hosts"), (None, "No such file or directory")):
+        hosts = tmp_path / "hosts"
+        if body is not None:
+            hosts.write_text(body)
+        else:
+            hosts.unlink()
+        p = subprocess.run([sys.executable, "-m", "strads.launch", "-n", "3", "--hostfile",
+                            str(hosts), *LONG, "--out", str(out), "--checkpoint-every", "1"],
+                           capture_output=True, text=True, timeout=60, env=child_env(),
+                           cwd=ROOT)
+        assert p.returncode == 2 and why in p.stderr and "Traceback" not in p.stderr, p.stderr
