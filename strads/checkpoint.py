@@ -79,10 +79,9 @@ def _encode(v, key, arrays, owner):
 
 
 # -- parts and manifest ----------------------------------------------------------------
-def digest(obj):
-    """CRC-32 of a structure's arrays and values (a shard): checks on resume that setup()
-    rebuilt the same data."""
-    crc = 0
+def _leaves(obj):
+    """A structure's (a shard's) leaves in a fixed order: keys, values, arrays, and the
+    objects standing for input files (``strads_digest``: strads.io.source.Content)."""
     stack = [obj]
     while stack:
         v = stack.pop()
@@ -91,17 +90,25 @@ def digest(obj):
                 stack += [v[k], str(k)]
         elif isinstance(v, (list, tuple)):
             stack.extend(reversed(v))
-        elif isinstance(v, np.ndarray) and v.dtype != object:
-            crc = zlib.crc32(np.ascontiguousarray(v).view(np.uint8).reshape(-1), crc)
-            crc = zlib.crc32(repr((v.dtype.str, v.shape)).encode(), crc)
-        elif v is None or isinstance(v, (bool, int, float, str, bytes, np.generic)):
-            crc = zlib.crc32(repr(v).encode(), crc)
-        elif hasattr(v, "strads_digest"):  # input files: their content (strads.io.source)
-            stack.append(v.strads_digest())
-        elif hasattr(v, "__dict__"):  # a scipy.sparse matrix, a dataclass
-            stack += [vars(v), type(v).__name__]
+        elif hasattr(v, "__dict__") and not hasattr(v, "strads_digest"):
+            stack += [vars(v), type(v).__name__]  # a scipy.sparse matrix, a dataclass
         else:
-            crc = zlib.crc32(type(v).__name__.encode(), crc)
+            yield v
+
+
+def digest(obj):
+    """CRC-32 of a structure's arrays and values (a shard): checks on resume that setup()
+    rebuilt the same data (input files by their content)."""
+    crc = 0
+    for v in _leaves(obj):
+        for x in v.strads_digest() if hasattr(v, "strads_digest") else (v,):
+            if isinstance(x, np.ndarray) and x.dtype != object:
+                crc = zlib.crc32(np.ascontiguousarray(x).view(np.uint8).reshape(-1), crc)
+                crc = zlib.crc32(repr((x.dtype.str, x.shape)).encode(), crc)
+            elif x is None or isinstance(x, (bool, int, float, str, bytes, np.generic)):
+                crc = zlib.crc32(repr(x).encode(), crc)
+            else:
+                crc = zlib.crc32(type(x).__name__.encode(), crc)
     return crc
 
 
@@ -367,18 +374,8 @@ def _restored(m, f, arrays, farrays, name, sized, app):
 def inputs(shards):
     """The input files' content however the shards split them: the sorted checksums
     (:func:`strads.io.source.checksum`) of the files they name."""
-    sums, stack = set(), list(shards)
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            stack += v.values()
-        elif isinstance(v, (list, tuple)):
-            stack += v
-        elif hasattr(v, "strads_digest"):
-            sums.update(x for x in v.strads_digest() if x is not None)
-        elif hasattr(v, "__dict__"):
-            stack += vars(v).values()
-    return sorted(sums)
+    return sorted({x for v in _leaves(shards) if hasattr(v, "strads_digest")
+                   for x in v.strads_digest() if x is not None})
 
 
 def write_manifest(folder, manifest):

@@ -4,6 +4,7 @@ round order of aggregation and the tree of the workers: docs/architecture.md."""
 import importlib
 import json
 import math
+import numbers
 import os
 import signal
 import sys
@@ -320,7 +321,7 @@ class Driver:
         _launch().note_round(self.done)
         now = self._now()
         objective = self.aggregate.objective()
-        if not _ckpt._number(objective):
+        if not isinstance(objective, numbers.Real):
             raise TypeError(f"{type(self.aggregate).__name__}.objective() returned "
                             f"{type(objective).__name__}, not a number")
         signum = signum if self.rep else self.signals.signum or signum

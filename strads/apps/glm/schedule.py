@@ -254,7 +254,7 @@ class Priority(_Jacobi):
         self._PG = None
         self._blocks_seen = self._updates_seen = 0  # the aggregate's, at the last _heard
         # sparse X: plain rounds where the filter cannot afford the block (:meth:`choose`)
-        self._plain_cap, self._plain_last, self._falling = self.block, 0, False
+        self._plain_cap, self._plain_last = self.block, 0
 
     def _refresh_due(self):
         agg = self.agg
@@ -374,9 +374,7 @@ class Priority(_Jacobi):
                 z = np.cumsum(nnz[cand], dtype=np.float64)
                 price = z * z / self.agg.n + np.arange(1.0, z.shape[0] + 1) ** 2
                 update = z[min(b, z.shape[0]) - 1] if z.shape[0] else 0.0
-                cap = self.filter_cap or self.max_block
                 self._afford(price[-1] if z.shape[0] else 0.0, update)
-                self._falling = self.filter_cap < cap
                 # priced before it is sent: no more of them than the budget affords (the
                 # first drawn), the first round's too
                 top = np.searchsorted(price, 2 * AFFORD * (update + ROUND_COST), "right")
@@ -400,9 +398,7 @@ class Priority(_Jacobi):
                 2 * AFFORD, ROUND_COST, self._out,
                 self.merge_on_rise and self.agg.objective_rises > 0)
         self._spent += work
-        cap = self.filter_cap or self.max_block
         self._afford(work * (1 if self.dense or self._filled else CHASE), update)
-        self._falling = self.filter_cap < cap
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
