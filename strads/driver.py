@@ -129,11 +129,15 @@ class Driver:
         if mpi and not self.rep:  # (leaderless: every rank warms its own worker up)
             self.tp.send(0, W.Warmup())
             self.tp.recv(0)
+        # (in one process, once per Update class: a warm-up thread is a small fit's cost)
+        warm = mpi or self.update_cls not in _WARM
         for w in range(self.W):
-            self.tp.send(w, W.Init(shards[w], mpi or w == 0, digest, self.rebal))
+            self.tp.send(w, W.Init(shards[w], warm and (mpi or w == 0), digest, self.rebal))
             shards[w] = None  # the worker holds it now: the scheduler keeps no copy
         shards = None
         reports = [self.tp.recv(w).report for w in range(self.W)]
+        if not mpi:
+            _WARM.add(self.update_cls)
         self.aggregate.begin(reports)
         self.schedule.begin(reports)
         if manifest is not None:
@@ -528,6 +532,7 @@ class Split(api.Schedule):
         return [self.tp.from_scheduler(k) for k in range(1, self.K)]
 
 
+_WARM = set()  # the Update classes whose kernels this process has loaded
 _POOLS = {}  # the thread pools' controller, by len(sys.modules) when it was made
 
 

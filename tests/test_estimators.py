@@ -315,6 +315,28 @@ def test_lasso_workers_schedules_and_random_state():
     assert np.array_equal(a.coef_, b.coef_) and a.n_iter_ == b.n_iter_
 
 
+def test_one_process_warms_an_apps_kernels_up_once_not_each_fit(monkeypatch):
+    """Cross-validation is many small fits: the warm-up (a thread loading the kernels)
+    runs in the first in-process fit of an Update class, not again; a failed one, again."""
+    from strads import driver
+    from strads.apps.lasso import LassoUpdate
+
+    X, y = lasso_problem(60, 20, 0.3, 1.0, 5)
+    calls = []
+
+    def warmup(cls):
+        calls.append(cls)
+        if len(calls) == 1:
+            raise RuntimeError("the first warm-up fails")
+    monkeypatch.setattr(driver, "_WARM", set())
+    monkeypatch.setattr(LassoUpdate, "warmup", classmethod(warmup))
+    with pytest.raises(RuntimeError, match="the first warm-up fails"):
+        Lasso(alpha=0.01).fit(X, y)
+    fits = [Lasso(alpha=0.01).fit(X, y) for _ in range(3)]
+    assert calls == [LassoUpdate, LassoUpdate]
+    assert all(np.array_equal(f.coef_, fits[0].coef_) for f in fits)
+
+
 GLM_BAD = dict(alpha=[-1, np.inf, "1"], schedule=["nope", None], tol=[np.nan, -1.0],
                max_iter=[0, 1.5, True, None], fit_intercept=["yes", 1], n_jobs=[0, 1.5],
                random_state=[-3, "x"])
