@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import one_and_mpi, peer_time, read_trace, run_cli, timed_cli, to_target
+from _common import installed, one_and_mpi, peer_time, read_trace, run_cli, timed_cli, to_target
 from strads.apps import lasso, logreg
 from strads.apps.lasso.data import make_problem
 from strads.apps.logreg.data import make_problem as logreg_problem
@@ -159,6 +159,11 @@ def main():
     args = ap.parse_args()
     k = 10 if args.small else 1
     problems = set((args.problems or "a,b,c,d,e,f,file").split(","))
+    with_peers = set("abc" if args.app == "lasso" else "ab") & problems
+    if with_peers and not args.mpi_only and not installed(
+            "skglm", *["celer"] * (args.app == "lasso"),
+            what=f"problems {','.join(sorted(with_peers))} skipped"):
+        problems -= with_peers
     if not args.mpi_only:
         (peers if args.app == "lasso" else logreg_problems)(k, args.repeat, problems, args)
         if "file" in problems and args.app == "lasso":

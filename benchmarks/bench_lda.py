@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-from _common import best_of, read_trace, run_cli, timed, tomotopy_loglik, tomotopy_model
+from _common import (best_of, installed, read_trace, run_cli, timed, tomotopy_loglik,
+                     tomotopy_model)
 from strads.apps import lda as app
 from strads.apps.lda.data import make_corpus
 
@@ -214,6 +215,9 @@ def main():
     corpus_args = ["--n-docs", str(n_docs), "--n-words", "20000", "--doc-length", "200",
                    "--true-topics", "50", "--alpha", str(ALPHA), "--beta", str(BETA)]
     skip = set(a.skip.split(","))
+    if not ("one" in skip or {"synthetic", "real"} <= skip or installed(
+            "lda", "tomotopy", what="one process (synthetic, real) skipped")):
+        skip.add("one")
     t0 = time.time()
     if not {"one", "synthetic"} & skip:
         X = make_corpus(n_docs, 20000, 200, 50, ALPHA, 0.05, 0)[0]
