@@ -37,14 +37,17 @@ def child_env(**extra):
         ("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA", "STRADS_TEST_HOOK"))}, **extra}
 
 
-def run_cli(args, out, np=None, env=None, cwd=ROOT, **kw):
-    """``python -m ARGS --quiet --out OUT`` (ARGS[0] a .py file: that script; under
-    ``mpiexec -n np``; ``env``: more variables); -> summary.json."""
+def cli(args, out, np=None, quiet=True):
+    """The command ``python -m ARGS [--quiet] --out OUT`` (ARGS[0] a .py file: that
+    script), under ``mpiexec -n np`` if ``np``."""
     prog = [] if str(args[0]).endswith(".py") else ["-m"]
-    cmd = [sys.executable, *prog, *map(str, args), "--quiet", "--out", str(out)]
-    if np:
-        cmd = [MPIEXEC, "-n", str(np), *cmd]
-    subprocess.run(cmd, check=True, env=child_env(**(env or {})), cwd=cwd,
+    cmd = [sys.executable, *prog, *map(str, args), *["--quiet"] * quiet, "--out", str(out)]
+    return [MPIEXEC, "-n", str(np), *cmd] if np else cmd
+
+
+def run_cli(args, out, np=None, env=None, cwd=ROOT, **kw):
+    """Run :func:`cli` (``env``: more variables) -> summary.json."""
+    subprocess.run(cli(args, out, np), check=True, env=child_env(**(env or {})), cwd=cwd,
                    stdout=subprocess.DEVNULL, **kw)
     return json.loads(Path(out, "summary.json").read_text())
 
