@@ -59,11 +59,10 @@ def timed(fn, *args, **kw):
     return time.perf_counter() - t, out
 
 
-def timed_cli(args, out=None, np=None):
-    """:func:`run_cli` in a temporary folder (or ``out``); -> (the command's seconds,
-    summary)."""
+def timed_cli(args, np=None):
+    """:func:`run_cli` in a temporary folder -> (the command's seconds, summary)."""
     with tempfile.TemporaryDirectory() as tmp:
-        return timed(run_cli, args, out or tmp, np)
+        return timed(run_cli, args, tmp, np)
 
 
 TOLS = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)

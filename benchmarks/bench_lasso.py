@@ -195,7 +195,7 @@ def logreg_mpi(k):
     one_and_mpi(["strads.apps.logreg", *flags])
 
 
-def peers(k, repeat, problems, args=None):
+def peers(k, repeat, problems, args):
     if "a" in problems:
         X, y, _ = make_problem(5000 // k, 200_000 // k, density=0.002 * k,
                                n_informative=200 // k, corr=0.5, seed=0)
