@@ -1,5 +1,7 @@
 """What the benchmark scripts share: running an app's command line, in one process or
 under mpiexec, and reading its summary."""
+import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -9,10 +11,23 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")  # the mpich wheel's, else PATH's
 if not os.path.exists(MPIEXEC):
     MPIEXEC = shutil.which("mpiexec") or "mpiexec"
+
+
+def installed(*modules, what="skipped"):
+    """Whether every module of ``modules`` (peers the bench extra installs) imports; else
+    one line, ``WHAT: tomotopy is not installed (make bench installs it)``, and False."""
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        one = len(missing) == 1
+        print(f"{what}: {', '.join(missing)} {'is' if one else 'are'} not installed (make "
+              f"bench installs {'it' if one else 'them'})", flush=True)
+    return not missing
 
 
 def child_env(**extra):
@@ -22,14 +37,17 @@ def child_env(**extra):
         ("PMI_", "MPI_", "OMPI_", "PMIX_", "HYDRA", "STRADS_TEST_HOOK"))}, **extra}
 
 
-def run_cli(args, out, np=None, env=None, cwd=ROOT, **kw):
-    """``python -m ARGS --quiet --out OUT`` (ARGS[0] a .py file: that script; under
-    ``mpiexec -n np``; ``env``: more variables); -> summary.json."""
+def cli(args, out, np=None, quiet=True):
+    """The command ``python -m ARGS [--quiet] --out OUT`` (ARGS[0] a .py file: that
+    script), under ``mpiexec -n np`` if ``np``."""
     prog = [] if str(args[0]).endswith(".py") else ["-m"]
-    cmd = [sys.executable, *prog, *map(str, args), "--quiet", "--out", str(out)]
-    if np:
-        cmd = [MPIEXEC, "-n", str(np), *cmd]
-    subprocess.run(cmd, check=True, env=child_env(**(env or {})), cwd=cwd,
+    cmd = [sys.executable, *prog, *map(str, args), *["--quiet"] * quiet, "--out", str(out)]
+    return [MPIEXEC, "-n", str(np), *cmd] if np else cmd
+
+
+def run_cli(args, out, np=None, env=None, cwd=ROOT, **kw):
+    """Run :func:`cli` (``env``: more variables) -> summary.json."""
+    subprocess.run(cli(args, out, np), check=True, env=child_env(**(env or {})), cwd=cwd,
                    stdout=subprocess.DEVNULL, **kw)
     return json.loads(Path(out, "summary.json").read_text())
 
@@ -41,11 +59,10 @@ def timed(fn, *args, **kw):
     return time.perf_counter() - t, out
 
 
-def timed_cli(args, out=None, np=None):
-    """:func:`run_cli` in a temporary folder (or ``out``); -> (the command's seconds,
-    summary)."""
+def timed_cli(args, np=None):
+    """:func:`run_cli` in a temporary folder -> (the command's seconds, summary)."""
     with tempfile.TemporaryDirectory() as tmp:
-        return timed(run_cli, args, out or tmp, np)
+        return timed(run_cli, args, tmp, np)
 
 
 TOLS = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
@@ -112,7 +129,6 @@ def best_of(repeat, runs, key="wall_s", pick=min):
 def libmf_fit(X, rank, lam, iters, eta=0.1, threads=1):
     """LIBMF's SGD, L2 only, on X (float32 rows: user, item, rating from 0) -> (its fit()'s
     seconds, the model)."""
-    import contextlib
     with contextlib.redirect_stdout(open(os.devnull, "w")):
         from libmf import mf as libmf
     model = libmf.MF(k=rank, nr_threads=threads, nr_iters=iters, lambda_p1=0.0,
@@ -123,7 +139,6 @@ def libmf_fit(X, rank, lam, iters, eta=0.1, threads=1):
 def libmf_rmse(model, users, items, ratings):
     """A LIBMF model's RMSE on these ratings, scored from its factors (the wrapper's
     predict() is wrong)."""
-    import numpy as np
     P, Q = model.p_factors().astype(np.float64), model.q_factors().astype(np.float64)
     e = ratings - np.einsum("ij,ij->i", P[users], Q[items])
     return float(np.sqrt(e @ e / e.shape[0]))
@@ -132,7 +147,6 @@ def libmf_rmse(model, users, items, ratings):
 def libmf_run(p, rank, lam, iters, eta=0.1):
     """LIBMF's SGD, one thread, on p's training ratings -> (seconds, RMSE on p's held-out
     ratings)."""
-    import numpy as np
     X = np.column_stack([p.users, p.items, p.ratings]).astype(np.float32)
     wall, model = libmf_fit(X, rank, lam, iters, eta)
     return wall, libmf_rmse(model, p.test_users, p.test_items, p.test_ratings)
@@ -140,7 +154,6 @@ def libmf_run(p, rank, lam, iters, eta=0.1):
 
 def read_trace(path):
     """trace.csv's numeric columns as float64 arrays ({} when it has no row)."""
-    import numpy as np
     t = np.atleast_1d(np.genfromtxt(path, delimiter=",", names=True))
     return {k: t[k].astype(np.float64) for k in t.dtype.names or ()} if t.size else {}
 
@@ -161,8 +174,6 @@ def tomotopy_model(docs, K, alpha, beta):
 def tomotopy_loglik(m, n_words, K, alpha, beta, first_id=0):
     """A tomotopy LDAModel's state (its words: ids as strings, from ``first_id``) scored
     by strads' log p(w, z), over ``n_words`` words and ``K`` topics."""
-    import numpy as np
-
     from strads.apps.lda import loglikelihood
     ids = np.array([int(w) - first_id for w in m.used_vocabs])
     wt = np.zeros((n_words, K), np.int64)

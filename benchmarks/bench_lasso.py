@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import one_and_mpi, peer_time, read_trace, run_cli, timed_cli, to_target
+from _common import installed, one_and_mpi, peer_time, read_trace, run_cli, timed_cli, to_target
 from strads.apps import lasso, logreg
 from strads.apps.lasso.data import make_problem
 from strads.apps.logreg.data import make_problem as logreg_problem
@@ -54,26 +54,21 @@ def logreg_peers(X, y, lam, saga=True):
     from skglm import SparseLogisticRegression
     from sklearn.linear_model import LogisticRegression
 
-    n = X.shape[0]
-
-    def liblinear(tol, max_iter=1000):
-        return LogisticRegression(penalty="l1", solver="liblinear", C=1 / (n * lam),
-                                  fit_intercept=False, tol=tol, max_iter=max_iter)
-
-    def glm(tol):
-        return SparseLogisticRegression(alpha=lam, fit_intercept=False, tol=tol,
-                                        max_iter=100)
-
-    def sag(tol):
-        return LogisticRegression(penalty="l1", solver="saga", C=1 / (n * lam),
-                                  fit_intercept=False, tol=tol, max_iter=100)
-
-    glm(1e-2).fit(X[:50], y[:50])  # numba warm-up of skglm
+    C = 1 / (X.shape[0] * lam)
+    makers = {"skglm": lambda tol: SparseLogisticRegression(
+        alpha=lam, fit_intercept=False, tol=tol, max_iter=100),
+        "liblinear": lambda tol, max_iter=1000: LogisticRegression(
+            penalty="l1", solver="liblinear", C=C, fit_intercept=False, tol=tol,
+            max_iter=max_iter),
+        "saga": lambda tol: LogisticRegression(penalty="l1", solver="saga", C=C,
+                                               fit_intercept=False, tol=tol, max_iter=100)}
+    makers["skglm"](1e-2).fit(X[:50], y[:50])  # numba warm-up of skglm
     refs = {k: logreg.objective(X, y, make(1e-10).fit(X, y).coef_.ravel(), lam)
-            for k, make in (("liblinear", lambda tol: liblinear(tol, 100)), ("skglm", glm))}
+            for k, make in (("liblinear", lambda tol: makers["liblinear"](tol, 100)),
+                            ("skglm", makers["skglm"]))}
     refs["strads"] = strads_star(logreg, X, y, lam)
-    peers = {"skglm": (glm, 120.0), "liblinear": (liblinear, 120.0)}
-    return dict(peers, **({"saga": (sag, 60.0)} if saga else {})), refs
+    budget = {"skglm": 120.0, "liblinear": 120.0, "saga": 60.0}
+    return {k: (make, budget[k]) for k, make in makers.items() if saga or k != "saga"}, refs
 
 
 def compare(app, name, X, y, lam, peers=None, schedules=ALL, time_limit=120, repeat=1,
@@ -159,6 +154,11 @@ def main():
     args = ap.parse_args()
     k = 10 if args.small else 1
     problems = set((args.problems or "a,b,c,d,e,f,file").split(","))
+    with_peers = set("abc" if args.app == "lasso" else "ab") & problems
+    if with_peers and not args.mpi_only and not installed(
+            "skglm", *["celer"] * (args.app == "lasso"),
+            what=f"problems {','.join(sorted(with_peers))} skipped"):
+        problems -= with_peers
     if not args.mpi_only:
         (peers if args.app == "lasso" else logreg_problems)(k, args.repeat, problems, args)
         if "file" in problems and args.app == "lasso":
@@ -195,7 +195,7 @@ def logreg_mpi(k):
     one_and_mpi(["strads.apps.logreg", *flags])
 
 
-def peers(k, repeat, problems, args=None):
+def peers(k, repeat, problems, args):
     if "a" in problems:
         X, y, _ = make_problem(5000 // k, 200_000 // k, density=0.002 * k,
                                n_informative=200 // k, corr=0.5, seed=0)

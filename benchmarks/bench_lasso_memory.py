@@ -3,16 +3,16 @@ and time". Method and figures: docs/benchmarks.md."""
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import MPIEXEC, ROOT, child_env, lasso_svm, timed
+from _common import ROOT, child_env, cli, lasso_svm, timed
 
 
 def make_data(path, n=100_000, p=200_000, nnz=5_000_000, seed=0):
@@ -34,13 +34,12 @@ def run(n_ranks, limit_kb, args, timeout):
     """One mpiexec run under `ulimit -v limit_kb`: (exit code, wall s, [peak RSS MiB per
     rank], summary dict or None, stderr tail)."""
     tmp = tempfile.mkdtemp(prefix="bench_lasso_memory_")
-    cmd = [MPIEXEC, "-n", str(n_ranks), sys.executable, "-m", "strads.apps.lasso", *args,
-           "--out", tmp]
-    shell = f"ulimit -v {limit_kb}; exec " + " ".join(f"'{c}'" for c in cmd)
+    cmd = cli(["strads.apps.lasso", *args], tmp, n_ranks, quiet=False)
     t = time.perf_counter()
     try:
-        p = subprocess.run(["bash", "-c", shell], capture_output=True, text=True,
-                           timeout=timeout, cwd=ROOT, env=child_env())
+        p = subprocess.run(["bash", "-c", f"ulimit -v {limit_kb}; exec {shlex.join(cmd)}"],
+                           capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                           env=child_env())
         code, err = p.returncode, p.stderr
     except subprocess.TimeoutExpired as e:
         code, err = "timeout", e.stderr or ""

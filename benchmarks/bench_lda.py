@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-from _common import best_of, read_trace, run_cli, timed, tomotopy_loglik, tomotopy_model
+from _common import (best_of, installed, read_trace, run_cli, timed, tomotopy_loglik,
+                     tomotopy_model)
 from strads.apps import lda as app
 from strads.apps.lda.data import make_corpus
 
@@ -207,13 +208,15 @@ def main():
     p.add_argument("--skip", default="", help="comma list of parts to skip: one (= "
                    "synthetic,real), mpi, realmpi (two workers on real text), sched")
     a = p.parse_args()
-    small = a.small
-    n_docs = 5000 if small else 20000
-    sweeps = a.sweeps or (5 if small else 20)
-    lda1000 = a.lda_sweeps_1000 or (1 if small else 2)
+    n_docs = 5000 if a.small else 20000
+    sweeps = a.sweeps or (5 if a.small else 20)
+    lda1000 = a.lda_sweeps_1000 or (1 if a.small else 2)
     corpus_args = ["--n-docs", str(n_docs), "--n-words", "20000", "--doc-length", "200",
                    "--true-topics", "50", "--alpha", str(ALPHA), "--beta", str(BETA)]
     skip = set(a.skip.split(","))
+    if not ("one" in skip or {"synthetic", "real"} <= skip or installed(
+            "lda", "tomotopy", what="one process (synthetic, real) skipped")):
+        skip.add("one")
     t0 = time.time()
     if not {"one", "synthetic"} & skip:
         X = make_corpus(n_docs, 20000, 200, 50, ALPHA, 0.05, 0)[0]
@@ -221,22 +224,22 @@ def main():
     if not {"one", "real"} & skip:
         import lda
 
-        R = __import__("scipy.sparse").sparse.csr_matrix(lda.datasets.load_reuters())
-        one_process("Reuters (lda package)", R, (20, 100, 1000), 20 if small else 100,
-                    {1000: 5 if small else 20}, a.repeats)
-        S = stdlib_docstrings()
-        one_process("Python standard library docstrings", S, (20, 100, 1000),
-                    20 if small else 100, {1000: 5 if small else 20}, a.repeats)
-        L = module_documents()
-        one_process("module docstrings joined (long documents)", L, (20, 100, 1000),
-                    20 if small else 100, {20: 20, 100: 20, 1000: 5}, a.repeats)
+        few = {1000: 5 if a.small else 20}  # the `lda` package's sweeps at K = 1,000
+        for name, corpus, lda_sweeps in (
+                ("Reuters (lda package)", lambda: __import__("scipy.sparse").sparse.csr_matrix(
+                    lda.datasets.load_reuters()), few),
+                ("Python standard library docstrings", stdlib_docstrings, few),
+                ("module docstrings joined (long documents)", module_documents,
+                 {20: 20, 100: 20, 1000: 5})):
+            one_process(name, corpus(), (20, 100, 1000), 20 if a.small else 100, lda_sweeps,
+                        a.repeats)
     if "mpi" not in skip:
-        scaling(corpus_args, 1000, 3 if small else 10)
+        scaling(corpus_args, 1000, 3 if a.small else 10)
     if "realmpi" not in skip:
-        real_scaling((100, 1000), {100: 5 if small else 20, 1000: 3 if small else 10},
-                     1 if small else a.repeats)
+        real_scaling((100, 1000), {100: 5 if a.small else 20, 1000: 3 if a.small else 10},
+                     1 if a.small else a.repeats)
     if "sched" not in skip:
-        schedules(corpus_args, 100, 5 if small else 20, 3)
+        schedules(corpus_args, 100, 5 if a.small else 20, 3)
     print(f"\n(benchmark took {time.time() - t0:.0f}s)")
 
 

@@ -12,7 +12,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from _common import ROOT, best_of, libmf_run, listed, run_cli, timed
+from _common import ROOT, best_of, installed, libmf_run, listed, run_cli, timed
 import strads
 from strads.apps import mf
 from strads.apps.mf import data as D
@@ -426,12 +426,12 @@ def main():
         (50_000, 20_000, 2_000_000)
     a.repeat = a.repeat or (3 if a.part in ("real", "scaling") else 5)
     out = {}
-    if a.part in ("all", "peer"):
+    if a.part in ("all", "peer") and installed("libmf", what="peer skipped"):
         out["peer"] = peer(a)
     if a.part in ("all", "mpi"):
         out["mpi"] = more_cores(a, "1M" if a.small else "10M", ("one", "mpi", "stale"),
                                 a.iters or 2)
-    if a.part == "real":
+    if a.part == "real" and installed("libmf", what="real skipped"):
         out["real"] = real(a)
     if a.part == "scaling":
         out["scaling"] = more_cores(a, a.shape, a.runs.split(","), a.iters or 4)

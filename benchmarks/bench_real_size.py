@@ -254,9 +254,9 @@ def peer_libmf(a):
     del tr
     load = time.perf_counter() - t0
     fit, m = libmf_fit(X, a["rank"], a["lam"], a["iters"], threads=a["threads"])
-    peak = _peak_mb()
     return dict(load_s=load, fit_s=fit, per_iter_s=fit / a["iters"], total_s=load + fit,
-                peak_mb=[peak], test_rmse=libmf_rmse(m, te[:, 0] - 1, te[:, 1] - 1, te[:, 2]))
+                peak_mb=[_peak_mb()],  # (before the scoring's arrays)
+                test_rmse=libmf_rmse(m, te[:, 0] - 1, te[:, 1] - 1, te[:, 2]))
 
 
 def peer_tomotopy(a):
@@ -271,13 +271,10 @@ def peer_tomotopy(a):
     del x
     m.train(0, workers=a["workers"])
     load = time.perf_counter() - t0
-    sweeps = []
-    for _ in range(a["sweeps"]):
-        sweeps.append(timed(m.train, 1, workers=a["workers"])[0])
-    peak = _peak_mb()
-    ll = tomotopy_loglik(m, a["words"], a["K"], a["alpha"], a["beta"], first_id=1)
+    sweeps = [timed(m.train, 1, workers=a["workers"])[0] for _ in range(a["sweeps"])]
     return dict(load_s=load, sweep_s=sweeps, per_iter_s=float(np.median(sweeps)),
-                total_s=load + sum(sweeps), peak_mb=[peak], ll_per_token=ll / a["tokens"],
+                total_s=load + sum(sweeps), peak_mb=[_peak_mb()], ll_per_token=tomotopy_loglik(
+                    m, a["words"], a["K"], a["alpha"], a["beta"], first_id=1) / a["tokens"],
                 tomotopy_ll_per_word=float(m.ll_per_word))
 
 
@@ -298,11 +295,9 @@ def peer_lasso(a):
                     precompute=False)
     est.set_params(alpha=2 * a["lambda_max"]).fit(X, y)  # compiles (skglm's numba) untimed
     est.set_params(alpha=a["lam"])
-    fit = timed(est.fit, X, y)[0]
-    peak = _peak_mb()
-    w = est.coef_
-    obj = 0.5 * np.mean((y - X @ w) ** 2) + a["lam"] * np.abs(w).sum()
-    return dict(load_s=load, fit_s=fit, total_s=load + fit, peak_mb=[peak], objective=float(obj),
+    fit, w = timed(est.fit, X, y)[0], est.coef_
+    return dict(load_s=load, fit_s=fit, total_s=load + fit, peak_mb=[_peak_mb()],
+                objective=float(0.5 * np.mean((y - X @ w) ** 2) + a["lam"] * np.abs(w).sum()),
                 nnz_coef=int((w != 0).sum()))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import MPIEXEC, child_env, libmf_run, read_trace
+from _common import MPIEXEC, child_env, cli, libmf_run, read_trace
 from strads._wait import _cores
 
 EXPERIMENTS = ("lasso", "logreg", "lda", "mf", "scaling", "staleness")
@@ -112,10 +112,8 @@ class Ctx:
         d = self.out / "runs" / exp / name
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-        cmd = [sys.executable, "-m", f"strads.apps.{app}", *map(str, flags), "--quiet",
-               "--out", str(d)]
-        cmd = [MPIEXEC, "-n", str(workers + 1), *cmd] if mpi else cmd + [
-            "--workers", str(workers)]
+        cmd = cli([f"strads.apps.{app}", *flags, *([] if mpi else ["--workers", workers])],
+                  d, mpi and workers + 1)
         shown = self.show(cmd)
         (d / "command.txt").write_text(shown + "\n")
         self.commands.setdefault(exp, []).append(shown)
