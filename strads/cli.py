@@ -16,7 +16,7 @@ import sys
 from . import params as P
 from .errors import DataError
 from .outputs import jsonable
-from .transport import launched
+from .transport import launched, start_together
 # the flags' types, for apps that add flags of their own
 from .params import nonneg_float, nonneg_int, pos_float, pos_int, unit_float  # noqa: F401
 
@@ -129,9 +129,11 @@ def main(prog, fn, args):
     Exit codes: 2 bad input, 3 a diverged objective, 128 + N stopped by signal N."""
     try:
         result = fn(args)
-    except DataError as e:  # (under mpiexec: raised on every rank before the run)
-        if launched_rank() == 0:
-            print(f"{prog}: error: {e}", file=sys.stderr)
+    except DataError as e:  # (under mpiexec: on every rank before the run, or agreed)
+        rank, line = ((e.rank, str(e)) if e.rank is not None
+                      else start_together(str(e)))  # (the other ranks wait for this)
+        if launched_rank() == rank:
+            print(f"{prog}: error: {line}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:  # a second Ctrl-C: abort now, not after a worker's kernel
         print(f"{prog}: interrupted again: aborted", file=sys.stderr)

@@ -628,6 +628,11 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     if not isinstance(update, type):  # (each worker makes its own from its shard)
         raise TypeError("update must be a subclass of strads.Update, got an instance of "
                         f"{type(update).__name__}")
+    refused = _transport.start_together() if mpi else None
+    if refused:  # another rank refused before its run (that rank says why)
+        e = DataError(refused[1])
+        e.rank = refused[0]
+        raise e
     if mpi and os.environ.get("STRADS_LAUNCH"):  # the launcher watches for a lost rank
         _launch().heartbeat()
     memory.keep_freed_memory()

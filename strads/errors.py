@@ -2,7 +2,10 @@
 
 
 class DataError(ValueError):
-    """Bad input (a file, a shape, a flag): the message names where and what."""
+    """Bad input (a file, a shape, a flag): the message names where and what.
+    ``rank``: under mpiexec, the rank that refused and says so (None: this one)."""
+
+    rank = None
 
 
 class StalenessError(RuntimeError):

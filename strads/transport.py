@@ -614,6 +614,26 @@ def ulfm():
     return on and hasattr(MPI.Comm, "Shrink") and hasattr(MPI, "ERR_PROC_FAILED")
 
 
+_started = False  # whether this process has agreed to start (start_together) already
+
+
+def start_together(refusal=None):
+    """Every rank of an ``mpiexec`` job, once, before its first run: ``refusal`` is the
+    line this rank refuses to start with (None: it starts). Returns ``(rank, line)`` of
+    the lowest rank that refused, or None. A rank refusing before it reaches the run says
+    so here, from the command line's error path, so that the others do not wait for it
+    in the transport for ever. Later calls, and runs not under mpiexec, gather nothing
+    (a refusal is then rank 0's to say: every rank met it)."""
+    global _started
+    if _started or mpi_world_size() < 2:
+        return None if refusal is None else (0, refusal)
+    _started = True
+    from mpi4py import MPI
+
+    return next(((r, m) for r, m in enumerate(MPI.COMM_WORLD.allgather(refusal))
+                 if m is not None), None)
+
+
 def world():
     """The communicator a run starts on: with ULFM a copy of COMM_WORLD, which a lost rank
     revokes (COMM_WORLD itself stays for MPI_Finalize)."""

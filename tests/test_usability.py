@@ -177,6 +177,22 @@ def test_under_mpiexec_refusals_before_the_run_are_said_once(tmp_path):
         assert p.returncode == 2 and p.stderr.count("\n") == 1, (flags, p.stderr)
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("refusing", [0, 2])
+def test_under_mpiexec_a_refusal_on_one_rank_ends_the_job_said_once(refusing):
+    """One rank refuses before its run (here a test hook set on it alone; on a cluster a
+    file one node lacks): the others waited for it in the transport for ever."""
+    cmd = [sys.executable, "-m", "strads.apps.lasso", "--max-rounds", "5"]
+    ranks = [["-n", "1", *cmd] for _ in range(3)]
+    ranks[refusing][2:2] = ["env", "STRADS_TEST_HOOK=bad"]
+    p = subprocess.run([mpiexec(), *ranks[0], ":", *ranks[1], ":", *ranks[2]],
+                       capture_output=True, text=True, timeout=240, env=child_env())
+    assert p.returncode == 2, p.stderr
+    assert p.stderr == ("strads.apps.lasso: error: STRADS_TEST_HOOK='bad': expected "
+                        "MODULE:FUNCTION[:ARG...] naming a function that Python can "
+                        "import\n")
+
+
 def _rank_pid(mark, rank):
     for env in glob.glob("/proc/[0-9]*/environ"):
         try:
