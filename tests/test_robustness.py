@@ -475,6 +475,7 @@ def test_a_second_signal_aborts_at_once(workers, tmp_path):
         "    def schedule(self, r): return {}\n"
         "class U(strads.Update):\n"
         "    def update(self, t):\n"
+        "        print('in the round', flush=True)\n"
         "        time.sleep(3600)\n"
         "        return 0\n"
         "class A(strads.Aggregate):\n"
@@ -485,7 +486,7 @@ def test_a_second_signal_aborts_at_once(workers, tmp_path):
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=child_env())
     try:
-        time.sleep(3)
+        assert proc.stdout.readline() == "in the round\n"  # (whatever the load)
         proc.send_signal(signal.SIGINT)
         time.sleep(0.5)
         assert proc.poll() is None  # the first one waits for the round to end
