@@ -2,6 +2,7 @@
 import os
 import threading
 from contextlib import contextmanager, suppress
+from functools import lru_cache
 
 
 def physical_memory():
@@ -35,17 +36,23 @@ def memory_limits():
             out.append(soft)
     phys = physical_memory()
     if phys is not None:
-        for path in ("/sys/fs/cgroup/memory.max",
-                     "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-            with suppress(OSError):
-                with open(path) as f:
-                    text = f.read().strip()
-                if text.isdigit():
-                    phys = min(phys, int(text))
+        phys = min([phys] + _cgroup_limits())
         ranks = [max(1, int(os.environ[v])) for v in (
             "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_SIZE",
             "OMPI_COMM_WORLD_SIZE") if os.environ.get(v, "").isdigit()]
         out.append(phys // (ranks + [1])[0])
+    return out
+
+
+@lru_cache(maxsize=1)  # (read once a process: every fit of a GridSearchCV asks)
+def _cgroup_limits():
+    out = []
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        with suppress(OSError):
+            with open(path) as f:
+                text = f.read().strip()
+            if text.isdigit():
+                out.append(int(text))
     return out
 
 
@@ -65,10 +72,15 @@ KEPT_BLOCK = 64 << 20  # glibc's mmap threshold during the rounds (keep_freed_me
 _loading, _loading_lock = [0], threading.Lock()
 
 
+@lru_cache(maxsize=1)
+def _libc():
+    import ctypes
+    return ctypes.CDLL(None)
+
+
 def _mmap_threshold(n, trim=None):
     with suppress(OSError, AttributeError):
-        import ctypes
-        libc = ctypes.CDLL(None)
+        libc = _libc()
         libc.mallopt(-3, n)  # M_MMAP_THRESHOLD (glibc; elsewhere a no-op)
         if trim:
             libc.mallopt(-1, trim)  # M_TRIM_THRESHOLD

@@ -243,10 +243,11 @@ class LogRegAggregate(GLMAggregate):
         cols, new = task["cols"], task["new"]
         keep = np.isin(cols, self.G_cols)
         pos = np.searchsorted(self.G_cols, cols[keep])
-        if task["form"] == "factor":
-            F = sp.hstack([_csc(self.G)[:, pos], _csc(_factor(partials, new.shape[0]))],
-                          format="csc")
-            G = _kept(F[:, np.argsort(np.concatenate([cols[keep], new]), kind="stable")])
+        if task["form"] == "factor":  # (the kept columns, then the new ones: reordered)
+            A, B = _take(self.G, pos), _factor(partials, new.shape[0])
+            F = ("factor", np.concatenate([A[1], B[1][1:] + A[1][-1]]),
+                 *(np.concatenate(ab) for ab in zip(A[2:5], B[2:5])), A[5])
+            G = _take(F, np.argsort(np.concatenate([cols[keep], new]), kind="stable"))
         else:
             Gx = _sum(partials, "Gx")  # (k, m): the rows of the new columns
             G = np.empty((cols.shape[0], cols.shape[0]))
@@ -453,17 +454,15 @@ def _subproblem(G, q, b, thresh, tol, k):
     return passes + _cd(G, q, b, thresh, tol)
 
 
-def _csc(G):
-    """The factor F of a kept Gram ``("factor", ...)`` as a scipy CSC matrix."""
-    _, ptr, rows, vals, _, n_rows = G
-    return sp.csc_matrix((vals, rows, ptr), shape=(n_rows, ptr.shape[0] - 1))
-
-
-def _kept(F):
-    """A factor F (scipy CSC) as the kept Gram's form (its rows sorted in each column)."""
-    F.sort_indices()
-    return ("factor", F.indptr.astype(np.int64), F.indices.astype(np.int64), F.data,
-            GK.csc_sq_norms(F.indptr, F.data), F.shape[0])
+def _take(G, pos):
+    """Columns ``pos`` of a kept factor ``G`` (rows in order) as the kept form: a gather,
+    without building a scipy matrix (and its checks) a few times a fit."""
+    _, ptr, rows, vals, h, n_rows = G
+    lens = ptr[pos + 1] - ptr[pos]
+    out = np.zeros(pos.shape[0] + 1, np.int64)
+    np.cumsum(lens, out=out[1:])
+    at = np.repeat(ptr[pos] - out[:-1], lens) + np.arange(out[-1])
+    return ("factor", out, rows[at], vals[at], h[pos], n_rows)
 
 
 def _column(G, k):
@@ -482,7 +481,8 @@ def _gram_times(G, v):
     """G v for the kept Gram in any of its forms."""
     form = _form(G)
     if form == "factor":
-        F = _csc(G)
+        _, ptr, rows, vals, _, n_rows = G
+        F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, ptr.shape[0] - 1))
         return F.T @ (F @ v)
     if form == "csr":
         _, ptr, idx, vals, _ = G
@@ -496,7 +496,7 @@ def _face(G, A, m):
     form = _form(G)
     none = np.empty(0, np.int64)
     if form == "factor":
-        _, ptr, rows, vals, _, _ = _kept(_csc(G)[:, A])
+        _, ptr, rows, vals, _, _ = _take(G, A)
         return ptr, rows, vals, G[5], np.empty((0, 0)), G[4][A]
     if form == "csr":
         _, ptr, idx, vals, _ = G
@@ -657,7 +657,7 @@ def _restrict(G, cols, new):
     if not np.array_equal(cols[pos], new):
         return None
     if form == "factor":
-        return _kept(_csc(G)[:, pos])
+        return _take(G, pos)
     return G[np.ix_(pos, pos)]
 
 
