@@ -503,14 +503,15 @@ def test_plain_rounds_where_the_sparse_filter_cannot_afford_the_block():
 
 def test_the_workers_hold_the_pools_gram(tmp_path, monkeypatch):
     """With --data, once the filter has spent the price of the pool's Gram (what the last
-    full round found moving), the workers keep it: a round's candidates then cost only
-    their pairs with those not held (summed afresh), and the run is the same bits as
-    one that sums every candidate's Gram each round."""
+    full round found moving), the workers keep it and the uniform candidates come from
+    the pool: a round's candidates cost no Gram computed afresh, and the Lasso still
+    reaches scikit-learn's optimum, as one that sums every candidate's Gram each round."""
     from sklearn.datasets import dump_svmlight_file
+    from sklearn.linear_model import Lasso
 
     X, y, _ = make_problem(300, 1000, density=0.25, corr=0.3, n_informative=200, seed=4)
     dump_svmlight_file(X, y, path := str(tmp_path / "t.svm"))
-    lam = lasso.lambda_max(X, y) / 50
+    lam = lasso.lambda_max(X, y) / 20
     entries, pools = [], []
     gram, cross = K.gram_sparse, K.gram_sparse_cross
     monkeypatch.setattr(K, "gram_sparse", lambda *a: entries.append(a[3].shape[0] ** 2)
@@ -532,14 +533,16 @@ def test_the_workers_hold_the_pools_gram(tmp_path, monkeypatch):
                 return inner(round, task, partials)
             agg.aggregate = aggregate
             return sched, agg, shards
-        res = strads.run(spying, lasso.DATAFIT.Update, workers=3, tol=0, max_rounds=400,
-                         quiet=True)
+        res = strads.run(spying, lasso.DATAFIT.Update, workers=3, tol=1e-8,
+                         max_rounds=100_000, quiet=True)
         return res, sum(entries)
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+    f_ref = lasso.objective(X, y, sk.coef_, lam)
     held, n_held = run()
     assert pools
     monkeypatch.setattr(S.Priority, "_hold_pool", lambda self: None)
     pools.clear()
     fresh, n_fresh = run()
-    assert not pools and held.rounds == fresh.rounds == 400
-    assert held.model["coef"].tobytes() == fresh.model["coef"].tobytes()
-    assert n_held < n_fresh / 2
+    assert not pools and n_held < n_fresh / 2
+    for res in (held, fresh):
+        assert res.stop_reason == "tol" and res.objective <= f_ref * (1 + 1e-6)

@@ -339,8 +339,14 @@ class Priority(_Jacobi):
         cand = np.empty(n_cand, dtype=np.int64)
         # distinct draws (with peaked priorities, repeats would shrink the block)
         u = self._uniforms(2 * n_cand)
-        self._u_pos += K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p,
-                                             self.seen, cand)
+        pool = self._pool if self._wheld is not None and self._pool.shape[0] and \
+            self._wheld[self._pool].all() else None  # (held: the uniform ones from it)
+        used = K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p if pool is
+                                     None else pool.shape[0], self.seen, cand)
+        self._u_pos += used
+        if pool is not None:
+            drawn = n_prio + n_cand - used if n_prio > 0 and self.agg.tree[1] > 0.0 else 0
+            cand[drawn:] = pool[cand[drawn:]]
         return cand
 
     def choose(self, b):
