@@ -499,3 +499,50 @@ def test_plain_rounds_where_the_sparse_filter_cannot_afford_the_block():
     sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
     f_ref = lasso.objective(X, y, sk.coef_, lam)
     assert lasso.objective(X, y, res.model["coef"], lam) <= f_ref * (1 + 1e-6)
+
+
+def test_the_workers_hold_the_pools_gram(tmp_path, monkeypatch):
+    """With --data, once the filter has spent the price of the pool's Gram (what the last
+    full round found moving), the workers keep it and the uniform candidates come from
+    the pool: a round's candidates cost no Gram computed afresh, and the Lasso still
+    reaches scikit-learn's optimum, as one that sums every candidate's Gram each round."""
+    from sklearn.datasets import dump_svmlight_file
+    from sklearn.linear_model import Lasso
+
+    X, y, _ = make_problem(300, 1000, density=0.25, corr=0.3, n_informative=200, seed=4)
+    dump_svmlight_file(X, y, path := str(tmp_path / "t.svm"))
+    lam = lasso.lambda_max(X, y) / 20
+    entries, pools = [], []
+    gram, cross = K.gram_sparse, K.gram_sparse_cross
+    monkeypatch.setattr(K, "gram_sparse", lambda *a: entries.append(a[3].shape[0] ** 2)
+                        or gram(*a))
+    monkeypatch.setattr(K, "gram_sparse_cross", lambda *a: entries.append(
+        a[5] * a[3].shape[0]) or cross(*a))
+
+    def run():
+        entries.clear()
+        setup = lasso.make_file_setup(path, lam=lam, schedule="priority", block=256)
+
+        def spying(ctx):
+            sched, agg, shards = setup(ctx)
+            inner = agg.aggregate
+
+            def aggregate(round, task, partials):
+                if "pool" in task:
+                    pools.append(round)
+                return inner(round, task, partials)
+            agg.aggregate = aggregate
+            return sched, agg, shards
+        res = strads.run(spying, lasso.DATAFIT.Update, workers=3, tol=1e-8,
+                         max_rounds=100_000, quiet=True)
+        return res, sum(entries)
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+    f_ref = lasso.objective(X, y, sk.coef_, lam)
+    held, n_held = run()
+    assert pools
+    monkeypatch.setattr(S.Priority, "_hold_pool", lambda self: None)
+    pools.clear()
+    fresh, n_fresh = run()
+    assert not pools and n_held < n_fresh / 2
+    for res in (held, fresh):
+        assert res.stop_reason == "tol" and res.objective <= f_ref * (1 + 1e-6)

@@ -428,6 +428,23 @@ def gram_gather(G, pos):
 
 
 @njit(**_opts)
+def held_gram(PG, slot, C, rank):
+    """The candidates' Gram (m x m) from the held pool's ``PG`` (candidate a its row
+    slot[a]) and, for those not held (rank[a] >= 0), their rows ``C`` summed afresh."""
+    m = slot.shape[0]
+    G = np.empty((m, m))
+    for a in range(m):
+        for b in range(m):
+            if rank[a] >= 0:
+                G[a, b] = C[rank[a], b]
+            elif rank[b] >= 0:
+                G[a, b] = C[rank[b], a]
+            else:
+                G[a, b] = PG[slot[a], slot[b]]
+    return G
+
+
+@njit(**_opts)
 def group_gram_lower(G, pos, gptr, sq_norms):
     """As :func:`group_gram_sparse`, from the strict lower triangle of a summed Gram ``G``
     (column ``cols[a]`` is its row ``pos[a]``) and the squared norms for the diagonal."""

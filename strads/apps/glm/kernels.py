@@ -284,6 +284,23 @@ def gram_sparse(indptr, indices, data, cols, n_rows):
 
 
 @njit(**_opts)
+def gram_sparse_cross(indptr, indices, data, cols, rank, n_new, n_rows):
+    """Rows of X[:, cols]' X[:, cols] for the columns with ``rank[a]`` >= 0 (n_new x m,
+    row rank[a]): each entry the same terms in the same order as :func:`gram_sparse`'s
+    (rows in order), at the cost of the rows' new entries times their entries."""
+    row_ptr, owner, val = gram_sparse_rows(indptr, indices, data, cols, n_rows)
+    C = np.zeros((n_new, cols.shape[0]))
+    for i in range(n_rows):
+        for a in range(row_ptr[i], row_ptr[i + 1]):
+            r = rank[owner[a]]
+            if r >= 0:
+                va = val[a]
+                for b in range(row_ptr[i], row_ptr[i + 1]):
+                    C[r, owner[b]] += va * val[b]
+    return C
+
+
+@njit(**_opts)
 def gram_cols(indptr, indices, data, cols, row_ptr, owner, val, wts, start, stop, acc, mark,
               idx, vals, ptr, n_out):
     """Rows start:stop of the block's Gram X_B' D X_B (D = diag(wts), ``wts`` empty:

@@ -211,6 +211,8 @@ class Priority(_Jacobi):
     _exact = None  # this round's (groups, Gs) when its block is solved as one group
     _last_exact = None  # the last such block and its Gram matrix
     _sent = 0  # the candidates sent to the workers' filter in its last round
+    _wheld = None  # the columns whose Gram the workers hold (:meth:`_hold_pool`)
+    _send_pool = None  # what the next block task tells the workers to hold
 
     def __init__(self, agg, block, full_every, seed, X, rho, floor, time_limit=None,
                  staleness=0):
@@ -276,6 +278,8 @@ class Priority(_Jacobi):
         task = super().schedule(round)
         if self.last_full == round:
             return task
+        if self._send_pool is not None:
+            task["pool"], self._send_pool = self._send_pool, None
         if self.remote and self._b:
             # the workers filter the candidates (they return the block and its groups)
             task["select"] = (self.rho, self._b)
@@ -302,6 +306,8 @@ class Priority(_Jacobi):
 
     def load_state(self, state):
         super().load_state(state)
+        if self._wheld is not None:  # (the workers' held Gram is not state: sent again)
+            self._send_pool = np.flatnonzero(self._wheld)
         u = self._u  # (the kernels index with u * p)
         if not 0 <= self._u_pos <= u.shape[0] or ((u < 0) | ~(u < 1)).any():
             raise ValueError("_u: not uniforms in [0, 1) from _u_pos on")
@@ -333,8 +339,14 @@ class Priority(_Jacobi):
         cand = np.empty(n_cand, dtype=np.int64)
         # distinct draws (with peaked priorities, repeats would shrink the block)
         u = self._uniforms(2 * n_cand)
-        self._u_pos += K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p,
-                                             self.seen, cand)
+        pool = self._pool if self._wheld is not None and self._pool.shape[0] and \
+            self._wheld[self._pool].all() else None  # (held: the uniform ones from it)
+        used = K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p if pool is
+                                     None else pool.shape[0], self.seen, cand)
+        self._u_pos += used
+        if pool is not None:
+            drawn = n_prio + n_cand - used if n_prio > 0 and self.agg.tree[1] > 0.0 else 0
+            cand[drawn:] = pool[cand[drawn:]]
         return cand
 
     def choose(self, b):
@@ -347,6 +359,7 @@ class Priority(_Jacobi):
             return self._choose_exact(b if self.staleness else self.max_block)
         if self.remote:
             self._heard()
+            self._hold_pool()
         plain = min(b, self._plain_cap)
         if self.plain_rounds and not (self.dense or self._filled) and \
                 (self.filter_cap or b) < plain and 2 * self._n_kept > self._sent:
@@ -379,6 +392,7 @@ class Priority(_Jacobi):
                 # first drawn), the first round's too
                 top = np.searchsorted(price, 2 * AFFORD * (update + ROUND_COST), "right")
                 cand = cand[:max(1, top)]
+                self._spent += price[cand.shape[0] - 1] if z.shape[0] else 0.0
             self._sent = cand.shape[0]
             return cand
         # (busy doubles as the filter's "already taken" mask)
@@ -402,6 +416,30 @@ class Priority(_Jacobi):
         self._n_kept = m
         self._gptr = self._out[m:m + n_ptr].copy() if n_ptr else NO_GROUPS
         return self._out[:m].copy()
+
+    def _hold_pool(self):
+        """The workers' filter (sparse X): the last full round's pool (what it found
+        moving), its new members' pairs priced as the filter's Gram, is held by the
+        workers (``pool`` in the task: all it holds) once that price is at most what the
+        filter has spent (rent or buy, as :meth:`_buy_pool`)."""
+        agg = self.agg
+        nnz = getattr(agg, "col_nnz", None)
+        if not self.exact_pool or nnz is None or agg.fulls == self._pool_fulls:
+            return
+        self._pool_fulls = agg.fulls
+        if self._wheld is None:
+            self._wheld = np.zeros(self.p, dtype=np.bool_)
+            self._col_cost = nnz.sum() / max(self.p, 1)
+        held = self._wheld
+        self._pool = np.flatnonzero((agg.prio > 0) | (agg.w != 0))
+        new = self._pool[~held[self._pool]]
+        k = np.count_nonzero(held) + new.shape[0]
+        z_new = float(nnz[new].sum())
+        price = z_new * (z_new + float(nnz[held].sum())) / agg.n + new.shape[0] * k
+        if new.shape[0] and 8 * min(2 * k, self.p) ** 2 <= FILTER_CACHE_BYTES and \
+                price <= self._spent + self._prepaid():
+            held[new] = True
+            self._send_pool = np.flatnonzero(held)
 
     def _pool_gram(self):
         """Whether the pool's Gram matrix is held (dense X, the scheduler's). The pool: the

@@ -11,7 +11,9 @@ from . import kernels as K
 class GLMUpdate(Update):
     #: the datafit's data module (its ``read_part(peers, shard)`` reads a file's part)
     data = None
-    checkpoint_skip = ("facts", "norms", "sq_norms")  # (__init__ makes them again)
+    # (__init__ makes them again; priority's held pool heals at its next purchase)
+    checkpoint_skip = ("facts", "norms", "sq_norms", "_held", "_slot", "_PG")
+    _held = _slot = _PG = None  # priority's pool: its columns, their rows, its Gram
 
     def __init__(self, shard):
         """``shard``: this worker's rows (``csc`` or ``X``, and ``y``), or a file's
@@ -51,10 +53,12 @@ class GLMUpdate(Update):
             K.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
             K.factor_cols(*csc, cols, NO_WEIGHTS)
             K.gram_sparse(*csc, cols, 2)
+            K.gram_sparse_cross(*csc, cols, cols, 1, 2)
         K.grad_dense(np.ones((2, 1), order="F"), r, cols, np.empty(1))
         # (priority: the workers' filter, and the groups' Gram matrices)
         KG.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1, KG.GROUP_CAP)
         KG.group_order(np.zeros(1, np.int64), np.zeros(1, np.int64))
+        KG.held_gram(np.ones((1, 1)), cols, np.ones((1, 1)), cols)
         gptr = np.array([0, 1], np.int64)
         KG.group_gram_lower(np.ones((1, 1)), np.zeros(1, np.int64), gptr, np.ones(1))
         for wts in (np.empty(0), np.ones(2)):
@@ -66,6 +70,8 @@ class GLMUpdate(Update):
         ``cols`` and ``groups`` in the partial), and for priority's groups their Gram
         matrices X_g' D X_g (D = diag(``wts``)) over this worker's rows (``Gg``); X_g'
         X_g from the workers' filter is summed already: worker 0 sends it (``Gs``)."""
+        if "pool" in task:
+            self._hold(task["pool"])
         if "select" not in task:
             cols, gptr = task["cols"], task.get("groups")
             gram = {} if gptr is None or "Gs" in task else \
@@ -87,7 +93,16 @@ class GLMUpdate(Update):
         strict lower triangle), grouped as the scheduler's filter would: (cols, group
         boundaries or None, the summed Gram, the rows of ``cols`` in it)."""
         m = cand.shape[0]
-        if self.sparse:
+        slot = self._slot[cand] if self._slot is not None else None
+        if slot is not None and (slot >= 0).any():
+            # pairs of held candidates from the pool's Gram, the rest summed afresh
+            rank = np.cumsum(slot < 0) - 1
+            rank[slot >= 0] = -1
+            n_new = int(rank.max(initial=-1)) + 1
+            C = self.peers.allreduce(K.gram_sparse_cross(
+                *self.X, cand, rank, n_new, self.n_rows)) if n_new else np.empty((0, m))
+            G = KG.held_gram(self._PG, slot, C, rank)
+        elif self.sparse:
             G = K.gram_sparse(*self.X, cand, self.n_rows)
             low = np.flatnonzero(np.tril(G, -1))
             low = low.astype(np.int32) if m * m < 2 ** 31 else low
@@ -105,6 +120,28 @@ class GLMUpdate(Update):
         order = np.argsort(cand)
         pos = order[np.searchsorted(cand, cols, sorter=order)]
         return cols, (gptr if gptr.shape[0] else None), G, pos
+
+    def _hold(self, pool):
+        """Priority's pool (``pool``: the columns the scheduler counts as held, sparse X):
+        the summed Gram of those not held yet against all, kept for :meth:`_select`."""
+        if self._slot is None:
+            self._held, self._slot = np.empty(0, np.int64), np.full(self.n_features, -1)
+        new = pool[self._slot[pool] < 0]
+        if not new.shape[0]:
+            return
+        k0, cols = self._held.shape[0], np.concatenate([self._held, new])
+        k = cols.shape[0]
+        rank = np.full(k, -1, np.int64)
+        rank[k0:] = np.arange(k - k0)
+        C = self.peers.allreduce(K.gram_sparse_cross(*self.X, cols, rank, k - k0,
+                                                     self.n_rows))
+        if self._PG is None or self._PG.shape[0] < k:  # (room to grow: no copy a time)
+            PG = np.empty((min(2 * k, self.n_features),) * 2)
+            PG[:k0, :k0] = self._PG[:k0, :k0] if k0 else 0.0
+            self._PG = PG
+        self._PG[k0:k, :k], self._PG[:k0, k0:k] = C, C[:, :k0].T
+        self._slot[new] = np.arange(k0, k)
+        self._held = cols
 
     def group_gram(self, cols, gptr, wts):
         """The groups' Gram matrices X_g' D X_g over this worker's rows
