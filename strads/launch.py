@@ -329,6 +329,22 @@ def _say(msg):
     sys.stderr.flush()
 
 
+def _runnable(app, script):
+    """Whether the ranks' ``python APP`` (``script``) or ``python -m APP`` finds it (the
+    same Python, folder and environment as the launcher's)."""
+    if script:
+        return os.path.isfile(app)
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(app)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(app + ".__main__")  # a package runs its __main__
+    except (ImportError, ValueError):  # (a parent package missing; an empty name part)
+        return False
+    return spec is not None
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(
         prog=f"python -m {PROG}",
@@ -338,7 +354,7 @@ def main(argv=None):
         epilog="Example: python -m strads.launch -n 4 strads.apps.lasso --data X.svm "
                "--out run --checkpoint-every 30")
     p.add_argument("-n", type=int, required=True, metavar="N", help="ranks to start with")
-    p.add_argument("--min-ranks", type=int, default=2, metavar="M",
+    p.add_argument("--min-ranks", type=int, default=None, metavar="M",
                    help="stop instead of restarting below this many ranks (default: 2)")
     p.add_argument("--max-restarts", type=int, default=3, metavar="R",
                    help="restarts at most (default: 3; 0: none, the app then needs no "
@@ -355,6 +371,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     args = list(a.args)
     out, every = _flag(args, "--out"), _flag(args, "--checkpoint-every")
+    given, a.min_ranks = a.min_ranks is not None, 2 if a.min_ranks is None else a.min_ranks
     if a.n < 1 or a.min_ranks < 1 or a.max_restarts < 0:
         p.error("-n and --min-ranks must be >= 1, --max-restarts >= 0")
     if a.max_restarts and (out is None or every is None):
@@ -364,8 +381,16 @@ def main(argv=None):
         hosts = _hosts(a.hostfile) if a.hostfile else None
     except (OSError, ValueError) as e:
         p.error(f"--hostfile {a.hostfile}: {getattr(e, 'strerror', None) or e}")
-    app = [sys.executable, a.app] if a.app.endswith(".py") or os.sep in a.app else \
-        [sys.executable, "-m", a.app]
+    start = min(a.n, sum(s for _, s in hosts)) if hosts else a.n
+    if given and a.min_ranks > start:  # (the default's 2 allows -n 1: it never restarts)
+        p.error(f"--min-ranks {a.min_ranks} is more than the {start} ranks the job starts "
+                "with")
+    script = a.app.endswith(".py") or os.sep in a.app
+    if not _runnable(a.app, script):  # here, once: not a line from every rank
+        p.error(f"APP {a.app}: " + ("no such file" if script else "no module to run by "
+                                    "that name (a module such as strads.apps.lasso, or a "
+                                    "script path)"))
+    app = [sys.executable, a.app] if script else [sys.executable, "-m", a.app]
     ranks, restarts, t0, t_lost = a.n, [], time.time(), None
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     mpiexec = a.mpiexec or (beside if os.path.exists(beside) else

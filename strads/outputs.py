@@ -252,15 +252,23 @@ COMPILES = _Compiles()
 
 def _cache_lacks_kernels():
     """A module of loaded kernels (readers aside: not every run uses each) of which no
-    cached kernel is in numba's on-disk cache, for this source and this numba."""
+    cached kernel is in numba's on-disk cache, for this source and this numba. A module
+    whose every kernel other kernel modules import (cholesky's solve) does not count: it
+    is compiled, and cached, with a caller, which this run may not have."""
     from numba.core.dispatcher import Dispatcher
 
-    for name, mod in list(sys.modules.items()):
-        if not name.startswith("strads.") or name.startswith("strads.io") or mod is None:
+    kernels = {name: [v for v in vars(mod).values() if isinstance(v, Dispatcher)]
+               for name, mod in list(sys.modules.items())
+               if name.startswith("strads.") and mod is not None}
+    own = {name: [v for v in ks if v.py_func.__module__ == name]
+           for name, ks in kernels.items()}
+    callees = {id(v) for name, ks in kernels.items() if own[name] for v in ks
+               if v.py_func.__module__ != name}
+    for name, ks in kernels.items():
+        if name.startswith("strads.io") or all(id(v) in callees for v in own[name]):
             continue
-        files = [v._cache._cache_file for v in vars(mod).values()
-                 if isinstance(v, Dispatcher) and hasattr(getattr(v, "_cache", None),
-                                                          "_cache_file")]
+        files = [v._cache._cache_file for v in ks
+                 if hasattr(getattr(v, "_cache", None), "_cache_file")]
         try:
             if files and not any(f._load_index() for f in files):
                 return True

@@ -326,3 +326,28 @@ def test_sigterm_to_the_launcher_stops_the_job_at_a_round_and_bad_hostfiles(tmp_
                            capture_output=True, text=True, timeout=60, env=child_env(),
                            cwd=ROOT)
         assert p.returncode == 2 and why in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_launch_checks_min_ranks_and_the_app_before_mpiexec(tmp_path):
+    """-n below --min-ranks, a mistyped module or a missing script: one usage line from
+    the launcher, before mpiexec starts (it printed the app's error once per rank)."""
+    (tmp_path / "hosts").write_text("localhost:1\n")
+    fake = ["--mpiexec", "true", "--max-restarts", "0"]  # (a job started: exit 0)
+    for argv, said in [
+            (["-n", "2", "--min-ranks", "4", *fake, "strads.apps.lasso"],
+             "--min-ranks 4 is more than the 2 ranks the job starts with"),
+            (["-n", "3", "--min-ranks", "2", "--hostfile", str(tmp_path / "hosts"), *fake,
+              "strads.apps.lasso"], "--min-ranks 2 is more than the 1 ranks"),
+            (["-n", "2", *fake, "strads.apps.lasoo", "--quiet"],
+             "APP strads.apps.lasoo: no module to run by that name"),
+            (["-n", "2", *fake, "strads.apps"], "APP strads.apps: no module to run"),
+            (["-n", "2", *fake, str(tmp_path / "ridge.py")], "ridge.py: no such file")]:
+        p = subprocess.run([sys.executable, "-m", "strads.launch", *argv], text=True,
+                           capture_output=True, timeout=60, env=child_env(), cwd=ROOT)
+        assert p.returncode == 2 and p.stderr.count("error:") == 1, (argv, p.stderr)
+        assert said in p.stderr and "usage:" in p.stderr, p.stderr
+    # the default --min-ranks (2) allows -n 1 (which never restarts)
+    p = subprocess.run([sys.executable, "-m", "strads.launch", "-n", "1", *fake,
+                        "strads.apps.lasso"], capture_output=True, timeout=60,
+                       env=child_env(), cwd=ROOT)
+    assert p.returncode == 0 and p.stderr == b""

@@ -892,3 +892,39 @@ def test_a_checkpoint_file_taken_by_another_run_is_one_line(tmp_path):
     # traceback from the clean-up)
     with pytest.raises(outputs.WriteError, match="manifest.json: cannot write: No such file"):
         ckpt._replace(str(tmp_path / "manifest.json.tmp"), str(tmp_path / "manifest.json"))
+
+
+def test_a_uci_header_w_far_above_the_word_ids_needs_a_vocabulary(tmp_path):
+    """W sizes the K x W model: without a vocabulary file, a W far above every word id
+    (2e8 words for 5 tokens: gigabytes) is refused; an honest file whose last words never
+    occur keeps its W, and a vocabulary of W words backs any W."""
+    body = "3\n{}\n3\n1 1 2\n2 5 2\n3 3 1\n"
+    most = 4 * 5 + 2 ** 20
+    for w in (200_000_000, most + 1):
+        f = tmp_path / f"docword.w{w}.txt"
+        f.write_text(body.format(w))
+        refused(lda_data.load, str(f), match=f"{f}: header says W = {w:,} words but no "
+                f"word id above 5 occurs; without a vocabulary file W may be at most {most:,}")
+    for w in (most, 1000):
+        f = tmp_path / f"docword.ok{w}.txt"
+        f.write_text(body.format(w))
+        assert lda_data.load(str(f), min_count=1)[0].shape == (3, w)
+    (tmp_path / "v").mkdir()
+    f = tmp_path / "v" / "docword.v.txt"
+    f.write_text(body.format(most + 1))
+    (tmp_path / "v" / "vocab.v.txt").write_bytes(b"w\n" * (most + 1))
+    X, vocab = lda_data.load(str(f), min_count=1)
+    assert X.shape == (3, most + 1) and len(vocab) == most + 1
+
+
+def test_the_python_api_target_replaces_a_files_own_y(tmp_path):
+    """lasso.data.load(path, target): the target is y, for LIBSVM data too (its labels
+    read and checked all the same); the command line refuses that pair."""
+    f = tmp_path / "d.svm"
+    f.write_text("1 1:2\n-1 2:1\n")
+    (tmp_path / "t.txt").write_text("0.5\n2\n")
+    assert lasso_data.load(str(f), str(tmp_path / "t.txt"))[1].tolist() == [0.5, 2.0]
+    f.write_text("1 1:2\nnan 2:1\n")
+    refused(lasso_data.load, str(f), str(tmp_path / "t.txt"), match="d.svm:2: label is nan")
+    p = run_cli(["strads.apps.lasso", "--data", str(f), "--target", str(tmp_path / "t.txt")])
+    assert p.returncode == 2 and "would replace the y that --data" in one_line(p.stderr)

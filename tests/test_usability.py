@@ -295,3 +295,45 @@ def test_a_changed_kernel_module_drops_every_kernel_cache(tmp_path):
     kern.write_text(kern.read_text() + "\n")
     os.utime(kern, ns=(1, 1))
     assert _cache.check(tmp_path) and not any(c.exists() for c in caches)
+
+
+_KERNELS = '''
+import importlib.util, sys
+from numba import njit
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+load("strads._t_callee", sys.argv[1])
+caller = load("strads._t_caller", sys.argv[2])
+if sys.argv[3] == "run":
+    caller.entry(1.0)  # (its caller of the callee is never compiled)
+from strads import outputs
+print(outputs._cache_lacks_kernels())
+'''
+
+
+def test_the_compile_notice_ignores_kernels_compiled_only_into_their_callers(tmp_path):
+    """Rank 0 says a run compiles when a module of loaded kernels has none cached; a
+    module of callees (cholesky's solve) is cached only with a caller, which a run may
+    not use (logreg loads it, never calls it): it said so on every run."""
+    (tmp_path / "callee.py").write_text(
+        "from numba import njit\n@njit(cache=True)\ndef solve(x):\n    return x / 2\n")
+    (tmp_path / "caller.py").write_text(
+        "from numba import njit\nfrom strads._t_callee import solve\n"
+        "@njit(cache=True)\ndef entry(x):\n    return x + 1\n"
+        "@njit(cache=True)\ndef path(x):\n    return solve(x)\n")
+    (tmp_path / "check.py").write_text(_KERNELS)
+    env = {**child_env(), "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def lacks(what):
+        p = subprocess.run([sys.executable, str(tmp_path / "check.py"),
+                            str(tmp_path / "callee.py"), str(tmp_path / "caller.py"), what],
+                           capture_output=True, text=True, timeout=300, env=env)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split()[-1]
+
+    assert lacks("check") == "True"  # an empty cache
+    lacks("run")  # fills it, but for the callee
+    assert lacks("check") == "False"

@@ -22,7 +22,9 @@ def kind_of(path):
 def load(path, target=None):
     """Read ``(X, y)`` from LIBSVM text, MatrixMarket (.mtx/.mm, y from ``target``) or
     .npz (arrays X and y, or a scipy sparse matrix with y from ``target``); text files
-    may be gzipped and may start with a UTF-8 BOM."""
+    may be gzipped and may start with a UTF-8 BOM. A ``target`` given is y, also for a
+    file that holds y: its LIBSVM labels or array y are read and checked, then replaced
+    (the command line refuses that pair: ``glm.cli.own_target``)."""
     kind = kind_of(path)
     if kind == "mtx":
         X, y = mtx.read(path), None

@@ -370,6 +370,7 @@ def _read_part(path, fmt, vocab, min_count, peers, stop_words):
             if entries != header[2]:
                 raise DataError(f"{path}: header says NNZ = {header[2]} but {entries} "
                                 "entries follow")
+            _check_w(path, n_words, max(f["max_id"] for f in every) + 1, words)
             vocab_out = words
         elif fmt == "ldac":
             n_docs = max(ends) + 1 if ends else 0
@@ -433,6 +434,18 @@ def _read_part(path, fmt, vocab, min_count, peers, stop_words):
         indptr, indices, cnt, sums = _rows(entries, d0, d1 - d0)
     nnz = sum(peers.allgather(int(indices.shape[0])))
     return Part(d0, indptr, indices, cnt, n_docs, n_words, n_tokens, nnz, vocab_out, sums)
+
+
+def _check_w(path, n_words, seen, vocab):
+    """A UCI header's W with no vocabulary file behind it is a claim: the K x W model
+    follows it. Words above the highest id seen (never occurring, their columns stay
+    empty) are kept, as honest files list them, up to a few times the ids seen."""
+    most = 4 * seen + (1 << 20)
+    if vocab is None and n_words > most:
+        raise DataError(f"{path}: header says W = {n_words:,} words but no word id above "
+                        f"{seen:,} occurs; without a vocabulary file W may be at most "
+                        f"{most:,} (4 x the highest id + 2^20): give the vocabulary "
+                        "(--vocab) or the right W")
 
 
 def warmup():
