@@ -10,6 +10,10 @@ from . import cli  # noqa: E402  (strads.cli.run_app, parser, main: docs/extendi
 from .api import Aggregate, Context, Result, Schedule, Update, split_balanced
 from .driver import run
 from .errors import DataError, StalenessError
+from .transport import abort_on_uncaught, mpi_world_size
+
+if mpi_world_size() > 1:
+    abort_on_uncaught()
 
 __all__ = ["Schedule", "Update", "Aggregate", "Context", "run", "Result", "DataError",
            "StalenessError", "split_balanced", "cli"]

@@ -614,6 +614,21 @@ def ulfm():
     return on and hasattr(MPI.Comm, "Shrink") and hasattr(MPI, "ERR_PROC_FAILED")
 
 
+def abort_on_uncaught():
+    """Under ``mpiexec``: an exception no code catches ends the whole job (as ``python -m
+    mpi4py`` does), rather than leaving the other ranks waiting for this one for ever."""
+    default = sys.excepthook
+
+    def hook(*exc):
+        default(*exc)
+        sys.stderr.flush()
+        from mpi4py import MPI  # (initialises MPI if this rank had not yet)
+
+        MPI.COMM_WORLD.Abort(1)
+
+    sys.excepthook = hook
+
+
 _started = False  # whether this process has agreed to start (start_together) already
 
 

@@ -193,6 +193,22 @@ def test_under_mpiexec_a_refusal_on_one_rank_ends_the_job_said_once(refusing):
                         "import\n")
 
 
+@pytest.mark.timeout(300)
+def test_under_mpiexec_an_uncaught_exception_on_one_rank_ends_the_job(tmp_path):
+    """A script's own error on one rank before its fit: the others waited for it for ever."""
+    script = tmp_path / "one.py"
+    script.write_text(
+        "import os, numpy as np, strads\n"
+        "if os.environ.get('PMI_RANK') == '1':\n"
+        "    raise strads.DataError('rank 1 refuses')\n"
+        "X = np.random.default_rng(0).standard_normal((50, 5))\n"
+        "strads.Lasso(alpha=0.1).fit(X, X[:, 0])\n")
+    p = subprocess.run([mpiexec(), "-n", "3", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=240, env=child_env())
+    assert p.returncode != 0
+    assert p.stderr.count("strads.errors.DataError: rank 1 refuses") == 1
+
+
 def _rank_pid(mark, rank):
     for env in glob.glob("/proc/[0-9]*/environ"):
         try:
