@@ -486,7 +486,8 @@ def test_a_second_signal_aborts_at_once(workers, tmp_path):
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=child_env())
     try:
-        assert proc.stdout.readline() == "in the round\n"  # (whatever the load)
+        # (whatever the load; two workers' lines may interleave)
+        assert "in the round" in proc.stdout.readline()
         proc.send_signal(signal.SIGINT)
         time.sleep(0.5)
         assert proc.poll() is None  # the first one waits for the round to end
