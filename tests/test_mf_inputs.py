@@ -5,6 +5,7 @@ import bz2
 import gzip
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -192,6 +193,26 @@ def test_header_line_movielens_ratings_csv(tmp_path):
     # non-ASCII in a header is fine (the fast path gives way to the line by line one)
     t = read(write(tmp_path, "l.csv", "Benutzer,Film,Bewertung é\n1,2,3\n".encode()))
     assert triplets(t) == ([1], [2], [3.0])
+
+
+@pytest.mark.parametrize("header,says", [
+    ("userId,movieId,timestamp,rating", "awk -F, -v OFS=, '{print $1,$2,$4}'"),
+    ("item,user,rating", "awk -F, -v OFS=, '{print $2,$1,$3}'"),
+    ("user_id,item_id,date", "reorder the columns$"),
+    ("userId,movieId,rating,timestamp", None), ("reviewerID,asin,overall,unixTime", None),
+    ("u,i,r", None), ("user_id,business_id,stars,date", None)])
+def test_a_header_naming_other_columns_is_refused(tmp_path, header, says):
+    """The first three columns are user, item, rating whatever the header says; a header
+    that names them otherwise (timestamps third, users second) is refused, not fitted."""
+    path = write(tmp_path, "r.csv", f"{header}\n1,2,3,4\n2,1,4,5\n".encode())
+    if says is None:
+        assert triplets(read(path)) == ([1, 2], [2, 1], [3.0, 4.0])
+        return
+    with pytest.raises(strads.DataError, match=f"^{path}:1: the header names the columns "
+                       ".*read as user, item and rating") as e:
+        read(path)
+    assert re.search(re.escape(says.rstrip("$")) + ("$" if says[-1] == "$" else ""),
+                     str(e.value)), str(e.value)
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -223,6 +223,33 @@ def parse_line(raw, delim, bounds=None):
     return u, i, r
 
 
+_ROLES = {"user": ("user", "customer", "uid"), "item": ("item", "movie", "product", "book",
+          "artist", "song", "track", "business", "iid"),
+          "rating": ("rating", "score", "star", "rate", "value"), "time": ("time", "date")}
+
+
+def _role(name):
+    name = "".join(c for c in name.lower() if c.isalnum())
+    return next((r for r, words in _ROLES.items()
+                 if any(w in name for w in words) or name == r[0]), None)
+
+
+def _check_header(path, lineno, names):
+    """A header whose names put the columns elsewhere than user, item, rating (MovieLens'
+    order) is refused: the first three columns are read whatever their names."""
+    roles = [_role(n) for n in names]
+    want = ("user", "item", "rating")
+    if all(r in (w, None) for r, w in zip(roles, want)) and (
+            roles[2] == "rating" or "rating" not in roles[3:]):
+        return
+    where = [roles.index(w) + 1 if w in roles else None for w in want]
+    hint = (" (e.g. awk -F, -v OFS=, '{print " + ",".join(f"${k}" for k in where) +
+            "}' for a comma-separated file)" if None not in where else "")
+    raise DataError(f"{path}:{lineno}: the header names the columns "
+                    f"{', '.join(map(repr, names[:6]))}; the first three columns are read "
+                    f"as user, item and rating in that order: reorder the columns{hint}")
+
+
 class Layout:
     """Where a rating file's ratings are (the workers' parts are cut from ``begin``),
     from the lines before the first rating; a worker is sent it."""
@@ -260,6 +287,7 @@ class Layout:
             if (not header and len(parts) >= 3 and
                     all(_number(p.strip(), float) is None for p in parts[:3])):
                 header = True  # column names
+                _check_header(self.path, lineno, [p.strip() for p in parts])
                 continue
             first = (lineno, off)
             break
