@@ -14,6 +14,7 @@ from ...io import docs as text_docs, ldac, memory, numbers, uci
 from ...io.agree import ascending, attempt, owners, refuse, route, route_slices, tally_into
 from ...io.source import SNIFF
 from ...io.uci import INT32_MAX
+from .kernels import _first_above
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before
@@ -472,12 +473,9 @@ def tokenize(line, stop_words=STOP_WORDS):
     return text_docs.tokenize(line, stop_words)
 
 
-def _strip_gz(name):
-    return name[:-3] if name.lower().endswith(".gz") else name
-
-
 def _guess_vocab(path):
-    base = _strip_gz(os.path.basename(path))
+    base = os.path.basename(path)
+    base = base[:-3] if base.lower().endswith(".gz") else base
     folder = os.path.dirname(path)
     stem = os.path.splitext(base)[0]
     cands = [stem + ".tokens", stem + ".vocab", "vocab.txt"]
@@ -585,17 +583,8 @@ def corpus_topics(n_words, n_topics, beta, seed, cumulative=False):
 
 @njit(**numbers.NB)
 def _draw_words(cum, z, u, out):
-    V = cum.shape[1]
-    for t in range(z.shape[0]):
-        row = cum[z[t]]
-        lo, hi = 0, V - 1
-        while lo < hi:  # the first word whose running sum exceeds u
-            mid = (lo + hi) >> 1
-            if row[mid] > u[t]:
-                hi = mid
-            else:
-                lo = mid + 1
-        out[t] = lo
+    for t in range(z.shape[0]):  # the first word whose running sum exceeds u
+        out[t] = _first_above(cum[z[t]], cum.shape[1], u[t])
 
 
 def corpus_docs(cum, lengths, d0, d1, alpha, seed, theta=None):

@@ -6,7 +6,6 @@ import math
 import numpy as np
 
 from ...api import Update
-from ...errors import DataError
 from ...io import memory
 from . import data, kernels as K
 from .schedule import slice_of
@@ -74,7 +73,7 @@ class LDAUpdate(Update):
     def __init__(self, shard):
         """The worker reads or draws its own documents (``shard["source"]``) or takes the
         rows rank 0 sent, then the workers agree on the corpus and the first counts."""
-        from ...io.agree import refuse
+        from ...io.agree import alike
         peers = self.peers
         src = shard["source"]
         if src["kind"] == "file":
@@ -106,14 +105,11 @@ class LDAUpdate(Update):
         word_counts = peers.allreduce(word_counts)
         i = int(np.argmax(self.lengths)) if self.lengths.shape[0] else 0
         longest = peers.allgather((int(self.lengths.max(initial=0)), -(self.d0 + i)))
-        try:
-            from . import check_run
-            n, d = max(longest)
-            self.cuts = check_run(self.n_docs, self.V, (n, -d), word_counts, self.n_tokens,
-                                  part.nnz, self.K, self.alpha, self.beta, self.W,
-                                  self.s1 - 1, self.mode, None, shard["flag"])
-        except DataError as e:
-            refuse(peers, e)
+        from . import check_run
+        n, d = max(longest)
+        self.cuts = alike(peers, check_run, self.n_docs, self.V, (n, -d), word_counts,
+                          self.n_tokens, part.nnz, self.K, self.alpha, self.beta, self.W,
+                          self.s1 - 1, self.mode, None, shard["flag"])
         del word_counts
         # the tokens sorted by word, then document, without an argsort and its permuted
         # copies (they made the load's peak: docs/scaling.md)
