@@ -9,11 +9,13 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from ...api import split_balanced
 from ...errors import DataError
 from ...io import docs as text_docs, ldac, memory, numbers, uci
 from ...io.agree import ascending, attempt, owners, refuse, route, route_slices, tally_into
 from ...io.source import SNIFF
 from ...io.uci import INT32_MAX
+from ...transport import Peers
 from .kernels import _first_above
 
 STOP_WORDS = frozenset("""
@@ -298,8 +300,6 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
     """This worker's :class:`Part` of a corpus file (formats: :func:`load`): each worker
     parses its byte range and the workers agree on the corpus; ``peers`` None: one worker
     reads it all. A refusal names the earliest bad line, and the format auto chose."""
-    from ...transport import Peers
-
     peers = peers or Peers()
     sniffed = attempt(peers, _format, path, fmt)
     try:
@@ -419,8 +419,6 @@ def _read_part(path, fmt, vocab, min_count, peers, stop_words):
     lengths = np.zeros(n_docs, np.int64)
     accumulate(docs, counts, lengths)
     lengths = peers.allreduce(lengths)
-    from ...api import split_balanced
-
     cuts = split_balanced(lengths, W)  # contiguous documents balanced by tokens
     del lengths
     d0, d1 = int(cuts[me]), int(cuts[me + 1])
@@ -619,9 +617,6 @@ def corpus_docs(cum, lengths, d0, d1, alpha, seed, theta=None):
 def corpus_part(n_docs, n_words, doc_length, n_topics, alpha, beta, seed, peers=None):
     """This worker's documents of the built-in corpus (a :class:`Part`): contiguous
     documents balanced by tokens, drawn by the worker itself (see corpus_docs)."""
-    from ...api import split_balanced
-    from ...transport import Peers
-
     peers = peers or Peers()
     check_corpus_size(n_docs, n_words, doc_length, n_topics)
     lengths = corpus_lengths(n_docs, doc_length, seed)

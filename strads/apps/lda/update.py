@@ -456,14 +456,11 @@ class LDAUpdate(Update):
             K.sum_lgamma_table(self.ndk.ravel(), a, t) if self.dense else
             K.sum_lgamma_lists(self.dmeta, self.dlist, a, t)))
 
+    # a round allocates and frees a slice's packed tables, tens of MB: glibc's heap would
+    # keep them (the rounds' threshold), and the process's peak count them; a round is
+    # long enough that their fresh pages cost little (docs/scaling.md)
+    @memory.returning_freed_memory()
     def update(self, task):
-        # a round allocates and frees a slice's packed tables, tens of MB: glibc's heap
-        # would keep them (the rounds' threshold), and the process's peak count them; a
-        # round is long enough that their fresh pages cost little (docs/scaling.md)
-        with memory.returning_freed_memory():
-            return self._round(task)
-
-    def _round(self, task):
         r, peers = task["round"], self.peers
         phase = task.get("phase", r)  # (rounds since the layout began: a resume's)
         nk0 = self.nk.copy()
@@ -549,11 +546,8 @@ class LDAUpdate(Update):
             return "doc-topic column sums differ from the topic totals"
         return None
 
+    @memory.returning_freed_memory()  # (as update's)
     def collect(self):
-        with memory.returning_freed_memory():  # (as update's)
-            return self._collect()
-
-    def _collect(self):
         # the documents' counts packed (their non-zeros, at most one a token), not D x K
         ndk = K.pack(self.ndk) if self.dense else K.pack_lists(self.dmeta, self.dlist)
         out = {"d0": self.d0, "ndk": ndk, "nk": self.nk, "rows": self._mine()}
