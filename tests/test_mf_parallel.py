@@ -236,7 +236,7 @@ def test_route_and_columns_equal_their_references(monkeypatch, W):
 
 def test_built_in_problem_parts_make_the_whole():
     whole = D.make_problem(9000, 700, 40000, seed=3)
-    parts = [D.make_problem_part(9000, 700, 40000, seed=3, part=k, n_parts=3)
+    parts = [D.make_problem(9000, 700, 40000, seed=3, part=k, n_parts=3)
              for k in range(3)]
     for name in ("users", "items", "ratings", "pos"):
         np.testing.assert_array_equal(np.concatenate([getattr(p, name) for p in parts]),

@@ -17,6 +17,14 @@ def refuse(peers, message, worker=0):
     raise DataError(str(message))
 
 
+def alike(peers, fn, *args):
+    """``fn(*args)``, which every worker computes alike: its DataError raised by worker 0."""
+    try:
+        return fn(*args)
+    except DataError as e:
+        refuse(peers, e)
+
+
 def _line(message):
     m = re.match(r".*?:(\d+): ", message)
     return int(m.group(1)) if m else 0

@@ -9,11 +9,14 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from ...api import split_balanced
 from ...errors import DataError
 from ...io import docs as text_docs, ldac, memory, numbers, uci
 from ...io.agree import ascending, attempt, owners, refuse, route, route_slices, tally_into
 from ...io.source import SNIFF
 from ...io.uci import INT32_MAX
+from ...transport import Peers
+from .kernels import _first_above
 
 STOP_WORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before
@@ -297,8 +300,6 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
     """This worker's :class:`Part` of a corpus file (formats: :func:`load`): each worker
     parses its byte range and the workers agree on the corpus; ``peers`` None: one worker
     reads it all. A refusal names the earliest bad line, and the format auto chose."""
-    from ...transport import Peers
-
     peers = peers or Peers()
     sniffed = attempt(peers, _format, path, fmt)
     try:
@@ -418,8 +419,6 @@ def _read_part(path, fmt, vocab, min_count, peers, stop_words):
     lengths = np.zeros(n_docs, np.int64)
     accumulate(docs, counts, lengths)
     lengths = peers.allreduce(lengths)
-    from ...api import split_balanced
-
     cuts = split_balanced(lengths, W)  # contiguous documents balanced by tokens
     del lengths
     d0, d1 = int(cuts[me]), int(cuts[me + 1])
@@ -472,12 +471,9 @@ def tokenize(line, stop_words=STOP_WORDS):
     return text_docs.tokenize(line, stop_words)
 
 
-def _strip_gz(name):
-    return name[:-3] if name.lower().endswith(".gz") else name
-
-
 def _guess_vocab(path):
-    base = _strip_gz(os.path.basename(path))
+    base = os.path.basename(path)
+    base = base[:-3] if base.lower().endswith(".gz") else base
     folder = os.path.dirname(path)
     stem = os.path.splitext(base)[0]
     cands = [stem + ".tokens", stem + ".vocab", "vocab.txt"]
@@ -585,17 +581,8 @@ def corpus_topics(n_words, n_topics, beta, seed, cumulative=False):
 
 @njit(**numbers.NB)
 def _draw_words(cum, z, u, out):
-    V = cum.shape[1]
-    for t in range(z.shape[0]):
-        row = cum[z[t]]
-        lo, hi = 0, V - 1
-        while lo < hi:  # the first word whose running sum exceeds u
-            mid = (lo + hi) >> 1
-            if row[mid] > u[t]:
-                hi = mid
-            else:
-                lo = mid + 1
-        out[t] = lo
+    for t in range(z.shape[0]):  # the first word whose running sum exceeds u
+        out[t] = _first_above(cum[z[t]], cum.shape[1], u[t])
 
 
 def corpus_docs(cum, lengths, d0, d1, alpha, seed, theta=None):
@@ -630,9 +617,6 @@ def corpus_docs(cum, lengths, d0, d1, alpha, seed, theta=None):
 def corpus_part(n_docs, n_words, doc_length, n_topics, alpha, beta, seed, peers=None):
     """This worker's documents of the built-in corpus (a :class:`Part`): contiguous
     documents balanced by tokens, drawn by the worker itself (see corpus_docs)."""
-    from ...api import split_balanced
-    from ...transport import Peers
-
     peers = peers or Peers()
     check_corpus_size(n_docs, n_words, doc_length, n_topics)
     lengths = corpus_lengths(n_docs, doc_length, seed)

@@ -6,7 +6,6 @@ import math
 import numpy as np
 
 from ...api import Update
-from ...errors import DataError
 from ...io import memory
 from . import data, kernels as K
 from .schedule import slice_of
@@ -74,7 +73,7 @@ class LDAUpdate(Update):
     def __init__(self, shard):
         """The worker reads or draws its own documents (``shard["source"]``) or takes the
         rows rank 0 sent, then the workers agree on the corpus and the first counts."""
-        from ...io.agree import refuse
+        from ...io.agree import alike
         peers = self.peers
         src = shard["source"]
         if src["kind"] == "file":
@@ -106,14 +105,11 @@ class LDAUpdate(Update):
         word_counts = peers.allreduce(word_counts)
         i = int(np.argmax(self.lengths)) if self.lengths.shape[0] else 0
         longest = peers.allgather((int(self.lengths.max(initial=0)), -(self.d0 + i)))
-        try:
-            from . import check_run
-            n, d = max(longest)
-            self.cuts = check_run(self.n_docs, self.V, (n, -d), word_counts, self.n_tokens,
-                                  part.nnz, self.K, self.alpha, self.beta, self.W,
-                                  self.s1 - 1, self.mode, None, shard["flag"])
-        except DataError as e:
-            refuse(peers, e)
+        from . import check_run
+        n, d = max(longest)
+        self.cuts = alike(peers, check_run, self.n_docs, self.V, (n, -d), word_counts,
+                          self.n_tokens, part.nnz, self.K, self.alpha, self.beta, self.W,
+                          self.s1 - 1, self.mode, None, shard["flag"])
         del word_counts
         # the tokens sorted by word, then document, without an argsort and its permuted
         # copies (they made the load's peak: docs/scaling.md)
@@ -460,14 +456,11 @@ class LDAUpdate(Update):
             K.sum_lgamma_table(self.ndk.ravel(), a, t) if self.dense else
             K.sum_lgamma_lists(self.dmeta, self.dlist, a, t)))
 
+    # a round allocates and frees a slice's packed tables, tens of MB: glibc's heap would
+    # keep them (the rounds' threshold), and the process's peak count them; a round is
+    # long enough that their fresh pages cost little (docs/scaling.md)
+    @memory.returning_freed_memory()
     def update(self, task):
-        # a round allocates and frees a slice's packed tables, tens of MB: glibc's heap
-        # would keep them (the rounds' threshold), and the process's peak count them; a
-        # round is long enough that their fresh pages cost little (docs/scaling.md)
-        with memory.returning_freed_memory():
-            return self._round(task)
-
-    def _round(self, task):
         r, peers = task["round"], self.peers
         phase = task.get("phase", r)  # (rounds since the layout began: a resume's)
         nk0 = self.nk.copy()
@@ -553,11 +546,8 @@ class LDAUpdate(Update):
             return "doc-topic column sums differ from the topic totals"
         return None
 
+    @memory.returning_freed_memory()  # (as update's)
     def collect(self):
-        with memory.returning_freed_memory():  # (as update's)
-            return self._collect()
-
-    def _collect(self):
         # the documents' counts packed (their non-zeros, at most one a token), not D x K
         ndk = K.pack(self.ndk) if self.dense else K.pack_lists(self.dmeta, self.dlist)
         out = {"d0": self.d0, "ndk": ndk, "nk": self.nk, "rows": self._mine()}

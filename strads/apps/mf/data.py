@@ -10,8 +10,9 @@ from numba import njit
 
 from ... import api
 from ...errors import DataError
+from ...params import check
 from ...io import memory, numbers, ratings as rating_io
-from ...io.agree import (columns, dense_ids, distinct, exact_partials, in_place, owners,
+from ...io.agree import (alike, columns, dense_ids, distinct, exact_partials, in_place, owners,
                          pair_order, refuse, route, same_pairs, tally)
 from . import kernels as K
 
@@ -219,12 +220,6 @@ def held_out(seed, pos, fraction):
     return out
 
 
-def check_fraction(name, f):
-    """A held-out share (test, validation): in [0, 1)."""
-    if not 0 <= f < 1:
-        raise DataError(f"{name} must be in [0, 1), got {f}")
-
-
 def validation_seed(seed):
     """The validation split's seed: another hash than the test split's of the same
     ``seed``, so the two choices are independent."""
@@ -237,12 +232,9 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
     0..n-1 from the training ratings, and map the held-out ones onto them.
     ``validation`` > 0 (early stopping's first run): that share of the training ratings
     (chosen as the test split, independently) is held out; the test set is set aside."""
-    if duplicates not in DUPLICATES:
-        raise DataError(f"duplicates must be one of {DUPLICATES}, got {duplicates!r}")
-    if cold_start not in COLD_START:
-        raise DataError(f"cold_start must be one of {COLD_START}, got {cold_start!r}")
-    check_fraction("test fraction", test_fraction)
-    check_fraction("validation fraction", validation)
+    from . import PARAMS
+    check(PARAMS, dict(duplicates=duplicates, cold_start=cold_start,
+                       test_fraction=test_fraction, validation_fraction=validation))
     _check_values(train)
     if train.pos is None:  # the splits choose by position among the file's ratings
         train = replace(train, pos=np.arange(len(train)))
@@ -438,9 +430,6 @@ def _chunk_pairs(rng, users, deg, cdf, pi, n_items):
     return keys
 
 
-make_problem_part = make_problem  # (a part of it: ``part``, ``n_parts``)
-
-
 # -- each worker's share (parallel loading) ------------------------------------------------
 def _generated(peers, spec):
     """A worker's part of the built-in problem (chunks of users from the seed)."""
@@ -616,10 +605,7 @@ def prepare_part(peers, desc):
             del got
             _dedupe(peers, src, "error", _pair_groups(uu, 0, m, ii, n, pp), pp, pp,
                     lambda j: (user_ids[uu[j]], item_ids[ii[j]]))
-        try:
-            _check_workers(W, m, n)
-        except DataError as e:
-            refuse(peers, e)
+        alike(peers, _check_workers, W, m, n)
 
     # -- rows: users in blocks balanced by their ratings, each rating to its user's
     counts = peers.allreduce(tally(u, m))
@@ -681,11 +667,8 @@ def prepare_part(peers, desc):
     src = None
 
     # -- what the data's size allows (after the data's own errors, as in one process)
-    try:
-        _check_factor_memory(o["rank"], o["bias"] == "full", m, n, W, o["schedule"],
-                             o["block"], o.get("early_stop"))
-    except DataError as e:
-        refuse(peers, str(e))
+    alike(peers, _check_factor_memory, o["rank"], o["bias"] == "full", m, n, W,
+          o["schedule"], o["block"], o.get("early_stop"))
 
     # -- counts, the mean, the penalties' weights
     cu = tally(u, u1 - u0, u0)
@@ -701,10 +684,8 @@ def prepare_part(peers, desc):
     mean = math.fsum(np.concatenate([g[1] for g in got])) / n_train \
         if o["bias"] != "none" else 0.0
     lam = o["lam"]
-    try:
-        reg_rows, reg_H = penalties(lam, o["weighted"], cu, ci, max(g[2] for g in got))
-    except DataError as e:
-        refuse(peers, e)
+    reg_rows, reg_H = alike(peers, penalties, lam, o["weighted"], cu, ci,
+                            max(g[2] for g in got))
     io = api.split_balanced(ci, W)
     i0, i1 = int(io[me]), int(io[me + 1])
 
@@ -739,11 +720,8 @@ def prepare_part(peers, desc):
         del Y
         return np.concatenate(peers.allgather(Pc)).T
 
-    try:
-        H, (sqW, sqH) = start(lay, o["seed"], o["init"], o["init_scale"], reg_rows, reg_H,
-                              lam, sum(rss), gram)
-    except DataError as e:
-        refuse(peers, e)
+    H, (sqW, sqH) = alike(peers, start, lay, o["seed"], o["init"], o["init_scale"],
+                          reg_rows, reg_H, lam, sum(rss), gram)
     report = {"shape": (m, n), "mean": mean, "n_train": n_train, "n_test": n_test,
               "cold": cold, "rss": rss[me], "sqW": sqW,
               "sqH": sqH if me == 0 else None, "sse": K.wsumsq(None, test[2])}
