@@ -107,9 +107,8 @@ class Driver:
         if self.K > 1:
             parts = self.schedule
             if isinstance(parts, api.Schedule):
-                raise DataError(f"--schedulers {self.K}: this app's schedule does not split "
-                                f"over scheduler ranks ({type(parts).__name__}); use "
-                                "--schedulers 1")
+                raise DataError(f"--schedulers {self.K}: {self.label}'s schedule does not "
+                                "split over scheduler ranks; use --schedulers 1")
             if len(parts) != self.K:
                 raise ValueError(f"setup returned {len(parts)} schedules for {self.K} "
                                  "schedulers")

@@ -393,8 +393,10 @@ def main(argv=None):
     app = [sys.executable, a.app] if script else [sys.executable, "-m", a.app]
     ranks, restarts, t0, t_lost = a.n, [], time.time(), None
     beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    mpiexec = a.mpiexec or (beside if os.path.exists(beside) else
-                            shutil.which("mpiexec") or "mpiexec")
+    mpiexec = shutil.which(a.mpiexec or (beside if os.path.exists(beside) else "mpiexec"))
+    if mpiexec is None:
+        p.error(f"--mpiexec {a.mpiexec}: no such executable" if a.mpiexec else
+                f"no mpiexec beside this Python ({beside}) or on PATH: give --mpiexec PATH")
     folder = tempfile.mkdtemp(prefix="strads-launch-")
     signal.signal(signal.SIGTERM, _terminated)
     try:

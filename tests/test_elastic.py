@@ -329,8 +329,9 @@ def test_sigterm_to_the_launcher_stops_the_job_at_a_round_and_bad_hostfiles(tmp_
 
 
 def test_launch_checks_min_ranks_and_the_app_before_mpiexec(tmp_path):
-    """-n below --min-ranks, a mistyped module or a missing script: one usage line from
-    the launcher, before mpiexec starts (it printed the app's error once per rank)."""
+    """-n below --min-ranks, a mistyped module, a missing script or mpiexec: one usage
+    line from the launcher, before mpiexec starts (it printed the app's error once per
+    rank; a missing mpiexec was a traceback)."""
     (tmp_path / "hosts").write_text("localhost:1\n")
     fake = ["--mpiexec", "true", "--max-restarts", "0"]  # (a job started: exit 0)
     for argv, said in [
@@ -341,7 +342,10 @@ def test_launch_checks_min_ranks_and_the_app_before_mpiexec(tmp_path):
             (["-n", "2", *fake, "strads.apps.lasoo", "--quiet"],
              "APP strads.apps.lasoo: no module to run by that name"),
             (["-n", "2", *fake, "strads.apps"], "APP strads.apps: no module to run"),
-            (["-n", "2", *fake, str(tmp_path / "ridge.py")], "ridge.py: no such file")]:
+            (["-n", "2", *fake, str(tmp_path / "ridge.py")], "ridge.py: no such file"),
+            (["-n", "2", "--mpiexec", str(tmp_path / "mpx"), "--max-restarts", "0",
+              "strads.apps.lasso"],
+             f"--mpiexec {tmp_path / 'mpx'}: no such executable")]:
         p = subprocess.run([sys.executable, "-m", "strads.launch", *argv], text=True,
                            capture_output=True, timeout=60, env=child_env(), cwd=ROOT)
         assert p.returncode == 2 and p.stderr.count("error:") == 1, (argv, p.stderr)

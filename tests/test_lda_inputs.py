@@ -600,3 +600,20 @@ def test_cli_alpha_inf_beta_nan_one_line():
 def test_api_float_parameters(kw, msg):
     with pytest.raises(strads.DataError, match=msg):
         app.fit(np.array([[1, 2], [3, 0]]), quiet=True, mpi=False, **kw)
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--vocab", "missing.txt"], "--vocab describes a --data file; it has no effect on the "
+     "built-in corpus"),
+    (["--format", "uci"], "--format describes a --data file"),
+    (["--min-count", "5"], "--min-count describes a --data file"),
+    (["--sweeps", "0"], "error: argument --sweeps: a positive integer must be > 0, got 0")])
+def test_a_files_flags_without_data_and_no_sweeps_are_refused(capsys, flags, says):
+    """A file's flags with the built-in corpus are refused in one line, as the built-in
+    corpus's flags are with --data; so is a run of no sweeps."""
+    from strads.apps.lda.__main__ import main
+    with pytest.raises(SystemExit) as e:
+        main(["--n-docs", "20", "--n-words", "30", "--top-words", "0", "--quiet", *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and says in err[-1], err
+    assert len(err) == 1 or err[0].startswith("usage:"), err  # (argparse's own: usage)

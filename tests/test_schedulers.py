@@ -10,7 +10,7 @@ import pytest
 from sklearn.linear_model import Lasso as SkLasso
 
 import strads
-from strads.apps import lasso, lda, mf
+from strads.apps import lasso, lda, logreg, mf
 from strads.apps.lasso.data import make_problem
 
 from conftest import run_cli, world
@@ -77,8 +77,15 @@ def test_what_does_not_split_is_refused_in_one_line():
     t = mf.make_problem(200, 100, 2000, seed=1)
     with pytest.raises(strads.DataError, match="working-set schedule .* does not split"):
         lasso.fit(X, y, lam=lam, schedulers=2, quiet=True)
-    with pytest.raises(strads.DataError, match="does not split over scheduler ranks"):
+    with pytest.raises(strads.DataError, match="^--schedulers 2: mf's schedule does not "
+                       "split over scheduler ranks; use --schedulers 1$"):
         mf.fit(t.users, t.items, t.ratings, rank=2, iters=1, schedulers=2, quiet=True)
+    Xl, yl = logreg.data.make_problem(60, 30, seed=1)[:2]
+    for schedule in ("working-set", "priority"):  # (the refusal named a private class)
+        with pytest.raises(strads.DataError, match="^--schedulers 2: logreg's schedules do "
+                           "not split over scheduler ranks \\(lasso's and lda's do\\); use "
+                           "--schedulers 1$"):
+            logreg.fit(Xl, yl, lam=0.01, schedule=schedule, schedulers=2, quiet=True)
     with pytest.raises(strads.DataError, match="--schedulers applies to --scheduler rank"):
         lasso.fit(X, y, lam=lam, schedule="priority", schedulers=2, scheduler="replicated")
     with pytest.raises(strads.DataError, match="schedulers must be an integer >= 1"):

@@ -175,11 +175,12 @@ class Datafit:
         return SCHEDULES[schedule](agg, block, every, seed, time_limit, ctx.staleness)
 
     def _parts(self, agg, ctx, flags, options, sq_norms=None):
-        """The K schedules of ``--schedulers K``, one per range of coordinates; None for
-        a datafit that does not split."""
+        """The K schedules of ``--schedulers K``, one per range of coordinates."""
         schedule, block, full_every, seed, rho, floor = flags
         if not self.splits:
-            return None
+            raise DataError(f"--schedulers {ctx.n_schedulers}: {self.name}'s schedules do "
+                            "not split over scheduler ranks (lasso's and lda's do); use "
+                            "--schedulers 1")
         if schedule == "working-set":
             raise DataError(f"--schedulers {ctx.n_schedulers}: the working-set schedule "
                             "solves its blocks exactly on rank 0 and does not split; use "

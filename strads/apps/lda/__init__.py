@@ -34,7 +34,7 @@ PARAMS = (
     Param("beta", 0.01, "symmetric Dirichlet prior of the topic-word distributions",
           low=0, closed="neither"),
     Param("sweeps", 50, "passes over the corpus (model schedule: one sweep is workers x "
-          "(staleness + 1) rounds); a resumed run may ask for more", low=0, resume=True),
+          "(staleness + 1) rounds); a resumed run may ask for more", low=1, resume=True),
     Param("schedule", "model", "model: STRADS vocabulary rotation; data: YahooLDA-style "
           "data-parallel baseline", choices=tuple(sorted(SCHEDULES))),
 )

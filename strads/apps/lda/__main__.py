@@ -58,7 +58,13 @@ def run(args):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    p = build_parser()
+    args = p.parse_args(argv)
+    given = [d for d in ("format", "vocab", "min_count") if args.data is None and
+             getattr(args, d) != p.get_default(d)]
+    if given:  # (as the built-in corpus's flags are with --data)
+        p.refuse(f"--{given[0].replace('_', '-')} describes a --data file; it has no "
+                 "effect on the built-in corpus")
     result = cli.main(MODULE, run, args)
     if result is not None and args.top_words:
         vocab = result.model.get("vocab")
