@@ -263,16 +263,17 @@ FILL_BYTES = 8 << 20  # a block of X'X's rows in fill_cache (without G)
 
 
 @njit(**_opts)
-def select_gram(G, norms, rho, max_block, cap):
+def select_gram(G, idx, norms, rho, max_block, cap):
     """As :func:`_select_dense`, from the strict lower triangle of the candidates' Gram
-    matrix ``G`` (over every row) and their ``norms``: (the positions in the candidate
-    list of those kept, their groups). The candidates are distinct and none is taken
-    (the caller filtered them)."""
+    matrix over every row (candidate c's row and column of ``G``: idx[c]; G may be a
+    held Gram the candidates index) and their ``norms``: (the positions in the
+    candidate list of those kept, their groups). The candidates are distinct and none
+    is taken (the caller filtered them)."""
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
     size = np.zeros(max_block, dtype=np.int64)
     m = n_groups = rejected = 0
-    for c in range(G.shape[0]):
+    for c in range(norms.shape[0]):
         if m == max_block:
             break
         if norms[c] == 0.0:
@@ -280,7 +281,7 @@ def select_gram(G, norms, rho, max_block, cap):
         first = -1
         if rho < 1.0:
             for t in range(m):
-                if abs(G[c, chosen[t]]) > rho * norms[c] * norms[chosen[t]]:
+                if abs(G[idx[c], idx[chosen[t]]]) > rho * norms[c] * norms[chosen[t]]:
                     first = _conflict(first, group[t])
                     if first == -2:
                         break

@@ -56,7 +56,7 @@ class GLMUpdate(Update):
             K.gram_sparse(*csc, cols, 2)
         K.grad_dense(np.ones((2, 1), order="F"), r, cols, np.empty(1))
         # (priority: the workers' filter, and the groups' Gram matrices)
-        KG.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1, KG.GROUP_CAP)
+        KG.select_gram(np.ones((1, 1)), cols, np.ones(1), 0.5, 1, KG.GROUP_CAP)
         KG.group_order(np.zeros(1, np.int64), np.zeros(1, np.int64))
         KG.held_gram(np.ones((1, 1)), cols, np.ones((1, 1)), cols)
         gptr = np.array([0, 1], np.int64)
@@ -93,31 +93,33 @@ class GLMUpdate(Update):
         strict lower triangle), grouped as the scheduler's filter would: (cols, group
         boundaries or None, the summed Gram, the rows of ``cols`` in it)."""
         m = cand.shape[0]
-        slot = self._slot[cand] if self._slot is not None else None
-        if slot is not None and (slot >= 0).any():
+        idx = self._slot[cand] if self._slot is not None else None
+        if idx is not None and m and (idx >= 0).all():
+            G = self._PG  # (every candidate held: read through their rows of it)
+        elif idx is not None and (idx >= 0).any():
             # pairs of held candidates from the pool's Gram, the rest summed afresh
-            rank = np.cumsum(slot < 0) - 1
-            rank[slot >= 0] = -1
-            n_new = int(rank.max(initial=-1)) + 1
-            C = self._cross(cand, rank, n_new) if n_new else np.empty((0, m))
-            G = KG.held_gram(self._PG, slot, C, rank)
+            rank = np.cumsum(idx < 0) - 1
+            rank[idx >= 0] = -1
+            C = self._cross(cand, rank, int(rank.max()) + 1)
+            G, idx = KG.held_gram(self._PG, idx, C, rank), None
         elif self.sparse:
-            G = K.gram_sparse(*self.X, cand, self.n_rows)
+            G, idx = K.gram_sparse(*self.X, cand, self.n_rows), None
             low = np.flatnonzero(np.tril(G, -1))
             low = low.astype(np.int32) if m * m < 2 ** 31 else low
             parts = self.peers.allgather((low, G.reshape(-1)[low]))
             G = np.zeros((m, m))
-            for idx, vals in parts:  # in worker order, as allreduce adds
-                G.reshape(-1)[idx] += vals
+            for i, vals in parts:  # in worker order, as allreduce adds
+                G.reshape(-1)[i] += vals
         else:
-            Xc = self.X[0][:, cand]
+            Xc, idx = self.X[0][:, cand], None
             low = np.tril_indices(m, -1)
             G = np.zeros((m, m))
             G[low] = self.peers.allreduce((Xc.T @ Xc)[low])
-        kept, group = KG.select_gram(G, self.norms[cand], rho, b, KG.GROUP_CAP)
+        idx = np.arange(m) if idx is None else idx
+        kept, group = KG.select_gram(G, idx, self.norms[cand], rho, b, KG.GROUP_CAP)
         cols, gptr = KG.group_order(cand[kept], group)
         order = np.argsort(cand)
-        pos = order[np.searchsorted(cand, cols, sorter=order)]
+        pos = idx[order[np.searchsorted(cand, cols, sorter=order)]]
         return cols, (gptr if gptr.shape[0] else None), G, pos
 
     def _hold(self, pool):
