@@ -56,8 +56,7 @@ class GLMUpdate(Update):
             K.gram_sparse(*csc, cols, 2)
         K.grad_dense(np.ones((2, 1), order="F"), r, cols, np.empty(1))
         # (priority: the workers' filter, and the groups' Gram matrices)
-        KG.select_gram(np.ones((1, 1)), cols, np.ones(1), 0.5, 1, KG.GROUP_CAP)
-        KG.group_order(np.zeros(1, np.int64), np.zeros(1, np.int64))
+        KG.select_gram(np.ones((1, 1)), cols, cols, np.ones(1), 0.5, 1, KG.GROUP_CAP)
         KG.held_gram(np.ones((1, 1)), cols, np.ones((1, 1)), cols)
         gptr = np.array([0, 1], np.int64)
         KG.group_gram_lower(np.ones((1, 1)), np.zeros(1, np.int64), gptr, np.ones(1))
@@ -115,11 +114,8 @@ class GLMUpdate(Update):
             low = np.tril_indices(m, -1)
             G = np.zeros((m, m))
             G[low] = self.peers.allreduce((Xc.T @ Xc)[low])
-        idx = np.arange(m) if idx is None else idx
-        kept, group = KG.select_gram(G, idx, self.norms[cand], rho, b, KG.GROUP_CAP)
-        cols, gptr = KG.group_order(cand[kept], group)
-        order = np.argsort(cand)
-        pos = idx[order[np.searchsorted(cand, cols, sorter=order)]]
+        cols, gptr, pos = KG.select_gram(G, np.arange(m) if idx is None else idx, cand,
+                                         self.norms, rho, b, KG.GROUP_CAP)
         return cols, (gptr if gptr.shape[0] else None), G, pos
 
     def _hold(self, pool):
