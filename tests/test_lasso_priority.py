@@ -513,11 +513,11 @@ def test_the_workers_hold_the_pools_gram(tmp_path, monkeypatch):
     dump_svmlight_file(X, y, path := str(tmp_path / "t.svm"))
     lam = lasso.lambda_max(X, y) / 20
     entries, pools = [], []
-    gram, cross = K.gram_sparse, K.gram_sparse_cross
+    gram, add = K.gram_sparse, K.gram_sparse_add
     monkeypatch.setattr(K, "gram_sparse", lambda *a: entries.append(a[3].shape[0] ** 2)
                         or gram(*a))
-    monkeypatch.setattr(K, "gram_sparse_cross", lambda *a: entries.append(
-        a[5] * a[3].shape[0]) or cross(*a))
+    monkeypatch.setattr(K, "gram_sparse_add", lambda *a: entries.append(a[3].size)
+                        or add(*a))
 
     def run():
         entries.clear()

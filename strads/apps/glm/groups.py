@@ -42,7 +42,7 @@ def block_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head
     multiply-adds pass ``limit`` times (the kept columns' non-zeros + ``fixed``). The kept
     columns are threaded through their rows (``head``, all -1, restored), so a check
     costs the entries a candidate shares rows with; ``taken`` candidates are skipped.
-    Then :func:`group_order`'s layout into ``out`` (2 max_block + 1 at least). Returns
+    Then :func:`_order_into`'s layout into ``out`` (2 max_block + 1 at least). Returns
     (m, the boundaries' count, the multiply-adds, the kept columns' non-zeros)."""
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
@@ -263,24 +263,27 @@ FILL_BYTES = 8 << 20  # a block of X'X's rows in fill_cache (without G)
 
 
 @njit(**_opts)
-def select_gram(G, norms, rho, max_block, cap):
-    """As :func:`_select_dense`, from the strict lower triangle of the candidates' Gram
-    matrix ``G`` (over every row) and their ``norms``: (the positions in the candidate
-    list of those kept, their groups). The candidates are distinct and none is taken
-    (the caller filtered them)."""
+def select_gram(G, idx, cand, norms, rho, max_block, cap):
+    """As :func:`_select_dense`, the candidates ``cand`` (distinct, none taken: the
+    caller filtered them) from the strict lower triangle of their Gram matrix over
+    every row (candidate c's row and column of ``G``: idx[c]; G may be a held Gram they
+    index) and the columns' ``norms``: (the kept columns and group boundaries as
+    :func:`_order_into` lays them out, gptr empty when every group has one member;
+    the rows of those columns in G)."""
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
     size = np.zeros(max_block, dtype=np.int64)
     m = n_groups = rejected = 0
-    for c in range(G.shape[0]):
+    for c in range(cand.shape[0]):
         if m == max_block:
             break
-        if norms[c] == 0.0:
+        nc = norms[cand[c]]
+        if nc == 0.0:
             continue
         first = -1
         if rho < 1.0:
             for t in range(m):
-                if abs(G[c, chosen[t]]) > rho * norms[c] * norms[chosen[t]]:
+                if abs(G[idx[c], idx[chosen[t]]]) > rho * nc * norms[cand[chosen[t]]]:
                     first = _conflict(first, group[t])
                     if first == -2:
                         break
@@ -292,24 +295,20 @@ def select_gram(G, norms, rho, max_block, cap):
             continue
         chosen[m] = c
         m += 1
-    return chosen[:m], group[:m]
-
-
-@njit(**_opts)
-def group_order(chosen, group):
-    """The kept coordinates with each group contiguous (groups by their smallest
-    coordinate, members in increasing order): (cols, group boundaries ``gptr``), or
-    ``gptr`` empty when every group has one member (a plain Jacobi round, sorted)."""
-    m = chosen.shape[0]
+    kept = cand[chosen[:m]]
     out = np.empty(2 * m + 1, np.int64)
-    n_ptr = _order_into(chosen, group, out)
-    return out[:m], out[m:m + n_ptr]
+    n_ptr = _order_into(kept, group[:m], out)
+    order = np.argsort(kept)
+    pos = idx[chosen[:m][order[np.searchsorted(kept[order], out[:m])]]]
+    return out[:m], out[m:m + n_ptr], pos
 
 
 @njit(**_opts)
 def _order_into(chosen, group, out):
-    """:func:`group_order` into ``out``: cols at out[:m], gptr after them; returns
-    gptr's length."""
+    """The kept coordinates ``chosen`` with each group contiguous (groups by their
+    smallest coordinate, members in increasing order) into ``out``: cols at out[:m],
+    the group boundaries gptr after them; returns gptr's length (0 when every group has
+    one member: a plain Jacobi round, sorted)."""
     m = chosen.shape[0]
     n_groups = 0
     for t in range(m):

@@ -260,15 +260,23 @@ def gram_sparse_rows(indptr, indices, data, cols, n_rows):
 
 
 @njit(**_opts)
-def gram_sparse_add(row_ptr, owner, val, G, start, stop, wts):
+def gram_sparse_add(row_ptr, owner, val, G, start, stop, wts, rank=None):
     """G += the outer products of rows start:stop (a piece of :func:`gram_sparse`), each
-    times its weight in ``wts`` (empty: none; a weight 0 skips its row)."""
+    times its weight in ``wts`` (empty: none; a weight 0 skips its row). With ``rank``,
+    only the rows of G of the columns a with rank[a] >= 0, as G's row rank[a] (G: n_new
+    x m): the same terms in the same order, at the cost of those columns' entries."""
     weighted = wts.shape[0] > 0
     for i in range(start, stop):
         if weighted and wts[i] == 0.0:
             continue
         for a in range(row_ptr[i], row_ptr[i + 1]):
-            ka, va = owner[a], wts[i] * val[a] if weighted else val[a]
+            if rank is None:
+                ka = owner[a]
+            else:
+                ka = rank[owner[a]]
+                if ka < 0:
+                    continue
+            va = wts[i] * val[a] if weighted else val[a]
             for b in range(row_ptr[i], row_ptr[i + 1]):
                 G[ka, owner[b]] += va * val[b]
 
@@ -281,23 +289,6 @@ def gram_sparse(indptr, indices, data, cols, n_rows):
     G = np.zeros((cols.shape[0], cols.shape[0]))
     gram_sparse_add(row_ptr, owner, val, G, 0, n_rows, np.empty(0))
     return G
-
-
-@njit(**_opts)
-def gram_sparse_cross(indptr, indices, data, cols, rank, n_new, n_rows):
-    """Rows of X[:, cols]' X[:, cols] for the columns with ``rank[a]`` >= 0 (n_new x m,
-    row rank[a]): each entry the same terms in the same order as :func:`gram_sparse`'s
-    (rows in order), at the cost of the rows' new entries times their entries."""
-    row_ptr, owner, val = gram_sparse_rows(indptr, indices, data, cols, n_rows)
-    C = np.zeros((n_new, cols.shape[0]))
-    for i in range(n_rows):
-        for a in range(row_ptr[i], row_ptr[i + 1]):
-            r = rank[owner[a]]
-            if r >= 0:
-                va = val[a]
-                for b in range(row_ptr[i], row_ptr[i + 1]):
-                    C[r, owner[b]] += va * val[b]
-    return C
 
 
 @njit(**_opts)

@@ -50,14 +50,13 @@ class GLMUpdate(Update):
             K.grad_sparse(*csc, r, cols, np.empty(1))
             rows = K.gram_sparse_rows(*csc, cols, 2)
             K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS)
+            K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS, cols)
             K.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
             K.factor_cols(*csc, cols, NO_WEIGHTS)
             K.gram_sparse(*csc, cols, 2)
-            K.gram_sparse_cross(*csc, cols, cols, 1, 2)
         K.grad_dense(np.ones((2, 1), order="F"), r, cols, np.empty(1))
         # (priority: the workers' filter, and the groups' Gram matrices)
-        KG.select_gram(np.ones((1, 1)), np.ones(1), 0.5, 1, KG.GROUP_CAP)
-        KG.group_order(np.zeros(1, np.int64), np.zeros(1, np.int64))
+        KG.select_gram(np.ones((1, 1)), cols, cols, np.ones(1), 0.5, 1, KG.GROUP_CAP)
         KG.held_gram(np.ones((1, 1)), cols, np.ones((1, 1)), cols)
         gptr = np.array([0, 1], np.int64)
         KG.group_gram_lower(np.ones((1, 1)), np.zeros(1, np.int64), gptr, np.ones(1))
@@ -93,32 +92,30 @@ class GLMUpdate(Update):
         strict lower triangle), grouped as the scheduler's filter would: (cols, group
         boundaries or None, the summed Gram, the rows of ``cols`` in it)."""
         m = cand.shape[0]
-        slot = self._slot[cand] if self._slot is not None else None
-        if slot is not None and (slot >= 0).any():
+        idx = self._slot[cand] if self._slot is not None else None
+        if idx is not None and m and (idx >= 0).all():
+            G = self._PG  # (every candidate held: read through their rows of it)
+        elif idx is not None and (idx >= 0).any():
             # pairs of held candidates from the pool's Gram, the rest summed afresh
-            rank = np.cumsum(slot < 0) - 1
-            rank[slot >= 0] = -1
-            n_new = int(rank.max(initial=-1)) + 1
-            C = self.peers.allreduce(K.gram_sparse_cross(
-                *self.X, cand, rank, n_new, self.n_rows)) if n_new else np.empty((0, m))
-            G = KG.held_gram(self._PG, slot, C, rank)
+            rank = np.cumsum(idx < 0) - 1
+            rank[idx >= 0] = -1
+            C = self._cross(cand, rank, int(rank.max()) + 1)
+            G, idx = KG.held_gram(self._PG, idx, C, rank), None
         elif self.sparse:
-            G = K.gram_sparse(*self.X, cand, self.n_rows)
+            G, idx = K.gram_sparse(*self.X, cand, self.n_rows), None
             low = np.flatnonzero(np.tril(G, -1))
             low = low.astype(np.int32) if m * m < 2 ** 31 else low
             parts = self.peers.allgather((low, G.reshape(-1)[low]))
             G = np.zeros((m, m))
-            for idx, vals in parts:  # in worker order, as allreduce adds
-                G.reshape(-1)[idx] += vals
+            for i, vals in parts:  # in worker order, as allreduce adds
+                G.reshape(-1)[i] += vals
         else:
-            Xc = self.X[0][:, cand]
+            Xc, idx = self.X[0][:, cand], None
             low = np.tril_indices(m, -1)
             G = np.zeros((m, m))
             G[low] = self.peers.allreduce((Xc.T @ Xc)[low])
-        kept, group = KG.select_gram(G, self.norms[cand], rho, b, KG.GROUP_CAP)
-        cols, gptr = KG.group_order(cand[kept], group)
-        order = np.argsort(cand)
-        pos = order[np.searchsorted(cand, cols, sorter=order)]
+        cols, gptr, pos = KG.select_gram(G, np.arange(m) if idx is None else idx, cand,
+                                         self.norms, rho, b, KG.GROUP_CAP)
         return cols, (gptr if gptr.shape[0] else None), G, pos
 
     def _hold(self, pool):
@@ -133,8 +130,7 @@ class GLMUpdate(Update):
         k = cols.shape[0]
         rank = np.full(k, -1, np.int64)
         rank[k0:] = np.arange(k - k0)
-        C = self.peers.allreduce(K.gram_sparse_cross(*self.X, cols, rank, k - k0,
-                                                     self.n_rows))
+        C = self._cross(cols, rank, k - k0)
         if self._PG is None or self._PG.shape[0] < k:  # (room to grow: no copy a time)
             PG = np.empty((min(2 * k, self.n_features),) * 2)
             PG[:k0, :k0] = self._PG[:k0, :k0] if k0 else 0.0
@@ -142,6 +138,14 @@ class GLMUpdate(Update):
         self._PG[k0:k, :k], self._PG[:k0, k0:k] = C, C[:, :k0].T
         self._slot[new] = np.arange(k0, k)
         self._held = cols
+
+    def _cross(self, cols, rank, n_new):
+        """The summed Gram rows (n_new x m) of the columns ``cols[a]`` with rank[a] >= 0
+        (row rank[a]) against all ``cols``: the same floats as :func:`kernels.gram_sparse`'s."""
+        rows = K.gram_sparse_rows(*self.X, cols, self.n_rows)
+        C = np.zeros((n_new, cols.shape[0]))
+        K.gram_sparse_add(*rows, C, 0, self.n_rows, NO_WEIGHTS, rank)
+        return self.peers.allreduce(C)
 
     def group_gram(self, cols, gptr, wts):
         """The groups' Gram matrices X_g' D X_g over this worker's rows
