@@ -617,3 +617,18 @@ def test_a_files_flags_without_data_and_no_sweeps_are_refused(capsys, flags, say
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and says in err[-1], err
     assert len(err) == 1 or err[0].startswith("usage:"), err  # (argparse's own: usage)
+
+
+def test_a_vocabulary_found_beside_the_data_is_named(tmp_path):
+    """A vocabulary taken from beside --data sets W and the words: the run says which."""
+    data = tmp_path / "corpus.ldac"
+    data.write_text("2 0:1 1:2\n2 2:1 3:1\n")
+    args = (["--data", data, "--topics", "2", "--sweeps", "1", "--top-words", "0"])
+    p = cli(*args)
+    assert p.returncode == 0 and "[lda] the words" not in p.stderr, p.stderr
+    (tmp_path / "vocab.txt").write_text("".join(f"w{k}\n" for k in range(50)))
+    p = cli(*args)
+    assert p.returncode == 0, p.stderr
+    assert (f"[lda] the words of UCI or LDA-C data: {tmp_path / 'vocab.txt'}, found beside "
+            "--data (--vocab names another)") in p.stderr.splitlines(), p.stderr
+    assert "[lda] the words" not in cli(*args, "--quiet").stderr

@@ -1,9 +1,10 @@
 """python -m strads.apps.lda [--data FILE] [flags]; see --help."""
+import sys
 
 from ... import cli, driver
 from ...params import Param
 from . import PARAMS, LDAUpdate, corpus_source, file_source, make_setup, top_words
-from .data import FORMATS, check_corpus_size
+from .data import FORMATS, check_corpus_size, guess_vocab
 
 MODULE = "strads.apps.lda"
 
@@ -44,6 +45,10 @@ def run(args):
     # nothing of it
     if args.data:
         data = file_source(args.data, args.format, args.vocab, args.min_count)
+        found = None if args.vocab or args.format == "text" else guess_vocab(args.data)
+        if found and not args.quiet and cli.launched_rank() == 0:  # (it sets W: say so)
+            sys.stderr.write(f"[lda] the words of UCI or LDA-C data: {found}, found beside "
+                             "--data (--vocab names another)\n")
     else:
         data = corpus_source(args.n_docs, args.n_words, args.doc_length, true_topics,
                              args.alpha, args.true_beta, args.seed)

@@ -248,7 +248,7 @@ def _open_part(path, fmt, vocab):
                             "is read as plain text, whose vocabulary is its own words")
         words = None
     else:
-        vocab = vocab or _guess_vocab(path)
+        vocab = vocab or guess_vocab(path)
         words = uci.read_vocab(vocab) if vocab else None
     header, begin = None, src.bom
     if fmt == "uci":
@@ -292,7 +292,7 @@ def inputs(path, fmt="auto", vocab=None):
     the vocabulary it would have, not opening the corpus: rank 0 does not read it)."""
     if fmt not in FORMATS or fmt == "text":
         return [path]
-    return [path, vocab or _guess_vocab(path)]
+    return [path, vocab or guess_vocab(path)]
 
 
 def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
@@ -471,7 +471,8 @@ def tokenize(line, stop_words=STOP_WORDS):
     return text_docs.tokenize(line, stop_words)
 
 
-def _guess_vocab(path):
+def guess_vocab(path):
+    """The vocabulary file beside a UCI or LDA-C corpus, or None (:func:`load`)."""
     base = os.path.basename(path)
     base = base[:-3] if base.lower().endswith(".gz") else base
     folder = os.path.dirname(path)
