@@ -88,9 +88,12 @@ class LassoAggregate(GLMAggregate):
         old = self.w[cols]
         new = old.copy()
         # as skglm: to a fraction of the block's worst violation at the last full round;
-        # on a dense path (warm starts), a block of every moving coordinate to its tol
+        # a block of every moving coordinate to the run's tol on a dense path (warm
+        # starts), or once the last block solve kept its support (the face found: else
+        # the next full round finds new violators and a tight solve is wasted)
         tol = 0.3 * np.sqrt(self.prio[cols].max())
-        if self.path is not None and self.col_nnz is None and self._whole(cols):
+        if (self.col_nnz is None if self.path is not None else
+                self.run_tol > 0 and self.settled) and self._whole(cols):
             tol = min(tol, self._move_tol())
         tol = max(tol, 1e-14 * np.sqrt(self.y_sq))
         mu = NO_MU if self.mu is None else self.mu[cols]
@@ -102,6 +105,7 @@ class LassoAggregate(GLMAggregate):
             if mu.shape[0]:
                 K.centre_gram(G, mu, float(self.n))
         passes = self._solve(G, g, new, tol, deadline=deadline, mu=mu, cols=cols)
+        self.settled = bool(np.array_equal(old != 0, new != 0))
         self.w[cols] = new
         self.l1 += np.abs(new).sum() - np.abs(old).sum()
         self.updates += passes * cols.shape[0]
@@ -144,10 +148,11 @@ class LassoAggregate(GLMAggregate):
         return np.count_nonzero(moving[cols]) == np.count_nonzero(moving)
 
     def _move_tol(self):
-        """The block moves |x_j| |d_j| under which the gap is about the path's tol (its
+        """The block moves |x_j| |d_j| under which the gap is about the tol (its
         bound 2 |x|_max delta ||w||_1 / n + eps^2 ||r||^2 / (2n), eps = |x|_max delta /
         (n lambda), each term held to half of tol P)."""
-        target = 0.5 * self.path_tol * self.primal
+        tol = self.path_tol if self.path is not None else self.run_tol
+        target = 0.5 * tol * self.primal
         x_max = float(self.norms.max())
         rr = 2 * self.n * (self.primal - self.lam * self.l1)  # ||r||^2
         a = target * self.n / (2 * x_max * self.l1) if self.l1 > 0 else np.inf
@@ -247,7 +252,11 @@ class LassoAggregate(GLMAggregate):
         self.gap = max(self.primal - dual, 0.0)
         return scale
 
+    run_tol = 0.0  # the run's tol (the engine's, told here)
+    settled = False  # the last block solve left its support as it was
+
     def converged(self, tol):
+        self.run_tol = tol
         return tol > 0 and self.gap <= tol * self.primal
 
     path = None  # the lambdas of a regularisation path (walk_path)
