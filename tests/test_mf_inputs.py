@@ -200,7 +200,9 @@ def test_header_line_movielens_ratings_csv(tmp_path):
     ("item,user,rating", "awk -F, -v OFS=, '{print $2,$1,$3}'"),
     ("user_id,item_id,date", "reorder the columns$"),
     ("userId,movieId,rating,timestamp", None), ("reviewerID,asin,overall,unixTime", None),
-    ("u,i,r", None), ("user_id,business_id,stars,date", None)])
+    ("book_id,user_id,rating", "awk -F, -v OFS=, '{print $2,$1,$3}'"),
+    ("u,i,r", None), ("user_id,business_id,stars,date", None),
+    ("user_id,book_id,user_rating", None), ("rater_id,ratee_id,rating", None)])
 def test_a_header_naming_other_columns_is_refused(tmp_path, header, says):
     """The first three columns are user, item, rating whatever the header says; a header
     that names them otherwise (timestamps third, users second) is refused, not fitted."""

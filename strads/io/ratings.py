@@ -4,6 +4,7 @@ the raw integer ids as written. Read whole (:func:`read`) or a worker's part
 (:func:`read_part`; the workers agree on the first bad line, the ratings' positions and
 their lines: :func:`gather`) (docs/architecture.md)."""
 import math
+import re
 
 import numpy as np
 from numba import njit
@@ -223,15 +224,18 @@ def parse_line(raw, delim, bounds=None):
     return u, i, r
 
 
-_ROLES = {"user": ("user", "customer", "uid"), "item": ("item", "movie", "product", "book",
-          "artist", "song", "track", "business", "iid"),
-          "rating": ("rating", "score", "star", "rate", "value"), "time": ("time", "date")}
+_ROLES = {w: role for role, words in (
+    ("user", "user users uid u customer reviewer rater"),
+    ("item", "item items iid i movie product book artist song track business asin isbn"),
+    ("rating", "rating ratings score stars star rate value r overall"),
+    ("time", "time timestamp date datetime t ts")) for w in words.split()}
 
 
 def _role(name):
-    name = "".join(c for c in name.lower() if c.isalnum())
-    return next((r for r, words in _ROLES.items()
-                 if any(w in name for w in words) or name == r[0]), None)
+    """A column name's role, by its last word that has one (``userId``: user,
+    ``star_rating``: rating, ``unixReviewTime``: time, ``rater_id``: none)."""
+    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)
+    return next((_ROLES[w.lower()] for w in reversed(words) if w.lower() in _ROLES), None)
 
 
 def _check_header(path, lineno, names):
