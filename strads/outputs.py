@@ -267,7 +267,7 @@ def _cache_lacks_kernels():
     for name, ks in kernels.items():
         if name.startswith("strads.io") or all(id(v) in callees for v in own[name]):
             continue
-        files = [v._cache._cache_file for v in ks
+        files = [v._cache._cache_file for v in own[name]
                  if hasattr(getattr(v, "_cache", None), "_cache_file")]
         try:
             if files and not any(f._load_index() for f in files):
