@@ -13,7 +13,7 @@ from collections import deque
 import numpy as np
 
 from .errors import DataError
-from .outputs import WriteError, durable, fsync_dir, unlink
+from .outputs import WriteError, durable, fsync_dir, read_json, unlink
 
 FORMAT = 2  # 2: parts sealed, the manifest checksummed, the worker in its part
 MANIFEST = "manifest.json"
@@ -400,8 +400,7 @@ def read_manifest(folder):
     if not os.path.isfile(path):
         raise CheckpointError(f"{path}: no checkpoint to resume from")
     try:
-        with open(path) as f:
-            m = json.load(f)
+        m = read_json(path)
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise ValueError("unknown format")
         if m.pop("crc", None) != _crc(m):
@@ -430,6 +429,12 @@ def read_manifest(folder):
     except (OSError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{path}: damaged checkpoint manifest ({e})") from None
     return m
+
+
+def another_app(folder, was, app):
+    """The refusal of a checkpoint that app ``was`` wrote, resumed by app ``app``."""
+    return CheckpointError(f"{folder}: a checkpoint of the {was} app, not of {app} (resume "
+                           f"it with {was}, or give another --out)")
 
 
 def _crc(m):

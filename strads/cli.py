@@ -84,6 +84,7 @@ class _Parser(argparse.ArgumentParser):
                            if x.option_strings and x.dest != "help"}
         args.may_change = {x.option_strings[0] for x in self._actions
                            if getattr(x, "resume", False)}
+        args.path_flags = {x.option_strings[0] for x in self._actions if x.metavar == "PATH"}
         return args
 
 
@@ -115,11 +116,14 @@ def engine_kwargs(args):
     must repeat, by flag name."""
     names = getattr(args, "flag_names", {})
     may_change = P.RESUME_MAY_CHANGE | getattr(args, "may_change", set())
+    paths = getattr(args, "path_flags", set())
     flags = {}
     for k, v in vars(args).items():
         flag = names.get(k, "--" + k.replace("_", "-"))
-        if k not in ("flag_names", "may_change") and flag not in may_change:
-            flags[flag] = v
+        if k not in ("flag_names", "may_change", "path_flags") and flag not in may_change:
+            # a file by its real path: the same file named another way resumes (its
+            # content is checked apart, by the inputs' checksums)
+            flags[flag] = os.path.realpath(v) if flag in paths and isinstance(v, str) else v
     return dict({p.name: getattr(args, p.name) for p in P.ENGINE if p.name != "data"},
                 flags=flags)
 

@@ -157,6 +157,8 @@ class Driver:
 
     def _check_resume(self, m):
         was = {**m["flags"], **m["engine"]}
+        if was["app"] != self.app:  # (then every flag differs: say only this)
+            raise _ckpt.another_app(self.folder, was["app"], self.app)
         now = {**(self.flags or {}), "app": self.app, "workers": self.W,
                "staleness": self.staleness}
         # another number of workers: the app's Update moves its state (api.Update.reshard)

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import sys
 import tempfile
 
@@ -209,6 +210,26 @@ def jsonable(d):
             return jsonable(v)
         return None if isinstance(v, float) and not math.isfinite(v) else v
     return {k: py(v) for k, v in d.items()}
+
+
+MAX_JSON = 64 << 20  # a summary or manifest strads writes is a few KiB
+
+
+def read_json(path):
+    """A JSON file a run wrote (summary.json, a checkpoint's manifest), read as untrusted
+    input: a regular file of at most MAX_JSON bytes (a FIFO would block, /dev/zero fill
+    memory). Raises OSError (FileNotFoundError: none) or ValueError saying why."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError("not a regular file")
+    if st.st_size > MAX_JSON:
+        raise ValueError(f"{st.st_size:,} bytes, more than a run writes")
+    with open(path, encoding="utf-8") as f:
+        text = f.read(MAX_JSON + 1)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 COMPILING = "compiling kernels (first run only)"

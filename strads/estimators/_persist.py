@@ -1,6 +1,5 @@
 """Fitted estimators to and from a folder: ``est.save(DIR)`` and :func:`load`.
 Notes: docs/architecture.md."""
-import json
 import os
 import zipfile
 
@@ -27,18 +26,23 @@ class Persistent:
         check_is_fitted(self)
         if launched_rank() != 0:
             return
-        app = next(a for a, c in _CLASSES.items() if c == type(self).__name__)
-        model = {k: np.asarray(v) for k, v in _DUMP[app](self).items()
+        est = self._saved_as()
+        app = next(a for a, c in _CLASSES.items() if c == type(est).__name__)
+        model = {k: np.asarray(v) for k, v in _DUMP[app](est).items()
                  if v is not None and not (np.ndim(v) == 0 and isinstance(v, float)
                                            and not np.isfinite(v))}
-        params = {k: v for k, v in self.get_params(deep=False).items()
+        params = {k: v for k, v in est.get_params(deep=False).items()
                   if v is None or isinstance(v, (bool, int, float, str))}
         for k, v in model.items():
             if v.dtype.hasobject:
                 raise ValueError(f"{type(self).__name__}.save: {k} holds Python objects "
                                  "(use numbers or strings)")
-        outputs.write(out, {"app": app, "estimator": type(self).__name__,
+        outputs.write(out, {"app": app, "estimator": type(est).__name__,
                             "params": params}, None, model)
+
+    def _saved_as(self):
+        """The estimator whose class :func:`load` returns (LassoCV: its final Lasso)."""
+        return self
 
 
 def load(path):
@@ -46,7 +50,7 @@ def load(path):
     command line's ``--out path`` (``python -m strads.apps.lasso|logreg|mf|lda``).
     Raises :class:`~strads.errors.DataError` (one line naming the file) on anything
     missing or malformed."""
-    from .. import estimators
+    from .. import estimators, outputs
 
     path = os.fspath(path)
     sfile = os.path.join(path, "summary.json")
@@ -60,8 +64,7 @@ def load(path):
                 if os.path.isfile(os.path.join(path, "validation", "model.npz")) else "")
         raise DataError(f"{mfile}: no such file{hint}")
     try:
-        with open(sfile, encoding="utf-8") as f:
-            summary = json.load(f)
+        summary = outputs.read_json(sfile)
     except FileNotFoundError:
         raise DataError(f"{sfile}: no such file") from None
     except (OSError, ValueError) as e:
@@ -192,13 +195,27 @@ def _saved(m, key, summary, figure):
 
 
 # -- per app: the model file's arrays from a fitted estimator, and back -----------------
-def _dump_glm(est):
+def _feature_names(est):
     names = getattr(est, "feature_names_in_", None)
+    return None if names is None else np.asarray(names, dtype=str)
+
+
+def _names_back(m, d, values):
+    """feature_names_in_ (a DataFrame's columns at fit), if saved."""
+    names = m.get("feature_names", "U", 1, (d,), required=False)
+    if names is not None:
+        values["feature_names_in_"] = names.astype(object)
+
+
+def _dump_glm(est):
+    classes = getattr(est, "classes_", None)
+    if classes is not None and classes.dtype.hasobject and all(
+            isinstance(c, str) for c in classes):  # (a pandas column's labels)
+        classes = np.asarray(classes.tolist(), dtype=str)
     return {"coef": np.ravel(est.coef_).astype(np.float64), "lambda": float(est.alpha),
             "intercept": float(np.ravel(est.intercept_)[0]), "n_iter": int(est.n_iter_),
-            "dual_gap": getattr(est, "dual_gap_", None),
-            "classes": getattr(est, "classes_", None),
-            "feature_names": None if names is None else np.asarray(names, dtype=str)}
+            "dual_gap": getattr(est, "dual_gap_", None), "classes": classes,
+            "feature_names": _feature_names(est)}
 
 
 def _build_glm(cls, m, summary, params):
@@ -209,10 +226,8 @@ def _build_glm(cls, m, summary, params):
     logreg = cls.__name__ == "SparseLogisticRegression"
     params = {"alpha": lam, "fit_intercept": intercept is not None, **params}
     est = cls(**params)
-    names = m.get("feature_names", "U", 1, (d,), required=False)
     values = {"n_features_in_": d, "n_iter_": _saved(m, "n_iter", summary, "rounds")}
-    if names is not None:
-        values["feature_names_in_"] = names.astype(object)
+    _names_back(m, d, values)
     c = 0.0 if intercept is None else intercept
     if logreg:
         classes = m.get("classes", "fU", 1, (2,))
@@ -238,6 +253,8 @@ def _build_mf(cls, m, summary, params):
     n_u, k = W.shape
     H = m.get("H", "f", 2, (None, k))
     n_i = H.shape[0]
+    if not n_u or not n_i:
+        raise m.error("W" if not n_u else "H", "no users or no items: not a fitted model")
     ub, ib = m.get("user_bias", "f", 1, (n_u,)), m.get("item_bias", "f", 1, (n_i,))
     mean = m.scalar("mean")
     ids = {}
@@ -276,19 +293,24 @@ def _dump_lda(est):
     return {"word_topic": counts.astype(np.int64), "alpha": est.doc_topic_prior_,
             "beta": beta, "loglik": est.loglik_, "doc_mixture": est.doc_topic_,
             "n_iter": int(est.n_iter_), "transform_seed": int(est._transform_seed),
-            "vocab": None if vocab is None else np.asarray(vocab, dtype=str)}
+            "vocab": None if vocab is None else np.asarray(vocab, dtype=str),
+            "feature_names": _feature_names(est)}
 
 
 def _build_lda(cls, m, summary, params):
     wt = m.get("word_topic", "iu", 2, low=0)
     V, K = wt.shape
+    if not V or not K:
+        raise m.error("word_topic", f"shape {wt.shape}: no words or no topics")
     alpha, beta = m.scalar("alpha"), m.scalar("beta")
-    for key, x in (("alpha", alpha), ("beta", beta)):
-        if x <= 0:
-            raise m.error(key, f"{x}: a prior must be > 0")
+    for key, x, n in (("alpha", alpha, K), ("beta", beta, V)):
+        if not 0 < x * n < np.inf:  # (as a fit's check: the prior's sum a number)
+            raise m.error(key, f"{x}: a prior must be > 0 and {n} times it finite")
     est = cls(**{"n_components": K, "doc_topic_prior": alpha, "topic_word_prior": beta,
                  **params})
-    mix = m.get("doc_mixture", "f", 2, (None, K), required=False)
+    mix = m.get("doc_mixture", "f", 2, (None, K), required=False, low=0)
+    if mix is not None and mix.size and not np.allclose(mix.sum(axis=1), 1.0):
+        raise m.error("doc_mixture", "rows that do not sum to 1 (not topic mixtures)")
     if mix is None:  # a command line's run: the counts of its final state
         mix = cls._mixtures(m.get("doc_topic", "iu", 2, (None, K), low=0), alpha)
     seed = m.scalar("transform_seed", "i", required=False, low=0)
@@ -301,6 +323,7 @@ def _build_lda(cls, m, summary, params):
     vocab = m.get("vocab", "U", 1, (V,), required=False)
     if vocab is not None:
         values["vocab_"] = vocab
+    _names_back(m, V, values)
     return _set(est, values)
 
 

@@ -317,7 +317,12 @@ def _alpha_grid(X, y, fit_intercept, eps, n_alphas, alphas=None):
     if isinstance(alphas, Integral) and not isinstance(alphas, bool):
         n_alphas, alphas = alphas, None
     if alphas is not None:
-        return np.sort(np.asarray(alphas, dtype=np.float64))[::-1]
+        alphas = np.asarray(alphas, dtype=np.float64).ravel()
+        bad = np.flatnonzero(~(alphas >= 0) | ~np.isfinite(alphas))
+        if bad.size or not alphas.size:  # (as scikit-learn's words)
+            raise ValueError(f"alphas[{bad[0]}] == {alphas[bad[0]]}, must be >= 0.0 and "
+                             "finite" if bad.size else "alphas is empty")
+        return np.sort(alphas)[::-1]
     n = X.shape[0]
     yc = y - y.mean() if fit_intercept else y
     xty = np.asarray(safe_sparse_dot(X.T, yc)).ravel()
@@ -438,3 +443,11 @@ class LassoCV(RegressorMixin, _LinearModel):
                       "dual_gap_": float(gaps[-1]), "n_iter_": rounds}
         return _set(self, {"alpha_": float(alphas[best]), "alphas_": alphas,
                            "mse_path_": mse, **fitted})
+
+    def _saved_as(self):
+        """``save`` writes the final fit as a :class:`Lasso` at ``alpha_`` (what
+        :func:`strads.load` returns: the same predictions; not the folds' path)."""
+        est = Lasso(alpha=self.alpha_, **{k: getattr(self, k) for k in (
+            "fit_intercept", "schedule", "tol", "max_iter", "n_jobs", "random_state")})
+        return _set(est, {k: v for k, v in vars(self).items() if k.endswith("_")
+                          and k not in ("alpha_", "alphas_", "mse_path_")})

@@ -8,6 +8,8 @@ from sklearn.utils._param_validation import validate_params
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..apps import mf
+from ..apps.mf.data import KEEP_ONE
+from ..errors import DataError
 from ..params import ENGINE, sklearn_constraints
 from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, collective, _n_workers, _seed
 from ._persist import Persistent, _set
@@ -99,7 +101,13 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
                     "objective_": float(res.objective),
                     "_seen_indptr": seen.indptr, "_seen_items": seen.indices}
 
-        return _set(self, _collective(mf.fit, (users, items, ratings), kw, fitted))
+        try:
+            return _set(self, _collective(mf.fit, (users, items, ratings), kw, fitted))
+        except DataError as e:  # (mf.fit's words name its duplicates keyword)
+            if KEEP_ONE not in str(e):
+                raise
+            raise DataError(str(e).replace(KEEP_ONE, "keep one rating a pair (the last, or "
+                                           "their mean) before fit")) from None
 
     def _model(self):
         return {"W": self.user_factors_, "H": self.item_factors_,
@@ -143,7 +151,7 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
         lower id first). ``filter_seen``: leave out the items the user rated in training
         (a model loaded from a command line's ``--out`` does not know them: pass False)."""
         check_is_fitted(self, "user_factors_")
-        if not np.isscalar(user):
+        if not np.isscalar(user) or isinstance(user, (bool, np.bool_)):
             raise ValueError(f"recommend takes one user id, got {user!r}")
         pos, known = mf.lookup(self.user_ids_, np.array([user]))
         if not known[0]:

@@ -14,7 +14,7 @@ from ..transport import Peers
 from . import memory
 from .agree import refuse
 from .numbers import BIG, NB, scan_float_inline, scan_int_inline
-from .source import Content, Text, line_range
+from .source import Content, Name, Text, line_range
 
 LONG_LINE = 1 << 20  # a line this long or longer: not a rating file
 LONG = f"a line longer than {LONG_LINE} characters: not a rating file"
@@ -260,7 +260,7 @@ class Layout:
 
     def __init__(self, path):
         src = Text(path, "rating file")
-        path = self.path = src.path
+        path = self.path = Name(src.path)
         if not src.gz and path.lower().endswith(".gz"):
             raise DataError(f"{path}: named .gz but not gzip-compressed (no 1f 8b magic "
                             "bytes)")

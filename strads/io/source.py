@@ -251,6 +251,16 @@ class Content:
         return [checksum(p) if os.path.isfile(p) else None for p in self.paths]
 
 
+class Name(str):
+    """An input file's name as given (messages name it so), left out of a shard's digest:
+    a resume checks the file by its content (:class:`Content`), so the same file named
+    another way (a relative path, a link) resumes."""
+    __slots__ = ()
+
+    def strads_digest(self):
+        return ()
+
+
 class Block:
     """Whole lines: ``data`` (uint8) from byte ``offset`` of the text; ``keep``: this
     worker parses it; ``nl0``: the line ends before it (gzip, counted as it streamed;

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from ...errors import DataError
 from ...io import mtx, npz, svmlight, target as target_file
 from ...io.agree import refuse
-from ...io.source import Content
+from ...io.source import Content, Name
 from ..glm import kernels as K
 
 
@@ -140,7 +140,7 @@ def needs_rank0(path):
 def shard(path, target):
     """The description every worker gets (it reads its part itself), with the files'
     content for a resume's check (:class:`strads.io.source.Content`)."""
-    return {"file": path, "target": target,  # (as given: the errors name it so)
+    return {"file": Name(path), "target": None if target is None else Name(target),
             "content": Content(path, target)}
 
 

@@ -14,7 +14,7 @@ from .aggregate import InvariantError, LDAAggregate
 from .data import BYTES_PER_DOC, BYTES_PER_TOKEN, BYTES_PER_WORD, INT32_MAX
 from .data import check as check_corpus
 from .data import inputs, load, make_corpus
-from ...io.source import Content
+from ...io.source import Content, Name
 from ...io.memory import beyond, fmt_bytes
 from .schedule import SCHEDULES, Group
 from .update import LDAUpdate
@@ -159,7 +159,8 @@ def file_source(path, fmt="auto", vocab=None, min_count=2):
     its part (:func:`strads.apps.lda.data.read_part`); rank 0 never opens it."""
     path = os.fspath(path)
     # a resumed run's workers check the input is unchanged (its content, in the digest)
-    return {"kind": "file", "path": path, "fmt": fmt, "vocab": vocab,
+    return {"kind": "file", "path": Name(path), "fmt": fmt,
+            "vocab": None if vocab is None else Name(vocab),
             "min_count": min_count, "content": Content(*inputs(path, fmt, vocab))}
 
 

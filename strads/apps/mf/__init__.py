@@ -1,6 +1,5 @@
 """Matrix factorization by scheduled rank-one coordinate descent (CCD++, Yu et al. 2012)
 with early stopping: the objective, the layout and the two runs in docs/apps/mf.md."""
-import json
 import math
 import os
 import sys
@@ -9,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from ... import api, driver
+from ... import api, driver, outputs
 from ...errors import DataError
 from ...params import Param, check
 from ...transport import mpi_job
@@ -415,6 +414,8 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False,
         return run_one(0.0, early_stop or None, iters, None, limits)
     first_out = os.path.join(out, "validation") if out else None
     first, done = None, _finished(first_out, iters) if resume and out else None
+    if resume and out and done is None:
+        _check_first_checkpoint(out, first_out)
     if done is None:
         first = run_one(validation, int(early_stop), iters, None, {**limits, "out": first_out})
         # every rank learns how the first run ended (a worker rank's Result is None)
@@ -448,15 +449,39 @@ def validated(run_one, early_stop, validation, iters, out=None, resume=False,
     return run_one(0.0, None, iters if best is None else int(best), report, limits)
 
 
+def _check_first_checkpoint(out, first_out):
+    """A resume in a folder where no first run left anything, but another run left its
+    checkpoint: say whose, not that the first run's is missing."""
+    from ...checkpoint import MANIFEST, another_app, read_manifest
+
+    other = os.path.join(out, "checkpoint")
+    if not any(os.path.exists(os.path.join(first_out, *f)) for f in (
+            ("checkpoint", MANIFEST), ("summary.json",))) and \
+            os.path.isfile(os.path.join(other, MANIFEST)):
+        app = read_manifest(other)["engine"]["app"]
+        if app != "mf":
+            raise another_app(other, app, "mf")
+        raise DataError(f"{other}: a checkpoint of an mf run without early stopping "
+                        "(resume it with --early-stop 0)")
+
+
+FINISHED = (("stop_reason", str), ("iterations", int), ("rounds", int),
+            ("wall_s", (int, float)))
+
+
 def _finished(out, iters):
     """How an earlier first run in ``out`` ended, from its summary: (stop_reason, extra,
     wall_s, rounds), or None if it did not end (no summary, stopped otherwise than by
     its schedule or early stopping, or by its schedule short of ``iters``: resumed)."""
+    path = os.path.join(out, "summary.json")
     try:
-        with open(os.path.join(out, "summary.json")) as f:
-            s = json.load(f)
+        s = outputs.read_json(path)
+        if not (isinstance(s, dict) and all(isinstance(s.get(k), t) for k, t in FINISHED)):
+            raise ValueError("not a first run's summary")
     except FileNotFoundError:
         return None
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: {e}") from None
     if s.get("stop_reason") not in ENDED or s["stop_reason"] == "schedule_done" and \
             iters is not None and s["iterations"] < iters:
         return None

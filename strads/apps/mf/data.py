@@ -128,9 +128,12 @@ def dedupe(t, policy="error"):
                     pos=t.pos[keep] if t.pos is not None else keep)
 
 
+KEEP_ONE = "pass duplicates='last' or 'mean' (--duplicates) to keep one"
+
+
 def _duplicate(where, user, item, first):
     return (f"{where}: duplicate rating of user {user}, item {item} (first at {first}); "
-            "pass duplicates='last' or 'mean' (--duplicates) to keep one")
+            + KEEP_ONE)
 
 
 def _collapse(order, dup, r, policy):
