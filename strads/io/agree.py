@@ -216,8 +216,7 @@ def _stable_by(keys, lo, n, order, out, first):
     """out: ``order`` (``first``: 0, 1, 2, ...) stably sorted by its entries' keys, ids
     lo..lo+n-1 (a counting sort)."""
     nxt = np.zeros(n + 1, np.int64)
-    for k in range(keys.shape[0]):
-        nxt[keys[k] - lo + 1] += 1
+    tally_into(keys, lo - 1, nxt)
     for t in range(n):
         nxt[t + 1] += nxt[t]
     for t in range(out.shape[0]):
