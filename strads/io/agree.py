@@ -107,7 +107,7 @@ def exchange(peers, n, chunk):
     for s in range(0, max(peers.allgather(n)), CHUNK):
         e = min(s + CHUNK, n)
         dest, arrays = chunk(min(s, e), e)
-        starts = np.concatenate([[0], np.cumsum(tally(dest, W))])  # each's first row
+        starts = group_starts(dest, W)  # each's first row
         # (grouped already where the rows are in their destinations' order)
         sent = arrays if ascending(dest, dest) else [grouped(dest, starts, x, bufs.get(k))
                                                       for k, x in enumerate(arrays)]
@@ -168,25 +168,36 @@ def columns(peers, io, u0, counts, n, indptr, items, vals):
 
 
 @njit(**NB)
-def tally_into(ids, lo, out):
-    """out[id - lo] += 1 for each id."""
+def tally_into(ids, lo, out, weights=None):
+    """out[id - lo] += 1 for each id (``weights``: += its weight; int64 ``out``, where
+    np.bincount would copy the ids to intp first)."""
     for k in range(ids.shape[0]):
-        out[ids[k] - lo] += 1
+        out[ids[k] - lo] += 1 if weights is None else weights[k]
 
 
-def tally(ids, n, lo=0):
-    """``np.bincount(ids - lo, minlength=n)`` for ids lo..lo+n-1 (int64), without
-    numpy's copy of the ids as intp."""
+def tally(ids, n, lo=0, weights=None):
+    """``np.bincount(ids - lo, weights, minlength=n)`` for ids lo..lo+n-1 (int64),
+    without numpy's copy of the ids as intp."""
     out = np.zeros(n, np.int64)
-    tally_into(ids, lo, out)
+    tally_into(ids, lo, out, weights)
     return out
 
 
+def group_starts(keys, n, lo=0):
+    """Each group's first index (and the end) when entries of keys lo..lo+n-1 are
+    grouped by key (n + 1, int64)."""
+    out = np.zeros(n + 1, np.int64)
+    tally_into(keys, lo - 1, out)
+    return np.cumsum(out, out=out)
+
+
 @njit(**NB)
-def _scatter(keys, starts, a, out):
+def scatter(keys, lo, starts, a, out):
+    """out: ``a`` grouped by key (:func:`group_starts`), each group in arrival order (a
+    counting sort)."""
     nxt = starts[:-1].copy()
     for k in range(keys.shape[0]):
-        d = keys[k]
+        d = keys[k] - lo
         out[nxt[d]] = a[k]
         nxt[d] += 1
 
@@ -196,7 +207,7 @@ def grouped(keys, starts, a, buf=None):
     where it fits."""
     fits = buf is not None and buf.dtype == a.dtype and buf.shape[0] >= a.shape[0]
     out = buf[:a.shape[0]] if fits else np.empty(a.shape[0], a.dtype)
-    _scatter(keys, starts, a, out)
+    scatter(keys, 0, starts, a, out)
     return out
 
 
@@ -205,8 +216,7 @@ def _stable_by(keys, lo, n, order, out, first):
     """out: ``order`` (``first``: 0, 1, 2, ...) stably sorted by its entries' keys, ids
     lo..lo+n-1 (a counting sort)."""
     nxt = np.zeros(n + 1, np.int64)
-    for k in range(keys.shape[0]):
-        nxt[keys[k] - lo + 1] += 1
+    tally_into(keys, lo - 1, nxt)
     for t in range(n):
         nxt[t + 1] += nxt[t]
     for t in range(out.shape[0]):

@@ -6,7 +6,7 @@ from numba import njit
 
 from ..errors import DataError
 from ..transport import Peers
-from .agree import agree, attempt, refuse, route
+from .agree import agree, attempt, group_starts, grouped, refuse, route
 from .numbers import NB, py_float, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
 from .svmlight import (WORDS, by_name, check_size, csc, open_text, refuse_control, short,
@@ -114,25 +114,6 @@ def _scan(b, n_rows, n_cols, n_tok, ints, sym, declared, rows, cols, vals, fb):
                     fb[n_fb, 3] = 1 if mirrored and sym == 2 and q == k - 1 else 0
                 n_fb += 1
     return 0, line, 0, 0, entries, k, n_fb
-
-
-@njit(**NB)
-def _coo_to_csc(rows, cols, vals, p):
-    """CSC arrays (indptr int64) of entries in any order, each column's in arrival order."""
-    indptr = np.zeros(p + 1, dtype=np.int64)
-    for k in range(cols.shape[0]):
-        indptr[cols[k] + 1] += 1
-    for c in range(p):
-        indptr[c + 1] += indptr[c]
-    ptr = indptr[:-1].copy()
-    indices = np.empty(rows.shape[0], dtype=rows.dtype)
-    data = np.empty(rows.shape[0])
-    for k in range(cols.shape[0]):
-        q = ptr[cols[k]]
-        ptr[cols[k]] = q + 1
-        indices[q] = rows[k]
-        data[q] = vals[k]
-    return indptr, indices, data
 
 
 @njit(**NB)
@@ -364,7 +345,8 @@ def read_part(peers, path, whole=False):
         rows, cols, vals = route(peers, owner, [rows, cols, vals])
         rows -= itype(cuts[w])
         del owner
-    indptr, indices, data = _coo_to_csc(rows, cols, vals, p)
+    indptr = group_starts(cols, p)  # CSC, each column's rows in arrival order
+    indices, data = grouped(cols, indptr, rows), grouped(cols, indptr, vals)
     del rows, cols, vals
     c, r = _csc_sort(indptr, indices, data)  # rows sorted in each column
     err = None

@@ -12,7 +12,8 @@ from numba import njit
 from ...api import split_balanced
 from ...errors import DataError
 from ...io import docs as text_docs, ldac, memory, numbers, uci
-from ...io.agree import ascending, attempt, owners, refuse, route, route_slices, tally_into
+from ...io.agree import (ascending, attempt, group_starts, owners, refuse, route,
+                          route_slices, scatter, tally, tally_into)
 from ...io.source import SNIFF
 from ...io.uci import INT32_MAX
 from ...transport import Peers
@@ -64,40 +65,10 @@ def _token_limit(n_docs, n_words):
 
 
 @njit(**numbers.NB)
-def accumulate(idx, weights, out):
-    """out[idx[t]] += weights[t] (int64; weights None: 1, where np.bincount would copy
-    ``idx`` to int64 first)."""
-    for t in range(idx.shape[0]):
-        out[idx[t]] += 1 if weights is None else weights[t]
-
-
-@njit(**numbers.NB)
-def bucket(docs, words, counts, d0, n_local):
-    """Entries (document, word, count) in any order, bucketed by documents d0 .. d0 +
-    n_local: (each bucket's start, word ids, counts)."""
-    n = docs.shape[0]
-    start = np.zeros(n_local + 1, np.int64)
-    for t in range(n):
-        start[docs[t] - d0 + 1] += 1
-    for r in range(n_local):
-        start[r + 1] += start[r]
-    fill = start[:-1].copy()
-    w = np.empty(n, np.int32)
-    c = np.empty(n, np.int64)
-    for t in range(n):
-        r = docs[t] - d0
-        q = fill[r]
-        w[q] = words[t]
-        c[q] = counts[t]
-        fill[r] = q + 1
-    return start, w, c
-
-
-@njit(**numbers.NB)
 def rows(start, w, c):
-    """CSR rows of :func:`bucket`'s buckets: each row's words sorted and repeats summed
-    (in place). Returns (indptr, word ids, counts, row sums); w and c themselves when no
-    word repeats in a row (UCI files: no copies beside them)."""
+    """CSR rows of the documents' buckets (:func:`_rows`): each row's words sorted and
+    repeats summed (in place). Returns (indptr, word ids, counts, row sums); w and c
+    themselves when no word repeats in a row (UCI files: no copies beside them)."""
     n_local = start.shape[0] - 1
     indptr = np.zeros(n_local + 1, np.int64)
     sums = np.zeros(n_local, np.int64)
@@ -133,8 +104,7 @@ def by_word(indptr, indices, counts, n_words):
     document: (each word's first token, and one past the last word's, int64; the tokens'
     documents, int32)."""
     wptr = np.zeros(n_words + 1, np.int64)
-    for e in range(indices.shape[0]):
-        wptr[indices[e] + 1] += counts[e]
+    tally_into(indices, -1, wptr, counts)
     for v in range(n_words):
         wptr[v + 1] += wptr[v]
     start = wptr[:-1].copy()
@@ -147,13 +117,6 @@ def by_word(indptr, indices, counts, n_words):
                 docs[q] = d
             start[w] = p + counts[e]
     return wptr, docs
-
-
-def word_ptr(words, n_words):
-    """:func:`by_word`'s word offsets of tokens sorted by word (int ids)."""
-    wptr = np.zeros(n_words + 1, np.int64)
-    accumulate(words, None, wptr[1:])
-    return np.cumsum(wptr, out=wptr)
 
 
 class Part:
@@ -181,7 +144,11 @@ def _rows(entries, d0, n_local):
     entries.clear()
     if counts is None:
         counts = np.ones(docs.shape[0], np.int32)
-    start, w, c = bucket(docs, words, counts, d0, n_local)
+    # bucketed by document (a counting sort)
+    start = group_starts(docs, n_local, d0)
+    w, c = np.empty(docs.shape[0], np.int32), np.empty(docs.shape[0], np.int64)
+    scatter(docs, d0, start, words, w)
+    scatter(docs, d0, start, counts, c)
     del docs, words, counts
     return rows(start, w, c)
 
@@ -416,9 +383,7 @@ def _read_part(path, fmt, vocab, min_count, peers, stop_words):
         n_tokens = sum(entries_kept)
     if W > n_docs:
         refuse(peers, f"{W} workers for {n_docs} documents: each worker needs documents")
-    lengths = np.zeros(n_docs, np.int64)
-    accumulate(docs, counts, lengths)
-    lengths = peers.allreduce(lengths)
+    lengths = peers.allreduce(tally(docs, n_docs, weights=counts))
     cuts = split_balanced(lengths, W)  # contiguous documents balanced by tokens
     del lengths
     d0, d1 = int(cuts[me]), int(cuts[me + 1])
@@ -456,10 +421,9 @@ def warmup():
     ldac._scan(b, 0, b.shape[0], 0, 1, 10, i64, i32, i32.copy(), 0, 0, -1)
     for idx, weights in ((i64, i32), (i32, i64), (i32, i32), (i32, None), (i64, None),
                          (np.zeros(2, np.uint16), None)):
-        accumulate(idx, weights, np.zeros(2, np.int64))
+        tally_into(idx, 0, np.zeros(2, np.int64), weights)
     for a in (i32, i64):  # (the rows in order: _rows_in_order)
         ascending(a, a)
-        tally_into(a, 0, i64.copy())
     by_word(i64, i32, i32, 1)  # (32-bit counts: LDAUpdate's)
     w = text_docs.Words(("ab",))
     w.scan(np.frombuffer(b"ab cd\n", np.uint8), 0, 0, 10, i64, i32, 0, -1)

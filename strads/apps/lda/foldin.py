@@ -37,23 +37,14 @@ def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
         state = _mix(base ^ _mix(np.uint64(doc_offset + d) * _GOLDEN + _GOLDEN))
         ndk[:] = 0
         acc[:] = 0.0
-        for t in range(n):  # start: z ~ phi[w, :]
-            w = words[a + t]
-            s = 0.0
-            for k in range(K):
-                s += phi[w, k]
-                cum[k] = s
-            state, u = _next(state)
-            k = _draw(cum, K, u * s)
-            z[t] = k
-            ndk[k] += 1
-        for it in range(n_iter):
+        for it in range(-1, n_iter):  # -1, the start: z ~ phi[w, :]
             for t in range(n):
                 w = words[a + t]
-                ndk[z[t]] -= 1
+                if it >= 0:
+                    ndk[z[t]] -= 1
                 s = 0.0
                 for k in range(K):
-                    s += (ndk[k] + alpha) * phi[w, k]
+                    s += phi[w, k] if it < 0 else (ndk[k] + alpha) * phi[w, k]
                     cum[k] = s
                 state, u = _next(state)
                 k = _draw(cum, K, u * s)

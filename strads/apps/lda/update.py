@@ -7,6 +7,7 @@ import numpy as np
 
 from ...api import Update
 from ...io import memory
+from ...io.agree import group_starts, tally
 from . import data, kernels as K
 from .schedule import slice_of
 
@@ -100,9 +101,7 @@ class LDAUpdate(Update):
             # (an entry counts at most its document's tokens): 32-bit counts, held
             # beside the tokens' documents at by_word, the set-up's peak
             part.counts = part.counts.astype(np.int32)
-        word_counts = np.zeros(self.V, np.int64)
-        data.accumulate(part.indices, part.counts, word_counts)
-        word_counts = peers.allreduce(word_counts)
+        word_counts = peers.allreduce(tally(part.indices, self.V, weights=part.counts))
         i = int(np.argmax(self.lengths)) if self.lengths.shape[0] else 0
         longest = peers.allgather((int(self.lengths.max(initial=0)), -(self.d0 + i)))
         from . import check_run
@@ -148,9 +147,7 @@ class LDAUpdate(Update):
             self.dmeta = np.empty((n_docs, 2), np.int64)
             self.dlist = np.empty((self._offsets()[-1], 2), dtype)
             K.doc_lists(self.lengths, z, self.dmeta, self.dlist, self.K)
-        nk = np.zeros(self.K, np.int64)
-        data.accumulate(z, None, nk)
-        self.nk = self.peers.allreduce(nk)
+        self.nk = self.peers.allreduce(tally(z, self.K))
 
     def _count_dtype(self):
         """16-bit counts when the topics and the documents' lengths fit (half the memory
@@ -250,7 +247,7 @@ class LDAUpdate(Update):
         stay = part(slice(hi, D) if end == "head" else slice(0, lo))
         self.lengths, self.ndk, self.dlist = stay["lengths"], stay.get("ndk"), stay.get("dlist")
         self.docs, self.z = docs.astype(np.int32), self.z[keep]
-        self.wptr = data.word_ptr(words[keep], self.V)
+        self.wptr = group_starts(words[keep], self.V)
         self._relayout(stay.get("m"))
         return out
 
@@ -279,7 +276,7 @@ class LDAUpdate(Update):
         setattr(self, table, joined.reshape(-1, self.K if self.dense else 2))
         # both parts are sorted by (word, document): a stable sort by word merges them
         order = np.argsort(cat["words"], kind="stable")
-        self.wptr = data.word_ptr(cat["words"][order], self.V)
+        self.wptr = group_starts(cat["words"][order], self.V)
         self.docs = cat["docs"][order].astype(np.int32, copy=False)
         self.z = cat["z"][order].astype(K.topic_dtype(self.K), copy=False)
         self.lengths = cat["lengths"].astype(np.int64, copy=False)
