@@ -194,9 +194,10 @@ class Priority(_Jacobi):
     the dependency filter groups them greedily (:mod:`.groups`): a group is solved
     exactly, the groups step in parallel; the task names the groups (``groups``:
     boundaries in ``cols``). Full rounds also come once the priorities are spent.
-    Dense X on the scheduler: once the pool's Gram is held, a round's block is solved
-    as one group (:meth:`_choose_exact`). Without the scheduler's X (``X`` None) the
-    workers filter (``select`` in the task). Notes: docs/apps/lasso.md."""
+    Dense X on the scheduler, or sparse X on the workers: once the pool's Gram is held,
+    a round's block is solved as one group (:meth:`_choose_exact`). Without the
+    scheduler's X (``X`` None) the workers filter (``select`` in the task), and hold the
+    pool's Gram (``held``: worker 0 sends the block's). Notes: docs/apps/lasso.md."""
     checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr",
                                                 "_out", "_filled", "_G", "_exact",
                                                 "_last_exact")
@@ -284,7 +285,11 @@ class Priority(_Jacobi):
             # the workers filter the candidates (they return the block and its groups)
             task["select"] = (self.rho, self._b)
         elif self._exact is not None:
-            task["groups"], task["Gs"] = self._exact
+            task["groups"], gs = self._exact
+            if gs is None:  # (the workers' held pool: worker 0 sends the block's Gram)
+                task["held"] = True
+            else:
+                task["Gs"] = gs
         elif self._gptr.shape[0]:
             task["groups"] = self._gptr
             if self._G is not None:  # (the workers need not sum them)
@@ -339,8 +344,7 @@ class Priority(_Jacobi):
         cand = np.empty(n_cand, dtype=np.int64)
         # distinct draws (with peaked priorities, repeats would shrink the block)
         u = self._uniforms(2 * n_cand)
-        pool = self._pool if self._wheld is not None and self._pool.shape[0] and \
-            self._wheld[self._pool].all() else None  # (held: the uniform ones from it)
+        pool = self._pool if self._pool_held() else None  # (the uniform ones from it)
         used = K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p if pool is
                                      None else pool.shape[0], self.seen, cand)
         self._u_pos += used
@@ -360,6 +364,9 @@ class Priority(_Jacobi):
         if self.remote:
             self._heard()
             self._hold_pool()
+            if self._pool_held():  # (exact rounds, as the dense ones: the workers' Gram)
+                self._b = 0
+                return self._choose_exact(b if self.staleness else self.max_block)
         plain = min(b, self._plain_cap)
         if self.plain_rounds and not (self.dense or self._filled) and \
                 (self.filter_cap or b) < plain and 2 * self._n_kept > self._sent:
@@ -441,6 +448,11 @@ class Priority(_Jacobi):
             held[new] = True
             self._send_pool = np.flatnonzero(held)
 
+    def _pool_held(self):
+        """Whether the workers hold the whole pool's Gram (:meth:`_hold_pool`)."""
+        return self._wheld is not None and self._pool.shape[0] > 0 and \
+            bool(self._wheld[self._pool].all())
+
     def _pool_gram(self):
         """Whether the pool's Gram matrix is held (dense X, the scheduler's). The pool: the
         coordinates the last full round found moving; its new members' pairs are bought
@@ -494,7 +506,13 @@ class Priority(_Jacobi):
         return self._exact_block(cols[~self.busy[cols]])
 
     def _exact_block(self, cols):
-        if self._G is None:  # (a round in flight at the full round may have moved others)
+        # (a round in flight at the full round may have moved others)
+        if self.remote:
+            cols = cols[self._wheld[cols]]
+            if cols.shape[0]:
+                self._exact = (np.array([0, cols.shape[0]], np.int64), None)
+            return cols
+        if self._G is None:
             cols = cols[self._slot[cols] >= 0]
         if cols.shape[0]:
             last = self._last_exact

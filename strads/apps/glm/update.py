@@ -58,6 +58,7 @@ class GLMUpdate(Update):
         # (priority: the workers' filter, and the groups' Gram matrices)
         KG.select_gram(np.ones((1, 1)), cols, cols, np.ones(1), 0.5, 1, KG.GROUP_CAP)
         KG.held_gram(np.ones((1, 1)), cols, np.ones((1, 1)), cols)
+        KG.gram_gather(np.ones((1, 1)), cols)
         gptr = np.array([0, 1], np.int64)
         KG.group_gram_lower(np.ones((1, 1)), np.zeros(1, np.int64), gptr, np.ones(1))
         for wts in (np.empty(0), np.ones(2)):
@@ -68,11 +69,15 @@ class GLMUpdate(Update):
         """A Jacobi round's block (the task's, or the one the workers' filter chooses:
         ``cols`` and ``groups`` in the partial), and for priority's groups their Gram
         matrices X_g' D X_g (D = diag(``wts``)) over this worker's rows (``Gg``); X_g'
-        X_g from the workers' filter is summed already: worker 0 sends it (``Gs``)."""
+        X_g from the workers' filter or the held pool's Gram is summed already: worker 0
+        sends it (``Gs``)."""
         if "pool" in task:
             self._hold(task["pool"])
         if "select" not in task:
             cols, gptr = task["cols"], task.get("groups")
+            if task.get("held"):  # an exact round on the held pool: its Gram from ours
+                return cols, {"Gs": KG.gram_gather(self._PG, self._slot[cols])} \
+                    if self.peers.rank == 0 else {}
             gram = {} if gptr is None or "Gs" in task else \
                 {"Gg": self.group_gram(cols, gptr, NO_WEIGHTS if wts is None else wts)}
             return cols, gram
