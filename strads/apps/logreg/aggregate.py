@@ -191,8 +191,9 @@ class LogRegAggregate(GLMAggregate):
     # -- working set: prox-Newton ----------------------------------------------------------
     def _choose_ws(self, viol, q):
         """The support and the worst violators: max(min_size, 2 |support|) coordinates
-        (3x if it filled 90% of the last working set), at most ``block_cap``; solved to
-        EPS_TOL of the worst violation. When the kept Gram covers the new block, the
+        (3x if it filled 90% of the last working set), and every violator over EPS_TOL of
+        the worst (the block is solved to that: one left out would stay the next full
+        round's worst), at most ``block_cap``; solved to EPS_TOL of the worst violation. When the kept Gram covers the new block, the
         first step is taken from it with this round's q (the line search checks it)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
         self.tol_in, self.ws_steps, self.last_in = EPS_TOL * worst, 0, worst
@@ -212,7 +213,8 @@ class LogRegAggregate(GLMAggregate):
                 return self._direction(self.ws, q[self.ws])
         nonzero = self.w != 0
         nnz = int(np.count_nonzero(nonzero))
-        size = min(max(self.min_size, (3 if growing else 2) * nnz), self.p)
+        size = min(max(self.min_size, (3 if growing else 2) * nnz,
+                       nnz + int(np.count_nonzero(viol > EPS_TOL * worst))), self.p)
         if self.block_cap:
             size = min(size, self.block_cap)
         pool, _ = working_set(nonzero, viol, size)
