@@ -692,3 +692,48 @@ def test_mf_default_objective_is_the_apps_weighted_default():
     assert est.weighted is True and mf_app.WEIGHTED is True
     assert np.array_equal(est.user_factors_, res.model["W"])
     assert not np.allclose(est.user_factors_, unweighted.model["W"])
+
+
+# -- refusals before any fit, the rounding of a gap near 0 (the hunt of 2026-12-06) ------
+def _small_regression():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 10))
+    return X, X[:, :3] @ np.ones(3) + 0.1 * rng.standard_normal(30)
+
+
+def test_lasso_path_refuses_a_negative_alpha():
+    X, y = _small_regression()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError):
+            lasso_path(X, y, alphas=[0.1, -0.01], max_iter=5)
+
+
+def test_lasso_cv_refuses_a_negative_alpha_before_any_fit():
+    X, y = _small_regression()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError):
+            LassoCV(alphas=[0.1, -1.0], cv=2, max_iter=5).fit(X, y)
+
+
+def test_mf_estimator_duplicate_message_names_what_the_estimator_takes():
+    users, items, ratings = [0, 1, 0], [0, 1, 0], [3.0, 4.0, 5.0]
+    est = MatrixFactorization(n_components=2, random_state=0)
+    with pytest.raises(ValueError) as e:
+        est.fit((users, items, ratings))
+    assert "duplicates" in est.get_params() or "duplicates=" not in str(e.value)
+
+
+def test_lasso_stops_by_tol_when_the_objective_is_near_zero():
+    """tol is relative to the objective; where that is near 0 (a tiny alpha, p > n: the
+    fit interpolates) the gap's rounding ends the run, not max_iter."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((10, 200)), rng.standard_normal(10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = Lasso(alpha=1e-12, max_iter=200).fit(X, y)
+    assert est.n_iter_ < 200
+    sk = SkLasso(alpha=1e-12, max_iter=100_000).fit(X, y)
+    assert np.abs(X @ est.coef_ + est.intercept_ - y).max() <= \
+        max(1e-9, np.abs(X @ sk.coef_ + sk.intercept_ - y).max())

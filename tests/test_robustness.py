@@ -556,3 +556,46 @@ def test_workers_write_their_parts_while_the_run_goes_on(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         strads.run(setup, Slow, workers=2, max_rounds=400, tol=0, quiet=True,
                    out=str(tmp_path / "p"), checkpoint_every=0.05)
+
+
+# -- resume: whose checkpoint, which input (the hunt of 2026-12-06) -------------------
+def _lasso_checkpoint(out, *extra):
+    small = ["--n-samples", "60", "--n-features", "40", "--quiet", "--schedule", "priority",
+             "--block", "4", "--tol", "0"]
+    p = run_cli(["strads.apps.lasso", *small, *extra, "--max-rounds", "5",
+                 "--out", str(out), "--checkpoint-every", "1000"])
+    assert p.returncode == 0, p.stderr
+    assert os.path.isfile(out / "checkpoint" / "manifest.json")
+
+
+def test_resume_with_another_app_says_whose_checkpoint_it_is(tmp_path):
+    _lasso_checkpoint(tmp_path / "run")
+    p = run_cli(["strads.apps.lda", "--quiet", "--out", str(tmp_path / "run"), "--resume"])
+    assert p.returncode == 2
+    assert "lasso" in p.stderr and "--alpha" not in p.stderr, p.stderr
+
+
+def test_mf_resume_on_another_apps_checkpoint_names_it(tmp_path):
+    _lasso_checkpoint(tmp_path / "run")
+    p = run_cli(["strads.apps.mf", "--quiet", "--out", str(tmp_path / "run"), "--resume"])
+    assert p.returncode == 2
+    assert "lasso" in p.stderr, p.stderr
+
+
+def test_resume_takes_the_same_data_file_by_another_name(tmp_path):
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 8))
+    y = X[:, :3] @ np.ones(3) + 0.1 * rng.standard_normal(40)
+    data = tmp_path / "train.svm"
+    dump_svmlight_file(X, y, str(data))
+    base = ["--quiet", "--schedule", "priority", "--block", "2", "--tol", "0"]
+    p = run_cli(["strads.apps.lasso", "--data", str(data), *base, "--max-rounds", "3",
+                 "--out", str(tmp_path / "run"), "--checkpoint-every", "1000"])
+    assert p.returncode == 0, p.stderr
+    rel = os.path.relpath(data, ROOT)  # (the runs' working folder is ROOT)
+    p = run_cli(["strads.apps.lasso", "--data", rel, *base, "--max-rounds", "6",
+                 "--out", str(tmp_path / "run"), "--resume"])
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1])["rounds"] == 6

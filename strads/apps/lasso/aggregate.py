@@ -256,8 +256,12 @@ class LassoAggregate(GLMAggregate):
     settled = False  # the last block solve left its support as it was
 
     def converged(self, tol):
+        """The duality gap at most ``tol`` times the objective, or within the rounding of
+        the sums it is computed from (a share GAP_RESOLUTION of y'y / 2n, the objective
+        at 0): an objective near 0 (a fit that interpolates) asks for less than that."""
         self.run_tol = tol
-        return tol > 0 and self.gap <= tol * self.primal
+        return tol > 0 and self.gap <= max(tol * self.primal,
+                                           GAP_RESOLUTION * 0.5 * self.y_sq / self.n)
 
     path = None  # the lambdas of a regularisation path (walk_path)
 
@@ -339,6 +343,7 @@ class LassoAggregate(GLMAggregate):
 
 
 MAX_PASSES = 100_000  # passes of a block solve, at most
+GAP_RESOLUTION = 1e-14  # (about 45 float64 epsilons: the block solves' floor too)
 NO_MU = np.empty(0)  # (no centring)
 NO_INT = np.empty(0, np.int64)
 SOLVE_OPS = 20_000_000  # multiply-adds of a block solve between two looks at the clock

@@ -193,8 +193,9 @@ class LogRegAggregate(GLMAggregate):
         """The support and the worst violators: max(min_size, 2 |support|) coordinates
         (3x if it filled 90% of the last working set), and every violator over EPS_TOL of
         the worst (the block is solved to that: one left out would stay the next full
-        round's worst), at most ``block_cap``; solved to EPS_TOL of the worst violation. When the kept Gram covers the new block, the
-        first step is taken from it with this round's q (the line search checks it)."""
+        round's worst), at most ``block_cap``; solved to EPS_TOL of the worst violation.
+        When the kept Gram covers the new block, the first step is taken from it with
+        this round's q (the line search checks it)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
         self.tol_in, self.ws_steps, self.last_in = EPS_TOL * worst, 0, worst
         # a support that filled the last working set is still growing (3x, not 2x, below);
