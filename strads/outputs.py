@@ -40,9 +40,15 @@ def write(out, summary, trace, model):
             return _replace_files(out, summary, trace, model)
         raise WriteError(f"{out}: cannot make the folder: {e.strerror or e}") from None
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would have made it
+        if os.path.isdir(out):  # the new folder takes the old one's group and mode
+            st = os.stat(out)  # (a private 700 or a group-shared 2770 DIR stays so)
+            with contextlib.suppress(OSError):
+                os.chown(tmp, -1, st.st_gid)
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # as os.makedirs would have made it
         _write_files(tmp, summary, trace, model, out)
         if not os.path.lexists(out):
             os.rename(tmp, out)

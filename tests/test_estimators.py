@@ -23,7 +23,7 @@ from strads.apps.lda import foldin  # noqa: E402
 from strads.estimators import (LDA, Lasso, LassoCV, MatrixFactorization,  # noqa: E402
                                SparseLogisticRegression, lasso_path)
 
-from conftest import ROOT, child_env, l1_logistic  # noqa: E402
+from conftest import ROOT, child_env, l1_logistic, run_cli  # noqa: E402
 
 
 def test_import_strads_does_not_import_sklearn():
@@ -737,3 +737,26 @@ def test_lasso_stops_by_tol_when_the_objective_is_near_zero():
     sk = SkLasso(alpha=1e-12, max_iter=100_000).fit(X, y)
     assert np.abs(X @ est.coef_ + est.intercept_ - y).max() <= \
         max(1e-9, np.abs(X @ sk.coef_ + sk.intercept_ - y).max())
+
+
+# -- under mpiexec: one set of parameters (the hunt of 2026-12-06, second) ------------
+_ALPHA_PER_RANK = """
+import numpy as np
+import sklearn.linear_model as lm
+import strads
+from mpi4py import MPI
+from strads.apps import lasso
+X, y, _ = lasso.make_problem(100, 50, density=0.2, seed=0)
+alpha = [0.1, 0.5, 0.5][MPI.COMM_WORLD.Get_rank()]  # a sweep, one alpha a rank
+est = strads.Lasso(alpha=alpha, tol=1e-10).fit(X, y)
+ref = lm.Lasso(alpha=alpha, tol=1e-12, max_iter=100000).fit(X.toarray(), y)
+print("same" if np.allclose(est.coef_, ref.coef_, atol=1e-5) else "MISMATCH", flush=True)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_mpi_estimator_params_that_differ_between_ranks(tmp_path):
+    (tmp_path / "alpha_per_rank.py").write_text(_ALPHA_PER_RANK)
+    p = run_cli(["alpha_per_rank"], np=3, timeout=100, cwd=tmp_path)
+    # refused (one line, non-zero exit), or each rank fits its own alpha
+    assert p.returncode != 0 or p.stdout.count("same") == 3, p.stdout + p.stderr

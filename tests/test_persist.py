@@ -456,3 +456,59 @@ def test_lda_save_keeps_the_feature_names(tmp_path):
         warnings.simplefilter("ignore")
         with pytest.raises(ValueError):
             loaded.transform(df[df.columns[::-1]])
+
+
+# -- params against the model, the folder's mode (the hunt of 2026-12-06, second) ----
+def _lasso_saved(tmp_path):
+    rng = np.random.default_rng(0)
+    X = sp.random(40, 10, density=0.5, format="csr", random_state=1)
+    y = X @ rng.standard_normal(10) + 0.5
+    out = tmp_path / "lasso"
+    strads.Lasso(alpha=0.01).fit(X, y).save(out)
+    return out
+
+
+def _edit_params(out, **params):
+    s = json.loads((out / "summary.json").read_text())
+    s["params"].update(params)
+    (out / "summary.json").write_text(json.dumps(s))
+
+
+@pytest.mark.timeout(60)
+def test_load_refuses_fit_intercept_false_with_an_intercept(tmp_path):
+    out = _lasso_saved(tmp_path)
+    _edit_params(out, fit_intercept=False)
+    with pytest.raises(DataError):
+        strads.load(out)
+
+
+@pytest.mark.timeout(60)
+def test_load_refuses_an_alpha_other_than_the_models_lambda(tmp_path):
+    out = _lasso_saved(tmp_path)
+    _edit_params(out, alpha=0.5)
+    with pytest.raises(DataError):
+        strads.load(out)
+
+
+@pytest.mark.timeout(60)
+def test_load_refuses_a_negative_validation_rmse(tmp_path):
+    R = sp.random(30, 20, density=0.4, format="coo", random_state=0)
+    R.data = 1 + 4 * R.data
+    out = tmp_path / "mf"
+    strads.MatrixFactorization(n_components=2, random_state=0, max_iter=3).fit(
+        R.tocsr()).save(out)
+    m = dict(np.load(out / "model.npz"))
+    m["validation_rmse"] = np.float64(-1.0)
+    np.savez(out / "model.npz", **m)
+    with pytest.raises(DataError):
+        strads.load(out)
+
+
+@pytest.mark.timeout(60)
+def test_save_keeps_the_folders_mode(tmp_path):
+    out = tmp_path / "saved"
+    out.mkdir()
+    out.chmod(0o700)
+    X = sp.random(30, 8, density=0.5, format="csr", random_state=1)
+    strads.Lasso(alpha=0.01).fit(X, np.arange(30.0)).save(out)
+    assert oct(out.stat().st_mode & 0o7777) == oct(0o700)

@@ -599,3 +599,17 @@ def test_resume_takes_the_same_data_file_by_another_name(tmp_path):
                  "--out", str(tmp_path / "run"), "--resume"])
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout.strip().splitlines()[-1])["rounds"] == 6
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", [0o700, 0o2770])
+def test_out_keeps_the_folders_mode(tmp_path, mode):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    out.chmod(mode)
+    p = run_cli(["strads.apps.lasso", "--quiet", "--max-rounds", "2", "--out", str(out)],
+                timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert (out / "summary.json").exists() and (out / "notes.txt").exists()
+    assert oct(out.stat().st_mode & 0o7777) == oct(mode)

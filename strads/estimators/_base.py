@@ -70,10 +70,29 @@ def collective(fit):
         if job is None:
             return fit(*args, **kw)
         try:
+            if hasattr(args[0], "get_params"):
+                _same_params(job, args[0])
             return fit(*args, **kw)
         except BaseException as exc:  # noqa: BLE001 -- never leave the other ranks waiting
             job.abort(exc)
     return run
+
+
+def _same_params(job, est):
+    """Every rank fits rank 0's data with rank 0's parameters: a rank whose own differ
+    (a sweep, one setting a rank) would silently get rank 0's model, so it is refused."""
+    mine = {k: v for k, v in est.get_params(deep=False).items()
+            if v is None or isinstance(v, (bool, int, float, str))}
+    first = job.bcast(mine if job.rank == 0 else None)
+    diff = [k for k in sorted(set(mine) | set(first)) if mine.get(k) != first.get(k)
+            and repr(mine.get(k)) != repr(first.get(k))]  # (nan: the same setting)
+    if diff:
+        raise ValueError(
+            f"rank {job.rank}: {type(est).__name__}("
+            + ", ".join(f"{k}={mine.get(k)!r}" for k in diff) + "), rank 0: "
+            + ", ".join(f"{k}={first.get(k)!r}" for k in diff) + ": under mpiexec every "
+            "rank fits rank 0's data with rank 0's parameters (fit the settings one after "
+            "another, or in jobs of their own)")
 
 
 def _collective(fit, args, kw, fitted):

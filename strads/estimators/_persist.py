@@ -176,6 +176,17 @@ def _like(v, default):
     return number if isinstance(default, (int, float)) else isinstance(v, type(default))
 
 
+def _agreed(m, derived, params, loose=("fit_intercept", "biases")):
+    """The estimator's parameters: summary.json's ``params`` over those ``derived`` from
+    model.npz ({name: (its array, value)}), which a saved number must equal (``loose``:
+    the array's value is a guess where params say nothing)."""
+    for k, (key, v) in derived.items():
+        if k not in loose and params.get(k) is not None and params[k] != v:
+            raise m.error(key, f"gives {k} {v!r}, but summary.json's params say "
+                          f"{params[k]!r}")
+    return {**{k: v for k, (_, v) in derived.items()}, **params}
+
+
 def _set(est, values):
     for k, v in values.items():
         setattr(est, k, v)
@@ -224,8 +235,11 @@ def _build_glm(cls, m, summary, params):
     lam = m.scalar("lambda", low=0)
     intercept = m.scalar("intercept", required=False)
     logreg = cls.__name__ == "SparseLogisticRegression"
-    params = {"alpha": lam, "fit_intercept": intercept is not None, **params}
-    est = cls(**params)
+    if params.get("fit_intercept") is False and intercept:
+        raise m.error("intercept", f"{intercept}, but summary.json's params say "
+                      "fit_intercept false")
+    est = cls(**_agreed(m, {"alpha": ("lambda", lam),
+                            "fit_intercept": ("intercept", intercept is not None)}, params))
     values = {"n_features_in_": d, "n_iter_": _saved(m, "n_iter", summary, "rounds")}
     _names_back(m, d, values)
     c = 0.0 if intercept is None else intercept
@@ -267,14 +281,16 @@ def _build_mf(cls, m, summary, params):
     if rank is not None and rank != k:
         raise m.error("rank", f"{rank}, but W has {k} columns")
     biases = "full" if ub.any() or ib.any() else "mean" if mean != 0 else "none"
-    est = cls(**{"n_components": k, "alpha": m.scalar("lambda", low=0), "biases": biases,
-                 **params})
+    est = cls(**_agreed(m, {"n_components": ("W", k), "alpha": (
+        "lambda", m.scalar("lambda", low=0)), "biases": ("user_bias", biases)}, params))
     values = {"user_factors_": W.astype(np.float64), "item_factors_": H.astype(np.float64),
               "user_bias_": ub.astype(np.float64), "item_bias_": ib.astype(np.float64),
               "global_mean_": mean, "user_ids_": ids["user_ids"],
               "item_ids_": ids["item_ids"], "n_iter_": _saved(m, "n_iter", summary, "iterations"),
               "objective_": _saved(m, "objective", summary, "objective")}
     v = _saved(m, "validation_rmse", summary, "validation_rmse")
+    if v < 0:
+        raise m.error("validation_rmse", f"{v}: an RMSE is >= 0")
     values["validation_rmse_"] = None if np.isnan(v) else v
     ptr = seen = None
     if "seen_indptr" in m:  # the training pairs (save() only): recommend can skip them
@@ -306,8 +322,8 @@ def _build_lda(cls, m, summary, params):
     for key, x, n in (("alpha", alpha, K), ("beta", beta, V)):
         if not 0 < x * n < np.inf:  # (as a fit's check: the prior's sum a number)
             raise m.error(key, f"{x}: a prior must be > 0 and {n} times it finite")
-    est = cls(**{"n_components": K, "doc_topic_prior": alpha, "topic_word_prior": beta,
-                 **params})
+    est = cls(**_agreed(m, {"n_components": ("word_topic", K), "doc_topic_prior": (
+        "alpha", alpha), "topic_word_prior": ("beta", beta)}, params))
     mix = m.get("doc_mixture", "f", 2, (None, K), required=False, low=0)
     if mix is not None and mix.size and not np.allclose(mix.sum(axis=1), 1.0):
         raise m.error("doc_mixture", "rows that do not sum to 1 (not topic mixtures)")
