@@ -90,8 +90,9 @@ def load(path):
                             f"its default {defaults[k]!r}")
     model = _Model(mfile)
     try:
-        est = _BUILD[app](cls, model, summary, params)
-        est._validate_params()  # (the estimator's own rules: tol NaN is not a value)
+        cls(**params)._validate_params()  # (the estimator's own rules: tol NaN is not a
+        est = _BUILD[app](cls, model, summary, params)  # value), then the model's
+        est._validate_params()
         return est
     except DataError:
         raise
