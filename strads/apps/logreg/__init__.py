@@ -5,6 +5,7 @@ command line (:mod:`strads.apps.glm`). Notes: docs/apps/logreg.md.
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...errors import DataError
 from ..glm.schedule import (SCHEDULES, PlannedWorkingSet, ShuffledPriority,
@@ -96,7 +97,10 @@ class Logistic(Datafit):
         kw, n = self._kw(ctx, o), X.shape[0]
         null = null_loss(n, float(np.sum(y)), kw["intercept"]) \
             if o["gap_ref"] == "null" else None
-        return LogRegAggregate(n, sq_norms, lam, o["tol"], **kw, null=null)
+        agg = LogRegAggregate(n, sq_norms, lam, o["tol"], **kw, null=null)
+        counts = np.diff(X.indptr) if sp.issparse(X) else np.ones(X.shape[1])
+        agg.col_share = counts / max(counts.sum(), 1)
+        return agg
 
     def later(self, lam, lambda_ratio, ctx, o):
         if o["coef0"] is not None:

@@ -32,7 +32,9 @@ class LogRegAggregate(GLMAggregate):
     floor = False  # a fresh Gram's step overshot: the next Grams are floored (_choose_ws)
     # setup() (or begin(), from the workers' reports) sets them again
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("tol", "block_cap", "min_size",
-                                                      "reuse")
+                                                      "reuse", "col_share")
+    # X's non-zeros by column, as shares (the datafit sets them; None: not known)
+    col_share = None
 
     @staticmethod
     def lambda_for(ratio, xty, n):
@@ -102,8 +104,8 @@ class LogRegAggregate(GLMAggregate):
 
     @next.setter
     def next(self, task):
-        if task["kind"] == "newton" and self.floor:
-            task["floor"] = True
+        if (task["kind"] == "newton" or task.get("gram")) and self.floor:
+            task["floor"] = True  # (a trial's Gram too: each of its steps is a Newton step)
         self._next, self.plans = task, self.plans + 1
 
     # -- rounds --------------------------------------------------------------------------
@@ -130,13 +132,16 @@ class LogRegAggregate(GLMAggregate):
                 self.stopped = True
                 return None
         step = {"block": self._jacobi, "full": lambda t, p: self._full(round, t, p),
-                "newton": self._newton, "trial": self._trial, "extend": self._extend,
+                "newton": self._newton, "trial": lambda t, p: self._trial(round, t, p),
+                "extend": self._extend,
                 "certify": lambda t, p: self._choose_ws(*self.held)}  # (not certified)
         return step[task["kind"]](task, partials) if task["kind"] in step else None  # (wait)
 
     def _full(self, round, task, partials):
-        q = _sum(partials, "q")
-        primal = self._primal_at(task["version"], sum(p["loss"] for p in partials) / self.n)
+        """A full round's q and loss (or a trial's at t = 1, its step committed)."""
+        q, loss = _sum(partials, "q"), sum(p["loss"] for p in partials) / self.n
+        primal = self._primal_at(task["version"], loss) if task["kind"] == "full" else \
+            loss + self.lam * self.l1
         if task.get("hess"):  # Jacobi: rises are counted, as for its block rounds
             self._observe(primal, task["version"])
         self.primal = primal
@@ -312,7 +317,13 @@ class LogRegAggregate(GLMAggregate):
             self.next = {"kind": "full"} if self.fresh else {"kind": "newton", "cols": cols}
             return None
         self.d, self.delta = d, delta / self.n
-        self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1)}
+        # with reuse, the Gram at t = 1 too (the next step a Newton step); and q over every
+        # column, the loss (a full round's) where that costs at most twice q_B: if the
+        # block is solved there, the next full round is this one
+        full = self.col_share is not None and 2 * self.col_share[cols].sum() >= 1
+        self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1),
+                     **({"gram": True} if self.reuse else {}),
+                     **({"full": True} if full else {})}
         return {"dcols": cols, "ddelta": d}
 
     def _accepts(self, cols, t, diff, adiff):
@@ -334,7 +345,7 @@ class LogRegAggregate(GLMAggregate):
         self.newton_steps += 1
         self.ws_steps += 1
 
-    def _trial(self, task, partials):
+    def _trial(self, round, task, partials):
         cols, diff, adiff = self.ws, _sum(partials, "diff"), _sum(partials, "adiff")
         if "cols" in task:  # t = 1, with q_B there
             ok, change, dl1 = self._accepts(cols, 1.0, diff[0], adiff[0])
@@ -348,12 +359,18 @@ class LogRegAggregate(GLMAggregate):
                 return {"commit": 0.0}
             self._commit(cols, 1.0, change, dl1)
             q = _sum(partials, "q")
+            q = q[cols] if "full" in task else q
+            if "gram" in task:  # a fresh Gram at the new point
+                self.G, self.G_cols, self.fresh = _gram(partials, cols.shape[0]), cols, True
             if self._inner_done(cols, q, True):
+                if "full" in task:  # (the workers keep this point as the full round's)
+                    return {"commit": 1.0, "full": True,
+                            **(self._full(round, task, partials) or {})}
                 return {"commit": 1.0}
             if not self.reuse or self.slow:  # (slow: from a kept, stale Gram)
                 self.next = {"kind": "newton", "cols": cols}
                 return {"commit": 1.0}
-            self.fresh = False
+            self.fresh = "gram" in task
             return {"commit": 1.0, **(self._direction(cols, q) or {})}
         for k, t in enumerate(task["steps"]):
             ok, change, dl1 = self._accepts(cols, float(t), diff[k], adiff[k])

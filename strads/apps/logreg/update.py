@@ -37,7 +37,7 @@ class LogRegUpdate(GLMUpdate):
         self.r, self.wts, self.ell = np.empty(n), np.empty(n), np.empty(n)
         self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
         self.dm = None  # the pending direction's margin change
-        self.spec = None  # (m, r, wts, ell, loss) at m + dm, from the last trial round
+        self.spec = None  # (m, r, wts, ell, loss, Gram weights) at m + dm, from a trial
         self.zc = None  # y * m at the last full round (the dual's point)
         self.hist = []  # the sigmoids s of the last ACCEL + 1 full rounds (extrapolation)
         self.xb = (np.empty(0, np.int64), None)  # dense: the block's gathered columns
@@ -84,11 +84,14 @@ class LogRegUpdate(GLMUpdate):
         if "commit" in sync:
             t = float(sync["commit"])
             if t == 1.0 and self.spec is not None:
-                self.m, self.r, self.wts, self.ell, self.loss = self.spec
+                self.m, self.r, self.wts, self.ell, self.loss, gram_w = self.spec
+                self.gram_w = self.gram_w if gram_w is None else gram_w
             elif t != 0.0:
                 self.m += t * self.dm
                 self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
             self.dm, self.spec = None, None
+        if "full" in sync:  # the trial's point is the full round's
+            self._remember()
         if "dcols" in sync:
             self.dm = self._times(sync["dcols"], sync["ddelta"])
             self.spec = None
@@ -138,7 +141,8 @@ class LogRegUpdate(GLMUpdate):
         elif kind == "extend":
             out.update(self._extend(task["cols"], task["new"], task["form"]))
         elif kind == "trial":
-            out.update(self._trial(task["steps"], task.get("cols")))
+            out.update(self._trial(task["steps"], task.get("cols"), task.get("gram"),
+                                   task.get("floor"), task.get("full")))
         elif kind == "block":  # (priority: maybe groups, or the workers' filter)
             cols, chosen = self._jacobi_block(task, self.wts)  # (groups: Hessian blocks)
             g, h = self._grad_hess(cols)
@@ -157,28 +161,25 @@ class LogRegUpdate(GLMUpdate):
     def _full(self, hess):
         # recomputed from the margins: drops the drift of the Jacobi running sums
         self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
-        self.zc = self.y * self.m
-        out = self._history()
-        p = self.n_features
+        self._remember()
+        out = _history(self.hist)
         if hess:
-            g, h = self._grad_hess(np.arange(p))
+            g, h = self._grad_hess(np.arange(self.n_features))
             return {"q": g, "h": h, "loss": self.loss, **out}
-        if self.sparse:
-            g = np.empty(p)
-            K.grad_all_sparse(*self.X, self.r, g)
-        else:
-            g = self.X[0].T @ self.r
-        return {"q": g, "loss": self.loss, **out}
+        return {"q": self._grad_all(self.r), "loss": self.loss, **out}
 
-    def _history(self):
-        """Keep this full round's s = y r; once ACCEL + 1 are kept, the Gram of their
-        differences over this worker's rows (the extrapolation's weights)."""
+    def _remember(self):
+        """This point is a full round's: its y m (the dual's point) and s = y r kept."""
+        self.zc = self.y * self.m
         self.hist.append(self.y * self.r)
         del self.hist[:-(ACCEL + 1)]
-        if len(self.hist) <= ACCEL:
-            return {}
-        U = np.diff(np.array(self.hist), axis=0)
-        return {"uu": U @ U.T}
+
+    def _grad_all(self, r):
+        if self.sparse:
+            g = np.empty(self.n_features)
+            K.grad_all_sparse(*self.X, r, g)
+            return g
+        return self.X[0].T @ r
 
     def _grad(self, cols, r):
         if self.sparse:
@@ -233,7 +234,7 @@ class LogRegUpdate(GLMUpdate):
         Xn = np.asfortranarray(self.X[0][:, new] * self.gram_w[:, None])
         return {"Gx": np.ascontiguousarray(Xn.T @ self._block(cols))}
 
-    def _trial(self, steps, cols):
+    def _trial(self, steps, cols, gram=False, floor=False, full=False):
         steps = np.asarray(steps, dtype=np.float64)
         diff, adiff = np.empty(steps.shape[0]), np.empty(steps.shape[0])
         K.trial_losses(self.y, self.m, self.dm, steps, diff, adiff)
@@ -242,10 +243,27 @@ class LogRegUpdate(GLMUpdate):
         if cols is not None:  # q_B at t = 1, kept for a commit of t = 1
             m1 = self.m + self.dm
             r1, w1, l1 = np.empty(self.n_rows), np.empty(self.n_rows), np.empty(self.n_rows)
-            self.spec = (m1, r1, w1, l1, K.refresh(self.y, m1, r1, w1, l1))
-            out["q"] = self._grad(cols, r1)
+            loss = K.refresh(self.y, m1, r1, w1, l1)
+            out["q"] = self._grad_all(r1) if full else self._grad(cols, r1)
+            if full:  # (and a full round's other outputs there: see _remember)
+                out.update(loss=loss, **_history(self.hist[-ACCEL:] + [self.y * r1]))
+            keep = self.m, self.wts, self.gram_w
+            if gram:  # and the block's Gram there (its weights kept for that commit)
+                self.m, self.wts = m1, w1
+                out.update(self._gram(cols, floor))
+            self.spec = (m1, r1, w1, l1, loss, self.gram_w if gram else None)
+            self.m, self.wts, self.gram_w = keep
         return out
 
     def collect(self):
         # the loss at the final margins, exactly: the final objective
         return {"loss": np.float64(K.logistic_loss(self.y, self.m))}
+
+
+def _history(hist):
+    """Once ACCEL + 1 full rounds' s are kept, the Gram of their differences over this
+    worker's rows (the extrapolation's weights)."""
+    if len(hist) <= ACCEL:
+        return {}
+    U = np.diff(np.array(hist), axis=0)
+    return {"uu": U @ U.T}
