@@ -145,8 +145,9 @@ def _centred_sq_norms(X, mu, sq_norms):
     n, nnz, starts = X.shape[0], np.diff(X.indptr), X.indptr[:-1]  # (no empty column)
     dev = X.data - np.repeat(mu, nnz)  # ||x_j - mu_j||^2 summed without cancellation
     exact = np.add.reduceat(dev * dev, starts) + (n - nnz) * mu * mu
-    const = (nnz == n) & (np.maximum.reduceat(X.data, starts) ==
-                          np.minimum.reduceat(X.data, starts))
+    const = nnz == n  # (a constant column is full)
+    if const.any():
+        const &= np.maximum.reduceat(X.data, starts) == np.minimum.reduceat(X.data, starts)
     bad = np.flatnonzero(~const & (sq_norms > CENTRING_LIMIT * exact))
     if bad.shape[0]:
         j = int(bad[0])
