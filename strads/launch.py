@@ -302,9 +302,10 @@ def _run_once(cmd, folder, env, resumed=None):
 
 
 def _checkpoint_round(out):
+    from .outputs import read_json
+
     try:
-        with open(os.path.join(out, "checkpoint", "manifest.json")) as f:
-            return int(json.load(f)["round"])
+        return int(read_json(os.path.join(out, "checkpoint", "manifest.json"))["round"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -312,10 +313,13 @@ def _checkpoint_round(out):
 def _record(out, restarts):
     """Add the restarts to the run's summary.json (in one step)."""
     path = os.path.join(out, "summary.json")
+    from .outputs import read_json
+
     try:
-        with open(path) as f:
-            summary = json.load(f)
+        summary = read_json(path)
     except (OSError, ValueError):
+        return
+    if not isinstance(summary, dict):
         return
     summary["restarts"] = restarts
     with open(path + ".tmp", "w") as f:
