@@ -30,6 +30,22 @@ def wait(test, spin=True, watch=None):
             watch()
 
 
+def stall_watch(app, seconds, round, rank, whom):
+    """A wait's ``watch()``: every ``seconds`` of the wait, say whom this rank awaits."""
+    t0 = time.perf_counter()
+    due = [t0 + seconds]
+
+    def watch():
+        now = time.perf_counter()
+        if now >= due[0]:
+            due[0] = now + seconds
+            what = f" to answer round {round}" if round is not None else ""
+            sys.stderr.write(f"[{app}] rank {rank} waiting {now - t0:.1f} s for "
+                             f"{whom}{what}\n")
+            sys.stderr.flush()
+    return watch
+
+
 def spin_until(test, seconds):
     """Test, yielding the core between tests, until true (-> True) or ``seconds`` pass."""
     t0 = time.perf_counter()

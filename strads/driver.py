@@ -23,6 +23,7 @@ from . import params as _params
 from . import rebalance as _rebal
 from . import transport as _transport
 from . import worker as W
+from ._wait import stall_watch
 from .errors import DataError, StalenessError
 from .io import memory
 
@@ -364,7 +365,7 @@ class Driver:
     def _watch(self, r):
         if not self.stall_warn or not self.tp.is_mpi:
             return None
-        return W.stall_watch(self.app, self.stall_warn, r, 0,
+        return stall_watch(self.app, self.stall_warn, r, 0,
                              f"the workers (rank {self.K} and those it waits for)")
 
     def _diverged(self, objective):
@@ -629,7 +630,7 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
     if not isinstance(update, type):  # (each worker makes its own from its shard)
         raise TypeError("update must be a subclass of strads.Update, got an instance of "
                         f"{type(update).__name__}")
-    refused = _transport.start_together() if mpi else None
+    refused = _transport.start_together(stall=(app, stall_warn)) if mpi else None
     if refused:  # another rank refused before its run (that rank says why)
         e = DataError(refused[1])
         e.rank = refused[0]
@@ -710,8 +711,9 @@ def _under_mpi(setup, update, scheduler, signals, kw):
     while True:
         tp = None
         try:
-            tp = _transport.Replicated(comm) if rep else _transport.MPITransport(
-                comm, schedulers=kw["schedulers"])
+            stall = (kw["app"], kw["stall_warn"])
+            tp = _transport.Replicated(comm, stall) if rep else _transport.MPITransport(
+                comm, schedulers=kw["schedulers"], stall=stall)
             result = None
             if rep:
                 tp.handler = W.WorkerHost(update, signals, tp.rank, tp.peers,

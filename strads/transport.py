@@ -14,7 +14,7 @@ from collections import deque
 
 import numpy as np
 
-from ._wait import Waiter, _cores, transfer, wait
+from ._wait import Waiter, _cores, stall_watch, transfer, wait
 
 TAG = 11  # control plane: rank 0 and a worker, one to one
 TREE = 12  # control plane: the rounds, along the workers' tree
@@ -315,8 +315,10 @@ class Job:
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
 
-    def bcast(self, obj):
-        _polite_barrier(self.comm)
+    def bcast(self, obj, watch=None):
+        """Rank 0's ``obj``; ``watch()`` is called while this rank waits for the others
+        (:func:`strads._wait.stall_watch`)."""
+        _polite_barrier(self.comm, watch)
         return self.comm.bcast(obj, root=0)
 
     def abort(self, exc, code=1, brief=False):
@@ -349,13 +351,13 @@ class _OnMPI(Job):
 
     is_mpi = True
 
-    def __init__(self, comm):
+    def __init__(self, comm, stall=None):
         from .launch import mapped_shm
         from .outputs import unlink
 
         super().__init__(comm)
         self.traffic = new_traffic()
-        _polite_barrier(self.comm)
+        _polite_barrier(self.comm, _start_watch(stall, self.rank))
         # MPICH's shared-memory files, mapped by every rank of the host now: unlinked, they
         # go with the last rank, even when a rank is killed
         unlink(mapped_shm("/proc/self/maps"))
@@ -368,8 +370,8 @@ class MPITransport(_OnMPI):
     """Rank 0 is the scheduler, rank w+1 runs worker w; with ``schedulers`` K > 1,
     ranks 1..K-1 schedule too (they talk to rank 0 alone) and rank w+K runs worker w."""
 
-    def __init__(self, comm=None, doorbell=True, schedulers=1):
-        super().__init__(comm)
+    def __init__(self, comm=None, doorbell=True, schedulers=1, stall=None):
+        super().__init__(comm, stall)
         self.offset = schedulers  # worker w's rank is w + offset
         self.n_workers = self.size - schedulers
         self.round, self._comms = 0, [self.comm]  # (the round a worker rank has seen)
@@ -491,8 +493,8 @@ class Replicated(_OnMPI):
 
     replicated = True
 
-    def __init__(self, comm=None):
-        super().__init__(comm)
+    def __init__(self, comm=None, stall=None):
+        super().__init__(comm, stall)
         self.n_workers, self.worker = self.size, self.rank
         self.peers = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
         self._agree = _MPIPeers(self.comm.Dup(), self.traffic, self._spin)
@@ -598,10 +600,21 @@ class _MPIPeers(Peers):
         return unpack(got)
 
 
-def _polite_barrier(comm):
+#: whom a rank waits for at a run's or a fit's start (the warning's words)
+EVERY_RANK = ("every rank to start {call} (under mpiexec each rank makes the same call: "
+              "a rank that skips it, say behind `if rank == 0`, leaves the others waiting)")
+
+
+def _start_watch(stall, rank):
+    """``stall``: (app, seconds, None: no warning): the wait's watch at a run's start."""
+    return stall and stall[1] and stall_watch(*stall, None, rank,
+                                              EVERY_RANK.format(call="the run"))
+
+
+def _polite_barrier(comm, watch=None):
     """Wait for every rank without spinning (MPICH's blocking collectives poll a core at
     full speed, taking it from the rank they wait for)."""
-    wait(comm.Ibarrier().Test, spin=False)
+    wait(comm.Ibarrier().Test, spin=False, watch=watch)
 
 
 # -- User-Level Failure Mitigation (docs/elastic.md) ---------------------------------------
@@ -632,19 +645,21 @@ def abort_on_uncaught():
 _started = False  # whether this process has agreed to start (start_together) already
 
 
-def start_together(refusal=None):
+def start_together(refusal=None, stall=None):
     """Every rank of an ``mpiexec`` job, once, before its first run: ``refusal`` is the
     line this rank refuses to start with (None: it starts). Returns ``(rank, line)`` of
     the lowest rank that refused, or None. A rank refusing before it reaches the run says
     so here, from the command line's error path, so that the others do not wait for it
     in the transport for ever. Later calls, and runs not under mpiexec, gather nothing
-    (a refusal is then rank 0's to say: every rank met it)."""
+    (a refusal is then rank 0's to say: every rank met it). ``stall``: as
+    :class:`MPITransport`'s."""
     global _started
     if _started or mpi_world_size() < 2:
         return None if refusal is None else (0, refusal)
     _started = True
     from mpi4py import MPI
 
+    _polite_barrier(MPI.COMM_WORLD, _start_watch(stall, MPI.COMM_WORLD.Get_rank()))
     return next(((r, m) for r, m in enumerate(MPI.COMM_WORLD.allgather(refusal))
                  if m is not None), None)
 

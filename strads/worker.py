@@ -12,6 +12,7 @@ import numpy as np
 from . import checkpoint as _ckpt
 from .api import Update
 from .errors import DataError
+from ._wait import stall_watch
 from .io import memory
 
 
@@ -302,19 +303,3 @@ def rank_usage(traffic):
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, B on macOS
     return {**traffic, "peak_rss_mb": round(rss / (2**20 if sys.platform == "darwin"
                                                    else 2**10), 1)}
-
-
-def stall_watch(app, seconds, round, rank, whom):
-    """A wait's ``watch()``: every ``seconds`` of the wait, say whom this rank awaits."""
-    t0 = time.perf_counter()
-    due = [t0 + seconds]
-
-    def watch():
-        now = time.perf_counter()
-        if now >= due[0]:
-            due[0] = now + seconds
-            what = f" to answer round {round}" if round is not None else ""
-            sys.stderr.write(f"[{app}] rank {rank} waiting {now - t0:.1f} s for "
-                             f"{whom}{what}\n")
-            sys.stderr.flush()
-    return watch

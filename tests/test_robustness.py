@@ -417,6 +417,36 @@ def test_stall_warning_names_the_worker(tmp_path):
     assert "worker 0" not in p.stderr
 
 
+@pytest.mark.timeout(120)  # (the line never coming fails the test by this timeout)
+@pytest.mark.parametrize("call", ["fit", "run"])
+def test_a_rank_that_skips_the_call_is_named_while_the_others_wait(call, tmp_path):
+    # `if rank == 0: est.fit(...)`: rank 0 waits for rank 1 for ever; it says so
+    script = tmp_path / "skip.py"
+    script.write_text(
+        "import numpy as np, strads\n"
+        "from mpi4py import MPI\n"
+        "import strads.estimators._base as base\n"
+        "base.STALL_WARN = 0.5\n"
+        "if MPI.COMM_WORLD.Get_rank() == 0:\n"
+        "    X, y = np.eye(4), np.arange(4.0)\n"
+        + ("    strads.Lasso(alpha=0.1).fit(X, y)\n" if call == "fit" else
+           "    strads.run(lambda c: (None, None, None), strads.Update, stall_warn=0.5)\n"))
+    proc = subprocess.Popen([mpiexec(), "-n", "2", sys.executable, str(script)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=child_env(), start_new_session=True)
+    try:
+        lines = []
+        while not lines or "waiting" not in lines[-1]:
+            lines.append(proc.stderr.readline())
+            assert lines[-1], "the job ended: " + "".join(lines)
+        what = "Lasso.fit" if call == "fit" else "the run"
+        assert f"rank 0 waiting 0.5 s for every rank to start {what} (under mpiexec each " \
+            "rank makes the same call" in lines[-1]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def test_no_doorbell_is_left_behind_by_a_rank_killed_during_start_up(tmp_path):
     tmp = tmp_path / "tmp"  # the runs' own temporary folder (other tests use /tmp at once)
     tmp.mkdir()

@@ -8,13 +8,17 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError
 
-from ..transport import mpi_job
+from .._wait import stall_watch
+from ..params import ENGINE
+from ..transport import EVERY_RANK, mpi_job
 
 
 #: the constraints of the parameters only the estimators have (joblib's n_jobs: not 0)
 N_JOBS = [None, Interval(Integral, None, -1, closed="right"),
           Interval(Integral, 1, None, closed="left")]
 RANDOM_STATE = ["random_state", np.random.Generator]
+#: how long a rank waits at a fit's start before it says so (the runs' --stall-warn)
+STALL_WARN = next(p.default for p in ENGINE if p.name == "stall_warn")
 
 
 class Count(Interval):
@@ -92,7 +96,8 @@ def _same_params(job, est):
     (a sweep, one setting a rank) would silently get rank 0's model, so it is refused."""
     mine = {k: v for k, v in est.get_params(deep=False).items()
             if v is None or isinstance(v, (bool, int, float, str))}
-    first = job.bcast(mine if job.rank == 0 else None)
+    first = job.bcast(mine if job.rank == 0 else None, watch=stall_watch(
+        "strads", STALL_WARN, None, job.rank, EVERY_RANK.format(call=f"{type(est).__name__}.fit")))
     diff = [k for k in sorted(set(mine) | set(first)) if mine.get(k) != first.get(k)
             and repr(mine.get(k)) != repr(first.get(k))]  # (nan: the same setting)
     if diff:
