@@ -104,9 +104,10 @@ def main(argv=None):
     if unknown:
         p.error(f"unknown app {unknown[0]!r} (choose from {', '.join(TINY)})")
     apps = args.apps or list(TINY)
-    # on two cores or more, LDA's kernels (the longest to compile) in a process of their
-    # own beside the others'
-    groups = [[a for a in apps if a != "lda"], [a for a in apps if a == "lda"]]
+    # on two cores or more, two processes of about equal work: the Lasso's and logreg's
+    # kernels (logreg's calls the Lasso's: one process compiles them once), LDA's and MF's
+    groups = [[a for a in apps if a in ("lasso", "logreg")],
+              [a for a in apps if a not in ("lasso", "logreg")]]
     if (os.cpu_count() or 1) < 2 or not all(groups):
         compile_apps(apps)
         return 0
