@@ -204,8 +204,8 @@ ENGINE = (
           "rows: lasso, lda)"),
     Param("rebalance_every", 5.0, "with --rebalance: measure at least this often",
           low=0, closed="neither", resume=True, note=SECONDS, metavar="SECONDS"),
-    Param("stall_warn", 300.0, "under MPI: say which worker a rank has waited for this "
-          "long", low=0, closed="neither", none=True, resume=True, note=SECONDS,
+    Param("stall_warn", 300.0, "under MPI: say whom a rank has waited for this long (a "
+          "worker, or the ranks yet to start the run)", low=0, closed="neither", none=True, resume=True, note=SECONDS,
           metavar="SECONDS"),
 )
 
