@@ -1,0 +1,36 @@
+"""Defects found by a read-only hunt on the file readers (valid but unusual files,
+compared with independent references). Each test is xfail(strict): it fails on the
+current code for the reason given, and passes once the defect is fixed."""
+import numpy as np
+import pytest
+import scipy.io
+
+from strads.errors import DataError
+from strads.io import mtx
+
+
+@pytest.mark.xfail(strict=True, reason="MatrixMarket integer values >= 2^62 are silently "
+                   "saturated to +-2^62 (scipy.io.mmread reads 5e18 exactly)")
+def test_mtx_integer_value_beyond_2_62_is_not_saturated(tmp_path):
+    path = tmp_path / "big.mtx"
+    path.write_text("%%MatrixMarket matrix array integer general\n2 1\n"
+                    "5000000000000000000\n3\n")
+    ref = np.asarray(scipy.io.mmread(str(path)), dtype=np.float64)  # [[5e18], [3]]
+    assert ref[0, 0] == 5e18
+    X = np.asarray(mtx.read(str(path)))
+    assert X[0, 0] == ref[0, 0]  # strads: 4.611686018427388e18 (2^62)
+
+
+@pytest.mark.xfail(strict=True, reason="a MatrixMarket integer value beyond int64 is read "
+                   "as +-2^62 instead of refused (scipy.io.mmread: 'Integer out of range')")
+def test_mtx_integer_value_beyond_int64_is_refused(tmp_path):
+    path = tmp_path / "huge.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate integer general\n2 2 2\n"
+                    "1 1 -100000000000000000000\n2 2 7\n")
+    with pytest.raises(Exception):  # the reference refuses the file
+        scipy.io.mmread(str(path))
+    try:
+        X = mtx.read(str(path)).toarray()
+    except DataError:
+        return  # a refusal is right
+    assert X[0, 0] == -1e20  # strads: -4.611686018427388e18 (-2^62), silently
