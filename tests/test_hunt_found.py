@@ -34,3 +34,19 @@ def test_mtx_integer_value_beyond_int64_is_refused(tmp_path):
     except DataError:
         return  # a refusal is right
     assert X[0, 0] == -1e20  # strads: -4.611686018427388e18 (-2^62), silently
+
+
+@pytest.mark.xfail(strict=True, reason="a \\r\\n file whose \\r is the 65,536th byte (the "
+                   "sniffed head's last) is refused as lone-\\r (classic Mac) text")
+def test_crlf_split_by_the_sniff_boundary_is_not_lone_cr(tmp_path):
+    from sklearn.datasets import load_svmlight_file
+    from strads.io import svmlight
+
+    first = "1 " + " ".join(f"{j}:1" for j in range(1, 9000))
+    first = first + " " * (65535 - len(first))  # the \r is byte 65,536: the head's last
+    path = tmp_path / "crlf.svm"
+    path.write_bytes((first + "\r\n0 1:2\r\n").encode())
+    Xr, yr = load_svmlight_file(str(path))  # (2, 8999)
+    X, y = svmlight.read(str(path))  # DataError: lines end with a lone carriage return
+    assert X.shape == Xr.shape and (X != Xr.tocsc()).nnz == 0
+    assert np.array_equal(y, yr)
