@@ -50,3 +50,13 @@ def test_crlf_split_by_the_sniff_boundary_is_not_lone_cr(tmp_path):
     X, y = svmlight.read(str(path))  # DataError: lines end with a lone carriage return
     assert X.shape == Xr.shape and (X != Xr.tocsc()).nnz == 0
     assert np.array_equal(y, yr)
+
+
+@pytest.mark.xfail(strict=True, reason="a 'real hermitian' MatrixMarket file (a symmetric "
+                   "real matrix) is refused as complex; scipy.io.mmread reads it")
+def test_mtx_real_hermitian_is_read_as_symmetric(tmp_path):
+    path = tmp_path / "rh.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real hermitian\n3 3 2\n2 1 5\n3 3 1\n")
+    ref = scipy.io.mmread(str(path)).toarray()  # [[0 5 0] [5 0 0] [0 0 1]]
+    X = mtx.read(str(path))  # DataError: complex MatrixMarket matrices are not supported
+    assert np.array_equal(X.toarray(), ref)
