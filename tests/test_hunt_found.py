@@ -60,3 +60,18 @@ def test_mtx_real_hermitian_is_read_as_symmetric(tmp_path):
     ref = scipy.io.mmread(str(path)).toarray()  # [[0 5 0] [5 0 0] [0 0 1]]
     X = mtx.read(str(path))  # DataError: complex MatrixMarket matrices are not supported
     assert np.array_equal(X.toarray(), ref)
+
+
+@pytest.mark.xfail(strict=True, reason="a plain-text corpus whose first bytes are 'BZh' is "
+                   "refused as bzip2 data (3 bytes of magic; bzip2 has 'BZh1'-'BZh9' + "
+                   "a block magic)")
+def test_text_corpus_starting_with_BZh_is_not_bzip2(tmp_path):
+    from strads.apps.lda import data as lda_data
+
+    path = tmp_path / "docs.txt"
+    path.write_text("BZhang and Smith wrote papers about topics\n"
+                    "Smith wrote more papers about topics\n")
+    X, vocab = lda_data.load(str(path), "text", None, 1)  # DataError: bzip2-compressed
+    # the hand reading: stop words dropped, words of 2 characters or more
+    assert vocab == ["bzhang", "papers", "smith", "topics", "wrote"]
+    assert X.toarray().tolist() == [[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]
