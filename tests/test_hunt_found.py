@@ -75,3 +75,24 @@ def test_text_corpus_starting_with_BZh_is_not_bzip2(tmp_path):
     # the hand reading: stop words dropped, words of 2 characters or more
     assert vocab == ["bzhang", "papers", "smith", "topics", "wrote"]
     assert X.toarray().tolist() == [[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]
+
+
+@pytest.mark.xfail(strict=True, reason="--format auto takes an LDA-C file that starts with "
+                   "three empty documents ('0' lines) for UCI and refuses line 4 without "
+                   "naming the guess or --format")
+def test_ldac_starting_with_three_empty_documents_auto(tmp_path):
+    from strads.apps.lda import data as lda_data
+
+    path = tmp_path / "corpus.ldac"
+    path.write_text("0\n0\n0\n3 0:1 1:1 2:1\n2 0:2 2:1\n")
+    # the hand reading: line d + 1 is document d, 'N id:count ...', 0-based ids
+    want = [[0, 0, 0], [0, 0, 0], [0, 0, 0], [1, 1, 1], [2, 0, 1]]
+    X, _ = lda_data.load(str(path), "ldac")
+    assert X.toarray().tolist() == want  # (read right when the format is given)
+    try:
+        X, _ = lda_data.load(str(path))  # the default: --format auto
+    except DataError as e:
+        # a refusal must at least say the format was a guess (docs/apps/lda.md)
+        assert "--format" in str(e), str(e)  # got: ':4: expected 'docID wordID count''
+    else:
+        assert X.toarray().tolist() == want
