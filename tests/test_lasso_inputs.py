@@ -666,3 +666,43 @@ def test_a_relative_path_is_named_as_given(tmp_path, monkeypatch):
     with pytest.raises(strads.DataError, match=r"^train\.svm:2: '3:abc' is not index:value"):
         strads.run(lasso.make_file_setup("train.svm"), lasso.DATAFIT.Update, workers=2,
                    quiet=True)
+
+
+def test_mtx_integer_value_beyond_2_62_is_not_saturated(tmp_path):
+    # defects found by a hunt against independent readers (scipy, scikit-learn)
+    path = tmp_path / "big.mtx"
+    path.write_text("%%MatrixMarket matrix array integer general\n2 1\n"
+                    "5000000000000000000\n3\n")
+    ref = np.asarray(scipy.io.mmread(str(path)), dtype=np.float64)  # [[5e18], [3]]
+    assert ref[0, 0] == 5e18
+    X = np.asarray(mtx.read(str(path)))
+    assert X[0, 0] == ref[0, 0]  # (was 2^62: the scanner saturates there)
+
+
+def test_mtx_integer_value_beyond_int64_is_read_exactly(tmp_path):
+    path = tmp_path / "huge.mtx"  # (scipy.io.mmread refuses it: "Integer out of range")
+    path.write_text("%%MatrixMarket matrix coordinate integer general\n2 2 2\n"
+                    "1 1 -100000000000000000000\n2 2 7\n")
+    X = mtx.read(str(path)).toarray()
+    assert X[0, 0] == -1e20 and X[1, 1] == 7  # (was -2^62, silently)
+
+
+def test_crlf_split_by_the_sniff_boundary_is_not_lone_cr(tmp_path):
+    from sklearn.datasets import load_svmlight_file
+
+    first = "1 " + " ".join(f"{j}:1" for j in range(1, 9000))
+    first = first + " " * (65535 - len(first))  # the \r is byte 65,536: the head's last
+    path = tmp_path / "crlf.svm"
+    path.write_bytes((first + "\r\n0 1:2\r\n").encode())
+    Xr, yr = load_svmlight_file(str(path))  # (2, 8999)
+    X, y = S.read(str(path))  # (was refused: lines end with a lone \r)
+    assert X.shape == Xr.shape and (X != Xr.tocsc()).nnz == 0
+    assert np.array_equal(y, yr)
+
+
+def test_mtx_real_hermitian_is_read_as_symmetric(tmp_path):
+    path = tmp_path / "rh.mtx"
+    path.write_text("%%MatrixMarket matrix coordinate real hermitian\n3 3 2\n2 1 5\n3 3 1\n")
+    ref = scipy.io.mmread(str(path)).toarray()  # [[0 5 0] [5 0 0] [0 0 1]]
+    X = mtx.read(str(path))  # (was refused as complex)
+    assert np.array_equal(X.toarray(), ref)

@@ -632,3 +632,33 @@ def test_a_vocabulary_found_beside_the_data_is_named(tmp_path):
     assert (f"[lda] the words of UCI or LDA-C data: {tmp_path / 'vocab.txt'}, found beside "
             "--data (--vocab names another)") in p.stderr.splitlines(), p.stderr
     assert "[lda] the words" not in cli(*args, "--quiet").stderr
+
+
+def test_text_corpus_starting_with_BZh_is_not_bzip2(tmp_path):
+    from strads.apps.lda import data as lda_data
+
+    path = tmp_path / "docs.txt"
+    path.write_text("BZhang and Smith wrote papers about topics\n"
+                    "Smith wrote more papers about topics\n")
+    X, vocab = lda_data.load(str(path), "text", None, 1)  # (was refused as bzip2 data)
+    # the hand reading: stop words dropped, words of 2 characters or more
+    assert vocab == ["bzhang", "papers", "smith", "topics", "wrote"]
+    assert X.toarray().tolist() == [[1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]
+
+
+def test_ldac_starting_with_three_empty_documents_auto(tmp_path):
+    from strads.apps.lda import data as lda_data
+
+    path = tmp_path / "corpus.ldac"
+    path.write_text("0\n0\n0\n3 0:1 1:1 2:1\n2 0:2 2:1\n")
+    # the hand reading: line d + 1 is document d, 'N id:count ...', 0-based ids
+    want = [[0, 0, 0], [0, 0, 0], [0, 0, 0], [1, 1, 1], [2, 0, 1]]
+    for fmt in ("ldac", "auto"):  # (auto took it for UCI: line 4 refused, no hint)
+        X, _ = lda_data.load(str(path), fmt)
+        assert X.toarray().tolist() == want, fmt
+    # three lines of one integer and then UCI's lines are still UCI
+    (tmp_path / "vocab.c.txt").write_text("a\nb\nc\n")
+    uci = tmp_path / "docword.c.txt"
+    uci.write_text("2\n3\n3\n1 1 2\n2 3 1\n2 2 4\n")
+    X, _ = lda_data.load(str(uci))
+    assert X.toarray().tolist() == [[2, 0, 0], [0, 4, 1]]

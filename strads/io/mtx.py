@@ -7,7 +7,7 @@ from numba import njit
 from ..errors import DataError
 from ..transport import Peers
 from .agree import agree, attempt, group_starts, grouped, refuse, route
-from .numbers import NB, py_float, scan_float_inline, scan_int, scan_int_inline
+from .numbers import BIG, NB, py_float, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
 from .svmlight import (WORDS, by_name, check_size, csc, open_text, refuse_control, short,
                        union)
@@ -39,7 +39,7 @@ def _scan(b, n_rows, n_cols, n_tok, ints, sym, declared, rows, cols, vals, fb):
     """One pass over the data lines of ``b`` (coordinate: ``n_tok`` = 3, or 2 for
     pattern; array: 1; ``ints``: an integer field): the entries of the lines it accepts
     as 0-based (row, column, value), mirrored for (skew-)symmetric (room: two a line);
-    array values, in order, into ``vals``; the tokens left to float() into ``fb`` (slot,
+    array values, in order, into ``vals``; the tokens left to Python (float(); int() for a saturated integer) into ``fb`` (slot,
     first byte, end, negate), as many as fit. Returns (error code, line, its first byte,
     bad token's field, entries, stored, how many tokens are left to float()). Codes: 1
     control byte, 2 wrong number of tokens, 3 not an integer, 4 index out of range, 5
@@ -78,6 +78,8 @@ def _scan(b, n_rows, n_cols, n_tok, ints, sym, declared, rows, cols, vals, fb):
                     if not ok or e != i:
                         return 3, line, ls, ti, entries, k, n_fb
                     v = float(x)
+                    if x >= BIG or x <= -BIG:  # saturated: Python's int() reads it
+                        st, vs, ve = 1, ts, i
                 else:
                     e, st, v = scan_float_inline(b, ts, i)
                     if st < 0 or e != i:
@@ -197,8 +199,10 @@ def header(path, buf, start):
     if fmt not in ("coordinate", "array"):
         raise DataError(f"{path}:1: unknown MatrixMarket format {fmt!r} "
                         "(coordinate or array)")
-    if field in ("complex", ) or sym == "hermitian":
+    if field == "complex":
         raise DataError(f"{path}:1: complex MatrixMarket matrices are not supported")
+    if sym == "hermitian":  # real (or integer) values: the conjugate is the value itself
+        sym = "symmetric"
     if field not in ("real", "double", "integer", "pattern") or (
             field == "pattern" and fmt == "array"):
         raise DataError(f"{path}:1: unknown MatrixMarket field {field!r} for {fmt} "
@@ -328,7 +332,7 @@ def read_part(peers, path, whole=False):
         refuse(peers, f"{path}: the header (line {hline}) declares {declared:,} "
                f"{'values' if n_tok == 1 else 'entries'}, the file has {total:,}")
     for at, s_, e_, neg in fb[:n_fb].tolist():
-        x = float(b[s_:e_].tobytes())
+        x = float(py_float(b[s_:e_].tobytes(), int if ints else float))
         vals[at] = -x if neg else x
     if n_tok == 1:  # dense (one worker): values in column-major order
         X = _dense_from_triangle(vals, m, symc == 2) if symc else vals[:k].reshape(p, m).T

@@ -2,6 +2,7 @@
 import gzip
 import mmap
 import os
+import re
 import threading
 import zlib
 
@@ -16,9 +17,11 @@ _PIECE = 1 << 16  # gzip: decompressed bytes read at a time
 BOM = b"\xef\xbb\xbf"
 GZIP = b"\x1f\x8b"
 READ_ERRORS = (OSError, EOFError, zlib.error)  # gzip: corrupt or truncated
-# (first bytes, what the file is, its name as a compression or archive)
+# (first bytes, or a pattern they match, what the file is, its name as a compression or
+# archive); bzip2: its level and its first block's (or the end's) magic after "BZh"
 FOREIGN = ((b"\x93NUMPY", "a NumPy .npy file", None), (b"PK\x03\x04", "a zip archive", "zip"),
-           (b"BZh", "bzip2-compressed", "bzip2"), (b"\xfd7zXZ\x00", "xz-compressed", "xz"),
+           (re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)"), "bzip2-compressed", "bzip2"),
+           (b"\xfd7zXZ\x00", "xz-compressed", "xz"),
            (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstd"),
            (b"7z\xbc\xaf\x27\x1c", "a 7z archive", "7z"),
            (b"\x89HDF\r\n\x1a\n", "an HDF5 file", None),
@@ -67,15 +70,17 @@ class Text:
             self.refuse("empty")
         try:
             with self.open() as f:
-                head = f.read(SNIFF + len(BOM))
+                head = f.read(SNIFF + len(BOM) + 1)
         except READ_ERRORS as e:
             self.refuse("corrupt", e=e)
         self.bom = len(BOM) if head.startswith(BOM) else 0
         self.head = head[self.bom:self.bom + SNIFF]
+        self._next = head[self.bom + SNIFF:]  # the byte after the head (a \r's \n?)
         if binary:
             return
         for magic, name, packed in FOREIGN:
-            if self.head.startswith(magic) and (packed or not self.words["packed_only"]):
+            if (magic.match(self.head) if isinstance(magic, re.Pattern) else
+                    self.head.startswith(magic)) and (packed or not self.words["packed_only"]):
                 self.refuse("foreign", name=name, short=packed,
                             inside=" inside the gzip data" if self.gz else "",
                             hint="save it as UTF-8" if "UTF" in name else
@@ -88,7 +93,7 @@ class Text:
 
     def newlines(self):
         """Refuse a text whose first 64 KiB hold a \\r but no \\n (lines ending at \\n)."""
-        if b"\r" in self.head and b"\n" not in self.head:
+        if b"\r" in self.head and b"\n" not in self.head + self._next:
             self.refuse("lone_cr")
         return self
 

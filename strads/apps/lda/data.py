@@ -232,14 +232,16 @@ def sniff(head, cut=False):
     """The format of a corpus that begins with ``head`` (``cut``: its last word may be
     cut short, and is not looked at), from its first lines alone (a bad line further on
     is then its reader's to name): "uci" if the first three are one integer each (D, W,
-    NNZ); "ldac" if the first is an integer and id:count pairs ('N id:count ...'); else
+    NNZ) and the fourth holds no id:count pair (LDA-C's empty documents are lines of one
+    0); "ldac" if the first is an integer and id:count pairs ('N id:count ...'); else
     "text". Lines end at \\n, \\r\\n or \\r (a lone \\r: the reader refuses it)."""
     if cut:
         head = head.rsplit(None, 1)[0]
     rows = []
     for line in head.splitlines():
-        rows += [line.split()] if line.split() and len(rows) < 3 else []
-    if len(rows) == 3 and all(len(r) == 1 and _INT.fullmatch(r[0]) for r in rows):
+        rows += [line.split()] if line.split() and len(rows) < 4 else []
+    if len(rows) >= 3 and all(len(r) == 1 and _INT.fullmatch(r[0]) for r in rows[:3]) \
+            and (len(rows) < 4 or not any(b":" in t for t in rows[3])):
         return "uci"
     if rows and _INT.fullmatch(rows[0][0]) and all(b":" in t for t in rows[0][1:]):
         return "ldac"
@@ -278,7 +280,7 @@ def read_part(path, fmt="auto", vocab=None, min_count=2, peers=None,
         msg = str(e)
         at = re.match(re.escape(path) + r":(\d+):", msg)
         if fmt != "auto" or not msg.startswith(path) or " would need " in msg \
-                or sniffed != "text" and not (at and int(at[1]) <= 3):
+                or sniffed != "text" and not (at and int(at[1]) <= 3 + (sniffed == "uci")):
             raise
         raise DataError(f"{e} (--format auto read it as {NAMES[sniffed]}, by its first "
                         "lines; --format uci, ldac or text chooses)") from None
