@@ -43,3 +43,20 @@ def test_dense_p_above_n_sends_factors_and_reaches_liblinear(workers, monkeypatc
     on = coef != 0
     assert np.abs(g[~on]).max() <= lam * (1 + 1e-6)
     np.testing.assert_allclose(g[on], -lam * np.sign(coef[on]), rtol=1e-4, atol=1e-9)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_dense_factors_under_mpi_are_the_in_process_run_bit_for_bit():
+    """The form is decided by each worker's rows: as many workers decide alike."""
+    from mpi4py import MPI
+
+    X, y, _ = make_problem(60, 400, corr=0.3, n_informative=20, dense=True, seed=4)
+    lam = 0.02 * logreg.lambda_max(X, y)
+    res = logreg.fit(X, y, lam=lam, tol=1e-10, quiet=True)
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        assert res is None
+        return
+    one = logreg.fit(X, y, lam=lam, workers=MPI.COMM_WORLD.Get_size() - 1, tol=1e-10,
+                     quiet=True, mpi=False)
+    assert res.rounds == one.rounds
+    np.testing.assert_array_equal(res.model["coef"], one.model["coef"])
