@@ -110,13 +110,50 @@ def logreg_cpu(X, labels, alphas, scaling, folds):
           f"{total[0] / total[1]:.2f}", flush=True)
 
 
+def dense_cpu(repeat):
+    """Small dense fits (issue 29's 1,000 x 300, 3,000 x 1,000, 500 x 2,000) at alpha_max
+    / 10 and / 100: each pair's CPU seconds (time.process_time, strads then scikit-learn,
+    alternately, the best of ``repeat``), the ratio and each objective's excess."""
+    total = np.zeros(2)
+    for n, p in ((1000, 300), (3000, 1000), (500, 2000)):
+        X, y, amax = dense_problem(n, p)
+        labels = y > np.median(y)
+        s = np.where(labels, 1.0, -1.0)
+        lmax = np.abs((X - X.mean(axis=0)).T @ (labels - labels.mean())).max() / n
+        for ratio in (10, 100):
+            a = amax / ratio
+            la = lmax / ratio
+            for name, pair, obj in (
+                    ("Lasso", (strads.Lasso(alpha=a), sk.Lasso(alpha=a)), lambda e, y=y, a=a:
+                     lasso_objective(X, y, e, a)),
+                    ("logreg", (strads.SparseLogisticRegression(alpha=la, intercept_scaling=
+                                100.0), liblinear(n, la, 100.0)), lambda e, la=la:
+                     logreg_objective(X, s, e, la, 100.0))):
+                target = y if name == "Lasso" else labels
+                t, est = [np.inf, np.inf], [None, None]
+                for _ in range(repeat):
+                    for k, m in enumerate(pair):
+                        t0 = time.process_time()
+                        e = clone(m).fit(X, target)
+                        t[k] = min(t[k], time.process_time() - t0)
+                        est[k] = e
+                f = [obj(e) for e in est]
+                total += t
+                print(f"{name:6} dense {n} x {p} alpha_max/{ratio}  strads {t[0] * 1e3:7.1f} "
+                      f"ms  sklearn {t[1] * 1e3:7.1f} ms  ratio {t[0] / t[1]:5.2f}  excess "
+                      f"{f[0] / min(f) - 1:.1e} / {f[1] / min(f) - 1:.1e}", flush=True)
+    print(f"CPU total  strads {total[0]:.2f} s  sklearn {total[1]:.2f} s  ratio "
+          f"{total[0] / total[1]:.2f}", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="fit,grid,path,logreg",
                     help="comma-separated, of fit, grid, path, logreg, dense (2,000 x "
-                    "500 and 500 x 5,000 dense, small alphas) and densepath (lasso_path, "
-                    "200 x 50, 2,000 x 500, 500 x 2,000 and 200 x 10,000 dense) (default: "
-                    "%(default)s)")
+                    "500 and 500 x 5,000 dense, small alphas), densepath (lasso_path, "
+                    "200 x 50, 2,000 x 500, 500 x 2,000 and 200 x 10,000 dense) and "
+                    "densecpu (Lasso and logreg fits' CPU time, 1,000 x 300, 3,000 x "
+                    "1,000 and 500 x 2,000 dense) (default: %(default)s)")
     ap.add_argument("--repeat", type=int, default=1, help="time each fit N times "
                     "and report the best (default: 1)")
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
@@ -135,11 +172,16 @@ def main(argv=None):
                     "one sample in ten)")
     args = ap.parse_args(argv)
     cases = set(args.cases.split(","))
+    warnings.filterwarnings("ignore", module="sklearn")  # (its penalty= deprecation)
+    if cases == {"densecpu"}:  # (no Zipf problem needed)
+        strads.Lasso(alpha=0.1).fit(*dense_problem(200, 60)[:2])  # JIT compilation
+        Xc, yc, _ = dense_problem(200, 60)
+        strads.SparseLogisticRegression().fit(Xc, yc > np.median(yc))
+        return dense_cpu(args.repeat)
     shape = dict(n=1500, p=6000) if args.small else {}
     X, y = make_zipf_problem(**{**shape, **PROBLEMS[args.problem]})
     print(f"X {X.shape[0]} x {X.shape[1]}, {X.nnz} non-zeros, "
           f"{int((np.diff(X.indptr) > 0).sum())} non-empty columns", flush=True)
-    warnings.filterwarnings("ignore", module="sklearn")  # (its penalty= deprecation)
     strads.Lasso(alpha=0.1).fit(X[:200], y[:200])  # JIT compilation, not timed
     strads.SparseLogisticRegression().fit(X[:200], y[:200] > np.median(y[:200]))
     alpha = args.alpha

@@ -95,14 +95,19 @@ class Quadratic(Datafit):
         """With ``intercept``: y centred (its mean kept for the intercept), and dense X
         too, in a copy (as scikit-learn's): an implicit centring (X'X - n mu mu') cancels
         where a column's mean dwarfs its spread; constant columns exactly 0."""
-        X, y = self.data.check(*data())
+        given = data()
+        X, y = self.data.check(*given)
         if not options["intercept"]:
             return X, y, {}
         y_mean, attrs = float(y.mean()), {}
         if not sp.issparse(X):
-            attrs["x_mean"] = X.mean(axis=0)
-            const = (X == X[0]).all(axis=0)
-            X = X - attrs["x_mean"]  # (Fortran-ordered as X)
+            if np.may_share_memory(X, given[0]):  # (check made no copy: centred in one)
+                X = X.copy(order="F")
+            mean = attrs["x_mean"] = X.mean(axis=0)
+            # constant columns: those whose first and last entries agree, checked whole
+            maybe = np.flatnonzero(X[0] == X[-1])
+            const = maybe[(X[:, maybe] == X[0, maybe]).all(axis=0)]
+            X -= mean
             X[:, const] = 0.0
         return X, y - y_mean, dict(attrs, y_mean=y_mean)
 

@@ -192,17 +192,19 @@ class LogRegUpdate(GLMUpdate):
         """X_B' D X_B over this worker's rows, in its most compact form: sparse X, the
         factor D^1/2 X_B {"Fp", "Fi", "Fv", "Fn"} when it has under half the Gram's
         non-zeros, else CSR {"Gp", "Gi", "Gv"} when under a quarter of its entries can be
-        non-zero, else dense {"G"}; dense X, dense."""
+        non-zero, else dense {"G"}; dense X, the factor by the same rule, else dense."""
         m = cols.shape[0]
         # the weights of this Gram (kept for _extend), damped: see DAMPING; ``floor``: the
         # misclassified samples' at least 1/4, their curvature at z = 0 (the model of a
         # nearly linear loss overshoots by 1/(s(1 - s)))
         wts = np.where(self.y * self.m < 0.0, 0.25, self.wts) if floor else self.wts
         wts = self.gram_w = wts + DAMPING
+        # (dense X: the factor's n_rows m entries against the Gram's m^2; a p > n block)
+        nnz_f, nnz_g = GK.block_counts(self.X[0], self.X[1], cols, self.count) \
+            if self.sparse else (self.n_rows * m, m * m)
+        if 2 * nnz_f < nnz_g:
+            return self._factor(cols, wts)
         if self.sparse:
-            nnz_f, nnz_g = GK.block_counts(self.X[0], self.X[1], cols, self.count)
-            if 2 * nnz_f < nnz_g:
-                return self._factor(cols, wts)
             rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
             if 4 * nnz_g < m * m:
                 ptr, idx, val = K.wgram_csr(*self.X, cols, *rows, wts)
@@ -217,7 +219,13 @@ class LogRegUpdate(GLMUpdate):
         return {"G": G}
 
     def _factor(self, cols, wts):
-        ptr, rows, vals = GK.factor_cols(*self.X, cols, wts)
+        if self.sparse:
+            ptr, rows, vals = GK.factor_cols(*self.X, cols, wts)
+        else:  # (every row of every column: as factor_cols would store it)
+            n, m = self.n_rows, cols.shape[0]
+            ptr = np.arange(m + 1, dtype=np.int64) * n
+            rows = np.tile(np.arange(n, dtype=np.int64), m)
+            vals = (self.X[0][:, cols] * np.sqrt(wts)[:, None]).ravel(order="F")
         return {"Fp": ptr, "Fi": rows, "Fv": vals, "Fn": self.n_rows}
 
     def _extend(self, cols, new, form):
