@@ -760,3 +760,44 @@ def test_mpi_estimator_params_that_differ_between_ranks(tmp_path):
     p = run_cli(["alpha_per_rank"], np=3, timeout=100, cwd=tmp_path)
     assert p.returncode != 0 and "MISMATCH" not in p.stdout, p.stdout + p.stderr
     assert "rank 1: Lasso(alpha=0.5), rank 0: alpha=0.1: under mpiexec" in p.stderr
+
+
+def test_mf_dataframe_columns_are_read_by_their_names():
+    """A DataFrame named item, user, rating (another order) is fitted by the names (it
+    was read by position: the items fitted as users, silently); names that put a column
+    elsewhere without naming all three are refused."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    u, i = np.divmod(rng.choice(60, size=40, replace=False), 5)
+    i, r = i + 100, rng.integers(1, 6, u.shape[0]).astype(np.float64)
+    kw = dict(n_components=2, early_stopping=False, max_iter=3, random_state=0)
+    ref = MatrixFactorization(**kw).fit((u, i, r))
+    est = MatrixFactorization(**kw).fit(pd.DataFrame({"item": i, "user": u,
+                                                             "rating": r}))
+    np.testing.assert_array_equal(est.user_ids_, np.unique(u))
+    np.testing.assert_array_equal(est.user_factors_, ref.user_factors_)
+    df = pd.DataFrame({"movieId": i, "userId": u, "rating": r})
+    assert est.score(df) == ref.score((u, i, r))
+    with pytest.raises(ValueError, match="the columns are named 'item', 'x', 'rating': "
+                       "name them user, item and rating, or give them in that order"):
+        MatrixFactorization(**kw).fit(pd.DataFrame({"item": i, "x": u, "rating": r}))
+
+
+
+def test_a_fit_whose_run_diverged_raises_and_keeps_no_model():
+    """(It was returned with a ConvergenceWarning advising a larger max_iter.)"""
+    from types import SimpleNamespace
+
+    from strads.estimators._base import _collective
+
+    def fit():
+        return SimpleNamespace(stop_reason="diverged", objective=1.4e28, rounds=14)
+
+    def fitted(res):
+        raise AssertionError("a diverged run's model was taken")
+
+    with pytest.raises(FloatingPointError, match="the fit diverged: objective 1.4e\\+28 at "
+                       "round 14; no model is kept"):
+        _collective(fit, (), {}, fitted)
+    ok = SimpleNamespace(stop_reason="tol", objective=1.0, rounds=3)
+    assert _collective(lambda: ok, (), {}, lambda res: res.rounds) == 3

@@ -112,8 +112,13 @@ def _same_params(job, est):
 def _collective(fit, args, kw, fitted):
     """An app's ``fit(*args, **kw)`` run on every rank (under MPI only rank 0's data is
     used), and ``fitted(result)`` (the fitted attributes) of rank 0's result, everywhere
-    (in a :func:`collective` fit)."""
+    (in a :func:`collective` fit). A run that diverged has no model to give: raised."""
     job, res = mpi_job(), fit(*args, **kw)
+    if res is not None and res.stop_reason == "diverged":
+        raise FloatingPointError(
+            f"the fit diverged: objective {res.objective:.6g} at round {res.rounds}; no "
+            "model is kept (a schedule other than the default, or columns of very "
+            "different scales, can do this: try the default schedule, or scale X)")
     if job is None:
         return fitted(res)
     return job.bcast(fitted(res) if job.rank == 0 else None)

@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..apps import mf
 from ..apps.mf.data import KEEP_ONE
+from ..io.ratings import named_order
 from ..errors import DataError
 from ..params import ENGINE, sklearn_constraints
 from ._base import Count, N_JOBS, RANDOM_STATE, _Checked, _collective, collective, _n_workers, _seed
@@ -53,6 +54,14 @@ class MatrixFactorization(Persistent, _Checked, BaseEstimator):
             if not (users.ndim == items.ndim == ratings.ndim == 1):
                 raise ValueError("users, items and ratings must be 1-D")
             return users, items, ratings
+        names = getattr(R, "columns", None)  # a DataFrame's: by name where they say
+        if names is not None and len(names) == 3:
+            where = named_order(list(names))
+            if where is None:
+                raise ValueError(f"the columns are named {', '.join(map(repr, names))}: "
+                                 "name them user, item and rating, or give them in that "
+                                 "order")
+            R = R.iloc[:, list(where)]
         X = None if isinstance(R, (str, bytes, dict)) else check_array(
             R, dtype=None, ensure_min_samples=0, input_name="X")
         if X is None or X.shape[1] != 3:

@@ -238,14 +238,24 @@ def _role(name):
     return next((_ROLES[w.lower()] for w in reversed(words) if w.lower() in _ROLES), None)
 
 
-def _check_header(path, lineno, names):
-    """A header whose names put the columns elsewhere than user, item, rating (MovieLens'
-    order) is refused: the first three columns are read whatever their names."""
-    roles = [_role(n) for n in names]
+def named_order(names):
+    """The positions of the user, item and rating columns as ``names`` say: (0, 1, 2)
+    where they say nothing against that order, else where they name all three; None:
+    named elsewhere, not all three."""
+    roles = [_role(str(n)) for n in names]
     want = ("user", "item", "rating")
     if all(r in (w, None) for r, w in zip(roles, want)) and (
             roles[2] == "rating" or "rating" not in roles[3:]):
+        return 0, 1, 2
+    return tuple(roles.index(w) for w in want) if all(w in roles for w in want) else None
+
+
+def _check_header(path, lineno, names):
+    """A header whose names put the columns elsewhere than user, item, rating (MovieLens'
+    order) is refused: the first three columns are read whatever their names."""
+    if named_order(names) == (0, 1, 2):
         return
+    roles, want = [_role(n) for n in names], ("user", "item", "rating")
     where = [roles.index(w) + 1 if w in roles else None for w in want]
     hint = (" (e.g. awk -F, -v OFS=, '{print " + ",".join(f"${k}" for k in where) +
             "}' for a comma-separated file)" if None not in where else "")
