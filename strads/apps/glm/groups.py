@@ -469,7 +469,7 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
     """A round of groups (``gptr``), all from the same point: a group of one takes
     :func:`coordinate_steps`' step, a larger one moves to the minimiser of its model
     1/2 d'G_g d - q_g'd + thresh |w_g + d|_1 (``gram``: :func:`group_gram_sparse`'s
-    layout) by :func:`cd_dense` to ``rtol`` of its first move in at most ``passes``;
+    layout) by :func:`_solve_group` to ``rtol`` of its first move in at most ``passes``;
     both with relaxation ``step``. ``delta`` gets the changes; returns the l1 change."""
     d_l1 = 0.0
     off = 0
@@ -506,7 +506,7 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
             state[0] = 0
             # a first move near rounding would ask for moves below it, which never stop
             tol = max(rtol * worst, GROUP_FLOOR * scale)
-            cd_dense(G, qq, b, c, thresh, tol, passes, hist, state, True)
+            _solve_group(G, qq, b, c, thresh, tol, passes, hist, state)
         for t in range(k):
             j = cols[a0 + t]
             new = b0[t] + step * (b[t] - b0[t])
@@ -514,6 +514,102 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
             w[j] = new
             d_l1 += abs(new) - abs(b0[t])
     return d_l1
+
+
+@njit(**_opts)
+def _solve_group(G, q, b, c, thresh, tol, passes, hist, state):
+    """:func:`cd_dense` in spans of its extrapolation's period; once a span ends on the
+    signs it began with (or the moves stop), :func:`_active_set` finishes from there:
+    near-duplicate columns make the coordinates' moves small long before the optimum
+    (they stop at ``tol``, which then is no measure of the distance left)."""
+    k = b.shape[0]
+    sign = np.zeros(k, dtype=np.int8)
+    done = 0
+    while done < passes:
+        for t in range(k):
+            sign[t] = np.int8(np.sign(b[t]))
+        n, converged = cd_dense(G, q, b, c, thresh, tol, min(hist.shape[0], passes - done),
+                                hist, state, True)
+        done += n
+        same = True
+        for t in range(k):
+            if np.int8(np.sign(b[t])) != sign[t]:
+                same = False
+                break
+        if (same or converged) and _active_set(G, c, b, thresh, k) or converged:
+            return
+        for t in range(k):  # (the active set moved b: cd_dense's q is c - G b)
+            q[t] = c[t]
+            for j in range(k):
+                q[t] -= G[t, j] * b[j]
+
+
+@njit(**_opts)
+def _active_set(G, c, b, thresh, steps):
+    """At most ``steps`` steps of an active-set method on min 1/2 b'Gb - c'b + thresh
+    |b|_1 from ``b``: the minimiser on the active set with its signs (Cholesky of G_SS),
+    approached up to the first sign change (that coordinate leaves the set), else the
+    most violating coordinate off the set joins it. Every step lowers the objective.
+    Returns whether ``b`` is the minimiser (False also where G_SS is singular)."""
+    k = b.shape[0]
+    act = np.empty(k, dtype=np.bool_)
+    theta = np.empty(k)
+    for t in range(k):
+        act[t], theta[t] = b[t] != 0.0, np.sign(b[t])
+    idx = np.empty(k, dtype=np.int64)
+    L = np.empty((k, k))
+    x = np.empty(k)
+    joined = -1
+    for _ in range(steps):
+        s = 0
+        for t in range(k):
+            if act[t]:
+                idx[s] = t
+                s += 1
+        for i in range(s):  # L L' x = c_S - thresh theta_S
+            x[i] = c[idx[i]] - thresh * theta[idx[i]]
+            for j in range(i + 1):
+                v = G[idx[i], idx[j]]
+                for t in range(j):
+                    v -= L[i, t] * L[j, t]
+                if i > j:
+                    L[i, j] = v / L[j, j]
+                elif v <= s * np.finfo(np.float64).eps * G[idx[i], idx[i]]:
+                    return False  # (duplicates in the set)
+                else:
+                    L[i, i] = np.sqrt(v)
+        for i in range(s):
+            for t in range(i):
+                x[i] -= L[i, t] * x[t]
+            x[i] /= L[i, i]
+        for i in range(s - 1, -1, -1):
+            for t in range(i + 1, s):
+                x[i] -= L[t, i] * x[t]
+            x[i] /= L[i, i]
+        t_min, first = 1.0, -1
+        for i in range(s):
+            bi = b[idx[i]]
+            if x[i] * theta[idx[i]] <= 0.0 and bi / (bi - x[i]) < t_min:
+                t_min, first = bi / (bi - x[i]), idx[i]
+        if first >= 0 and first == joined and t_min == 0.0:
+            return False  # (the joined coordinate cannot move its way)
+        for i in range(s):
+            b[idx[i]] += t_min * (x[i] - b[idx[i]])
+        if first >= 0:
+            b[first], act[first] = 0.0, False
+            continue
+        worst, joined = thresh, -1
+        for j in range(k):
+            if not act[j]:
+                g = c[j]
+                for i in range(s):
+                    g -= G[j, idx[i]] * b[idx[i]]
+                if abs(g) > worst:
+                    worst, joined, theta[j] = abs(g), j, np.sign(g)
+        if joined < 0:
+            return True
+        act[joined] = True
+    return False
 
 
 # a group's solve: to this share of its first move (but no finer than this share of its
