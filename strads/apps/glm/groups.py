@@ -469,7 +469,7 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
     """A round of groups (``gptr``), all from the same point: a group of one takes
     :func:`coordinate_steps`' step, a larger one moves to the minimiser of its model
     1/2 d'G_g d - q_g'd + thresh |w_g + d|_1 (``gram``: :func:`group_gram_sparse`'s
-    layout) by :func:`cd_dense` to ``rtol`` of its first move in at most ``passes``;
+    layout) by :func:`_solve_group` to ``rtol`` of its first move in at most ``passes``;
     both with relaxation ``step``. ``delta`` gets the changes; returns the l1 change."""
     d_l1 = 0.0
     off = 0
@@ -506,7 +506,7 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
             state[0] = 0
             # a first move near rounding would ask for moves below it, which never stop
             tol = max(rtol * worst, GROUP_FLOOR * scale)
-            cd_dense(G, qq, b, c, thresh, tol, passes, hist, state, True)
+            _solve_group(G, qq, b, c, thresh, tol, passes, hist, state)
         for t in range(k):
             j = cols[a0 + t]
             new = b0[t] + step * (b[t] - b0[t])
@@ -514,6 +514,144 @@ def group_steps(w, cols, gptr, q, h, gram, thresh, step, delta, rtol, passes):
             w[j] = new
             d_l1 += abs(new) - abs(b0[t])
     return d_l1
+
+
+@njit(**_opts)
+def _solve_group(G, q, b, c, thresh, tol, passes, hist, state):
+    """:func:`cd_dense` in spans of its extrapolation's period; once a span ends on the
+    signs it began with (or the moves stop), :func:`_active_set` finishes from there:
+    near-duplicate columns make the coordinates' moves small long before the optimum
+    (they stop at ``tol``, which then is no measure of the distance left). Rent or buy:
+    the active set's steps may cost what the passes since its last try did."""
+    k = b.shape[0]
+    sign = np.zeros(k, dtype=np.int8)
+    done = 0
+    spent = 0.0  # the passes' multiply-adds since the last try
+    while done < passes:
+        for t in range(k):
+            sign[t] = np.int8(np.sign(b[t]))
+        n, converged = cd_dense(G, q, b, c, thresh, tol, min(hist.shape[0], passes - done),
+                                hist, state, True)
+        done += n
+        same = True
+        nnz = 0
+        for t in range(k):
+            nnz += b[t] != 0.0
+            if np.int8(np.sign(b[t])) != sign[t]:
+                same = False
+        spent += n * k * max(nnz, 1)
+        if same or converged:
+            ok, spent = _active_set(G, c, b, thresh, spent)
+            if ok or converged:
+                return
+            for t in range(k):  # (it moved b: cd_dense's q is c - G b)
+                q[t] = c[t]
+                for j in range(k):
+                    q[t] -= G[t, j] * b[j]
+
+
+@njit(**_opts)
+def _active_set(G, c, b, thresh, budget):
+    """An active-set method's steps (``budget`` multiply-adds at most) on min 1/2 b'Gb -
+    c'b + thresh |b|_1 from ``b``: the minimiser on the active set with its signs (G_SS's
+    Cholesky factor, updated as the set changes), approached up to the first sign change
+    (that coordinate leaves the set), else the most violating coordinate off the set
+    joins it. Every step lowers the objective. Returns (whether ``b`` is the minimiser
+    (not where G_SS is singular), the budget left)."""
+    k = b.shape[0]
+    act = np.zeros(k, dtype=np.bool_)
+    theta = np.empty(k)
+    idx = np.empty(k, dtype=np.int64)  # the set, in L's order
+    L = np.zeros((k + 1, k + 1))
+    x = np.empty(k)
+    s = np.count_nonzero(b)
+    budget -= s * s * s / 6  # (the factor's first build)
+    if budget < 0.0:
+        return False, budget + s * s * s / 6
+    s = 0
+    for t in range(k):
+        theta[t] = np.sign(b[t])
+        if b[t] != 0.0:
+            if not _chol_add(G, L, idx, s, t):
+                return False, budget  # (duplicates in the set)
+            act[t], idx[s] = True, t
+            s += 1
+    joined = -1
+    while budget >= 0.0:
+        for i in range(s):  # L L' x = c_S - thresh theta_S
+            x[i] = c[idx[i]] - thresh * theta[idx[i]]
+            for t in range(i):
+                x[i] -= L[i, t] * x[t]
+            x[i] /= L[i, i]
+        for i in range(s - 1, -1, -1):
+            for t in range(i + 1, s):
+                x[i] -= L[t, i] * x[t]
+            x[i] /= L[i, i]
+        t_min, first = 1.0, -1
+        for i in range(s):
+            bi = b[idx[i]]
+            if x[i] * theta[idx[i]] <= 0.0 and bi / (bi - x[i]) < t_min:
+                t_min, first = bi / (bi - x[i]), i
+        if first >= 0 and idx[first] == joined and t_min == 0.0:
+            return False, budget  # (the joined coordinate cannot move its way)
+        for i in range(s):
+            b[idx[i]] += t_min * (x[i] - b[idx[i]])
+        budget -= 3 * s * s + k * s
+        if first >= 0:
+            b[idx[first]], act[idx[first]] = 0.0, False
+            _chol_drop(L, s, first)
+            idx[first:s - 1] = idx[first + 1:s]
+            s -= 1
+            continue
+        worst, joined = thresh, -1
+        for j in range(k):
+            if not act[j]:
+                g = c[j]
+                for i in range(s):
+                    g -= G[j, idx[i]] * b[idx[i]]
+                if abs(g) > worst:
+                    worst, joined, theta[j] = abs(g), j, np.sign(g)
+        if joined < 0:
+            return True, budget
+        if not _chol_add(G, L, idx, s, joined):
+            return False, budget
+        act[joined], idx[s] = True, joined
+        s += 1
+    return False, 0.0
+
+
+@njit(**_opts)
+def _chol_add(G, L, idx, s, j):
+    """G_SS = L L' for the set ``idx[:s]``: its row for ``j`` appended; False where G_SS
+    would be singular to rounding."""
+    d = G[j, j]
+    for i in range(s):
+        v = G[j, idx[i]]
+        for t in range(i):
+            v -= L[s, t] * L[i, t]
+        L[s, i] = v / L[i, i]
+        d -= L[s, i] * L[s, i]
+    if d <= (s + 1) * np.finfo(np.float64).eps * G[j, j]:
+        return False
+    L[s, s] = np.sqrt(d)
+    return True
+
+
+@njit(**_opts)
+def _chol_drop(L, s, r):
+    """The factor without its row ``r``: the rows below move up, and Givens rotations of
+    neighbouring columns make it triangular again (L L' unchanged)."""
+    for i in range(r, s - 1):
+        for t in range(i + 2):
+            L[i, t] = L[i + 1, t]
+    for i in range(r, s - 1):
+        a, z = L[i, i], L[i, i + 1]
+        h = np.hypot(a, z)
+        cs, sn = a / h, z / h
+        for t in range(i, s - 1):
+            u, v = L[t, i], L[t, i + 1]
+            L[t, i], L[t, i + 1] = cs * u + sn * v, cs * v - sn * u
+        L[i, i + 1] = 0.0
 
 
 # a group's solve: to this share of its first move (but no finer than this share of its
