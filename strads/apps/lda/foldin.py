@@ -11,11 +11,12 @@ _nb = dict(cache=True, nogil=True)
 
 
 @njit(**_nb)
-def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
+def fold_in(doc_ptr, words, phi, alpha, n_iter, seed):
     """Topic mixtures ``theta`` (D x K, rows sum to 1) of the documents
     ``words[doc_ptr[d]:doc_ptr[d + 1]]`` by collapsed Gibbs fold-in against ``phi`` (V x K),
-    ``n_iter`` sweeps (the last half averaged), streams seeded from ``seed`` and
-    ``doc_offset + d``."""
+    ``n_iter`` sweeps (the last half averaged), each document's stream seeded from
+    ``seed`` and its words (a hash of the multiset: a document's mixture is the same
+    wherever it is, in whatever batch, with its words in any order)."""
     D = doc_ptr.shape[0] - 1
     K = phi.shape[1]
     theta = np.empty((D, K))
@@ -34,7 +35,10 @@ def fold_in(doc_ptr, words, phi, alpha, n_iter, seed, doc_offset=0):
         if n == 0:
             theta[d, :] = 1.0 / K
             continue
-        state = _mix(base ^ _mix(np.uint64(doc_offset + d) * _GOLDEN + _GOLDEN))
+        h = np.uint64(n)
+        for t in range(n):
+            h += _mix(np.uint64(words[a + t]) * _GOLDEN + _GOLDEN)
+        state = _mix(base ^ _mix(h))
         ndk[:] = 0
         acc[:] = 0.0
         for it in range(-1, n_iter):  # -1, the start: z ~ phi[w, :]
@@ -97,14 +101,14 @@ def fold_in_threads(doc_ptr, words, phi, alpha, n_iter, seed, n_threads=1):
     D = doc_ptr.shape[0] - 1
     n_threads = max(1, min(int(n_threads), D))
     if n_threads == 1:
-        return fold_in(doc_ptr, words, phi, alpha, n_iter, seed, 0)
+        return fold_in(doc_ptr, words, phi, alpha, n_iter, seed)
     cuts = np.searchsorted(doc_ptr, np.linspace(0, doc_ptr[-1], n_threads + 1)[1:-1])
     cuts = np.unique(np.concatenate([[0], cuts, [D]])).astype(np.int64)
 
     def part(i):
         d0, d1 = int(cuts[i]), int(cuts[i + 1])
         ptr = doc_ptr[d0:d1 + 1] - doc_ptr[d0]
-        return fold_in(ptr, words[doc_ptr[d0]:doc_ptr[d1]], phi, alpha, n_iter, seed, d0)
+        return fold_in(ptr, words[doc_ptr[d0]:doc_ptr[d1]], phi, alpha, n_iter, seed)
 
     with ThreadPoolExecutor(len(cuts) - 1) as pool:
         parts = list(pool.map(part, range(len(cuts) - 1)))
