@@ -375,7 +375,9 @@ class Driver:
             return self.first is not None
         worse = -objective if self.aggregate.maximize else objective
         if self.first is None:
-            self.first = self.best = worse
+            self.best = worse
+        if not self.first:  # the scale's: the first value that is not 0
+            self.first = worse
         self.best = min(self.best, worse)
         scale = max(abs(self.first), abs(self.best), 1e-300)
         return worse - self.best > DIVERGE_FACTOR * scale

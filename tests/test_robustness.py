@@ -385,6 +385,30 @@ def test_a_diverging_objective_stops_the_run(nan, at, capsys):
     assert res.stop_reason == "max_rounds"
 
 
+class _FromZero(strads.Aggregate):
+    """An objective that is exactly 0 for 3 rounds (nothing done yet), then rises to 1
+    and stays (an ordinary rise), or then runs away (x10 a round from round 5)."""
+
+    def __init__(self, run_away):
+        self.f, self.run_away = 0.0, run_away
+
+    def aggregate(self, round, task, partials):
+        self.updates += 1
+        self.f = 0.0 if round < 3 else 10.0 ** (round - 4) if self.run_away and round >= 5 \
+            else 1.0
+
+    def objective(self):
+        return self.f
+
+
+@pytest.mark.parametrize("run_away, reason", [(False, "max_rounds"), (True, "diverged")])
+def test_an_objective_from_zero_diverges_only_by_running_away(run_away, reason):
+    # (the scale was the first value, 0: the rise to 1 stopped the run as diverged)
+    res = strads.run(lambda ctx: (_Always(), _FromZero(run_away), [{}] * ctx.n_workers),
+                     _Nothing, max_rounds=20, quiet=True)
+    assert res.stop_reason == reason
+
+
 def test_diverging_cli_exits_3(tmp_path):
     # Jacobi updates of a whole block of strongly correlated columns, unrelaxed, overshoot
     p = cli(["strads.apps.lasso", "--schedule", "random", "--dense", "--n-samples", "200",
