@@ -86,7 +86,7 @@ class Driver:
         self.stopping, self.reason = False, "max_rounds"
         self.elapsed0 = 0.0  # wall time of the run before it was resumed
         self.last_log = -math.inf
-        self.first = self.best = None  # the objective's first and best finite values
+        self.first = self.best = None  # the objective's first non-zero and best values
         self.signum = 0
         self.ckpt_round = None  # the round of the last checkpoint begun
         self.ckpt_wait = None  # a checkpoint begun whose workers' parts are not all written
