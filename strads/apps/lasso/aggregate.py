@@ -313,6 +313,10 @@ class LassoAggregate(GLMAggregate):
             raise ValueError("face: not a factor of this run's columns")
 
     def finish(self, collected):
+        # the objective at the final model (a run stopped by a limit ends past the round
+        # it last scored), from the workers' exact residuals
+        rss = sum(float(c["rss"]) for c in collected)
+        self.primal = 0.5 * rss / self.n + self.lam * float(np.abs(self.w).sum())
         model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
         if self.x_mean is not None:
             model["intercept"] = np.float64(self.y_mean - self.x_mean @ self.w)
