@@ -17,7 +17,7 @@ class LDAAggregate(Aggregate):
     #: the vocabulary (words for the model file), the corpus's sizes and the flags:
     #: setup() gives them again
     checkpoint_skip = ("vocab", "mode", "check", "V", "K", "n_docs", "n_tokens", "alpha",
-                       "beta")
+                       "beta", "_start")
 
     def __init__(self, n_words, n_topics, n_docs, n_tokens, alpha, beta, mode, vocab=None,
                  check=False):
@@ -31,7 +31,8 @@ class LDAAggregate(Aggregate):
         self.loglik = float("nan")
         self._prev_ll = None
         self._new_ll = False
-        self.t0 = self.t1 = None
+        self.clock = 0.0  # the sampler's seconds, first round to last result, all runs
+        self._start = None  # this process's (perf_counter, clock) at its first round
 
     def begin(self, reports):
         # the corpus's sizes, as the workers agreed on them (they read or drew it)
@@ -39,12 +40,12 @@ class LDAAggregate(Aggregate):
         self.V, self.n_docs, self.n_tokens = r["n_words"], r["n_docs"], r["n_tokens"]
         # the initial state's log-likelihood, added as the rounds' are
         self.loglik = (sum(r["ll"][0] for r in reports) + sum(r["ll"][1] for r in reports))
-        if self.t0 is None:  # the sampler's clock: from the first round on
-            self.t0 = time.perf_counter()
+        # the sampler's clock goes on from where a resumed run's stopped
+        self._start = (time.perf_counter(), self.clock)
 
     def aggregate(self, round, task, partials):
         part = partials[0]  # the sums of every worker's (the others answer None)
-        self.t1 = time.perf_counter()  # the sampler's clock stops at the last round's result
+        self.clock = self._start[1] + time.perf_counter() - self._start[0]
         if isinstance(task, list):  # (--schedulers: one entry per worker, alike but the slice)
             task = task[0]
         self.updates += part["tokens"]
@@ -92,7 +93,7 @@ class LDAAggregate(Aggregate):
         return model
 
     def summary(self):
-        wall = (self.t1 or time.perf_counter()) - (self.t0 or time.perf_counter())
+        wall = self.clock
         return {"topics": self.K, "tokens": self.n_tokens, "sweeps": self.updates / self.n_tokens,
                 "loglik": self.loglik, "schedule": self.mode,
                 "tokens_per_s": self.updates / wall if wall > 0 else float("nan")}
