@@ -446,6 +446,8 @@ class Driver:
         if any(self.pending):
             self._step(None, None)
         tp.broadcast(W.Collect())
+        if self.K > 1:
+            self.schedule.stop()
         # rank 0's, then each worker rank's (under MPI; one entry in one process), up to
         # the collect request: what every rank sent, some rank received
         traffic = [] if self.rep else [W.rank_usage(tp.traffic)]  # (leaderless: the workers')
@@ -527,13 +529,13 @@ class Split(api.Schedule):
         self.news = [[] for _ in range(self.K)]
         return self.combine([a.task for a in answers])
 
-    def close(self):  # the other scheduler ranks' traffic, once they have stopped
+    def stop(self):  # the other scheduler ranks stop (before rank 0's count, which has it)
+        if self.tp.is_mpi:
+            for k in range(1, self.K):
+                self.tp.to_scheduler(k, W.Stop())
 
-        if not self.tp.is_mpi:
-            return []
-        for k in range(1, self.K):
-            self.tp.to_scheduler(k, W.Stop())
-        return [self.tp.from_scheduler(k) for k in range(1, self.K)]
+    def close(self):  # their traffic, once they have stopped
+        return [self.tp.from_scheduler(k) for k in range(1, self.K)] if self.tp.is_mpi else []
 
 
 _WARM = set()  # the Update classes whose kernels this process has loaded
