@@ -207,7 +207,8 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
     """Piece ``name``'s state in ``parts`` (:func:`read_part`), decoded, once checked
     against ``fresh`` (an app's piece, fresh from setup, or a state dict) by the rules of
     docs/failures.md ("A checkpoint is untrusted input"); ``sized``: attributes whose size
-    the run changes (``sizes`` False: every one); ``where`` names the part in messages."""
+    the run changes (``sizes`` False: every one, and attributes ``fresh`` has may be
+    missing); ``where`` names the part in messages."""
     owner, obj = None, fresh
     if hasattr(fresh, "state"):
         owner, sized, fresh = type(fresh), tuple(getattr(fresh, "checkpoint_sized", ())), \
@@ -221,7 +222,9 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
         with contextlib.suppress(KeyError, CheckpointError):
             also[k] = _encode(vars(obj)[k], k, farrays, name)
     skip = set(getattr(owner, "checkpoint_skip", ()))  # (setup's: never loaded)
-    odd = sorted(set(fmeta) - set(meta)) + sorted(
+    # (``sizes`` False, another layout's part: an attribute its layout did not keep is
+    # the app's reshard's to make; it reads what it needs, a missing one is refused there)
+    odd = sorted(set(fmeta) - set(meta) if sizes else ()) + sorted(
         k for k in set(meta) - set(fmeta)
         if k.startswith("__") or k in skip or callable(getattr(owner, k, None))
         or isinstance(getattr(owner, k, None), property))
