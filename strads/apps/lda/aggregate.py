@@ -17,7 +17,7 @@ class LDAAggregate(Aggregate):
     #: the vocabulary (words for the model file), the corpus's sizes and the flags:
     #: setup() gives them again
     checkpoint_skip = ("vocab", "mode", "check", "V", "K", "n_docs", "n_tokens", "alpha",
-                       "beta", "_start")
+                       "beta", "_start", "_base")
 
     def __init__(self, n_words, n_topics, n_docs, n_tokens, alpha, beta, mode, vocab=None,
                  check=False):
@@ -32,7 +32,7 @@ class LDAAggregate(Aggregate):
         self._prev_ll = None
         self._new_ll = False
         self.clock = 0.0  # the sampler's seconds, first round to last result, all runs
-        self._start = None  # this process's (perf_counter, clock) at its first round
+        self._start = self._base = None  # this process's first round: when, clock then
 
     def begin(self, reports):
         # the corpus's sizes, as the workers agreed on them (they read or drew it)
@@ -40,12 +40,14 @@ class LDAAggregate(Aggregate):
         self.V, self.n_docs, self.n_tokens = r["n_words"], r["n_docs"], r["n_tokens"]
         # the initial state's log-likelihood, added as the rounds' are
         self.loglik = (sum(r["ll"][0] for r in reports) + sum(r["ll"][1] for r in reports))
-        # the sampler's clock goes on from where a resumed run's stopped
-        self._start = (time.perf_counter(), self.clock)
+        self._start, self._base = time.perf_counter(), self.clock
 
     def aggregate(self, round, task, partials):
         part = partials[0]  # the sums of every worker's (the others answer None)
-        self.clock = self._start[1] + time.perf_counter() - self._start[0]
+        now = time.perf_counter()
+        if self._start is None:  # a resumed run's: from its first result on
+            self._start, self._base = now, self.clock
+        self.clock = self._base + now - self._start
         if isinstance(task, list):  # (--schedulers: one entry per worker, alike but the slice)
             task = task[0]
         self.updates += part["tokens"]
@@ -70,6 +72,12 @@ class LDAAggregate(Aggregate):
 
     def trace(self):
         return {"sweeps": self.sweeps, "loglik": self.loglik}
+
+    def load_state(self, state):
+        super().load_state(state)
+        # a resumed run's clock goes on from its seconds at its first result (the workers'
+        # reading of their parts, after this, is not the sampler's time)
+        self._start = None
 
     def finish(self, collected):
         wt = np.zeros((self.V, self.K), dtype=np.int32)
