@@ -1,7 +1,6 @@
-"""Strict xfails for defects found by the fifth hunt (hunt5, "do the outputs tell the
-truth?"): each number a run reports recomputed independently (NumPy, scikit-learn) from
-the data and model.npz. Each test fails on the code it was written against for the
-reason it names, and passes once the defect is fixed (then drop its xfail mark)."""
+"""The figures a run reports tell the truth: each recomputed independently (NumPy) from
+the data and model.npz, or checked against what must hold between them (found wrong by
+a hunt: each test failed on the code before its fix)."""
 import json
 
 import numpy as np
@@ -31,9 +30,6 @@ def _run(tmp_path, app, *args, name="out"):
     return out, json.loads((out / "summary.json").read_text()), np.load(out / "model.npz")
 
 
-@pytest.mark.xfail(strict=True, reason="lasso stopped by --max-rounds reports a stale "
-                   "objective: summary.json (and trace's last row) give an earlier round's "
-                   "1/(2n)||y-Xb||^2+lam||b||_1, not model.npz's coef's")
 def test_lasso_max_rounds_summary_objective_is_the_saved_models(tmp_path):
     data, X, y = _lasso_data(tmp_path)
     out, s, m = _run(tmp_path, "lasso", "--data", data, "--lambda", 0.05, "--tol", 1e-10,
@@ -46,9 +42,6 @@ def test_lasso_max_rounds_summary_objective_is_the_saved_models(tmp_path):
     assert s["objective"] == pytest.approx(f, rel=1e-12)  # was 1.5057 (b = 0's) for 0.2625
 
 
-@pytest.mark.xfail(strict=True, reason="lda's tokens_per_s after --resume spans the "
-                   "checkpointed process's perf_counter start to the resumed run's end "
-                   "(the dead time between runs too): far below tokens / wall_s")
 def test_lda_resumed_tokens_per_s_fits_its_wall(tmp_path):
     common = ["strads.apps.lda", "--n-docs", 30, "--n-words", 40, "--doc-length", 20,
               "--topics", 3, "--sweeps", 10, "--workers", 2, "--quiet", "--out", tmp_path]
@@ -64,9 +57,6 @@ def test_lda_resumed_tokens_per_s_fits_its_wall(tmp_path):
     assert s["updates"] / s["tokens_per_s"] <= s["wall_s"] * (1 + 1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="--schedulers 2 under mpiexec: summary.json's "
-                   "traffic does not balance, one 64-byte message received that no rank "
-                   "counts as sent (it balances with one scheduler, test_mpi.py)")
 def test_traffic_balances_with_two_scheduler_ranks(tmp_path):
     out = tmp_path / "out"
     p = run_cli(["strads.apps.lasso", "--n-samples", "40", "--n-features", "15",
