@@ -31,7 +31,7 @@ class LDAAggregate(Aggregate):
         self.loglik = float("nan")
         self._prev_ll = None
         self._new_ll = False
-        self.clock = 0.0  # the sampler's seconds, first round to last result, all runs
+        self.sampled_s = 0.0  # the sampler's seconds, first round to last result, all runs
         self._start = self._base = None  # this process's first round: when, clock then
 
     def begin(self, reports):
@@ -40,14 +40,14 @@ class LDAAggregate(Aggregate):
         self.V, self.n_docs, self.n_tokens = r["n_words"], r["n_docs"], r["n_tokens"]
         # the initial state's log-likelihood, added as the rounds' are
         self.loglik = (sum(r["ll"][0] for r in reports) + sum(r["ll"][1] for r in reports))
-        self._start, self._base = time.perf_counter(), self.clock
+        self._start, self._base = time.perf_counter(), self.sampled_s
 
     def aggregate(self, round, task, partials):
         part = partials[0]  # the sums of every worker's (the others answer None)
         now = time.perf_counter()
         if self._start is None:  # a resumed run's: from its first result on
-            self._start, self._base = now, self.clock
-        self.clock = self._base + now - self._start
+            self._start, self._base = now, self.sampled_s
+        self.sampled_s = self._base + now - self._start
         if isinstance(task, list):  # (--schedulers: one entry per worker, alike but the slice)
             task = task[0]
         self.updates += part["tokens"]
@@ -101,7 +101,7 @@ class LDAAggregate(Aggregate):
         return model
 
     def summary(self):
-        wall = self.clock
+        wall = self.sampled_s
         return {"topics": self.K, "tokens": self.n_tokens, "sweeps": self.updates / self.n_tokens,
                 "loglik": self.loglik, "schedule": self.mode,
                 "tokens_per_s": self.updates / wall if wall > 0 else float("nan")}
