@@ -365,10 +365,12 @@ class Priority(_Jacobi):
             self._heard()
             self._hold_pool()
             if self._pool_held():  # (exact rounds, as the dense ones: the workers' Gram)
-                self._b = 0  # (the pool's support in every block: split between
-                # rounds, its correlated pieces would move by block coordinate descent)
-                return self._choose_exact(b if self.staleness else self.max_block,
-                                          self._pool[self.agg.w[self._pool] != 0])
+                self._b = 0
+                b = b if self.staleness else self.max_block
+                support = self._pool[self.agg.w[self._pool] != 0]
+                # a support larger than the block, in every block: split between rounds,
+                # its correlated pieces would move by block coordinate descent
+                return self._choose_exact(b, support if support.shape[0] > b else None)
         plain = min(b, self._plain_cap)
         if self.plain_rounds and not (self.dense or self._filled) and \
                 (self.filter_cap or b) < plain and 2 * self._n_kept > self._sent:
