@@ -366,7 +366,11 @@ class Priority(_Jacobi):
             self._hold_pool()
             if self._pool_held():  # (exact rounds, as the dense ones: the workers' Gram)
                 self._b = 0
-                return self._choose_exact(b if self.staleness else self.max_block)
+                b = b if self.staleness else self.max_block
+                support = self._pool[self.agg.w[self._pool] != 0]
+                # a support larger than the block, in every block: split between rounds,
+                # its correlated pieces would move by block coordinate descent
+                return self._choose_exact(b, support if support.shape[0] > b else None)
         plain = min(b, self._plain_cap)
         if self.plain_rounds and not (self.dense or self._filled) and \
                 (self.filter_cap or b) < plain and 2 * self._n_kept > self._sent:
@@ -487,9 +491,9 @@ class Priority(_Jacobi):
         slot[new] = np.arange(held.shape[0], rows)
         self._slot, self._held, self._PG = slot, np.concatenate([held, new]), PG
 
-    def _choose_exact(self, b):
-        """A round once the pool's Gram is held: its block (drawn from the pool) is solved
-        exactly as one group, with no filter."""
+    def _choose_exact(self, b, keep=None):
+        """A round once the pool's Gram is held: its block (drawn from the pool, with
+        ``keep`` in it) is solved exactly as one group, with no filter."""
         pool = self._pool
         if pool.shape[0] <= b:
             return self._exact_block(pool[~self.busy[pool]])
@@ -502,7 +506,7 @@ class Priority(_Jacobi):
         self._u_pos += used
         drawn = n_prio + n_cand - used if n_prio > 0 and tree[1] > 0.0 else 0
         cand[drawn:] = pool[cand[drawn:]]  # (the uniform ones: positions in the pool)
-        cols = np.unique(cand)
+        cols = np.unique(cand) if keep is None else np.union1d(cand, keep)
         return self._exact_block(cols[~self.busy[cols]])
 
     def _exact_block(self, cols):
