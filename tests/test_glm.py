@@ -535,3 +535,40 @@ def test_dense_factors_under_mpi_are_the_in_process_run_bit_for_bit():
                      quiet=True, mpi=False)
     assert res.rounds == one.rounds
     np.testing.assert_array_equal(res.model["coef"], one.model["coef"])
+
+
+def test_exact_rounds_keep_a_support_larger_than_the_block(tmp_path):
+    """Once the workers hold the pool's Gram, a support larger than the block goes into
+    every exact block whole (split between rounds, its correlated pieces would only move
+    by block coordinate descent); the optimum is scikit-learn's."""
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+    from sklearn.linear_model import Lasso
+
+    from strads.apps.glm.schedule import Priority
+
+    rng = np.random.default_rng(3)
+    X = sp.random(200, 400, density=0.25, format="csr", random_state=rng,
+                  data_rvs=rng.standard_normal)
+    y = X @ (rng.standard_normal(400) * (rng.random(400) < 0.3)) + rng.standard_normal(200)
+    path = str(tmp_path / "s.svm")
+    dump_svmlight_file(X, y, path)
+    lam = lasso.lambda_max(X, y) / 100
+    blocks, exact = [], Priority._exact_block
+
+    def spy(self, cols):
+        support = self._pool[self.agg.w[self._pool] != 0]
+        blocks.append((support[~self.busy[support]], cols))
+        return exact(self, cols)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Priority, "_exact_block", spy)
+        res = strads.run(lasso.make_file_setup(path, lam=lam, schedule="priority",
+                                               block=32), lasso.DATAFIT.Update, workers=2,
+                         tol=1e-10, max_rounds=100_000, quiet=True)
+    big = [(s, c) for s, c in blocks if s.shape[0] > 32]
+    assert big and all(np.isin(s, c).all() for s, c in big)
+    sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000).fit(X, y)
+    assert res.stop_reason == "tol"
+    assert lasso.objective(X, y, res.model["coef"], lam) <= \
+        lasso.objective(X, y, sk.coef_, lam) * (1 + 1e-6)
