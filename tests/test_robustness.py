@@ -667,3 +667,25 @@ def test_out_keeps_the_folders_mode(tmp_path, mode):
     assert p.returncode == 0, p.stderr
     assert (out / "summary.json").exists() and (out / "notes.txt").exists()
     assert oct(out.stat().st_mode & 0o7777) == oct(mode)
+
+
+@pytest.mark.timeout(300)  # (the first fit never ends by itself: a lost signal fails here)
+def test_a_signal_during_an_estimators_fit_ends_the_script(tmp_path):
+    """SIGTERM stops the fit at a round's end, then takes its effect: the script ends
+    (it went on to its next fit, so `timeout` could not stop a script of several)."""
+    script = tmp_path / "fits.py"
+    script.write_text(
+        "import sys, numpy as np, strads\n"
+        "rng = np.random.default_rng(0)\n"
+        "X, y = rng.standard_normal((300, 200)), rng.standard_normal(300)\n"
+        "est = strads.Lasso(alpha=1e-4, tol=0, max_iter=10**9)\n"
+        "print('started', flush=True)\n"
+        "est.fit(X, y)\n"
+        "print('the next fit', flush=True)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=child_env())
+    assert proc.stdout.readline() == "started\n"
+    time.sleep(1.0)  # (into the fit's rounds: its handler is installed)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate()
+    assert proc.returncode == -signal.SIGTERM and "the next fit" not in out, (out, err)

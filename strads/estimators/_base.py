@@ -2,6 +2,7 @@
 check of the parameters, and a fit run on every rank under ``mpiexec``."""
 import functools
 import os
+import signal
 from numbers import Integral
 
 import numpy as np
@@ -119,6 +120,10 @@ def _collective(fit, args, kw, fitted):
             f"the fit diverged: objective {res.objective:.6g} at round {res.rounds}; no "
             "model is kept (a schedule other than the default, or columns of very "
             "different scales, can do this: try the default schedule, or scale X)")
+    if res is not None and getattr(res, "signal", 0):
+        # the run stopped at a round's end for a signal: now its effect (SIGINT's
+        # KeyboardInterrupt, SIGTERM's end of the process), not the next statement
+        signal.raise_signal(res.signal)
     if job is None:
         return fitted(res)
     return job.bcast(fitted(res) if job.rank == 0 else None)
