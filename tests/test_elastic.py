@@ -355,3 +355,26 @@ def test_launch_checks_min_ranks_and_the_app_before_mpiexec(tmp_path):
                         "strads.apps.lasso"], capture_output=True, timeout=60,
                        env=child_env(), cwd=ROOT)
     assert p.returncode == 0 and p.stderr == b""
+
+
+@pytest.mark.parametrize("W, W2", [(2, 1), (1, 2)])
+def test_lda_resumes_onto_and_from_one_worker(W, W2, tmp_path):
+    # (one worker keeps its whole word-topic table, several the slices in hand: the
+    # parts' attributes differ, and were refused)
+    LDA = ["strads.apps.lda", "--n-docs", "120", "--n-words", "80", "--doc-length", "30",
+           "--topics", "5", "--sweeps", "6", "--quiet"]
+    out = str(tmp_path / "run")
+    first = run_cli([*LDA, "--workers", str(W), "--out", out, "--checkpoint-every", "1e-6",
+                     "--max-rounds", "3"], timeout=120)
+    assert first.returncode == 0, first.stderr
+    with np.load(f"{out}/model.npz") as m:  # the documents' lengths: the same in any run
+        lengths = m["doc_topic"].sum(axis=1)
+    # docs/elastic.md: "a checkpoint resumes on any number of workers"
+    res = run_cli([*LDA, "--workers", str(W2), "--out", out, "--resume"], timeout=120)
+    assert res.returncode == 0, res.stderr
+    s = json.loads(res.stdout.splitlines()[0])
+    assert s["stop_reason"] == "schedule_done" and s["workers"] == W2
+    # the corpus kept whole: every document's tokens counted once
+    with np.load(f"{out}/model.npz") as m:
+        assert np.array_equal(m["doc_topic"].sum(axis=1), lengths)
+        assert m["word_topic"].sum() == lengths.sum() == s["tokens"]

@@ -1,38 +1,10 @@
 """Strict xfails for defects of the engine's flags found by the sixth hunt (hunt6): each
 test fails on the code it was written against for the reason it names, and passes once
 the defect is fixed (then drop its xfail mark)."""
-import json
-
 import numpy as np
 import pytest
 
-from conftest import l1_logistic, run_cli
-
-LDA = ["strads.apps.lda", "--n-docs", "120", "--n-words", "80", "--doc-length", "30",
-       "--topics", "5", "--sweeps", "6", "--quiet"]
-
-
-@pytest.mark.xfail(strict=True, reason="LDA (model schedule, staleness 0): a checkpoint of 2 "
-                   "workers does not resume on 1, nor one of 1 on 2: 'update state does not "
-                   "fit this run (attributes nwk / held)', exit 2")
-@pytest.mark.parametrize("W, W2", [(2, 1), (1, 2)])
-def test_lda_resumes_onto_and_from_one_worker(W, W2, tmp_path):
-    out = str(tmp_path / "run")
-    first = run_cli([*LDA, "--workers", str(W), "--out", out, "--checkpoint-every", "1e-6",
-                     "--max-rounds", "3"], timeout=120)
-    assert first.returncode == 0, first.stderr
-    with np.load(f"{out}/model.npz") as m:  # the documents' lengths: the same in any run
-        lengths = m["doc_topic"].sum(axis=1)
-    # docs/elastic.md: "a checkpoint resumes on any number of workers"
-    res = run_cli([*LDA, "--workers", str(W2), "--out", out, "--resume"], timeout=120)
-    assert res.returncode == 0, res.stderr
-    s = json.loads(res.stdout.splitlines()[0])
-    assert s["stop_reason"] == "schedule_done" and s["workers"] == W2
-    # the corpus kept whole: every document's tokens counted once
-    with np.load(f"{out}/model.npz") as m:
-        assert np.array_equal(m["doc_topic"].sum(axis=1), lengths)
-        assert m["word_topic"].sum() == lengths.sum() == s["tokens"]
-
+from conftest import l1_logistic
 
 @pytest.mark.xfail(strict=True, reason="logreg --schedule round-robin diverges (objective "
                    "4e13, stop 'diverged') on the built-in 300x200 problem, staleness 0, no "
