@@ -6,6 +6,7 @@ import pytest
 
 from conftest import l1_logistic
 
+
 @pytest.mark.xfail(strict=True, reason="logreg --schedule round-robin diverges (objective "
                    "4e13, stop 'diverged') on the built-in 300x200 problem, staleness 0, no "
                    "intercept; liblinear's objective is 0.35 (docs: every schedule within 1e-6)")
