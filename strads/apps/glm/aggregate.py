@@ -28,6 +28,12 @@ class GLMAggregate(Aggregate):
     dual_acc = None  # and an extrapolated one's (weights, scale), sent beside it
     grouped = 0  # priority: updates that joined a group (solved with others, exactly)
     mu = None  # X's column means, when the datafit centres X implicitly (an intercept)
+    # a datafit whose Jacobi steps can overshoot: its curvature per unit of a column's
+    # squared norm, at most (the steps are then judged: _checked_steps)
+    curv_bound = None
+    anchor = None  # the last accepted Jacobi round: (version, objective, cols, q)
+    trial = ()  # the steps since: (version they are seen at, cols, delta, safe)
+    reject_at = 0  # rounds computed before this version saw a rejected point
 
     @classmethod
     def later(cls, *args, **kw):
@@ -103,9 +109,67 @@ class GLMAggregate(Aggregate):
 
     def _observe(self, primal, version):
         """A round's objective: a rise (beyond rounding) is counted, for the schedules."""
-        if primal > self.primal * (1 + 1e-9) and version > 0:
+        if primal > self.primal * (1 + RISE) and version > 0:
             self.objective_rises += 1
         self.primal = primal
+
+    def _checked_steps(self, task, partials, primal, q, h):
+        """A Jacobi round whose steps can overshoot (``curv_bound``): its objective judges
+        the steps before it (:meth:`_judge`); if they stand, its own are taken and wait
+        to be judged. A round computed at a point a rejection left is dropped."""
+        version = task["version"]
+        if version < self.reject_at:
+            return None
+        cols = partials[0].get("cols", task["cols"])
+        back = self._judge(primal, version, cols, q)
+        if back is not None:
+            return back
+        sync = self._steps(task, partials, q, h)
+        if sync["cols"].shape[0]:
+            self.trial = list(self.trial) + [(self.done, sync["cols"], sync["delta"], False)]
+        return sync
+
+    def _judge(self, primal, version, cols, q):
+        """The objective at ``version`` (q of ``cols`` there) judges the steps seen
+        by then since the last accepted point (the anchor): no rise beyond rounding
+        accepts them, the anchor moves here. A rise reverts every step since the anchor
+        and takes a safe step instead, on those coordinates from the anchor's q: each
+        coordinate's curvature bound times their number majorises the loss (Cauchy-
+        Schwarz), so it cannot rise (a rejected safe step is only reverted). Returns the
+        rejection's sync, or None."""
+        anchor = self.anchor
+        if anchor is not None and version < anchor[0]:  # (stale: the anchor is newer)
+            return None
+        seen = [t for t in self.trial if t[0] <= version]
+        if anchor is None or not seen or primal <= anchor[1] * (1 + RISE):
+            self.anchor = (version, primal, cols.copy(), q.copy())
+            self.trial = [t for t in self.trial if t[0] > version]
+            self.primal = primal
+            return None
+        self.objective_rises += 1
+        steps, self.trial = self.trial, []
+        moved, inv = np.unique(np.concatenate([t[1] for t in steps]), return_inverse=True)
+        old = self.w[moved]
+        self.w[moved] -= np.bincount(inv, np.concatenate([t[2] for t in steps]),
+                                     moved.shape[0])
+        a_cols, a_q = anchor[2], anchor[3]
+        order = np.argsort(a_cols, kind="stable")
+        pos = np.searchsorted(a_cols, moved, sorter=order)
+        mine = pos < a_cols.shape[0]
+        pos[mine] = order[pos[mine]]
+        mine[mine] = a_cols[pos[mine]] == moved[mine]
+        if mine.any() and not all(t[3] for t in steps):
+            sel = moved[mine]
+            curv = self.curv_bound * sel.shape[0] * self.sq_norms[sel]
+            delta = np.empty(sel.shape[0])
+            K.coordinate_steps(self.w, sel, a_q[pos[mine]], curv, self.thresh, 1.0, delta)
+            self.trial = [(self.done, sel, delta, True)]
+        self.reject_at, self.primal = self.done, anchor[1]
+        change = self.w[moved] - old
+        self.l1 += float(np.abs(self.w[moved]).sum() - np.abs(old).sum())
+        self.nnz += np.count_nonzero(self.w[moved]) - np.count_nonzero(old)
+        keep = change != 0.0
+        return self._sync(moved[keep], change[keep])
 
     def _steps(self, task, partials, q, h):
         """A Jacobi round's coordinate steps on its block (the task's, or the workers'
@@ -166,6 +230,9 @@ class GLMAggregate(Aggregate):
         coef = np.zeros(self.n_features)
         coef[self.kept] = self.w
         return coef
+
+
+RISE = 1e-9  # an objective rise beyond rounding (relative)
 
 
 def _sum(partials, key):

@@ -10,7 +10,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from ..glm import kernels as GK
-from ..glm.aggregate import GLMAggregate, _factor, _gram_sum, _stack, _sum
+from ..glm.aggregate import RISE, GLMAggregate, _factor, _gram_sum, _stack, _sum
 from ..glm.schedule import working_set
 from . import kernels as K
 from .update import ACCEL
@@ -29,6 +29,7 @@ LAPACK_SPEEDUP = 30  # a dense factor's flops against the factor's scattered one
 
 
 class LogRegAggregate(GLMAggregate):
+    curv_bound = 0.25  # the logistic loss's second derivative, at most (Jacobi steps)
     floor = False  # a fresh Gram's step overshot: the next Grams are floored (_choose_ws)
     # setup() (or begin(), from the workers' reports) sets them again
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("tol", "block_cap", "min_size",
@@ -142,8 +143,10 @@ class LogRegAggregate(GLMAggregate):
         q, loss = _sum(partials, "q"), sum(p["loss"] for p in partials) / self.n
         primal = self._primal_at(task["version"], loss) if task["kind"] == "full" else \
             loss + self.lam * self.l1
-        if task.get("hess"):  # Jacobi: rises are counted, as for its block rounds
-            self._observe(primal, task["version"])
+        if task.get("hess"):  # Jacobi: it judges the steps before it, as a block round
+            # (a stale one is still the workers' full round: its q goes to _extrapolate)
+            back = None if task["version"] < self.reject_at else \
+                self._judge(primal, task["version"], np.arange(self.p), q)
         self.primal = primal
         self.fulls += 1
         viol = np.empty(self.p)
@@ -155,7 +158,8 @@ class LogRegAggregate(GLMAggregate):
         if task.get("hess"):
             GK.priorities(self.w, q, _sum(partials, "h"), self.thresh, self.prio)
             self._tree = None
-            return None
+            self.primal = self.anchor[1]  # (the objective of the point kept)
+            return back
         # working set: MAX_STALLS outer iterations in a row that lowered nothing (the
         # rounding floor) end the run
         self.stalls = self.stalls + 1 if primal >= self.last_primal else 0
@@ -384,14 +388,20 @@ class LogRegAggregate(GLMAggregate):
     # -- Jacobi schedules ------------------------------------------------------------------
     def _jacobi(self, task, partials):
         loss = sum(p["loss"] for p in partials)
-        self._observe(self._primal_at(task["version"], loss / self.n), task["version"])
-        return self._steps(task, partials, _sum(partials, "q"), _sum(partials, "h"))
+        return self._checked_steps(task, partials,
+                                   self._primal_at(task["version"], loss / self.n),
+                                   _sum(partials, "q"), _sum(partials, "h"))
 
     # -- outputs ---------------------------------------------------------------------------
     def finish(self, collected):
         # the objective at the final model, from the workers' exact losses
         loss = sum(float(c["loss"]) for c in collected)
         self.primal = loss / self.n + self.lam * float(np.abs(self.w).sum())
+        if self.trial and self.primal > self.anchor[1] * (1 + RISE):
+            # Jacobi steps not judged yet raised it: the model is the last accepted point
+            for _, cols, delta, _ in self.trial:
+                self.w[cols] -= delta
+            self.primal = self.anchor[1]
         model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
         if self.classes is not None:
             model["classes"] = np.asarray(self.classes)
