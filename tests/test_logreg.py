@@ -596,3 +596,17 @@ def test_cli_refuses_bad_labels_and_lines_with_one_line(tmp_path):
     refused(["--data", str(tmp_path / "one.svm")], "every label is 1")
     (tmp_path / "bad.svm").write_text("1 1:2\n0 3:abc\n")
     refused(["--data", str(tmp_path / "bad.svm")], "bad.svm:2: '3:abc' is not index:value")
+
+
+def test_logreg_round_robin_reaches_liblinear_on_the_built_in_problem():
+    # (it diverged to 4e13: the Jacobi steps' rises were kept)
+    from strads.apps import logreg
+
+    X, y, _ = logreg.make_problem(300, 200, density=0.05, seed=5)
+    lam = 0.05 * logreg.lambda_max(X, y)
+    ref = l1_logistic(solver="liblinear", C=1 / (X.shape[0] * lam), fit_intercept=False,
+                      tol=1e-12, max_iter=100000).fit(X.toarray(), y)
+    f_ref = logreg.objective(X, y, ref.coef_.ravel(), lam)
+    res = logreg.fit(X, y, lam=lam, schedule="round-robin", tol=1e-8, quiet=True)
+    f = logreg.objective(X, y, res.model["coef"], lam)
+    assert f <= f_ref * (1 + 1e-6), (res.stop_reason, res.rounds, f, f_ref)
