@@ -152,17 +152,12 @@ class GLMAggregate(Aggregate):
         old = self.w[moved]
         self.w[moved] -= np.bincount(inv, np.concatenate([t[2] for t in steps]),
                                      moved.shape[0])
-        a_cols, a_q = anchor[2], anchor[3]
-        order = np.argsort(a_cols, kind="stable")
-        pos = np.searchsorted(a_cols, moved, sorter=order)
-        mine = pos < a_cols.shape[0]
-        pos[mine] = order[pos[mine]]
-        mine[mine] = a_cols[pos[mine]] == moved[mine]
-        if mine.any() and not all(t[3] for t in steps):
-            sel = moved[mine]
+        # the moved coordinates whose q the anchor knows
+        sel, _, at = np.intersect1d(moved, anchor[2], assume_unique=True, return_indices=True)
+        if sel.shape[0] and not all(t[3] for t in steps):
             curv = self.curv_bound * sel.shape[0] * self.sq_norms[sel]
             delta = np.empty(sel.shape[0])
-            K.coordinate_steps(self.w, sel, a_q[pos[mine]], curv, self.thresh, 1.0, delta)
+            K.coordinate_steps(self.w, sel, anchor[3][at], curv, self.thresh, 1.0, delta)
             self.trial = [(self.done, sel, delta, True)]
         self.reject_at, self.primal = self.done, anchor[1]
         change = self.w[moved] - old
