@@ -3,6 +3,7 @@ round's groups of dependent coordinates, their Gram matrices and exact steps."""
 import numpy as np
 from numba import njit
 
+from ..cholesky import solve_factored
 from .kernels import (_dense, _opts, _u, cd_dense, coordinate_steps, gram_c,
                       gram_sparse_rows, soft)
 
@@ -580,13 +581,7 @@ def _active_set(G, c, b, thresh, budget):
     while budget >= 0.0:
         for i in range(s):  # L L' x = c_S - thresh theta_S
             x[i] = c[idx[i]] - thresh * theta[idx[i]]
-            for t in range(i):
-                x[i] -= L[i, t] * x[t]
-            x[i] /= L[i, i]
-        for i in range(s - 1, -1, -1):
-            for t in range(i + 1, s):
-                x[i] -= L[t, i] * x[t]
-            x[i] /= L[i, i]
+        solve_factored(L, x, s)
         t_min, first = 1.0, -1
         for i in range(s):
             bi = b[idx[i]]
