@@ -1,5 +1,5 @@
 """The triangular solves after a Cholesky factor, shared by the apps' kernels (MF's
-ridge rows, the Lasso path's face steps)."""
+ridge rows, the Lasso path's face steps, priority's group solves)."""
 from numba import njit
 
 
