@@ -287,16 +287,9 @@ def test_the_workers_gram_is_held_to_the_filters_budget(tmp_path):
     budget, priced before they are sent; where it cannot afford the block (and kept all
     it was asked for), the round is a plain Jacobi round (no Gram) of the whole block.
     The Lasso still reaches scikit-learn's optimum, the same bits under MPI."""
-    import scipy.sparse as sp
-    from sklearn.datasets import dump_svmlight_file
     from sklearn.linear_model import Lasso
 
-    rng = np.random.default_rng(1)
-    X = sp.random(600, 1200, density=0.3, format="csr", random_state=rng,
-                  data_rvs=rng.standard_normal)
-    y = X @ (rng.standard_normal(1200) * (rng.random(1200) < 0.05)) + rng.standard_normal(600)
-    path = str(tmp_path / "t.svm")
-    dump_svmlight_file(X, y, path)
+    X, y, path = _sparse_file(tmp_path / "t.svm", 600, 1200, 0.3, 0.05, seed=1)
     lam = lasso.lambda_max(X, y) / 10
     setup = lasso.make_file_setup(path, lam=lam, schedule="priority", block=256)
     sent = []
@@ -541,18 +534,11 @@ def test_exact_rounds_keep_a_support_larger_than_the_block(tmp_path):
     """Once the workers hold the pool's Gram, a support larger than the block goes into
     every exact block whole (split between rounds, its correlated pieces would only move
     by block coordinate descent); the optimum is scikit-learn's."""
-    import scipy.sparse as sp
-    from sklearn.datasets import dump_svmlight_file
     from sklearn.linear_model import Lasso
 
     from strads.apps.glm.schedule import Priority
 
-    rng = np.random.default_rng(3)
-    X = sp.random(200, 400, density=0.25, format="csr", random_state=rng,
-                  data_rvs=rng.standard_normal)
-    y = X @ (rng.standard_normal(400) * (rng.random(400) < 0.3)) + rng.standard_normal(200)
-    path = str(tmp_path / "s.svm")
-    dump_svmlight_file(X, y, path)
+    X, y, path = _sparse_file(tmp_path / "s.svm", 200, 400, 0.25, 0.3, seed=3)
     lam = lasso.lambda_max(X, y) / 100
     blocks, exact = [], Priority._exact_block
 
@@ -572,3 +558,18 @@ def test_exact_rounds_keep_a_support_larger_than_the_block(tmp_path):
     assert res.stop_reason == "tol"
     assert lasso.objective(X, y, res.model["coef"], lam) <= \
         lasso.objective(X, y, sk.coef_, lam) * (1 + 1e-6)
+
+
+def _sparse_file(path, n, p, density, share, seed):
+    """A sparse regression problem (``share`` of the columns informative), written to
+    ``path`` as LIBSVM: (X, y, path)."""
+    import scipy.sparse as sp
+    from sklearn.datasets import dump_svmlight_file
+
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, p, density=density, format="csr", random_state=rng,
+                  data_rvs=rng.standard_normal)
+    y = X @ (rng.standard_normal(p) * (rng.random(p) < share)) + rng.standard_normal(n)
+    dump_svmlight_file(X, y, str(path))
+    return X, y, str(path)
+
