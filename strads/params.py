@@ -205,8 +205,8 @@ ENGINE = (
     Param("rebalance_every", 5.0, "with --rebalance: measure at least this often",
           low=0, closed="neither", resume=True, note=SECONDS, metavar="SECONDS"),
     Param("stall_warn", 300.0, "under MPI: say whom a rank has waited for this long (a "
-          "worker, or the ranks yet to start the run)", low=0, closed="neither", none=True, resume=True, note=SECONDS,
-          metavar="SECONDS"),
+          "worker, or the ranks yet to start the run)", low=0, closed="neither", none=True,
+          resume=True, note=SECONDS, metavar="SECONDS"),
 )
 
 #: the flags a resumed run may change: they stop or show the run, not what it computes

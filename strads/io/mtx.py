@@ -39,9 +39,10 @@ def _scan(b, n_rows, n_cols, n_tok, ints, sym, declared, rows, cols, vals, fb):
     """One pass over the data lines of ``b`` (coordinate: ``n_tok`` = 3, or 2 for
     pattern; array: 1; ``ints``: an integer field): the entries of the lines it accepts
     as 0-based (row, column, value), mirrored for (skew-)symmetric (room: two a line);
-    array values, in order, into ``vals``; the tokens left to Python (float(); int() for a saturated integer) into ``fb`` (slot,
-    first byte, end, negate), as many as fit. Returns (error code, line, its first byte,
-    bad token's field, entries, stored, how many tokens are left to float()). Codes: 1
+    array values, in order, into ``vals``; the tokens left to Python (float(); int() for
+    a saturated integer) into ``fb`` (slot, first byte, end, negate), as many as fit.
+    Returns (error code, line, its first byte, bad token's field, entries, stored, how
+    many tokens are left to Python). Codes: 1
     control byte, 2 wrong number of tokens, 3 not an integer, 4 index out of range, 5
     not a number, 6 not finite, 7 more than ``declared`` entries, 8 a diagonal entry of
     a skew-symmetric matrix."""
