@@ -42,10 +42,9 @@ def _scan(b, n_rows, n_cols, n_tok, ints, sym, declared, rows, cols, vals, fb):
     array values, in order, into ``vals``; the tokens left to Python (float(); int() for
     a saturated integer) into ``fb`` (slot, first byte, end, negate), as many as fit.
     Returns (error code, line, its first byte, bad token's field, entries, stored, how
-    many tokens are left to Python). Codes: 1
-    control byte, 2 wrong number of tokens, 3 not an integer, 4 index out of range, 5
-    not a number, 6 not finite, 7 more than ``declared`` entries, 8 a diagonal entry of
-    a skew-symmetric matrix."""
+    many tokens are left to Python). Codes: 1 control byte, 2 wrong number of tokens, 3
+    not an integer, 4 index out of range, 5 not a number, 6 not finite, 7 more than
+    ``declared`` entries, 8 a diagonal entry of a skew-symmetric matrix."""
     n = b.shape[0]
     n_fb = line = pos = entries = k = 0
     while pos < n:
