@@ -77,3 +77,20 @@ def test_result_versions_is_what_extending_md_says():
     if "`versions` (round, worker, version for every result)" in doc:  # the claim
         assert v.shape == (res.rounds * 3, 3), v.shape  # a row for every worker's result
         assert set(v[:, 1]) <= {0, 1, 2}, v  # the middle column a worker index
+
+
+@pytest.mark.xfail(strict=True, reason="--tol's help (every app's) says '0: run to "
+                   "--max-rounds'; mf --tol 0 --early-stop 0 --iters 1 --max-rounds 1000 "
+                   "(rank 2) stops after its 6 rounds (stop_reason schedule_done), and logreg's "
+                   "working-set schedule at --tol 0 ends by itself (schedule_done) too")
+def test_tol_zero_runs_to_max_rounds_as_its_help_says():
+    import json
+
+    text = " ".join(_help("strads.apps.mf").split())
+    said = "(0: run to --max-rounds)" in text
+    run = run_cli(["strads.apps.mf", *TINY_MF, "--early-stop", "0", "--iters", "1",
+                   "--tol", "0", "--max-rounds", "1000"], timeout=120)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout.splitlines()[0])
+    if said:
+        assert summary["rounds"] == 1000, (summary["rounds"], summary["stop_reason"])
