@@ -94,3 +94,16 @@ def test_tol_zero_runs_to_max_rounds_as_its_help_says():
     summary = json.loads(run.stdout.splitlines()[0])
     if said:
         assert summary["rounds"] == 1000, (summary["rounds"], summary["stop_reason"])
+
+
+@pytest.mark.xfail(strict=True, reason="lda --vocab's help gives its default as "
+                   "'vocab.<name>.txt, <stem>.tokens or <stem>.vocab beside --data'; the code "
+                   "(data.guess_vocab) also takes a vocab.txt beside a UCI or LDA-C file "
+                   "(docs/apps/lda.md says so for LDA-C), and vocab.<name>.txt only for a "
+                   "docword.<name> file")
+def test_lda_vocab_help_names_every_file_it_picks_up():
+    text = " ".join(_help("strads.apps.lda").split())
+    start = text.index("--vocab PATH vocabulary")
+    vocab = text[start:text.index("--min-count", start)]
+    assert "<stem>.tokens" in vocab  # (the slice is --vocab's help)
+    assert "vocab.txt" in vocab, vocab
