@@ -277,7 +277,7 @@ class Result:
     model: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     trace: list = field(default_factory=list)
-    versions: np.ndarray = None  # (round, worker, version) for every result
+    versions: np.ndarray = None  # a row a round: (round, newest, oldest version)
     signal: int = 0  # the signal that stopped the run (stop_reason "interrupted")
     traffic: list = field(default_factory=list)  # per rank: bytes, messages, peak RSS
     rank: int = 0  # leaderless: the rank that holds this copy (rank 0 prints and writes)

@@ -177,8 +177,9 @@ ENGINE = (
           resume=True, parse=pos_int),
     Param("time_limit", None, "stop after this much wall time", kind=float, low=0,
           closed="neither", none=True, resume=True, note=SECONDS, metavar="SECONDS"),
-    Param("tol", 0.0, "convergence tolerance (0: run to --max-rounds)", low=0,
-          resume=True),
+    Param("tol", 0.0, "convergence tolerance (0: no tolerance rule; the run still ends at "
+          "--max-rounds or at the app's own end: MF's --iters, LDA's --sweeps, a GLM "
+          "solved to its rounding floor)", low=0, resume=True),
     Param("out", None, "write summary.json, trace.csv and model.npz here", kind=str,
           resume=True, metavar="DIR"),
     Param("quiet", False, "no progress line", resume=True),
@@ -188,8 +189,10 @@ ENGINE = (
           "often, at a round boundary, and where a signal stops the run (needs --out)",
           kind=float, low=0, closed="neither", none=True, resume=True, note=SECONDS,
           metavar="SECONDS"),
-    Param("resume", False, "continue from OUT/checkpoint/: same flags but for stopping "
-          "rules, --checkpoint-every, --quiet and --log-interval; bit for bit the "
+    Param("resume", False, "continue from OUT/checkpoint/: same flags but for the "
+          "stopping rules (--max-rounds, --time-limit, --tol and an app's own, such as "
+          "MF's --target-test-rmse), --workers, --checkpoint-every, --quiet, "
+          "--log-interval, --stall-warn and what only shows the result; bit for bit the "
           "uninterrupted run at --staleness 0", resume=True),
     Param("scheduler", "rank", "under MPI: 'rank' (rank 0 schedules, the others are "
           "workers) or 'replicated' (leaderless: every rank is a worker and runs the "

@@ -18,12 +18,13 @@ def build_parser():
                    "log-likelihood fluctuates, never settles, so --sweeps ends the run")
     cli.add_flags(p.add_argument_group("lda"), PARAMS + (
         Param("top_words", 10, "print the N top words of each topic at the end (0: none)",
-              low=0, metavar="N"),
+              low=0, metavar="N", resume=True),
         Param("format", "auto", "--data format; auto: by its first lines, whatever its "
               "name: three lines of one integer (D, W, NNZ): UCI; a first line 'N "
               "id:count ...': LDA-C; else text", choices=FORMATS),
-        Param("vocab", None, "vocabulary (one word per line) for UCI/LDA-C data; default: "
-              "vocab.<name>.txt, <stem>.tokens or <stem>.vocab beside --data", kind=str,
+        Param("vocab", None, "vocabulary (one word per line) for UCI/LDA-C data; default, beside "
+              "--data: vocab.<name>.txt for a docword.<name>.txt, else <stem>.tokens, "
+              "<stem>.vocab or vocab.txt (each also .gz)", kind=str,
               metavar="PATH"),
         Param("min_count", 2, "text data: drop words seen fewer times in the whole corpus",
               low=1)))

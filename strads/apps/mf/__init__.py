@@ -85,7 +85,8 @@ PARAMS = (
           "rating: error, skip them, or predict from the mean and known biases",
           choices=COLD_START),
     Param("target_test_rmse", None, "stop once the held-out RMSE is at or below this",
-          kind=float, low=0, closed="neither", none=True, label="target test RMSE"),
+          kind=float, low=0, closed="neither", none=True, label="target test RMSE",
+          resume=True),
     Param("early_stop", EARLY_STOP, "early stopping, in two runs: the first holds out "
           "--validation-fraction of the training ratings, scores their RMSE at every "
           "iteration end and stops once it has not improved for N iterations (outputs in "

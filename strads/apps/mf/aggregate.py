@@ -38,7 +38,9 @@ class MFAggregate(Aggregate):
         self.report = {}  # figures of an earlier run to add to the summary (validated)
 
     def load_state(self, state):  # the first run's figures are this run's (it may have
-        super().load_state({**state, "report": self.report})  # gone further on resume)
+        # gone further on resume); the target is a stopping rule: this run's flag
+        super().load_state({**state, "report": self.report,
+                            "target_test_rmse": self.target_test_rmse})
 
     def begin(self, reports):
         """With parallel loading (the shape still None) the starting figures come from
