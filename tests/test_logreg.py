@@ -470,6 +470,40 @@ def test_subproblem_with_the_intercept_eliminated_lands_on_the_minimiser(form, s
     np.testing.assert_allclose(b, ref, atol=1e-9)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_subproblem_on_correlated_columns_meets_its_violation(seed):
+    """CD on a Gram of columns sharing a factor stopped once no move exceeded tol: many
+    small moves whose sum left the subproblem's violation at 2-5 times tol (in a fit, a
+    sliver of the Newton step each time). Now the direction meets tol as a violation,
+    and its model value is the minimiser's (scikit-learn's Lasso on the Cholesky
+    factor's least squares form)."""
+    from sklearn.linear_model import Lasso
+    from strads.apps.logreg.aggregate import _subproblem
+    rng = np.random.default_rng(seed)
+    n, m, thresh, tol = 2000, 300, 4.0, 0.04
+    X = 0.8 * rng.standard_normal((n, m)) + 0.3 * rng.standard_normal((n, 1))
+    G = X.T @ (X * rng.uniform(0.05, 0.25, n)[:, None])
+    R = np.linalg.cholesky(G).T
+
+    def solve(c):  # min 1/2 b'Gb - c'b + thresh |b|_1 as 1/2 |Rb - z|^2, R'z = c
+        return Lasso(alpha=thresh / m, fit_intercept=False, tol=1e-14, max_iter=10**6).fit(
+            R, np.linalg.solve(R.T, c)).coef_
+
+    c0 = G @ (rng.standard_normal(m) * (rng.random(m) < 0.7))
+    b0 = solve(c0)  # the end game: the last model's minimiser, the gradient then moved
+    q = c0 - G @ b0 + 0.2 * rng.standard_normal(m)
+    b = b0.copy()
+    _subproblem(G, q.copy(), b, thresh, tol, -1)
+    viol = np.empty(m)
+    K.violations(b, q - G @ (b - b0), thresh, viol)
+    assert viol.max() <= tol
+
+    def model(v):
+        return 0.5 * (v - b0) @ G @ (v - b0) - q @ (v - b0) + thresh * np.abs(v).sum()
+    ref = solve(q + G @ b0)
+    assert model(b) - model(ref) <= 0.01 * (model(b0) - model(ref))
+
+
 def test_gap_against_the_null_model_certifies_that_much():
     """``gap_ref="null"`` (the estimator's): the gap is held to tol times the null
     model's objective, the entropy of the class shares with an intercept column (log 2

@@ -20,6 +20,7 @@ ARMIJO = 1e-4  # sufficient decrease of the line search
 BACKOFF = 0.5 ** np.arange(1, 21)  # the line search's steps after t = 1 failed
 MAX_PN = 50  # prox-Newton steps on one working set, at most
 MAX_CD = 50  # coordinate-descent passes of one subproblem, at most (an inexact direction)
+VIOL_CAP = 4  # violators fill a working set to 4x the support's rule, at most
 MAX_STALLS = 5  # outer iterations in a row without a decrease end the run
 POLISH_IT = 2 * MAX_CD  # CG products of one face solve, at most (each costs a CD pass)
 POLISH_AFTER = 2  # a working set's prox-Newton steps before CD's unsolved ones go to it
@@ -92,6 +93,7 @@ class LogRegAggregate(GLMAggregate):
         self.classes = None  # the two original labels (setup sets them)
         self.last_primal = math.inf  # at the last full round
         self.stalls = 0  # full rounds in a row with no decrease
+        self.best_viol = math.inf  # the lowest worst violation of a full round
         self.exhausted = False  # nothing more to gain: the schedule ends the run
 
     def converged(self, tol):
@@ -151,6 +153,7 @@ class LogRegAggregate(GLMAggregate):
         self.fulls += 1
         viol = np.empty(self.p)
         top = K.violations(self.w, q, self.thresh, viol)
+        worst = float(viol.max()) if self.p else 0.0
         # (the workers keep these margins for the dual until their next full round)
         self.dual_c = min(1.0, self.thresh / top) if top > 0 else 1.0
         self.dual_acc = self._extrapolate(q, partials)
@@ -161,9 +164,11 @@ class LogRegAggregate(GLMAggregate):
             self.primal = self.anchor[1]  # (the objective of the point kept)
             return back
         # working set: MAX_STALLS outer iterations in a row that lowered nothing (the
-        # rounding floor) end the run
-        self.stalls = self.stalls + 1 if primal >= self.last_primal else 0
-        self.last_primal = primal
+        # rounding floor) end the run; a worst violation halved is progress too (the gap
+        # still falls where the objective no longer can)
+        lower = primal < self.last_primal or worst < 0.5 * self.best_viol
+        self.stalls = 0 if lower else self.stalls + 1
+        self.last_primal, self.best_viol = primal, min(self.best_viol, worst)
         if self.stalls >= MAX_STALLS:
             self.exhausted = True
         if self._may_certify(q):  # the next round's dual may stop the run: wait for it
@@ -202,7 +207,10 @@ class LogRegAggregate(GLMAggregate):
         """The support and the worst violators: max(min_size, 2 |support|) coordinates
         (3x if it filled 90% of the last working set), and every violator over EPS_TOL of
         the worst (the block is solved to that: one left out would stay the next full
-        round's worst), at most ``block_cap``; solved to EPS_TOL of the worst violation.
+        round's worst) up to VIOL_CAP times that size (on a correlated design nearly every
+        column violates at a small support: a Newton step on them all costs a Gram of
+        them all and fills a support to be dropped again), at most ``block_cap``; solved
+        to EPS_TOL of the worst violation.
         When the kept Gram covers the new block, the first step is taken from it with
         this round's q (the line search checks it)."""
         worst = float(viol.max()) if viol.shape[0] else 0.0
@@ -223,8 +231,9 @@ class LogRegAggregate(GLMAggregate):
                 return self._direction(self.ws, q[self.ws])
         nonzero = self.w != 0
         nnz = int(np.count_nonzero(nonzero))
-        size = min(max(self.min_size, (3 if growing else 2) * nnz,
-                       nnz + int(np.count_nonzero(viol > EPS_TOL * worst))), self.p)
+        base = max(self.min_size, (3 if growing else 2) * nnz)
+        size = min(max(base, nnz + int(np.count_nonzero(viol > EPS_TOL * worst))),
+                   VIOL_CAP * base, self.p)
         if self.block_cap:
             size = min(size, self.block_cap)
         pool, _ = working_set(nonzero, viol, size)
@@ -436,13 +445,31 @@ def _form(G):
 
 def _cd(G, q, b, thresh, tol, mu=np.empty(0)):
     """Coordinate descent on the subproblem from ``b`` with the kept Gram in any of its
-    forms (the factor's less mu mu'); returns the passes."""
-    form = _form(G)
-    if form == "factor":
-        return GK.factor_cd(*G[1:], q, b, thresh, tol, MAX_CD, False, mu)
-    if form == "csr":
-        return K.cd_csr(*G[1:], q, b, thresh, tol, MAX_CD)
-    return GK.gram_cd(G, q, b, thresh, tol, MAX_CD, False)
+    forms (the factor's less mu mu') until the subproblem's own violation is within
+    ``tol`` (or MAX_CD passes); returns the passes. CD's test, no move over ``tol``, ends
+    a pass of many small moves along correlated columns whose sum leaves the violation
+    where it was: the direction is then a sliver of the Newton step (a Gram wasted), so
+    the test is tightened until the violation is met."""
+    form, move, passes = _form(G), tol, 0
+    h = G[4] if form in ("factor", "csr") else G.diagonal()
+    while True:
+        b0, q0 = b.copy(), q.copy()
+        if form == "factor":
+            p = GK.factor_cd(*G[1:], q, b, thresh, move, MAX_CD - passes, False, mu)
+        elif form == "csr":
+            p = K.cd_csr(*G[1:], q, b, thresh, move, MAX_CD - passes)
+        else:
+            p = GK.gram_cd(G, q, b, thresh, move, MAX_CD - passes, False)
+        passes += p
+        if form == "factor":  # (its CD leaves q at b0: the model's gradient at b here)
+            d = b - b0
+            q[:] = q0 - _gram_times(G, d) + (mu * (mu @ d) if mu.shape[0] else 0.0)
+        viol = np.empty(b.shape[0])
+        K.violations(b, q, thresh, viol)
+        worst = float(viol[h > 0].max(initial=0.0))
+        if worst <= tol or passes >= MAX_CD:
+            return passes
+        move *= max(0.5 * tol / worst, 1e-3)
 
 
 def _subproblem(G, q, b, thresh, tol, k):
@@ -563,11 +590,13 @@ def _face_solve(G, A, m, xA, r, tol, j):
 
 def _cheap_face(G, b):
     """A Cholesky of the face of ``b`` (|A|^3 / 3 flops) costs less than CD's MAX_CD
-    passes over the factor (its scattered flops LAPACK_SPEEDUP times as dear)."""
-    if _form(G) != "factor":
+    passes over the factor or the dense Gram (a pass: 2 flops a factor entry, or 2 m a
+    moved coordinate; scattered flops LAPACK_SPEEDUP times as dear)."""
+    form, a = _form(G), np.count_nonzero(b)
+    if form == "csr":
         return False
-    a = np.count_nonzero(b)
-    return a ** 3 <= 3 * LAPACK_SPEEDUP * 2 * MAX_CD * int(G[1][-1])
+    pass_flops = 2 * int(G[1][-1]) if form == "factor" else 2 * a * b.shape[0]
+    return a ** 3 <= 3 * LAPACK_SPEEDUP * MAX_CD * pass_flops
 
 
 def _face_factor(G, A, m):
