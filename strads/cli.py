@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 
 from . import params as P
@@ -147,13 +148,23 @@ def main(prog, fn, args):
     if result is not None:
         # non-finite figures as null: json.dumps would write NaN, which is not JSON
         if result.rank == 0:  # (leaderless: every rank has the result; rank 0 prints it)
-            print(json.dumps(jsonable(result.summary()), default=float))
+            say(json.dumps(jsonable(result.summary()), default=float))
         sys.stdout.flush()
         if result.stop_reason == "interrupted":
             sys.exit(128 + result.signal)
         if result.stop_reason == "diverged":
             sys.exit(3)
     return result
+
+
+def say(line):
+    """Print ``line`` on stdout; a reader gone (``| head -1``) ends the process quietly
+    with SIGPIPE's status, as a shell tool does (the outputs are written by then)."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(128 + signal.SIGPIPE)
 
 
 def run_app(module, description, params, fit, *, max_rounds=None, tol=0.0, argv=None):

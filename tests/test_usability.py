@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import child_env, mpiexec, run_cli
+from conftest import ROOT, child_env, mpiexec, run_cli
 from strads import outputs
 from strads.outputs import COMPILING
 
@@ -360,3 +360,19 @@ def test_the_compile_notice_ignores_kernels_compiled_only_into_their_callers(tmp
     assert lacks("check") == "True"  # an empty cache
     lacks("run")  # fills it, but for the callee
     assert lacks("check") == "False"
+
+
+@pytest.mark.parametrize("app", ["strads.apps.lasso", "strads.apps.lda"])
+def test_a_reader_gone_from_stdout_ends_the_run_quietly(app):
+    """`python -m strads.apps.lasso | head -1` once head has gone: no BrokenPipeError
+    traceback, SIGPIPE's exit status (as a shell tool's)."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, "-m", app, "--max-rounds", "2", "--quiet"],
+                           stdout=w, stderr=subprocess.PIPE, text=True, timeout=300,
+                           env=child_env(), cwd=ROOT)
+    finally:
+        os.close(w)
+    assert p.returncode == 128 + signal.SIGPIPE, p.stderr
+    assert p.stderr == "", p.stderr

@@ -77,7 +77,7 @@ def main(argv=None):
         wt = result.model["word_topic"]
         share = wt.sum(axis=0) / max(1, wt.sum())
         for k, words in enumerate(top_words(wt, vocab, args.top_words)):
-            print(f"topic {k:3d} ({100 * share[k]:4.1f}%): {' '.join(words)}")
+            cli.say(f"topic {k:3d} ({100 * share[k]:4.1f}%): {' '.join(words)}")
     return result
 
 
