@@ -10,15 +10,16 @@ from . import kernels as K
 
 
 class LassoAggregate(GLMAggregate):
+    # setup() and the schedule (or begin(), from the workers' reports) set them again
+    checkpoint_skip = GLMAggregate.checkpoint_skip + ("block_cap", "col_nnz")
     curv_bound = 1.0  # 1/2 ||r||^2's second derivative along x_j, per ||x_j||^2 (exact)
 
     @property
     def rise(self):
-        """A judged rise beyond the objective's rounding: a sum of n squares, to n
-        epsilons (the shared 1e-9 lets a Jacobi round's unstable mode grow unjudged)."""
+        """A Jacobi round's objective rise beyond its rounding (relative), which rejects
+        the steps before it: the objective is a sum of n squares, to about n epsilons (at
+        a looser bound a round's unstable mode grows by accepted rises below it)."""
         return self.n * EPS
-    # setup() and the schedule (or begin(), from the workers' reports) set them again
-    checkpoint_skip = GLMAggregate.checkpoint_skip + ("block_cap", "col_nnz")
 
     @staticmethod
     def lambda_for(ratio, xty, n):
