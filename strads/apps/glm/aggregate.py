@@ -34,6 +34,7 @@ class GLMAggregate(Aggregate):
     anchor = None  # the last accepted Jacobi round: (version, objective, cols, q)
     trial = ()  # the steps since: (version they are seen at, cols, delta, safe)
     reject_at = 0  # rounds computed before this version saw a rejected point
+    rise = 1e-9  # a judged objective's rise beyond its rounding (relative; RISE)
 
     @classmethod
     def later(cls, *args, **kw):
@@ -141,7 +142,7 @@ class GLMAggregate(Aggregate):
         if anchor is not None and version < anchor[0]:  # (stale: the anchor is newer)
             return None
         seen = [t for t in self.trial if t[0] <= version]
-        if anchor is None or not seen or primal <= anchor[1] * (1 + RISE):
+        if anchor is None or not seen or primal <= anchor[1] * (1 + self.rise):
             self.anchor = (version, primal, cols.copy(), q.copy())
             self.trial = [t for t in self.trial if t[0] > version]
             self.primal = primal
@@ -165,6 +166,17 @@ class GLMAggregate(Aggregate):
         self.nnz += np.count_nonzero(self.w[moved]) - np.count_nonzero(old)
         keep = change != 0.0
         return self._sync(moved[keep], change[keep])
+
+    def _settle(self, primal):
+        """At the end of a fit whose final point's objective is ``primal``: Jacobi steps
+        not judged yet that raised it are reverted (the model is the last accepted
+        point). Returns the model's objective."""
+        if not self.trial or primal <= self.anchor[1] * (1 + self.rise):
+            return primal
+        for _, cols, delta, _ in self.trial:
+            self.w[cols] -= delta
+        self.l1, self.nnz = float(np.abs(self.w).sum()), int(np.count_nonzero(self.w))
+        return self.anchor[1]
 
     def _steps(self, task, partials, q, h):
         """A Jacobi round's coordinate steps on its block (the task's, or the workers'
@@ -227,7 +239,7 @@ class GLMAggregate(Aggregate):
         return coef
 
 
-RISE = 1e-9  # an objective rise beyond rounding (relative)
+RISE = GLMAggregate.rise  # an objective rise beyond rounding (relative)
 
 
 def _sum(partials, key):

@@ -12,6 +12,14 @@ from . import kernels as K
 class LassoAggregate(GLMAggregate):
     # setup() and the schedule (or begin(), from the workers' reports) set them again
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("block_cap", "col_nnz")
+    curv_bound = 1.0  # 1/2 ||r||^2's second derivative along x_j, per ||x_j||^2 (exact)
+
+    @property
+    def rise(self):
+        """A Jacobi round's objective rise beyond its rounding (relative), which rejects
+        the steps before it: the objective is a sum of n squares, to about n epsilons (at
+        a looser bound a round's unstable mode grows by accepted rises below it)."""
+        return self.n * EPS
 
     @staticmethod
     def lambda_for(ratio, xty, n):
@@ -55,20 +63,36 @@ class LassoAggregate(GLMAggregate):
         g = _sum(partials, "g")
         rss = sum(part["rss"] for part in partials)
         version = task["version"]
-        self._observe(self._primal_at(version, 0.5 * rss / self.n), version)
+        primal = self._primal_at(version, 0.5 * rss / self.n)
+        if "step" in task:  # a Jacobi round (priority: the workers' filter may choose it)
+            cols = partials[0].get("cols", task["cols"])
+            return self._checked_steps(task, partials, primal, g, self.sq_norms[cols])
+        jacobi = self.anchor is not None  # (a Jacobi schedule's full round)
+        if not jacobi:
+            self._observe(primal, version)
         if task.get("full"):
             if self.mu is not None:  # sum(r) is 0 but for rounding: the centred x_j'r
                 rs = sum(part["rs"] for part in partials)
                 g -= rs * (self.mu if task["cols"] is None else self.mu[task["cols"]])
+            if jacobi:  # it judges the steps before it, as a block round; after a
+                # rejection (its gap: a point left) the next full round gives the gap
+                cols = task["cols"] if task["cols"] is not None else \
+                    np.arange(self.w.shape[0])
+                if version < self.reject_at:
+                    return None
+                back = self._judge(primal, version, cols, g)
+                if back is not None:
+                    return back
             if task["cols"] is not None:  # screened coordinates: x_j' r not computed
                 g_all = np.zeros(self.w.shape[0])
                 g_all[task["cols"]] = g
                 g = g_all
             self._full(g, rss, sum(part["ry"] for part in partials), version)
+            if jacobi:  # (a path's next lambda: the anchor's objective at it)
+                self.anchor = (version, self.primal) + self.anchor[2:]
             return None
-        if not task.get("gram"):  # (priority: the workers' filter may choose the block)
-            cols = partials[0].get("cols", task["cols"])
-            return self._steps(task, partials, g, self.sq_norms[cols])
+        if not task.get("gram"):  # (working-set's empty rounds, while one is in flight)
+            return self._steps(task, partials, g, self.sq_norms[task["cols"]])
         cols = task["cols"]
         before = np.count_nonzero(self.w[cols])
         if not all("G" in part or "Gi" in part or "Fp" in part for part in partials):
@@ -316,7 +340,8 @@ class LassoAggregate(GLMAggregate):
         # the objective at the final model (a run stopped by a limit ends past the round
         # it last scored), from the workers' exact residuals
         rss = sum(float(c["rss"]) for c in collected)
-        self.primal = 0.5 * rss / self.n + self.lam * float(np.abs(self.w).sum())
+        self.primal = self._settle(0.5 * rss / self.n +
+                                   self.lam * float(np.abs(self.w).sum()))
         model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
         if self.x_mean is not None:
             model["intercept"] = np.float64(self.y_mean - self.x_mean @ self.w)
@@ -346,6 +371,7 @@ class LassoAggregate(GLMAggregate):
         return s
 
 
+EPS = float(np.finfo(np.float64).eps)
 MAX_PASSES = 100_000  # passes of a block solve, at most
 GAP_RESOLUTION = 1e-14  # (about 45 float64 epsilons: the block solves' floor too)
 NO_MU = np.empty(0)  # (no centring)
