@@ -34,7 +34,13 @@ class GLMAggregate(Aggregate):
     anchor = None  # the last accepted Jacobi round: (version, objective, cols, q)
     trial = ()  # the steps since: (version they are seen at, cols, delta, safe)
     reject_at = 0  # rounds computed before this version saw a rejected point
-    rise = 1e-9  # a judged objective's rise beyond its rounding (relative; RISE)
+
+    @property
+    def rise(self):
+        """A Jacobi round's objective rise beyond its rounding (relative), which rejects
+        the steps before it: the objective is a sum of n terms, to about n epsilons (at
+        a looser bound a round's unstable mode grows by accepted rises below it)."""
+        return self.n * EPS
 
     @classmethod
     def later(cls, *args, **kw):
@@ -239,7 +245,8 @@ class GLMAggregate(Aggregate):
         return coef
 
 
-RISE = GLMAggregate.rise  # an objective rise beyond rounding (relative)
+RISE = 1e-9  # an objective rise the schedules count (relative)
+EPS = float(np.finfo(np.float64).eps)
 
 
 def _sum(partials, key):

@@ -14,13 +14,6 @@ class LassoAggregate(GLMAggregate):
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("block_cap", "col_nnz")
     curv_bound = 1.0  # 1/2 ||r||^2's second derivative along x_j, per ||x_j||^2 (exact)
 
-    @property
-    def rise(self):
-        """A Jacobi round's objective rise beyond its rounding (relative), which rejects
-        the steps before it: the objective is a sum of n squares, to about n epsilons (at
-        a looser bound a round's unstable mode grows by accepted rises below it)."""
-        return self.n * EPS
-
     @staticmethod
     def lambda_for(ratio, xty, n):
         """``ratio`` of lambda_max = ||X'y||_inf / n."""
@@ -371,7 +364,6 @@ class LassoAggregate(GLMAggregate):
         return s
 
 
-EPS = float(np.finfo(np.float64).eps)
 MAX_PASSES = 100_000  # passes of a block solve, at most
 GAP_RESOLUTION = 1e-14  # (about 45 float64 epsilons: the block solves' floor too)
 NO_MU = np.empty(0)  # (no centring)

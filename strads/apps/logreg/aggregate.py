@@ -10,7 +10,7 @@ import scipy.linalg as la
 import scipy.sparse as sp
 
 from ..glm import kernels as GK
-from ..glm.aggregate import RISE, GLMAggregate, _factor, _gram_sum, _stack, _sum
+from ..glm.aggregate import GLMAggregate, _factor, _gram_sum, _stack, _sum
 from ..glm.schedule import working_set
 from . import kernels as K
 from .update import ACCEL
@@ -406,7 +406,7 @@ class LogRegAggregate(GLMAggregate):
         # the objective at the final model, from the workers' exact losses
         loss = sum(float(c["loss"]) for c in collected)
         self.primal = loss / self.n + self.lam * float(np.abs(self.w).sum())
-        if self.trial and self.primal > self.anchor[1] * (1 + RISE):
+        if self.trial and self.primal > self.anchor[1] * (1 + self.rise):
             # Jacobi steps not judged yet raised it: the model is the last accepted point
             for _, cols, delta, _ in self.trial:
                 self.w[cols] -= delta
