@@ -623,3 +623,16 @@ def test_cli_bad_input(tmp_path):
     assert p.returncode == 2 and f"{bad}:4: wordID 3 outside" in p.stderr
     p = run_cli(["strads.apps.lda", "--topics", "0"])
     assert p.returncode == 2 and "--topics" in p.stderr
+
+
+@pytest.mark.parametrize("n_topics", [3, 7])
+def test_lda_worker_with_only_empty_documents(n_topics):
+    # (the list sampler divided by the empty list's stride, 0: ZeroDivisionError)
+    from strads.apps import lda
+
+    X = np.array([[0, 0], [0, 1]])  # one token; worker 0 holds the empty document
+    res = lda.fit(X, n_topics=n_topics, sweeps=2, workers=2, quiet=True, seed=0)
+    wt, dt = res.model["word_topic"], res.model["doc_topic"]
+    assert wt.sum(axis=1).tolist() == [0, 1] and dt.sum(axis=1).tolist() == [0, 1]
+    # (the same as one worker's counts: the exact marginals of one token)
+    assert np.isclose(res.model["loglik"], lda.loglikelihood(wt, dt, 0.1, 0.01))

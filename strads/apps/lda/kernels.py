@@ -210,7 +210,8 @@ def sample_block(wptr, docs, z, dmeta, dlist, nwk, nk, alpha, beta, vbeta, seed,
     for k in range(K):
         inv[k] = 1.0 / (nk[k] + vbeta)
     n = wptr[wptr.shape[0] - 1]
-    per_line = max(1, 64 // dlist.strides[0])  # list entries in a 64-byte cache line
+    # list entries in a 64-byte cache line (an empty list's stride may be 0)
+    per_line = max(1, 64 // max(dlist.strides[0], 1))
     o = 0
     r_next = 0
     for row in range(wptr.shape[0] - 1):
