@@ -691,6 +691,10 @@ def _drive(tp, setup, update, **kw):
 
 def _in_process(setup, update, workers, threads, signals, kw):
     workers = 1 if workers is None else workers
+    limit = _transport.max_threads() if threads else None
+    if limit is not None and workers > limit:  # (before a pool a worker: minutes, GBs)
+        raise DataError(f"workers {workers}: more worker threads than this process may "
+                        f"start ({limit:,}: ulimit -u or the kernel's threads-max)")
     _outputs.check_out(kw["out"])
     tp = _transport.InProcess(int(workers), threads=threads)
     tp.handlers = [W.WorkerHost(update, signals, w, tp.peers(w)).handle

@@ -232,6 +232,26 @@ class _ThreadPeers(Peers):
         return self._meet(obj)[(self.rank - k) % self.size]
 
 
+def max_threads():
+    """The threads this process may start, at most (``ulimit -u``, the kernel's
+    threads-max; the lower), or None where the system does not say."""
+    out = []
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            out.append(soft)
+    except (ImportError, ValueError, OSError, AttributeError):
+        pass
+    try:
+        with open("/proc/sys/kernel/threads-max") as f:
+            out.append(int(f.read()))
+    except (OSError, ValueError):
+        pass
+    return min(out) if out else None
+
+
 class InProcess:
     """W simulated workers in this process; ``handlers[w](msg)`` returns the reply or None
     (docs/architecture.md, "InProcess")."""

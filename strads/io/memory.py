@@ -6,20 +6,55 @@ from functools import lru_cache
 
 
 def physical_memory():
-    """Bytes of physical memory, or None where the system does not say."""
+    """Bytes of memory this process may hold, the size checks' bound: the physical
+    memory, or less where the address-space limit (``ulimit -v``, less what is mapped
+    already) or a cgroup's limit says so (:func:`whose`); None where nothing says."""
+    caps = _caps()
+    return min(caps.values()) if caps else None
+
+
+def whose():
+    """Whose memory :func:`physical_memory` is, for a refusal: ``this machine's``, or
+    ``this process's`` where its limits leave it less."""
+    caps = _caps()
+    return "this machine's" if not caps or min(caps.values()) == caps.get("physical") \
+        else "this process's"
+
+
+def physical_words(mem):
+    """``this machine's physical memory (M)``, or ``this process's memory (M)``."""
+    owner = whose()
+    kind = "physical memory" if owner == "this machine's" else "memory"
+    return f"{owner} {kind} ({fmt_bytes(mem)})"
+
+
+def _caps():
+    out = {}
     try:
         n = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+        if n > 0:
+            out["physical"] = n
     except (ValueError, OSError, AttributeError):
-        return None
-    return n if n > 0 else None
+        pass
+    with suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            with open("/proc/self/statm") as f:  # (pages mapped now)
+                mapped = int(f.read().split()[0]) * int(os.sysconf("SC_PAGE_SIZE"))
+            out["address space"] = max(soft - mapped, 1)
+    if _cgroup_limits():
+        out["cgroup"] = min(_cgroup_limits())
+    return out
 
 
 def beyond(need):
     """``about N, more than this machine's M of memory`` when ``need`` bytes exceed the
-    physical memory (for a refusal), else None."""
+    memory this process may hold (for a refusal), else None."""
     mem = physical_memory()
     if mem is not None and need > mem:
-        return f"about {fmt_bytes(need)}, more than this machine's {fmt_bytes(mem)} of memory"
+        return f"about {fmt_bytes(need)}, more than {whose()} {fmt_bytes(mem)} of memory"
     return None
 
 
@@ -34,7 +69,7 @@ def memory_limits():
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY and soft > 0:
             out.append(soft)
-    phys = physical_memory()
+    phys = _caps().get("physical")
     if phys is not None:
         phys = min([phys] + _cgroup_limits())
         ranks = [max(1, int(os.environ[v])) for v in (

@@ -31,7 +31,7 @@ def max_ratings():
 
 
 def too_many(path, limit, what=None):
-    return DataError(f"{path}: {what or f'more than {limit} ratings'}: this machine's "
+    return DataError(f"{path}: {what or f'more than {limit} ratings'}: {memory.whose()} "
                      f"{memory.fmt_bytes(memory.physical_memory())} of memory holds at most "
                      f"{limit} (about {BYTES_PER_RATING} bytes a rating to read, prepare and "
                      "fit)")

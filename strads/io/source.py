@@ -133,9 +133,8 @@ class Text:
                         if not more:
                             break
                         if n + 1 > limit:
-                            raise DataError(f"{self.path}: decompresses to more than this "
-                                            "machine's physical memory "
-                                            f"({memory.fmt_bytes(limit)})")
+                            raise DataError(f"{self.path}: decompresses to more than "
+                                            f"{memory.physical_words(limit)}")
                         grown = np.empty(min(2 * n + 1, limit + 1), dtype=np.uint8)
                         grown[:n] = out[:n]
                         grown[n] = more[0]
@@ -147,6 +146,10 @@ class Text:
                     n += k
         except READ_ERRORS as e:
             self.refuse("corrupt", e=e)
+        except MemoryError:  # (growing by doubling: the old and new buffers at once)
+            raise DataError(f"{self.path}: decompresses to more than this process can hold "
+                            f"(out of memory after {memory.fmt_bytes(n)}; "
+                            f"{memory.physical_words(limit)})") from None
         out = out[:n].copy() if out.shape[0] > 2 * n + (1 << 20) else out[:n]
         out.flags.writeable = False  # as a memory map: one compiled variant of the parsers
         return out

@@ -52,8 +52,8 @@ def check_size(name, n_samples, n_features, nnz=None, extra=0, lead=""):
     if mem is not None and need > mem:
         raise DataError(f"{name}: {lead}{what}, which would need about "
                         f"{memory.fmt_bytes(need)} of memory (the matrix, the workers' "
-                        "copies and the solver's per-feature arrays), more than this "
-                        f"machine's physical memory ({memory.fmt_bytes(mem)})")
+                        "copies and the solver's per-feature arrays), more than "
+                        f"{memory.physical_words(mem)}")
 
 
 #: how the matrix and target readers are chosen: by the file's name, not its content
@@ -409,8 +409,7 @@ def parse_line(path, lineno, raw, limit=None):
             raise DataError(f"{path}:{lineno}: feature index {j} is too large: {j:,} features "
                             f"would need about {memory.fmt_bytes(j * PER_FEATURE)} of memory "
                             f"(the solver keeps {PER_FEATURE} bytes per feature), more than "
-                            "this machine's physical memory "
-                            f"({memory.fmt_bytes(memory.physical_memory() or 0)})")
+                            f"{memory.physical_words(memory.physical_memory() or 0)}")
         if not np.isfinite(v):
             raise DataError(f"{path}:{lineno}: feature {j} has value {v}, not finite")
         last = j

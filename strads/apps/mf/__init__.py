@@ -14,7 +14,7 @@ from ...params import Param, check
 from ...transport import mpi_job
 from . import kernels as K
 from .aggregate import MFAggregate
-from ...io.memory import beyond, fmt_bytes, physical_memory
+from ...io.memory import beyond, fmt_bytes, physical_memory, whose
 from ...io.ratings import Layout as FileLayout
 from .data import check_ids, lookup, problem_plan
 from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
@@ -204,6 +204,10 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         if builtin is not None:
             problem_plan(*builtin)  # its refusals, before the workers start
             _check_workers(ctx.n_workers, *builtin[:2])
+        # before the layout's and the schedule's rank-sized lists (a file's users and
+        # items are counted once loaded: at least one of each)
+        _check_factor_memory(rank, biases, *(builtin[:2] if builtin is not None else (1, 1)),
+                             ctx.n_workers, schedule, block, options["early_stop"])
         lay_te = FileLayout(test) if test is not None else None
         lay = Layout(rank, float(lam), biases)
         agg = MFAggregate(lay, None, 0.0, 0, 0, 0, 0.0, None, float("nan"))
@@ -356,8 +360,8 @@ def _check_factor_memory(rank, biases, m, n, n_workers, schedule, block, early_s
     mem = physical_memory()
     if mem is not None and need > mem:
         raise DataError(f"rank {rank} (--rank): the factors of {m} users and {n} items need "
-                        f"about {fmt_bytes(need)} with {n_workers} worker(s), more than this "
-                        f"machine's {fmt_bytes(mem)} of memory")
+                        f"about {fmt_bytes(need)} with {n_workers} worker(s), more than "
+                        f"{whose()} {fmt_bytes(mem)} of memory")
 
 
 def _part(csr, lo, hi):
