@@ -133,7 +133,7 @@ LOAD_CHILD = """
 import resource, sys
 import strads, strads.io.memory as M
 from strads.errors import DataError
-M.physical_memory = lambda: 64 << 20
+M.physical_memory = lambda: 32 << 20
 with open("/proc/self/status") as f:
     vm = [int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:")][0]
 hard = resource.getrlimit(resource.RLIMIT_AS)[1]
@@ -156,7 +156,7 @@ else:
 def test_load_refuses_a_compressed_model_past_memory(tmp_path):
     import numpy as np
 
-    n = 32 << 20  # 256 MiB of float64 zeros, a ~1 MB file; the "machine" has 64 MiB
+    n = 16 << 20  # 128 MiB of float64 zeros, a ~0.5 MB file; the "machine" has 32 MiB
     out = tmp_path / "fit"
     out.mkdir()
     (out / "summary.json").write_text('{"app": "lasso"}')
@@ -164,7 +164,7 @@ def test_load_refuses_a_compressed_model_past_memory(tmp_path):
         with z.open("coef.npy", "w", force_zip64=True) as f:
             np.lib.format.write_array_header_1_0(
                 f, {"descr": "<f8", "fortran_order": False, "shape": (n,)})
-            zeros = bytes(32 << 20)
+            zeros = bytes(16 << 20)
             for _ in range(n * 8 // len(zeros)):
                 f.write(zeros)
         buf = __import__("io").BytesIO()
