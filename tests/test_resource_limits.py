@@ -1,12 +1,13 @@
-"""Hunt 9, "small inputs, huge costs": tiny files or plausible flags that make strads
-allocate far more than the process may use, and die by a MemoryError (or a thread
-error) traceback instead of refusing in one line before the work starts.
+"""Small inputs, huge costs (the ninth hunt): tiny files or plausible flags that would
+make strads allocate far more than the process may use are refused in one line, before
+the work, instead of dying by a MemoryError (or a thread error) traceback.
 
 Each test runs the app's command line in a child process whose address space is capped
 (RLIMIT_AS: what it had after its imports plus a margin), as under ``ulimit -v``: the
 machine stays safe, and the project's rule (bad input: one clear line naming the file or
-flag and the problem, exit 2) is what each checks. strads.io.memory.memory_limits()
-already reports that cap; the refusals compare with the physical memory only."""
+flag and the problem, exit 2) is what each checks. The size checks' bound is
+strads.io.memory.physical_memory(): the physical memory, or less under such a cap. The
+strict xfails are defects still open."""
 import gzip
 import os
 import subprocess
@@ -56,10 +57,6 @@ def assert_refused(rc, err, *words):
         assert w in lines[0], lines[0]
 
 
-@pytest.mark.xfail(strict=True, reason="a gzip bomb is decompressed up to the machine's "
-                   "physical memory (source.Text.map), not the process's limit, growing by "
-                   "doubling: MemoryError traceback under ulimit -v (and, without one, a "
-                   "15 MB .gz of 10 GB is held whole in memory)")
 def test_gzip_bomb_refused_within_the_process_limit(tmp_path):
     # concatenated gzip members: 16 x 128 MiB of valid LIBSVM lines, 2 GiB in all
     member = gzip.compress(b"1 1:1\n" * (128 * MiB // 6), compresslevel=1)
@@ -70,9 +67,6 @@ def test_gzip_bomb_refused_within_the_process_limit(tmp_path):
     assert_refused(rc, err, str(path))
 
 
-@pytest.mark.xfail(strict=True, reason="LIBSVM size refusal (svmlight.check_size and the "
-                   "index check) compares with physical memory only: a 3-line file with "
-                   "feature index 3e8 under ulimit -v dies by a MemoryError traceback")
 def test_libsvm_huge_index_refused_within_the_process_limit(tmp_path):
     path = tmp_path / "wide.svm"
     path.write_text("1 1:1 300000000:2\n-1 2:1\n1 3:1\n")
@@ -81,10 +75,6 @@ def test_libsvm_huge_index_refused_within_the_process_limit(tmp_path):
     assert_refused(rc, err, str(path))
 
 
-@pytest.mark.xfail(strict=True, reason="MF's Layout builds Python lists and arrays of "
-                   "--rank entries before the factor-memory check: --rank 3e7 on a "
-                   "20 x 20 problem allocates GBs and dies by MemoryError (at the real "
-                   "23.5 GiB, --rank 7e8 passes the sweep check and would need ~50 GB)")
 def test_mf_huge_rank_refused_before_allocating_it():
     # the machine made small (1 GiB), as the checks see it: the sweep check passes at
     # this rank (16 bytes x 2 x rank < 1 GiB), the factors (~ 40 x rank x 8 x ...) do not
@@ -98,28 +88,18 @@ def test_mf_huge_rank_refused_before_allocating_it():
     assert_refused(rc, err, "--rank")
 
 
-@pytest.mark.xfail(strict=True, reason="MF's factor-memory check compares with physical "
-                   "memory only: --rank 1e7 on 20 x 20 ratings passes it, then the svd "
-                   "start allocates GBs and dies by a MemoryError traceback under ulimit -v")
 def test_mf_rank_refused_within_the_process_limit():
     rc, err = run_capped("mf", ["--n-users", "20", "--n-items", "20", "--n-ratings", "100",
                                 "--iters", "1", "--quiet", "--rank", "10000000"])
     assert_refused(rc, err, "--rank")
 
 
-@pytest.mark.xfail(strict=True, reason="LDA's memory refusal compares with physical "
-                   "memory only: --topics 1e7 on the 20 x 30 built-in corpus passes it "
-                   "and dies by a MemoryError traceback under ulimit -v")
 def test_lda_topics_refused_within_the_process_limit():
     rc, err = run_capped("lda", ["--n-docs", "20", "--n-words", "30", "--sweeps", "1",
                                  "--quiet", "--topics", "10000000"])
     assert_refused(rc, err, "--topics")
 
 
-@pytest.mark.xfail(strict=True, reason="--workers 10^6 builds 10^6 thread pools "
-                   "(transport.InProcess) before any check: lda then dies by 'can't start "
-                   "new thread' (RuntimeError traceback), lasso and mf refuse only after "
-                   "~3.5 GB and 25-40 s; under a cap, a MemoryError traceback")
 @pytest.mark.parametrize("app,argv", [
     ("lda", ["--n-docs", "20", "--n-words", "30", "--sweeps", "1"]),
     ("lasso", ["--n-samples", "50", "--n-features", "20", "--max-rounds", "1"]),
