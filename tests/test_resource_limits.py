@@ -178,10 +178,6 @@ except (ValueError, strads.DataError) as e:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="the GLM estimators pass a CSR X with 10^12 "
-                   "columns and 3 non-zeros to scikit-learn's check_X_y, whose CSC "
-                   "conversion asks for a 7.28 TiB indptr: a MemoryError traceback, not a "
-                   "refusal naming X's size (the CLI refuses the same problem in one line)")
 @pytest.mark.parametrize("name", ["Lasso", "SparseLogisticRegression"])
 def test_glm_estimator_refuses_a_hugely_wide_sparse_X(name):
     env = dict(os.environ, PYTHONPATH=ROOT, MALLOC_ARENA_MAX="2")

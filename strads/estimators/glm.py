@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..apps import lasso
 from ..apps.glm.setup import PARAMS as GLM
+from ..io.svmlight import check_size
 from ..params import ENGINE, sklearn_constraints
 from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, collective, _n_workers, _seed
 from ._persist import Persistent, _set
@@ -146,8 +147,7 @@ class Lasso(RegressorMixin, _LinearModel):
     def fit(self, X, y):
         """Fit to X (n_samples, n_features; any scipy.sparse format, used as CSC) and
         targets y; -> self, on every rank under ``mpiexec``."""
-        X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
-                             y_numeric=True, multi_output=False)
+        X, y = _validated(self, X, y, y_numeric=True, multi_output=False)
         X, kw = self._run_args(X)
 
         def fitted(res):
@@ -242,7 +242,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
         self, on every rank under ``mpiexec``."""
         from ..apps import logreg
 
-        X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64)
+        X, y = _validated(self, X, y)
         # (type_of_target costs ~0.4 ms a fit: boolean or integer labels of at most two
         # values are "binary" by its rules)
         kind = "binary" if y.dtype.kind in "biu" and np.unique(y).shape[0] <= 2 else \
@@ -372,8 +372,7 @@ def lasso_path(X, y, *, eps=1e-3, n_alphas=100, alphas=None, **params):
     ``max_iter`` is each alpha's). One run of the app solves them all.
 
     Returns ``(alphas, coefs, dual_gaps)``: coefs of shape (n_features, n_alphas)."""
-    X, y = validate_data(Lasso(), X, y, accept_sparse="csc", dtype=np.float64,
-                         y_numeric=True, multi_output=False)
+    X, y = _validated(Lasso(), X, y, y_numeric=True, multi_output=False)
     params = {"fit_intercept": False, **params}
     alphas = _alpha_grid(X, y, params["fit_intercept"], eps, n_alphas, alphas)
     coefs, _, gaps, _ = _path(X, y, alphas, params)
@@ -424,8 +423,7 @@ class LassoCV(RegressorMixin, _LinearModel):
         """Fit the path on each fold, choose alpha, fit on all of ``X``, ``y``."""
         from sklearn.model_selection import check_cv
 
-        X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
-                             y_numeric=True, multi_output=False)
+        X, y = _validated(self, X, y, y_numeric=True, multi_output=False)
         params = {k: getattr(self, k) for k in ("fit_intercept", "schedule", "tol",
                                                 "max_iter", "n_jobs", "random_state")}
         alphas = _alpha_grid(X, y, self.fit_intercept, self.eps, self.n_alphas, self.alphas)
@@ -454,3 +452,13 @@ class LassoCV(RegressorMixin, _LinearModel):
             "fit_intercept", "schedule", "tol", "max_iter", "n_jobs", "random_state")})
         return _set(est, {k: v for k, v in vars(self).items() if k.endswith("_")
                           and k not in ("alpha_", "alphas_", "mse_path_")})
+
+
+def _validated(est, X, y, **kw):
+    """scikit-learn's validate_data for a fit (X as CSC), once X's size is known to fit:
+    a sparse X of 10^12 columns is refused by the solve's size check, before the CSC
+    conversion asks for its indptr."""
+    if sp.issparse(X) and len(X.shape) == 2:
+        check_size("X", *X.shape, nnz=X.nnz)
+    return validate_data(est, X, y, accept_sparse="csc", dtype=np.float64, **kw)
+
