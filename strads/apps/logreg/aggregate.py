@@ -78,6 +78,8 @@ class LogRegAggregate(GLMAggregate):
         self.G = None  # the block's Gram, kept for the next steps on the same block
         self.d = None  # the pending direction on the block
         self.delta = 0.0  # its predicted decrease g'd + lambda (|w + d| - |w|)
+        self.curv = 0.0  # its curvature term d'Gd / 2n (the model: delta + curv)
+        self.model_ok = False  # the last step's change was the model's: no fresh Gram next
         self.fresh = False  # the direction comes from a Gram computed at this point
         self.tol_in, self.ws_steps, self.last_in = 0.0, 0, math.inf  # (as _choose_ws sets them)
         self.newton_steps = self.gram_rounds = self.backtracks = 0
@@ -289,7 +291,7 @@ class LogRegAggregate(GLMAggregate):
         if self._inner_done(cols, q, False):
             return None
         self.G, self.G_cols = _gram(partials, cols.shape[0]), cols
-        self.fresh, self.slow = True, False
+        self.fresh, self.slow, self.model_ok = True, False, False
         return self._direction(cols, q)
 
     def _inner_done(self, cols, q, after_step):
@@ -330,12 +332,13 @@ class LogRegAggregate(GLMAggregate):
             self.next = {"kind": "full"} if self.fresh else {"kind": "newton", "cols": cols}
             return None
         self.d, self.delta = d, delta / self.n
+        self.curv = 0.5 * float(d @ _gram_times(G, d)) / self.n
         # with reuse, the Gram at t = 1 too (the next step a Newton step); and q over every
         # column, the loss (a full round's) where that costs at most twice q_B: if the
         # block is solved there, the next full round is this one
         full = self.col_share is not None and 2 * self.col_share[cols].sum() >= 1
         self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1),
-                     **({"gram": True} if self.reuse else {}),
+                     **({"gram": True} if self.reuse and not self.model_ok else {}),
                      **({"full": True} if full else {})}
         return {"dcols": cols, "ddelta": d}
 
@@ -371,6 +374,9 @@ class LogRegAggregate(GLMAggregate):
                 self.next = {"kind": "newton", "cols": cols}  # the kept Gram is stale
                 return {"commit": 0.0}
             self._commit(cols, 1.0, change, dl1)
+            # the Gram's curvature along d was the loss's (to EPS_TOL of the model's
+            # curvature term): the Hessian barely moved, the kept Gram serves the next step
+            self.model_ok = abs(change - self.delta - self.curv) <= EPS_TOL * self.curv
             q = _sum(partials, "q")
             q = q[cols] if "full" in task else q
             if "gram" in task:  # a fresh Gram at the new point
