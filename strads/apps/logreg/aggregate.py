@@ -337,8 +337,10 @@ class LogRegAggregate(GLMAggregate):
         # column, the loss (a full round's) where that costs at most twice q_B: if the
         # block is solved there, the next full round is this one
         full = self.col_share is not None and 2 * self.col_share[cols].sum() >= 1
+        # (a factor's Gram is a gather of X's columns: kept only where it is a product)
+        stale = self.model_ok and _form(G) != "factor"
         self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1),
-                     **({"gram": True} if self.reuse and not self.model_ok else {}),
+                     **({"gram": True} if self.reuse and not stale else {}),
                      **({"full": True} if full else {})}
         return {"dcols": cols, "ddelta": d}
 
