@@ -80,6 +80,7 @@ class LogRegAggregate(GLMAggregate):
         self.delta = 0.0  # its predicted decrease g'd + lambda (|w + d| - |w|)
         self.curv = 0.0  # its curvature term d'Gd / 2n (the model: delta + curv)
         self.model_ok = False  # the last step's change was the model's: no fresh Gram next
+        self.kept_steps = 0  # steps whose trial built no fresh Gram (model_ok)
         self.fresh = False  # the direction comes from a Gram computed at this point
         self.tol_in, self.ws_steps, self.last_in = 0.0, 0, math.inf  # (as _choose_ws sets them)
         self.newton_steps = self.gram_rounds = self.backtracks = 0
@@ -339,6 +340,7 @@ class LogRegAggregate(GLMAggregate):
         full = self.col_share is not None and 2 * self.col_share[cols].sum() >= 1
         # (a factor's Gram is a gather of X's columns: kept only where it is a product)
         stale = self.model_ok and _form(G) != "factor"
+        self.kept_steps += stale
         self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1),
                      **({"gram": True} if self.reuse and not stale else {}),
                      **({"full": True} if full else {})}
@@ -432,6 +434,7 @@ class LogRegAggregate(GLMAggregate):
                 "line_search_backtracks": self.backtracks, "cd_passes": self.cd_passes,
                 "polished": self.polished, "dual_extrapolated": self.accel_used,
                 "gram_reused": self.reused, "gram_extended": self.extended,
+                "gram_kept": self.kept_steps,
                 "objective_rises": self.objective_rises, "grouped_updates": self.grouped}
 
 
