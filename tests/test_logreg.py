@@ -649,3 +649,45 @@ def test_logreg_round_robin_reaches_liblinear_on_the_built_in_problem():
     f = logreg.objective(X, y, res.model["coef"], lam)
     assert res.stop_reason == "tol" and f <= f_ref * (1 + 1e-9), (res.stop_reason,
                                                                  res.rounds, f, f_ref)
+
+
+def kept_gram_problem():
+    X, y, _ = make_problem(300, 150, corr=0.3, n_informative=15, dense=True, seed=1)
+    return X, y, 0.01 * logreg.lambda_max(X, y)
+
+
+def test_steps_from_a_kept_gram_reach_liblinears_optimum(tmp_path):
+    """A dense design at a small lambda: steps whose quadratic model matched the loss's
+    change build no fresh Gram for the next step (the kept one serves it), and the fit
+    still reaches liblinear's optimum, certified by its gap; resumed from a checkpoint
+    among those steps, it is the uninterrupted run bit for bit."""
+    X, y, lam = kept_gram_problem()
+    f_ref = logreg.objective(X, y, liblinear(X, y, lam), lam)
+    res = logreg.fit(X, y, lam=lam, tol=1e-8, quiet=True, workers=2)
+    f = logreg.objective(X, y, res.model["coef"], lam)
+    assert res.stop_reason == "tol" and res.extra["gram_kept"] > 0
+    assert f <= f_ref * (1 + 1e-9)
+    assert f - res.extra["duality_gap"] <= f_ref * (1 + 1e-12)  # (weak duality)
+    out = str(tmp_path / "part")
+    part = logreg.fit(X, y, lam=lam, tol=1e-8, quiet=True, workers=2, out=out,
+                      max_rounds=20, checkpoint_every=1e-3)  # (of 50: a kept-Gram step next)
+    assert part.stop_reason == "max_rounds" and part.extra["gram_kept"] > 0
+    resumed = logreg.fit(X, y, lam=lam, tol=1e-8, quiet=True, workers=2, out=out,
+                         resume=True)
+    assert resumed.rounds == res.rounds
+    assert resumed.model["coef"].tobytes() == res.model["coef"].tobytes()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_kept_gram_steps_under_mpi_are_the_in_process_run_bit_for_bit():
+    from mpi4py import MPI
+
+    X, y, lam = kept_gram_problem()
+    res = logreg.fit(X, y, lam=lam, tol=1e-8, quiet=True)
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        assert res is None
+        return
+    one = logreg.fit(X, y, lam=lam, workers=MPI.COMM_WORLD.Get_size() - 1, tol=1e-8,
+                     quiet=True, mpi=False)
+    assert res.extra["gram_kept"] > 0 and res.rounds == one.rounds
+    np.testing.assert_array_equal(res.model["coef"], one.model["coef"])

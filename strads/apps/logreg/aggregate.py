@@ -78,6 +78,9 @@ class LogRegAggregate(GLMAggregate):
         self.G = None  # the block's Gram, kept for the next steps on the same block
         self.d = None  # the pending direction on the block
         self.delta = 0.0  # its predicted decrease g'd + lambda (|w + d| - |w|)
+        self.curv = 0.0  # its curvature term d'Gd / 2n (the model: delta + curv)
+        self.model_ok = False  # the last step's change was the model's: no fresh Gram next
+        self.kept_steps = 0  # steps whose trial built no fresh Gram (model_ok)
         self.fresh = False  # the direction comes from a Gram computed at this point
         self.tol_in, self.ws_steps, self.last_in = 0.0, 0, math.inf  # (as _choose_ws sets them)
         self.newton_steps = self.gram_rounds = self.backtracks = 0
@@ -289,7 +292,7 @@ class LogRegAggregate(GLMAggregate):
         if self._inner_done(cols, q, False):
             return None
         self.G, self.G_cols = _gram(partials, cols.shape[0]), cols
-        self.fresh, self.slow = True, False
+        self.fresh, self.slow, self.model_ok = True, False, False
         return self._direction(cols, q)
 
     def _inner_done(self, cols, q, after_step):
@@ -330,12 +333,16 @@ class LogRegAggregate(GLMAggregate):
             self.next = {"kind": "full"} if self.fresh else {"kind": "newton", "cols": cols}
             return None
         self.d, self.delta = d, delta / self.n
+        self.curv = 0.5 * float(d @ _gram_times(G, d)) / self.n
         # with reuse, the Gram at t = 1 too (the next step a Newton step); and q over every
         # column, the loss (a full round's) where that costs at most twice q_B: if the
         # block is solved there, the next full round is this one
         full = self.col_share is not None and 2 * self.col_share[cols].sum() >= 1
+        # (a factor's Gram is a gather of X's columns: kept only where it is a product)
+        stale = self.model_ok and _form(G) != "factor"
+        self.kept_steps += stale
         self.next = {"kind": "trial", "cols": cols, "steps": np.ones(1),
-                     **({"gram": True} if self.reuse else {}),
+                     **({"gram": True} if self.reuse and not stale else {}),
                      **({"full": True} if full else {})}
         return {"dcols": cols, "ddelta": d}
 
@@ -371,6 +378,10 @@ class LogRegAggregate(GLMAggregate):
                 self.next = {"kind": "newton", "cols": cols}  # the kept Gram is stale
                 return {"commit": 0.0}
             self._commit(cols, 1.0, change, dl1)
+            # the model's curvature along d was the loss's, to half EPS_TOL on average (the
+            # Hessian at t = 1 is off by about twice that): the kept Gram's next step still
+            # cuts the violation to EPS_TOL, so no fresh Gram is built for it
+            self.model_ok = abs(change - self.delta - self.curv) <= 0.5 * EPS_TOL * self.curv
             q = _sum(partials, "q")
             q = q[cols] if "full" in task else q
             if "gram" in task:  # a fresh Gram at the new point
@@ -423,6 +434,7 @@ class LogRegAggregate(GLMAggregate):
                 "line_search_backtracks": self.backtracks, "cd_passes": self.cd_passes,
                 "polished": self.polished, "dual_extrapolated": self.accel_used,
                 "gram_reused": self.reused, "gram_extended": self.extended,
+                "gram_kept": self.kept_steps,
                 "objective_rises": self.objective_rises, "grouped_updates": self.grouped}
 
 
