@@ -6,8 +6,7 @@ Each test runs the app's command line in a child process whose address space is 
 (RLIMIT_AS: what it had after its imports plus a margin), as under ``ulimit -v``: the
 machine stays safe, and the project's rule (bad input: one clear line naming the file or
 flag and the problem, exit 2) is what each checks. The size checks' bound is
-strads.io.memory.physical_memory(): the physical memory, or less under such a cap. The
-strict xfails are defects still open."""
+strads.io.memory.physical_memory(): the physical memory, or less under such a cap."""
 import gzip
 import os
 import subprocess
@@ -129,10 +128,6 @@ else:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="strads.load decompresses a model.npz member of any "
-                   "size: its check is the header's shape against the member's stored "
-                   "(uncompressed) size, never memory; a 4.7 MB folder holding a 1 GiB coef "
-                   "loads with a 2.3 GB peak (10 GB inside a ~45 MB file: past this machine)")
 def test_load_refuses_a_compressed_model_past_memory(tmp_path):
     import numpy as np
 

@@ -6,6 +6,7 @@ import zipfile
 import numpy as np
 
 from ..errors import DataError
+from ..io import memory
 
 _CLASSES = {"lasso": "Lasso", "logreg": "SparseLogisticRegression",
             "mf": "MatrixFactorization", "lda": "LDA"}
@@ -135,8 +136,12 @@ class _Model:
                 hshape, _, dtype = read(f)
             if dtype.hasobject:
                 raise self.error(key, "an object array (strads never loads pickles)")
-            if np.prod(hshape, dtype=object) * dtype.itemsize > self.sizes[key]:
+            nbytes = np.prod(hshape, dtype=object) * dtype.itemsize
+            if nbytes > self.sizes[key]:
                 raise self.error(key, f"shape {hshape} needs more bytes than stored")
+            too = memory.beyond(2 * nbytes)  # (its decompressed bytes, then the array)
+            if too:
+                raise self.error(key, f"shape {hshape} would need {too}")
             with np.load(self.file, allow_pickle=False) as npz:
                 a = npz[key]
         except DataError:

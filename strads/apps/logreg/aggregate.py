@@ -416,12 +416,7 @@ class LogRegAggregate(GLMAggregate):
     def finish(self, collected):
         # the objective at the final model, from the workers' exact losses
         loss = sum(float(c["loss"]) for c in collected)
-        self.primal = loss / self.n + self.lam * float(np.abs(self.w).sum())
-        if self.trial and self.primal > self.anchor[1] * (1 + self.rise):
-            # Jacobi steps not judged yet raised it: the model is the last accepted point
-            for _, cols, delta, _ in self.trial:
-                self.w[cols] -= delta
-            self.primal = self.anchor[1]
+        self.primal = self._settle(loss / self.n + self.lam * float(np.abs(self.w).sum()))
         model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
         if self.classes is not None:
             model["classes"] = np.asarray(self.classes)
