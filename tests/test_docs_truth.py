@@ -6,8 +6,6 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 from conftest import ROOT, run_cli
 
 TINY_MF = ["--n-users", "60", "--n-items", "40", "--n-ratings", "900", "--rank", "2",
@@ -18,6 +16,13 @@ def _help(module):
     env = {**os.environ, "COLUMNS": "10000"}  # (no flag name broken over two lines)
     return subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
                           text=True, cwd=ROOT, timeout=120, env=env).stdout
+
+
+def _flag_help(module, start, end):
+    """A flag's help in ``module --help`` (on one line): from ``start`` to ``end``."""
+    text = " ".join(_help(module).split())
+    at = text.index(start)
+    return text[at:text.index(end, at)]
 
 
 def test_resume_takes_an_apps_own_stopping_rule_and_display_flags(tmp_path):
@@ -43,9 +48,7 @@ def test_resume_takes_an_apps_own_stopping_rule_and_display_flags(tmp_path):
 
 
 def test_resume_help_names_every_flag_a_resume_may_change():
-    text = " ".join(_help("strads.apps.lasso").split())
-    start = text.index("--resume continue")
-    resume = text[start:text.index("--scheduler {rank", start)]
+    resume = _flag_help("strads.apps.lasso", "--resume continue", "--scheduler {rank")
     assert "--log-interval" in resume  # (the slice is --resume's help)
     assert "stall-warn" in resume, resume
 
@@ -90,8 +93,6 @@ def test_tol_zero_help_says_the_apps_own_end_still_applies():
 
 
 def test_lda_vocab_help_names_every_file_it_picks_up():
-    text = " ".join(_help("strads.apps.lda").split())
-    start = text.index("--vocab PATH vocabulary")
-    vocab = text[start:text.index("--min-count", start)]
+    vocab = _flag_help("strads.apps.lda", "--vocab PATH vocabulary", "--min-count")
     assert "<stem>.tokens" in vocab  # (the slice is --vocab's help)
     assert "vocab.txt" in vocab, vocab

@@ -513,20 +513,27 @@ def test_dense_p_above_n_sends_factors_and_reaches_liblinear(workers, monkeypatc
 
 
 @pytest.mark.mpi(min_size=2)
-def test_dense_factors_under_mpi_are_the_in_process_run_bit_for_bit():
+@pytest.mark.parametrize("case", ["dense factors", "kept Gram"])
+def test_dense_logreg_under_mpi_is_the_in_process_run_bit_for_bit(case):
     """Dense factors: the form is decided by each worker's rows, so as many workers decide
-    alike in one process and under mpiexec."""
+    alike in one process and under mpiexec. A kept Gram: steps whose quadratic model
+    matched build none, alike too."""
     from mpi4py import MPI
 
-    X, y, _ = logreg_problem(60, 400, corr=0.3, n_informative=20, dense=True, seed=4)
-    lam = 0.02 * logreg.lambda_max(X, y)
-    res = logreg.fit(X, y, lam=lam, tol=1e-10, quiet=True)
+    if case == "dense factors":
+        X, y, _ = logreg_problem(60, 400, corr=0.3, n_informative=20, dense=True, seed=4)
+        lam, tol = 0.02 * logreg.lambda_max(X, y), 1e-10
+    else:
+        from test_logreg import kept_gram_problem
+        (X, y, lam), tol = kept_gram_problem(), 1e-8
+    res = logreg.fit(X, y, lam=lam, tol=tol, quiet=True)
     if MPI.COMM_WORLD.Get_rank() != 0:
         assert res is None
         return
-    one = logreg.fit(X, y, lam=lam, workers=MPI.COMM_WORLD.Get_size() - 1, tol=1e-10,
+    one = logreg.fit(X, y, lam=lam, workers=MPI.COMM_WORLD.Get_size() - 1, tol=tol,
                      quiet=True, mpi=False)
     assert res.rounds == one.rounds
+    assert case == "dense factors" or res.extra["gram_kept"] > 0
     np.testing.assert_array_equal(res.model["coef"], one.model["coef"])
 
 

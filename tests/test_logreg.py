@@ -676,18 +676,3 @@ def test_steps_from_a_kept_gram_reach_liblinears_optimum(tmp_path):
                          resume=True)
     assert resumed.rounds == res.rounds
     assert resumed.model["coef"].tobytes() == res.model["coef"].tobytes()
-
-
-@pytest.mark.mpi(min_size=2)
-def test_kept_gram_steps_under_mpi_are_the_in_process_run_bit_for_bit():
-    from mpi4py import MPI
-
-    X, y, lam = kept_gram_problem()
-    res = logreg.fit(X, y, lam=lam, tol=1e-8, quiet=True)
-    if MPI.COMM_WORLD.Get_rank() != 0:
-        assert res is None
-        return
-    one = logreg.fit(X, y, lam=lam, workers=MPI.COMM_WORLD.Get_size() - 1, tol=1e-8,
-                     quiet=True, mpi=False)
-    assert res.extra["gram_kept"] > 0 and res.rounds == one.rounds
-    np.testing.assert_array_equal(res.model["coef"], one.model["coef"])

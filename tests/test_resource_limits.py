@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import zipfile
-import zlib
 
 import pytest
 
