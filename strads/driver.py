@@ -694,7 +694,7 @@ def _in_process(setup, update, workers, threads, signals, kw):
     limit = _transport.max_threads() if threads else None
     if limit is not None and workers > limit:  # (before a pool a worker: minutes, GBs)
         raise DataError(f"workers {workers}: more worker threads than this process may "
-                        f"start ({limit:,}: ulimit -u or the kernel's threads-max)")
+                        f"start ({limit:,}: ulimit -u, or the kernel's threads-max or pid_max)")
     _outputs.check_out(kw["out"])
     tp = _transport.InProcess(int(workers), threads=threads)
     tp.handlers = [W.WorkerHost(update, signals, w, tp.peers(w)).handle

@@ -234,7 +234,8 @@ class _ThreadPeers(Peers):
 
 def max_threads():
     """The threads this process may start, at most (``ulimit -u``, the kernel's
-    threads-max; the lower), or None where the system does not say."""
+    threads-max and pid_max: a thread takes an id; the lowest), or None where the system
+    does not say."""
     out = []
     try:
         import resource
@@ -244,11 +245,12 @@ def max_threads():
             out.append(soft)
     except (ImportError, ValueError, OSError, AttributeError):
         pass
-    try:
-        with open("/proc/sys/kernel/threads-max") as f:
-            out.append(int(f.read()))
-    except (OSError, ValueError):
-        pass
+    for name in ("threads-max", "pid_max"):
+        try:
+            with open(f"/proc/sys/kernel/{name}") as f:
+                out.append(int(f.read()))
+        except (OSError, ValueError):
+            pass
     return min(out) if out else None
 
 

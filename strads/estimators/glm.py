@@ -461,4 +461,3 @@ def _validated(est, X, y, **kw):
     if sp.issparse(X) and len(X.shape) == 2:
         check_size("X", *X.shape, nnz=X.nnz)
     return validate_data(est, X, y, accept_sparse="csc", dtype=np.float64, **kw)
-

@@ -36,11 +36,9 @@ def _caps():
             out["physical"] = n
     except (ValueError, OSError, AttributeError):
         pass
-    with suppress(ImportError, ValueError, OSError):
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY and soft > 0:
+    soft = _address_space()
+    if soft is not None:
+        with suppress(ValueError, OSError):
             with open("/proc/self/statm") as f:  # (pages mapped now)
                 mapped = int(f.read().split()[0]) * int(os.sysconf("SC_PAGE_SIZE"))
             out["address space"] = max(soft - mapped, 1)
@@ -62,13 +60,7 @@ def memory_limits():
     """Bounds, in bytes, on what this process may use, those it can tell: its
     address-space limit (``ulimit -v``), and the physical memory (or the cgroup's limit,
     if lower) divided among the MPI ranks of this host (else of the job)."""
-    out = []
-    with suppress(ImportError, ValueError, OSError):
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY and soft > 0:
-            out.append(soft)
+    out = [] if _address_space() is None else [_address_space()]
     phys = _caps().get("physical")
     if phys is not None:
         phys = min([phys] + _cgroup_limits())
@@ -77,6 +69,17 @@ def memory_limits():
             "OMPI_COMM_WORLD_SIZE") if os.environ.get(v, "").isdigit()]
         out.append(phys // (ranks + [1])[0])
     return out
+
+
+def _address_space():
+    """The address-space limit (``ulimit -v``) in bytes, or None."""
+    with suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            return soft
+    return None
 
 
 @lru_cache(maxsize=1)  # (read once a process: every fit of a GridSearchCV asks)
