@@ -17,6 +17,7 @@ import sys
 from . import params as P
 from .errors import DataError
 from .outputs import jsonable
+from . import transport as _transport
 from .transport import launched, start_together
 # the flags' types, for apps that add flags of their own
 from .params import nonneg_float, nonneg_int, pos_float, pos_int, unit_float  # noqa: F401
@@ -94,7 +95,7 @@ def parser(module, description="", max_rounds=None, tol=0.0, tol_note=""):
     defaults; ``tol_note``: why this app's tol is what it is), for an app's own to be
     added to (:func:`add_flags`). ``module``: the app's module name, or its script's
     path ending in .py."""
-    run = f"python {module}" if module.endswith(".py") else f"python -m {module}"
+    run = prog_name(module)
     p = _Parser(
         prog=run, description=description, formatter_class=_Formatter,
         epilog=f"Under MPI: mpiexec -n N {run} [flags] runs the scheduler on "
@@ -110,6 +111,11 @@ def parser(module, description="", max_rounds=None, tol=0.0, tol_note=""):
 
 
 add_flags = P.add_flags
+
+
+def prog_name(module):
+    """How the app is run: argparse's ``prog``, and the prefix of its every error line."""
+    return f"python {module}" if module.endswith(".py") else f"python -m {module}"
 
 
 def engine_kwargs(args):
@@ -129,9 +135,11 @@ def engine_kwargs(args):
                 flags=flags)
 
 
-def main(prog, fn, args):
-    """Run ``fn(args)``; print the summary on the scheduler rank; bad input -> one line.
-    Exit codes: 2 bad input, 3 a diverged objective, 128 + N stopped by signal N."""
+def main(module, fn, args):
+    """Run ``fn(args)``; print the summary on the scheduler rank; bad input -> one line,
+    as argparse's (``module`` as for :func:`parser`). Exit codes: 2 bad input, 3 a
+    diverged objective, 128 + N stopped by signal N."""
+    prog = _transport.PROG = prog_name(module)  # (under mpiexec a rank's abort says it too)
     try:
         result = fn(args)
     except DataError as e:  # (under mpiexec: on every rank before the run, or agreed)

@@ -113,7 +113,7 @@ class Driver:
             if len(parts) != self.K:
                 raise ValueError(f"setup returned {len(parts)} schedules for {self.K} "
                                  "schedulers")
-            self.schedule = Split(parts, self.tp)
+            self.schedule = Split(parts, self.tp, self.signals)
         api.check_app(self.app, self.schedule.first if self.K > 1 else self.schedule,
                       self.update_cls, self.aggregate)
         digest = bool(self.every or self.resume)
@@ -491,10 +491,11 @@ class Driver:
 class Split(api.Schedule):
     """The driver's schedule with ``--schedulers K``: schedule 0 runs here, schedule k
     on rank k (in one process: here too, on copies, as under MPI); a round asks every one
-    for its part at once, with the aggregate's news, and combines their answers."""
+    for its part at once, with the aggregate's news, and combines their answers; a
+    scheduler rank's signal becomes this rank's."""
 
-    def __init__(self, parts, tp):
-        self.parts, self.tp, self.K = list(parts), tp, len(parts)
+    def __init__(self, parts, tp, signals):
+        self.parts, self.tp, self.K, self.signals = list(parts), tp, len(parts), signals
         self.combine = type(parts[0]).combine
         self.first = parts[0]
         self.hosts = [W.SchedulerHost() for _ in range(self.K)]
@@ -527,6 +528,7 @@ class Split(api.Schedule):
     def schedule(self, round):
         answers = self._ask([W.Plan(round, n) for n in self.news])
         self.news = [[] for _ in range(self.K)]
+        self.signals.signum = self.signals.signum or max(a.signum or 0 for a in answers)
         return self.combine([a.task for a in answers])
 
     def stop(self):  # the other scheduler ranks stop (before rank 0's count, which has it)
@@ -736,7 +738,7 @@ def _under_mpi(setup, update, scheduler, signals, kw):
                 if out and tp.rank == 0:  # (leaderless: rank 0 writes)
                     result.write(out)
             elif tp.rank < kw["schedulers"]:
-                W.schedule_serve(tp)
+                W.schedule_serve(tp, signals)
             else:
                 W.serve(tp, update, signals, kw["app"], kw["stall_warn"])
             tp.close()

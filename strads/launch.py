@@ -226,7 +226,9 @@ def _run_once(cmd, folder, env, resumed=None):
         listener.bind(sock_path)  # (a path over the socket name limit: pidfds alone)
         listener.listen(1024)
         watch.register(listener.fileno(), select.POLLIN)
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
+    # its own process group: a terminal's Ctrl-C reaches the launcher alone, which passes
+    # it on once (a second SIGINT makes mpiexec abort the job without its outputs)
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, preexec_fn=os.setpgrp)
     lost, here, beats, read_at, went_on = None, socket.gethostname(), {}, 0.0, None
     try:
         while proc.poll() is None:
@@ -270,10 +272,10 @@ def _run_once(cmd, folder, env, resumed=None):
                     beats = _read_beats(folder)  # rank 0's round now
                     lost = {**beats.get(k, {"rank": k, "pid": None, "host": here,
                                             "round": 0}), "t": time.monotonic()}
-    except KeyboardInterrupt:  # the user's: pass it on, then wait for the job's end
+    except KeyboardInterrupt:  # the user's: pass it on; the job stops at a round
         proc.send_signal(signal.SIGINT)
         proc.wait()
-        raise
+        return proc.returncode, None, 0, None
     except _Terminated:  # the same for SIGTERM (mpiexec does not pass it on: this host's
         # ranks get it from their heartbeats' pids): the job stops at a round
         for b in _read_beats(folder).values():
@@ -301,12 +303,25 @@ def _run_once(cmd, folder, env, resumed=None):
     return proc.returncode, lost, last_round, went_on
 
 
-def _checkpoint_round(out):
+def _checkpoint_round(out, earlier=None):
+    """The round of the checkpoint in ``out``; None if there is none, or if it is still
+    ``earlier`` (the manifest's bytes before this run: an earlier run's checkpoint)."""
     from .outputs import read_json
 
+    path = os.path.join(out, "checkpoint", "manifest.json")
     try:
-        return int(read_json(os.path.join(out, "checkpoint", "manifest.json"))["round"])
+        if earlier is not None and _read_bytes(path) == earlier:
+            return None
+        return int(read_json(path)["round"])
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
         return None
 
 
@@ -401,6 +416,9 @@ def main(argv=None):
     if mpiexec is None:
         p.error(f"--mpiexec {a.mpiexec}: no such executable" if a.mpiexec else
                 f"no mpiexec beside this Python ({beside}) or on PATH: give --mpiexec PATH")
+    # a checkpoint in --out from before this run is no restart's (unless it resumes)
+    earlier = (None if out is None or "--resume" in args else
+               _read_bytes(os.path.join(out, "checkpoint", "manifest.json")))
     folder = tempfile.mkdtemp(prefix="strads-launch-")
     signal.signal(signal.SIGTERM, _terminated)
     try:
@@ -430,7 +448,7 @@ def main(argv=None):
                 return code  # the app stopped by itself (bad input, an error, a signal)
             who = (f"rank {lost['rank']} (pid {lost['pid']} on {lost['host']})" if lost
                    else "a rank")
-            resume = _checkpoint_round(out) if out else None
+            resume = _checkpoint_round(out, earlier) if out else None
             # rank 0's heartbeat is up to BEAT old: the round reached is at least the
             # checkpoint's
             at = max(at, resume or 0)
@@ -459,6 +477,8 @@ def main(argv=None):
             ranks = left
     except _Terminated:  # between two jobs
         return 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

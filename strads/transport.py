@@ -19,6 +19,7 @@ from ._wait import Waiter, _cores, stall_watch, transfer, wait
 TAG = 11  # control plane: rank 0 and a worker, one to one
 TREE = 12  # control plane: the rounds, along the workers' tree
 SCHED = 13  # rank 0 and another scheduler rank (``schedulers`` > 1)
+PROG = ""  # the program's name that starts a one-line error (set by strads.cli.main)
 _ALIGN = 64
 
 
@@ -347,7 +348,7 @@ class Job:
         """End every rank of the job now, after printing why on this rank's stderr: its
         traceback, or (``brief``: bad input) its message alone."""
         if brief:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"{PROG + ': ' if PROG else ''}error: {exc}", file=sys.stderr)
         else:
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             print(f"### rank {self.rank} of {self.size} on {socket.gethostname()}\n{tb}",

@@ -28,7 +28,8 @@ Ready, RoundResult, Timed, Moved, Collected = (namedtuple(*r) for r in (
     ("Ready", "report"), ("RoundResult", "round newest oldest signum partials written"),
     ("Timed", "busy rows"), ("Moved", "rows"), ("Collected", "model usage written")))
 Begin, Plan, Part, Stop = (namedtuple(*r) for r in (
-    ("Begin", "schedule reports"), ("Plan", "round news"), ("Part", "task"), ("Stop", "")))
+    ("Begin", "schedule reports"), ("Plan", "round news"), ("Part", "task signum"),
+    ("Stop", "")))
 
 
 class WorkerHost:
@@ -241,9 +242,13 @@ class WorkerHost:
 
 
 class SchedulerHost:
-    """One of the schedules of ``--schedulers K``."""
+    """One of the schedules of ``--schedulers K``; its answers carry its rank's signal
+    (a SIGTERM to a scheduler rank stops the run at a round, as to any rank)."""
 
     schedule = None
+
+    def __init__(self, signals=None):
+        self.signals = signals
 
     def handle(self, msg):
         if type(msg) is Begin:
@@ -252,7 +257,7 @@ class SchedulerHost:
             return Ready(None)
         for n in msg.news:  # a Plan
             self.schedule.feedback(n)
-        return Part(self.schedule.schedule(msg.round))
+        return Part(self.schedule.schedule(msg.round), self.signals and self.signals.signum)
 
 
 def serve(tp, update_cls, signals, app, stall_warn):
@@ -278,9 +283,9 @@ def serve(tp, update_cls, signals, app, stall_warn):
             return
 
 
-def schedule_serve(tp):
+def schedule_serve(tp, signals):
     """A scheduler rank's loop (``--schedulers K``, ranks 1..K-1)."""
-    host = SchedulerHost()
+    host = SchedulerHost(signals)
     while True:
         msg = tp.from_scheduler(0)
         if type(msg) is Stop:

@@ -443,7 +443,7 @@ def test_cli_topics_of_10_9_names_the_flag_and_the_size(tmp_path):
     line = refused(cli("--data", f, "--topics", 10 ** 9), "--topics 1000000000: ",
                    "the word-topic counts (1,000 words x 1,000,000,000 topics) need "
                    f"{fmt_bytes(need)}", "more than this process's")
-    assert line.startswith("strads.apps.lda: error: --topics")
+    assert line.startswith("python -m strads.apps.lda: error: --topics")
     # the built-in corpus is checked before it is drawn (its topics: K x V floats)
     refused(cli("--topics", 10 ** 9), "the built-in corpus of --topics 1000000000 x "
                                       "--n-words 1000 (its topics) needs")

@@ -413,7 +413,8 @@ def test_cli_bad_input_one_line(tmp_path):
     f.write_text("user,item,rating\n1,2,3\n1,2,abc\n")
     p = run_cli(["strads.apps.mf", "--data", str(f), "--quiet"])
     assert p.returncode == 2
-    assert p.stderr.strip() == f"strads.apps.mf: error: {f}:3: rating 'abc' is not a number"
+    assert p.stderr.strip() == (f"python -m strads.apps.mf: error: {f}:3: rating 'abc' is "
+                                "not a number")
     p = run_cli(["strads.apps.mf", "--rank", "0"])
     assert p.returncode == 2 and "--rank" in p.stderr
 
@@ -684,7 +685,7 @@ def test_early_stop_needs_a_held_out_set(tmp_path):
     p = run_cli(["strads.apps.mf", "--data", str(f), "--early-stop", "2", "--quiet",
                  "--validation-fraction", "0"])
     assert p.returncode == 2
-    assert p.stderr.strip() == ("strads.apps.mf: error: --early-stop 2 with "
+    assert p.stderr.strip() == ("python -m strads.apps.mf: error: --early-stop 2 with "
                                 "--validation-fraction 0 stops on the held-out set: give "
                                 "--test-fraction or --test-data")
     p = run_cli(ES_CLI + ["--early-stop", "2", "--test-fraction", "0"])

@@ -462,7 +462,7 @@ def test_overflowing_penalty_and_arrays(memory):
 
 # -- the command line ------------------------------------------------------------------------
 def test_cli_refusals_one_line(tmp_path):
-    E = "strads.apps.mf: error: "
+    E = "python -m strads.apps.mf: error: "
     garbage = write(tmp_path, "garbage", os.urandom(2000) + b"\0")
     cli_refused(["--data", str(garbage)], E + f"{garbage}:{_nul_line(garbage)}: binary "
                                               "data (a NUL byte), not a text rating file")
@@ -521,7 +521,7 @@ def test_cli_every_float_flag_refuses_non_finite():
 def test_cli_flag_conflicts_before_reading(tmp_path):
     missing = tmp_path / "not-there"  # not read: the flags alone are wrong
     cli_refused(["--data", str(missing), "--test-data", str(missing), "--test-fraction",
-                 "0.2"], "strads.apps.mf: error: give --test-data or --test-fraction, not "
+                 "0.2"], "python -m strads.apps.mf: error: give --test-data or --test-fraction, not "
                          "both")
     cli_refused(["--data", str(missing), "--test-fraction", "1"],
-                "strads.apps.mf: error: --test-fraction must be in [0, 1), got 1.0")
+                "python -m strads.apps.mf: error: --test-fraction must be in [0, 1), got 1.0")

@@ -169,7 +169,7 @@ def test_under_mpiexec_usage_and_errors_are_said_once(tmp_path):
     bad.write_text("1 1:2\nx 3:4\n")
     p = run_cli(["strads.apps.lasso", "--data", str(bad)], np=3)
     assert p.returncode == 2
-    assert p.stderr == f"error: {bad}:2: label 'x' is not a number\n"
+    assert p.stderr == f"python -m strads.apps.lasso: error: {bad}:2: label 'x' is not a number\n"
     for flags, said in [(["--target", str(bad)], "would replace the y that --data"),
                         (["--n-samples", "10"], "--n-samples describes the built-in")]:
         p = run_cli(["strads.apps.lasso", "--data", str(bad), *flags], np=3)
@@ -195,7 +195,7 @@ def test_under_mpiexec_a_refusal_on_one_rank_ends_the_job_said_once(refusing):
     p = subprocess.run([mpiexec(), *ranks[0], ":", *ranks[1], ":", *ranks[2]],
                        capture_output=True, text=True, timeout=240, env=child_env())
     assert p.returncode == 2, p.stderr
-    assert p.stderr == ("strads.apps.lasso: error: STRADS_TEST_HOOK='bad': expected "
+    assert p.stderr == ("python -m strads.apps.lasso: error: STRADS_TEST_HOOK='bad': expected "
                         "MODULE:FUNCTION[:ARG...] naming a function that Python can "
                         "import\n")
 

@@ -11,6 +11,7 @@ from ... import api
 from ... import driver
 from ...errors import DataError
 from ...io.memory import memory_limits
+from ...io.source import Content
 from ...params import ENGINE, Param, check
 from . import kernels as K
 from . import split
@@ -256,7 +257,10 @@ class Datafit:
 
         def setup(ctx):
             if self.data.needs_rank0(path):
-                return whole(ctx)
+                sched, agg, shards = whole(ctx)
+                for shard in shards:  # (a resume on other workers checks the files)
+                    shard["content"] = Content(path, target)
+                return sched, agg, shards
             agg = self.later(lam, lambda_ratio, ctx, options)
             shard = self.shard(path, target, options)
             if schedule == "priority":  # (its filter runs on the workers: the norms)
