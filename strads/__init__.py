@@ -3,7 +3,23 @@
 A custom app subclasses :class:`Schedule`, :class:`Update` and :class:`Aggregate` and
 starts with :func:`run`; the same code runs in one process or under ``mpiexec``.
 """
-from . import _cache
+import os
+import sys
+
+
+def _interrupted(kind, value, tb, default=sys.excepthook):
+    """A Ctrl-C no code catches (while a command line's ranks import numpy and numba):
+    exit 130, as an interrupted run does, with one line rather than a traceback a rank."""
+    if not issubclass(kind, KeyboardInterrupt):
+        return default(kind, value, tb)
+    if os.environ.get("PMI_RANK", "0") == "0":
+        print("strads: interrupted while starting", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+if sys.argv[:1] == ["-m"]:  # imported to run one of strads' command lines
+    sys.excepthook = _interrupted
+from . import _cache  # noqa: E402
 
 _cache.check()  # before any kernel is loaded from numba's cache
 from . import cli  # noqa: E402  (strads.cli.run_app, parser, main: docs/extending.md)

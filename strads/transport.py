@@ -480,9 +480,11 @@ class MPITransport(_OnMPI):
     def reply(self, msg):
         self._send_to(0, msg)
 
-    def recv_broadcast(self):
-        """The next broadcast, passed on to this worker's children in the tree."""
-        frame = self._recv_from(self._wrank(self.parent), tag=TREE, raw=True)
+    def recv_broadcast(self, watch=None):
+        """The next broadcast, passed on to this worker's children in the tree;
+        ``watch(parent)`` gives the wait's watch (its parent: -1 for rank 0)."""
+        frame = self._recv_from(self._wrank(self.parent), watch and watch(self.parent),
+                                tag=TREE, raw=True)
         for c in self.children:
             self._send_to(self._wrank(c), None, frame, tag=TREE)
         msg = unpack(frame)

@@ -269,14 +269,17 @@ def serve(tp, update_cls, signals, app, stall_warn):
         tp.reply(host.handle(msg))
         if type(msg) is Init:
             break
-    while True:
-        msg = tp.recv_broadcast()
+    def whom(w):
+        return "rank 0 (the scheduler)" if w < 0 else f"worker {w} (rank {w + tp.offset})"
+    while True:  # (a stalled scheduler is named by its workers, as they are by it)
+        msg = tp.recv_broadcast(stall_warn and (
+            lambda p: stall_watch(app, stall_warn, None, tp.rank, whom(p))))
         reply = host.handle(msg)
         if type(msg) is Step:
             if reply is not None:
                 tp.reply_gathered(reply, merge, stall_warn and (
-                    lambda c, r=reply.round: stall_watch(
-                        app, stall_warn, r, tp.rank, f"worker {c} (rank {c + tp.offset})")))
+                    lambda c, r=reply.round: stall_watch(app, stall_warn, r, tp.rank,
+                                                         whom(c))))
         elif reply is not None:
             tp.reply(reply)
         if type(msg) is Collect:
