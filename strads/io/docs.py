@@ -11,8 +11,8 @@ import numpy as np
 from numba import njit
 
 from .numbers import NB
-from .source import count_lines
-from .uci import line_bytes, nul
+from .source import count_lines, line_at
+from .uci import nul
 
 _FNV = np.uint64(0xcbf29ce484222325)
 _PRIME = np.uint64(0x100000001b3)
@@ -323,7 +323,8 @@ def scan(blocks, path, stop_words, limit, check, line=0):
                 continue
             lineno = blk.line(ls)
             if st == 1:  # NUL, or a character that lower-casing changes
-                raw, nxt = line_bytes(b, ls, True)
+                raw = line_at(b, ls, universal=True)
+                nxt = min(ls + len(raw) + 1, b.shape[0])
                 text = raw.decode("utf-8", errors="replace")
                 if "\0" in text:
                     raise nul(path, lineno)

@@ -7,8 +7,8 @@ from numba import njit
 
 from ..errors import DataError
 from .numbers import NB, scan_int_inline
-from .source import count_lines
-from .uci import INT32_MAX, bad_count, field_end, integer, line_bytes, nul, skip_ws
+from .source import count_lines, line_at
+from .uci import INT32_MAX, bad_count, field_end, integer, nul, skip_ws
 
 
 @njit(_nrt=False, **NB)
@@ -113,7 +113,8 @@ def scan(blocks, path, n_words, limit, check, line=0):
                 break
             lineno = blk.line(ls)
             if st == 1:
-                raw, nxt = line_bytes(b, ls)
+                raw = line_at(b, ls)
+                nxt = min(ls + len(raw) + 1, b.shape[0])
                 pairs = parse_line(raw, path, lineno, n_words)
                 if pairs is not None:
                     for w, c in pairs:

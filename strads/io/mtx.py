@@ -6,7 +6,7 @@ from numba import njit
 
 from ..errors import DataError
 from ..transport import Peers
-from .agree import agree, attempt, group_starts, grouped, refuse, route
+from .agree import agree, attempt, group_starts, grouped, owners, refuse, route
 from .numbers import BIG, NB, py_float, scan_float_inline, scan_int, scan_int_inline
 from .source import Text, line_at, line_number, line_range
 from .svmlight import (WORDS, by_name, check_size, csc, open_text, refuse_control, short,
@@ -345,10 +345,8 @@ def read_part(peers, path, whole=False):
         from ..api import split_balanced
 
         cuts = split_balanced(peers.allreduce(np.bincount(rows, minlength=m)), W)
-        owner = np.searchsorted(cuts, rows, side="right") - 1
-        rows, cols, vals = route(peers, owner, [rows, cols, vals])
+        rows, cols, vals = route(peers, owners(cuts, rows), [rows, cols, vals])
         rows -= itype(cuts[w])
-        del owner
     indptr = group_starts(cols, p)  # CSC, each column's rows in arrival order
     indices, data = grouped(cols, indptr, rows), grouped(cols, indptr, vals)
     del rows, cols, vals

@@ -380,15 +380,11 @@ def line_number(src, offset, universal=False):
     return n
 
 
-def line_at(buf, ls, cap=None):
-    """The line of array ``buf`` starting at byte ``ls``, without its \\n (at most
-    ``cap`` bytes)."""
+def line_at(buf, ls, cap=None, universal=False):
+    """The line of array ``buf`` starting at byte ``ls``, without its end (\\n, or with
+    ``universal`` a lone \\r too), at most ``cap`` bytes."""
     n = buf.shape[0] if cap is None else min(buf.shape[0], ls + cap)
-    stop, chunk = ls, 256  # short lines are the rule: look a little further each time
-    while stop < n:
-        hit = np.flatnonzero(buf[stop:min(stop + chunk, n)] == 10)
-        if hit.size:
-            return buf[ls:stop + hit[0]].tobytes()
-        stop += chunk
-        chunk *= 2
-    return buf[ls:n].tobytes()
+    e = _next_start(buf, ls + 1, n, universal)
+    if e > ls and (buf[e - 1] == 10 or (universal and buf[e - 1] == 13)):
+        e -= 1
+    return buf[ls:e].tobytes()

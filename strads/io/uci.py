@@ -6,7 +6,7 @@ from numba import njit
 
 from ..errors import DataError
 from .numbers import NB, scan_int_inline
-from .source import Text
+from .source import Text, line_at
 
 INT32_MAX = 2 ** 31 - 1
 # The corpus readers' words for other compressions and a broken stream
@@ -37,16 +37,6 @@ def bad_count(c, path, lineno):
         raise DataError(f"{path}:{lineno}: count {c} must be a positive integer")
     raise DataError(f"{path}:{lineno}: count {c} is too large: at most {INT32_MAX} "
                     "(counts are 32-bit)")
-
-
-def line_bytes(b, ls, universal=False):
-    """The line starting at ls of block b, and the start of the next one."""
-    e = ls
-    n = b.shape[0]
-    while e < n and b[e] != 10 and not (universal and b[e] == 13 and (
-            e + 1 >= n or b[e + 1] != 10)):
-        e += 1
-    return b[ls:e].tobytes(), min(e + 1, n)
 
 
 @njit(**NB)
@@ -220,7 +210,8 @@ def scan(blocks, path, n_docs, n_words, limit, check, size=None):
                 break
             lineno = blk.line(ls)
             if st == 1:  # the reference judges the line: raises, or takes it
-                raw, nxt = line_bytes(b, ls)
+                raw = line_at(b, ls)
+                nxt = min(ls + len(raw) + 1, b.shape[0])
                 got = parse_line(raw, path, lineno, n_docs, n_words)
                 if got is not None:
                     docs[n], words[n], counts[n] = got[0] - 1, got[1] - 1, got[2]

@@ -458,12 +458,9 @@ FORMATS = ("auto", "uci", "ldac", "text")
 
 
 def load(path, fmt="auto", vocab=None, min_count=2):
-    """Read a corpus; ``fmt`` auto: the format its first lines show (:func:`sniff`: UCI
-    bag-of-words, LDA-C, else plain text). ``vocab``: word list
-    file (UCI/LDA-C; by default looked for beside ``path``: vocab.<name>.txt,
-    <stem>.tokens, <stem>.vocab, vocab.txt, each also gzipped). Any input may be
-    gzip-compressed (detected by its first bytes) and may start with a UTF-8 BOM.
-    Returns ``(X, vocab)``, the whole corpus (one worker's :func:`read_part`)."""
+    """``(X, vocab)``: the whole corpus (one worker's :func:`read_part`); ``fmt`` auto: by
+    :func:`sniff`; ``vocab``: the word list of UCI/LDA-C data (default: :func:`guess_vocab`).
+    Any input may be gzip-compressed and may start with a UTF-8 BOM."""
     p = read_part(path, fmt, vocab, min_count)
     return sp.csr_matrix((p.counts, p.indices, p.indptr), shape=(p.n_docs, p.n_words)), p.vocab
 

@@ -87,15 +87,8 @@ def _check_values(t):
 
 
 def read_ratings(path):
-    """Read a rating file: MatrixMarket (``%%MatrixMarket`` banner) or delimited triplets,
-    plain or gzip-compressed (told by the magic bytes), with or without a UTF-8 BOM.
-    Delimited: ``user item rating [timestamp ...]`` per line, tab, comma or blank
-    separated (told by the first rating line), an optional header line before the first
-    rating (a line whose first three fields are all not numbers, as in MovieLens
-    ``ratings.csv``), ``#`` and ``%`` comment lines; fields after the third ignored.
-    MatrixMarket ``coordinate real|integer general``: row = user, column = item, both
-    1-based and within the declared size (which only bounds the ids: nothing is sized by
-    it); the size line's entry count must match the entries."""
+    """Read a rating file, MatrixMarket or delimited triplets, plain or gzip-compressed
+    (the formats: :mod:`strads.io.ratings`, docs/apps/mf.md)."""
     lay = rating_io.Layout(path)
     got = rating_io.read(lay)
     return Triplets(got.u.astype(np.int64), got.i.astype(np.int64), got.r, lay.path,
