@@ -303,26 +303,30 @@ def _run_once(cmd, folder, env, resumed=None):
     return proc.returncode, lost, last_round, went_on
 
 
+def _manifests(out):
+    """The checkpoint manifests in ``out`` (the run's, then those of runs it holds in
+    folders: MF's validation run) -> their bytes, by path."""
+    paths = [os.path.join(out, "checkpoint", "manifest.json")] + sorted(
+        glob.glob(os.path.join(glob.escape(out), "*", "checkpoint", "manifest.json")))
+    found = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            with open(path, "rb") as f:
+                found[path] = f.read()
+    return found
+
+
 def _checkpoint_round(out, earlier=None):
-    """The round of the checkpoint in ``out``; None if there is none, or if it is still
-    ``earlier`` (the manifest's bytes before this run: an earlier run's checkpoint)."""
+    """The round of the first checkpoint in ``out`` (:func:`_manifests`) that is not
+    ``earlier``'s (their bytes before this run: an earlier run's); None if none."""
     from .outputs import read_json
 
-    path = os.path.join(out, "checkpoint", "manifest.json")
-    try:
-        if earlier is not None and _read_bytes(path) == earlier:
-            return None
-        return int(read_json(path)["round"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def _read_bytes(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
+    for path, data in _manifests(out).items():
+        if (earlier or {}).get(path) == data:
+            continue
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            return int(read_json(path)["round"])
+    return None
 
 
 def _record(out, restarts):
@@ -417,8 +421,7 @@ def main(argv=None):
         p.error(f"--mpiexec {a.mpiexec}: no such executable" if a.mpiexec else
                 f"no mpiexec beside this Python ({beside}) or on PATH: give --mpiexec PATH")
     # a checkpoint in --out from before this run is no restart's (unless it resumes)
-    earlier = (None if out is None or "--resume" in args else
-               _read_bytes(os.path.join(out, "checkpoint", "manifest.json")))
+    earlier = None if out is None or "--resume" in args else _manifests(out)
     folder = tempfile.mkdtemp(prefix="strads-launch-")
     signal.signal(signal.SIGTERM, _terminated)
     try:
@@ -472,7 +475,7 @@ def main(argv=None):
                 args.append("--resume")
             where = (f"from the checkpoint of round {resume}" if resume is not None
                      else "from the start (no checkpoint yet)")
-            _say(f"{who} lost at round {at}; going on {where} on {left} ranks "
+            _say(f"{who} lost at round {at}; going on {where} on {left} rank{'s' if left != 1 else ''} "
                  f"(restart {len(restarts)} of at most {a.max_restarts})")
             ranks = left
     except _Terminated:  # between two jobs
