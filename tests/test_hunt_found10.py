@@ -240,3 +240,26 @@ def test_a_changed_npz_is_refused_on_a_resharded_resume(tmp_path):
     np.savez(data, X=X, y=y)
     p = run("--workers", "3", "--max-rounds", "40", "--resume")
     assert p.returncode == 2 and "differs" in p.stderr, (p.returncode, p.stderr[-2000:])
+
+
+# -- a stalled scheduler rank --------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason="under `mpiexec -n 3 ... --stall-warn 1`, rank 0 "
+                   "stopped (SIGSTOP: a hung scheduler) for 6 s: no rank says a word (the "
+                   "workers wait in recv_broadcast with no stall watch), while a stopped "
+                   "worker is named every second by rank 0 and its parent; docs/failures.md: "
+                   "'after --stall-warn seconds of waiting, the rank that waits says for "
+                   "whom'")
+def test_workers_name_a_stalled_rank_0(tmp_path):
+    out = tmp_path / "run"
+    proc = _start([mpiexec(), "-n", "3", PY, "-m", *ENDLESS, "--stall-warn", "1",
+                   "--out", str(out)])
+    _wait_checkpoint(proc, out)
+    pid = _pid_of_rank(out, 0)
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(6)  # (what is stalled; nothing is timed)
+    os.kill(pid, signal.SIGCONT)
+    proc.send_signal(signal.SIGTERM)
+    _, err = _finish(proc)
+    assert proc.returncode == 143, err[-2000:]
+    assert "waiting" in err and "rank 0" in err.split("waiting", 1)[1], err[-2000:]
