@@ -299,16 +299,16 @@ def test_launch_resumes_mfs_validation_run_from_its_checkpoint(tmp_path):
     out = tmp_path / "run"
     proc = _start([PY, "-m", "strads.launch", "-n", "3", "strads.apps.mf", "--iters", "40",
                    "--tol", "0", "--lambda", "0.01", "--quiet", "--checkpoint-every", "0.02",
-                   "--out", str(out)])
+                   "--out", str(out)], start_new_session=True)
     _wait_checkpoint(proc, out / "validation", round=20)
     pid = _pid_of_rank(out, 2)
     assert pid is not None and proc.poll() is None
     if (out / "checkpoint").exists():  # (the final run has begun: not the case meant)
-        proc.kill()
-        _finish(proc)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         pytest.skip("the validation run ended before the kill")
     os.kill(pid, signal.SIGKILL)
-    _, err = _finish(proc)
+    _, err = _finish(proc, group=True)
     assert proc.returncode == 0, err[-2000:]
     restarts = json.loads((out / "summary.json").read_text())["restarts"]
     assert restarts[0]["resumed_from_round"] is not None, (restarts, err[-2000:])
