@@ -4,21 +4,21 @@ A custom app subclasses :class:`Schedule`, :class:`Update` and :class:`Aggregate
 starts with :func:`run`; the same code runs in one process or under ``mpiexec``.
 """
 import os
+import signal
 import sys
 
 
-def _interrupted(kind, value, tb, default=sys.excepthook):
-    """A Ctrl-C no code catches (while a command line's ranks import numpy and numba):
-    exit 130, as an interrupted run does, with one line rather than a traceback a rank."""
-    if not issubclass(kind, KeyboardInterrupt):
-        return default(kind, value, tb)
+def _interrupted(signum, frame):
+    """A Ctrl-C while a command line starts (its ranks importing numpy and numba, which
+    turn a KeyboardInterrupt into an ImportError): exit 130, as an interrupted run does,
+    with one line rather than a traceback a rank. The run's own handlers replace it."""
     if os.environ.get("PMI_RANK", "0") == "0":
-        print("strads: interrupted while starting", file=sys.stderr, flush=True)
+        os.write(2, b"strads: interrupted while starting\n")
     os._exit(130)
 
 
 if sys.argv[:1] == ["-m"]:  # imported to run one of strads' command lines
-    sys.excepthook = _interrupted
+    signal.signal(signal.SIGINT, _interrupted)
 from . import _cache  # noqa: E402
 
 _cache.check()  # before any kernel is loaded from numba's cache

@@ -424,6 +424,7 @@ def main(argv=None):
     earlier = None if out is None or "--resume" in args else _manifests(out)
     folder = tempfile.mkdtemp(prefix="strads-launch-")
     signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # (passed on to the job)
     try:
         while True:
             for path in glob.glob(os.path.join(folder, "*")):
@@ -475,8 +476,9 @@ def main(argv=None):
                 args.append("--resume")
             where = (f"from the checkpoint of round {resume}" if resume is not None
                      else "from the start (no checkpoint yet)")
-            _say(f"{who} lost at round {at}; going on {where} on {left} rank{'s' if left != 1 else ''} "
-                 f"(restart {len(restarts)} of at most {a.max_restarts})")
+            _say(f"{who} lost at round {at}; going on {where} on {left} "
+                 f"rank{'s' if left != 1 else ''} (restart {len(restarts)} of at most "
+                 f"{a.max_restarts})")
             ranks = left
     except _Terminated:  # between two jobs
         return 128 + signal.SIGTERM
