@@ -542,3 +542,65 @@ def test_lasso_priority_stale_rounds_after_the_certificate():
                 random_state=0).fit(X, y)
     f_ref = f(ref.coef_, ref.intercept_)
     assert f(est.coef_, est.intercept_) - f_ref <= max(1e-9 * f_ref, est.dual_gap_)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_line_minimum_is_the_minimum_along_the_segment(seed):
+    """The exact line search's minimiser of -t b + t^2 c + thresh ||w + t d||_1 on [0, 1]
+    against scipy's bounded scalar minimiser and a fine grid."""
+    from scipy.optimize import minimize_scalar
+
+    from strads.apps.glm.aggregate import line_minimum
+
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        k = int(rng.integers(1, 8))
+        w = rng.standard_normal(k) * (rng.random(k) < 0.6)
+        d = rng.standard_normal(k) * (rng.random(k) < 0.9)
+        b, c, thresh = rng.normal(0, 3), rng.uniform(0.05, 5), rng.uniform(0, 2)
+
+        def psi(t):
+            return -t * b + t * t * c + thresh * np.abs(w + t * d).sum()
+        t = line_minimum(w, d, b, c, thresh)
+        assert 0.0 <= t <= 1.0
+        grid = np.linspace(0, 1, 2001)
+        best = min(min(psi(s) for s in grid), minimize_scalar(
+            psi, bounds=(0, 1), method="bounded", options={"xatol": 1e-12}).fun)
+        assert psi(t) <= best + 1e-12 * (1 + abs(best))
+
+
+def test_rejected_jacobi_steps_are_searched_along_exactly(monkeypatch):
+    """Round-robin on near-duplicate pairs (a pair in one block steps twice as far): a
+    round whose objective rose is replaced by the point of least objective on the segment
+    from the last accepted point to it (numpy's objective on a grid of it, scipy's
+    minimiser), not a step from a bound of the curvature."""
+    from scipy.optimize import minimize_scalar
+
+    from strads.apps.glm.aggregate import GLMAggregate
+
+    X, y = lasso.near_duplicates(200, 400, group=2, noise=0.01, n_informative=20,
+                                 dense=True, seed=1)
+    lam = lasso.lambda_max(X, y) / 10
+    seen = []
+    judge = GLMAggregate._judge
+
+    def spying(self, primal, version, cols, q):
+        w, steps = self.w.copy(), list(self.trial)
+        back = judge(self, primal, version, cols, q)
+        if back is not None:
+            w0 = w.copy()
+            for _, moved, delta, _ in steps:
+                w0[moved] -= delta
+            seen.append((w0, w, self.w.copy()))
+        return back
+    monkeypatch.setattr(GLMAggregate, "_judge", spying)
+    lasso.fit(X, y, lam=lam, schedule="round-robin", block=64, tol=1e-8, max_rounds=3000,
+              quiet=True)
+    assert len(seen) >= 5
+    for w0, w1, taken in seen[:20]:
+        def f(t):
+            return lasso.objective(X, y, w0 + t * (w1 - w0), lam)
+        grid = min(f(t) for t in np.linspace(0, 1, 201))
+        best = minimize_scalar(f, bounds=(0, 1), method="bounded",
+                               options={"xatol": 1e-12}).fun
+        assert lasso.objective(X, y, taken, lam) <= min(grid, best) * (1 + 1e-12)
