@@ -31,8 +31,6 @@ class GLMAggregate(Aggregate):
     # a datafit whose Jacobi steps can overshoot: its curvature per unit of a column's
     # squared norm, at most (the steps are then judged: _checked_steps)
     curv_bound = None
-    # a quadratic datafit: a rejected round's steps are searched along exactly (_line)
-    line_search = False
     anchor = None  # the last accepted Jacobi round: (version, objective, cols, q)
     trial = ()  # the steps since: (version they are seen at, cols, delta, safe)
     reject_at = 0  # rounds computed before this version saw a rejected point
@@ -183,13 +181,7 @@ class GLMAggregate(Aggregate):
                                      moved.shape[0])
         # the moved coordinates whose q the anchor knows
         sel, _, at = np.intersect1d(moved, anchor[2], assume_unique=True, return_indices=True)
-        t = self._line(primal, anchor, moved, old, anchor[3][at]) if self.line_search and \
-            len(seen) == len(steps) and sel.shape[0] == moved.shape[0] else None
-        if t is not None:  # (a point on the rejected steps, exactly no higher)
-            delta = t * (old - self.w[moved])
-            self.w[moved] += delta
-            self.trial = [(self.done, moved, delta, True)] if t > 0 else []
-        elif sel.shape[0] and not all(t[3] for t in steps):
+        if sel.shape[0] and not all(t[3] for t in steps):
             curv = self.curv_bound * sel.shape[0] * self.sq_norms[sel]
             delta = np.empty(sel.shape[0])
             K.coordinate_steps(self.w, sel, anchor[3][at], curv, self.thresh, 1.0, delta)
@@ -200,19 +192,6 @@ class GLMAggregate(Aggregate):
         self.nnz += np.count_nonzero(self.w[moved]) - np.count_nonzero(old)
         keep = change != 0.0
         return self._sync(moved[keep], change[keep])
-
-    def _line(self, primal, anchor, moved, new, q):
-        """The exact line search from the anchor (w, q there) to ``new`` on ``moved``
-        (every step since, seen at ``primal``), for a quadratic datafit: the objectives at
-        both ends and q'd give ||X d||^2 (:func:`line_minimum`). None where rounding left
-        it outside (0, its Cauchy-Schwarz bound]."""
-        w, d = self.w[moved], new - self.w[moved]
-        b = float(q @ d)
-        c = self.n * (primal - anchor[1]) - self.thresh * float(
-            np.abs(new).sum() - np.abs(w).sum()) + b  # ||X d||^2 / 2
-        if not 0 < c <= 0.5 * moved.shape[0] * float(self.sq_norms[moved] @ (d * d)):
-            return None
-        return line_minimum(w, d, b, c, self.thresh)
 
     def _settle(self, primal):
         """At the end of a fit whose final point's objective is ``primal``: Jacobi steps
@@ -288,26 +267,6 @@ class GLMAggregate(Aggregate):
 
 RISE = 1e-9  # an objective rise the schedules count (relative)
 EPS = float(np.finfo(np.float64).eps)
-
-
-def line_minimum(w, d, b, c, thresh):
-    """argmin over t in [0, 1] of -t b + t^2 c + thresh ||w + t d||_1 (convex, piecewise
-    quadratic): the first piece between the kinks whose stationary point is in it or
-    before it (the l1 term's slope grows by 2 thresh |d_j| at w_j's zero)."""
-    sign0 = np.where(w != 0, np.sign(w), np.sign(d))
-    cross = w * d < 0
-    kinks = -w[cross] / d[cross]
-    inside = kinks < 1.0
-    order = np.argsort(kinks[inside], kind="stable")
-    kinks, jumps = kinks[inside][order], np.abs(d[cross][inside][order])
-    slope = thresh * (float(d @ sign0) + 2 * np.concatenate([[0.0], np.cumsum(jumps)]))
-    t = (b - slope) / (2 * c)
-    ends = np.concatenate([kinks, [1.0]])
-    k = np.flatnonzero(t <= ends)
-    if not k.shape[0]:
-        return 1.0
-    k = int(k[0])
-    return float(min(max(t[k], kinks[k - 1] if k else 0.0), ends[k]))
 
 
 def _sum(partials, key):

@@ -13,7 +13,6 @@ class LassoAggregate(GLMAggregate):
     # setup() and the schedule (or begin(), from the workers' reports) set them again
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("block_cap", "col_nnz")
     curv_bound = 1.0  # 1/2 ||r||^2's second derivative along x_j, per ||x_j||^2 (exact)
-    line_search = True
 
     @staticmethod
     def lambda_for(ratio, xty, n):
