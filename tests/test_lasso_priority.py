@@ -548,3 +548,62 @@ def test_the_workers_hold_the_pools_gram(tmp_path, monkeypatch):
     assert not pools and n_held < n_fresh / 2
     for res in (held, fresh):
         assert res.stop_reason == "tol" and res.objective <= f_ref * (1 + 1e-6)
+
+
+def _wide(n, p, seed):
+    """n x p Gaussian (n << p), y from 4 columns plus a little noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    return X, X[:, :4] @ [1.0, -1.0, 2.0, 0.5] + 0.01 * rng.standard_normal(n)
+
+
+def _wide_8_by_200():
+    """8 x 200 Gaussian, y from 3 columns (hunt8's fuzzer's family 'n<<p', seed 1)."""
+    rng = np.random.default_rng(1)
+    rng.standard_normal((40, 15)), rng.standard_normal(40), rng.uniform(-3, 3, 15)
+    rng.standard_normal(40)  # (the draws before it)
+    X = rng.standard_normal((8, 200))
+    return X, X[:, :3] @ [1, -1, 2] + 0.01 * rng.standard_normal(8)
+
+
+STALE_FAMILY = {  # (X, y), lambda_max / this
+    "hunt8 8x200": (_wide_8_by_200, 1e6), "10x300 s0": (lambda: _wide(10, 300, 0), 1e6),
+    "10x300 s1": (lambda: _wide(10, 300, 1), 1e6), "10x300 s2": (lambda: _wide(10, 300, 2), 1e3),
+    "pairs 40x400": (lambda: lasso.near_duplicates(40, 400, group=2, noise=0.01,
+                                                    n_informative=10, dense=True, seed=2), 1e3),
+    "fours 40x400": (lambda: lasso.near_duplicates(40, 400, group=4, noise=0.01,
+                                                    n_informative=10, dense=True, seed=4), 1e3),
+    "sparse fours 60x400": (lambda: lasso.near_duplicates(60, 400, group=4, density=0.2,
+                                                           noise=0.01, n_informative=10,
+                                                           seed=4), 1e3)}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("name", list(STALE_FAMILY))
+def test_priority_with_staleness_reaches_the_optimum_of_wide_and_correlated_data(name, workers):
+    """Staleness 1 (hunt8: stopped by max_iter with a ConvergenceWarning, its steps
+    judged against the round in flight, block and step halved to 1 and 1/16): a round's
+    x_j' r is moved by the steps of the round in flight through their Gram, so it steps
+    as if after them. The objective is LARS's (an exact path, independent) to 1e-10."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LassoLars
+
+    from strads.estimators import Lasso
+
+    make, div = STALE_FAMILY[name]
+    X, y = make()
+    Xd = X.toarray() if hasattr(X, "toarray") else X
+    n, Xc, yc = len(y), Xd - Xd.mean(axis=0), y - y.mean()
+    alpha = np.abs(Xc.T @ yc).max() / n / div
+
+    def f(w, c):
+        return 0.5 * np.mean((y - Xd @ w - c) ** 2) + alpha * np.abs(w).sum()
+    ref = LassoLars(alpha=alpha, max_iter=10_000).fit(Xd, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = Lasso(alpha=alpha, schedule="priority", staleness=1, n_jobs=workers,
+                    max_iter=20_000, random_state=0).fit(X, y)
+    f_ref = f(ref.coef_, ref.intercept_)
+    assert f(est.coef_, est.intercept_) <= f_ref * (1 + 1e-10)

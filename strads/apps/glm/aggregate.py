@@ -131,10 +131,30 @@ class GLMAggregate(Aggregate):
         back = self._judge(primal, version, cols, q)
         if back is not None:
             return back
+        if "Gx" in task:
+            q = self._unstale(task, version, cols, q)
         sync = self._steps(task, partials, q, h)
         if sync["cols"].shape[0]:
             self.trial = list(self.trial) + [(self.done, sync["cols"], sync["delta"], False)]
         return sync
+
+    def _unstale(self, task, version, cols, q):
+        """``q`` (x_j' r of ``cols`` at ``version``) moved by the steps taken since (the
+        rounds in flight when it was scheduled, on ``xcols``) through their Gram with it
+        (``Gx``: a quadratic datafit's, exact): the round steps as if it came after them."""
+        xcols, d = task["xcols"], np.zeros(task["xcols"].shape[0])
+        for stamp, moved, delta, _ in self.trial:
+            if stamp > version:
+                pos = np.minimum(np.searchsorted(xcols, moved), xcols.shape[0] - 1)
+                if not np.array_equal(xcols[pos], moved):
+                    return q  # (steps it was not told of: judged as they are)
+                d[pos] += delta
+        if not d.any():
+            return q
+        gx = task["Gx"]
+        if self.mu is not None:  # (X centred implicitly)
+            gx = gx - self.n * np.outer(self.mu[cols], self.mu[xcols])
+        return q - gx @ d
 
     def _judge(self, primal, version, cols, q):
         """The objective at ``version`` (q of ``cols`` there) judges the steps seen

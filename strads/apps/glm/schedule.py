@@ -205,6 +205,8 @@ class Priority(_Jacobi):
     # overshoot together: every rise halves the step as well as the block
     damp_with_block = True
     merge_on_rise = True
+    # staleness: the Gram between a round and those in flight goes with it (quadratic)
+    stale_gram = True
     exact_pool = True
     # sparse X: plain rounds where the filter cannot afford the block, its stop priced
     # as its budget (CHASE a step)
@@ -281,6 +283,8 @@ class Priority(_Jacobi):
             return task
         if self._send_pool is not None:
             task["pool"], self._send_pool = self._send_pool, None
+        if self.stale_gram and self.staleness and not self.remote:
+            self._stale_gram(task, round)
         if self.remote and self._b:
             # the workers filter the candidates (they return the block and its groups)
             task["select"] = (self.rho, self._b)
@@ -298,6 +302,32 @@ class Priority(_Jacobi):
                 cols = task["cols"]
                 task["Gs"] = KG.group_gram_lower(self._G, cols, self._gptr, self._G[cols, cols])
         return task
+
+    def _stale_gram(self, task, round):
+        """With rounds in flight, this round's x_j' r miss their steps: the Gram between
+        its block and theirs (``Gx``, columns ``xcols``) lets the aggregate add them
+        (:meth:`GLMAggregate._unstale`), from X'X or the pool's Gram when held, else
+        from X, counted as the filter's work (it buys them sooner)."""
+        flight = [c for r, c in self._flight if r != round]
+        cols = task["cols"]
+        if not flight or not cols.shape[0]:
+            return
+        xcols = np.sort(np.concatenate(flight))
+        if self._G is not None:  # (sparse X: its lower triangle)
+            R, C = np.meshgrid(cols, xcols, indexing="ij")
+            gx = self._G[np.maximum(R, C), np.minimum(R, C)]
+        elif self.dense and self._slot is not None and (self._slot[cols] >= 0).all() \
+                and (self._slot[xcols] >= 0).all():
+            gx = self._PG[np.ix_(self._slot[cols], self._slot[xcols])]
+        elif self.dense:
+            X = self.cols[0]
+            gx = X[:, cols].T @ X[:, xcols]
+            self._spent += cols.shape[0] * xcols.shape[0] * self.agg.n / BLAS_SPEEDUP
+        else:
+            X = sp.csc_matrix(self.cols[::-1], shape=(self.agg.n, self.p))
+            gx = (X[:, cols].T @ X[:, xcols]).toarray()
+            self._spent += float(np.diff(X.indptr)[cols].sum()) * xcols.shape[0]
+        task["Gx"], task["xcols"] = gx, xcols
 
     def _heard(self):
         """The workers' filter: how many it kept, for :meth:`candidates`, from the
@@ -607,7 +637,7 @@ class ShuffledPriority(Priority):
     """The logistic loss's priority schedule: a binomial share of the candidates drawn by
     priority, the rest uniform, shuffled; no early full rounds, no step halved with the
     block, no filter cache nor X'X."""
-    damp_with_block = merge_on_rise = exact_pool = plain_rounds = False
+    damp_with_block = merge_on_rise = exact_pool = plain_rounds = stale_gram = False
 
     _refresh_due = _Jacobi._refresh_due
 
