@@ -241,7 +241,7 @@ def test_workers_name_a_stalled_rank_0(tmp_path):
     _wait_checkpoint(proc, out)
     pid = _pid_of_rank(out, 0)
     os.kill(pid, signal.SIGSTOP)
-    time.sleep(6)  # (what is stalled; nothing is timed)
+    time.sleep(3)  # (what is stalled; nothing is timed)
     os.kill(pid, signal.SIGCONT)
     proc.send_signal(signal.SIGTERM)
     _, err = _finish(proc)
