@@ -170,7 +170,8 @@ def test_a_bad_line_in_any_part_is_named(tmp_path):
                                                r"1\.\.5"):
         parts(g, 3)
     g.write_text("5\n9\n3000\n" + "".join(f"{i % 5 + 1} {i % 9 + 1} 1\n" for i in range(3001)))
-    with pytest.raises(strads.DataError, match="header says NNZ = 3000 but 3001"):
+    with pytest.raises(strads.DataError, match=r"docword\.b\.txt:3: header says NNZ = 3000 "
+                                               "but 3001"):
         parts(g, 3)
 
 

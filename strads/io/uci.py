@@ -86,7 +86,7 @@ def read_vocab(path):
 
 
 def header(src, check, vocab_len=None, vocab_path=None):
-    """(D, W, NNZ, the first byte after them) of the docword file ``src`` (a Text):
+    """(D, W, NNZ, NNZ's line, the first byte after them) of the docword file ``src``:
     three lines of one integer (blank lines skipped). ``check(line, documents, entries,
     tokens, words)`` refuses sizes beyond memory."""
     path, values = src.path, []
@@ -115,7 +115,7 @@ def header(src, check, vocab_len=None, vocab_path=None):
             raise DataError(f"{path}:{lineno}: W = {v} but {vocab_path} lists "
                             f"{vocab_len} words")
         if name == "NNZ":
-            return values[0], values[1], values[2], off + len(raw) + 1
+            return values[0], values[1], values[2], lineno, off + len(raw) + 1
     raise DataError(f"{path}: missing header (D, W, NNZ); is this a UCI docword file?")
 
 

@@ -338,8 +338,8 @@ def _read_part(path, fmt, vocab, min_count, peers, stop_words):
         if fmt == "uci":
             n_docs, n_words = header[0], header[1]
             if entries != header[2]:
-                raise DataError(f"{path}: header says NNZ = {header[2]} but {entries} "
-                                "entries follow")
+                raise DataError(f"{path}:{header[3]}: header says NNZ = {header[2]} but "
+                                f"{entries} entries follow")
             _check_w(path, n_words, max(f["max_id"] for f in every) + 1, words)
             vocab_out = words
         elif fmt == "ldac":
