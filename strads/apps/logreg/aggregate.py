@@ -58,23 +58,19 @@ class LogRegAggregate(GLMAggregate):
     def __init__(self, n_samples, sq_norms, lam, tol, min_size=32, block_cap=None,
                  reuse=True, intercept=False, null=None):
         self._init(n_samples, sq_norms, lam, math.log(2.0))  # (at w = 0)
-        self.p = self.w.shape[0]
-        self.tol = float(tol)
+        self.p, self.tol = self.w.shape[0], float(tol)
         self.null = null  # the gap's reference if not the objective (gap_ref "null")
         self.stopped = False  # the gap certified the model: later updates are dropped
         # the dual scale of the last full round (dual_round, its objective dual_primal)
-        self.dual_c, self.dual_round, self.duals = None, None, 0
-        self.dual_primal = math.nan
+        self.dual_c, self.dual_round, self.duals, self.dual_primal = None, None, 0, math.nan
         # the extrapolated dual point's (weights, scale), or None; the last full rounds' q
         self.dual_acc, self.q_hist = None, []
         self.accel_used = 0  # gaps the extrapolated point made smaller
         # working set
         self.min_size, self.block_cap, self.reuse = int(min_size), block_cap, bool(reuse)
-        # the last column is an intercept's, eliminated from the subproblems
-        self.intercept = bool(intercept)
+        self.intercept = bool(intercept)  # the last column is an intercept's (eliminated)
         self.plans = 0  # tasks planned so far: the schedule takes each once (by number)
-        self.next = {"kind": "full"}
-        self.ws = np.empty(0, np.int64)
+        self.next, self.ws = {"kind": "full"}, np.empty(0, np.int64)
         self.G = None  # the block's Gram, kept for the next steps on the same block
         self.d = None  # the pending direction on the block
         self.delta = 0.0  # its predicted decrease g'd + lambda (|w + d| - |w|)
@@ -98,6 +94,7 @@ class LogRegAggregate(GLMAggregate):
         self.stalls = 0  # full rounds in a row with no decrease
         self.best_viol = math.inf  # the lowest worst violation of a full round
         self.exhausted = False  # nothing more to gain: the schedule ends the run
+        self.icpt_moved = 0  # Jacobi: the round that last moved the intercept (_steps)
 
     def converged(self, tol):
         self.tol = float(tol)
@@ -117,10 +114,11 @@ class LogRegAggregate(GLMAggregate):
     # -- rounds --------------------------------------------------------------------------
     def full_task(self):
         """A Jacobi schedule's full round: q and the diagonal Hessian sums h."""
-        return {"kind": "full", "hess": True, "version": self.done}
+        return {"kind": "full", "hess": True, "version": self.done, "icpt": self.intercept}
 
     def block_task(self, cols, step):
-        return {"kind": "block", "cols": cols, "version": self.done, "step": step}
+        return {"kind": "block", "cols": cols, "version": self.done, "step": step,
+                "icpt": self.intercept}
 
     def _round(self, round, task, partials):
         if self.stopped:
@@ -162,7 +160,11 @@ class LogRegAggregate(GLMAggregate):
         self.dual_acc = self._extrapolate(q, partials)
         self.dual_primal, self.dual_round, self.duals = primal, round, self.duals + 1
         if task.get("hess"):
-            GK.priorities(self.w, q, _sum(partials, "h"), self.thresh, self.prio)
+            h = _sum(partials, "h")
+            if "xc" in partials[0]:  # (the intercept eliminated, as in the rounds: _steps)
+                q, h = ((self._schur(q, h, _sum(partials, "xc"), q[-1], h[-1], np.arange(
+                    self.p) == self.p - 1) if h[-1] > 0 else None) or (q, h))[:2]
+            GK.priorities(self.w, q, h, self.thresh, self.prio)
             self._tree = None
             self.primal = self.anchor[1]  # (the objective of the point kept)
             return back
@@ -412,6 +414,56 @@ class LogRegAggregate(GLMAggregate):
                                    self._primal_at(task["version"], loss / self.n),
                                    _sum(partials, "q"), _sum(partials, "h"))
 
+    def _steps(self, task, partials, q, h):
+        """With an intercept (the last column) eliminated (:func:`_subproblem`): steps along
+        the columns less their D-weighted projections on it (where D weights few samples
+        they are nearly collinear with it: plain Jacobi steps crawl), its own after them;
+        plain ones where its sign would change; none from before its last move (stale)."""
+        p0 = partials[0]
+        gptr = p0.get("groups", task.get("groups"))  # (the workers' X_g' D X_g: "Gg")
+        ok = "xc" in p0 and self.icpt_moved <= task["version"] and (gptr is None or "Gg" in p0)
+        qc, hc = (float(v) for v in _sum(partials, "ic")) if ok else (0.0, 0.0)
+        if not hc > 0.0:
+            return super()._steps(task, partials, q, h)
+        g, cols, wc = _sum(partials, "xc"), p0.get("cols", task["cols"]), float(self.w[-1])
+        icpt, gram = cols == self.p - 1, None if gptr is None else _sum(partials, "Gg")
+        grouped = (lambda gg: task) if gram is None else (  # (groups: see _schur_groups)
+            lambda gg: dict(task, Gs=_schur_groups(gram, gg, gptr, hc, icpt)))
+        el, b0 = self._schur(q, h, g, qc, hc, icpt), self.w[cols]
+        if el is not None:
+            w0 = (self.l1, self.nnz, self.updates, self.grouped)
+            try:  # (a group's Gram less rounding can be indefinite: its solve fails)
+                sync = super()._steps(grouped(np.where(el[2], 0.0, g)), partials, *el[:2])
+                s = np.sign(wc + (qc - self.thresh * el[3] - g @ (self.w[cols] - b0)) / hc)
+            except np.linalg.LinAlgError:
+                s = np.nan
+            if s != el[3]:
+                self.w[cols], (self.l1, self.nnz, self.updates, self.grouped), el = b0, w0, None
+        if el is None:  # (the intercept steps after them)
+            sync = super()._steps(grouped(0 * g), partials, q, np.where(icpt, 0.0, h))
+        v = qc - g @ (self.w[cols] - b0) + hc * wc  # (the model's q_c there, plus h_c w_c)
+        new = wc + task.get("step", 1.0) * (math.copysign(max(abs(v) - self.thresh, 0.0), v)
+                                            / hc - wc)
+        if new != wc:
+            self.w[-1], self.icpt_moved, self.l1 = new, self.done, self.l1 + abs(new) - abs(wc)
+            self.nnz += int(new != 0.0) - int(wc != 0.0)
+            sync = self._sync(np.append(sync["cols"], self.p - 1),
+                              np.append(sync["delta"], new - wc))
+        return sync
+
+    def _schur(self, q, h, g, qc, hc, icpt):
+        """q, h with the intercept (``icpt``) eliminated (g: X_j' D x_c; its own h 0; a
+        column that repeats it, whose h vanishes, its own: a trade of penalties), those
+        columns, its sign kept; None where it stays at 0."""
+        sc = np.sign(self.w[-1] if self.w[-1] != 0.0 or abs(qc) <= self.thresh else qc)
+        if sc == 0.0:
+            return None
+        h2, q2 = h - g * g / hc, q - g * ((qc - self.thresh * sc) / hc)
+        plain = ~(h2 > 1e-12 * h) | ~np.isfinite(q2)  # (hc underflowed: g g / hc is inf)
+        h2[plain], q2[plain] = h[plain], q[plain]
+        h2[icpt] = 0.0
+        return q2, h2, plain, sc
+
     # -- outputs ---------------------------------------------------------------------------
     def finish(self, collected):
         # the objective at the final model, from the workers' exact losses
@@ -440,6 +492,17 @@ def null_loss(n, y_sum, intercept):
         return math.log(2.0)
     p = min(max(0.5 * (1.0 + y_sum / n), 0.0), 1.0)
     return -sum(v * math.log(v) for v in (p, 1.0 - p) if v > 0.0)
+
+
+def _schur_groups(gram, g, gptr, hc, icpt):
+    """Groups' Gram matrices (group_steps' layout) less g_g g_g' / h_c, ``icpt``'s 0."""
+    gram, off = gram.copy(), 0
+    for a, k in zip(gptr[:-1], np.diff(gptr)):
+        if k > 1:
+            G = gram[off:off + k * k].reshape(k, k)
+            G -= np.outer(g[a:a + k], g[a:a + k]) / hc
+            G[icpt[a:a + k]], G[:, icpt[a:a + k]], off = 0.0, 0.0, off + k * k
+    return gram
 
 
 def _form(G):

@@ -4,8 +4,9 @@ margins m = X w, with the per-sample quantities at them. Tasks (``task["kind"]``
 (q_B and the block's weighted Gram X_B' D X_B), ``extend`` (the Gram's parts for the
 block's ``new`` columns), ``trial`` (the loss change at each of ``steps`` along the
 pending direction; with ``cols``, q_B at t = 1), ``block`` (Jacobi: q_B, h_B, the loss);
-any may carry ``dual`` and ``accel`` (the dual's entropy sums). Syncs: ``commit`` t,
-``dcols``/``ddelta`` (a new pending direction), ``cols``/``delta`` (Jacobi).
+``full`` and ``block`` with ``icpt``: X_B' D x_c too (x_c: the intercept's, the last
+column); any may carry ``dual`` and ``accel`` (the dual's entropy sums). Syncs: ``commit``
+t, ``dcols``/``ddelta`` (a new pending direction), ``cols``/``delta`` (Jacobi).
 """
 import numpy as np
 import scipy.sparse as sp
@@ -134,7 +135,7 @@ class LogRegUpdate(GLMUpdate):
                               if len(self.hist) == len(z) + 1 else np.nan)
         kind = task["kind"]
         if kind == "full":
-            out.update(self._full(task.get("hess", False)))
+            out.update(self._full(task.get("hess", False), task.get("icpt", False)))
         elif kind == "newton":
             cols = task["cols"]
             out.update(q=self._grad(cols, self.r), **self._gram(cols, task.get("floor")))
@@ -147,7 +148,27 @@ class LogRegUpdate(GLMUpdate):
             cols, chosen = self._jacobi_block(task, self.wts)  # (groups: Hessian blocks)
             g, h = self._grad_hess(cols)
             out.update(chosen, q=g, h=h, loss=self.loss)
+            if task.get("icpt"):
+                v, out["ic"] = self._icpt()
+                out["xc"] = np.empty(cols.shape[0])
+                if self.sparse:
+                    GK.grad_sparse(*self.X, v, cols, out["xc"])
+                else:
+                    GK.grad_dense(self.X[0], v, cols, out["xc"])
         return out
+
+    def _icpt(self):
+        """D x_c over this worker's rows (x_c: the intercept's column, the last), and the
+        intercept's q and h there."""
+        c = self.n_features - 1
+        if self.sparse:
+            ptr, idx, val = self.X
+            xc = np.zeros(self.n_rows)
+            xc[idx[ptr[c]:ptr[c + 1]]] = val[ptr[c]:ptr[c + 1]]
+        else:
+            xc = self.X[0][:, c]
+        v = self.wts * xc
+        return v, np.array([xc @ self.r, v @ xc])
 
     def _grad_hess(self, cols):
         """q_B and the diagonal Hessian sums h_B over this worker's rows."""
@@ -158,13 +179,15 @@ class LogRegUpdate(GLMUpdate):
             K.grad_hess_dense(self.X[0], self.r, self.wts, cols, g, h)
         return g, h
 
-    def _full(self, hess):
+    def _full(self, hess, icpt=False):
         # recomputed from the margins: drops the drift of the Jacobi running sums
         self.loss = K.refresh(self.y, self.m, self.r, self.wts, self.ell)
         self._remember()
         out = _history(self.hist)
         if hess:
             g, h = self._grad_hess(np.arange(self.n_features))
+            if icpt:
+                out["xc"] = self._grad_all(self._icpt()[0])
             return {"q": g, "h": h, "loss": self.loss, **out}
         return {"q": self._grad_all(self.r), "loss": self.loss, **out}
 
