@@ -571,8 +571,9 @@ def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
 
 
 def prepare_part(peers, desc):
-    """This worker's shard and report from the file descriptions ``desc``: it reads its part
-    and agrees with the others on ids, duplicates, the split, the mean and the start."""
+    """This worker's shard and report from the descriptions ``desc`` (files, or its slice
+    of ratings given in Python): it reads its part and agrees with the others on ids,
+    duplicates, the split, the mean and the start."""
     W, me = peers.size, peers.rank
     o = desc["options"]
     lay_tr, lay_te = desc["train"], desc["test"]
