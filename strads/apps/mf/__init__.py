@@ -6,9 +6,8 @@ import sys
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
-from ... import api, driver, outputs
+from ... import driver, outputs
 from ...errors import DataError
 from ...params import Param, check
 from ...transport import mpi_job
@@ -128,15 +127,6 @@ class Layout:
         self.free = {s: np.array(base + extra.get(s, []), np.int64) for s in ("W", "H")}
 
 
-def _compressed(users, items, vals, m, n):
-    """The ratings by user (CSR) and by item (CSC), indices sorted within each row and
-    column (scipy's O(nnz) conversions; the pairs are distinct, so nothing is summed)."""
-    A = sp.csr_matrix((vals, (users, items)), shape=(m, n))
-    A.sort_indices()
-    B = A.tocsc()  # transposing sorted rows gives sorted columns
-    return [(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data) for X in (A, B)]
-
-
 def _check(cli=False, **values):
     """The declared rules (:data:`PARAMS`), then whether a ccd sweep's list of rounds
     fits in memory; -> the patience of early stopping (None: off)."""
@@ -185,7 +175,8 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
                         group=1, init="svd", block=1, early_stop=None, validation=0.0,
                         report=None):
     """``setup(ctx)`` for :func:`strads.run` whose workers read their parts of ``train`` and
-    ``test`` (or generate the built-in problem's, ``builtin``) and agree on the rest among
+    ``test`` (files, or :class:`Triplets` given in Python: each worker is handed its
+    slice) or generate the built-in problem's (``builtin``) and agree on the rest among
     themselves; rank 0 reads only the lines before the first rating."""
     early_stop = _check(schedule=schedule, bias=bias, rank=rank, lam=lam, inner=inner,
                         block=block, init=init, init_scale=init_scale, iters=iters,
@@ -200,7 +191,8 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
                    early_stop=early_stop, validation=float(validation))
 
     def setup(ctx):
-        lay_tr = FileLayout(train) if train is not None else None
+        given = isinstance(train, Triplets)
+        lay_tr = train if given or train is None else FileLayout(train)
         if builtin is not None:
             problem_plan(*builtin)  # its refusals, before the workers start
             _check_workers(ctx.n_workers, *builtin[:2])
@@ -208,79 +200,66 @@ def make_parallel_setup(train=None, test=None, builtin=None, *, test_fraction=0.
         # items are counted once loaded: at least one of each)
         _check_factor_memory(rank, biases, *(builtin[:2] if builtin is not None else (1, 1)),
                              ctx.n_workers, schedule, block, options["early_stop"])
-        lay_te = FileLayout(test) if test is not None else None
+        lay_te = test if given or test is None else FileLayout(test)
         lay = Layout(rank, float(lam), biases)
         agg = MFAggregate(lay, None, 0.0, 0, 0, 0, 0.0, None, float("nan"))
-        desc = {"load": {"train": lay_tr, "test": lay_te, "builtin": builtin,
-                         "options": options}}
+        W = ctx.n_workers
         return (_schedule(ctx, lay, agg, schedule, iters, inner, group, block,
                           target_test_rmse, options["early_stop"], report), agg,
-                [desc] * ctx.n_workers)
+                [{"load": {"train": tr, "test": te, "builtin": builtin, "options": options}}
+                 for tr, te in zip(_slices(lay_tr, W), _slices(lay_te, W))])
 
     return setup
+
+
+def _slices(x, W):
+    """Each worker's slice of ratings given in Python, with their positions (a view: the
+    worker copies it); a file's description whole."""
+    if not isinstance(x, Triplets):
+        return [x] * W
+    pos = np.arange(len(x)) if x.pos is None else x.pos
+    cut = [len(x) * w // W for w in range(W + 1)]
+    return [Triplets(x.users[a:b], x.items[a:b], x.ratings[a:b], x.path, pos=pos[a:b])
+            for a, b in zip(cut[:-1], cut[1:])]
 
 
 def make_setup(data, rank=8, lam=0.1, schedule="ccd", inner=1, iters=None,
                bias=BIAS_DEFAULT, weighted=WEIGHTED, init_scale=None, seed=0,
                target_test_rmse=None, group=1, init="svd", block=1, early_stop=None,
-               report=None, validation=0.0):
+               report=None):
     """``setup(ctx)`` for :func:`strads.run` from ``data()``, a prepared :class:`Problem`
-    (called on the scheduler rank only); the start: W = 0, H orthonormal from R'R Z
+    (called on the scheduler rank only), its ratings handed to the workers as fit()'s
+    arrays are (:func:`make_parallel_setup`); the start: W = 0, H orthonormal from R'R Z
     (``init='svd'``) or Z (``'random'``)."""
-    early_stop = _check(schedule=schedule, bias=bias, rank=rank, lam=lam, inner=inner,
-                        block=block, init=init, init_scale=init_scale, iters=iters,
-                        target_test_rmse=target_test_rmse, early_stop=early_stop)
-    rank, biases = int(rank), bias == "full"
+    kw = dict(rank=rank, lam=lam, schedule=schedule, inner=inner, iters=iters, bias=bias,
+              weighted=weighted, init_scale=init_scale, seed=seed, group=group, init=init,
+              target_test_rmse=target_test_rmse, block=block, early_stop=early_stop,
+              report=report)
+    make_parallel_setup(**kw)  # (its checks, now)
 
     def setup(ctx):
-        n_workers = ctx.n_workers
         p = data()
-        m, n = p.shape
-        _check_workers(n_workers, m, n)
-        # before anything of the rank's size (the layout's column lists too) is allocated
-        _check_factor_memory(rank, biases, m, n, n_workers, schedule, block, early_stop)
-        if early_stop is not None and not validation and p.test_ratings.shape[0] == 0:
-            raise DataError(f"early stopping ({early_stop} iterations) needs held-out "
-                            "ratings: the held-out set is empty")
-        lay = Layout(rank, float(lam), biases)
-        mean = float(p.ratings.mean()) if bias != "none" else 0.0
-        cu = np.bincount(p.users, minlength=m)
-        ci = np.bincount(p.items, minlength=n)
-        reg_W, reg_H = penalties(lam, weighted, cu, ci, int(cu.max()))
-        # W starts at 0, the bias columns too: no prediction yet, the residuals are the
-        # ratings less the mean
-        res = p.ratings - mean
-        rows, cols = _compressed(p.users, p.items, res, m, n)
-        del res
-
-        def gram(Z):  # R'R Z', transposed
-            R = sp.csr_matrix((rows[2], rows[1], rows[0]), shape=(m, n))
-            return (R.T @ (R @ Z.T)).T
-
-        rss = K.wsumsq(None, rows[2])
-        H, sq = start(lay, seed, init, init_scale, reg_W, reg_H, lam, rss, gram)
-        # the starting objective's pieces and held-out score, while the data is here: the
-        # scheduler keeps nothing of its size
-        e = p.test_ratings - mean
-        agg = MFAggregate(lay, (m, n), mean, int(rows[2].shape[0]), int(e.shape[0]),
-                          p.cold, rss, dict(zip("WH", sq)),
-                          math.sqrt(K.wsumsq(None, e) / e.shape[0]) if e.shape[0]
-                          else float("nan"))
-        uo, io = api.split_balanced(cu, n_workers), api.split_balanced(ci, n_workers)
-        shards = []
-        for w, test in enumerate(_test_shares(p, mean, n_workers)):
-            (u0, u1), (i0, i1) = uo[w:w + 2], io[w:w + 2]
-            shards.append({
-                "layout": lay, "shape": (m, n), "H": H,
-                "users": (int(u0), int(u1)), "items": (int(i0), int(i1)),
-                "rows": _part(rows, u0, u1), "cols": _part(cols, i0, i1),
-                "reg_rows": reg_W[u0:u1], "reg_cols": reg_H[i0:i1], "test": test,
-                "user_ids": p.user_ids[u0:u1], "item_ids": p.item_ids[i0:i1],
-                "early_stop": early_stop})
-        return (_schedule(ctx, lay, agg, schedule, iters, inner, group, block,
-                          target_test_rmse, early_stop, report), agg, shards)
+        # the held-out pairs of unseen ids (index m or n) kept as unseen: raw ids of
+        # their own; the cold starts counted as the Problem did
+        out = make_parallel_setup(
+            Triplets(p.user_ids[p.users], p.item_ids[p.items], p.ratings),
+            Triplets(_raw(p.user_ids, p.test_users), _raw(p.item_ids, p.test_items),
+                     p.test_ratings, "test") if p.test_ratings.shape[0] else None,
+            cold_start="mean", **kw)(ctx)
+        for d in out[2]:
+            d["load"]["cold"] = p.cold
+        return out
 
     return setup
+
+
+def _raw(ids, dense):
+    """Raw ids of dense ones; index ids.shape[0] (unseen): a new id for each."""
+    out = np.append(ids, 0)[dense]
+    new = np.flatnonzero(dense == ids.shape[0])
+    k = np.arange(new.shape[0])
+    out[new] = ids[-1] + 1 + k if ids[-1] < 2 ** 62 else ids[0] - 1 - k
+    return out
 
 
 def penalties(lam, weighted, cu, ci, most):
@@ -330,15 +309,6 @@ def svd_scale(rss, rank):
     return 2.0 ** (round(math.log2(rss / rank)) / 4)
 
 
-def _test_shares(p, mean, n_workers):
-    """Each worker's share of the held-out pairs (users, items, rating less the mean), in
-    contiguous runs of the (user, item) order: the scoring then reads the factors in
-    order. Cold pairs point at the synced factors' extra entry, which every worker has."""
-    order = np.lexsort((p.test_items, p.test_users))
-    return [(p.test_users[k].astype(np.int32), p.test_items[k].astype(np.int32),
-             p.test_ratings[k] - mean) for k in np.array_split(order, n_workers)]
-
-
 def factor_bytes(rank, biases, m, n, n_workers, schedule="ccd", block=1, early_stop=None):
     """Peak bytes of the factors at ``rank`` for m users and n items, all ranks on this
     machine."""
@@ -364,12 +334,6 @@ def _check_factor_memory(rank, biases, m, n, n_workers, schedule, block, early_s
                         f"{whose()} {fmt_bytes(mem)} of memory")
 
 
-def _part(csr, lo, hi):
-    indptr, idx, vals = csr
-    a, b = indptr[lo], indptr[hi]
-    return indptr[lo:hi + 1] - a, idx[a:b], vals[a:b].copy()
-
-
 def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
         schedule="ccd", inner=1, block=1, iters=20, bias=BIAS_DEFAULT, weighted=WEIGHTED,
         init="svd", init_scale=None, duplicates="error", cold_start="error", seed=0, tol=1e-6,
@@ -383,24 +347,17 @@ def fit(users, items, ratings, *, test=None, test_fraction=0.0, rank=8, lam=0.1,
     --early-stop and --validation-fraction (:data:`PARAMS`; :func:`validated`'s runs)."""
     check(PARAMS, dict(early_stop=early_stop, validation_fraction=validation))
     check_held_out(early_stop, validation, test is not None or test_fraction)
-    # prepared in setup, so only the scheduler rank does it under MPI; the last run's
-    # setup takes the triplets out of the box, so that the scheduler holds no copy of
-    # them during that run
-    box = [from_arrays(users, items, ratings, "ratings"),
-           from_arrays(*test, name="test") if test is not None else None]
+    # each worker prepares its slice of them (make_parallel_setup), as a file's part
+    train = from_arrays(users, items, ratings, "ratings")
+    held = from_arrays(*test, name="test") if test is not None else None
 
     def one(vfrac, es, n_iters, report, limits):
-        def problem():
-            t, h = box
-            if not vfrac:
-                box[:] = [None, None]
-            return prepare(t, h, test_fraction, seed, duplicates, cold_start, vfrac)
-
-        setup = make_setup(problem, rank=rank, lam=lam, schedule=schedule, inner=inner,
-                           iters=n_iters, bias=bias, weighted=weighted, init=init,
-                           init_scale=init_scale, seed=seed,
-                           target_test_rmse=None if vfrac else target_test_rmse,
-                           block=block, early_stop=es, report=report, validation=vfrac)
+        setup = make_parallel_setup(
+            train, held, test_fraction=test_fraction, duplicates=duplicates,
+            cold_start=cold_start, rank=rank, lam=lam, schedule=schedule, inner=inner,
+            iters=n_iters, bias=bias, weighted=weighted, init=init, init_scale=init_scale,
+            seed=seed, target_test_rmse=None if vfrac else target_test_rmse, block=block,
+            early_stop=es, report=report, validation=vfrac)
         return driver.run(setup, MFUpdate, tol=tol, app="mf", seed=seed,
                           **{**run_kw, **limits})
 

@@ -427,11 +427,16 @@ def _chunk_pairs(rng, users, deg, cdf, pi, n_items):
 
 
 # -- each worker's share (parallel loading) ------------------------------------------------
-def _generated(peers, spec):
-    """A worker's part of the built-in problem (chunks of users from the seed)."""
-    t = make_problem(*spec, part=peers.rank, n_parts=peers.size)
+def _given(peers, t):
+    """A worker's part as a source: ratings given in Python (``t``: its slice, ``pos``
+    their positions; copied, the load works in place; messages name entries) or the
+    built-in problem's (a tuple: its arguments; chunks of users from the seed)."""
+    fresh = not isinstance(t, Triplets)
+    if fresh:
+        t = make_problem(*t, part=peers.rank, n_parts=peers.size)
     out = rating_io.Ratings()
-    out.path, out.u, out.i, out.r, out.pos = "built-in", t.users, t.items, t.ratings, t.pos
+    out.path, out.pos = t.path, t.pos
+    out.u, out.i, out.r = (a if fresh else a.copy() for a in (t.users, t.items, t.ratings))
     out.total = sum(peers.allgather(t.ratings.shape[0]))
     out.line_of = lambda peers, positions: {}
     return out
@@ -566,14 +571,17 @@ def _held_file(peers, tsrc, user_ids, item_ids, uo, o):
 
 
 def prepare_part(peers, desc):
-    """This worker's shard and report from the file descriptions ``desc``: it reads its part
-    and agrees with the others on ids, duplicates, the split, the mean and the start."""
+    """This worker's shard and report from the descriptions ``desc`` (files, or its slice
+    of ratings given in Python): it reads its part and agrees with the others on ids,
+    duplicates, the split, the mean and the start."""
     W, me = peers.size, peers.rank
     o = desc["options"]
-    lay_tr = desc["train"]
-    src = (_generated(peers, desc["builtin"]) if lay_tr is None
-           else rating_io.gather(peers, lay_tr))
-    tsrc = rating_io.gather(peers, desc["test"]) if desc["test"] is not None else None
+    lay_tr, lay_te = desc["train"], desc["test"]
+    given = isinstance(lay_tr, Triplets)  # (in Python: fit()'s arrays)
+    src = (_given(peers, desc["builtin"] if lay_tr is None else lay_tr)
+           if lay_tr is None or given else rating_io.gather(peers, lay_tr))
+    tsrc = None if lay_te is None else _given(peers, lay_te) if given else \
+        rating_io.gather(peers, lay_te)
     for s in (src, tsrc):
         if s is not None and s.lay is not None:
             _check_squares(peers, s)
@@ -675,7 +683,8 @@ def prepare_part(peers, desc):
     n_train = sum(g[0] for g in got)
     n_test = sum(g[3] for g in got)
     if o.get("early_stop") is not None and not o.get("validation") and n_test == 0:
-        refuse(peers, f"--early-stop {o['early_stop']} needs held-out ratings: the "
+        refuse(peers, (f"early stopping ({o['early_stop']} iterations)" if given else
+                       f"--early-stop {o['early_stop']}") + " needs held-out ratings: the "
                "held-out set is empty")
     mean = math.fsum(np.concatenate([g[1] for g in got])) / n_train \
         if o["bias"] != "none" else 0.0
@@ -719,7 +728,7 @@ def prepare_part(peers, desc):
     H, (sqW, sqH) = alike(peers, start, lay, o["seed"], o["init"], o["init_scale"],
                           reg_rows, reg_H, lam, sum(rss), gram)
     report = {"shape": (m, n), "mean": mean, "n_train": n_train, "n_test": n_test,
-              "cold": cold, "rss": rss[me], "sqW": sqW,
+              "cold": desc.get("cold", cold), "rss": rss[me], "sqW": sqW,
               "sqH": sqH if me == 0 else None, "sse": K.wsumsq(None, test[2])}
     shard = {"layout": lay, "shape": (m, n), "H": H, "users": (u0, u1), "items": (i0, i1),
              "rows": rows, "cols": cols, "reg_rows": reg_rows,
