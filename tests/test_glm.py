@@ -537,6 +537,34 @@ def test_dense_logreg_under_mpi_is_the_in_process_run_bit_for_bit(case):
     np.testing.assert_array_equal(res.model["coef"], one.model["coef"])
 
 
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("schedule", ["priority", "round-robin", "random"])
+def test_logreg_jacobi_intercept_under_mpi_and_resumed_is_one_run(schedule, tmp_path):
+    """The intercept eliminated from the Jacobi rounds (its column's weighted products
+    with each block, summed over the workers): mpiexec, one process and a run resumed
+    from a checkpoint give one model, bit for bit."""
+    from mpi4py import MPI
+
+    from test_logreg import _imbalanced_1_to_100
+
+    X, y = _imbalanced_1_to_100()
+    X = np.c_[X, np.full(y.shape[0], 100.0)]  # (the estimator's intercept column)
+    kw = dict(lambda_ratio=0.05, schedule=schedule, block=4, tol=0.0, quiet=True,
+              intercept_column=True, seed=3)
+    res = logreg.fit(X, y, max_rounds=120, **kw)
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        assert res is None
+        return
+    W = MPI.COMM_WORLD.Get_size() - 1
+    one = logreg.fit(X, y, workers=W, max_rounds=120, mpi=False, **kw)
+    assert res.rounds == one.rounds == 120 and one.model["coef"][-1] != 0.0
+    np.testing.assert_array_equal(res.model["coef"], one.model["coef"])
+    out = str(tmp_path / "run")
+    logreg.fit(X, y, workers=W, max_rounds=60, out=out, checkpoint_every=1e-9, mpi=False, **kw)
+    again = logreg.fit(X, y, workers=W, max_rounds=120, out=out, resume=True, mpi=False, **kw)
+    np.testing.assert_array_equal(again.model["coef"], one.model["coef"])
+
+
 def test_exact_rounds_keep_a_support_larger_than_the_block(tmp_path):
     """Once the workers hold the pool's Gram, a support larger than the block goes into
     every exact block whole (split between rounds, its correlated pieces would only move
