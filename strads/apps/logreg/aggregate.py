@@ -547,8 +547,10 @@ def _subproblem(G, q, b, thresh, tol, k):
     ``b`` = b0 on entry) with coordinate ``k`` (an intercept's, -1: none) eliminated:
     CD on the others' Schur complement G_oo - g g' / G_kk (g = G_k,o, b_k's sign s_k
     kept), then d_k = (q_k - thresh s_k - g'd) / G_kk (CD crawls on a constant column,
-    nearly collinear with every popular feature). If d_k flips the sign (or the form is
-    CSR, or b_k is 0), plain CD. Returns the passes."""
+    nearly collinear with every popular feature). If d_k flips the sign, or a column that
+    repeats the intercept's (its reduced curvature 0) violates (the reduced problem is
+    unbounded along it, a trade of their penalties), or the form is CSR, or b_k is 0:
+    plain CD. Returns the passes."""
     if k < 0 or _form(G) == "csr":
         return _cd(G, q, b, thresh, tol)
     b0 = b.copy()
@@ -557,24 +559,21 @@ def _subproblem(G, q, b, thresh, tol, k):
     if sk == 0.0:
         return _cd(G, q, b, thresh, tol)
     g, _ = _column(G, k)
-    gkk = g[k]
-    g[k] = 0.0
-    qk = q[k] - thresh * sk
-    mu = g / math.sqrt(gkk)
-    qq = q - g * (qk / gkk)
-    factor = _form(G) == "factor"
+    gkk, g[k], qk = g[k], 0.0, q[k] - thresh * sk
+    mu, qq, factor = g / math.sqrt(gkk), q - g * (qk / gkk), _form(G) == "factor"
     Gs = None if factor else G - np.outer(mu, mu)
     h = G[4] - mu * mu if factor else Gs.diagonal().copy()
-    # b_k stays (CD skips a zero diagonal), as does a column the intercept's repeats
-    h[h <= 1e-12 * (G[4] if factor else G.diagonal())] = 0.0
-    h[k] = 0.0
+    # b_k stays (CD skips a zero diagonal), as do the columns the intercept's repeats
+    rep = h <= 1e-12 * (G[4] if factor else G.diagonal())
+    h[rep], h[k], rep[k] = 0.0, 0.0, False
     if factor:
         passes = _cd(G[:4] + (h,) + G[5:], qq, b, thresh, tol, mu)
     else:
         np.fill_diagonal(Gs, h)
         passes = _cd(Gs, qq, b, thresh, tol)
-    bk = b0[k] + (qk - g @ (b - b0)) / gkk
-    if np.sign(bk) == sk:
+    bk, viol = b0[k] + (qk - g @ (b - b0)) / gkk, np.zeros(b.shape[0])
+    K.violations(b, qq, thresh, viol)
+    if np.sign(bk) == sk and not (viol[rep] > tol).any():
         b[k] = bk
         return passes
     b[:] = b0
