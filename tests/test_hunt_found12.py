@@ -357,3 +357,32 @@ def test_run_app_bad_input_line_names_the_script_as_argparse_does(capsys):
     assert e.value.code == 2
     assert capsys.readouterr().err == ("python examples/ridge.py: error: --data: this "
                                        "example builds its own problem\n")
+
+
+# -- 10. a per-worker sync of None for every worker -------------------------------------
+class NothingToApply(strads.Aggregate):
+    def __init__(self, n_workers):
+        self.W, self.seen = n_workers, 0
+
+    def aggregate(self, round, task, partials):
+        self.seen += len(partials)
+        self.updates += 1
+        return [None] * self.W  # a list per worker: None, nothing for that worker
+
+
+class NoApply(strads.Update):  # needs no sync: does not define apply
+    def update(self, task):
+        return {"c": 1.0}
+
+
+@pytest.mark.xfail(strict=True, reason="an aggregate that returns a per-worker list of "
+                   "None (no sync for any worker, as docs/extending.md allows: a list per "
+                   "worker, a worker's None applies nothing) to an Update without apply is "
+                   "refused: 'NothingToApply.aggregate returned a sync for the workers, but "
+                   "NoApply does not define apply(sync): they would ignore it' "
+                   "(api.check_sync tests the list, not its parts); the workers have "
+                   "nothing to apply")
+def test_a_per_worker_list_of_none_needs_no_apply():
+    res = strads.run(lambda ctx: (Rounds(4), NothingToApply(ctx.n_workers),
+                                  shards(ctx)), NoApply, workers=2, quiet=True)
+    assert res.rounds == 4
