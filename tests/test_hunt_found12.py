@@ -432,3 +432,23 @@ def test_a_model_keyed_by_numbers_is_refused_naming_finish(tmp_path):
     with pytest.raises(TypeError, match=r"ByIndex\.finish\(\).*0"):
         strads.run(lambda ctx: (Rounds(2), ByIndex(), shards(ctx)), Count, workers=2,
                    quiet=True, out=str(tmp_path / "o"))
+
+
+# -- 13. strads.split_balanced with more workers than rows ---------------------------
+@pytest.mark.xfail(strict=True, reason="strads.split_balanced(np.ones(2), 4) returns the "
+                   "offsets [0, -1, 0, 1, 2]: negative and decreasing, so setup's slices "
+                   "X[cuts[w]:cuts[w + 1]] give worker 0 row 0 (X[0:-1]) and worker 2 row 0 "
+                   "again: a row counted twice, silently (n=3 of 6 parts: [0, -2, -1, 0, 1, "
+                   "2, 3]); should be non-decreasing offsets in [0, n] (some parts empty) "
+                   "or a refusal naming n_parts")
+@pytest.mark.parametrize("n, parts", [(2, 4), (3, 6), (1, 3)])
+def test_split_balanced_never_gives_a_row_twice(n, parts):
+    try:
+        cuts = strads.split_balanced(np.ones(n), parts)
+    except ValueError as e:
+        assert "part" in str(e)
+        return
+    rows = [r for w in range(parts) for r in range(n)[cuts[w]:cuts[w + 1]]]
+    assert len(cuts) == parts + 1 and cuts[0] == 0 and cuts[-1] == n
+    assert np.all(np.diff(cuts) >= 0), cuts
+    assert sorted(rows) == list(range(n))
