@@ -482,3 +482,23 @@ def test_checkpoint_skip_as_a_string_is_one_name_or_refused_as_such(tmp_path):
         assert "tuple" in str(e), e
     else:
         assert res.rounds == 2
+
+
+# -- 15. an overridden state() that is not a dict ---------------------------------------
+class TupleState(Count):
+    def state(self):  # "override state() and load_state(state)" (docs/extending.md)
+        return (self.total,)
+
+    def load_state(self, state):
+        (self.total,) = state
+
+
+@pytest.mark.xfail(strict=True, reason="an Update whose overridden state() returns a tuple "
+                   "(docs/extending.md says only 'state() returns what a checkpoint keeps') "
+                   "is refused with \"'tuple' object has no attribute 'items'\" from "
+                   "checkpoint.encode (a list, None, an array alike): neither state() nor "
+                   "the dict it must return is named")
+def test_a_state_that_is_not_a_dict_is_refused_naming_state(tmp_path):
+    with pytest.raises(TypeError, match=r"TupleState\.state\(\).*dict"):
+        strads.run(lambda ctx: (Rounds(4), Sum(), shards(ctx)), TupleState, workers=2,
+                   quiet=True, out=str(tmp_path / "o"), checkpoint_every=3600, max_rounds=2)
