@@ -502,3 +502,23 @@ def test_a_state_that_is_not_a_dict_is_refused_naming_state(tmp_path):
     with pytest.raises(TypeError, match=r"TupleState\.state\(\).*dict"):
         strads.run(lambda ctx: (Rounds(4), Sum(), shards(ctx)), TupleState, workers=2,
                    quiet=True, out=str(tmp_path / "o"), checkpoint_every=3600, max_rounds=2)
+
+
+# -- 16. under mpiexec: a refusal every worker rank meets is said by each ----------------
+@pytest.mark.timeout(300)
+@pytest.mark.xfail(strict=True, reason="mpiexec -n 4 python examples/ridge.py --rebalance "
+                   "(an Update without rows/give/take: refused in every worker's Init) "
+                   "prints its one-line refusal 3 times, once per worker rank (MF's "
+                   "--rebalance alike); the other refusals before the run are said once "
+                   "(test_usability), docs/extending.md: one line")
+def test_under_mpiexec_a_refusal_of_every_worker_is_said_once():
+    import subprocess
+
+    from conftest import ROOT, child_env, mpiexec
+    env = {**child_env(), "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([mpiexec(), "-n", "4", sys.executable, "examples/ridge.py",
+                        "--rebalance", "--quiet", "--max-rounds", "5"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.count("\n") == 1 and "--rebalance: RidgeUpdate cannot hand rows over" \
+        in p.stderr, p.stderr
