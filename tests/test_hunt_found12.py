@@ -509,7 +509,8 @@ def test_a_state_that_is_not_a_dict_is_refused_naming_state(tmp_path):
 @pytest.mark.xfail(strict=True, reason="mpiexec -n 4 python examples/ridge.py --rebalance "
                    "(an Update without rows/give/take: refused in every worker's Init) "
                    "prints its one-line refusal 3 times, once per worker rank (MF's "
-                   "--rebalance alike); the other refusals before the run are said once "
+                   "--rebalance alike; a DataError that every worker's __init__ raises: one "
+                   "line per worker too); the other refusals before the run are said once "
                    "(test_usability), docs/extending.md: one line")
 def test_under_mpiexec_a_refusal_of_every_worker_is_said_once():
     import subprocess
