@@ -1,8 +1,8 @@
 """Strict xfails for defects found by the twelfth hunt (hunt12: a user writing custom apps
 from README.md's "Your own app" and docs/extending.md alone, then making the mistakes
 users make). Each test fails on the code it was written against for the reason it names,
-and passes once the defect is fixed (then drop its xfail mark). In one process: none of
-these depends on MPI (each was also seen the same way under ``mpiexec -n 3``)."""
+and passes once the defect is fixed (then drop its xfail mark). In one process but the
+last (mpiexec -n 4, a subprocess); 5 and 6 were also seen the same way under mpiexec -n 3."""
 import sys
 import warnings
 from pathlib import Path
