@@ -1,8 +1,10 @@
-"""Strict xfails for defects found by the twelfth hunt (hunt12: a user writing custom apps
-from README.md's "Your own app" and docs/extending.md alone, then making the mistakes
-users make). Each test fails on the code it was written against for the reason it names,
-and passes once the defect is fixed (then drop its xfail mark). In one process but the
-last (mpiexec -n 4, a subprocess); 5 and 6 were also seen the same way under mpiexec -n 3."""
+"""The extension contract, as a user writing a custom app from README.md's "Your own
+app" and docs/extending.md meets it: each mistake users make (a piece that is not a
+strads class, setup's answer of the wrong shape, per-worker lists of the wrong length, a
+shard that cannot travel, state that cannot be checkpointed or resumed, a model that
+cannot be written) is refused before any work in one error naming the hook, or works;
+arrays that pieces share resume as one; split_balanced never gives a row twice. The last
+test runs under mpiexec -n 4 (a subprocess)."""
 import sys
 import warnings
 from pathlib import Path
@@ -88,13 +90,6 @@ class PlainSum:  # forgot "(strads.Aggregate)"
         return {"s": np.array([1.0])}
 
 
-@pytest.mark.xfail(strict=True, reason="a piece that does not subclass strads.Update / "
-                   "Schedule / Aggregate (or setup returning the Schedule class, not an "
-                   "instance) passes check_app and dies deep in the engine: AttributeError "
-                   "'no attribute warmup' (worker.py) or 'begin' (driver.py), or "
-                   "'Schedule.begin() missing 1 required positional argument'; run() itself "
-                   "says 'update must be a subclass of strads.Update' but checks only for "
-                   "an instance. Should be one TypeError naming the class and the base")
 @pytest.mark.parametrize("case", ["update", "schedule", "aggregate", "schedule class"])
 def test_a_piece_that_is_not_a_strads_class_is_refused_naming_it(case):
     update, sched, agg = Count, (lambda: Rounds(3)), Sum
@@ -112,12 +107,6 @@ def test_a_piece_that_is_not_a_strads_class_is_refused_naming_it(case):
 
 
 # -- 2. setup's answer of the wrong shape ----------------------------------------------
-@pytest.mark.xfail(strict=True, reason="setup returning None (a forgotten return), two "
-                   "values, or its shards as a generator fails in driver.init's unpacking "
-                   "with Python's 'cannot unpack non-iterable NoneType object', 'not enough "
-                   "values to unpack (expected 3, got 2)', \"object of type 'generator' has "
-                   "no len()\": nothing names setup or what it must return; should be one "
-                   "error naming setup and (schedule, aggregate, shards)")
 @pytest.mark.parametrize("answer", ["None", "two values", "generator of shards"])
 def test_setup_returning_the_wrong_shape_is_refused_naming_setup(answer):
     def setup(ctx):
@@ -142,10 +131,6 @@ class ThreeSyncs(Sum):
         return [super().aggregate(round, task, partials)] * 3
 
 
-@pytest.mark.xfail(strict=True, reason="a schedule() or aggregate() that returns a "
-                   "per-worker list of 3 parts for 2 workers ends the run with 'a "
-                   "per-worker message has 3 parts for 2 workers' (driver.per_worker) in "
-                   "both cases: the hook that returned it is not named")
 @pytest.mark.parametrize("hook", ["ThreeTasks.schedule", "ThreeSyncs.aggregate"])
 def test_a_per_worker_list_of_the_wrong_length_names_its_hook(hook):
     sched = ThreeTasks if hook.startswith("ThreeTasks") else Rounds
@@ -156,11 +141,6 @@ def test_a_per_worker_list_of_the_wrong_length_names_its_hook(hook):
 
 
 # -- 4. a shard that cannot travel -------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="a shard holding a lock (or a lambda, an open "
-                   "file) ends the run with pickle's \"cannot pickle '_thread.lock' "
-                   "object\" from transport.encode (also under mpiexec, from rank 0): "
-                   "nothing names setup's shard, the worker or the key; should be one "
-                   "error naming them")
 def test_a_shard_that_cannot_be_sent_is_refused_naming_shard_and_key():
     import threading
 
@@ -186,11 +166,6 @@ class RowIndices(strads.Update):
         return {"c": np.array([self.x[self.rows].sum()])}
 
 
-@pytest.mark.xfail(strict=True, reason="an Update whose self.rows is an index array (not "
-                   "--rebalance's row count) runs, but with --checkpoint-every the run dies "
-                   "after its work, at the checkpoint, with 'only 0-dimensional arrays can "
-                   "be converted to Python scalars' (worker.py int(self.update.rows)); "
-                   "should run, or be refused before any round naming Update.rows")
 def test_an_update_rows_attribute_of_row_indices_with_checkpoints(tmp_path):
     x = np.arange(10.0)
     RowIndices.done.clear()
@@ -226,12 +201,6 @@ class BestWord(Sum):
         return super().aggregate(round, task, partials)
 
 
-@pytest.mark.xfail(strict=True, reason="an aggregate holding a NumPy string scalar "
-                   "(np.str_, what indexing a string array gives; also np.datetime64) is "
-                   "checkpointed without complaint, then --resume refuses its own "
-                   "checkpoint: 'aggregate.best: malformed ({'v': np.str_('alpha')}) does "
-                   "not fit this run'; docs/failures.md: a state that cannot be checkpointed "
-                   "is refused before any work")
 def test_a_numpy_string_in_the_state_resumes(tmp_path):
     def setup(ctx):
         return Rounds(6), BestWord(), shards(ctx)
@@ -284,13 +253,6 @@ class Gradient(strads.Update):
         return {"g": self.X.T @ (self.X @ task["w"] - self.y)}
 
 
-@pytest.mark.xfail(strict=True, reason="a schedule holding the aggregate's array (it "
-                   "reads the aggregate's state, as the contract says) resumes silently "
-                   "wrong: each piece's copy is restored apart, the schedule's stays at the "
-                   "checkpoint's values and every later task is stale (objective 57 for "
-                   "the uninterrupted 0.85 at staleness 0, where docs/failures.md promises "
-                   "the same model bit for bit); should resume the shared array as one, or "
-                   "refuse the state naming it")
 def test_a_schedule_sharing_the_aggregates_array_resumes_bit_for_bit(tmp_path):
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((120, 8)), rng.standard_normal(120)
@@ -329,11 +291,6 @@ class One(strads.Update):
         return {"c": 1.0}
 
 
-@pytest.mark.xfail(strict=True, reason="run(tol=1e-3) with an aggregate that defines "
-                   "neither objective() nor converged() (both optional) runs to max_rounds "
-                   "(with none: for ever) without a word: the default converged() compares "
-                   "the default NaN objective; should be refused before any round naming "
-                   "tol and objective() (or at least warned)")
 def test_tol_without_an_objective_is_refused_or_warned():
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -347,10 +304,6 @@ def test_tol_without_an_objective_is_refused_or_warned():
 
 
 # -- 9. strads.cli.run_app's error line -------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="run_app('examples/ridge.py', ...) prints bad input "
-                   "as 'python -m ridge: error: ...' (it passes main the basename), while "
-                   "argparse's own errors and --help say 'python examples/ridge.py'; "
-                   "docs/extending.md: one line with argparse's prefix")
 def test_run_app_bad_input_line_names_the_script_as_argparse_does(capsys):
     with pytest.raises(SystemExit) as e:
         ridge.main(["--data", "nothing.csv", "--quiet"])
@@ -375,13 +328,6 @@ class NoApply(strads.Update):  # needs no sync: does not define apply
         return {"c": 1.0}
 
 
-@pytest.mark.xfail(strict=True, reason="an aggregate that returns a per-worker list of "
-                   "None (no sync for any worker, as docs/extending.md allows: a list per "
-                   "worker, a worker's None applies nothing) to an Update without apply is "
-                   "refused: 'NothingToApply.aggregate returned a sync for the workers, but "
-                   "NoApply does not define apply(sync): they would ignore it' "
-                   "(api.check_sync tests the list, not its parts); the workers have "
-                   "nothing to apply")
 def test_a_per_worker_list_of_none_needs_no_apply():
     res = strads.run(lambda ctx: (Rounds(4), NothingToApply(ctx.n_workers),
                                   shards(ctx)), NoApply, workers=2, quiet=True)
@@ -404,12 +350,6 @@ def _ridge_run(update, workers, **kw):
     return strads.run(setup, update, app="ridge", workers=workers, quiet=True, **kw)
 
 
-@pytest.mark.xfail(strict=True, reason="an Update that declares row_state but not rows "
-                   "passes the resume's check on another number of workers, then every "
-                   "worker's default reshard raises a bare NotImplementedError() (no "
-                   "message, api.py Update.reshard) after setup and the shards; should be "
-                   "refused before, in one line naming rows, as an Update with neither "
-                   "row_state nor reshard is (docs/elastic.md)")
 def test_row_state_without_rows_is_refused_naming_rows(tmp_path):
     out = str(tmp_path / "o")
     _ridge_run(RowStateOnly, 2, max_rounds=5, out=out, checkpoint_every=3600)
@@ -423,11 +363,6 @@ class ByIndex(Sum):
         return {0: np.zeros(2), 1: np.ones(3)}  # the factors by number
 
 
-@pytest.mark.xfail(strict=True, reason="finish() returning a model keyed by numbers passes "
-                   "api.check_hook (which checks values only) and the run's work, then "
-                   "writing model.npz fails with np.savez's 'keywords must be strings' "
-                   "(outputs.py): the Result is lost and nothing names finish(); should be "
-                   "refused as the other bad models are, naming finish() and the key")
 def test_a_model_keyed_by_numbers_is_refused_naming_finish(tmp_path):
     with pytest.raises(TypeError, match=r"ByIndex\.finish\(\).*0"):
         strads.run(lambda ctx: (Rounds(2), ByIndex(), shards(ctx)), Count, workers=2,
@@ -435,12 +370,6 @@ def test_a_model_keyed_by_numbers_is_refused_naming_finish(tmp_path):
 
 
 # -- 13. strads.split_balanced with more workers than rows ---------------------------
-@pytest.mark.xfail(strict=True, reason="strads.split_balanced(np.ones(2), 4) returns the "
-                   "offsets [0, -1, 0, 1, 2]: negative and decreasing, so setup's slices "
-                   "X[cuts[w]:cuts[w + 1]] give worker 0 row 0 (X[0:-1]) and worker 2 row 0 "
-                   "again: a row counted twice, silently (n=3 of 6 parts: [0, -2, -1, 0, 1, "
-                   "2, 3]); should be non-decreasing offsets in [0, n] (some parts empty) "
-                   "or a refusal naming n_parts")
 @pytest.mark.parametrize("n, parts", [(2, 4), (3, 6), (1, 3)])
 def test_split_balanced_never_gives_a_row_twice(n, parts):
     try:
@@ -463,12 +392,6 @@ class SparseRows(Count):
         self.data = shard["data"]
 
 
-@pytest.mark.xfail(strict=True, reason="checkpoint_skip = ('data') (the one-name tuple's "
-                   "comma forgotten: a string) is taken as the letters {'d', 'a', 't'}: "
-                   "the run is refused with 'cannot checkpoint SparseRows.data of type "
-                   "csr_matrix: name it in SparseRows.checkpoint_skip', which it is; "
-                   "should take the string as one name, or say checkpoint_skip must be a "
-                   "tuple of names")
 def test_checkpoint_skip_as_a_string_is_one_name_or_refused_as_such(tmp_path):
     import scipy.sparse as sp
 
@@ -493,11 +416,6 @@ class TupleState(Count):
         (self.total,) = state
 
 
-@pytest.mark.xfail(strict=True, reason="an Update whose overridden state() returns a tuple "
-                   "(docs/extending.md says only 'state() returns what a checkpoint keeps') "
-                   "is refused with \"'tuple' object has no attribute 'items'\" from "
-                   "checkpoint.encode (a list, None, an array alike): neither state() nor "
-                   "the dict it must return is named")
 def test_a_state_that_is_not_a_dict_is_refused_naming_state(tmp_path):
     with pytest.raises(TypeError, match=r"TupleState\.state\(\).*dict"):
         strads.run(lambda ctx: (Rounds(4), Sum(), shards(ctx)), TupleState, workers=2,
@@ -506,12 +424,6 @@ def test_a_state_that_is_not_a_dict_is_refused_naming_state(tmp_path):
 
 # -- 16. under mpiexec: a refusal every worker rank meets is said by each ----------------
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(strict=True, reason="mpiexec -n 4 python examples/ridge.py --rebalance "
-                   "(an Update without rows/give/take: refused in every worker's Init) "
-                   "prints its one-line refusal 3 times, once per worker rank (MF's "
-                   "--rebalance alike; a DataError that every worker's __init__ raises: one "
-                   "line per worker too); the other refusals before the run are said once "
-                   "(test_usability), docs/extending.md: one line")
 def test_under_mpiexec_a_refusal_of_every_worker_is_said_once():
     import subprocess
 
