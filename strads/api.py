@@ -32,8 +32,16 @@ class _Piece:
         workers at ``round``: a schedule or aggregate whose state depends on it adapts."""
 
     def load_state(self, state):
-        """Restore what :meth:`state` returned, on an object fresh from setup()."""
-        self.__dict__.update(state)
+        """Restore what :meth:`state` returned, on an object fresh from setup(): an array
+        into the one setup() made where it fits, so that an array two pieces share (a
+        schedule reading the aggregate's) stays one; anything else rebound."""
+        for k, v in state.items():
+            cur = self.__dict__.get(k)
+            if (type(v) is np.ndarray and type(cur) is np.ndarray and cur.flags.writeable
+                    and (cur.shape, cur.dtype) == (v.shape, v.dtype)):
+                cur[...] = v
+            else:
+                self.__dict__[k] = v
 
 
 @dataclass(frozen=True)
@@ -115,7 +123,11 @@ class Update(_Piece):
         worker calls it at once. Default: each array of ``row_state`` cut from the old
         workers' (:func:`rows_of`), then :meth:`resharded`."""
         if self.row_state is None or self.rows is None:
-            raise NotImplementedError
+            raise _ckpt.CheckpointError(
+                f"{type(self).__name__} cannot move its state to another number of "
+                "workers: " + ("it defines row_state but not rows (the number of rows "
+                               "this worker holds)" if self.row_state else
+                               "it defines neither row_state nor reshard"))
         for name in self.row_state:
             setattr(self, name, rows_of(olds, first, self.rows, name))
         self.resharded()
@@ -207,6 +219,13 @@ class Aggregate(_Piece):
 def check_app(app, schedule, update_cls, aggregate):
     """Refuse, before any work, an app that lacks a method the engine calls: one error
     naming every one missing."""
+    for obj, base in ((schedule, Schedule), (aggregate, Aggregate)):
+        if isinstance(obj, type):
+            raise TypeError(f"setup returned the class {obj.__name__}, not an instance of "
+                            f"it (a strads.{base.__name__})")
+        if not isinstance(obj, base):
+            raise TypeError(f"{type(obj).__name__} is not a strads.{base.__name__}: "
+                            f"subclass it (class {type(obj).__name__}(strads.{base.__name__}))")
     missing = []
     for obj, base, name in ((schedule, Schedule, "schedule"), (update_cls, Update, "update"),
                             (aggregate, Aggregate, "aggregate")):
@@ -232,6 +251,10 @@ def check_hook(aggregate, hook, got, taken):
         if not (v is None or isinstance(v, (int, float, str, np.number, np.bool_))):
             raise TypeError(f"{name} returned {type(v).__name__} for {k!r}: a trace.csv "
                             "cell is a number or a string")
+    for k in got if hook == "finish" else ():
+        if not isinstance(k, str):
+            raise TypeError(f"{name} returned the key {k!r}: model.npz names each array "
+                            "by a str")
     for k, v in got.items() if hook == "finish" else ():
         try:
             ok = not np.asarray(v).dtype.hasobject
@@ -258,6 +281,8 @@ def split_balanced(counts, n_parts):
     cum = np.concatenate([[0], np.cumsum(counts)])
     cuts = np.searchsorted(cum, np.linspace(0, cum[-1], n_parts + 1), side="right") - 1
     cuts[0], cuts[-1] = 0, n
+    if n < n_parts:  # (some parts empty: offsets non-decreasing in [0, n])
+        return np.maximum.accumulate(np.clip(cuts, 0, n)).astype(np.int64)
     for k in range(1, n_parts):
         cuts[k] = min(max(cuts[k], cuts[k - 1] + 1), n - (n_parts - k))
     return cuts.astype(np.int64)

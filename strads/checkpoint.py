@@ -37,7 +37,7 @@ def picked(obj):
     from .api import Aggregate, Schedule, Update  # api imports this module
     from .transport import Peers
 
-    skip = set(getattr(obj, "checkpoint_skip", ()))
+    skip = skipped(obj)
     pieces = (Schedule, Update, Aggregate, Peers)
     code = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, functools.partial)
     return {k: v for k, v in vars(obj).items()
@@ -45,8 +45,17 @@ def picked(obj):
             and not isinstance(v, code) and not hasattr(v, "py_func")}  # (py_func: numba's)
 
 
+def skipped(obj):
+    """``obj``'s ``checkpoint_skip`` names (one string: one name, the comma forgotten)."""
+    skip = getattr(obj, "checkpoint_skip", ())
+    return {skip} if isinstance(skip, str) else set(skip)
+
+
 def encode(state, owner):
     """``(meta, arrays)`` of a state dict: JSON-able structure and named arrays."""
+    if not isinstance(state, dict):
+        raise TypeError(f"{owner}.state() returned {type(state).__name__}, not a dict of "
+                        "attribute names to values (and load_state(state) takes it back)")
     arrays = {}
     meta = {k: _encode(v, k, arrays, owner) for k, v in state.items()}
     return meta, arrays
@@ -54,12 +63,15 @@ def encode(state, owner):
 
 def _encode(v, key, arrays, owner):
     if v is None or isinstance(v, (bool, str)):
-        return {"v": v}
+        return {"v": str(v) if isinstance(v, str) else v}  # (np.str_: a str)
     if isinstance(v, (int, float)) and type(v) in (int, float):
         return {"v": v} if type(v) is int else {"f": float.hex(v)}
     if isinstance(v, (np.ndarray, np.generic)):
         if getattr(v, "dtype", None) == object:
             raise CheckpointError(f"cannot checkpoint {owner}.{key}: an object array")
+        if isinstance(v, np.generic) and v.dtype.kind not in "biufc":
+            raise CheckpointError(f"cannot checkpoint {owner}.{key}: a NumPy {v.dtype} "
+                                  "scalar (a number, a str or a 0-d array is kept)")
         arrays[key] = np.asarray(v)
         return {"a": key, "scalar": isinstance(v, np.generic)}
     if isinstance(v, np.random.Generator):
@@ -221,7 +233,7 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
     for k in set(meta) - set(fmeta) if owner is not None else ():
         with contextlib.suppress(KeyError, CheckpointError):
             also[k] = _encode(vars(obj)[k], k, farrays, name)
-    skip = set(getattr(owner, "checkpoint_skip", ()))  # (setup's: never loaded)
+    skip = skipped(owner)  # (setup's: never loaded)
     # (``sizes`` False, another layout's part: an attribute its layout did not keep is
     # the app's reshard's to make; it reads what it needs, a missing one is refused there)
     odd = sorted(set(fmeta) - set(meta) if sizes else ()) + sorted(

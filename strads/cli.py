@@ -189,4 +189,4 @@ def run_app(module, description, params, fit, *, max_rounds=None, tol=0.0, argv=
         P.check(params, vars(args), cli=True)
         return fit(args, **engine_kwargs(args))
 
-    return main(name, run, args)
+    return main(module, run, args)

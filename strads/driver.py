@@ -6,6 +6,7 @@ import json
 import math
 import numbers
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -42,12 +43,31 @@ class ScheduleDivergence(RuntimeError):
     """Leaderless scheduling: the ranks did not schedule the same work."""
 
 
-def per_worker(msg, n):
+def per_worker(msg, n, hook="a hook"):
     if isinstance(msg, list):
         if len(msg) != n:
-            raise ValueError(f"a per-worker message has {len(msg)} parts for {n} workers")
+            raise ValueError(f"{hook} returned a per-worker list of {len(msg)} parts for "
+                             f"{n} workers")
         return msg
     return [msg] * n
+
+
+def _unsendable(shard):
+    """`` at key K`` of the first entry of a dict shard that pickle refuses, or ''."""
+    for k, v in shard.items() if isinstance(shard, dict) else ():
+        try:
+            pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # (what pickle raises varies with the object)
+            return f" (at key {k!r})"
+    return ""
+
+
+def _shape(made):
+    """What setup returned, in a few words (for its refusal)."""
+    if isinstance(made, (tuple, list)):
+        return f"a tuple of {len(made)}" + (
+            f" whose shards are a {type(made[2]).__name__}" if len(made) == 3 else "")
+    return "None" if made is None else f"a {type(made).__name__}"
 
 
 class Driver:
@@ -102,7 +122,12 @@ class Driver:
                 self.every = manifest["checkpoint_every"]
         ctx = api.Context(self.W, self.staleness, self.seed, self.K)
         _outputs.COMPILES.watch(self.label, self.quiet, self.tp.is_mpi)
-        self.schedule, self.aggregate, shards = self.setup(ctx)
+        made = self.setup(ctx)
+        if not (isinstance(made, (tuple, list)) and len(made) == 3
+                and isinstance(made[2], (list, tuple))):
+            raise TypeError("setup(ctx) must return (schedule, aggregate, shards), shards a "
+                            f"list of one per worker; it returned {_shape(made)}")
+        self.schedule, self.aggregate, shards = made
         if len(shards) != self.W:
             raise ValueError(f"setup returned {len(shards)} shards for {self.W} workers")
         if self.K > 1:
@@ -116,6 +141,12 @@ class Driver:
             self.schedule = Split(parts, self.tp, self.signals)
         api.check_app(self.app, self.schedule.first if self.K > 1 else self.schedule,
                       self.update_cls, self.aggregate)
+        agg = type(self.aggregate)
+        if self.tol > 0 and agg.objective is api.Aggregate.objective and \
+                agg.converged is api.Aggregate.converged:
+            raise ValueError(f"tol={self.tol}: {agg.__name__} defines neither objective() "
+                             "nor converged(), so tol can never stop the run (pass tol=0, "
+                             "or define one)")
         digest = bool(self.every or self.resume)
         # the files' content, for a resume on another number of workers (on the same,
         # each worker's digest of its shard checks it)
@@ -132,10 +163,19 @@ class Driver:
         # (in one process, once per Update class: a warm-up thread is a small fit's cost)
         warm = mpi or self.update_cls not in _WARM
         for w in range(self.W):
-            self.tp.send(w, W.Init(shards[w], warm and (mpi or w == 0), digest, self.rebal))
+            try:
+                self.tp.send(w, W.Init(shards[w], warm and (mpi or w == 0), digest,
+                                       self.rebal))
+            except (pickle.PicklingError, TypeError, AttributeError) as e:
+                raise TypeError(f"setup's shard for worker {w}{_unsendable(shards[w])} "
+                                f"cannot be sent to it: {e}") from None
             shards[w] = None  # the worker holds it now: the scheduler keeps no copy
         shards = None
-        reports = [self.tp.recv(w).report for w in range(self.W)]
+        replies = [self.tp.recv(w) for w in range(self.W)]
+        for r in replies:  # a worker's refusal of its shard (the same for every worker)
+            if isinstance(r, DataError):
+                raise r
+        reports = [r.report for r in replies]
         if not mpi:
             _WARM.add(self.update_cls)
         self.aggregate.begin(reports)
@@ -286,7 +326,8 @@ class Driver:
     def _step(self, round, task):
         """Send every worker the syncs it has not applied yet and ``task`` (one message
         for all of them when they are the same)."""
-        tasks, pend = per_worker(task, self.W), self.pending
+        tasks = per_worker(task, self.W, f"{type(self.schedule).__name__}.schedule")
+        pend = self.pending
         if all(t is tasks[0] and len(p) == len(pend[0])
                and all(x is y for x, y in zip(p, pend[0])) for t, p in zip(tasks, pend)):
             self.tp.broadcast(W.Step(round, pend[0], tasks[0], False))
@@ -316,12 +357,15 @@ class Driver:
         for w, partial in got:
             partials[w] = partial
         sync = self.aggregate.aggregate(r, task, partials)
-        if sync is not None and not self.synced:  # the first: can the workers apply it?
+        if sync is not None and not self.synced and not (
+                isinstance(sync, list) and all(s is None for s in sync)):
+            # the first (not a list of None: nothing to apply): can the workers apply it?
             api.check_sync(self.aggregate, self.update_cls)
             self.synced = True
         if self.K > 1:
             self.schedule.hear(self.aggregate.feedback(r, task, sync))
-        for w, s in enumerate(per_worker(sync, self.W)):
+        for w, s in enumerate(per_worker(sync, self.W,
+                                         f"{type(self.aggregate).__name__}.aggregate")):
             self.pending[w].append(s)
         self.done = r + 1
         _launch().note_round(self.done)
@@ -521,7 +565,7 @@ class Split(api.Schedule):
         return self.first.total_rounds
 
     def hear(self, news):
-        for k, n in enumerate(per_worker(news, self.K)):
+        for k, n in enumerate(per_worker(news, self.K, "the aggregate's feedback")):
             if n is not None:
                 self.news[k].append(n)
 
@@ -633,8 +677,11 @@ def run(setup, update, *, workers=None, staleness=0, max_rounds=None, time_limit
                         f"{_transport.mpi_world_size()}: no rank is left for a worker "
                         f"(ranks 0..{schedulers - 1} schedule)")
     setup, update = _test_hook(setup, update)
-    if not isinstance(update, type):  # (each worker makes its own from its shard)
-        raise TypeError("update must be a subclass of strads.Update, got an instance of "
+    if not (isinstance(update, type) and issubclass(update, api.Update)):
+        # (each worker makes its own from its shard)
+        raise TypeError((f"{update.__name__} is not a strads.Update: subclass it (class "
+                         f"{update.__name__}(strads.Update))") if isinstance(update, type) else
+                        "update must be a subclass of strads.Update, got an instance of "
                         f"{type(update).__name__}")
     refused = _transport.start_together(stall=(app, stall_warn)) if mpi else None
     if refused:  # another rank refused before its run (that rank says why)

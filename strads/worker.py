@@ -73,6 +73,11 @@ class WorkerHost:
             update.__init__(msg.shard)
         self.update = update
         cls = type(update)
+        if (msg.digest or msg.rebalance) and update.rows is not None and (
+                isinstance(update.rows, bool) or not isinstance(update.rows, (int, np.integer))):
+            raise TypeError(f"{cls.__name__}.rows is a {type(update.rows).__name__}: strads "
+                            "reads Update.rows as the number of rows this worker holds "
+                            "(--rebalance, checkpoints): give yours another name")
         if msg.rebalance and (update.rows is None or cls.give is Update.give
                               or cls.take is Update.take):
             raise DataError(f"--rebalance: {cls.__name__} cannot hand rows over (it "
@@ -266,7 +271,13 @@ def serve(tp, update_cls, signals, app, stall_warn):
     host = WorkerHost(update_cls, signals, tp.worker, tp.peers, tp.traffic)
     while True:
         msg = tp.recv_task()
-        tp.reply(host.handle(msg))
+        try:
+            reply = host.handle(msg)
+        except DataError as e:  # (every worker meets it: rank 0 says it, once)
+            if type(msg) is not Init:
+                raise
+            reply = e
+        tp.reply(reply)
         if type(msg) is Init:
             break
     def whom(w):
