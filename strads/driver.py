@@ -81,7 +81,16 @@ class Driver:
         self.folder = os.path.join(out, "checkpoint") if out else None
         self.trace, self.versions = [], []
         self.pending = [[] for _ in range(self.W)]  # syncs not yet sent, per worker
-        self.inflight = deque()
+        self.inflight = deque()  # (round, task) dispatched, not yet aggregated
+        # results of the first rounds in flight, received at a checkpoint (which keeps
+        # them): aggregated in turn, as if just received (:meth:`checkpoint`)
+        self.held = deque()
+        self.receiving = None  # the round whose results are being received
+        # rounds a stopping rule kept from dispatch that the uninterrupted run would have
+        # dispatched (staleness > 0, with checkpoints): (round, task, the syncs its step
+        # carries, per worker), scheduled at that run's moment, for the last checkpoint
+        self.unsent = deque()
+        self.ended = False  # the schedule returned None
         self.r_next = self.done = 0
         self.stopping, self.reason = False, "max_rounds"
         self.elapsed0 = 0.0  # wall time of the run before it was resumed
@@ -185,10 +194,19 @@ class Driver:
         where = os.path.join(self.folder, m["parts"][0]["file"])
         schedule, aggregate = (_ckpt.restore(parts, k, p, where) for k, p in (
             ("schedule", self.schedule), ("aggregate", self.aggregate)))
-        loop = _ckpt.restore_loop(parts, self._loop(), m["round"], where)
+        loop = _ckpt.restore_loop(parts, self._loop(), m["round"], where,
+                                   self.staleness, m["engine"]["workers"])
         _ckpt.load(self.schedule, schedule, where)
         _ckpt.load(self.aggregate, aggregate, where)
         self.r_next = self.done = loop["done"]
+        for r, task, newest, oldest, got in loop["inflight"]:
+            self.inflight.append((r, task))
+            self.held.append((r, newest, oldest, 0, got, []))
+        unsent = [(r, task, self._syncs(syncs, where)) for r, task, syncs in loop["unsent"]]
+        self.pending = self._syncs(loop["pending"], where)
+        self.r_next += len(self.inflight) + len(unsent)
+        # the syncs the workers' parts have not applied yet: their versions are the fewer
+        behind = len(self.pending[0]) + sum(len(u[2][0]) for u in unsent)
         self.trace = loop["trace"]
         self.versions = [tuple(v) for v in loop["versions"].tolist()]
         self.elapsed0 = loop["elapsed"]
@@ -197,26 +215,41 @@ class Driver:
         if self.reshard:
             for piece in (self.schedule, self.aggregate):
                 piece.resume_on(self.W, self.done)
-        self.tp.broadcast(W.Restore(self.folder, m["parts"], m["round"], self.reshard))
+        self.tp.broadcast(W.Restore(self.folder, m["parts"], m["round"] - behind,
+                                    self.reshard))
         for w in range(self.W):
             self.tp.recv(w)
+        for r, task, syncs in unsent:  # (the uninterrupted run's steps, in its order)
+            self._send(r, task, syncs)
+
+    def _syncs(self, saved, where):
+        """Saved syncs (:meth:`_saved`) as ``pending`` holds them, one list a worker."""
+        same, lists = saved
+        if not same and (self.reshard or len(lists) != self.W):
+            raise _ckpt.CheckpointError(f"{where}: its workers' syncs in flight differ: it "
+                                        f"resumes on its {len(lists)} workers only")
+        return [list(lists[0]) for _ in range(self.W)] if same else lists
+
+    def _saved(self, pending):
+        """``pending``'s syncs as a checkpoint keeps them: (all alike, the lists)."""
+        same = all(len(p) == len(pending[0]) and all(x is y for x, y in zip(p, pending[0]))
+                   for p in pending)
+        return (same, [pending[0]] if same else pending)
 
     def pipeline(self):
-        draining = False  # a checkpoint is due: let the rounds in flight finish first
+        draining = False  # a rebalance is due: let the rounds in flight finish first
         while True:
             if not draining:
                 self._dispatch()
             if not self.inflight:
                 break
             self._collect_round()
-            if not self.stopping and ((self.every and self._checkpoint_due())
-                                      or (self.rebal and self._rebalance_due())):
+            if not self.stopping and self.every and self._checkpoint_due():
+                self.checkpoint()  # (the rounds in flight stay so: the run is unchanged)
+            if not self.stopping and self.rebal and self._rebalance_due():
                 draining = True
             if draining and not self.inflight:
-                if self.every and self._checkpoint_due():
-                    self.checkpoint()
-                if self.rebal and self._rebalance_due():
-                    self.rebalance()
+                self.rebalance()
                 draining = False
 
     def _now(self):  # (leaderless: by the agreed clock)
@@ -235,8 +268,7 @@ class Driver:
     def rebalance(self):
         """At a round boundary: the workers' seconds of work since the last time, and rows
         moved from the slow to the fast when that pays (:func:`strads.rebalance.plan`)."""
-        if any(self.pending):
-            self._step(None, None)
+        self._flush()
         self.tp.broadcast(W.Timing())
         got = [self.tp.recv(w) for w in range(self.W)]
         rows, busy = [g.rows for g in got], [g.busy for g in got]
@@ -264,55 +296,85 @@ class Driver:
     def _flags(self):
         """Leaderless, shared with a round's results: this rank's signal, clock and the
         digest of what it scheduled for that round."""
-        return (self.signals.signum, time.time(), self.digests.pop(self.inflight[0][0]))
+        return (self.signals.signum, time.time(), self.digests.pop(self.receiving))
 
     def _dispatch(self):
-        while (not self.stopping and self.r_next < self.max_rounds
-               and len(self.inflight) <= self.staleness):
-            if self.signals.signum and not self.rep:  # (leaderless: agreed, below)
+        while len(self.inflight) + len(self.unsent) <= self.staleness and not self.ended:
+            held = self.stopping or self.r_next >= self.max_rounds
+            if held and not (self.every and self.staleness and (
+                    not self.stopping or self.reason in RESUMABLE)):
+                break
+            if not held and self.signals.signum and not self.rep:  # (leaderless: below)
                 self._stop("interrupted")
                 self.signum = self.signals.signum
-                break
+                continue
             task = self.schedule.schedule(self.r_next)
             if task is None:
-                self._stop("schedule_done")
+                self.ended = True
+                if not held:
+                    self._stop("schedule_done")
                 break
-            if self.rep:
-                self.digests[self.r_next] = _ckpt.digest(task)
-            self._step(self.r_next, task)
-            self.inflight.append((self.r_next, task))
+            if held:  # (what a resume from the last checkpoint sends: _restore)
+                self.unsent.append((self.r_next, task, self.pending))
+                self.pending = [[] for _ in range(self.W)]
+            else:
+                self._send(self.r_next, task, self.pending)
+                self.pending = [[] for _ in range(self.W)]
             self.r_next += 1
 
-    def _step(self, round, task):
-        """Send every worker the syncs it has not applied yet and ``task`` (one message
-        for all of them when they are the same)."""
-        tasks, pend = per_worker(task, self.W), self.pending
+    def _send(self, round, task, syncs):
+        if self.rep:
+            self.digests[round] = _ckpt.digest(task)
+        self._step(round, task, syncs)
+        self.inflight.append((round, task))
+
+    def _step(self, round, task, pend):
+        """Send every worker the syncs ``pend`` it has not applied yet (one list a worker)
+        and ``task`` (one message for all of them when they are the same)."""
+        tasks = per_worker(task, self.W)
         if all(t is tasks[0] and len(p) == len(pend[0])
                and all(x is y for x, y in zip(p, pend[0])) for t, p in zip(tasks, pend)):
             self.tp.broadcast(W.Step(round, pend[0], tasks[0], False))
         else:
             self.tp.broadcast(W.Step(round, pend, tasks, True))
+
+    def _flush(self):
+        """The syncs not sent yet (those of unsent rounds first), sent."""
+        pend = self.pending
+        for _, _, syncs in self.unsent:
+            pend = [s + p for s, p in zip(syncs, pend)]
+        self.unsent.clear()
+        if any(pend):
+            self._step(None, None, pend)
         self.pending = [[] for _ in range(self.W)]
 
     def _stop(self, reason):
         if not self.stopping:
             self.stopping, self.reason = True, reason
 
-    def _collect_round(self):
-        r, task = self.inflight[0]
-        rr, newest, oldest, signum, got, written = self.tp.gather(W.merge, self._watch(r))
-        self.inflight.popleft()
+    def _receive(self, r):
+        """Round ``r``'s results from the workers (the next to come), checked."""
+        self.receiving = r
+        got = self.tp.gather(W.merge, self._watch(r))
         if self.rep:
             self._check_digests(r)
             self.agreed_now = max(self.agreed_now, self.tp.agreed[1])
-        self._written(written)
-        if rr != r:
-            raise RuntimeError(f"the workers answered round {rr}, expected {r}")
+        self._written(got[5])
+        if got[0] != r:
+            raise RuntimeError(f"the workers answered round {got[0]}, expected {r}")
+        return got
+
+    def _collect_round(self):
+        r, task = self.inflight[0]
+        _, newest, oldest, signum, got, _ = (self.held.popleft() if self.held
+                                             else self._receive(r))
+        self.inflight.popleft()
         if r - oldest > self.staleness:
             raise StalenessError(f"round {r} was computed by a worker at version "
                                  f"{oldest}: {r - oldest} rounds stale > {self.staleness}")
         self.versions.append((r, newest, oldest))
-        partials = [None] * self.W
+        # (a resharded resume's first rounds: the results of the checkpoint's workers)
+        partials = [None] * max([self.W] + [w + 1 for w, _ in got])
         for w, partial in got:
             partials[w] = partial
         sync = self.aggregate.aggregate(r, task, partials)
@@ -392,14 +454,20 @@ class Driver:
         self.trace.append(row)
 
     def checkpoint(self):
-        """Every rank's state at this round boundary (no round in flight), the pending
-        syncs applied first. The workers write theirs while the run goes on; the manifest
-        follows when every part is on disk (:meth:`_written`)."""
+        """Every rank's state at this round boundary, the pending syncs applied first
+        (kept instead, after rounds a stopping rule kept from dispatch: :meth:`_dispatch`).
+        The rounds in flight (staleness > 0) stay in flight: their results are received
+        now (the workers' state is past them) and kept, with their tasks, in the
+        checkpoint, to be aggregated in turn; a resumed run is then the uninterrupted one.
+        The workers write theirs while the run goes on; the manifest follows when every
+        part is on disk (:meth:`_written`)."""
         tp, tag = self.tp, f"r{self.done:012d}"
         if self.ckpt_wait is not None:  # (at shutdown: the last one replaces it)
             self.superseded.add(self.ckpt_wait["tag"])
-        if any(self.pending):
-            self._step(None, None)
+        while len(self.held) < len(self.inflight):
+            self.held.append(self._receive(self.inflight[len(self.held)][0]))
+        if not self.unsent:  # (else they follow the unsent rounds' syncs)
+            self._flush()
         tp.broadcast(W.Checkpoint(self.folder, tag))
         loop = self._loop()
         pieces = {
@@ -419,7 +487,12 @@ class Driver:
                 "trace": json.dumps(self.trace, default=lambda v: v.item()),  # (NumPy's)
                 "versions": np.array(self.versions, np.int64).reshape(-1, 3),
                 "first": self.first, "best": self.best,
-                "last_log": self.last_log}
+                "last_log": self.last_log,
+                # the rounds in flight: (round, task, newest, oldest, [(worker, partial)])
+                "inflight": [(r, task, h[1], h[2], h[4])
+                             for (r, task), h in zip(self.inflight, self.held)],
+                "unsent": [(r, task, self._saved(syncs)) for r, task, syncs in self.unsent],
+                "pending": self._saved(self.pending)}
 
     def _written(self, written):  # workers' parts now on disk: the manifest once all are
         wait = self.ckpt_wait
@@ -443,8 +516,7 @@ class Driver:
         tp = self.tp
         if self.every and self.reason in RESUMABLE and self.ckpt_round != self.done:
             self.checkpoint()  # where it stopped: resumed, it goes on from here
-        if any(self.pending):
-            self._step(None, None)
+        self._flush()
         tp.broadcast(W.Collect())
         if self.K > 1:
             self.schedule.stop()
