@@ -265,13 +265,6 @@ def restore_loop(parts, fresh, round, where, staleness, workers):
             for i, f in enumerate(flight)):
         raise CheckpointError(f"{where}: damaged (the rounds in flight are not rounds "
                               f"{round} on of its workers, at most {staleness})")
-    unsent, after = loop["unsent"], round + len(flight)
-    if len(flight) + len(unsent) > staleness + 1 or not all(
-            type(u) is tuple and len(u) == 3 and u[0] == after + i and _syncs(u[2], workers)
-            for i, u in enumerate(unsent)) or not _syncs(loop["pending"], workers) or \
-            _behind(loop["pending"]) + sum(_behind(u[2]) for u in unsent) > round:
-        raise CheckpointError(f"{where}: damaged (the rounds not sent or the syncs not "
-                              "applied are not this run's)")
     v = loop["versions"]
     try:
         trace = json.loads(loop["trace"]) if isinstance(loop["trace"], str) else None
@@ -291,20 +284,6 @@ def restore_loop(parts, fresh, round, where, staleness, workers):
     if not (_number(loop["elapsed"]) and 0 <= loop["elapsed"] < math.inf):
         raise CheckpointError(f"{where}: elapsed time {loop['elapsed']!r}")
     return dict(loop, trace=trace)
-
-
-def _syncs(saved, workers):
-    """Syncs as the driver saves them: (all workers' alike, one list or one a worker)."""
-    if not (type(saved) is tuple and len(saved) == 2 and type(saved[0]) is bool
-            and type(saved[1]) is list and all(type(x) is list for x in saved[1])):
-        return False
-    lists = saved[1]
-    return len(lists) == (1 if saved[0] else workers) and all(
-        len(x) == len(lists[0]) for x in lists)
-
-
-def _behind(saved):
-    return len(saved[1][0])
 
 
 def _number(x):

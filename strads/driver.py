@@ -86,11 +86,8 @@ class Driver:
         # them): aggregated in turn, as if just received (:meth:`checkpoint`)
         self.held = deque()
         self.receiving = None  # the round whose results are being received
-        # rounds a stopping rule kept from dispatch that the uninterrupted run would have
-        # dispatched (staleness > 0, with checkpoints): (round, task, the syncs its step
-        # carries, per worker), scheduled at that run's moment, for the last checkpoint
-        self.unsent = deque()
-        self.ended = False  # the schedule returned None
+        # a checkpoint taken where a stopping rule first held a round back (:meth:`_dispatch`)
+        self.stop_ckpt = False
         self.r_next = self.done = 0
         self.stopping, self.reason = False, "max_rounds"
         self.elapsed0 = 0.0  # wall time of the run before it was resumed
@@ -202,39 +199,23 @@ class Driver:
         for r, task, newest, oldest, got in loop["inflight"]:
             self.inflight.append((r, task))
             self.held.append((r, newest, oldest, 0, got, []))
-        unsent = [(r, task, self._syncs(syncs, where)) for r, task, syncs in loop["unsent"]]
-        self.pending = self._syncs(loop["pending"], where)
-        self.r_next += len(self.inflight) + len(unsent)
-        # the syncs the workers' parts have not applied yet: their versions are the fewer
-        behind = len(self.pending[0]) + sum(len(u[2][0]) for u in unsent)
+        self.r_next += len(self.inflight)
         self.trace = loop["trace"]
         self.versions = [tuple(v) for v in loop["versions"].tolist()]
         self.elapsed0 = loop["elapsed"]
         self.first, self.best = loop["first"], loop["best"]
         self.last_log = loop["last_log"]
         if self.reshard:
+            # (the rounds in flight aggregated now, as their workers' state is past them:
+            # the state the pieces' resume_on knows, a checkpoint with none in flight)
+            while self.held:
+                self._aggregate(*self.inflight.popleft(), self.held.popleft(),
+                                m["engine"]["workers"])
             for piece in (self.schedule, self.aggregate):
                 piece.resume_on(self.W, self.done)
-        self.tp.broadcast(W.Restore(self.folder, m["parts"], m["round"] - behind,
-                                    self.reshard))
+        self.tp.broadcast(W.Restore(self.folder, m["parts"], m["round"], self.reshard))
         for w in range(self.W):
             self.tp.recv(w)
-        for r, task, syncs in unsent:  # (the uninterrupted run's steps, in its order)
-            self._send(r, task, syncs)
-
-    def _syncs(self, saved, where):
-        """Saved syncs (:meth:`_saved`) as ``pending`` holds them, one list a worker."""
-        same, lists = saved
-        if not same and (self.reshard or len(lists) != self.W):
-            raise _ckpt.CheckpointError(f"{where}: its workers' syncs in flight differ: it "
-                                        f"resumes on its {len(lists)} workers only")
-        return [list(lists[0]) for _ in range(self.W)] if same else lists
-
-    def _saved(self, pending):
-        """``pending``'s syncs as a checkpoint keeps them: (all alike, the lists)."""
-        same = all(len(p) == len(pending[0]) and all(x is y for x, y in zip(p, pending[0]))
-                   for p in pending)
-        return (same, [pending[0]] if same else pending)
 
     def pipeline(self):
         draining = False  # a rebalance is due: let the rounds in flight finish first
@@ -268,7 +249,8 @@ class Driver:
     def rebalance(self):
         """At a round boundary: the workers' seconds of work since the last time, and rows
         moved from the slow to the fast when that pays (:func:`strads.rebalance.plan`)."""
-        self._flush()
+        if any(self.pending):
+            self._step(None, None)
         self.tp.broadcast(W.Timing())
         got = [self.tp.recv(w) for w in range(self.W)]
         rows, busy = [g.rows for g in got], [g.busy for g in got]
@@ -299,53 +281,38 @@ class Driver:
         return (self.signals.signum, time.time(), self.digests.pop(self.receiving))
 
     def _dispatch(self):
-        while len(self.inflight) + len(self.unsent) <= self.staleness and not self.ended:
-            held = self.stopping or self.r_next >= self.max_rounds
-            if held and not (self.every and self.staleness and (
-                    not self.stopping or self.reason in RESUMABLE)):
-                break
-            if not held and self.signals.signum and not self.rep:  # (leaderless: below)
-                self._stop("interrupted")
+        while len(self.inflight) <= self.staleness:
+            if self.signals.signum and not self.stopping and not self.rep:  # (leaderless:
+                self._stop("interrupted")  # agreed, in _collect_round)
                 self.signum = self.signals.signum
-                continue
+            if self.stopping or self.r_next >= self.max_rounds:
+                # where the uninterrupted run would dispatch a round: its rounds in flight,
+                # so a resume from here is that run (else from the end: a drained pipeline)
+                if (self.every and self.staleness and not self.stop_ckpt and self.inflight
+                        and self.reason in RESUMABLE):
+                    if self.ckpt_round != self.done:  # (else one was just taken here)
+                        self.checkpoint()
+                    self.stop_ckpt = True
+                break
             task = self.schedule.schedule(self.r_next)
             if task is None:
-                self.ended = True
-                if not held:
-                    self._stop("schedule_done")
+                self._stop("schedule_done")
                 break
-            if held:  # (what a resume from the last checkpoint sends: _restore)
-                self.unsent.append((self.r_next, task, self.pending))
-                self.pending = [[] for _ in range(self.W)]
-            else:
-                self._send(self.r_next, task, self.pending)
-                self.pending = [[] for _ in range(self.W)]
+            if self.rep:
+                self.digests[self.r_next] = _ckpt.digest(task)
+            self._step(self.r_next, task)
+            self.inflight.append((self.r_next, task))
             self.r_next += 1
 
-    def _send(self, round, task, syncs):
-        if self.rep:
-            self.digests[round] = _ckpt.digest(task)
-        self._step(round, task, syncs)
-        self.inflight.append((round, task))
-
-    def _step(self, round, task, pend):
-        """Send every worker the syncs ``pend`` it has not applied yet (one list a worker)
-        and ``task`` (one message for all of them when they are the same)."""
-        tasks = per_worker(task, self.W)
+    def _step(self, round, task):
+        """Send every worker the syncs it has not applied yet and ``task`` (one message
+        for all of them when they are the same)."""
+        tasks, pend = per_worker(task, self.W), self.pending
         if all(t is tasks[0] and len(p) == len(pend[0])
                and all(x is y for x, y in zip(p, pend[0])) for t, p in zip(tasks, pend)):
             self.tp.broadcast(W.Step(round, pend[0], tasks[0], False))
         else:
             self.tp.broadcast(W.Step(round, pend, tasks, True))
-
-    def _flush(self):
-        """The syncs not sent yet (those of unsent rounds first), sent."""
-        pend = self.pending
-        for _, _, syncs in self.unsent:
-            pend = [s + p for s, p in zip(syncs, pend)]
-        self.unsent.clear()
-        if any(pend):
-            self._step(None, None, pend)
         self.pending = [[] for _ in range(self.W)]
 
     def _stop(self, reason):
@@ -364,28 +331,34 @@ class Driver:
             raise RuntimeError(f"the workers answered round {got[0]}, expected {r}")
         return got
 
-    def _collect_round(self):
-        r, task = self.inflight[0]
-        _, newest, oldest, signum, got, _ = (self.held.popleft() if self.held
-                                             else self._receive(r))
-        self.inflight.popleft()
+    def _aggregate(self, r, task, got, workers=None):
+        """Round ``r``'s results (:meth:`_receive`'s) aggregated, as ``workers`` (default:
+        this run's) computed them; its sync pending."""
+        _, newest, oldest, _, parts, _ = got
         if r - oldest > self.staleness:
             raise StalenessError(f"round {r} was computed by a worker at version "
                                  f"{oldest}: {r - oldest} rounds stale > {self.staleness}")
         self.versions.append((r, newest, oldest))
-        # (a resharded resume's first rounds: the results of the checkpoint's workers)
-        partials = [None] * max([self.W] + [w + 1 for w, _ in got])
-        for w, partial in got:
+        partials = [None] * (workers or self.W)
+        for w, partial in parts:
             partials[w] = partial
         sync = self.aggregate.aggregate(r, task, partials)
         if sync is not None and not self.synced:  # the first: can the workers apply it?
             api.check_sync(self.aggregate, self.update_cls)
             self.synced = True
-        if self.K > 1:
-            self.schedule.hear(self.aggregate.feedback(r, task, sync))
         for w, s in enumerate(per_worker(sync, self.W)):
             self.pending[w].append(s)
         self.done = r + 1
+        return sync
+
+    def _collect_round(self):
+        r, task = self.inflight[0]
+        got = self.held.popleft() if self.held else self._receive(r)
+        self.inflight.popleft()
+        sync = self._aggregate(r, task, got)
+        if self.K > 1:
+            self.schedule.hear(self.aggregate.feedback(r, task, sync))
+        signum = got[3]
         _launch().note_round(self.done)
         now = self._now()
         objective = self.aggregate.objective()
@@ -454,8 +427,7 @@ class Driver:
         self.trace.append(row)
 
     def checkpoint(self):
-        """Every rank's state at this round boundary, the pending syncs applied first
-        (kept instead, after rounds a stopping rule kept from dispatch: :meth:`_dispatch`).
+        """Every rank's state at this round boundary, the pending syncs applied first.
         The rounds in flight (staleness > 0) stay in flight: their results are received
         now (the workers' state is past them) and kept, with their tasks, in the
         checkpoint, to be aggregated in turn; a resumed run is then the uninterrupted one.
@@ -466,8 +438,8 @@ class Driver:
             self.superseded.add(self.ckpt_wait["tag"])
         while len(self.held) < len(self.inflight):
             self.held.append(self._receive(self.inflight[len(self.held)][0]))
-        if not self.unsent:  # (else they follow the unsent rounds' syncs)
-            self._flush()
+        if any(self.pending):
+            self._step(None, None)
         tp.broadcast(W.Checkpoint(self.folder, tag))
         loop = self._loop()
         pieces = {
@@ -490,9 +462,7 @@ class Driver:
                 "last_log": self.last_log,
                 # the rounds in flight: (round, task, newest, oldest, [(worker, partial)])
                 "inflight": [(r, task, h[1], h[2], h[4])
-                             for (r, task), h in zip(self.inflight, self.held)],
-                "unsent": [(r, task, self._saved(syncs)) for r, task, syncs in self.unsent],
-                "pending": self._saved(self.pending)}
+                             for (r, task), h in zip(self.inflight, self.held)]}
 
     def _written(self, written):  # workers' parts now on disk: the manifest once all are
         wait = self.ckpt_wait
@@ -514,9 +484,11 @@ class Driver:
 
     def shutdown(self):
         tp = self.tp
-        if self.every and self.reason in RESUMABLE and self.ckpt_round != self.done:
+        if self.every and self.reason in RESUMABLE and self.ckpt_round != self.done \
+                and not self.stop_ckpt:
             self.checkpoint()  # where it stopped: resumed, it goes on from here
-        self._flush()
+        if any(self.pending):
+            self._step(None, None)
         tp.broadcast(W.Collect())
         if self.K > 1:
             self.schedule.stop()

@@ -436,3 +436,20 @@ def test_resume_at_staleness_under_mpi_equals_uninterrupted(case, tmp_path):
         assert full.workers == resumed.workers == size - 1
         _same_model(full, resumed)
         np.testing.assert_array_equal(full.versions, resumed.versions)
+
+
+@pytest.mark.parametrize("case", ["lasso-priority-1", "lda-model-2"])
+def test_resume_with_rounds_in_flight_on_other_workers(case, tmp_path):
+    """A checkpoint with rounds in flight resumed on 3 workers, not its 2: those rounds
+    are aggregated first (the old workers' results), then the run goes on."""
+    make, *params = RESUMES[case]
+    fit, rounds = make(*params)
+    stop = {} if rounds is None else {"max_rounds": rounds}
+    part = str(tmp_path / "part")
+    fit(workers=2, mpi=False, out=part, checkpoint_every=1e-6, **{**stop, "max_rounds": 12})
+    m = json.loads((tmp_path / "part" / "checkpoint" / "manifest.json").read_text())
+    with np.load(tmp_path / "part" / "checkpoint" / m["parts"][0]["file"]) as z:
+        assert '"inflight": {"list": [{' in str(z["__meta__"])  # (rounds in flight)
+    res = fit(workers=3, mpi=False, out=part, resume=True, **stop)
+    assert res.workers == 3 and res.stop_reason in ("max_rounds", "schedule_done")
+    assert res.versions[:, 0].tolist() == list(range(res.rounds))
