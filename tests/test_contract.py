@@ -392,15 +392,16 @@ RESUMES = {
 }
 
 
-def _legs(case, tmp_path, **kw):
-    """The uninterrupted run, and one checkpointed at every round boundary, stopped at
-    its 12th round and resumed: -> (uninterrupted result, resumed result)."""
+def _legs(case, tmp_path, every=1e-6, **kw):
+    """The uninterrupted run, and one checkpointed at every round boundary (``every``
+    3600: only where it stops), stopped at its 12th round and resumed: -> (uninterrupted
+    result, resumed result)."""
     make, *params = RESUMES[case]
     fit, rounds = make(*params)
     stop = {} if rounds is None else {"max_rounds": rounds}
     full = fit(workers=2, mpi=False, out=str(tmp_path / "full"), **stop)
     part = str(tmp_path / "part")
-    first = fit(out=part, checkpoint_every=1e-6, **{**stop, "max_rounds": 12}, **kw)
+    first = fit(out=part, checkpoint_every=every, **{**stop, "max_rounds": 12}, **kw)
     resumed = fit(out=part, resume=True, **stop, **kw)
     if first is not None:
         assert first.rounds == 12 < resumed.rounds == full.rounds
@@ -418,6 +419,16 @@ def test_resume_at_staleness_equals_uninterrupted(case, tmp_path):
     """A checkpoint at every round boundary, with rounds in flight, changes nothing: the
     run resumed from its 12th ends with the uninterrupted run's model, bit for bit."""
     full, resumed = _legs(case, tmp_path, workers=2, mpi=False)
+    _same_model(full, resumed)
+    np.testing.assert_array_equal(full.versions, resumed.versions)
+
+
+@pytest.mark.parametrize("case", ["lasso-priority-1", "logreg-priority-2", "mf-ccd-1",
+                                  "lda-model-2"])
+def test_resume_at_staleness_from_the_stop_equals_uninterrupted(case, tmp_path):
+    """Only the checkpoint of the stop (where it first held a round back, the rounds in
+    flight those of the uninterrupted run): the same bits."""
+    full, resumed = _legs(case, tmp_path, every=3600, workers=2, mpi=False)
     _same_model(full, resumed)
     np.testing.assert_array_equal(full.versions, resumed.versions)
 
