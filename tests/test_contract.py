@@ -399,7 +399,8 @@ def _legs(case, tmp_path, every=1e-6, **kw):
     make, *params = RESUMES[case]
     fit, rounds = make(*params)
     stop = {} if rounds is None else {"max_rounds": rounds}
-    full = fit(workers=2, mpi=False, out=str(tmp_path / "full"), **stop)
+    full = fit(workers=kw.get("workers", 2), mpi=False, out=str(tmp_path / "full"),
+               **stop)
     part = str(tmp_path / "part")
     first = fit(out=part, checkpoint_every=every, **{**stop, "max_rounds": 12}, **kw)
     resumed = fit(out=part, resume=True, **stop, **kw)
