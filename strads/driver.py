@@ -82,9 +82,7 @@ class Driver:
         self.trace, self.versions = [], []
         self.pending = [[] for _ in range(self.W)]  # syncs not yet sent, per worker
         self.inflight = deque()  # (round, task) dispatched, not yet aggregated
-        # results of the first rounds in flight, received at a checkpoint (which keeps
-        # them): aggregated in turn, as if just received (:meth:`checkpoint`)
-        self.held = deque()
+        self.held = deque()  # results of rounds in flight received at a checkpoint
         self.receiving = None  # the round whose results are being received
         # a checkpoint taken where a stopping rule first held a round back (:meth:`_dispatch`)
         self.stop_ckpt = False
@@ -206,8 +204,7 @@ class Driver:
         self.first, self.best = loop["first"], loop["best"]
         self.last_log = loop["last_log"]
         if self.reshard:
-            # (the rounds in flight aggregated now, as their workers' state is past them:
-            # the state the pieces' resume_on knows, a checkpoint with none in flight)
+            # (the rounds in flight first: resume_on knows a checkpoint with none)
             while self.held:
                 self._aggregate(*self.inflight.popleft(), self.held.popleft(),
                                 m["engine"]["workers"])
@@ -332,8 +329,7 @@ class Driver:
         return got
 
     def _aggregate(self, r, task, got, workers=None):
-        """Round ``r``'s results (:meth:`_receive`'s) aggregated, as ``workers`` (default:
-        this run's) computed them; its sync pending."""
+        """Round ``r``'s results (of ``workers``, default this run's) aggregated."""
         _, newest, oldest, _, parts, _ = got
         if r - oldest > self.staleness:
             raise StalenessError(f"round {r} was computed by a worker at version "
@@ -427,12 +423,10 @@ class Driver:
         self.trace.append(row)
 
     def checkpoint(self):
-        """Every rank's state at this round boundary, the pending syncs applied first.
-        The rounds in flight (staleness > 0) stay in flight: their results are received
-        now (the workers' state is past them) and kept, with their tasks, in the
-        checkpoint, to be aggregated in turn; a resumed run is then the uninterrupted one.
-        The workers write theirs while the run goes on; the manifest follows when every
-        part is on disk (:meth:`_written`)."""
+        """Every rank's state at this round boundary, the pending syncs applied first; the
+        rounds in flight stay so, their results received now (the workers are past them)
+        and kept with their tasks. The workers write theirs while the run goes on; the
+        manifest follows when every part is on disk (:meth:`_written`)."""
         tp, tag = self.tp, f"r{self.done:012d}"
         if self.ckpt_wait is not None:  # (at shutdown: the last one replaces it)
             self.superseded.add(self.ckpt_wait["tag"])
