@@ -262,10 +262,21 @@ def load(piece, state, where):
         raise CheckpointError(f"{where}: {type(piece).__name__}: {e}") from None
 
 
-def restore_loop(parts, fresh, round, where):
+def restore_loop(parts, fresh, round, where, staleness, workers):
     """The driver's loop state (the "engine" piece), checked as :func:`restore` does and
-    for its values; ``trace`` is returned parsed."""
+    for its values (the rounds in flight: at most ``staleness``, after ``round``, results
+    of the checkpoint's ``workers``); ``trace`` is returned parsed."""
     loop = restore(parts, "engine", fresh, where, ("versions",))
+    flight = loop["inflight"]
+    if len(flight) > staleness or not all(
+            type(f) is tuple and len(f) == 5 and f[0] == round + i
+            and all(type(x) is int for x in f[2:4]) and 0 <= f[3] <= f[2] <= round
+            and type(f[4]) is list and all(type(g) is tuple and len(g) == 2 for g in f[4])
+            and [g[0] for g in f[4]] == sorted({g[0] for g in f[4]})
+            and all(type(g[0]) is int and 0 <= g[0] < workers for g in f[4])
+            for i, f in enumerate(flight)):
+        raise CheckpointError(f"{where}: damaged (the rounds in flight are not rounds "
+                              f"{round} on of its workers, at most {staleness})")
     v = loop["versions"]
     try:
         trace = json.loads(loop["trace"]) if isinstance(loop["trace"], str) else None

@@ -43,15 +43,6 @@ class ScheduleDivergence(RuntimeError):
     """Leaderless scheduling: the ranks did not schedule the same work."""
 
 
-def per_worker(msg, n, hook="a hook"):
-    if isinstance(msg, list):
-        if len(msg) != n:
-            raise ValueError(f"{hook} returned a per-worker list of {len(msg)} parts for "
-                             f"{n} workers")
-        return msg
-    return [msg] * n
-
-
 def _unsendable(shard):
     """`` at key K`` of the first entry of a dict shard that pickle refuses, or ''."""
     for k, v in shard.items() if isinstance(shard, dict) else ():
@@ -101,7 +92,11 @@ class Driver:
         self.folder = os.path.join(out, "checkpoint") if out else None
         self.trace, self.versions = [], []
         self.pending = [[] for _ in range(self.W)]  # syncs not yet sent, per worker
-        self.inflight = deque()
+        self.inflight = deque()  # (round, task) dispatched, not yet aggregated
+        self.held = deque()  # results of rounds in flight received at a checkpoint
+        self.receiving = None  # the round whose results are being received
+        # a checkpoint taken where a stopping rule first held a round back (:meth:`_dispatch`)
+        self.stop_ckpt = False
         self.r_next = self.done = 0
         self.stopping, self.reason = False, "max_rounds"
         self.elapsed0 = 0.0  # wall time of the run before it was resumed
@@ -138,7 +133,7 @@ class Driver:
             if len(parts) != self.K:
                 raise ValueError(f"setup returned {len(parts)} schedules for {self.K} "
                                  "schedulers")
-            self.schedule = Split(parts, self.tp, self.signals)
+            self.schedule = W.Split(parts, self.tp, self.signals)
         api.check_app(self.app, self.schedule.first if self.K > 1 else self.schedule,
                       self.update_cls, self.aggregate)
         agg = type(self.aggregate)
@@ -225,16 +220,25 @@ class Driver:
         where = os.path.join(self.folder, m["parts"][0]["file"])
         schedule, aggregate = (_ckpt.restore(parts, k, p, where) for k, p in (
             ("schedule", self.schedule), ("aggregate", self.aggregate)))
-        loop = _ckpt.restore_loop(parts, self._loop(), m["round"], where)
+        loop = _ckpt.restore_loop(parts, self._loop(), m["round"], where,
+                                   self.staleness, m["engine"]["workers"])
         _ckpt.load(self.schedule, schedule, where)
         _ckpt.load(self.aggregate, aggregate, where)
         self.r_next = self.done = loop["done"]
+        for r, task, newest, oldest, got in loop["inflight"]:
+            self.inflight.append((r, task))
+            self.held.append((r, newest, oldest, 0, got, []))
+        self.r_next += len(self.inflight)
         self.trace = loop["trace"]
         self.versions = [tuple(v) for v in loop["versions"].tolist()]
         self.elapsed0 = loop["elapsed"]
         self.first, self.best = loop["first"], loop["best"]
         self.last_log = loop["last_log"]
         if self.reshard:
+            # (the rounds in flight first: resume_on knows a checkpoint with none)
+            while self.held:
+                self._aggregate(*self.inflight.popleft(), self.held.popleft(),
+                                m["engine"]["workers"])
             for piece in (self.schedule, self.aggregate):
                 piece.resume_on(self.W, self.done)
         self.tp.broadcast(W.Restore(self.folder, m["parts"], m["round"], self.reshard))
@@ -242,21 +246,19 @@ class Driver:
             self.tp.recv(w)
 
     def pipeline(self):
-        draining = False  # a checkpoint is due: let the rounds in flight finish first
+        draining = False  # a rebalance is due: let the rounds in flight finish first
         while True:
             if not draining:
                 self._dispatch()
             if not self.inflight:
                 break
             self._collect_round()
-            if not self.stopping and ((self.every and self._checkpoint_due())
-                                      or (self.rebal and self._rebalance_due())):
+            if not self.stopping and self.every and self._checkpoint_due():
+                self.checkpoint()  # (the rounds in flight stay so: the run is unchanged)
+            if not self.stopping and self.rebal and self._rebalance_due():
                 draining = True
             if draining and not self.inflight:
-                if self.every and self._checkpoint_due():
-                    self.checkpoint()
-                if self.rebal and self._rebalance_due():
-                    self.rebalance()
+                self.rebalance()
                 draining = False
 
     def _now(self):  # (leaderless: by the agreed clock)
@@ -304,14 +306,21 @@ class Driver:
     def _flags(self):
         """Leaderless, shared with a round's results: this rank's signal, clock and the
         digest of what it scheduled for that round."""
-        return (self.signals.signum, time.time(), self.digests.pop(self.inflight[0][0]))
+        return (self.signals.signum, time.time(), self.digests.pop(self.receiving))
 
     def _dispatch(self):
-        while (not self.stopping and self.r_next < self.max_rounds
-               and len(self.inflight) <= self.staleness):
-            if self.signals.signum and not self.rep:  # (leaderless: agreed, below)
-                self._stop("interrupted")
+        while len(self.inflight) <= self.staleness:
+            if self.signals.signum and not self.stopping and not self.rep:  # (leaderless:
+                self._stop("interrupted")  # agreed, in _collect_round)
                 self.signum = self.signals.signum
+            if self.stopping or self.r_next >= self.max_rounds:
+                # where the uninterrupted run would dispatch a round: its rounds in flight,
+                # so a resume from here is that run (else from the end: a drained pipeline)
+                if (self.every and self.staleness and not self.stop_ckpt and self.inflight
+                        and self.reason in RESUMABLE):
+                    if self.ckpt_round != self.done:  # (else one was just taken here)
+                        self.checkpoint()
+                    self.stop_ckpt = True
                 break
             task = self.schedule.schedule(self.r_next)
             if task is None:
@@ -326,7 +335,7 @@ class Driver:
     def _step(self, round, task):
         """Send every worker the syncs it has not applied yet and ``task`` (one message
         for all of them when they are the same)."""
-        tasks = per_worker(task, self.W, f"{type(self.schedule).__name__}.schedule")
+        tasks = W.per_worker(task, self.W, f"{type(self.schedule).__name__}.schedule")
         pend = self.pending
         if all(t is tasks[0] and len(p) == len(pend[0])
                and all(x is y for x, y in zip(p, pend[0])) for t, p in zip(tasks, pend)):
@@ -339,22 +348,27 @@ class Driver:
         if not self.stopping:
             self.stopping, self.reason = True, reason
 
-    def _collect_round(self):
-        r, task = self.inflight[0]
-        rr, newest, oldest, signum, got, written = self.tp.gather(W.merge, self._watch(r))
-        self.inflight.popleft()
+    def _receive(self, r):
+        """Round ``r``'s results from the workers (the next to come), checked."""
+        self.receiving = r
+        got = self.tp.gather(W.merge, self._watch(r))
         if self.rep:
             self._check_digests(r)
             self.agreed_now = max(self.agreed_now, self.tp.agreed[1])
-        self._written(written)
-        if rr != r:
-            raise RuntimeError(f"the workers answered round {rr}, expected {r}")
+        self._written(got[5])
+        if got[0] != r:
+            raise RuntimeError(f"the workers answered round {got[0]}, expected {r}")
+        return got
+
+    def _aggregate(self, r, task, got, workers=None):
+        """Round ``r``'s results (of ``workers``, default this run's) aggregated."""
+        _, newest, oldest, _, parts, _ = got
         if r - oldest > self.staleness:
             raise StalenessError(f"round {r} was computed by a worker at version "
                                  f"{oldest}: {r - oldest} rounds stale > {self.staleness}")
         self.versions.append((r, newest, oldest))
-        partials = [None] * self.W
-        for w, partial in got:
+        partials = [None] * (workers or self.W)
+        for w, partial in parts:
             partials[w] = partial
         sync = self.aggregate.aggregate(r, task, partials)
         if sync is not None and not self.synced and not (
@@ -362,12 +376,20 @@ class Driver:
             # the first (not a list of None: nothing to apply): can the workers apply it?
             api.check_sync(self.aggregate, self.update_cls)
             self.synced = True
-        if self.K > 1:
-            self.schedule.hear(self.aggregate.feedback(r, task, sync))
-        for w, s in enumerate(per_worker(sync, self.W,
-                                         f"{type(self.aggregate).__name__}.aggregate")):
+        for w, s in enumerate(W.per_worker(sync, self.W,
+                                           f"{type(self.aggregate).__name__}.aggregate")):
             self.pending[w].append(s)
         self.done = r + 1
+        return sync
+
+    def _collect_round(self):
+        r, task = self.inflight[0]
+        got = self.held.popleft() if self.held else self._receive(r)
+        self.inflight.popleft()
+        sync = self._aggregate(r, task, got)
+        if self.K > 1:
+            self.schedule.hear(self.aggregate.feedback(r, task, sync))
+        signum = got[3]
         _launch().note_round(self.done)
         now = self._now()
         objective = self.aggregate.objective()
@@ -436,12 +458,15 @@ class Driver:
         self.trace.append(row)
 
     def checkpoint(self):
-        """Every rank's state at this round boundary (no round in flight), the pending
-        syncs applied first. The workers write theirs while the run goes on; the manifest
-        follows when every part is on disk (:meth:`_written`)."""
+        """Every rank's state at this round boundary, the pending syncs applied first; the
+        rounds in flight stay so, their results received now (the workers are past them)
+        and kept with their tasks. The workers write theirs while the run goes on; the
+        manifest follows when every part is on disk (:meth:`_written`)."""
         tp, tag = self.tp, f"r{self.done:012d}"
         if self.ckpt_wait is not None:  # (at shutdown: the last one replaces it)
             self.superseded.add(self.ckpt_wait["tag"])
+        while len(self.held) < len(self.inflight):
+            self.held.append(self._receive(self.inflight[len(self.held)][0]))
         if any(self.pending):
             self._step(None, None)
         tp.broadcast(W.Checkpoint(self.folder, tag))
@@ -463,7 +488,10 @@ class Driver:
                 "trace": json.dumps(self.trace, default=lambda v: v.item()),  # (NumPy's)
                 "versions": np.array(self.versions, np.int64).reshape(-1, 3),
                 "first": self.first, "best": self.best,
-                "last_log": self.last_log}
+                "last_log": self.last_log,
+                # the rounds in flight: (round, task, newest, oldest, [(worker, partial)])
+                "inflight": [(r, task, h[1], h[2], h[4])
+                             for (r, task), h in zip(self.inflight, self.held)]}
 
     def _written(self, written):  # workers' parts now on disk: the manifest once all are
         wait = self.ckpt_wait
@@ -485,7 +513,8 @@ class Driver:
 
     def shutdown(self):
         tp = self.tp
-        if self.every and self.reason in RESUMABLE and self.ckpt_round != self.done:
+        if self.every and self.reason in RESUMABLE and self.ckpt_round != self.done \
+                and not self.stop_ckpt:
             self.checkpoint()  # where it stopped: resumed, it goes on from here
         if any(self.pending):
             self._step(None, None)
@@ -530,58 +559,6 @@ class Driver:
                       stop_reason=self.reason, model=model, extra=extra,
                       trace=self.trace, signal=self.signum, traffic=traffic,
                       versions=np.array(self.versions, dtype=np.int64).reshape(-1, 3))
-
-
-class Split(api.Schedule):
-    """The driver's schedule with ``--schedulers K``: schedule 0 runs here, schedule k
-    on rank k (in one process: here too, on copies, as under MPI); a round asks every one
-    for its part at once, with the aggregate's news, and combines their answers; a
-    scheduler rank's signal becomes this rank's."""
-
-    def __init__(self, parts, tp, signals):
-        self.parts, self.tp, self.K, self.signals = list(parts), tp, len(parts), signals
-        self.combine = type(parts[0]).combine
-        self.first = parts[0]
-        self.hosts = [W.SchedulerHost() for _ in range(self.K)]
-        self.news = [[] for _ in range(self.K)]
-
-    def _ask(self, msgs):
-        """Each scheduler's answer to its message, all asked at once (the others first)."""
-        mpi, mine = self.tp.is_mpi, {}
-        for k in range(self.K - 1, -1, -1):
-            if k and mpi:
-                self.tp.to_scheduler(k, msgs[k])
-            else:  # (the answer too: a copy)
-                mine[k] = self.hosts[k].handle(_transport._copy(msgs[k]) if k else msgs[k])
-                mine[k] = _transport._copy(mine[k]) if k else mine[k]
-        return [self.tp.from_scheduler(k) if k and mpi else mine[k] for k in range(self.K)]
-
-    def begin(self, reports):
-        self._ask([W.Begin(p, reports) for p in self.parts])
-        self.parts = None  # the scheduler ranks hold them now
-
-    @property
-    def total_rounds(self):
-        return self.first.total_rounds
-
-    def hear(self, news):
-        for k, n in enumerate(per_worker(news, self.K, "the aggregate's feedback")):
-            if n is not None:
-                self.news[k].append(n)
-
-    def schedule(self, round):
-        answers = self._ask([W.Plan(round, n) for n in self.news])
-        self.news = [[] for _ in range(self.K)]
-        self.signals.signum = self.signals.signum or max(a.signum or 0 for a in answers)
-        return self.combine([a.task for a in answers])
-
-    def stop(self):  # the other scheduler ranks stop (before rank 0's count, which has it)
-        if self.tp.is_mpi:
-            for k in range(1, self.K):
-                self.tp.to_scheduler(k, W.Stop())
-
-    def close(self):  # their traffic, once they have stopped
-        return [self.tp.from_scheduler(k) for k in range(1, self.K)] if self.tp.is_mpi else []
 
 
 _WARM = set()  # the Update classes whose kernels this process has loaded

@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import checkpoint as _ckpt
-from .api import Update
+from . import transport as _transport
+from .api import Schedule, Update
 from .errors import DataError
 from ._wait import stall_watch
 from .io import memory
@@ -263,6 +264,67 @@ class SchedulerHost:
         for n in msg.news:  # a Plan
             self.schedule.feedback(n)
         return Part(self.schedule.schedule(msg.round), self.signals and self.signals.signum)
+
+
+def per_worker(msg, n, hook="a hook"):
+    if isinstance(msg, list):
+        if len(msg) != n:
+            raise ValueError(f"{hook} returned a per-worker list of {len(msg)} parts for "
+                             f"{n} workers")
+        return msg
+    return [msg] * n
+
+
+class Split(Schedule):
+    """The driver's schedule with ``--schedulers K``: schedule 0 runs here, schedule k
+    on rank k (in one process: here too, on copies, as under MPI); a round asks every one
+    for its part at once, with the aggregate's news, and combines their answers; a
+    scheduler rank's signal becomes this rank's."""
+
+    def __init__(self, parts, tp, signals):
+        self.parts, self.tp, self.K, self.signals = list(parts), tp, len(parts), signals
+        self.combine = type(parts[0]).combine
+        self.first = parts[0]
+        self.hosts = [SchedulerHost() for _ in range(self.K)]
+        self.news = [[] for _ in range(self.K)]
+
+    def _ask(self, msgs):
+        """Each scheduler's answer to its message, all asked at once (the others first)."""
+        mpi, mine = self.tp.is_mpi, {}
+        for k in range(self.K - 1, -1, -1):
+            if k and mpi:
+                self.tp.to_scheduler(k, msgs[k])
+            else:  # (the answer too: a copy)
+                mine[k] = self.hosts[k].handle(_transport._copy(msgs[k]) if k else msgs[k])
+                mine[k] = _transport._copy(mine[k]) if k else mine[k]
+        return [self.tp.from_scheduler(k) if k and mpi else mine[k] for k in range(self.K)]
+
+    def begin(self, reports):
+        self._ask([Begin(p, reports) for p in self.parts])
+        self.parts = None  # the scheduler ranks hold them now
+
+    @property
+    def total_rounds(self):
+        return self.first.total_rounds
+
+    def hear(self, news):
+        for k, n in enumerate(per_worker(news, self.K, "the aggregate's feedback")):
+            if n is not None:
+                self.news[k].append(n)
+
+    def schedule(self, round):
+        answers = self._ask([Plan(round, n) for n in self.news])
+        self.news = [[] for _ in range(self.K)]
+        self.signals.signum = self.signals.signum or max(a.signum or 0 for a in answers)
+        return self.combine([a.task for a in answers])
+
+    def stop(self):  # the other scheduler ranks stop (before rank 0's count, which has it)
+        if self.tp.is_mpi:
+            for k in range(1, self.K):
+                self.tp.to_scheduler(k, Stop())
+
+    def close(self):  # their traffic, once they have stopped
+        return [self.tp.from_scheduler(k) for k in range(1, self.K)] if self.tp.is_mpi else []
 
 
 def serve(tp, update_cls, signals, app, stall_warn):

@@ -6,6 +6,7 @@ data. App-specific checks of the same runs ride along (``check``)."""
 import gzip
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -354,3 +355,113 @@ def test_fit_under_mpi_equals_one_process(case):
     for k in set(res.extra) - RUN_KEYS:
         assert same(res.extra[k], local.extra[k]), (k, res.extra[k], local.extra[k])
     check(res)
+
+
+# -- resume == uninterrupted at any staleness ---------------------------------------------
+def _glm(app, schedule, staleness):
+    if app == "lasso":  # (test_exact_rounds_resume_bit_for_bit's problem: exact rounds)
+        X, y, _ = make_problem(100, 1000, corr=0.3, dense=True, seed=1)
+        kw = dict(lambda_ratio=0.1) if schedule == "priority" else dict(block=32)
+        return lambda **k: lasso.fit(X, y, schedule=schedule, tol=0, staleness=staleness,
+                                     quiet=True, seed=7, **kw, **k), 30
+    from test_logreg import problem
+    X, y, lam = problem("dense")
+    return lambda **k: logreg.fit(X, y, lam=lam, schedule=schedule, block=32, tol=0,
+                                  staleness=staleness, quiet=True, seed=7, **k), 30
+
+
+def _mf(schedule, staleness):
+    t = mf.make_problem(300, 150, 4000, seed=7)
+    return lambda **k: mf.fit(t.users, t.items, t.ratings, rank=4, lam=0.5,
+                              schedule=schedule, iters=4, tol=0, seed=3, early_stop=0,
+                              staleness=staleness, quiet=True, **k), 10 ** 9
+
+
+def _lda(schedule, staleness):
+    X, _, _ = lda.make_corpus(120, 80, 30, 4, 0.2, 0.1, 3)
+    sweeps = 16 if schedule == "data" else 4  # (a round a sweep: past the 12th)
+    return lambda **k: lda.fit(X, n_topics=5, sweeps=sweeps, schedule=schedule,
+                               staleness=staleness, quiet=True, **k), None
+
+
+RESUMES = {
+    **{f"{a}-{s}-{st}": (_glm, a, s, st) for a in ("lasso", "logreg")
+       for s in ("priority", "round-robin", "random") for st in (1, 2)},
+    **{f"mf-ccd-{st}": (_mf, "ccd", st) for st in (1, 2)},
+    **{f"lda-{s}-{st}": (_lda, s, st) for s in ("model", "data") for st in (1, 2)},
+}
+
+
+def _legs(case, tmp_path, every=1e-6, **kw):
+    """The uninterrupted run, and one checkpointed at every round boundary (``every``
+    3600: only where it stops), stopped at its 12th round and resumed: -> (uninterrupted
+    result, resumed result)."""
+    make, *params = RESUMES[case]
+    fit, rounds = make(*params)
+    stop = {} if rounds is None else {"max_rounds": rounds}
+    full = fit(workers=kw.get("workers", 2), mpi=False, out=str(tmp_path / "full"),
+               **stop)
+    part = str(tmp_path / "part")
+    first = fit(out=part, checkpoint_every=every, **{**stop, "max_rounds": 12}, **kw)
+    resumed = fit(out=part, resume=True, **stop, **kw)
+    if first is not None:
+        assert first.rounds == 12 < resumed.rounds == full.rounds
+    return full, resumed
+
+
+def _same_model(a, b):
+    assert sorted(a.model) == sorted(b.model)
+    for k in a.model:
+        np.testing.assert_array_equal(a.model[k], b.model[k], err_msg=k)
+
+
+@pytest.mark.parametrize("case", sorted(RESUMES))
+def test_resume_at_staleness_equals_uninterrupted(case, tmp_path):
+    """A checkpoint at every round boundary, with rounds in flight, changes nothing: the
+    run resumed from its 12th ends with the uninterrupted run's model, bit for bit."""
+    full, resumed = _legs(case, tmp_path, workers=2, mpi=False)
+    _same_model(full, resumed)
+    np.testing.assert_array_equal(full.versions, resumed.versions)
+
+
+@pytest.mark.parametrize("case", ["lasso-priority-1", "logreg-priority-2", "mf-ccd-1",
+                                  "lda-model-2"])
+def test_resume_at_staleness_from_the_stop_equals_uninterrupted(case, tmp_path):
+    """Only the checkpoint of the stop (where it first held a round back, the rounds in
+    flight those of the uninterrupted run): the same bits."""
+    full, resumed = _legs(case, tmp_path, every=3600, workers=2, mpi=False)
+    _same_model(full, resumed)
+    np.testing.assert_array_equal(full.versions, resumed.versions)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("case", ["lasso-priority-1", "logreg-random-2", "mf-ccd-1",
+                                  "lda-model-2"])
+def test_resume_at_staleness_under_mpi_equals_uninterrupted(case, tmp_path):
+    """Both legs under mpiexec, the uninterrupted run in one process (the same bits)."""
+    from mpi4py import MPI
+
+    rank, size = world()
+    tmp = Path(MPI.COMM_WORLD.bcast(str(tmp_path)))  # (rank 0's folder: it writes)
+    full, resumed = _legs(case, tmp, workers=size - 1)
+    if rank == 0:
+        assert full.workers == resumed.workers == size - 1
+        _same_model(full, resumed)
+        np.testing.assert_array_equal(full.versions, resumed.versions)
+
+
+@pytest.mark.parametrize("case", ["lasso-priority-1", "lda-model-2"])
+def test_resume_with_rounds_in_flight_on_other_workers(case, tmp_path):
+    """A checkpoint with rounds in flight resumed on 3 workers, not its 2: those rounds
+    are aggregated first (the old workers' results), then the run goes on."""
+    make, *params = RESUMES[case]
+    fit, rounds = make(*params)
+    stop = {} if rounds is None else {"max_rounds": rounds}
+    part = str(tmp_path / "part")
+    fit(workers=2, mpi=False, out=part, checkpoint_every=1e-6, **{**stop, "max_rounds": 12})
+    m = json.loads((tmp_path / "part" / "checkpoint" / "manifest.json").read_text())
+    with np.load(tmp_path / "part" / "checkpoint" / m["parts"][0]["file"]) as z:
+        assert '"inflight": {"list": [{' in str(z["__meta__"])  # (rounds in flight)
+    res = fit(workers=3, mpi=False, out=part, resume=True, **stop)
+    assert res.workers == 3 and res.stop_reason in ("max_rounds", "schedule_done")
+    assert res.versions[:, 0].tolist() == list(range(res.rounds))
