@@ -166,11 +166,7 @@ class Driver:
                                 f"cannot be sent to it: {e}") from None
             shards[w] = None  # the worker holds it now: the scheduler keeps no copy
         shards = None
-        replies = [self.tp.recv(w) for w in range(self.W)]
-        for r in replies:  # a worker's refusal of its shard (the same for every worker)
-            if isinstance(r, DataError):
-                raise r
-        reports = [r.report for r in replies]
+        reports = [self.tp.recv(w).report for w in range(self.W)]
         if not mpi:
             _WARM.add(self.update_cls)
         self.aggregate.begin(reports)

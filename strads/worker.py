@@ -12,9 +12,9 @@ import numpy as np
 from . import checkpoint as _ckpt
 from . import transport as _transport
 from .api import Schedule, Update
-from .errors import DataError
 from ._wait import stall_watch
 from .io import memory
+from .io.agree import refuse
 
 
 # the driver's requests to the workers, their replies and a scheduler rank's messages;
@@ -81,8 +81,8 @@ class WorkerHost:
                             "(--rebalance, checkpoints): give yours another name")
         if msg.rebalance and (update.rows is None or cls.give is Update.give
                               or cls.take is Update.take):
-            raise DataError(f"--rebalance: {cls.__name__} cannot hand rows over (it "
-                            "defines no rows, give and take)")
+            refuse(self.peers, f"--rebalance: {cls.__name__} cannot hand rows over (it "
+                   "defines no rows, give and take)")  # (every worker meets it: said once)
         if msg.digest:  # refuse a state that cannot be checkpointed now, not mid-run
             _ckpt.encode(update.state(), type(update).__name__)
         return Ready(update.report())
@@ -333,13 +333,7 @@ def serve(tp, update_cls, signals, app, stall_warn):
     host = WorkerHost(update_cls, signals, tp.worker, tp.peers, tp.traffic)
     while True:
         msg = tp.recv_task()
-        try:
-            reply = host.handle(msg)
-        except DataError as e:  # (every worker meets it: rank 0 says it, once)
-            if type(msg) is not Init:
-                raise
-            reply = e
-        tp.reply(reply)
+        tp.reply(host.handle(msg))
         if type(msg) is Init:
             break
     def whom(w):
