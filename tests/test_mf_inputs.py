@@ -521,7 +521,7 @@ def test_cli_every_float_flag_refuses_non_finite():
 def test_cli_flag_conflicts_before_reading(tmp_path):
     missing = tmp_path / "not-there"  # not read: the flags alone are wrong
     cli_refused(["--data", str(missing), "--test-data", str(missing), "--test-fraction",
-                 "0.2"], "python -m strads.apps.mf: error: give --test-data or --test-fraction, not "
-                         "both")
+                 "0.2"], "python -m strads.apps.mf: error: give --test-data or --test-fraction, "
+                         "not both")
     cli_refused(["--data", str(missing), "--test-fraction", "1"],
                 "python -m strads.apps.mf: error: --test-fraction must be in [0, 1), got 1.0")
