@@ -666,7 +666,7 @@ def test_ldac_starting_with_three_empty_documents_auto(tmp_path):
     assert X.toarray().tolist() == [[2, 0, 0], [0, 4, 1]]
 
 
-UCI = "3\n5\n{nnz}\n1 1 2\n1 3 1\n2 2 4\n2 5 1\n3 1 1\n3 4 3\n"  # docword.kos.txt's layout
+KOS = "3\n5\n{nnz}\n1 1 2\n1 3 1\n2 2 4\n2 5 1\n3 1 1\n3 4 3\n"  # docword.kos.txt's layout
 
 
 @pytest.mark.parametrize("nnz", [7, 5])
@@ -676,7 +676,7 @@ def test_uci_nnz_mismatch_names_its_header_line(tmp_path, nnz):
     from strads.apps.lda import data as lda_data
 
     for blank in ("", "\n\n"):
-        (tmp_path / "docword.kos.txt").write_text(blank + UCI.format(nnz=nnz))
+        (tmp_path / "docword.kos.txt").write_text(blank + KOS.format(nnz=nnz))
         (tmp_path / "vocab.kos.txt").write_text("a\nb\nc\nd\ne\n")
         path = str(tmp_path / "docword.kos.txt")
         with pytest.raises(strads.DataError) as e:
