@@ -25,11 +25,9 @@ install: $(STAMP)
 run: $(STAMP)
 	$(MPIEXEC) -n $(NP) $(BIN)/python -m strads.apps.lasso
 
-# the serial part on a process per core and one more, four at most (the tests wait on
-# subprocesses, MPI jobs and signals much of the time; each may start an mpiexec of its
-# own); the slowest 15 shown
-JOBS := $(shell $(PYTHON) -c "import os; print(min((os.cpu_count() or 1) + 1, 4))")
-SERIAL := $(BIN)/python -m pytest tests -q --timeout=600 -n $(JOBS) --durations=15
+# the serial part on a process per core, four at most (the tests wait on subprocesses and
+# MPI jobs much of the time; each may start an mpiexec of its own); the slowest 15 shown
+SERIAL := $(BIN)/python -m pytest tests -q --timeout=600 -n auto --maxprocesses 4 --durations=15
 # Every rank runs the MPI-marked tests (of the files that mark any: each rank need not
 # collect the rest); `timeout` ends the job if a deadlock outlives the per-test timeouts.
 MPI_FILES = $(shell grep -l 'mark\.mpi' tests/test_*.py)
