@@ -246,24 +246,21 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
     user_ids, users = unique_inverse(train.users)
     item_ids, items = unique_inverse(train.items)
     m, n = user_ids.shape[0], item_ids.shape[0]
-    cold = 0
-    if test is None or len(test) == 0:
-        tu = ti = np.zeros(0, np.int32)
-        tr = np.zeros(0)
-    else:
-        tu, ku = lookup(user_ids, test.users)
-        ti, ki = lookup(item_ids, test.items)
-        unseen = ~(ku & ki)
-        cold = int(unseen.sum())
-        if cold and cold_start == "error":
-            k = int(np.flatnonzero(unseen)[0])
-            what = (f"user {test.users[k]}" if not ku[k] else f"item {test.items[k]}")
-            raise DataError(f"{test.where(k)}: {what} {_COLD}")
-        tu = np.where(ku, tu, m).astype(np.int32)
-        ti = np.where(ki, ti, n).astype(np.int32)
-        tr = test.ratings
-        if cold and cold_start == "skip":
-            tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
+    if test is None:
+        test = Triplets(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    tu, ku = lookup(user_ids, test.users)
+    ti, ki = lookup(item_ids, test.items)
+    unseen = ~(ku & ki)
+    cold = int(unseen.sum())
+    if cold and cold_start == "error":
+        k = int(np.flatnonzero(unseen)[0])
+        what = (f"user {test.users[k]}" if not ku[k] else f"item {test.items[k]}")
+        raise DataError(f"{test.where(k)}: {what} {_COLD}")
+    tu = np.where(ku, tu, m).astype(np.int32)
+    ti = np.where(ki, ti, n).astype(np.int32)
+    tr = test.ratings
+    if cold and cold_start == "skip":
+        tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
     if val is not None:  # every validation user and item kept a training rating
         tu = lookup(user_ids, val.users)[0].astype(np.int32)
         ti = lookup(item_ids, val.items)[0].astype(np.int32)
