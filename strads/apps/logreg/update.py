@@ -61,7 +61,6 @@ class LogRegUpdate(GLMUpdate):
         cols, d = np.zeros(1, np.int64), np.ones(1)
         for idx in (np.int32, np.int64):
             csc = (np.array([0, 1], idx), np.zeros(1, idx), np.ones(1))
-            K.grad_all_sparse(*csc, r, np.empty(1))
             K.grad_hess_sparse(*csc, r, wts, cols, np.empty(1), np.empty(1))
             K.direction_sparse(*csc, cols, d, np.empty(2))
             K.step_sparse(*csc, y, m.copy(), r.copy(), wts.copy(), ell.copy(), cols, d,
@@ -194,11 +193,7 @@ class LogRegUpdate(GLMUpdate):
         del self.hist[:-(ACCEL + 1)]
 
     def _grad_all(self, r):
-        if self.sparse:
-            g = np.empty(self.n_features)
-            K.grad_all_sparse(*self.X, r, g)
-            return g
-        return self.X[0].T @ r
+        return self.grad(r, np.arange(self.n_features)) if self.sparse else self.X[0].T @ r
 
     def _grad(self, cols, r):
         return self.grad(r, cols) if self.sparse else self._block(cols).T @ r
