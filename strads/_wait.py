@@ -75,10 +75,8 @@ class Waiter:
     rank's own sends along when a receiver asks. Collective over ``comm``."""
 
     def __init__(self, comm, hosts, spin, sends_done, doorbell=True):
-        # Linux rounds sleeps up by the timer slack (50 us by default); ask for 1 us (not
-        # Linux: sleeps are merely coarser)
-        with contextlib.suppress(Exception):
-            import ctypes
+        with contextlib.suppress(Exception):  # (not Linux: sleeps are merely coarser)
+            import ctypes  # Linux rounds sleeps up by the timer slack (50 us): ask for 1 us
             ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, ns
         self.rank, size = comm.Get_rank(), comm.Get_size()
         self.spin = spin
