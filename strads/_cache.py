@@ -2,6 +2,7 @@
 inlines or calls one from another module keeps the old callee once that module changes
 (an editable install after ``git pull``). So every kernel cache of the package goes when
 any of its modules that define kernels changed."""
+import contextlib
 import os
 import zlib
 
@@ -34,21 +35,16 @@ def check(root=ROOT):
                 crc = zlib.crc32(f"{os.path.relpath(p, root)} {st.st_mtime_ns} "
                                  f"{st.st_size}\n".encode(), crc)
     stamp = os.path.join(root, "__pycache__", STAMP)
-    try:
-        with open(stamp) as fh:
-            if fh.read() == str(crc):
-                return False
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open(stamp) as fh:
+        if fh.read() == str(crc):
+            return False
     try:
         for d, _ in _walk(root):
             cache = os.path.join(d, "__pycache__")
             for f in os.listdir(cache) if os.path.isdir(cache) else ():
                 if f.endswith((".nbi", ".nbc")):
-                    try:
+                    with contextlib.suppress(FileNotFoundError):  # (another process's check)
                         os.unlink(os.path.join(cache, f))
-                    except FileNotFoundError:  # (another process's check)
-                        pass
         os.makedirs(os.path.dirname(stamp), exist_ok=True)
         with open(stamp + f".{os.getpid()}", "w") as fh:
             fh.write(str(crc))

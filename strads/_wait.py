@@ -1,5 +1,6 @@
 """Waiting without spinning a core away from the ranks that compute (docs/architecture.md,
 "strads/_wait.py")."""
+import contextlib
 import os
 import select
 import sys
@@ -74,11 +75,9 @@ class Waiter:
     rank's own sends along when a receiver asks. Collective over ``comm``."""
 
     def __init__(self, comm, hosts, spin, sends_done, doorbell=True):
-        try:  # Linux rounds sleeps up by the timer slack (50 us by default); ask for 1 us
-            import ctypes
+        with contextlib.suppress(Exception):  # (not Linux: sleeps are merely coarser)
+            import ctypes  # Linux rounds sleeps up by the timer slack (50 us): ask for 1 us
             ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, ns
-        except Exception:  # not Linux: sleeps are merely coarser
-            pass
         self.rank, size = comm.Get_rank(), comm.Get_size()
         self.spin = spin
         self._sends_done = sends_done
@@ -89,10 +88,9 @@ class Waiter:
 
     def _ring(self, dest, who, count):
         if self.doorbells:
-            try:
+            # (full, or that rank waits no more)
+            with contextlib.suppress(BlockingIOError, BrokenPipeError):
                 os.write(self._peers[dest], np.array([who, count], "<i4").tobytes())
-            except (BlockingIOError, BrokenPipeError):  # full, or that rank waits no more
-                pass
 
     def sent(self, dest):
         """A message to ``dest`` was posted: ring its bell."""

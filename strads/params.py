@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from .errors import DataError
 
 
-def _number(kind, low, strict, name):
+def _number(kind, low, strict, name, high=None):
     def parse(s):
         try:
             v = kind(s)
@@ -21,6 +21,8 @@ def _number(kind, low, strict, name):
         if v <= low if strict else v < low:
             raise argparse.ArgumentTypeError(f"{name} must be {'>' if strict else '>='} {low},"
                                              f" got {s}")
+        if high is not None and v > high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}, got {s}")
         return v
     parse.__name__ = name
     return parse
@@ -31,13 +33,7 @@ pos_int = _number(int, 0, True, "a positive integer")
 nonneg_int = _number(int, 0, False, "a non-negative integer")
 pos_float = _number(float, 0.0, True, "a positive number")
 nonneg_float = _number(float, 0.0, False, "a non-negative number")
-
-
-def unit_float(s):
-    v = nonneg_float(s)
-    if v > 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {s}")
-    return v
+unit_float = _number(float, 0.0, False, "a non-negative number", high=1)
 
 
 @dataclass(frozen=True)

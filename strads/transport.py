@@ -3,6 +3,7 @@ broadcast, combining gather along a tree of the workers) and among the workers (
 plane, :class:`Peers`): the only module that uses MPI. :class:`InProcess` runs the workers
 on threads with MPI's arithmetic bit for bit; :class:`MPITransport` puts them on ranks
 (docs/architecture.md)."""
+import contextlib
 import os
 import pickle
 import socket
@@ -238,20 +239,15 @@ def max_threads():
     threads-max and pid_max: a thread takes an id; the lowest), or None where the system
     does not say."""
     out = []
-    try:
+    with contextlib.suppress(ImportError, ValueError, OSError, AttributeError):
         import resource
 
         soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
         if soft != resource.RLIM_INFINITY and soft > 0:
             out.append(soft)
-    except (ImportError, ValueError, OSError, AttributeError):
-        pass
     for name in ("threads-max", "pid_max"):
-        try:
-            with open(f"/proc/sys/kernel/{name}") as f:
-                out.append(int(f.read()))
-        except (OSError, ValueError):
-            pass
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/sys/kernel/{name}") as f:
+            out.append(int(f.read()))
     return min(out) if out else None
 
 
@@ -358,10 +354,8 @@ class Job:
         # Give the launcher a moment to forward what we printed: MPI_Abort kills the job
         # at once, and output still in the launcher's pipes would be lost.
         time.sleep(0.3)
-        try:  # what went wrong is said: not MPICH's "Abort(2) on node ..." after it
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # what went wrong is said: not MPICH's
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # "Abort(2) on node ..." after it
         try:
             self.comm.Abort(code)
         finally:  # MPI_Abort may return before the launcher kills us: never unwind
@@ -716,10 +710,8 @@ def _revoke(comms):
 
     for c in comms:
         if c != MPI.COMM_NULL:
-            try:
+            with contextlib.suppress(MPI.Exception):  # revoked already
                 c.Revoke()
-            except MPI.Exception:  # revoked already
-                pass
 
 
 def shrink(comm, reached, checkpoint):
@@ -755,11 +747,9 @@ def _finalize_alone():
     import ctypes
 
     for lib in (None, "libmpi.so.40", "libmpi.so"):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             ctypes.c_bool.in_dll(ctypes.CDLL(lib), "ompi_async_mpi_finalize").value = True
             return
-        except (OSError, ValueError):
-            pass
 
 
 def mpi_job():

@@ -40,8 +40,9 @@ class _Checked:
                 setattr(self, name, value)
 
     @classmethod
+    @functools.cache
     def _get_param_names(cls):  # (a clone's and every fit's get_params: once a class)
-        return list(_param_names(cls))
+        return tuple(super()._get_param_names())
 
     def _validate_params(self):
         super()._validate_params()
@@ -50,11 +51,6 @@ class _Checked:
             if isinstance(value, bool) and "boolean" not in allowed:
                 raise InvalidParameterError(f"The {name!r} parameter of {type(self).__name__} "
                                             f"must not be a bool. Got {value!r} instead.")
-
-
-@functools.cache
-def _param_names(cls):
-    return tuple(super(_Checked, cls)._get_param_names())
 
 
 def _n_workers(n_jobs, *caps):

@@ -6,6 +6,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval
@@ -21,6 +22,7 @@ from ._base import N_JOBS, RANDOM_STATE, _Checked, _collective, collective, _n_w
 from ._persist import Persistent, _set
 
 _POSITIVE = [Interval(Real, 0, None, closed="neither")]
+_LASSO = ("fit_intercept", "schedule", "tol", "max_iter", "n_jobs", "random_state")  # LassoCV's
 
 
 class _LinearModel(Persistent, _Checked, BaseEstimator):
@@ -288,9 +290,7 @@ class SparseLogisticRegression(ClassifierMixin, _LinearModel):
 
     def predict_proba(self, X):
         """Probabilities of ``classes_[0]`` and ``classes_[1]`` (columns)."""
-        d = self.decision_function(X)
-        p1 = np.where(d >= 0, 1 / (1 + np.exp(-np.abs(d))), np.exp(-np.abs(d)) /
-                      (1 + np.exp(-np.abs(d))))
+        p1 = expit(self.decision_function(X))
         return np.column_stack([1 - p1, p1])
 
     def predict_log_proba(self, X):
@@ -424,8 +424,7 @@ class LassoCV(RegressorMixin, _LinearModel):
         from sklearn.model_selection import check_cv
 
         X, y = _validated(self, X, y, y_numeric=True, multi_output=False)
-        params = {k: getattr(self, k) for k in ("fit_intercept", "schedule", "tol",
-                                                "max_iter", "n_jobs", "random_state")}
+        params = {k: getattr(self, k) for k in _LASSO}
         alphas = _alpha_grid(X, y, self.fit_intercept, self.eps, self.n_alphas, self.alphas)
         folds = list(check_cv(self.cv).split(X, y))
         mse = np.empty((len(alphas), len(folds)))
@@ -448,8 +447,7 @@ class LassoCV(RegressorMixin, _LinearModel):
     def _saved_as(self):
         """``save`` writes the final fit as a :class:`Lasso` at ``alpha_`` (what
         :func:`strads.load` returns: the same predictions; not the folds' path)."""
-        est = Lasso(alpha=self.alpha_, **{k: getattr(self, k) for k in (
-            "fit_intercept", "schedule", "tol", "max_iter", "n_jobs", "random_state")})
+        est = Lasso(alpha=self.alpha_, **{k: getattr(self, k) for k in _LASSO})
         return _set(est, {k: v for k, v in vars(self).items() if k.endswith("_")
                           and k not in ("alpha_", "alphas_", "mse_path_")})
 
