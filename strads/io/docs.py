@@ -96,23 +96,10 @@ def _changes(cp, upper):
 
 
 @njit(inline="always", **NB)
-def _uni_space(b, i, end):
-    """Bytes of the Unicode white space (str.isspace) encoded at b[i:], else 0."""
-    c = b[i]
-    c1 = b[i + 1] if i + 1 < end else 0
-    c2 = b[i + 2] if i + 2 < end else 0
-    if c == 0xC2 and (c1 == 0x85 or c1 == 0xA0):
-        return 2
-    if c == 0xE1 and c1 == 0x9A and c2 == 0x80:
-        return 3
-    if c == 0xE2 and c1 == 0x80 and (0x80 <= c2 <= 0x8A or c2 == 0xA8 or c2 == 0xA9 or
-                                     c2 == 0xAF):
-        return 3
-    if c == 0xE2 and c1 == 0x81 and c2 == 0x9F:
-        return 3
-    if c == 0xE3 and c1 == 0x80 and c2 == 0x80:
-        return 3
-    return 0
+def _uni_space(cp):
+    """Whether non-ASCII code point cp is white space (str.isspace)."""
+    return (cp == 0x85 or cp == 0xA0 or cp == 0x1680 or 0x2000 <= cp <= 0x200A or
+            cp == 0x2028 or cp == 0x2029 or cp == 0x202F or cp == 0x205F or cp == 0x3000)
 
 
 @njit(**NB)
@@ -172,12 +159,11 @@ def _scan(b, i, end, line, n_stop, limit, table, wstart, wlen, arena, n_ids, are
             if c == 10 or (c == 13 and (i + 1 >= end or b[i + 1] != 10)):
                 break
             if c >= 128:
-                u = _uni_space(b, i, end)
-                if u:
-                    i += u
+                k, cp = _utf8(b, i, end)
+                if k and _uni_space(cp):
+                    i += k
                     continue
                 nonblank = True
-                k, cp = _utf8(b, i, end)
                 if k == 0:  # an undecodable byte: U+FFFD, no letter
                     i += 1
                     continue

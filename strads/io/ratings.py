@@ -12,7 +12,7 @@ from numba import njit
 from ..errors import DataError
 from ..transport import Peers
 from . import memory
-from .agree import refuse
+from .agree import agree, refuse
 from .numbers import BIG, NB, scan_float_inline, scan_int_inline
 from .source import Content, Name, Text, line_range
 
@@ -367,7 +367,7 @@ I32 = (1 << 31) - 1
 class Part:
     """A worker's ratings as read: raw ids ``u``, ``i`` (int32, int64 once an id needs
     it), ratings ``r``, each one's line index ``l`` when asked for (``lines``; from the
-    part's first line, or the file's first rating line when ``whole``), the lines and
+    part's first line, or the file's first rating line for gzip), the lines and
     ratings passed (``lines``, ``seen``), ``segments`` (first index here, position of
     that rating among the file's), and the first error: (line index, what is wrong), or
     ``too_many`` ratings for this machine."""
@@ -380,7 +380,7 @@ class Part:
         self.segments = []
         self.left = None  # bytes of the part not yet parsed (None: not known, gzip)
         self.done = 0  # bytes of its blocks parsed
-        self.err, self.too_many, self.whole = None, False, False
+        self.err, self.too_many = None, False
 
     def _arrays(self):
         return ("u", "i", "r", "l") if self.track else ("u", "i", "r")
@@ -470,7 +470,7 @@ def read_part(lay, part, n_parts, limit="auto", lines=False, visit=None):
         left, ends = hi - lo, src.head.count(b"\n") + 1
         cap = left * ends * 5 // (4 * len(src.head)) + 1024
     p = Part(cap, lines)
-    p.whole, p.left = lay.gz, left
+    p.left = left
     try:
         for blk in src.blocks(lay.begin, part, n_parts, True, LONG_LINE + 2, _CHUNK):
             if not _parse_into(p, blk.data, lay, blk.keep, limit):
@@ -533,29 +533,27 @@ def gather(peers, lay, lines=False):
     """This worker's :class:`Ratings` of the file ``lay`` describes (``lines``: with each
     rating's line); the first bad line of the file (wherever it lies) raised by the
     worker that read it."""
-    p = read_part(lay, peers.rank, peers.size, lines=lines)
-    facts = peers.allgather((p.n, p.lines, p.err, p.too_many))
+    me = peers.rank
+    p = read_part(lay, me, peers.size, lines=lines)
+    facts = peers.allgather((p.n, p.lines, p.too_many))
     lbase = pbase = [0] * peers.size
-    if not p.whole:  # positions and lines follow the earlier parts'
+    if not lay.gz:  # positions and lines follow the earlier parts'
         lbase = np.concatenate([[0], np.cumsum([f[1] for f in facts])]).tolist()
         pbase = np.concatenate([[0], np.cumsum([f[0] for f in facts])]).tolist()
-    errs = [(lay.line0 + lbase[w] + f[2][0], w, f[2][1])
-            for w, f in enumerate(facts) if f[2] is not None]
-    if errs:
-        line, w, text = min(errs)
-        refuse(peers, f"{lay.path}:{line}: {text}", w)
+    line = None if p.err is None else lay.line0 + lbase[me] + p.err[0]
+    agree(peers, None if line is None else f"{lay.path}:{line}: {p.err[1]}", key=line)
     out = Ratings()
     out.total, out.path = sum(f[0] for f in facts), lay.path
     limit = max_ratings()
-    if any(f[3] for f in facts) or (limit is not None and out.total > limit):
+    if any(f[2] for f in facts) or (limit is not None and out.total > limit):
         refuse(peers, too_many(lay.path, limit))
     if lay.mtx and out.total != lay.nnz:
         refuse(peers, f"{lay.path}: the size line (line {lay.size_line}) announces "
                f"{lay.nnz} entries, the file has {out.total}")
     out.u, out.i, out.r, out.n = p.u, p.i, p.r, p.n
     out.lay, out.part, out.n_parts = lay, peers.rank, peers.size
-    out.line_base = lay.line0 + lbase[peers.rank]
-    out.segments = [(a, q + pbase[peers.rank]) for a, q in p.segments]
+    out.line_base = lay.line0 + lbase[me]
+    out.segments = [(a, q + pbase[me]) for a, q in p.segments]
     if lines:
         out.lines = p.l + out.line_base
     return out

@@ -181,18 +181,12 @@ def parse_line(raw, path, lineno, n_docs, n_words):
     return d, w, c
 
 
-def _grown(a, n, cap):
-    out = np.empty(cap, a.dtype)
-    out[:n] = a[:n]
-    return out
-
-
 def scan(blocks, path, n_docs, n_words, limit, check, size=None):
     """This worker's entries: [(docs, words, counts), 0-based, one piece], tokens, and
     (as :func:`strads.io.ldac.scan`'s) 0 lines, -1 last line, None. ``size``: about
     the bytes this worker reads (None: unknown)."""
     tokens, n, seen, cap = 0, 0, 0, 0
-    docs = words = counts = np.empty(0, np.int32)
+    docs, words, counts = (np.empty(0, np.int32) for _ in range(3))
     for blk in blocks:
         if not blk.keep:
             continue
@@ -201,7 +195,8 @@ def scan(blocks, path, n_docs, n_words, limit, check, size=None):
         if most > cap:  # room for the rest as dense as the lines so far
             rest = 0 if size is None or not seen else int(n / seen * max(size - seen, 0))
             cap = max(most + rest + rest // 8, cap + cap // 2)
-            docs, words, counts = (_grown(a, n, cap) for a in (docs, words, counts))
+            for a in (docs, words, counts):  # (in place where the allocator can)
+                a.resize(cap, refcheck=False)
         i = 0
         while True:
             st, ls, nxt, n, tokens = _scan(b, i, b.shape[0], n_docs, n_words, limit, docs,
