@@ -1,11 +1,11 @@
 """Memory-bound kernels against this machine's streaming bandwidth, measured in one run.
 Method and figures: docs/benchmarks.md."""
 import argparse
+import timeit
 
 import numpy as np
 import scipy.sparse as sp
 
-from _common import timed
 from strads.apps.glm import kernels as LK
 from strads.apps.lda import kernels as DK
 from strads.apps.mf import kernels as MK
@@ -14,13 +14,9 @@ GB = 1e9
 
 
 def best_time(fn, reps, setup=None):
-    """Best wall time of ``reps`` calls of ``fn`` (``setup()`` before each, untimed)."""
-    best = np.inf
-    for _ in range(reps):
-        if setup is not None:
-            setup()
-        best = min(best, timed(fn)[0])
-    return best
+    """Best wall time of ``reps`` calls of ``fn`` (``setup()`` before each, untimed;
+    timeit's: the garbage collector off while timed)."""
+    return min(timeit.repeat(fn, setup or "pass", repeat=reps, number=1))
 
 
 def lasso_sparse(scale, rng):

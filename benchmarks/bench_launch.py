@@ -34,8 +34,9 @@ from test_elastic import _kill_after  # noqa: E402
 
 
 def launch(app, out, victim, after, extra=(), ulfm=False, check=None):
-    """-> (the launcher's stderr, the job's seconds from start to exit); ``ulfm``: under
-    Open MPI's mpiexec with ULFM instead; ``check``: a failed job's name, to exit with."""
+    """-> (the launcher's stderr, the job's seconds from start to exit, its summary, else
+    False); ``ulfm``: under Open MPI's mpiexec with ULFM instead; ``check``: a failed
+    job's name, to exit with."""
     cmd = [str(ULFM / "mpiexec"), "--with-ft", "ulfm", "--oversubscribe", "--bind-to",
            "none", "-n", "4", str(ULFM / "python"), "-m"] if ulfm else [
         sys.executable, "-m", "strads.launch", "-n", "4", *extra]
@@ -46,7 +47,8 @@ def launch(app, out, victim, after, extra=(), ulfm=False, check=None):
     err = proc.communicate(timeout=600)[1]
     if check and proc.returncode:
         raise SystemExit(f"{check}: exit {proc.returncode}\n{err}")
-    return err, time.perf_counter() - t0
+    summary = Path(out, "summary.json")
+    return err, time.perf_counter() - t0, summary.exists() and json.loads(summary.read_text())
 
 
 def naming(a):
@@ -83,8 +85,7 @@ def cost(a):
         with tempfile.TemporaryDirectory() as tmp:
             wall0, ref = timed(run_cli, COST, Path(tmp, "ref"), np=4,
                                env={"PYTHONPATH": str(ROOT)})
-            _, wall = launch(COST, Path(tmp, "run"), 2, ref["rounds"] // 2)
-            s = json.loads(Path(tmp, "run", "summary.json").read_text())
+            _, wall, s = launch(COST, Path(tmp, "run"), 2, ref["rounds"] // 2)
             r = s["restarts"][0]
             diff = abs(s["objective"] - ref["objective"]) / ref["objective"]
             print(f"| {wall0:.1f} | {wall:.1f} | {r['round']} | "
@@ -99,9 +100,8 @@ def recovery(a):
     for path in ("ulfm", "launcher"):
         for _ in range(a.repeat):
             with tempfile.TemporaryDirectory() as tmp:
-                out = Path(tmp, "run")
-                wall = launch(NAMING, out, 2, 20, ulfm=path == "ulfm", check=path)[1]
-                s = json.loads(Path(out, "summary.json").read_text())
+                _, wall, s = launch(NAMING, Path(tmp, "run"), 2, 20, ulfm=path == "ulfm",
+                                    check=path)
             rec = s["recoveries" if path == "ulfm" else "restarts"][0]["recovery_s"]
             print(f"| {path} | {rec:.2f} | {wall:.1f} |", flush=True)
 
@@ -114,10 +114,10 @@ def main():
     n.add_argument("--parallel", type=int, default=3, help="runs at a time")
     n.add_argument("--load", type=int, default=2, help="busy processes beside them")
     n.add_argument("--victim", type=int, default=3)
-    sub.add_parser("cost").add_argument("--repeat", type=int, default=2)
-    sub.add_parser("recovery").add_argument("--repeat", type=int, default=3)
+    for name, repeat in (("cost", 2), ("recovery", 3)):
+        sub.add_parser(name).add_argument("--repeat", type=int, default=repeat)
     a = ap.parse_args()
-    return globals()[a.what](a)
+    return {"naming": naming, "cost": cost, "recovery": recovery}[a.what](a)
 
 
 if __name__ == "__main__":

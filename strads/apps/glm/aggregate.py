@@ -204,6 +204,12 @@ class GLMAggregate(Aggregate):
         self.l1, self.nnz = float(np.abs(self.w).sum()), int(np.count_nonzero(self.w))
         return self.anchor[1]
 
+    def _model(self, loss):
+        """At the end of a fit: the model (the last accepted point, :meth:`_settle`) and
+        its objective, from ``loss``, the datafit's sum at the final point."""
+        self.primal = self._settle(loss / self.n + self.lam * float(np.abs(self.w).sum()))
+        return {"coef": self.coef(), "lambda": np.float64(self.lam)}
+
     def _steps(self, task, partials, q, h):
         """A Jacobi round's coordinate steps on its block (the task's, or the workers'
         filter's); with priority's groups, each group's exact step from its Gram (the

@@ -370,18 +370,29 @@ class Priority(_Jacobi):
         # a quarter more than the block, at most twice what the filter kept last round
         # plus 64 (it stops once its rejections exceed its keeps by 16)
         n_cand = min(5 * b // 4, 2 * self._n_kept + 64)
-        n_prio = n_cand - int(round(self.floor * n_cand))  # the rest: uniform
+        return self._draw(n_cand, self._pool if self._pool_held() else None)
+
+    def _draw(self, n_cand, pool=None):
+        """``n_cand`` candidates: distinct draws by priority (with peaked priorities,
+        repeats would shrink the block), then ``floor`` of them uniform over the
+        coordinates, or over ``pool``."""
+        n_prio = n_cand - int(round(self.floor * n_cand))
         cand = np.empty(n_cand, dtype=np.int64)
-        # distinct draws (with peaked priorities, repeats would shrink the block)
-        u = self._uniforms(2 * n_cand)
-        pool = self._pool if self._pool_held() else None  # (the uniform ones from it)
-        used = K.priority_candidates(self.agg.tree, u, n_cand, n_prio, self.p if pool is
-                                     None else pool.shape[0], self.seen, cand)
+        tree = self.agg.tree
+        used = K.priority_candidates(tree, self._uniforms(2 * n_cand), n_cand, n_prio,
+                                     self.p if pool is None else pool.shape[0], self.seen,
+                                     cand)
         self._u_pos += used
-        if pool is not None:
-            drawn = n_prio + n_cand - used if n_prio > 0 and self.agg.tree[1] > 0.0 else 0
+        if pool is not None:  # (the uniform ones: positions in the pool)
+            drawn = n_prio + n_cand - used if n_prio > 0 and tree[1] > 0.0 else 0
             cand[drawn:] = pool[cand[drawn:]]
         return cand
+
+    def _free(self, cand):
+        """The candidates not in flight, each once, in draw order."""
+        cand = cand[~self.busy[cand]]
+        _, first = np.unique(cand, return_index=True)
+        return cand[np.sort(first)]
 
     def choose(self, b):
         self._exact, self._gptr = None, NO_GROUPS
@@ -411,17 +422,13 @@ class Priority(_Jacobi):
             cand = self.candidates(b)
             self._n_kept = self._plain_last = plain
             self._b = 0  # (no "select": the workers step the block as it is)
-            cand = cand[~self.busy[cand]]
-            _, first = np.unique(cand, return_index=True)
-            return np.sort(cand[np.sort(first)[:plain]])
+            return np.sort(self._free(cand)[:plain])
         if self.remote:
             b = min(b, self.filter_cap or b)
         cand = self.candidates(b)
         if self.remote:  # distinct, free, non-empty candidates, in draw order
             self._b = b
-            cand = cand[~self.busy[cand]]
-            _, first = np.unique(cand, return_index=True)
-            cand = cand[np.sort(first)]
+            cand = self._free(cand)
             cand = cand[self.agg.norms[cand] > 0]
             nnz = getattr(self.agg, "col_nnz", None)
             if nnz is not None:  # the workers' Gram: the rows' candidates squared, at least
@@ -527,15 +534,7 @@ class Priority(_Jacobi):
         pool = self._pool
         if pool.shape[0] <= b:
             return self._exact_block(pool[~self.busy[pool]])
-        n_cand = min(b, pool.shape[0])
-        n_prio = n_cand - int(round(self.floor * n_cand))
-        cand = np.empty(n_cand, dtype=np.int64)
-        tree = self.agg.tree
-        used = K.priority_candidates(tree, self._uniforms(2 * n_cand), n_cand, n_prio,
-                                     pool.shape[0], self.seen, cand)
-        self._u_pos += used
-        drawn = n_prio + n_cand - used if n_prio > 0 and tree[1] > 0.0 else 0
-        cand[drawn:] = pool[cand[drawn:]]  # (the uniform ones: positions in the pool)
+        cand = self._draw(min(b, pool.shape[0]), pool)
         cols = np.unique(cand) if keep is None else np.union1d(cand, keep)
         return self._exact_block(cols[~self.busy[cols]])
 

@@ -158,6 +158,24 @@ class GLMUpdate(Update):
         K.gram_sparse_add(*rows, C, 0, self.n_rows, NO_WEIGHTS, rank)
         return self.peers.allreduce(C)
 
+    def grad(self, r, cols):
+        """X_B' r over this worker's rows (:func:`kernels.grad_sparse` or ``grad_dense``)."""
+        out = np.empty(cols.shape[0])
+        (K.grad_sparse if self.sparse else K.grad_dense)(*self.X, r, cols, out)
+        return out
+
+    def _factor(self, cols, wts):
+        """The block's Gram X_B' D X_B over this worker's rows as its factor D^1/2 X_B
+        (CSC ``Fp``, ``Fi``, ``Fv``, and ``Fn`` rows; ``wts`` empty: X_B, sparse X)."""
+        if self.sparse:
+            ptr, rows, vals = K.factor_cols(*self.X, cols, wts)
+        else:  # (every row of every column: as factor_cols would store it)
+            n, m = self.n_rows, cols.shape[0]
+            ptr = np.arange(m + 1, dtype=np.int64) * n
+            rows = np.tile(np.arange(n, dtype=np.int64), m)
+            vals = (self.X[0][:, cols] * np.sqrt(wts)[:, None]).ravel(order="F")
+        return {"Fp": ptr, "Fi": rows, "Fv": vals, "Fn": self.n_rows}
+
     def group_gram(self, cols, gptr, wts):
         """The groups' Gram matrices X_g' D X_g over this worker's rows
         (:func:`kernels.group_gram_sparse`; ``wts`` empty: X_g' X_g)."""

@@ -332,10 +332,7 @@ class LassoAggregate(GLMAggregate):
     def finish(self, collected):
         # the objective at the final model (a run stopped by a limit ends past the round
         # it last scored), from the workers' exact residuals
-        rss = sum(float(c["rss"]) for c in collected)
-        self.primal = self._settle(0.5 * rss / self.n +
-                                   self.lam * float(np.abs(self.w).sum()))
-        model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
+        model = self._model(0.5 * sum(float(c["rss"]) for c in collected))
         if self.x_mean is not None:
             model["intercept"] = np.float64(self.y_mean - self.x_mean @ self.w)
         if self.path is not None:  # (a run stopped short: the lambdas left get this w)

@@ -68,7 +68,6 @@ class LassoUpdate(GLMUpdate):
         csc, dense = warm_rows()
         K.step_sparse(*csc, r, cols, d)
         rows = GK.gram_sparse_rows(*csc, cols, 2)
-        GK.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS)
         k = np.diff(rows[0]).astype(np.float64)
         K.gram_sparse_col_costs(csc[0], csc[1], cols, k)
         GK.gram_cols(*csc, cols, *rows, NO_WEIGHTS, 0, 1, np.zeros(1), np.full(1, -1),
@@ -90,8 +89,7 @@ class LassoUpdate(GLMUpdate):
             cols, out = self._jacobi_block(task)
         else:
             cols = task["cols"]
-        g = np.empty(cols.shape[0])
-        (GK.grad_sparse if self.sparse else GK.grad_dense)(*self.X, self.r, cols, g)
+        g = self.grad(self.r, cols)
         if task.get("full"):
             self.rss = float(self.r @ self.r)  # drop the drift of the running sum
             return {"g": g, "rss": self.rss, "ry": float(self.r @ self.y),
@@ -121,8 +119,7 @@ class LassoUpdate(GLMUpdate):
                 GK.block_counts(self.X[0], self.X[1], cols, count), dtype=np.float64))
             if (dense_cap is not None and m > dense_cap) or \
                     nnz_f < FACTOR_SHARE * min(nnz_g, float(m) * m):
-                ptr, rows, vals = GK.factor_cols(*self.X, cols, NO_WEIGHTS)
-                return {"Fp": ptr, "Fi": rows, "Fv": vals, "Fn": self.n_rows}
+                return self._factor(cols, NO_WEIGHTS)
             rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
             k = np.diff(rows[0]).astype(np.float64)
             if 16 * float(k @ k) < 4.0 * m * m:  # (sum k_i^2 bounds the non-zeros)

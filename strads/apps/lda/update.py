@@ -7,7 +7,7 @@ import numpy as np
 
 from ...api import Update
 from ...io import memory
-from ...io.agree import group_starts, tally
+from ...io.agree import alike, group_starts, tally
 from . import data, kernels as K
 from .schedule import slice_of
 
@@ -74,7 +74,6 @@ class LDAUpdate(Update):
     def __init__(self, shard):
         """The worker reads or draws its own documents (``shard["source"]``) or takes the
         rows rank 0 sent, then the workers agree on the corpus and the first counts."""
-        from ...io.agree import alike
         peers = self.peers
         src = shard["source"]
         if src["kind"] == "file":

@@ -467,9 +467,7 @@ class LogRegAggregate(GLMAggregate):
     # -- outputs ---------------------------------------------------------------------------
     def finish(self, collected):
         # the objective at the final model, from the workers' exact losses
-        loss = sum(float(c["loss"]) for c in collected)
-        self.primal = self._settle(loss / self.n + self.lam * float(np.abs(self.w).sum()))
-        model = {"coef": self.coef(), "lambda": np.float64(self.lam)}
+        model = self._model(sum(float(c["loss"]) for c in collected))
         if self.classes is not None:
             model["classes"] = np.asarray(self.classes)
         return model

@@ -139,18 +139,6 @@ def trial_losses(y, m, dm, steps, diff, adiff):
 
 # -- gradients and diagonal Hessians over a worker's rows ----------------------------------
 @njit(**_opts)
-def grad_all_sparse(indptr, indices, data, r, out):
-    # out = X' r
-    for j in range(out.shape[0]):
-        uj = _u(j)
-        s = 0.0
-        for q in range(indptr[uj], indptr[uj + _u(1)]):
-            uq = _u(q)
-            s += data[uq] * r[_u(indices[uq])]
-        out[j] = s
-
-
-@njit(**_opts)
 def grad_hess_sparse(indptr, indices, data, r, wts, cols, g, h):
     # g[k] = X[:, j] @ r, h[k] = X[:, j]^2 @ wts, j = cols[k]
     for k in range(cols.shape[0]):

@@ -60,7 +60,6 @@ class LogRegUpdate(GLMUpdate):
         K.trial_losses(y, m, np.ones(2), np.ones(1), np.empty(1), np.empty(1))
         cols, d = np.zeros(1, np.int64), np.ones(1)
         csc, dense = warm_rows()
-        K.grad_all_sparse(*csc, r, np.empty(1))
         K.grad_hess_sparse(*csc, r, wts, cols, np.empty(1), np.empty(1))
         K.direction_sparse(*csc, cols, d, np.empty(2))
         K.step_sparse(*csc, y, m.copy(), r.copy(), wts.copy(), ell.copy(), cols, d,
@@ -148,11 +147,7 @@ class LogRegUpdate(GLMUpdate):
             out.update(chosen, q=g, h=h, loss=self.loss)
             if task.get("icpt"):
                 v, out["ic"] = self._icpt()
-                out["xc"] = np.empty(cols.shape[0])
-                if self.sparse:
-                    GK.grad_sparse(*self.X, v, cols, out["xc"])
-                else:
-                    GK.grad_dense(self.X[0], v, cols, out["xc"])
+                out["xc"] = self.grad(v, cols)
         return out
 
     def _icpt(self):
@@ -196,18 +191,10 @@ class LogRegUpdate(GLMUpdate):
         del self.hist[:-(ACCEL + 1)]
 
     def _grad_all(self, r):
-        if self.sparse:
-            g = np.empty(self.n_features)
-            K.grad_all_sparse(*self.X, r, g)
-            return g
-        return self.X[0].T @ r
+        return self.grad(r, np.arange(self.n_features)) if self.sparse else self.X[0].T @ r
 
     def _grad(self, cols, r):
-        if self.sparse:
-            g = np.empty(cols.shape[0])
-            GK.grad_sparse(*self.X, r, cols, g)
-            return g
-        return self._block(cols).T @ r
+        return self.grad(r, cols) if self.sparse else self._block(cols).T @ r
 
     def _gram(self, cols, floor=False):
         """X_B' D X_B over this worker's rows, in its most compact form: sparse X, the
@@ -238,16 +225,6 @@ class LogRegUpdate(GLMUpdate):
         iu = np.tril_indices(m, -1)
         G[iu] = G.T[iu]
         return {"G": G}
-
-    def _factor(self, cols, wts):
-        if self.sparse:
-            ptr, rows, vals = GK.factor_cols(*self.X, cols, wts)
-        else:  # (every row of every column: as factor_cols would store it)
-            n, m = self.n_rows, cols.shape[0]
-            ptr = np.arange(m + 1, dtype=np.int64) * n
-            rows = np.tile(np.arange(n, dtype=np.int64), m)
-            vals = (self.X[0][:, cols] * np.sqrt(wts)[:, None]).ravel(order="F")
-        return {"Fp": ptr, "Fi": rows, "Fv": vals, "Fn": self.n_rows}
 
     def _extend(self, cols, new, form):
         """The block's Gram for its ``new`` columns with the weights of the last fresh Gram

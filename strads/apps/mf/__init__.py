@@ -15,9 +15,8 @@ from . import kernels as K
 from .aggregate import MFAggregate
 from ...io.memory import beyond, fmt_bytes, physical_memory, whose
 from ...io.ratings import Layout as FileLayout
-from .data import check_ids, lookup, problem_plan
-from .data import (COLD_START, DUPLICATES, Problem, Triplets, from_arrays, make_problem,
-                   prepare, read_ratings)
+from .data import (COLD_START, DUPLICATES, Problem, Triplets, check_ids, from_arrays, lookup,
+                   make_problem, prepare, problem_plan, read_ratings)
 from .schedule import SCHEDULES
 from .update import MFUpdate
 

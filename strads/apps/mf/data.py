@@ -14,6 +14,7 @@ from ...params import check
 from ...io import memory, numbers, ratings as rating_io
 from ...io.agree import (alike, columns, dense_ids, distinct, exact_partials, in_place, owners,
                          pair_order, refuse, route, same_pairs, tally)
+from ...transport import Peers
 from . import kernels as K
 
 DUPLICATES = ("error", "last", "mean")
@@ -33,9 +34,10 @@ class Triplets:
     pos: np.ndarray = None  # each entry's position among the file's ratings (the split's)
 
     def where(self, k):
-        if self.lines is None:
-            return f"{self.path}: entry {k}"
-        return f"{self.path}:{int(self.lines[k])}"
+        return _where(self.path, self.line_of(None, [k]), k)
+
+    def line_of(self, peers, positions):  # (as a file's rating_io.Ratings, entries' lines)
+        return {} if self.lines is None else {p: int(self.lines[p]) for p in positions}
 
     def __len__(self):
         return self.ratings.shape[0]
@@ -97,28 +99,18 @@ def read_ratings(path):
 # -- cleaning, remapping, splitting --------------------------------------------------------
 def dedupe(t, policy="error"):
     """Duplicate (user, item) pairs: ``error`` names both lines; ``last`` keeps the one
-    written last (a re-rating); ``mean`` averages them."""
-    n = len(t)
-    key = _pair_keys(t.users, t.items)
-    if key is not None:  # the usual case, no duplicates: one sort of one key tells
-        key.sort()
-        if not (key[1:] == key[:-1]).any():
-            return t
-    order = np.lexsort((np.arange(n), t.items, t.users))
-    dup = same_pairs(t.users, t.items, order)
-    if not dup.any():
+    written last (a re-rating); ``mean`` averages them (the workers' rules, in one
+    process: :func:`_dedupe`)."""
+    u, i = (unique_inverse(ids)[1] for ids in (t.users, t.items))
+    groups = _pair_groups(u, 0, int(u.max(initial=-1)) + 1, i, int(i.max(initial=-1)) + 1,
+                          None)
+    if not groups[1].any():
         return t
-    if policy == "error":
-        later, earlier = order[1:][dup], order[:-1][dup]
-        k = int(np.argmin(later))
-        first = (f"line {int(t.lines[earlier[k]])}" if t.lines is not None
-                 else f"entry {int(earlier[k])}")
-        raise DataError(_duplicate(t.where(later[k]), t.users[later[k]], t.items[later[k]],
-                                   first))
-    keep, r = _collapse(order, dup, t.ratings, policy)
+    keep, r = _dedupe(Peers(), t, policy, groups, np.arange(len(t)), t.ratings,
+                      lambda j: (t.users[j], t.items[j]))
     return Triplets(t.users[keep], t.items[keep], r, t.path,
                     t.lines[keep] if t.lines is not None else None,
-                    pos=t.pos[keep] if t.pos is not None else keep)
+                    pos=t.pos[keep] if t.pos is not None else keep.astype(np.int64))
 
 
 KEEP_ONE = "pass duplicates='last' or 'mean' (--duplicates) to keep one"
@@ -138,19 +130,6 @@ def _collapse(order, dup, r, policy):
     if policy == "last":
         return keep, r[keep]
     return keep, np.bincount(group, weights=r[order]) / np.bincount(group)
-
-
-def _pair_keys(users, items):
-    """One int64 key per (user, item) pair when the ids allow it (non-negative, product
-    of the ranges below 2^62), else None."""
-    if not users.shape[0] or users.dtype.kind not in "iu" or items.dtype.kind not in "iu":
-        return None
-    if min(int(users.min()), int(items.min())) < 0:
-        return None
-    span = int(items.max()) + 1
-    if (int(users.max()) + 1) * span >= 1 << 62:
-        return None
-    return users.astype(np.int64) * span + items
 
 
 def unique_inverse(ids):
@@ -246,24 +225,21 @@ def prepare(train, test=None, test_fraction=0.0, seed=0, duplicates="error",
     user_ids, users = unique_inverse(train.users)
     item_ids, items = unique_inverse(train.items)
     m, n = user_ids.shape[0], item_ids.shape[0]
-    cold = 0
-    if test is None or len(test) == 0:
-        tu = ti = np.zeros(0, np.int32)
-        tr = np.zeros(0)
-    else:
-        tu, ku = lookup(user_ids, test.users)
-        ti, ki = lookup(item_ids, test.items)
-        unseen = ~(ku & ki)
-        cold = int(unseen.sum())
-        if cold and cold_start == "error":
-            k = int(np.flatnonzero(unseen)[0])
-            what = (f"user {test.users[k]}" if not ku[k] else f"item {test.items[k]}")
-            raise DataError(f"{test.where(k)}: {what} {_COLD}")
-        tu = np.where(ku, tu, m).astype(np.int32)
-        ti = np.where(ki, ti, n).astype(np.int32)
-        tr = test.ratings
-        if cold and cold_start == "skip":
-            tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
+    if test is None:
+        test = Triplets(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    tu, ku = lookup(user_ids, test.users)
+    ti, ki = lookup(item_ids, test.items)
+    unseen = ~(ku & ki)
+    cold = int(unseen.sum())
+    if cold and cold_start == "error":
+        k = int(np.flatnonzero(unseen)[0])
+        what = (f"user {test.users[k]}" if not ku[k] else f"item {test.items[k]}")
+        raise DataError(f"{test.where(k)}: {what} {_COLD}")
+    tu = np.where(ku, tu, m).astype(np.int32)
+    ti = np.where(ki, ti, n).astype(np.int32)
+    tr = test.ratings
+    if cold and cold_start == "skip":
+        tu, ti, tr = tu[~unseen], ti[~unseen], tr[~unseen]
     if val is not None:  # every validation user and item kept a training rating
         tu = lookup(user_ids, val.users)[0].astype(np.int32)
         ti = lookup(item_ids, val.items)[0].astype(np.int32)
