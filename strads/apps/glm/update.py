@@ -2,6 +2,7 @@
 a Fortran-ordered array) and y, priority's filter when the scheduler holds no X, and the
 Gram matrices of priority's groups."""
 import numpy as np
+import scipy.sparse as sp
 
 from ...api import Update
 from . import groups as KG
@@ -25,14 +26,20 @@ class GLMUpdate(Update):
         if "sq_norms" in shard:  # (priority's filter on the workers: --data, --schedulers)
             self.sq_norms = shard["sq_norms"]
             self.norms = np.sqrt(self.sq_norms)
-        self.y = shard["y"]
         self.sparse = "csc" in shard
-        if self.sparse:
-            self.X = shard["csc"]
-            self.n_rows, self.n_features = shard["n_rows"], self.X[0].shape[0] - 1
-        else:
-            self.X = (np.asfortranarray(shard["X"]),)
-            self.n_rows, self.n_features = self.X[0].shape
+        self._keep_rows(shard["csc"] if self.sparse else shard["X"], shard["y"],
+                        shard.get("n_rows"))
+        self.n_features = self.X[0].shape[0] - 1 if self.sparse else self.X[0].shape[1]
+
+    def _keep_rows(self, X, y, n_rows=None):
+        """Hold X (a CSC triplet of ``n_rows`` rows, a sparse or a dense matrix) and y in
+        the kernels' one form (:func:`kernel_form`): numba compiles each kernel once."""
+        if sp.issparse(X):
+            X = sp.csc_matrix(X)
+            X.sort_indices()  # the kernels read each column's rows in order
+            X, n_rows = (X.indptr, X.indices, X.data), X.shape[0]
+        self.X, self.y = kernel_form(X, n_rows), kernel_form(y)
+        self.n_rows = n_rows if isinstance(X, tuple) else self.X[0].shape[0]
 
     @property
     def rows(self):
@@ -45,16 +52,15 @@ class GLMUpdate(Update):
     @classmethod
     def warmup(cls):
         cols, r = np.zeros(1, np.int64), np.zeros(2)
-        for idx in (np.int64, np.int32):  # (scipy's usual index dtype last: kept below)
-            csc = (np.array([0, 1], idx), np.zeros(1, idx), np.ones(1))
-            K.grad_sparse(*csc, r, cols, np.empty(1))
-            rows = K.gram_sparse_rows(*csc, cols, 2)
-            K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS)
-            K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS, cols)
-            K.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
-            K.factor_cols(*csc, cols, NO_WEIGHTS)
-            K.gram_sparse(*csc, cols, 2)
-        K.grad_dense(np.ones((2, 1), order="F"), r, cols, np.empty(1))
+        csc, dense = warm_rows()
+        K.grad_sparse(*csc, r, cols, np.empty(1))
+        rows = K.gram_sparse_rows(*csc, cols, 2)
+        K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS)
+        K.gram_sparse_add(*rows, np.zeros((1, 1)), 0, 2, NO_WEIGHTS, cols)
+        K.block_counts(csc[0], csc[1], cols, np.zeros(2, np.int64))
+        K.factor_cols(*csc, cols, NO_WEIGHTS)
+        K.gram_sparse(*csc, cols, 2)
+        K.grad_dense(*dense, r, cols, np.empty(1))
         # (priority: the workers' filter, and the groups' Gram matrices)
         KG.select_gram(np.ones((1, 1)), cols, cols, np.ones(1), 0.5, 1, KG.GROUP_CAP)
         KG.held_gram(np.ones((1, 1)), cols, np.ones((1, 1)), cols)
@@ -63,7 +69,7 @@ class GLMUpdate(Update):
         KG.group_gram_lower(np.ones((1, 1)), np.zeros(1, np.int64), gptr, np.ones(1))
         for wts in (np.empty(0), np.ones(2)):
             KG.group_gram_sparse(*csc, np.zeros(1, np.int64), gptr, wts)
-            KG.group_gram_dense(np.ones((2, 1), order="F"), np.zeros(1, np.int64), gptr, wts)
+            KG.group_gram_dense(*dense, np.zeros(1, np.int64), gptr, wts)
 
     def _jacobi_block(self, task, wts=None):
         """A Jacobi round's block (the task's, or the one the workers' filter chooses:
@@ -179,3 +185,29 @@ class GLMUpdate(Update):
 
 
 NO_WEIGHTS = np.empty(0)  # (a Gram matrix without weights: X' X)
+
+
+def kernel_form(a, n_rows=None):
+    """The kernels' one form of a worker's rows, read-only (the in-process transport hands
+    shards over without copies): a CSC triplet (of ``n_rows`` rows) as int64 pointers,
+    int32 row indices (int64 past 2**31 rows) and float64 values; a dense X as one
+    Fortran-ordered array in a tuple; ``y`` as it is."""
+    if isinstance(a, tuple):
+        idx = np.int32 if n_rows < 2 ** 31 else np.int64
+        return tuple(_read_only(np.asarray(x, t)) for x, t in zip(a, (np.int64, idx,
+                                                                      np.float64)))
+    return (_read_only(np.asfortranarray(a)),) if a.ndim == 2 else _read_only(a)
+
+
+def warm_rows():
+    """A tiny sparse and a tiny dense X in the kernels' form, for ``warmup``."""
+    return (kernel_form((np.array([0, 1]), np.zeros(1), np.ones(1)), 2),
+            kernel_form(np.ones((2, 1))))
+
+
+def _read_only(a):
+    if not a.flags.writeable:
+        return a
+    v = a.view()
+    v.flags.writeable = False
+    return v

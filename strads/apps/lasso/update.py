@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..glm import kernels as GK
-from ..glm.update import NO_WEIGHTS, GLMUpdate
+from ..glm.update import NO_WEIGHTS, GLMUpdate, warm_rows
 from . import kernels as K
 from . import data
 
@@ -41,13 +41,8 @@ class LassoUpdate(GLMUpdate):
         return self.X[0]
 
     def _keep(self, X, y, r):
-        if self.sparse:
-            X = sp.csc_matrix(X)
-            X.sort_indices()  # the kernels read each column's rows in order
-            self.X = (X.indptr, X.indices, X.data)
-        else:
-            self.X = (np.asfortranarray(X),)
-        self.n_rows, self.y, self.r = X.shape[0], y, r
+        self._keep_rows(X, y)
+        self.r = r
         self.resharded()
 
     def give(self, end, count):
@@ -70,14 +65,14 @@ class LassoUpdate(GLMUpdate):
     def warmup(cls):
         super().warmup()
         r, cols, d = np.zeros(2), np.zeros(1, np.int64), np.zeros(1)
-        csc = (np.array([0, 1], np.int32), np.zeros(1, np.int32), np.ones(1))
+        csc, dense = warm_rows()
         K.step_sparse(*csc, r, cols, d)
         rows = GK.gram_sparse_rows(*csc, cols, 2)
         k = np.diff(rows[0]).astype(np.float64)
         K.gram_sparse_col_costs(csc[0], csc[1], cols, k)
         GK.gram_cols(*csc, cols, *rows, NO_WEIGHTS, 0, 1, np.zeros(1), np.full(1, -1),
                      np.zeros(1, np.int64), np.zeros(1), np.zeros(2, np.int64), 0)
-        K.step_dense(np.ones((2, 1), order="F"), r, cols, d)
+        K.step_dense(*dense, r, cols, d)
 
     def apply(self, sync):
         step = K.step_sparse if self.sparse else K.step_dense

@@ -14,7 +14,7 @@ from scipy.linalg.blas import dsyrk
 
 from ..glm import kernels as GK
 from ...api import rows_of
-from ..glm.update import GLMUpdate
+from ..glm.update import GLMUpdate, kernel_form, warm_rows
 from . import kernels as K
 from . import data
 
@@ -52,22 +52,20 @@ class LogRegUpdate(GLMUpdate):
     @classmethod
     def warmup(cls):
         super().warmup()
-        y, m = np.array([1.0, -1.0]), np.zeros(2)
+        y, m = kernel_form(np.array([1.0, -1.0])), np.zeros(2)
         r, wts, ell = np.empty(2), np.empty(2), np.empty(2)
         K.refresh(y, m, r, wts, ell)
         K.dual_entropy(m, 0.5)
         K.accel_entropy(np.full((2, 2), 0.5), np.ones(1), 0.5)
         K.trial_losses(y, m, np.ones(2), np.ones(1), np.empty(1), np.empty(1))
         cols, d = np.zeros(1, np.int64), np.ones(1)
-        for idx in (np.int32, np.int64):
-            csc = (np.array([0, 1], idx), np.zeros(1, idx), np.ones(1))
-            K.grad_hess_sparse(*csc, r, wts, cols, np.empty(1), np.empty(1))
-            K.direction_sparse(*csc, cols, d, np.empty(2))
-            K.step_sparse(*csc, y, m.copy(), r.copy(), wts.copy(), ell.copy(), cols, d,
-                          np.zeros(2, np.bool_), np.empty(2, np.int64))
-            K.wgram_csr(*csc, cols, *GK.gram_sparse_rows(*csc, cols, 2), wts)
-        K.grad_hess_dense(np.ones((2, 1), order="F"), r, wts, cols, np.empty(1),
-                          np.empty(1))
+        csc, dense = warm_rows()
+        K.grad_hess_sparse(*csc, r, wts, cols, np.empty(1), np.empty(1))
+        K.direction_sparse(*csc, cols, d, np.empty(2))
+        K.step_sparse(*csc, y, m.copy(), r.copy(), wts.copy(), ell.copy(), cols, d,
+                      np.zeros(2, np.bool_), np.empty(2, np.int64))
+        K.wgram_csr(*csc, cols, *GK.gram_sparse_rows(*csc, cols, 2), wts)
+        K.grad_hess_dense(*dense, r, wts, cols, np.empty(1), np.empty(1))
 
     # -- a resume on another number of workers: the margins and what hangs on them ------
     def reshard(self, olds, first):
