@@ -480,7 +480,7 @@ def test_memory_estimate_bounds_a_measured_run():
     import tracemalloc
 
     X, _, _ = app.make_corpus(400, 300, 100, 5, 0.1, 0.05, 1)
-    app.fit(X, n_topics=50, sweeps=1, quiet=True, mpi=False)  # compiled, warm
+    app.fit(X, n_topics=50, sweeps=1, workers=2, quiet=True, mpi=False)  # compiled, warm
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
