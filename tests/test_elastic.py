@@ -127,7 +127,10 @@ def test_every_app_under_mpiexec_resumes_on_other_ranks(app, scheduler, n, n2, s
             else MF_SMALL if app == "mf" else ["--n-samples", "400", "--n-features", "1200"])
     args = [f"strads.apps.{app}", *data, "--quiet", "--scheduler", scheduler,
             *(["--tol", "1e-10"] if app in ("lasso", "logreg") else [])]
-    ref = _mpi(n, args + ["--out", str(tmp_path / "ref")])
+    # the uninterrupted run in one process: the same bits as under mpiexec -n N (whose
+    # workers are its ranks but rank 0 with the rank scheduler, all of them replicated)
+    workers = n - 1 if scheduler == "rank" else n
+    ref = run_cli(args + ["--workers", str(workers), "--out", str(tmp_path / "ref")])
     out = str(tmp_path / "run")
     first = _mpi(n, args + ["--out", out, "--checkpoint-every", "1e-6", "--max-rounds",
                             str(stop)])

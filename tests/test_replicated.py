@@ -116,10 +116,10 @@ def test_replicated_checkpoint_and_resume_bit_for_bit(tmp_path):
                             "--quiet", "--tol", "0", "--out", str(out), *extra],
                            capture_output=True, text=True, timeout=60, env=child_env())
         assert p.returncode == 0, p.stderr
-    ridge_run(tmp_path / "full", "--max-rounds", "400")
-    ridge_run(tmp_path / "part", "--max-rounds", "150", "--checkpoint-every", "0.001")
+    ridge_run(tmp_path / "full", "--max-rounds", "120")
+    ridge_run(tmp_path / "part", "--max-rounds", "45", "--checkpoint-every", "0.001")
     names = sorted(f.name for f in (tmp_path / "part" / "checkpoint").iterdir())
     assert names[0] == "manifest.json" and len(names) == 5  # scheduler + 3 workers
-    ridge_run(tmp_path / "part", "--max-rounds", "400", "--resume")
+    ridge_run(tmp_path / "part", "--max-rounds", "120", "--resume")
     full = np.load(tmp_path / "full" / "model.npz")["coef"]
     np.testing.assert_array_equal(np.load(tmp_path / "part" / "model.npz")["coef"], full)

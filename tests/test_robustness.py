@@ -22,15 +22,15 @@ import ridge  # noqa: E402
 # apps on small built-in problems: (module args, flags of a run of a few seconds at most)
 APPS = {
     "lasso": ["strads.apps.lasso", "--schedule", "priority", "--tol", "0",
-              "--max-rounds", "400"],
+              "--max-rounds", "100"],
     "logreg": ["strads.apps.logreg", "--schedule", "priority", "--tol", "0",
-               "--max-rounds", "400"],
+               "--max-rounds", "100"],
     # one run (early stopping's two runs and their resume: tests/test_mf.py)
     "mf": ["strads.apps.mf", "--n-users", "400", "--n-items", "200", "--n-ratings", "8000",
            "--iters", "6", "--tol", "0", "--early-stop", "0"],
     "lda": ["strads.apps.lda", "--n-docs", "200", "--n-words", "300", "--doc-length", "40",
             "--sweeps", "12", "--tol", "0"],
-    "ridge": [str(ROOT / "examples" / "ridge.py"), "--max-rounds", "300", "--tol", "0"],
+    "ridge": [str(ROOT / "examples" / "ridge.py"), "--max-rounds", "100", "--tol", "0"],
 }
 
 
@@ -97,7 +97,7 @@ def test_resume_refuses_other_flags_and_bad_checkpoints(tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr
     for what in ("--seed 3 (was 0)", "--rho 0.2 (was default)", "staleness 1 (was 0)"):
         assert what in p.stderr
-    p = cli(base + ["--resume", "--max-rounds", "500", "--log-interval", "0"])
+    p = cli(base + ["--resume", "--max-rounds", "200", "--log-interval", "0"])
     assert p.returncode == 0, p.stderr
     # damaged: a part cut short, then one byte changed inside a part
     folder = out / "checkpoint"
