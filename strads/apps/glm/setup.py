@@ -16,6 +16,7 @@ from ...params import ENGINE, Param, check
 from . import kernels as K
 from . import split
 from .schedule import SCHEDULES, Priority
+from .update import kernel_form
 
 MiB = 1 << 20
 
@@ -65,21 +66,16 @@ def gram_block_cap(gram_budget, n_workers):
 
 
 def row_block(X, start, stop):
-    """A worker's shard of X: rows start:stop, Fortran-order dense or a CSC triplet, as
-    read-only arrays (the in-process transport hands them over without a copy)."""
+    """A worker's shard of X: rows start:stop, in the kernels' form
+    (:func:`~strads.apps.glm.update.kernel_form`: read-only, so the in-process transport
+    hands it over without a copy)."""
     if not sp.issparse(X):
-        return {"X": _read_only(np.asfortranarray(X[start:stop]))}
+        return {"X": kernel_form(X[start:stop])[0]}
     if start == 0 and stop == X.shape[0]:
         csc = (X.indptr, X.indices, X.data)
     else:
         csc = K.csc_rows(X.indptr, X.indices, X.data, start, stop)
-    return {"csc": tuple(_read_only(a) for a in csc), "n_rows": stop - start}
-
-
-def _read_only(a):
-    v = a.view()
-    v.flags.writeable = False
-    return v
+    return {"csc": kernel_form(csc, stop - start), "n_rows": stop - start}
 
 
 class _Later(api.Schedule):
@@ -236,7 +232,7 @@ class Datafit:
                       for a, b in zip(cuts[:-1], cuts[1:])]
             if isinstance(sched, list) and schedule == "priority":  # (the filter's norms)
                 for shard in shards:
-                    shard["sq_norms"] = _read_only(sq_norms)
+                    shard["sq_norms"] = kernel_form(sq_norms)
             return sched, agg, shards
 
         return setup
