@@ -111,9 +111,7 @@ _DRIVER = textwrap.dedent("""
     import json, sys
     from strads.apps import lasso
     X, y = lasso.load(sys.argv[1])
-    budget = None if sys.argv[3] == "default" else float(sys.argv[3])
-    res = lasso.fit(X, y, lambda_ratio=0.1, time_limit=float(sys.argv[2]), tol=1e-14,
-                    gram_budget=budget, quiet=True)
+    res = lasso.fit(X, y, lambda_ratio=0.1, tol=1e-14, quiet=True)  # the default budget
     if res is not None:
         print(json.dumps({k: (v.item() if hasattr(v, "item") else v)
                           for k, v in res.summary().items()}))
@@ -126,7 +124,8 @@ def test_large_support_under_mpi_in_bounded_address_space(tmp_path):
     working sets to ~8,000, whose dense Gram matrix (0.5 GB) would not fit in the 1 GB
     of address space each rank gets (a rank starts at about 0.6 GB). Within the default
     budget (an eighth of the address space) those blocks go as their factor X_B (or
-    pieces), and the run ends (at tol or its time limit), exit 0, in bounds."""
+    pieces), and the run reaches its tol, exit 0, in bounds (no time limit: how far a
+    limited run gets depends on the machine's load)."""
     rng = np.random.default_rng(1)
     X = sp.random(10_000, 20_000, density=500_000 / 2e8, format="csr", random_state=rng)
     y = rng.choice([-1.0, 1.0], size=10_000)
@@ -134,21 +133,17 @@ def test_large_support_under_mpi_in_bounded_address_space(tmp_path):
     np.savez(data, data=X.data, indices=X.indices, indptr=X.indptr,
              shape=np.array(X.shape), format=np.array("csr"), y=y)
     (tmp_path / "drive.py").write_text(_DRIVER)
-    limit, address_space = 5.0, 1_000_000_000
+    address_space = 1_000_000_000
 
     def bounded():
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
 
-    def mpirun(budget):
-        return subprocess.run([mpiexec(), "-n", "3", sys.executable,
-                               str(tmp_path / "drive.py"), str(data), str(limit), budget],
-                              capture_output=True, text=True, timeout=50, cwd=ROOT,
-                              env=child_env(), preexec_fn=bounded)
-
-    p = mpirun("default")
+    p = subprocess.run([mpiexec(), "-n", "3", sys.executable, str(tmp_path / "drive.py"),
+                        str(data)], capture_output=True, text=True, timeout=100, cwd=ROOT,
+                       env=child_env(), preexec_fn=bounded)
     assert p.returncode == 0, p.stderr[-3000:]
     s = json.loads(p.stdout.strip().splitlines()[-1])
-    assert s["stop_reason"] in ("tol", "time_limit")
+    assert s["stop_reason"] == "tol"
     assert s["gram_block_cap"] == lasso.gram_block_cap(address_space / 8 / 2 ** 20, 2)
     assert s["nnz_coef"] > s["gram_block_cap"]  # blocks beyond the dense cap were solved
     for rank in s.get("traffic", []):  # the engine's per-rank figures, where it has them
