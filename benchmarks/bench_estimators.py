@@ -17,7 +17,8 @@ from strads.apps.lasso.data import make_zipf_problem
 #: --problem: Zipf problems unlike the default one (issue 29's imbalanced losers, with
 #: --label-quantile 0.9 or 0.98); each overrides --small's shape
 PROBLEMS = {"zipf": {}, "2k": dict(n=2000, p=8000, seed=5), "3k": dict(n=3000, p=8000, seed=7),
-            "5k": dict(n=5000, p=20000, per_row=30, seed=12)}
+            "5k": dict(n=5000, p=20000, per_row=30, seed=12),
+            "interp": dict(n=500, p=2000, n_informative=2000, seed=3)}
 
 
 def lasso_objective(X, y, est, alpha):
@@ -159,7 +160,8 @@ def main(argv=None):
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
     ap.add_argument("--problem", choices=PROBLEMS, default="zipf",
                     help="2k: 2,000 x 8,000, 3k: 3,000 x 8,000, 5k: 5,000 x 20,000 "
-                    "(30 draws a row), other seeds")
+                    "(30 draws a row), other seeds; interp: 500 x 2,000, every column "
+                    "informative (near interpolation at small alphas)")
     ap.add_argument("--same-optimum", action="store_true", help="fit: also scikit-learn "
                     "to strads' objective (at decreasing tols, max_iter unbounded)")
     ap.add_argument("--alpha", type=float, default=1e-5, help="the Lasso's (fit)")

@@ -318,6 +318,37 @@ def test_dense_near_interpolation_matches_sklearn(fit_intercept):
     assert np.count_nonzero(est.coef_) <= n - fit_intercept
 
 
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_sparse_near_interpolation_goes_dense_on_the_face(fit_intercept, seed, monkeypatch):
+    """Sparse p >> n at a small alpha (supports as wide as the rank): the coordinate
+    passes on a block's factor stall, and the block goes on from where they left it on
+    its dense Gram with the face's Newton steps; scikit-learn's objective at a tight tol
+    (its default stops 8-76% above the optimum on such problems)."""
+    from strads.apps.lasso import kernels as LK
+
+    dense_solves = []
+    real = LK.cd_dense_solved
+    monkeypatch.setattr(LK, "cd_dense_solved", lambda *a: dense_solves.append(1) or real(*a))
+    rng = np.random.default_rng(seed)
+    n, p = 60, 400
+    X = sp.random(n, p, density=0.1, format="csr", random_state=rng,
+                  data_rvs=rng.standard_normal)
+    y = X @ rng.standard_normal(p) + 0.1 * rng.standard_normal(n) + 2
+    Xd = X.toarray()
+    Xc, yc = (Xd - Xd.mean(axis=0), y - y.mean()) if fit_intercept else (Xd, y)
+    a = 1e-4 * np.abs(Xc.T @ yc).max() / n
+
+    def f(est):
+        r = y - X @ est.coef_ - est.intercept_
+        return 0.5 * float(r @ r) / n + a * float(np.abs(est.coef_).sum())
+    est = strads.Lasso(alpha=a, fit_intercept=fit_intercept, tol=1e-10).fit(X, y)
+    sk = Lasso(alpha=a, fit_intercept=fit_intercept, tol=1e-12, max_iter=10**6).fit(X, y)
+    assert dense_solves
+    assert f(est) <= f(sk) * (1 + 1e-9)
+    assert np.count_nonzero(est.coef_) <= n - fit_intercept
+
+
 def test_face_reduction_keeps_the_fit_and_shrinks_the_support():
     """A support of more columns than the rank: each dependent column's coefficient
     moves along X_A's null space (Caratheodory) until the support's columns are

@@ -3,6 +3,7 @@ Notes: docs/apps/lasso.md."""
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..glm import kernels as GK
 from ..glm.aggregate import GLMAggregate, _factor, _gram_sum, _sum
@@ -186,10 +187,33 @@ class LassoAggregate(GLMAggregate):
         max_passes = max_passes or MAX_PASSES
         hist = np.empty((6, m))
         state = np.zeros(1, dtype=np.int64)
+        passes = 0
+        if not isinstance(G, np.ndarray) and cols is not None and m <= (self.block_cap or 0):
+            # CD on the factor crawls where the face is ill-conditioned (near
+            # interpolation): once its passes cost what the dense solve would (its Gram's
+            # passes, the face factor's new rows), that solve and its Newton steps on the
+            # face go on from where it is (as renting skis: at most twice the better cost)
+            ptr, rows, vals, h, n_rows = G
+            b0 = b.copy()
+            a = float(min(np.count_nonzero(b), self.n))  # (the face's rows, about)
+            kept = float(self.face[2]) if self.face is not None else 0.0
+            face = max(a ** 3 - kept ** 3, 0.0) / 6  # (a row: a triangular solve)
+            switch = int(max(1, min(max_passes, (DENSE_PASSES * m * m + face) /
+                                    (2.0 * vals.shape[0] + m))))
+            passes = self._solve(G, q, b, tol, switch, deadline, mu)
+            if passes >= switch and passes < max_passes:
+                F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, m))
+                G = (F.T @ F).toarray()
+                if mu.shape[0]:
+                    K.centre_gram(G, mu, float(self.n))
+                q = -GK.gram_c(G, -GK.gram_c(G, q, b0), b)  # (numba's sums: as MPI's)
+            else:
+                return passes
         if isinstance(G, np.ndarray):
             c = GK.gram_c(G, q, b)
             cost = m * m
-            L, order, inf, fstate, x = self._face_enter(cols, m)
+            L, order, inf, fstate, x = self._face_enter(cols if passes or self.col_nnz is None
+                                                        else None, m)
 
             def run(k):
                 return K.cd_dense_solved(G, q, b, c, self.thresh, tol, k, hist, state, L,
@@ -204,7 +228,6 @@ class LassoAggregate(GLMAggregate):
                                           b0, u, hist, state, mu, float(self.n))
         per_call = max_passes if deadline is None else \
             int(max(1, min(max_passes, SOLVE_OPS // max(cost, 1))))
-        passes = 0
         while passes < max_passes:
             k, converged = run(min(per_call, max_passes - passes))
             passes += k
@@ -216,15 +239,15 @@ class LassoAggregate(GLMAggregate):
         return passes
 
     def _face_enter(self, cols, m):
-        """Dense X: the face factor kept (its rows: at most the rank, n - 1 with an
-        intercept) made local to the block ``cols`` (:func:`kernels.face_enter`); else
-        an empty one (no Newton steps)."""
-        if self.col_nnz is not None or cols is None:
+        """Dense X (or sparse X's block gone dense, :meth:`_solve`): the face factor kept
+        (its rows: at most the rank, n - 1 with an intercept) made local to the block
+        ``cols`` (:func:`kernels.face_enter`); else an empty one (no Newton steps)."""
+        if cols is None:
             return np.empty((0, 0)), NO_INT, np.zeros(m, np.bool_), np.zeros(1, np.int64), \
                 np.empty(m)
         if self.face is None:
-            rank = min(self.n - (self.x_mean is not None), self.w.shape[0],
-                       self.block_cap or self.w.shape[0])
+            icpt = self.x_mean is not None or self.mu is not None
+            rank = min(self.n - icpt, self.w.shape[0], self.block_cap or self.w.shape[0])
             self.face = [np.zeros((rank, rank)), np.zeros(rank, np.int64), 0]
         L, gorder, a = self.face
         order, inf, x = np.empty(L.shape[0], np.int64), np.zeros(m + 1, np.bool_), \
@@ -361,6 +384,7 @@ class LassoAggregate(GLMAggregate):
         return s
 
 
+DENSE_PASSES = 30  # a dense block solve's passes, with Newton steps on the face (about)
 MAX_PASSES = 100_000  # passes of a block solve, at most
 GAP_RESOLUTION = 1e-14  # (about 45 float64 epsilons: the block solves' floor too)
 NO_MU = np.empty(0)  # (no centring)
