@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.io
+import scipy.sparse
 from sklearn.datasets import dump_svmlight_file
 from sklearn.linear_model import Lasso
 
@@ -95,6 +96,25 @@ def lasso_run(tmp, fmt):
             SWEEP if fmt == "svm" else ONE_SPLIT, check)
 
 
+def lasso_interp_run(tmp, fmt):
+    """p >> n near interpolation (support ~ n): the factor blocks' passes stall and go on
+    dense with the face's Newton steps (LassoAggregate._solve), on rank 0 alike."""
+    rng = np.random.default_rng(0)
+    X = scipy.sparse.random(300, 1500, density=0.03, format="csr", random_state=rng,
+                            data_rvs=rng.standard_normal)
+    data = glm_data(tmp, "lasso", fmt, X, X @ rng.standard_normal(1500) + 0.1 *
+                    rng.standard_normal(300))
+
+    def check(runs):
+        Xr, yr = lasso.load(*map(str, data[::2]))
+        lam = 1e-4 * lasso.lambda_max(Xr, yr)
+        sk = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=10**6).fit(Xr, yr)
+        for model, s in runs.values():
+            assert lasso.objective(Xr, yr, model["coef"], lam) <= lasso.objective(
+                Xr, yr, sk.coef_, lam) * (1 + 1e-9)
+    return (["--data", *data, "--lambda-ratio", "1e-4", "--tol", "1e-9"], ONE_SPLIT, check)
+
+
 def logreg_run(tmp, fmt):
     from test_logreg import liblinear
     X, y, _ = make_problem(300, 600, density=0.05, corr=0.5, n_informative=30, seed=2)
@@ -154,6 +174,7 @@ def lda_run(tmp, source):
 
 
 RUNS = {"lasso-svm": (lasso_run, "svm"), "lasso-mtx": (lasso_run, "mtx"),
+        "lasso-interp": (lasso_interp_run, "svm"),
         "logreg-svm": (logreg_run, "svm"), "logreg-mtx": (logreg_run, "mtx"),
         "mf-plain": (mf_run, "plain"), "mf-gzip": (mf_run, "gzip"),
         "mf-crlf-bom": (mf_run, "crlf-bom"), "lda-uci": (lda_run, "uci"),
