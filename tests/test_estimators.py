@@ -725,8 +725,8 @@ def test_mf_estimator_duplicate_message_names_what_the_estimator_takes():
 
 
 def test_lasso_stops_by_tol_when_the_objective_is_near_zero():
-    """tol is relative to the objective; where that is near 0 (a tiny alpha, p > n: the
-    fit interpolates) the gap's rounding ends the run, not max_iter."""
+    """Where the objective is near 0 (a tiny alpha, p > n: the fit interpolates) the
+    run ends by tol (at worst the gap's rounding), not by max_iter."""
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((10, 200)), rng.standard_normal(10)
     with warnings.catch_warnings():
@@ -736,6 +736,36 @@ def test_lasso_stops_by_tol_when_the_objective_is_near_zero():
     sk = SkLasso(alpha=1e-12, max_iter=100_000).fit(X, y)
     assert np.abs(X @ est.coef_ + est.intercept_ - y).max() <= \
         max(1e-9, np.abs(X @ sk.coef_ + sk.intercept_ - y).max())
+
+
+def test_lasso_tol_scales_the_null_models_objective(monkeypatch):
+    """The estimators' tol scales the null model's objective ||y - mean(y)||^2 / 2n, as
+    scikit-learn's (the app's gap_ref "null"); the app's default, the CLI's, scales the
+    objective: near interpolation (here the objective is ~4e-4 of the null model's) that
+    asks for more rounds, to a gap within tol of the objective."""
+    from strads.apps import lasso
+
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 400, density=0.1, format="csc", random_state=rng,
+                  data_rvs=rng.standard_normal)
+    y = X @ rng.standard_normal(400) + 0.1 * rng.standard_normal(60) + 2.0
+    null = 0.5 * float(np.mean((y - y.mean()) ** 2))
+    Xd = X.toarray()
+    alpha = 1e-4 * np.abs((Xd - Xd.mean(axis=0)).T @ (y - y.mean())).max() / 60
+    seen = []
+    real = lasso.fit
+    monkeypatch.setattr(lasso, "fit", lambda *a, **k: seen.append(k["gap_ref"]) or
+                        real(*a, **k))
+    est = Lasso(alpha=alpha, tol=1e-6).fit(X, y)
+    assert seen == ["null"] and est.dual_gap_ <= 1e-6 * null
+    runs = {ref: real(X, y, lam=alpha, intercept=True, tol=1e-6, gap_ref=ref, quiet=True)
+            for ref in ("null", "objective")}
+    assert runs["objective"].objective < 1e-3 * null
+    assert runs["null"].extra["duality_gap"] <= 1e-6 * null
+    assert runs["objective"].extra["duality_gap"] <= 1e-6 * runs["objective"].objective
+    assert runs["null"].rounds < runs["objective"].rounds
+    with pytest.raises(Exception, match="gap_ref must be 'objective' or 'null'"):
+        real(X, y, lam=alpha, gap_ref="objectve", quiet=True)
 
 
 # -- under mpiexec: one set of parameters (the hunt of 2026-12-06, second) ------------

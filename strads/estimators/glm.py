@@ -88,8 +88,12 @@ class Lasso(RegressorMixin, _LinearModel):
     schedule : {"working-set", "priority", "round-robin", "random"}, default="working-set"
         The app's schedule (see the README's Lasso section).
     tol : float, default=1e-6
-        Stop when the duality gap is at most ``tol`` times the objective (the app's
-        rule; 0 turns it off and the run goes on for ``max_iter`` rounds).
+        Stop when the duality gap is at most ``tol`` times the null model's objective,
+        ``||y - mean(y)||^2 / (2 n)`` (``||y||^2 / (2 n)`` without ``fit_intercept``), as
+        scikit-learn's Lasso scales its tol (whose default, 1e-4, is 100 times this); the
+        CLI's ``--tol`` scales the objective instead, which near interpolation (a small
+        alpha, the objective far below the null model's) asks for far more. 0 turns it
+        off and the run goes on for ``max_iter`` rounds.
     max_iter : int, default=100000
         Most rounds of the engine (per run).
     n_jobs : int, default=None
@@ -172,7 +176,8 @@ class Lasso(RegressorMixin, _LinearModel):
             X = X.copy()  # the app sums duplicates in place: not in the caller's matrix
             X.sum_duplicates()
         return X, dict(self._app_kwargs(X), staleness=int(self.staleness),
-                       intercept=bool(self.fit_intercept), coef0=self._coef0(X))
+                       intercept=bool(self.fit_intercept), coef0=self._coef0(X),
+                       gap_ref="null")
 
 
 class SparseLogisticRegression(ClassifierMixin, _LinearModel):

@@ -52,6 +52,14 @@ def default_gram_budget():
     return min([GRAM_BUDGET_MAX] + [b / 8 / MiB for b in limits])
 
 
+def check_gap_ref(options):
+    """Whether the gap's reference is the null model's objective (``gap_ref`` "null", the
+    estimators': scikit-learn's scaling) rather than the objective ("objective", the CLI's)."""
+    if options["gap_ref"] not in ("objective", "null"):
+        raise DataError(f"gap_ref must be 'objective' or 'null', got {options['gap_ref']!r}")
+    return options["gap_ref"] == "null"
+
+
 def gram_budget(options):
     """The ``gram_budget`` option (MiB), or :func:`default_gram_budget`."""
     budget = options["gram_budget"]

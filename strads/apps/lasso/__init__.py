@@ -6,8 +6,8 @@ import scipy.sparse as sp
 from ... import params
 from ...errors import DataError
 from ..glm.schedule import SCHEDULES, Priority, WorkingSet, max_staleness
-from ..glm.setup import (GRAM_BUDGET, MiB, Datafit, default_gram_budget, gram_block_cap,
-                         gram_budget)
+from ..glm.setup import (GRAM_BUDGET, MiB, Datafit, check_gap_ref, default_gram_budget,
+                         gram_block_cap, gram_budget)
 from . import data
 from .aggregate import LassoAggregate
 from .data import load, make_problem
@@ -67,7 +67,7 @@ class Quadratic(Datafit):
     priority = Priority
     drop_empty = splits = True
     options = {"gram_budget": None, "time_limit": None, "intercept": False, "coef0": None,
-               "path": None, "path_rounds": 100000, "tol": 1e-6}
+               "path": None, "path_rounds": 100000, "tol": 1e-6, "gap_ref": "objective"}
     help = dict(
         description="Lasso, min 1/(2n)||y - Xb||^2 + lambda||b||_1, by scheduled parallel "
         "coordinate descent.",
@@ -119,7 +119,7 @@ class Quadratic(Datafit):
             sq_norms = _centred_sq_norms(X, mu, sq_norms) if X.nnz else sq_norms
         agg = LassoAggregate(sq_norms, n, lam, float(y @ y),
                              np.diff(X.indptr) if sp.issparse(X) else None, mu)
-        agg.x_mean = mu
+        agg.x_mean, agg.gap_null = mu, check_gap_ref(options)
         if options["path"] is not None:
             agg.walk_path(options["path"], options["tol"], options["path_rounds"])
         return agg
@@ -130,7 +130,9 @@ class Quadratic(Datafit):
                 options["path"] is not None:
             raise DataError("lasso: an intercept, a warm start or a path needs the data "
                             "read on rank 0")
-        return LassoAggregate.later(lam, lambda_ratio)
+        agg = LassoAggregate.later(lam, lambda_ratio)
+        agg.gap_null = check_gap_ref(options)
+        return agg
 
     @staticmethod
     def working_set(agg, block, ctx, options):

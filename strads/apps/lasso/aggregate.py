@@ -144,7 +144,8 @@ class LassoAggregate(GLMAggregate):
         gaps, passes = np.empty(lams.shape[0]), np.zeros(lams.shape[0], np.int64)
         solved = np.zeros(lams.shape[0], np.bool_)
         done = K.gram_path(G, GK.gram_c(G, q, b), q, b, float(rss), lams, float(self.n),
-                           self.path_tol, self.path_cap, W, gaps, passes, solved,
+                           self.path_tol, self.gap_ref if self.gap_null else 0.0,
+                           self.path_cap, W, gaps, passes, solved,
                            np.empty(m), np.empty(m), np.empty((m, m)),
                            np.empty(m, np.int64), np.zeros(m, np.bool_), np.empty(m))
         k = k0 + min(done, lams.shape[0] - 1)  # (the last: checked by the next round)
@@ -170,7 +171,7 @@ class LassoAggregate(GLMAggregate):
         bound 2 |x|_max delta ||w||_1 / n + eps^2 ||r||^2 / (2n), eps = |x|_max delta /
         (n lambda), each term held to half of tol P)."""
         tol = self.path_tol if self.path is not None else self.run_tol
-        target = 0.5 * tol * self.primal
+        target = 0.5 * tol * self.gap_ref
         x_max = float(self.norms.max())
         rr = 2 * self.n * (self.primal - self.lam * self.l1)  # ||r||^2
         a = target * self.n / (2 * x_max * self.l1) if self.l1 > 0 else np.inf
@@ -293,6 +294,13 @@ class LassoAggregate(GLMAggregate):
         return scale
 
     run_tol = 0.0  # the run's tol (the engine's, told here)
+    gap_null = False  # the gap's reference: the null model's objective, not the objective
+
+    @property
+    def gap_ref(self):
+        """What ``tol`` scales: the objective, or (``gap_null``) the null model's,
+        y'y / 2n (y centred with an intercept), as scikit-learn's Lasso."""
+        return 0.5 * self.y_sq / self.n if self.gap_null else self.primal
     settled = False  # the last block solve left its support as it was
 
     def converged(self, tol):
@@ -300,7 +308,7 @@ class LassoAggregate(GLMAggregate):
         the sums it is computed from (a share GAP_RESOLUTION of y'y / 2n, the objective
         at 0): an objective near 0 (a fit that interpolates) asks for less than that."""
         self.run_tol = tol
-        return tol > 0 and self.gap <= max(tol * self.primal,
+        return tol > 0 and self.gap <= max(tol * self.gap_ref,
                                            GAP_RESOLUTION * 0.5 * self.y_sq / self.n)
 
     path = None  # the lambdas of a regularisation path (walk_path)

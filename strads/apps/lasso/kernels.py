@@ -359,12 +359,13 @@ def _rss_at(b, q, b0, q0, rss):
 
 
 @njit(**_opts)
-def gram_path(G, c, q, b, rss, lams, n, tol, max_passes, W, gaps, passes, solved, b0, q0,
-              L, order, inf, x):
+def gram_path(G, c, q, b, rss, lams, n, tol, null, max_passes, W, gaps, passes, solved, b0,
+              q0, L, order, inf, x):
     """The Lasso at each of ``lams`` (decreasing) from the whole problem's Gram ``G``
     (c = X'y; q = X'r and ``rss`` = ||r||^2 at b on entry), each from the last one's
     solution: CD passes, and a Newton step on the face after a pass that left the
-    signs as they were, until the gap is within ``tol`` times the objective; each
+    signs as they were, until the gap is within ``tol`` times the objective (``null``
+    > 0: times that, the null model's); each
     lambda's b, gap, passes, success into ``W[:, k]``, ``gaps``, ``passes``,
     ``solved``. Stops at a lambda not solved in ``max_passes`` passes or stalled;
     returns the lambdas solved. ``b0``, ``q0``, ``x``, ``L``, ``order``, ``inf``
@@ -375,7 +376,7 @@ def gram_path(G, c, q, b, rss, lams, n, tol, max_passes, W, gaps, passes, solved
         done = 0
         gap, primal = gram_gap(q, b, rss, lam, n)
         ref = np.inf  # the objective STALL_PASSES passes ago
-        while gap > tol * primal and done < max_passes:
+        while gap > tol * (null if null > 0.0 else primal) and done < max_passes:
             if done % STALL_PASSES == 0:
                 if ref - primal <= 1e-13 * primal:
                     break
@@ -392,7 +393,8 @@ def gram_path(G, c, q, b, rss, lams, n, tol, max_passes, W, gaps, passes, solved
             done += 1
             gap, primal = gram_gap(q, b, rss, lam, n)
         W[:, k] = b
-        gaps[k], passes[k], solved[k] = gap, done, gap <= tol * primal
+        gaps[k], passes[k], solved[k] = gap, done, gap <= tol * (null if null > 0.0 else
+                                                                   primal)
         if not solved[k]:
             return k
     return lams.shape[0]

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from ...errors import DataError
 from ..glm.schedule import (SCHEDULES, PlannedWorkingSet, ShuffledPriority,
                             max_staleness)
-from ..glm.setup import Datafit, gram_block_cap, gram_budget
+from ..glm.setup import Datafit, check_gap_ref, gram_block_cap, gram_budget
 from . import data
 from .aggregate import LogRegAggregate, null_loss
 from .data import check, load, make_problem
@@ -88,8 +88,7 @@ class Logistic(Datafit):
     @staticmethod
     def _kw(ctx, o):
         """The aggregate's options, ``gap_ref`` checked."""
-        if o["gap_ref"] not in ("objective", "null"):
-            raise DataError(f"gap_ref must be 'objective' or 'null', got {o['gap_ref']!r}")
+        check_gap_ref(o)
         return dict(min_size=o["ws_min"], block_cap=gram_block_cap(gram_budget(o), ctx.n_workers),
                     reuse=o["reuse_hessian"], intercept=o["intercept_column"])
 
