@@ -241,15 +241,20 @@ class LassoAggregate(GLMAggregate):
 
     def _face_enter(self, cols, m):
         """Dense X (or sparse X's block gone dense, :meth:`_solve`): the face factor kept
-        (its rows: at most the rank, n - 1 with an intercept) made local to the block
-        ``cols`` (:func:`kernels.face_enter`); else an empty one (no Newton steps)."""
+        (its rows: at most the rank, n - 1 with an intercept; room for the largest block
+        so far, a face being in its block) made local to the block ``cols``
+        (:func:`kernels.face_enter`); else an empty one (no Newton steps)."""
         if cols is None:
             return np.empty((0, 0)), NO_INT, np.zeros(m, np.bool_), np.zeros(1, np.int64), \
                 np.empty(m)
-        if self.face is None:
-            icpt = self.x_mean is not None or self.mu is not None
-            rank = min(self.n - icpt, self.w.shape[0], self.block_cap or self.w.shape[0])
-            self.face = [np.zeros((rank, rank)), np.zeros(rank, np.int64), 0]
+        icpt = self.x_mean is not None or self.mu is not None
+        rows = min(self.n - icpt, self.w.shape[0], m)
+        if self.face is None or self.face[0].shape[0] < rows:
+            L, order, a = np.zeros((rows, rows)), np.zeros(rows, np.int64), 0
+            if self.face is not None:
+                L0, order0, a = self.face
+                L[:a, :a], order[:a] = L0[:a, :a], order0[:a]
+            self.face = [L, order, a]
         L, gorder, a = self.face
         order, inf, x = np.empty(L.shape[0], np.int64), np.zeros(m + 1, np.bool_), \
             np.empty(max(m, L.shape[0]))
