@@ -77,6 +77,12 @@ def compile_apps(apps):
                          *([TINY[app] + ["--workers", "2", "--schedule", "priority"]] * glm),
                          *(run + ["--workers", "2"] for run in tiny_files(app, d))):
                 main(argv + ["--quiet"])
+        if app == "lasso":  # the face's Newton steps (near interpolation: no tiny run's)
+            import numpy as np
+
+            from .apps.lasso import kernels as LK
+            LK.face_enter(np.zeros((1, 1)), np.zeros(1, np.int64), 0, np.zeros(1, np.int64),
+                          np.zeros(1, np.int64), np.zeros(2, np.bool_), np.zeros(1))
         if app == "lda":  # the estimator's fold-in (transform, score)
             import numpy as np
             import scipy.sparse as sp
