@@ -244,11 +244,11 @@ class LassoAggregate(GLMAggregate):
         (its rows: at most the rank, n - 1 with an intercept; room for the largest block
         so far, a face being in its block) made local to the block ``cols``
         (:func:`kernels.face_enter`); else an empty one (no Newton steps)."""
-        if cols is None:
-            return np.empty((0, 0)), NO_INT, np.zeros(m, np.bool_), np.zeros(1, np.int64), \
-                np.empty(m)
         icpt = self.x_mean is not None or self.mu is not None
         rows = min(self.n - icpt, self.w.shape[0], m)
+        if cols is None or rows <= 0:
+            return np.empty((0, 0)), NO_INT, np.zeros(m, np.bool_), np.zeros(1, np.int64), \
+                np.empty(m)
         if self.face is None or self.face[0].shape[0] < rows:
             L, order, a = np.zeros((rows, rows)), np.zeros(rows, np.int64), 0
             if self.face is not None:
