@@ -299,6 +299,7 @@ class LassoAggregate(GLMAggregate):
         return scale
 
     run_tol = 0.0  # the run's tol (the engine's, told here)
+    settled = False  # the last block solve left its support as it was
     gap_null = False  # the gap's reference: the null model's objective, not the objective
 
     @property
@@ -306,10 +307,9 @@ class LassoAggregate(GLMAggregate):
         """What ``tol`` scales: the objective, or (``gap_null``) the null model's,
         y'y / 2n (y centred with an intercept), as scikit-learn's Lasso."""
         return 0.5 * self.y_sq / self.n if self.gap_null else self.primal
-    settled = False  # the last block solve left its support as it was
 
     def converged(self, tol):
-        """The duality gap at most ``tol`` times the objective, or within the rounding of
+        """The duality gap at most ``tol`` times :attr:`gap_ref`, or within the rounding of
         the sums it is computed from (a share GAP_RESOLUTION of y'y / 2n, the objective
         at 0): an objective near 0 (a fit that interpolates) asks for less than that."""
         self.run_tol = tol
