@@ -606,11 +606,9 @@ def _gram_times(G, v):
     form = _form(G)
     if form == "factor":
         _, ptr, rows, vals, _, n_rows = G
-        F = sp.csc_matrix((vals, rows, ptr), shape=(n_rows, ptr.shape[0] - 1))
-        return F.T @ (F @ v)
+        return K.factor_times(ptr, rows, vals, n_rows, v)
     if form == "csr":
-        _, ptr, idx, vals, _ = G
-        return sp.csr_matrix((vals, idx, ptr), shape=(v.shape[0],) * 2) @ v
+        return K.csr_times(*G[1:4], v, np.empty(v.shape[0]))
     return G @ v
 
 

@@ -305,6 +305,29 @@ def predicted_decrease(q, b0, b, thresh):
 
 
 @njit(**_opts)
+def csr_times(ptr, idx, val, v, out):
+    """out = A v for A in CSR (``ptr``, ``idx``, ``val``), as scipy's product sums."""
+    for i in range(out.shape[0]):
+        s = 0.0
+        for e in range(ptr[i], ptr[i + 1]):
+            s += val[e] * v[idx[e]]
+        out[i] = s
+    return out
+
+
+@njit(**_opts)
+def factor_times(ptr, rows, vals, n_rows, v):
+    """F'(F v) for F in CSC (``ptr``, ``rows``, ``vals``; ``n_rows``): the kept factor's
+    Gram times v, in scipy's order of sums (columns where v is 0 add nothing)."""
+    u = np.zeros(n_rows)
+    for j in range(v.shape[0]):
+        if v[j] != 0.0:
+            for e in range(ptr[j], ptr[j + 1]):
+                u[rows[e]] += vals[e] * v[j]
+    return csr_times(ptr, rows, vals, u, np.empty(v.shape[0]))
+
+
+@njit(**_opts)
 def _quad_csr(ptr, idx, val, c, b, thresh):
     s = 0.0
     for j in range(b.shape[0]):
