@@ -30,9 +30,11 @@ run: $(STAMP)
 SERIAL := $(BIN)/python -m pytest tests -q --timeout=600 -n auto --maxprocesses 4 --durations=15
 # Every rank runs the MPI-marked tests (of the files that mark any: each rank need not
 # collect the rest); `timeout` ends the job if a deadlock outlives the per-test timeouts.
+# A test past 280 s prints every thread's stack on each rank (faulthandler: also where a
+# rank waits inside a blocking MPI call, which the timeout's signal cannot interrupt).
 MPI_FILES = $(shell grep -l 'mark\.mpi' tests/test_*.py)
 MPI := timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest $(MPI_FILES) -q --with-mpi \
-	--only-mpi --timeout=300 -p no:cacheprovider
+	--only-mpi --timeout=300 -o faulthandler_timeout=280 -p no:cacheprovider
 
 # Both parts run even when the first fails; one line for each, and a failure of either
 # fails the target.
