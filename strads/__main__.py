@@ -17,6 +17,9 @@ TINY = {
             "--sweeps", "2", "--top-words", "0"],
 }
 
+# dense X, fewer columns than rows (the Lasso's first working set from one Gram)
+DENSE = ["--n-samples", "60", "--n-features", "20", "--n-informative", "5", "--dense"]
+
 
 def tiny_files(app, folder):
     """Tiny files in each format ``app`` reads, written to ``folder``: the runs over them
@@ -75,6 +78,7 @@ def compile_apps(apps):
         with contextlib.redirect_stdout(io.StringIO()), tempfile.TemporaryDirectory() as d:
             for argv in (["--workers", "1"], TINY[app] + ["--workers", "2"],
                          *([TINY[app] + ["--workers", "2", "--schedule", "priority"]] * glm),
+                         *([DENSE + ["--workers", "2"]] * glm),
                          *(run + ["--workers", "2"] for run in tiny_files(app, d))):
                 main(argv + ["--quiet"])
         if app == "lasso":  # the face's Newton steps (near interpolation: no tiny run's)

@@ -5,7 +5,7 @@ import scipy.sparse as sp
 
 from ... import params
 from ...errors import DataError
-from ..glm.schedule import SCHEDULES, Priority, WorkingSet, max_staleness
+from ..glm.schedule import SCHEDULES, WS_MIN, Priority, WorkingSet, max_staleness
 from ..glm.setup import (GRAM_BUDGET, MiB, Datafit, check_gap_ref, default_gram_budget,
                          gram_block_cap, gram_budget)
 from . import data
@@ -89,7 +89,7 @@ class Quadratic(Datafit):
 
     @staticmethod
     def cli_options(args, name):
-        return dict(gram_budget=args.gram_budget, time_limit=args.time_limit)
+        return dict(gram_budget=args.gram_budget, time_limit=args.time_limit, tol=args.tol)
 
     def problem(self, data, options):
         """With ``intercept``: y centred (its mean kept for the intercept), and dense X
@@ -120,6 +120,7 @@ class Quadratic(Datafit):
         agg = LassoAggregate(sq_norms, n, lam, float(y @ y),
                              np.diff(X.indptr) if sp.issparse(X) else None, mu)
         agg.x_mean, agg.gap_null = mu, check_gap_ref(options)
+        agg.run_tol = float(options["tol"])  # (GramPath's first round solves to it)
         if options["path"] is not None:
             agg.walk_path(options["path"], options["tol"], options["path_rounds"])
         return agg
@@ -138,8 +139,10 @@ class Quadratic(Datafit):
     def working_set(agg, block, ctx, options):
         budget = gram_budget(options)
         agg.block_cap = gram_block_cap(budget, ctx.n_workers)
-        gram = agg.path is not None and path_from_gram(agg.col_nnz is None, agg.n,
-                                                       agg.w.shape[0], agg.block_cap)
+        # a path, or one fit whose first working set would hold every column anyway
+        p = agg.w.shape[0]
+        gram = (agg.path is not None or p <= WS_MIN) and \
+            path_from_gram(agg.col_nnz is None, agg.n, p, agg.block_cap)
         return (GramPath if gram else WorkingSet)(agg, max_block=agg.block_cap, block=block,
                           time_limit=options["time_limit"], staleness=ctx.staleness,
                           factor_cap=budget * MiB / FACTOR_BYTES)
@@ -176,8 +179,9 @@ def path_from_gram(dense, n, p, cap=None):
 
 
 class GramPath(WorkingSet):
-    """A dense path's working sets whose first round is a block of every column, from
-    whose Gram the aggregate solves every lambda (:meth:`LassoAggregate._walk_gram`)."""
+    """A dense path's working sets (or a small dense fit's) whose first round is a block
+    of every column, from whose Gram the aggregate solves every lambda
+    (:meth:`LassoAggregate._walk_gram`)."""
     sent = False
 
     def schedule(self, round):

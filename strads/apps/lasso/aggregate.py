@@ -132,28 +132,32 @@ class LassoAggregate(GLMAggregate):
     def _walk_gram(self, q, G, rss):
         """A dense path's first round (:class:`GramPath`): the lambdas left solved here from
         the whole problem's Gram (:func:`kernels.gram_path`), each to the path's tol; at
-        the last one, or one not solved, the rounds take over. Returns the change of w."""
+        the last one, or one not solved, the rounds take over (one fit: its lambda, to the
+        run's tol). Returns the change of w."""
         if self.mu is not None:
             K.centre_gram(G, self.mu, float(self.n))
             const = self.sq_norms == 0.0  # (constant columns: their centred 0s, as h's)
             G[const], G[:, const] = 0.0, 0.0
-        k0, m = self.path_k, self.w.shape[0]
-        lams = self.path[k0:]
+        path, m = self.path is not None, self.w.shape[0]
+        k0 = self.path_k if path else 0
+        lams = self.path[k0:] if path else np.array([self.lam])
         old, b = self.w.copy(), self.w.copy()
         W = np.empty((m, lams.shape[0]))
         gaps, passes = np.empty(lams.shape[0]), np.zeros(lams.shape[0], np.int64)
         solved = np.zeros(lams.shape[0], np.bool_)
         done = K.gram_path(G, GK.gram_c(G, q, b), q, b, float(rss), lams, float(self.n),
-                           self.path_tol, self.gap_ref if self.gap_null else 0.0,
-                           self.path_cap, W, gaps, passes, solved,
+                           self.path_tol if path else self.run_tol,
+                           self.gap_ref if self.gap_null else 0.0,
+                           self.path_cap if path else MAX_PASSES, W, gaps, passes, solved,
                            np.empty(m), np.empty(m), np.empty((m, m)),
                            np.empty(m, np.int64), np.zeros(m, np.bool_), np.empty(m))
-        k = k0 + min(done, lams.shape[0] - 1)  # (the last: checked by the next round)
-        self.path_w[:, k0:k], self.path_gap[k0:k] = W[:, :k - k0], gaps[:k - k0]
-        self.path_solved[k0:k] = True
-        self.path_k, self.path_begun = k, self.done
-        self.lam = float(self.path[k])
-        self.thresh = self.n * self.lam
+        if path:
+            k = k0 + min(done, lams.shape[0] - 1)  # (the last: checked by the next round)
+            self.path_w[:, k0:k], self.path_gap[k0:k] = W[:, :k - k0], gaps[:k - k0]
+            self.path_solved[k0:k] = True
+            self.path_k, self.path_begun = k, self.done
+            self.lam = float(self.path[k])
+            self.thresh = self.n * self.lam
         self.w[:] = b
         self.l1 = float(np.abs(b).sum())
         self.updates += int(passes.sum()) * m
