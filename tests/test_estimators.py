@@ -209,6 +209,24 @@ def test_dense_path_from_the_gram_with_duplicate_and_constant_columns(fit_interc
     _path_no_worse_than_sklearn(X, y, alphas, coefs, intercepts, fit_intercept, 1e-9)
 
 
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_small_dense_fit_is_solved_from_one_gram_in_two_rounds(fit_intercept):
+    # dense, p <= 256 and p <= n: the first working set would hold every column, so the
+    # first round solves it from its Gram to tol and the second (a full round) checks it;
+    # duplicate and constant columns on the way. p = 257: the plain working sets
+    rng = np.random.default_rng(8)
+    for p, small in ((40, True), (257, False)):
+        X = rng.standard_normal((300, p)) + 0.5 * rng.standard_normal((300, 1))
+        X[:, 5], X[:, 11] = X[:, 4], 3.0
+        y = X[:, :8] @ rng.standard_normal(8) + 2.0 + 0.3 * rng.standard_normal(300)
+        for alpha in (0.1, 1e-3):
+            est = Lasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-10).fit(X, y)
+            assert (est.n_iter_ == 2) == small, (p, alpha, est.n_iter_)
+            assert est.dual_gap_ >= 0
+            _path_no_worse_than_sklearn(X, y, [alpha], est.coef_[:, None],
+                                        [est.intercept_], fit_intercept, 1e-9)
+
+
 def _path_no_worse_than_sklearn(X, y, alphas, coefs, intercepts, fit_intercept, rel):
     """At each alpha strads' objective is at most scikit-learn's (tol 1e-12) times 1 +
     rel; -> scikit-learn's fits."""
