@@ -176,7 +176,8 @@ def main(argv=None):
     cases = set(args.cases.split(","))
     warnings.filterwarnings("ignore", module="sklearn")  # (its penalty= deprecation)
     if cases == {"densecpu"}:  # (no Zipf problem needed)
-        strads.Lasso(alpha=0.1).fit(*dense_problem(200, 60)[:2])  # JIT compilation
+        for n, p in ((200, 60), (400, 300)):  # JIT compilation: one Gram, working sets
+            strads.Lasso(alpha=0.1).fit(*dense_problem(n, p)[:2])
         Xc, yc, _ = dense_problem(200, 60)
         strads.SparseLogisticRegression().fit(Xc, yc > np.median(yc))
         return dense_cpu(args.repeat)
