@@ -183,7 +183,8 @@ class LassoUpdate(GLMUpdate):
         # is about PIECE_OPS multiply-adds (at least 16 columns, for BLAS)
         width = int(max(1, min(m, GATHER_BYTES // (8 * n))))
         piece = int(max(1, min(max(16, PIECE_OPS // (n * max(m, 1))), width)))
-        Xb = X[:, cols] if width == m else None
+        whole = m == X.shape[1] and (cols == np.arange(m)).all()  # (X itself: no copy)
+        Xb = (X if whole else X[:, cols]) if width == m else None
         if one_piece and Xb is not None and new.shape[0] == m:  # (X_B'X_B: BLAS's syrk,
             G = Xb.T @ Xb  # half the multiply-adds; no clock to look at between pieces)
             new = new[:0]
