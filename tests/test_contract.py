@@ -386,6 +386,8 @@ def _glm(app, schedule, staleness):
         X, y, _ = make_problem(100, 1000, corr=0.3, dense=True, seed=1)
     if app == "lasso.sparse":  # (the filter's cache and X'X: bought at once, not state)
         X, y, _ = make_problem(100, 300, corr=0.3, seed=1)
+    if app == "lasso.small":  # (dense, p <= 256: the first round solves from one Gram)
+        X, y, _ = make_problem(200, 40, corr=0.3, n_informative=8, dense=True, seed=1)
     if app.startswith("lasso"):
         kw = dict(lambda_ratio=0.1) if schedule == "priority" else dict(block=32)
         return lambda **k: lasso.fit(X, y, schedule=schedule, tol=0, staleness=staleness,
@@ -414,6 +416,8 @@ RESUMES = {
     **{f"{a}-{s}-{st}": (_glm, a, s, st) for a in ("lasso", "logreg")
        for s in ("priority", "round-robin", "random") for st in (1, 2)},
     **{f"lasso.sparse-priority-{st}": (_glm, "lasso.sparse", "priority", st) for st in (0, 1)},
+    **{f"lasso.small-working-set-{st}": (_glm, "lasso.small", "working-set", st)
+       for st in (0, 1)},
     **{f"mf-ccd-{st}": (_mf, "ccd", st) for st in (1, 2)},
     **{f"lda-{s}-{st}": (_lda, s, st) for s in ("model", "data") for st in (1, 2)},
 }
