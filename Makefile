@@ -29,11 +29,12 @@ run: $(STAMP)
 # MPI jobs much of the time; each may start an mpiexec of its own); the slowest 15 shown
 SERIAL := $(BIN)/python -m pytest tests -q --timeout=600 -n auto --maxprocesses 4 --durations=15
 # Every rank runs the MPI-marked tests (of the files that mark any: each rank need not
-# collect the rest); `timeout` ends the job if a deadlock outlives the per-test timeouts.
-# A test past 280 s prints every thread's stack on each rank (faulthandler: also where a
-# rank waits inside a blocking MPI call, which the timeout's signal cannot interrupt).
+# collect the rest); `timeout` ends the job if a deadlock outlives the per-test timeouts
+# (its SIGTERM reaches every rank; SIGKILL 30 s later, for one blocked inside MPI, where
+# Python's handlers never run). A test past 280 s prints every thread's stack on each rank
+# (faulthandler: also where a rank waits inside a blocking MPI call).
 MPI_FILES = $(shell grep -l 'mark\.mpi' tests/test_*.py)
-MPI := timeout 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest $(MPI_FILES) -q --with-mpi \
+MPI := timeout -k 30 1200 $(MPIEXEC) -n $(NP) $(BIN)/python -m pytest $(MPI_FILES) -q --with-mpi \
 	--only-mpi --timeout=300 -o faulthandler_timeout=280 -p no:cacheprovider
 
 # Both parts run even when the first fails; one line for each, and a failure of either
