@@ -59,13 +59,13 @@ def run(datafit, args):
     flags = (args.lam, args.lambda_ratio, args.schedule, args.block, args.rho, args.floor,
              args.full_every, args.seed)
     if args.data is not None:  # every worker reads its own part of the file
-        setup = datafit.make_file_setup(args.data, args.target, *flags,
+        setup = datafit.make_file_setup(args.data, args.target, *flags, tol=args.tol,
                                         **datafit.cli_options(args, args.data))
     else:  # the built-in problem, generated on rank 0
         data = lambda: datafit.data.make_problem(  # noqa: E731
             args.n_samples, args.n_features, args.density, args.n_informative, args.corr,
             args.snr, args.dense, args.seed)[:2]
-        setup = datafit.make_setup(data, *flags,
+        setup = datafit.make_setup(data, *flags, tol=args.tol,
                                    **datafit.cli_options(args, "built-in problem"))
     return driver.run(setup, datafit.Update, app=datafit.name, **cli.engine_kwargs(args))
 

@@ -674,7 +674,7 @@ PREPAID = 8
 CHASE = 16
 
 
-WS_MIN = 256  # a working set's columns, at least
+WORKING_SET_MIN = 256  # a working set's columns, at least
 
 
 class WorkingSet(_Clocked):
@@ -684,8 +684,8 @@ class WorkingSet(_Clocked):
     smaller). A block beyond ``max_block`` (and ``factor_cap`` non-zeros) is cut into
     pieces by priority, solved one after the other; then the next full round."""
 
-    def __init__(self, agg, min_size=WS_MIN, max_block=None, block=256, time_limit=None,
-                 staleness=0, factor_cap=None):
+    def __init__(self, agg, min_size=WORKING_SET_MIN, max_block=None, block=256,
+                 time_limit=None, staleness=0, factor_cap=None):
         self._init(agg, block, time_limit, staleness)  # block: the staleness bound only
         self.factor_cap = factor_cap if getattr(agg, "col_nnz", None) is not None else None
         self.max_block = int(max_block) if max_block else None

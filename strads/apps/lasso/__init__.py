@@ -5,7 +5,8 @@ import scipy.sparse as sp
 
 from ... import params
 from ...errors import DataError
-from ..glm.schedule import SCHEDULES, WS_MIN, Priority, WorkingSet, max_staleness
+from ..glm.schedule import (SCHEDULES, WORKING_SET_MIN, Priority, WorkingSet,
+                            max_staleness)
 from ..glm.setup import (GRAM_BUDGET, MiB, Datafit, check_gap_ref, default_gram_budget,
                          gram_block_cap, gram_budget)
 from . import data
@@ -89,7 +90,7 @@ class Quadratic(Datafit):
 
     @staticmethod
     def cli_options(args, name):
-        return dict(gram_budget=args.gram_budget, time_limit=args.time_limit, tol=args.tol)
+        return dict(gram_budget=args.gram_budget, time_limit=args.time_limit)
 
     def problem(self, data, options):
         """With ``intercept``: y centred (its mean kept for the intercept), and dense X
@@ -141,7 +142,7 @@ class Quadratic(Datafit):
         agg.block_cap = gram_block_cap(budget, ctx.n_workers)
         # a path, or one fit whose first working set would hold every column anyway
         p = agg.w.shape[0]
-        gram = (agg.path is not None or p <= WS_MIN) and \
+        gram = (agg.path is not None or p <= WORKING_SET_MIN) and \
             path_from_gram(agg.col_nnz is None, agg.n, p, agg.block_cap)
         return (GramPath if gram else WorkingSet)(agg, max_block=agg.block_cap, block=block,
                           time_limit=options["time_limit"], staleness=ctx.staleness,

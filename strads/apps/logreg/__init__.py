@@ -76,7 +76,7 @@ class Logistic(Datafit):
 
     @staticmethod
     def cli_options(args, name):
-        return dict(tol=args.tol, name=name)
+        return dict(name=name)
 
     def problem(self, data_fn, options):
         X, y, classes = check(*data_fn(), name=options["name"])

@@ -606,7 +606,7 @@ def _gram_times(G, v):
     form = _form(G)
     if form == "factor":
         _, ptr, rows, vals, _, n_rows = G
-        return K.factor_times(ptr, rows, vals, n_rows, v)
+        return K.factor_times(ptr, rows, vals, v, np.zeros(n_rows), np.empty(v.shape[0]))
     if form == "csr":
         return K.csr_times(*G[1:4], v, np.empty(v.shape[0]))
     return G @ v

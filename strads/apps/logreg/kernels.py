@@ -316,15 +316,15 @@ def csr_times(ptr, idx, val, v, out):
 
 
 @njit(**_opts)
-def factor_times(ptr, rows, vals, n_rows, v):
-    """F'(F v) for F in CSC (``ptr``, ``rows``, ``vals``; ``n_rows``): the kept factor's
-    Gram times v, in scipy's order of sums (columns where v is 0 add nothing)."""
-    u = np.zeros(n_rows)
+def factor_times(ptr, rows, vals, v, u, out):
+    """out = F'(F v) for F in CSC (``ptr``, ``rows``, ``vals``): the kept factor's Gram
+    times v, in scipy's order of sums (columns where v is 0 add nothing); ``u`` (F's rows,
+    all 0) is scratch."""
     for j in range(v.shape[0]):
         if v[j] != 0.0:
             for e in range(ptr[j], ptr[j + 1]):
                 u[rows[e]] += vals[e] * v[j]
-    return csr_times(ptr, rows, vals, u, np.empty(v.shape[0]))
+    return csr_times(ptr, rows, vals, u, out)
 
 
 @njit(**_opts)
