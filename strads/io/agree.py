@@ -187,7 +187,7 @@ def group_starts(keys, n, lo=0):
     """Each group's first index (and the end) when entries of keys lo..lo+n-1 are
     grouped by key (n + 1, int64)."""
     out = np.zeros(n + 1, np.int64)
-    tally_into(keys, lo - 1, out)
+    tally_into(keys, lo - 1, out, None)  # (None as tally's: one specialisation)
     return np.cumsum(out, out=out)
 
 
@@ -216,7 +216,7 @@ def _stable_by(keys, lo, n, order, out, first):
     """out: ``order`` (``first``: 0, 1, 2, ...) stably sorted by its entries' keys, ids
     lo..lo+n-1 (a counting sort)."""
     nxt = np.zeros(n + 1, np.int64)
-    tally_into(keys, lo - 1, nxt)
+    tally_into(keys, lo - 1, nxt, None)
     for t in range(n):
         nxt[t + 1] += nxt[t]
     for t in range(out.shape[0]):

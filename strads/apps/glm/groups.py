@@ -56,15 +56,15 @@ def block_sparse(indptr, indices, data, norms, cand, rho, max_block, taken, head
     acc = np.zeros(max_block)
     seen = np.empty(max_block, dtype=np.int64)
     size = np.zeros(max_block, dtype=np.int64)
-    work = nnz = 0
-    m = n_groups = used = rejected = 0
+    work = nnz = used = rejected = 0
+    m = n_groups = np.int64(0)  # (np.int64: glm.kernels' note on literals)
     for c in range(cand.shape[0]):
         if m == max_block:
             break
         j = _u(cand[c])
         if taken[j] or norms[j] == 0.0:
             continue
-        first = -1
+        first = np.int64(-1)
         if rho < 1.0:
             n_seen = 0
             for q in range(indptr[j], indptr[j + _u(1)]):
@@ -274,14 +274,15 @@ def select_gram(G, idx, cand, norms, rho, max_block, cap):
     chosen = np.empty(max_block, dtype=np.int64)
     group = np.empty(max_block, dtype=np.int64)
     size = np.zeros(max_block, dtype=np.int64)
-    m = n_groups = rejected = 0
+    rejected = 0
+    m = n_groups = np.int64(0)
     for c in range(cand.shape[0]):
         if m == max_block:
             break
         nc = norms[cand[c]]
         if nc == 0.0:
             continue
-        first = -1
+        first = np.int64(-1)
         if rho < 1.0:
             for t in range(m):
                 if abs(G[idx[c], idx[chosen[t]]]) > rho * nc * norms[cand[chosen[t]]]:
@@ -532,7 +533,7 @@ def _solve_group(G, q, b, c, thresh, tol, passes, hist, state):
         for t in range(k):
             sign[t] = np.int8(np.sign(b[t]))
         n, converged = cd_dense(G, q, b, c, thresh, tol, min(hist.shape[0], passes - done),
-                                hist, state, True)
+                                hist, state, np.bool_(True))
         done += n
         same = True
         nnz = 0
@@ -569,7 +570,7 @@ def _active_set(G, c, b, thresh, budget):
     budget -= s * s * s / 6  # (the factor's first build)
     if budget < 0.0:
         return False, budget + s * s * s / 6
-    s = 0
+    s = np.int64(0)
     for t in range(k):
         theta[t] = np.sign(b[t])
         if b[t] != 0.0:
@@ -577,12 +578,12 @@ def _active_set(G, c, b, thresh, budget):
                 return False, budget  # (duplicates in the set)
             act[t], idx[s] = True, t
             s += 1
-    joined = -1
+    joined = np.int64(-1)
     while budget >= 0.0:
         for i in range(s):  # L L' x = c_S - thresh theta_S
             x[i] = c[idx[i]] - thresh * theta[idx[i]]
         solve_factored(L, x, s)
-        t_min, first = 1.0, -1
+        t_min, first = 1.0, np.int64(-1)
         for i in range(s):
             bi = b[idx[i]]
             if x[i] * theta[idx[i]] <= 0.0 and bi / (bi - x[i]) < t_min:
@@ -598,7 +599,7 @@ def _active_set(G, c, b, thresh, budget):
             idx[first:s - 1] = idx[first + 1:s]
             s -= 1
             continue
-        worst, joined = thresh, -1
+        worst, joined = thresh, np.int64(-1)
         for j in range(k):
             if not act[j]:
                 g = c[j]

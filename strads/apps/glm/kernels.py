@@ -12,6 +12,9 @@ _opts = dict(cache=True, nogil=True, fastmath=False)
 # Dense dot products may reorder their sums so that they vectorise: the order is fixed by
 # the compiled loop, not by where the arrays sit, so results stay reproducible.
 _dense = dict(cache=True, nogil=True, fastmath={"reassoc", "nsz"})
+# A constant passed to another kernel is typed as a literal (0, -1, True), and so is a
+# variable that starts from one: each compiles a specialisation of its own, seconds
+# each (`strads compile`). np.int64(0), np.bool_(True) take the one that exists.
 
 
 # The sparse loops index with unsigned integers: numba checks every signed index for
@@ -287,7 +290,7 @@ def gram_sparse(indptr, indices, data, cols, n_rows):
     square of the row's non-zeros within the block, far below a sparse product's."""
     row_ptr, owner, val = gram_sparse_rows(indptr, indices, data, cols, n_rows)
     G = np.zeros((cols.shape[0], cols.shape[0]))
-    gram_sparse_add(row_ptr, owner, val, G, 0, n_rows, np.empty(0))
+    gram_sparse_add(row_ptr, owner, val, G, np.int64(0), n_rows, np.empty(0))
     return G
 
 

@@ -102,7 +102,7 @@ def cd_dense_solved(G, q, b, c, thresh, tol, n_passes, hist, state, L, order, in
         if newton:
             b0[:] = b
         k, converged = cd_dense(G, q, b, c, thresh, tol, 1 if newton else n_passes - done,
-                                hist, state, True)
+                                hist, state, np.bool_(True))
         done += k
         if converged and _worst_move(b, q, h, thresh) <= tol:
             return done, True
@@ -118,7 +118,7 @@ def cd_dense_solved(G, q, b, c, thresh, tol, n_passes, hist, state, L, order, in
                 b0[:] = b
                 q0[:] = q
                 kept = _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, fstate, x,
-                                  True)
+                                  np.bool_(True))
                 if kept:
                     state[0] = 0  # (Anderson's iterates from before the step: dropped)
     return done, False
@@ -147,7 +147,7 @@ def face_enter(L, gorder, a, cols, order, inf, x):
         i = np.searchsorted(cols, gorder[u])
         order[u] = i if i < m and cols[i] == gorder[u] else m
         inf[order[u]] = True
-    i = 0
+    i = np.int64(0)
     while i < a:
         if order[i] == m:
             a = _chol_drop(L, order, inf, a, i, x)
@@ -165,7 +165,7 @@ def cd_factor_solved(ptr, rows, vals, h, q, b, thresh, tol, n_passes, b0, u, his
     g = np.empty(b.shape[0])
     while done < n_passes:
         k, converged = cd_factor(ptr, rows, vals, h, q, b, thresh, tol, n_passes - done,
-                                 True, b0, u, hist, state, mu, n)
+                                 np.bool_(True), b0, u, hist, state, mu, n)
         done += k
         if not converged:
             continue
@@ -266,7 +266,7 @@ def _face_step(G, c, q, b, thresh, b0, q0, L, order, inf, state, x, reduce=False
     lowers the objective (else b, q restored from ``b0``, ``q0``). ``state[0]``: the
     factor's rows. A support of dependent columns: no step, or with ``reduce`` first
     :func:`_reduce`'s. Returns 0 if not kept, 2 if kept and stopped at a 0, else 1."""
-    a, i = state[0], 0
+    a, i = state[0], np.int64(0)
     while i < a:  # the factor follows the support
         if b[order[i]] == 0.0:
             a = _chol_drop(L, order, inf, a, i, x)
@@ -332,7 +332,7 @@ def _reduce(G, L, order, inf, a, j, b, x):
     for u in range(a):
         slope -= (1.0 if b[order[u]] > 0.0 else -1.0) * x[u]
     sign = -1.0 if slope > 0.0 or (slope == 0.0 and sj > 0.0) else 1.0
-    t, hit = abs(b[j]) if sign == -sj else np.inf, -1  # (b_j's own 0, if ahead)
+    t, hit = abs(b[j]) if sign == -sj else np.inf, np.int64(-1)  # (b_j's own 0, if ahead)
     for u in range(a):  # b_F - t u: the first to reach 0
         bk, du = b[order[u]], -sign * x[u]
         if du != 0.0 and (du > 0.0) != (bk > 0.0) and abs(bk / du) < t:
@@ -388,7 +388,8 @@ def gram_path(G, c, q, b, rss, lams, n, tol, null, max_passes, W, gaps, passes, 
             if not changed:
                 b0[:] = b
                 q0[:] = q
-                if _face_step(G, c, q, b, n * lam, b0, q0, L, order, inf, state, x):
+                if _face_step(G, c, q, b, n * lam, b0, q0, L, order, inf, state, x,
+                              np.bool_(False)):
                     rss = _rss_at(b, q, b0, q0, rss)
             done += 1
             gap, primal = gram_gap(q, b, rss, lam, n)

@@ -226,8 +226,9 @@ def wgram_csr(indptr, indices, data, cols, row_ptr, owner, val, wts):
     ptr = np.zeros(m + 1, dtype=np.int64)
     idx = np.empty(cap, dtype=np.int64)
     vals = np.empty(cap)
-    n_out = gram_cols(indptr, indices, data, cols, row_ptr, owner, val, wts, 0, m,
-                      np.zeros(m), np.full(m, -1, dtype=np.int64), idx, vals, ptr, 0)
+    n_out = gram_cols(indptr, indices, data, cols, row_ptr, owner, val, wts, np.int64(0), m,
+                      np.zeros(m), np.full(m, -1, dtype=np.int64), idx, vals, ptr,
+                      np.int64(0))
     return ptr, idx[:n_out].copy(), vals[:n_out].copy()
 
 
@@ -350,7 +351,7 @@ def cd_csr(ptr, idx, val, diag, q, b, thresh, tol, max_passes):
             for e in range(ptr[j], ptr[j + 1]):
                 c[idx[e]] += val[e] * b[j]
     hist = np.empty((6, m))
-    n_hist = 0
+    n_hist = np.int64(0)
     for it in range(max_passes):
         worst = 0.0
         for j in range(m):

@@ -224,7 +224,7 @@ class LogRegUpdate(GLMUpdate):
         G = dsyrk(1.0, W, trans=1)  # the upper triangle of W'W
         iu = np.tril_indices(m, -1)
         G[iu] = G.T[iu]
-        return {"G": G}
+        return {"G": G.T}  # (symmetric: its C-ordered view, as every other Gram's)
 
     def _extend(self, cols, new, form):
         """The block's Gram for its ``new`` columns with the weights of the last fresh Gram
