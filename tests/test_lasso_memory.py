@@ -220,8 +220,20 @@ def test_sparse_gram_in_pieces_matches_scipy(monkeypatch):
     cols = np.arange(0, 200, 3)
     Xb = X[:, cols].toarray()
     monkeypatch.setattr(update, "PIECE_OPS", 50)  # many pieces
+    rows = update.GK.gram_sparse_rows
     np.testing.assert_allclose(w.gram(cols), Xb.T @ Xb, rtol=1e-12, atol=1e-13)
-    assert w.gram(cols, deadline=0.0) is None  # late (a deadline long past): given up after a piece
+    cols2 = np.arange(1, 200, 2)  # overlaps the cached block: its entries reused, exactly
+    fresh = lasso.LassoUpdate({"csc": (X.indptr, X.indices, X.data), "n_rows": 300, "y": y})
+    assert np.array_equal(w.gram(cols2), fresh.gram(cols2))
+    built = []
+    monkeypatch.setattr(update.GK, "gram_sparse_rows", lambda *a: built.append(a) or rows(*a))
+    assert np.array_equal(w.gram(cols2[::2]), fresh.gram(cols2)[::2, ::2])  # (a sub-block)
+    assert not built  # (nothing computed again)
+    monkeypatch.setattr(update, "CACHE_BYTES", 0)  # (a Gram over it is not kept)
+    w.gram(cols2)
+    assert np.array_equal(w.gram(cols2), fresh.gram(cols2)) and len(built) == 2
+    # late (a deadline long past): given up after a piece (columns the cache lacks)
+    assert w.gram(np.arange(0, 200, 5), deadline=0.0) is None
     Xd = X.toarray()
     wd = lasso.LassoUpdate({"X": Xd, "y": y})
     monkeypatch.setattr(update, "GATHER_BYTES", 300 * 8 * 5)  # 5 columns at a time

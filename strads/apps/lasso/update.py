@@ -115,16 +115,16 @@ class LassoUpdate(GLMUpdate):
         late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
         if self.sparse:
             count = np.zeros(self.n_rows, dtype=np.int64)
-            nnz_f, nnz_g = self.peers.allreduce(np.array(
-                GK.block_counts(self.X[0], self.X[1], cols, count), dtype=np.float64))
+            local = GK.block_counts(self.X[0], self.X[1], cols, count)
+            nnz_f, nnz_g = self.peers.allreduce(np.array(local, dtype=np.float64))
             if (dense_cap is not None and m > dense_cap) or \
                     nnz_f < FACTOR_SHARE * min(nnz_g, float(m) * m):
                 return self._factor(cols, NO_WEIGHTS)
-            rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
-            k = np.diff(rows[0]).astype(np.float64)
-            if 16 * float(k @ k) < 4.0 * m * m:  # (sum k_i^2 bounds the non-zeros)
+            if 16 * float(local[1]) < 4.0 * m * m:  # (sum k_i^2 bounds the non-zeros)
+                rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
+                k = np.diff(rows[0]).astype(np.float64)
                 return self._gram_sparse_compact(cols, rows, k, late)
-            G = self._gram_sparse_dense(cols, rows, k, late)
+            G = self._gram_sparse_dense(cols, late)
         else:
             G = self._gram_dense(cols, late, one_piece=deadline is None)
         if G is None:
@@ -135,12 +135,11 @@ class LassoUpdate(GLMUpdate):
         return {"G": G}
 
     def gram(self, cols, deadline=None):
-        """X_B' X_B over this worker's rows, dense (or None, as :meth:`gram_part`); dense
-        X reuses the previous block's entries (successive working sets overlap)."""
+        """X_B' X_B over this worker's rows, dense (or None, as :meth:`gram_part`), with
+        the previous block's entries reused (:meth:`_cached`)."""
         late = (lambda: time.time() > deadline) if deadline is not None else (lambda: False)
         if self.sparse:
-            rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
-            return self._gram_sparse_dense(cols, rows, np.diff(rows[0]).astype(float), late)
+            return self._gram_sparse_dense(cols, late)
         return self._gram_dense(cols, late)
 
     def _gram_sparse_compact(self, cols, rows, k, late):
@@ -160,24 +159,45 @@ class LassoUpdate(GLMUpdate):
         flat = np.repeat(np.arange(m, dtype=np.int64) * m, np.diff(ptr)) + idx[:n_out]
         return {"Gi": flat, "Gv": vals[:n_out]}
 
-    def _gram_sparse_dense(self, cols, rows, k, late):
-        G = np.zeros((cols.shape[0],) * 2)
-        ok = _in_pieces(k * k, lambda a, b: GK.gram_sparse_add(*rows, G, a, b, NO_WEIGHTS),
-                        late)  # (rows)
-        return G if ok else None
+    def _gram_sparse_dense(self, cols, late):
+        G, new = self._cached(cols)
+        m, n_new = cols.shape[0], new.shape[0]
+        if n_new:
+            rows = GK.gram_sparse_rows(*self.X, cols, self.n_rows)
+            k = np.diff(rows[0]).astype(np.float64)
+            rank = np.full(m, -1, np.int64)  # (the new columns' rows of G: the same sums)
+            rank[new] = np.arange(n_new)
+            Gn = np.zeros((n_new, m))
+            if not _in_pieces(k * k, lambda a, b: GK.gram_sparse_add(
+                    *rows, Gn, a, b, NO_WEIGHTS, rank), late):  # (rows)
+                return None
+            G[new, :] = Gn
+            G[:, new] = Gn.T
+        if G.nbytes <= CACHE_BYTES:
+            self.gram_cache = (cols.copy(), G)
+        return G
 
-    def _gram_dense(self, cols, late, one_piece=False):
+    def _cached(self, cols):
+        """A Gram for ``cols`` with the previous block's entries filled in (successive
+        working sets overlap; an entry is a sum over the rows in order either way), and
+        the positions of the columns it lacks."""
         m = cols.shape[0]
-        X = self.X[0]
         old_cols, old = self.gram_cache
         self.gram_cache = NO_CACHE  # freed once copied
         pos = np.searchsorted(old_cols, cols)
         pos[pos == old_cols.shape[0]] = 0
         hit = old_cols[pos] == cols if old_cols.shape[0] else np.zeros(m, bool)
+        if hit.all():  # (the same block, or fewer of its columns)
+            return (old if m == old_cols.shape[0] else old.take(pos, 0).take(pos, 1),
+                    pos[:0])
         G = np.empty((m, m))
         G[np.ix_(hit, hit)] = old[np.ix_(pos[hit], pos[hit])]
-        del old
-        new = np.flatnonzero(~hit)
+        return G, np.flatnonzero(~hit)
+
+    def _gram_dense(self, cols, late, one_piece=False):
+        m = cols.shape[0]
+        X = self.X[0]
+        G, new = self._cached(cols)
         n = max(self.n_rows, 1)
         # the columns gathered `width` at a time (GATHER_BYTES); a piece of new columns
         # is about PIECE_OPS multiply-adds (at least 16 columns, for BLAS)
@@ -223,6 +243,9 @@ NO_CACHE = (np.empty(0, np.int64), np.empty((0, 0)))  # (no previous block's Gra
 # the most memory its gathered dense columns may take
 PIECE_OPS = 50_000_000
 GATHER_BYTES = 64 << 20
+# the most a sparse X's Gram kept for the next block may take (beyond the budget's
+# W + 2 Grams a round; dense X's, whose columns cost n multiply-adds each, is always kept)
+CACHE_BYTES = 64 << 20
 # sparse X: the block's factor X_B instead of its Gram when it has fewer non-zeros than
 # this share of the Gram's (a coordinate descent pass costs either's non-zeros)
 FACTOR_SHARE = 0.5
