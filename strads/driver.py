@@ -713,7 +713,7 @@ def _drive(tp, setup, update, **kw):
 
 def _in_process(setup, update, workers, threads, signals, kw):
     workers = 1 if workers is None else workers
-    limit = _transport.max_threads() if threads else None
+    limit = _transport.max_threads() if threads and workers > 1 else None  # (2 files)
     if limit is not None and workers > limit:  # (before a pool a worker: minutes, GBs)
         raise DataError(f"workers {workers}: more worker threads than this process may "
                         f"start ({limit:,}: ulimit -u, or the kernel's threads-max or pid_max)")
