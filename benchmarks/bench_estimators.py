@@ -147,6 +147,28 @@ def dense_cpu(repeat):
           f"{total[0] / total[1]:.2f}", flush=True)
 
 
+def small_cpu(repeat, fits=20):
+    """Small Lasso fits, where a fit's fixed cost and its rounds weigh (issue 29): diabetes
+    (442 x 10) and a tall Zipf 10,000 x 5,000 (10 a row), with and without intercept; CPU
+    ms a fit (the mean of ``fits``), strads then scikit-learn, the best of ``repeat``."""
+    from sklearn.datasets import load_diabetes
+
+    Xz, yz = make_zipf_problem(n=10000, p=5000, per_row=10, n_informative=2000, seed=4)
+    for name, X, y, a, fi in (("diabetes 442 x 10", *load_diabetes(return_X_y=True), 0.1, True),
+                              ("Zipf 10,000 x 5,000", Xz, yz, 1e-3, False),
+                              ("Zipf 10,000 x 5,000", Xz, yz, 1e-3, True)):
+        t = [np.inf, np.inf]
+        for _ in range(repeat):
+            for k, m in enumerate((strads.Lasso(alpha=a, fit_intercept=fi),
+                                   sk.Lasso(alpha=a, fit_intercept=fi))):
+                t0 = time.process_time()
+                for _ in range(fits):
+                    clone(m).fit(X, y)
+                t[k] = min(t[k], (time.process_time() - t0) / fits)
+        print(f"Lasso {name} alpha {a:g} fit_intercept={fi}  strads {t[0] * 1e3:7.3f} ms  "
+              f"sklearn {t[1] * 1e3:7.3f} ms  ratio {t[0] / t[1]:5.2f}", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="fit,grid,path,logreg",
@@ -154,7 +176,8 @@ def main(argv=None):
                     "500 and 500 x 5,000 dense, small alphas), densepath (lasso_path, "
                     "200 x 50, 2,000 x 500, 500 x 2,000 and 200 x 10,000 dense) and "
                     "densecpu (Lasso and logreg fits' CPU time, 1,000 x 300, 3,000 x "
-                    "1,000 and 500 x 2,000 dense) (default: %(default)s)")
+                    "1,000 and 500 x 2,000 dense), smallcpu (small Lasso fits' CPU time: "
+                    "diabetes, a tall Zipf) (default: %(default)s)")
     ap.add_argument("--repeat", type=int, default=1, help="time each fit N times "
                     "and report the best (default: 1)")
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
@@ -181,6 +204,9 @@ def main(argv=None):
         Xc, yc, _ = dense_problem(200, 60)
         strads.SparseLogisticRegression().fit(Xc, yc > np.median(yc))
         return dense_cpu(args.repeat)
+    if cases == {"smallcpu"}:
+        strads.Lasso(alpha=0.1).fit(*dense_problem(200, 60)[:2])  # (JIT, not timed)
+        return small_cpu(args.repeat)
     shape = dict(n=1500, p=6000) if args.small else {}
     X, y = make_zipf_problem(**{**shape, **PROBLEMS[args.problem]})
     print(f"X {X.shape[0]} x {X.shape[1]}, {X.nnz} non-zeros, "
