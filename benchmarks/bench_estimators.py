@@ -177,7 +177,9 @@ def main(argv=None):
                     "200 x 50, 2,000 x 500, 500 x 2,000 and 200 x 10,000 dense) and "
                     "densecpu (Lasso and logreg fits' CPU time, 1,000 x 300, 3,000 x "
                     "1,000 and 500 x 2,000 dense), smallcpu (small Lasso fits' CPU time: "
-                    "diabetes, a tall Zipf) (default: %(default)s)")
+                    "diabetes, a tall Zipf); with logreg, logregcv: "
+                    "SparseLogisticRegressionCV against LogisticRegressionCV (default: "
+                    "%(default)s)")
     ap.add_argument("--repeat", type=int, default=1, help="time each fit N times "
                     "and report the best (default: 1)")
     ap.add_argument("--small", action="store_true", help="1,500 x 6,000 instead")
@@ -260,6 +262,15 @@ def main(argv=None):
                          liblinear(n, a, scaling), X, labels, args.repeat,
                          lambda est: logreg_objective(X, s, est, a, scaling), names)
         C = [1 / (2 * n / 3 * a) for a in grid["alpha"]]  # (n of a training fold)
+        if "logregcv" in cases:  # (the same 20-alpha grid and folds; liblinear cold)
+            cv = strads.SparseLogisticRegressionCV(n_alphas=20, cv=3, intercept_scaling=
+                                                   scaling)
+            alphas = cv.fit(X, labels).alphas_
+            side_by_side("SparseLogisticRegressionCV 20 alphas x 3 folds", cv,
+                         sk.LogisticRegressionCV(Cs=list(1 / (2 * n / 3 * alphas)), cv=3,
+                                                 penalty="l1", solver="liblinear",
+                                                 intercept_scaling=scaling),
+                         X, labels, args.repeat, names=names)
         side_by_side("logreg GridSearchCV 5 alphas x 3 folds", GridSearchCV(
             strads.SparseLogisticRegression(intercept_scaling=scaling), grid, cv=3),
             GridSearchCV(sk.LogisticRegression(penalty="l1", solver="liblinear",

@@ -39,7 +39,7 @@ __version__ = "0.1.0"
 # scikit-learn estimators (strads.estimators) and load(DIR), imported on first use so
 # that `import strads` does not need scikit-learn
 _ESTIMATORS = ("Lasso", "LassoCV", "lasso_path", "SparseLogisticRegression",
-               "MatrixFactorization", "LDA", "load")
+               "SparseLogisticRegressionCV", "MatrixFactorization", "LDA", "load")
 
 
 def __getattr__(name):

@@ -21,7 +21,8 @@ from strads.apps import lda as lda_app  # noqa: E402
 from strads.apps import mf as mf_app  # noqa: E402
 from strads.apps.lda import foldin  # noqa: E402
 from strads.estimators import (LDA, Lasso, LassoCV, MatrixFactorization,  # noqa: E402
-                               SparseLogisticRegression, lasso_path)
+                               SparseLogisticRegression, SparseLogisticRegressionCV,
+                               lasso_path)
 
 from conftest import ROOT, child_env, l1_logistic, run_cli  # noqa: E402
 
@@ -35,7 +36,8 @@ def test_import_strads_does_not_import_sklearn():
 
 
 # -- scikit-learn's checks -----------------------------------------------------------------
-@parametrize_with_checks([Lasso(), SparseLogisticRegression(), LassoCV(n_alphas=3, cv=2)])
+@parametrize_with_checks([Lasso(), SparseLogisticRegression(), LassoCV(n_alphas=3, cv=2),
+                          SparseLogisticRegressionCV(n_alphas=3, cv=2)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -156,6 +158,47 @@ def test_lasso_warm_start_path_and_cv_match_sklearn(sparse):
     np.testing.assert_allclose(cv.coef_, sk.coef_, rtol=1e-6, atol=1e-9)
     assert cv.intercept_ == pytest.approx(sk.intercept_, rel=1e-7)
     np.testing.assert_allclose(cv.predict(data), sk.predict(Xd), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("sparse,fit_intercept", [(False, True), (True, True), (True, False)])
+def test_logreg_cv_scores_each_fold_as_liblinear(sparse, fit_intercept):
+    """SparseLogisticRegressionCV: every fold's held-out score along the path is
+    liblinear's at C = 1 / (n_train alpha) (the same objective, warm starts or not), the
+    grid starts where every coefficient is 0, and the final model is a plain fit at
+    alpha_."""
+    from sklearn.metrics import get_scorer
+    from sklearn.model_selection import StratifiedKFold
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 20)) * (rng.random((300, 20)) < 0.5)
+    y = np.where(X[:, :4] @ [1.0, -1.0, 0.5, 2.0] + rng.standard_normal(300) > 0.3, "b", "a")
+    data = sp.csr_matrix(X) if sparse else X
+    kw = dict(fit_intercept=fit_intercept, tol=1e-10)
+    cv = SparseLogisticRegressionCV(cv=3, n_alphas=8, scoring="neg_log_loss", **kw)
+    cv.fit(data, y)
+    scorer, ref = get_scorer("neg_log_loss"), np.empty((8, 3))
+    for f, (train, test) in enumerate(StratifiedKFold(3).split(X, y)):
+        for k, a in enumerate(cv.alphas_):
+            m = l1_logistic(solver="liblinear", C=1 / (len(train) * a), tol=1e-12,
+                            fit_intercept=fit_intercept, intercept_scaling=100.0,
+                            max_iter=100_000).fit(X[train], y[train])
+            ref[k, f] = scorer(m, X[test], y[test])
+    np.testing.assert_allclose(cv.score_path_, ref, rtol=0, atol=1e-7)
+    assert cv.alpha_ == cv.alphas_[np.argmax(ref.mean(axis=1))]
+    assert np.allclose(cv.alphas_, np.geomspace(cv.alphas_[0], cv.alphas_[0] * 1e-3, 8))
+    top = SparseLogisticRegression(alpha=cv.alphas_[0], **kw).fit(data, y)
+    assert np.abs(top.coef_).max() <= (0 if not fit_intercept else 1e-3)
+    final = SparseLogisticRegression(alpha=cv.alpha_, **kw).fit(data, y)
+    np.testing.assert_array_equal(cv.coef_, final.coef_)
+    np.testing.assert_array_equal(cv.predict_proba(data), final.predict_proba(data))
+    assert list(cv.classes_) == ["a", "b"] and set(cv.predict(data)) <= {"a", "b"}
+    # the default scoring: accuracy (as LogisticRegressionCV's), the same path
+    acc = SparseLogisticRegressionCV(cv=3, n_alphas=8, **kw).fit(data, y)
+    for f, (train, test) in enumerate(StratifiedKFold(3).split(X, y)):
+        est = SparseLogisticRegression(alpha=acc.alphas_[3], **kw).fit(data[train], y[train])
+        assert acc.score_path_[3, f] == pytest.approx(est.score(data[test], y[test]))
+    with pytest.raises(ValueError, match="alphas must be > 0"):
+        SparseLogisticRegressionCV(alphas=[0.1, 0.0], cv=2).fit(data, y)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -360,6 +403,8 @@ GLM_BAD = dict(alpha=[-1, np.inf, "1"], schedule=["nope", None], tol=[np.nan, -1
 BAD = [(Lasso, dict(GLM_BAD, staleness=[-1, 0.5], warm_start=[None])),
        (SparseLogisticRegression, dict(GLM_BAD, alpha=[0, -1.0], intercept_scaling=[0, -1])),
        (LassoCV, dict(eps=[0, -1e-3], n_alphas=[0, 2.5], cv=["x"], tol=[-1], max_iter=[0])),
+       (SparseLogisticRegressionCV, dict(eps=[0], n_alphas=[0], cv=["x"], scoring=[3],
+                                         intercept_scaling=[0], tol=[-1], max_iter=[0])),
        (MatrixFactorization, dict(
            n_components=[0, 2.5, True], alpha=[-0.1, np.nan], max_iter=[0, None],
            tol=[-1], weighted=["yes"], early_stopping=["yes"], n_iter_no_change=[0, None],

@@ -636,6 +636,29 @@ def test_intercept_elimination_cuts_the_subproblems_passes(monkeypatch):
     assert out[True] < 0.5 * out[False]
 
 
+def test_a_small_xs_step_round_is_its_full_round_too(monkeypatch):
+    """Where the rest of X has at most ROUND_OPS non-zeros (a round's own cost), a step's
+    round also returns q over every column and the loss: a block solved there needs no
+    full round after it. Fewer rounds, liblinear's optimum either way."""
+    from strads.apps.logreg import aggregate
+
+    X, y = make_zipf_problem(3000, 1000, per_row=20, n_informative=100, seed=1)
+    y = np.where(y > np.median(y), 1.0, -1.0)
+    assert X.nnz <= aggregate.ROUND_OPS
+    lam = logreg.LogRegAggregate.lambda_for(0.1, X.T @ y, X.shape[0])
+    ref = l1_logistic(solver="liblinear", C=1 / (X.shape[0] * lam), fit_intercept=False,
+                      tol=1e-12, max_iter=10**5).fit(X, y)
+    f_ref = logreg.objective(X, y, ref.coef_.ravel(), lam)
+    rounds = {}
+    for ops in (0, aggregate.ROUND_OPS):
+        monkeypatch.setattr(aggregate, "ROUND_OPS", ops)
+        res = logreg.fit(X, y, lam=lam, tol=1e-10, quiet=True)
+        assert res.stop_reason == "tol"
+        assert logreg.objective(X, y, res.model["coef"], lam) <= f_ref * (1 + 1e-9)
+        rounds[ops] = res.rounds
+    assert rounds[aggregate.ROUND_OPS] <= rounds[0] - 2
+
+
 def test_face_solve_has_no_size_cap():
     """The face solve on a support of 1,500 columns lands on CD's solution: by CG on
     the factor's columns (any size), and by _polish (here a Cholesky of the face)."""

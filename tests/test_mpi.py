@@ -164,6 +164,7 @@ FITS = {"lasso": "strads.Lasso(alpha=0.01).fit(X, y)",
         "logreg_nan": "yb = y > 0\nif bad:\n    X = np.full((40, 6), np.nan)\n"
                       "strads.SparseLogisticRegression().fit(X, yb)",
         "lasso_cv": "strads.LassoCV(n_alphas=3, cv=2).fit(X, y)",
+        "logreg_cv": "strads.SparseLogisticRegressionCV(n_alphas=3, cv=2).fit(X, y > 0)",
         "lasso_path": "strads.lasso_path(X, y, n_alphas=3)",
         "mf": "strads.MatrixFactorization(max_iter=2).fit(R)",
         "lda": "strads.LDA(n_components=2, max_iter=2).fit(None if bad else "

@@ -417,6 +417,16 @@ def test_lasso_cv_save_loads_as_its_final_lasso(tmp_path):
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
 
 
+def test_logreg_cv_save_loads_as_its_final_fit(tmp_path):
+    X, y = _xy()
+    est = strads.SparseLogisticRegressionCV(cv=2, n_alphas=3).fit(X, y > 0)
+    est.save(tmp_path / "cv")
+    loaded = strads.load(tmp_path / "cv")
+    assert type(loaded) is strads.SparseLogisticRegression and loaded.alpha == est.alpha_
+    np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
+    np.testing.assert_array_equal(loaded.classes_, est.classes_)
+
+
 def test_logreg_with_string_labels_of_a_pandas_column_saves(tmp_path):
     X, y = _xy()
     labels = np.where(y > 0, "yes", "no").astype(object)  # as a pandas column holds them

@@ -23,6 +23,7 @@ from ._persist import Persistent, _set
 
 _POSITIVE = [Interval(Real, 0, None, closed="neither")]
 _LASSO = ("fit_intercept", "schedule", "tol", "max_iter", "n_jobs", "random_state")  # LassoCV's
+_LOGREG = _LASSO + ("intercept_scaling",)  # SparseLogisticRegressionCV's
 
 
 class _LinearModel(Persistent, _Checked, BaseEstimator):
@@ -455,6 +456,90 @@ class LassoCV(RegressorMixin, _LinearModel):
         est = Lasso(alpha=self.alpha_, **{k: getattr(self, k) for k in _LASSO})
         return _set(est, {k: v for k, v in vars(self).items() if k.endswith("_")
                           and k not in ("alpha_", "alphas_", "mse_path_")})
+
+
+class SparseLogisticRegressionCV(SparseLogisticRegression):
+    """:class:`SparseLogisticRegression` with alpha chosen by cross-validation along a
+    regularisation path (each fold's fits warm-started from large to small alpha), as
+    :class:`sklearn.linear_model.LogisticRegressionCV` with an L1 penalty; then a fit on
+    all the data at the best alpha.
+
+    Parameters
+    ----------
+    eps, n_alphas, alphas
+        The grid, as :class:`LassoCV`'s, from alpha_max = ``||X'(t - p)||_inf / n`` (t: 1
+        for ``classes_[1]``, else 0; p: that class's share, or 1/2 without
+        ``fit_intercept``), where every coefficient is 0 (with an intercept, whose
+        penalty alpha / intercept_scaling moves it a little, one may be just above 0);
+        given alphas must be > 0.
+    cv : int, cross-validation generator or iterable, default=5
+        The folds (scikit-learn's ``check_cv`` for a classifier: an int is a
+        StratifiedKFold).
+    scoring : str, callable or None, default=None
+        A fold's score on its held-out samples, higher is better (scikit-learn's
+        ``check_scoring``; None: accuracy, as LogisticRegressionCV's).
+    fit_intercept, intercept_scaling, schedule, tol, max_iter, n_jobs, random_state
+        As for :class:`SparseLogisticRegression`.
+
+    Attributes
+    ----------
+    alpha_ : float
+        The alpha of the best mean score over the folds (the largest of equal ones).
+    alphas_ : ndarray of shape (n_alphas,)
+        The grid, largest first.
+    score_path_ : ndarray of shape (n_alphas, n_folds)
+        Each fold's held-out score along the path.
+    classes_, coef_, intercept_, n_iter_, n_features_in_, feature_names_in_
+        Of the final fit, as for :class:`SparseLogisticRegression`.
+    """
+
+    def __init__(self, *, eps=1e-3, n_alphas=100, alphas=None, fit_intercept=True,
+                 intercept_scaling=100.0, cv=5, scoring=None, schedule="working-set",
+                 tol=1e-5, max_iter=100000, n_jobs=None, random_state=None):
+        self._set_params(locals())
+
+    _parameter_constraints = {
+        **{k: v for k, v in SparseLogisticRegression._parameter_constraints.items()
+           if k not in ("alpha", "warm_start")},
+        **{k: LassoCV._parameter_constraints[k] for k in ("eps", "n_alphas", "alphas", "cv")},
+        "scoring": [str, callable, None]}
+
+    @collective
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the path on each fold, choose alpha, fit on all of ``X``, ``y``."""
+        from sklearn.metrics import check_scoring
+        from sklearn.model_selection import check_cv
+
+        X, y = _validated(self, X, y)
+        params = {k: getattr(self, k) for k in _LOGREG}
+        classes = np.unique(y)
+        t = (y == classes[-1]) - 0.5  # (alpha_max: _alpha_grid centres it with an intercept)
+        alphas = _alpha_grid(X, t, self.fit_intercept, self.eps, self.n_alphas, self.alphas)
+        if not alphas[-1] > 0:
+            raise ValueError(f"alphas must be > 0 for the logistic loss; got {alphas[-1]}")
+        scorer = check_scoring(SparseLogisticRegression(), scoring=self.scoring)
+        folds = list(check_cv(self.cv, y, classifier=True).split(X, y))
+        scores = np.empty((len(alphas), len(folds)))
+        for f, (train, test) in enumerate(folds):
+            est = SparseLogisticRegression(warm_start=True, **params)
+            for k, a in enumerate(alphas):
+                est.set_params(alpha=float(a)).fit(X[train], y[train])
+                scores[k, f] = scorer(est, X[test], y[test])
+        best = int(np.argmax(scores.mean(axis=1)))
+        final = SparseLogisticRegression(alpha=float(alphas[best]), **params).fit(X, y)
+        return _set(self, {"alpha_": float(alphas[best]), "alphas_": alphas,
+                           "score_path_": scores, "classes_": final.classes_,
+                           "coef_": final.coef_, "intercept_": final.intercept_,
+                           "n_iter_": final.n_iter_})
+
+    def _saved_as(self):
+        """``save`` writes the final fit as a :class:`SparseLogisticRegression` at
+        ``alpha_`` (what :func:`strads.load` returns: the same predictions)."""
+        est = SparseLogisticRegression(alpha=self.alpha_,
+                                       **{k: getattr(self, k) for k in _LOGREG})
+        return _set(est, {k: v for k, v in vars(self).items() if k.endswith("_")
+                          and k not in ("alpha_", "alphas_", "score_path_")})
 
 
 def _validated(est, X, y, **kw):

@@ -97,8 +97,8 @@ class Logistic(Datafit):
         null = null_loss(n, float(np.sum(y)), kw["intercept"]) \
             if o["gap_ref"] == "null" else None
         agg = LogRegAggregate(n, sq_norms, lam, o["tol"], **kw, null=null)
-        counts = np.diff(X.indptr) if sp.issparse(X) else np.ones(X.shape[1])
-        agg.col_share = counts / max(counts.sum(), 1)
+        counts = np.diff(X.indptr) if sp.issparse(X) else np.full(X.shape[1], X.shape[0])
+        agg.col_share, agg.x_nnz = counts / max(counts.sum(), 1), float(counts.sum())
         return agg
 
     def later(self, lam, lambda_ratio, ctx, o):

@@ -27,6 +27,7 @@ POLISH_AFTER = 2  # a working set's prox-Newton steps before CD's unsolved ones 
 POLISH_STEPS = 5  # active-set steps of a face solve, at most (each drops a coefficient)
 FACTOR_STEPS = 20  # the same from a Cholesky factor (each costs a triangular solve)
 LAPACK_SPEEDUP = 30  # a dense factor's flops against the factor's scattered ones (per second)
+ROUND_OPS = 100_000  # multiply-adds that cost about what a round does in itself
 
 
 class LogRegAggregate(GLMAggregate):
@@ -34,9 +35,9 @@ class LogRegAggregate(GLMAggregate):
     floor = False  # a fresh Gram's step overshot: the next Grams are floored (_choose_ws)
     # setup() (or begin(), from the workers' reports) sets them again
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("tol", "block_cap", "min_size",
-                                                      "reuse", "col_share")
-    # X's non-zeros by column, as shares (the datafit sets them; None: not known)
-    col_share = None
+                                                      "reuse", "col_share", "x_nnz")
+    # X's non-zeros by column, as shares, and in all (the datafit sets them; None: not known)
+    col_share = x_nnz = None
 
     @staticmethod
     def lambda_for(ratio, xty, n):
@@ -337,9 +338,11 @@ class LogRegAggregate(GLMAggregate):
         self.d, self.delta = d, delta / self.n
         self.curv = 0.5 * float(d @ _gram_times(G, d)) / self.n
         # with reuse, the Gram at t = 1 too (the next step a Newton step); and q over every
-        # column, the loss (a full round's) where that costs at most twice q_B: if the
-        # block is solved there, the next full round is this one
-        full = self.col_share is not None and 2 * self.col_share[cols].sum() >= 1
+        # column, the loss (a full round's) where that costs at most twice q_B, or less
+        # than a round: if the block is solved there, the next full round is this one
+        share = self.col_share[cols].sum() if self.col_share is not None else 0.0
+        full = self.col_share is not None and (
+            2 * share >= 1 or (1.0 - share) * self.x_nnz <= ROUND_OPS)
         # (a factor's Gram is a gather of X's columns: kept only where it is a product)
         stale = self.model_ok and _form(G) != "factor"
         self.kept_steps += stale
