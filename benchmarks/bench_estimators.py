@@ -5,6 +5,7 @@ import time
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn import linear_model as sk
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
@@ -169,6 +170,59 @@ def small_cpu(repeat, fits=20):
               f"sklearn {t[1] * 1e3:7.3f} ms  ratio {t[0] / t[1]:5.2f}", flush=True)
 
 
+#: issue 29's sweep: Zipf problems of several aspects (make_zipf_problem's arguments)
+SWEEP = [dict(n=3000, p=1000, per_row=20, n_informative=100, seed=1),
+         dict(n=2000, p=20000, per_row=60, n_informative=1000, seed=2),
+         dict(n=800, p=10000, per_row=100, n_informative=300, seed=3),
+         dict(n=10000, p=5000, per_row=10, n_informative=2000, seed=4),
+         dict(n=300, p=50000, per_row=200, n_informative=50, seed=5)]
+
+
+def sweep_cpu(repeat):
+    """Issue 29's sweep, one fit's CPU seconds (the best of ``repeat``), strads then the
+    peer, and each objective's excess over the lower: the Lasso (with and without
+    intercept) on the SWEEP problems at alpha 1e-3, 1e-4, 1e-5; logistic regression
+    (labels y > median) against liblinear on three of them, a uniform sparse 1,000 x
+    5,000 and a dense 500 x 300, at alpha_max / 10, 100 and 1,000."""
+    def cpu(m, X, y):
+        best = np.inf
+        for _ in range(repeat):
+            t0 = time.process_time()
+            est = clone(m).fit(X, y)
+            best = min(best, time.process_time() - t0)
+        return best, est
+
+    def row(label, pair, X, y, objective):
+        (ta, a), (tb, b) = cpu(pair[0], X, y), cpu(pair[1], X, y)
+        f = [objective(a), objective(b)]
+        print(f"{label:<40} strads {ta * 1e3:8.1f} ms  peer {tb * 1e3:8.1f} ms  ratio "
+              f"{ta / tb:5.2f}  excess {f[0] / min(f) - 1:.1e} / {f[1] / min(f) - 1:.1e}",
+              flush=True)
+
+    zipf = [make_zipf_problem(**kw) for kw in SWEEP]
+    for (X, y), (n, p) in zip(zipf, [(kw["n"], kw["p"]) for kw in SWEEP]):
+        for a in (1e-3, 1e-4, 1e-5):
+            for fi in (True, False):
+                row(f"Lasso {n} x {p} alpha {a:g} intercept {fi}",
+                    (strads.Lasso(alpha=a, fit_intercept=fi), sk.Lasso(alpha=a, fit_intercept=fi)),
+                    X, y, lambda e, X=X, y=y, a=a: lasso_objective(X, y, e, a))
+    rng = np.random.default_rng(6)
+    U = sp.random(1000, 5000, density=0.01, random_state=6, format="csc")
+    yu = U @ (rng.standard_normal(5000) * (rng.random(5000) < 0.04)) + rng.standard_normal(1000)
+    D = rng.standard_normal((500, 300))
+    for name, (X, y) in (("Zipf 3,000 x 1,000", zipf[0]), ("Zipf 2,000 x 20,000", zipf[1]),
+                         ("Zipf 10,000 x 5,000", zipf[3]), ("uniform 1,000 x 5,000", (U, yu)),
+                         ("dense 500 x 300", (D, rng.standard_normal(500)))):
+        labels = y > np.median(y)
+        s, n = np.where(labels, 1.0, -1.0), X.shape[0]
+        amax = float(np.abs(X.T @ s).max()) / (2 * n)
+        for ratio in (10, 100, 1000):
+            a = amax / ratio
+            row(f"logreg {name} alpha_max/{ratio}", (strads.SparseLogisticRegression(
+                alpha=a, intercept_scaling=100.0), liblinear(n, a, 100.0)), X, labels,
+                lambda e, X=X, s=s, a=a: logreg_objective(X, s, e, a, 100.0))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="fit,grid,path,logreg",
@@ -177,7 +231,8 @@ def main(argv=None):
                     "200 x 50, 2,000 x 500, 500 x 2,000 and 200 x 10,000 dense) and "
                     "densecpu (Lasso and logreg fits' CPU time, 1,000 x 300, 3,000 x "
                     "1,000 and 500 x 2,000 dense), smallcpu (small Lasso fits' CPU time: "
-                    "diabetes, a tall Zipf); with logreg, logregcv: "
+                    "diabetes, a tall Zipf), sweep (issue 29's: the Lasso on five Zipf "
+                    "shapes, logreg on five problems, CPU); with logreg, logregcv: "
                     "SparseLogisticRegressionCV against LogisticRegressionCV (default: "
                     "%(default)s)")
     ap.add_argument("--repeat", type=int, default=1, help="time each fit N times "
@@ -206,6 +261,12 @@ def main(argv=None):
         Xc, yc, _ = dense_problem(200, 60)
         strads.SparseLogisticRegression().fit(Xc, yc > np.median(yc))
         return dense_cpu(args.repeat)
+    if cases == {"sweep"}:
+        Xw, yw = make_zipf_problem(n=200, p=500)  # (numba's cache loaded, not timed)
+        for Xa in (Xw, Xw.toarray()):
+            strads.Lasso(alpha=0.01).fit(Xa, yw)
+            strads.SparseLogisticRegression().fit(Xa, yw > np.median(yw))
+        return sweep_cpu(args.repeat)
     if cases == {"smallcpu"}:
         strads.Lasso(alpha=0.1).fit(*dense_problem(200, 60)[:2])  # (JIT, not timed)
         return small_cpu(args.repeat)
