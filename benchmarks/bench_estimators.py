@@ -148,6 +148,18 @@ def dense_cpu(repeat):
           f"{total[0] / total[1]:.2f}", flush=True)
 
 
+def cpu_fit(m, X, y, repeat, fits=1):
+    """A fresh clone of ``m`` fitted ``fits`` times, ``repeat`` times: (the least CPU
+    seconds a fit, time.process_time: the machine may be shared; the last fit)."""
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.process_time()
+        for _ in range(fits):
+            est = clone(m).fit(X, y)
+        best = min(best, (time.process_time() - t0) / fits)
+    return best, est
+
+
 def small_cpu(repeat, fits=20):
     """Small Lasso fits, where a fit's fixed cost and its rounds weigh (issue 29): diabetes
     (442 x 10) and a tall Zipf 10,000 x 5,000 (10 a row), with and without intercept; CPU
@@ -158,14 +170,8 @@ def small_cpu(repeat, fits=20):
     for name, X, y, a, fi in (("diabetes 442 x 10", *load_diabetes(return_X_y=True), 0.1, True),
                               ("Zipf 10,000 x 5,000", Xz, yz, 1e-3, False),
                               ("Zipf 10,000 x 5,000", Xz, yz, 1e-3, True)):
-        t = [np.inf, np.inf]
-        for _ in range(repeat):
-            for k, m in enumerate((strads.Lasso(alpha=a, fit_intercept=fi),
-                                   sk.Lasso(alpha=a, fit_intercept=fi))):
-                t0 = time.process_time()
-                for _ in range(fits):
-                    clone(m).fit(X, y)
-                t[k] = min(t[k], (time.process_time() - t0) / fits)
+        t = [cpu_fit(m, X, y, repeat, fits)[0] for m in (
+            strads.Lasso(alpha=a, fit_intercept=fi), sk.Lasso(alpha=a, fit_intercept=fi))]
         print(f"Lasso {name} alpha {a:g} fit_intercept={fi}  strads {t[0] * 1e3:7.3f} ms  "
               f"sklearn {t[1] * 1e3:7.3f} ms  ratio {t[0] / t[1]:5.2f}", flush=True)
 
@@ -184,16 +190,8 @@ def sweep_cpu(repeat):
     intercept) on the SWEEP problems at alpha 1e-3, 1e-4, 1e-5; logistic regression
     (labels y > median) against liblinear on three of them, a uniform sparse 1,000 x
     5,000 and a dense 500 x 300, at alpha_max / 10, 100 and 1,000."""
-    def cpu(m, X, y):
-        best = np.inf
-        for _ in range(repeat):
-            t0 = time.process_time()
-            est = clone(m).fit(X, y)
-            best = min(best, time.process_time() - t0)
-        return best, est
-
     def row(label, pair, X, y, objective):
-        (ta, a), (tb, b) = cpu(pair[0], X, y), cpu(pair[1], X, y)
+        (ta, a), (tb, b) = (cpu_fit(m, X, y, repeat) for m in pair)
         f = [objective(a), objective(b)]
         print(f"{label:<40} strads {ta * 1e3:8.1f} ms  peer {tb * 1e3:8.1f} ms  ratio "
               f"{ta / tb:5.2f}  excess {f[0] / min(f) - 1:.1e} / {f[1] / min(f) - 1:.1e}",

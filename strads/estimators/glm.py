@@ -451,11 +451,15 @@ class LassoCV(RegressorMixin, _LinearModel):
                            "mse_path_": mse, **fitted})
 
     def _saved_as(self):
-        """``save`` writes the final fit as a :class:`Lasso` at ``alpha_`` (what
-        :func:`strads.load` returns: the same predictions; not the folds' path)."""
-        est = Lasso(alpha=self.alpha_, **{k: getattr(self, k) for k in _LASSO})
-        return _set(est, {k: v for k, v in vars(self).items() if k.endswith("_")
-                          and k not in ("alpha_", "alphas_", "mse_path_")})
+        return _final_fit(self, Lasso, _LASSO, "mse_path_")
+
+
+def _final_fit(cv, cls, names, path):
+    """A CV estimator's final fit as a ``cls`` at ``alpha_``, which ``save`` writes and
+    :func:`strads.load` returns (the same predictions; not the folds' ``path``)."""
+    est = cls(alpha=cv.alpha_, **{k: getattr(cv, k) for k in names})
+    return _set(est, {k: v for k, v in vars(cv).items() if k.endswith("_")
+                      and k not in ("alpha_", "alphas_", path)})
 
 
 class SparseLogisticRegressionCV(SparseLogisticRegression):
@@ -534,12 +538,7 @@ class SparseLogisticRegressionCV(SparseLogisticRegression):
                            "n_iter_": final.n_iter_})
 
     def _saved_as(self):
-        """``save`` writes the final fit as a :class:`SparseLogisticRegression` at
-        ``alpha_`` (what :func:`strads.load` returns: the same predictions)."""
-        est = SparseLogisticRegression(alpha=self.alpha_,
-                                       **{k: getattr(self, k) for k in _LOGREG})
-        return _set(est, {k: v for k, v in vars(self).items() if k.endswith("_")
-                          and k not in ("alpha_", "alphas_", "score_path_")})
+        return _final_fit(self, SparseLogisticRegression, _LOGREG, "score_path_")
 
 
 def _validated(est, X, y, **kw):
