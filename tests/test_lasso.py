@@ -399,6 +399,36 @@ def test_gap_safe_screening_only_drops_zeros_of_the_solution():
     assert not sk.coef_[screened].any()
 
 
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize("alpha", [1e-4, 1e-5])
+def test_a_tall_sparse_problem_with_a_large_support_is_solved_as_one_block(
+        fit_intercept, alpha, monkeypatch):
+    """Where the working set would hold half of the columns not screened out, fewer than
+    the rows, of a sparse X: its block is all of them, solved once to the run's tol (before:
+    15-21 rounds of looser solves of blocks about the support's size)."""
+    from sklearn.linear_model import Lasso as SkLasso
+
+    from strads.apps.lasso.aggregate import LassoAggregate
+    from strads.apps.lasso.data import make_zipf_problem
+
+    X, y = make_zipf_problem(n=3000, p=1000, per_row=20, n_informative=100, seed=1)
+    blocks, exact = [], LassoAggregate._exact
+
+    def spy(self, cols, *a, **kw):
+        blocks.append(cols.shape[0] == np.count_nonzero(~self.screened | (self.w != 0)))
+        return exact(self, cols, *a, **kw)
+    monkeypatch.setattr(LassoAggregate, "_exact", spy)
+    est = strads.Lasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-8).fit(X, y)
+    assert any(blocks) and est.n_iter_ <= 7, (blocks, est.n_iter_)
+    ref = SkLasso(alpha=alpha, fit_intercept=fit_intercept, tol=1e-12,
+                  max_iter=1_000_000).fit(X, y)
+
+    def f(m):
+        r = y - X @ m.coef_ - m.intercept_
+        return r @ r / (2 * X.shape[0]) + alpha * np.abs(m.coef_).sum()
+    assert f(est) <= f(ref) * (1 + 1e-8)
+
+
 @pytest.mark.parametrize("shape,density,ratio,intercept", [
     ((60, 200), None, 1e-3, False), ((80, 300), 0.05, 1e-4, False),
     ((200, 100), 0.1, 1e-2, True), ((50, 400), None, 1e-4, True)])

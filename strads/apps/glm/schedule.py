@@ -707,6 +707,7 @@ class WorkingSet(_Clocked):
             nonzero = agg.w != 0
             size = max(self.min_size, 2 * int(np.count_nonzero(nonzero)))
             pool, score = working_set(nonzero, agg.prio, size)
+            pool = self._or_every(pool, nonzero, size)
             cap = self.max_block
             if cap and pool.shape[0] > cap and (self.factor_cap is None or  # (factor?)
                                                 self.agg.col_nnz[pool].sum() > self.factor_cap):
@@ -723,6 +724,26 @@ class WorkingSet(_Clocked):
             self.pending_full = False
             return agg.full_task()
         return self._wait()
+
+    def _or_every(self, pool, nonzero, size):
+        """Every coordinate not screened out, where they are fewer than the rows (a
+        problem coordinate descent solves fast: X's columns independent, as a rule), the
+        working set's ``size`` is half of them or more, and their block is a sparse X_B
+        with under half as many non-zeros as entries in its Gram (solved from X_B, a pass
+        costs its non-zeros; a dense X's Gram costs n m^2 to build) that needs no cut:
+        that block, the whole problem, is solved once to the run's tol (the aggregate's
+        rule) instead of over rounds of looser solves of a block not much smaller."""
+        nnz = getattr(self.agg, "col_nnz", None)
+        screened = getattr(self.agg, "screened", None)
+        if nnz is None or screened is None:
+            return pool
+        live = np.flatnonzero(nonzero | ~screened)
+        m, cost = live.shape[0], float(nnz[live].sum())
+        if 2 * size < m or m >= self.agg.n or 2 * cost >= float(m) * m:
+            return pool
+        cut = self.max_block and m > self.max_block and (
+            self.factor_cap is None or cost > self.factor_cap)
+        return pool if cut else live
 
     def _cut(self, order):
         """Pieces of ``order``: each the longest run whose dense Gram (``max_block``

@@ -108,10 +108,12 @@ class LassoAggregate(GLMAggregate):
         # as skglm: to a fraction of the block's worst violation at the last full round;
         # a block of every moving coordinate to the run's tol on a dense path (warm
         # starts), or once the last block solve kept its support (the face found: else
-        # the next full round finds new violators and a tight solve is wasted)
+        # the next full round finds new violators and a tight solve is wasted), or if
+        # it holds every coordinate not screened out (none can join from outside)
         tol = 0.3 * np.sqrt(self.prio[cols].max())
-        if (self.col_nnz is None if self.path is not None else
-                self.run_tol > 0 and self.settled) and self._whole(cols):
+        every = cols.shape[0] == np.count_nonzero(~self.screened | (self.w != 0))
+        if (self.col_nnz is None or every if self.path is not None else
+                self.run_tol > 0 and (self.settled or every)) and self._whole(cols):
             tol = min(tol, self._move_tol())
         tol = max(tol, 1e-14 * np.sqrt(self.y_sq))
         mu = NO_MU if self.mu is None else self.mu[cols]
