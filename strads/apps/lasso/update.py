@@ -191,7 +191,7 @@ class LassoUpdate(GLMUpdate):
             return (old if m == old_cols.shape[0] else old.take(pos, 0).take(pos, 1),
                     pos[:0])
         G = np.empty((m, m))
-        G[np.ix_(hit, hit)] = old[np.ix_(pos[hit], pos[hit])]
+        GK.gram_keep(old, pos, hit, G)
         return G, np.flatnonzero(~hit)
 
     def _gram_dense(self, cols, late, one_piece=False):

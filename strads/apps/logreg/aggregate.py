@@ -278,7 +278,7 @@ class LogRegAggregate(GLMAggregate):
         else:
             Gx = _sum(partials, "Gx")  # (k, m): the rows of the new columns
             G = np.empty((cols.shape[0], cols.shape[0]))
-            G[np.ix_(keep, keep)] = self.G[np.ix_(pos, pos)]
+            GK.gram_keep(self.G, np.searchsorted(self.G_cols, cols), keep, G)
             at = np.searchsorted(cols, new)
             G[at, :] = Gx
             G[:, at] = Gx.T
