@@ -464,6 +464,8 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
      "held/0 is not a slice of this run's"),
     ("lda", 1, _set(["update", "seed"], {"f": float.hex(1.5)}), "attributes seed"),
     ("lda", 0, _set(["aggregate", "K"], {"v": -1}), "attributes K"),
+    ("lda", 0, _set(["schedule", "per_sweep"], {"v": 0}), "the layout (workers, staleness"),
+    ("lda", 0, _set(["schedule", "s1"], {"v": 3}), "is not one this run makes"),
     ("mf", 0, _set(["aggregate", "shape"], {"tuple": [{"v": 20}, {"v": 30}]}),
      "attributes shape"),
     ("mf", 1, _pending, "sides/0/pending: not columns of this run's"),
@@ -476,6 +478,7 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("lda", 1, _array("update:z", 0, 2**16 - 1), "z: 0 .. 65535", 3),
     ("lda", 1, _array("update:z", 0, -1), "update.z: int32 array of shape", 3),
     ("lda", 1, _set(["update", "d0", "v"], 2**63), "does not fit this run on 3 workers", 3),
+    ("lda", 0, _set(["schedule", "per_sweep"], {"v": 0}), "is not one this run makes", 3),
 ]
 
 

@@ -1,6 +1,8 @@
 """LDA schedules: ``model`` (STRADS: vocabulary slices rotating among the workers) and
 ``data`` (YahooLDA-style); a staleness beyond the useful maximum is refused, never clamped
 (docs/apps/lda.md)."""
+import numpy as np
+
 from ...api import Schedule
 from ...errors import DataError
 
@@ -37,6 +39,18 @@ class _LDASchedule(Schedule):
         if self.offset:  # the slices rotate from the layout's start
             task["phase"] = phase
         return task
+
+    def load_state(self, state):
+        """A checkpoint's layout, checked: this run's staleness, rounds a sweep as the
+        workers and staleness make them, offset and sweeps done counts."""
+        s1 = self.s1
+        super().load_state(state)
+        count = [isinstance(v, (int, np.integer)) and v >= least for v, least in (
+            (self.W, 1), (self.offset, 0), (self.sweeps0, 0))]
+        if self.s1 != s1 or not all(count) or \
+                self.per_sweep != self.rounds_per_sweep(self.W, self.s1):
+            raise ValueError("the layout (workers, staleness, rounds a sweep, first round, "
+                             "sweeps done) is not one this run makes")
 
     def resume_on(self, n_workers, round):
         """The layout starts again at ``round`` (the slices are cut for the new number
