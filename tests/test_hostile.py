@@ -471,6 +471,11 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("mf", 1, _pending, "sides/0/pending: not columns of this run's"),
     ("mf", 1, _set(["update", "scores"], {"list": [{"v": 5}]}), "scores: not (iteration"),
     ("lasso", 0, _array("aggregate:face/1", 0, 400), "face: not a factor of this run's"),
+    ("lasso", 1, _array("update:r", 0, np.nan), "LassoUpdate: r: not finite"),
+    ("lasso", 0, _set(["schedule", "block"], {"v": 10**12}), "block: 1000000000000 is not"),
+    ("lasso", 1, _set(["update", "n_rows"], {"v": 3}), "attributes n_rows"),  # (from data)
+    ("lasso", 1, _array("update:gram_cache/0", -1, 10**6),
+     "gram_cache: not a Gram of this run's columns"),
     ("lasso", 0, _set(["aggregate", "face", "list", 2, "v"], 10**6), "face: not a factor"),
     ("lasso", 0, _array("aggregate:face/0", (0, 0), np.nan), "face: not a factor"),
     ("lasso", 0, _set(["aggregate", "face", "list", 2], {"f": "0x1.8p+0"}), "face: not a"),

@@ -343,6 +343,9 @@ def gram_keep(old, pos, keep, G):
     """G[a, b] = old[pos[a], pos[b]] where ``keep[a]`` and ``keep[b]``: a kept Gram's
     entries in the next block's (numpy's boolean ``ix_`` costs 10x on this)."""
     for a in range(G.shape[0]):
+        if keep[a] and not 0 <= pos[a] < min(old.shape[0], old.shape[1]):
+            raise IndexError("a kept Gram's column is out of range")
+    for a in range(G.shape[0]):
         if keep[a]:
             pa = pos[a]
             for b in range(G.shape[0]):

@@ -72,8 +72,16 @@ class _Clocked(Schedule):
         while self._flight and self._flight[0][0] < done:
             self.busy[self._flight.popleft()[1]] = False
 
+    #: counts that size a round's arrays: at most the coordinates (or the run's --block)
+    _SIZES = ("block",)
+
     def load_state(self, state):
+        top = max(self.p, *(getattr(self, k) or 0 for k in self._SIZES))
         super().load_state(state)
+        for k in self._SIZES:
+            v = getattr(self, k)
+            if v is not None and not (isinstance(v, (int, np.integer)) and 0 <= v <= top):
+                raise ValueError(f"{k}: {v!r} is not a count of this run's coordinates")
         held = np.zeros(self.p, dtype=np.bool_)  # the rounds in flight hold what is busy
         for item in self._flight:
             cols = item[1] if isinstance(item, tuple) and len(item) == 2 else None
@@ -201,6 +209,7 @@ class Priority(_Jacobi):
     checkpoint_skip = _Jacobi.checkpoint_skip + ("cols", "_head", "_known", "_conf", "_gptr",
                                                 "_out", "_filled", "_G", "_exact",
                                                 "_last_exact")
+    _SIZES = ("block", "_n_kept", "filter_cap", "_plain_cap", "_plain_last")
     # the priority draws (the coordinates that move most, often neighbours) can
     # overshoot together: every rise halves the step as well as the block
     damp_with_block = True

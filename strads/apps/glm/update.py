@@ -12,8 +12,10 @@ from . import kernels as K
 class GLMUpdate(Update):
     #: the datafit's data module (its ``read_part(peers, shard)`` reads a file's part)
     data = None
-    # (__init__ makes them again; priority's held pool heals at its next purchase)
-    checkpoint_skip = ("facts", "norms", "sq_norms", "_held", "_slot", "_PG")
+    # (__init__ makes them again, from the shard: a checkpoint's are never taken; priority's
+    # held pool heals at its next purchase)
+    checkpoint_skip = ("facts", "norms", "sq_norms", "_held", "_slot", "_PG", "sparse",
+                       "n_rows", "n_features")
     _held = _slot = _PG = None  # priority's pool: its columns, their rows, its Gram
 
     def __init__(self, shard):
@@ -44,6 +46,13 @@ class GLMUpdate(Update):
     @property
     def rows(self):
         return self.n_rows
+
+    def load_state(self, state):
+        """A checkpoint's per-row state (residual, margins, weights...) is finite."""
+        super().load_state(state)
+        for k, v in state.items():
+            if not _finite(v):
+                raise ValueError(f"{k}: not finite")
 
     def report(self):
         facts, self.facts = self.facts, None  # (asked once: worker 0's p-sized facts go)
@@ -185,6 +194,14 @@ class GLMUpdate(Update):
 
 
 NO_WEIGHTS = np.empty(0)  # (a Gram matrix without weights: X' X)
+
+
+def _finite(v):
+    if isinstance(v, (list, tuple)):
+        return all(_finite(x) for x in v)
+    if isinstance(v, (float, np.floating, np.ndarray)) and np.asarray(v).dtype.kind == "f":
+        return bool(np.isfinite(v).all())
+    return True
 
 
 def kernel_form(a, n_rows=None):

@@ -14,6 +14,18 @@ from . import data
 class LassoUpdate(GLMUpdate):
     data = data
 
+    def load_state(self, state):
+        """As GLMUpdate's; the kept Gram (its columns index X) is one of this run's."""
+        super().load_state(state)
+        kept = self.gram_cache
+        cols, G = kept if isinstance(kept, tuple) and len(kept) == 2 else (None, None)
+        if not (isinstance(cols, np.ndarray) and cols.dtype == np.int64 and cols.ndim == 1
+                and (np.diff(cols) > 0).all() and (cols.shape[0] == 0 or (
+                    cols[0] >= 0 and cols[-1] < self.n_features))
+                and isinstance(G, np.ndarray) and G.dtype == np.float64
+                and G.shape == (cols.shape[0],) * 2):
+            raise ValueError("gram_cache: not a Gram of this run's columns")
+
     def __init__(self, shard):
         super().__init__(shard)
         self.r = self.y.copy()

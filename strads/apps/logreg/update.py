@@ -29,7 +29,8 @@ DAMPING = 1e-6
 
 class LogRegUpdate(GLMUpdate):
     data = data
-    checkpoint_skip = GLMUpdate.checkpoint_skip + ("xb",)  # (a cache)
+    # a cache and scratch (a forged mark would leave rows' weights stale)
+    checkpoint_skip = GLMUpdate.checkpoint_skip + ("xb", "mark", "touched", "count")
 
     def __init__(self, shard):
         super().__init__(shard)
