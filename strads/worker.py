@@ -194,9 +194,11 @@ class WorkerHost:
             # has none to compare with)
             raise _ckpt.CheckpointError(f"{msg.folder}: the checkpoint does not fit this "
                                         f"run on {len(mine)} workers ({e})") from None
-        _ckpt.restore({"update": _ckpt.encode(up.state(), name)}, "update", fresh,
-                      f"{msg.folder} on {len(mine)} workers",
+        where = f"{msg.folder} on {len(mine)} workers"
+        state = up.state()
+        _ckpt.restore({"update": _ckpt.encode(state, name)}, "update", fresh, where,
                       tuple(getattr(up, "checkpoint_sized", ())))
+        _ckpt.load(up, state, where)  # (the app's checks of its values, as a plain resume)
         self.version = msg.round
         return Ready(None)
 

@@ -436,6 +436,10 @@ def app_checkpoints(tmp_path_factory):
     XD = np.random.default_rng(5).standard_normal((40, 400))  # dense p > n: a face kept
     fits["lasso"] = lambda **kw: lasso.fit(XD, XD[:, :10].sum(axis=1), lambda_ratio=1e-3,
                                            tol=0, quiet=True, **{"workers": 2, **kw})
+    from strads.apps import logreg
+    XL = sp.random(200, 300, density=0.05, random_state=7, format="csc")
+    fits["logreg"] = lambda **kw: logreg.fit(XL, XL[:, :10].sum(axis=1).A1 > 0, tol=0,
+                                             quiet=True, **{"workers": 2, **kw})
     outs = {}
     for app, fit in fits.items():
         outs[app] = tmp_path_factory.mktemp(app)
@@ -473,6 +477,9 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("lasso", 0, _array("aggregate:face/1", 0, 400), "face: not a factor of this run's"),
     ("lasso", 1, _array("update:r", 0, np.nan), "LassoUpdate: r: not finite"),
     ("lasso", 0, _set(["schedule", "block"], {"v": 10**12}), "block: 1000000000000 is not"),
+    ("logreg", 1, _array("update:wts", 0, 7.0), "not the logistic loss's at the margins m"),
+    ("logreg", 1, _array("update:m", 0, np.inf), "LogRegUpdate: m: not finite"),
+    ("logreg", 1, _array("update:m", 0, np.nan), "LogRegUpdate: m: not finite", 3),
     ("lasso", 1, _set(["update", "n_rows"], {"v": 3}), "attributes n_rows"),  # (from data)
     ("lasso", 1, _array("update:gram_cache/0", -1, 10**6),
      "gram_cache: not a Gram of this run's columns"),

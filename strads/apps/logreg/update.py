@@ -32,6 +32,16 @@ class LogRegUpdate(GLMUpdate):
     # a cache and scratch (a forged mark would leave rows' weights stale)
     checkpoint_skip = GLMUpdate.checkpoint_skip + ("xb", "mark", "touched", "count")
 
+    def load_state(self, state):
+        """As GLMUpdate's; r, wts and ell are the loss's at the margins m, and the kept
+        sigmoids in [0, 1] (a forged one overflowed the extrapolation)."""
+        super().load_state(state)
+        at = [np.empty_like(self.m) for _ in range(3)]
+        K.refresh(self.y, self.m, *at)
+        if not all(np.array_equal(a, b) for a, b in zip(at, (self.r, self.wts, self.ell))) \
+                or not all(((h >= 0) & (h <= 1)).all() for h in self.hist):
+            raise ValueError("r, wts, ell, hist: not the logistic loss's at the margins m")
+
     def __init__(self, shard):
         super().__init__(shard)
         n = self.n_rows
