@@ -5,13 +5,13 @@ import scipy.sparse as sp
 
 from ... import params
 from ...errors import DataError
-from ..glm.schedule import (SCHEDULES, WORKING_SET_MIN, Priority, WorkingSet,
-                            max_staleness)
+from ..glm.schedule import SCHEDULES, Priority, max_staleness
 from ..glm.setup import (GRAM_BUDGET, MiB, Datafit, check_gap_ref, default_gram_budget,
                          gram_block_cap, gram_budget)
 from . import data
 from .aggregate import LassoAggregate
 from .data import load, make_problem
+from .schedule import WORKING_SET_MIN, WorkingSet
 from .update import LassoUpdate
 
 __all__ = ["fit", "lambda_max", "objective", "load", "make_problem", "near_duplicates",
