@@ -478,6 +478,9 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("lasso", 1, _array("update:r", 0, np.nan), "LassoUpdate: r: not finite"),
     ("lasso", 0, _set(["schedule", "block"], {"v": 10**12}), "block: 1000000000000 is not"),
     ("logreg", 1, _array("update:wts", 0, 7.0), "not the logistic loss's at the margins m"),
+    ("logreg", 0, _array("aggregate:G_cols", 0, -5), "not a working set and kept Gram"),
+    ("logreg", 0, _set(["aggregate", "plans"], {"v": 2**63}), "plans: not a count"),
+    ("logreg", 0, _set(["aggregate", "p"], {"v": 301}), "attributes p"),
     ("logreg", 1, _array("update:m", 0, np.inf), "LogRegUpdate: m: not finite"),
     ("logreg", 1, _array("update:m", 0, np.nan), "LogRegUpdate: m: not finite", 3),
     ("lasso", 1, _set(["update", "n_rows"], {"v": 3}), "attributes n_rows"),  # (from data)

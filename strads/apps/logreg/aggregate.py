@@ -35,7 +35,7 @@ class LogRegAggregate(GLMAggregate):
     floor = False  # a fresh Gram's step overshot: the next Grams are floored (_choose_ws)
     # setup() (or begin(), from the workers' reports) sets them again
     checkpoint_skip = GLMAggregate.checkpoint_skip + ("tol", "block_cap", "min_size",
-                                                      "reuse", "col_share", "x_nnz")
+                                                      "reuse", "col_share", "x_nnz", "p")
     # X's non-zeros by column, as shares, and in all (the datafit sets them; None: not known)
     col_share = x_nnz = None
 
