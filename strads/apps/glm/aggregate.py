@@ -34,6 +34,7 @@ class GLMAggregate(Aggregate):
     anchor = None  # the last accepted Jacobi round: (version, objective, cols, q)
     trial = ()  # the steps since: (version they are seen at, cols, delta, safe)
     reject_at = 0  # rounds computed before this version saw a rejected point
+    check_loaded = None  # a datafit's checks of its loaded state: a method raising ValueError
 
     @property
     def rise(self):
@@ -251,7 +252,6 @@ class GLMAggregate(Aggregate):
 
     def load_state(self, state):
         super().load_state(state)
-        p = self.w.shape[0]
         big = [k for k, v in state.items() if isinstance(v, (int, np.integer))
                and not isinstance(v, (bool, np.bool_)) and abs(int(v)) >= 2 ** 62]
         if big:
@@ -261,8 +261,8 @@ class GLMAggregate(Aggregate):
         if not (isinstance(self.l1_at, deque) and 0 <= self.l1_base <= self.done and
                 len(self.l1_at) == self.done - self.l1_base + 1):
             raise ValueError("l1_at: not the penalty at each version from l1_base on")
-        if getattr(self, "G_cols", None) is not None or getattr(self, "ws", None) is not None:
-            _check_kept(self, p)
+        if self.check_loaded is not None:
+            self.check_loaded()
         t = self._tree  # (the schedule descends it to a coordinate): its leaves' sums
         if t is not None and not np.array_equal(t, K.tree_build(
                 t[t.shape[0] // 2:][:self.w.shape[0]])):
@@ -281,38 +281,6 @@ class GLMAggregate(Aggregate):
         coef = np.zeros(self.n_features)
         coef[self.kept] = self.w
         return coef
-
-
-def _coords(a, p, sorted_=False):
-    return (isinstance(a, np.ndarray) and a.dtype.kind in "iu" and a.ndim == 1 and
-            ((a >= 0) & (a < p)).all() and (not sorted_ or (np.diff(a) > 0).all()))
-
-
-def _check_kept(agg, p):
-    """Logistic regression's working set, planned block and kept Gram (dense, CSR or
-    factored: numba's kernels index with their pointers) as this run makes them."""
-    cols, G, nxt = agg.G_cols, agg.G, agg._next
-    ok = (agg.ws is None or _coords(agg.ws, p)) and (cols is None or _coords(cols, p, True)) and (
-        nxt is None or isinstance(nxt, dict) and all(_coords(nxt[k], p) for k in (
-            "cols", "new") if k in nxt))
-    m = -1 if cols is None else cols.shape[0]
-    if ok and isinstance(G, np.ndarray):
-        ok = G.shape == (m, m) and G.dtype == np.float64 and bool(np.isfinite(G).all())
-    elif ok and G is not None:
-        ok = isinstance(G, tuple) and len(G) in (5, 6) and G[0] in ("csr", "factor")
-        if ok:
-            ptr, idx, vals = G[1:4]
-            top = m if G[0] == "csr" else G[5] if len(G) == 6 else -1  # (F's rows: n)
-            ok = (_coords(ptr, 2 ** 62) and ptr.shape == (m + 1,) and ptr[0] == 0 and
-                  (np.diff(ptr) >= 0).all() and isinstance(top, (int, np.integer)) and
-                  top <= agg.n and
-                  _coords(idx, max(int(top), 0)) and ptr[-1] == idx.shape[0] and
-                  isinstance(vals, np.ndarray) and vals.shape == idx.shape and
-                  bool(np.isfinite(vals).all()) and isinstance(G[4], np.ndarray) and
-                  G[4].shape == (m,) and bool(np.isfinite(G[4]).all()))
-    if not ok:
-        raise ValueError("ws, _next, G, G_cols: not a working set and kept Gram of this "
-                         "run's coordinates")
 
 
 RISE = 1e-9  # an objective rise the schedules count (relative)

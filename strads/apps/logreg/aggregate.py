@@ -13,6 +13,7 @@ from ..glm import kernels as GK
 from ..glm.aggregate import GLMAggregate, _factor, _gram_sum, _stack, _sum
 from ..glm.schedule import working_set
 from . import kernels as K
+from .checks import check_kept
 from .update import ACCEL
 
 EPS_TOL = 0.3  # a working set is solved to 0.3 of the worst violation (as skglm)
@@ -38,6 +39,7 @@ class LogRegAggregate(GLMAggregate):
                                                       "reuse", "col_share", "x_nnz", "p")
     # X's non-zeros by column, as shares, and in all (the datafit sets them; None: not known)
     col_share = x_nnz = None
+    check_loaded = check_kept  # (its working set, planned block and kept Gram)
 
     @staticmethod
     def lambda_for(ratio, xty, n):

@@ -1,0 +1,43 @@
+"""Logistic regression's checks of a checkpoint's aggregate state, beyond the shared
+ones (``GLMAggregate.load_state``): docs/failures.md, "A checkpoint is untrusted input"."""
+import numpy as np
+
+
+def check_kept(agg):
+    """Its working set, planned block and kept Gram (dense, CSR or factored: numba's
+    kernels index with their pointers) as this run makes them."""
+    if not _kept_ok(agg):
+        raise ValueError("ws, _next, G, G_cols: not a working set and kept Gram of this "
+                         "run's coordinates")
+
+
+def _kept_ok(agg):
+    p, cols, G, nxt = agg.w.shape[0], agg.G_cols, agg.G, agg._next
+    blocks = [agg.ws, cols] + ([nxt.get("cols"), nxt.get("new")]
+                               if isinstance(nxt, dict) else [] if nxt is None else [0])
+    if not all(a is None or _indices(a, p) for a in blocks):
+        return False
+    if cols is not None and (np.diff(cols) <= 0).any():
+        return False
+    m = -1 if cols is None else cols.shape[0]
+    if G is None or isinstance(G, np.ndarray):
+        return G is None or G.shape == (m, m) and G.dtype == np.float64 and _finite(G)
+    if cols is None or not (isinstance(G, tuple) and len(G) in (5, 6) and
+                            G[0] in ("csr", "factor")):
+        return False
+    ptr, idx, vals, diag = G[1:5]
+    rows = m if G[0] == "csr" else G[5] if len(G) == 6 else -1  # (the factor's: n)
+    return (isinstance(rows, (int, np.integer)) and 0 <= rows <= agg.n and
+            _indices(ptr, 2 ** 62) and ptr.shape == (m + 1,) and ptr[0] == 0 and
+            (np.diff(ptr) >= 0).all() and _indices(idx, rows) and ptr[-1] == len(idx) and
+            _finite(vals) and vals.shape == idx.shape and _finite(diag) and
+            diag.shape == (m,))
+
+
+def _indices(a, top):
+    return (isinstance(a, np.ndarray) and a.dtype.kind in "iu" and a.ndim == 1 and
+            ((a >= 0) & (a < top)).all())
+
+
+def _finite(a):
+    return isinstance(a, np.ndarray) and a.dtype == np.float64 and bool(np.isfinite(a).all())
