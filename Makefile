@@ -18,6 +18,9 @@ $(STAMP): setup.py Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(EDITABLE) -e ".[test,mpich]"
 	$(BIN)/python -m strads compile  # numba's cache: no run waits for its kernels
+	# the bytecode too: where PYTHONDONTWRITEBYTECODE is set, each process (every rank of
+	# every run) would compile strads' modules from source again
+	$(BIN)/python -m compileall -q strads
 	touch $@
 
 install: $(STAMP)

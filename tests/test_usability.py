@@ -3,6 +3,7 @@ progress line's ETA and labels, --help texts and defaults, one usage or error li
 under mpiexec, a killed rank's leftovers, an LDA run taken further on resume."""
 import glob
 import io
+import json
 import os
 import re
 import shutil
@@ -79,24 +80,42 @@ def test_strads_compile_fills_the_cache(tmp_path):
     assert p.returncode == 2 and "unknown app 'svm'" in p.stderr
 
 
-@pytest.mark.long
-@pytest.mark.timeout(900)
+# Every strads kernel's specialisations a process made (compiled or loaded from the cache)
+SIGNATURES = """
+import json, sys
+from numba.core.dispatcher import Dispatcher
+{run}
+print(json.dumps(sorted(
+    f"{{name}}.{{k}}{{s}}" for name, mod in list(sys.modules.items())
+    if name.startswith("strads.") and mod is not None
+    for k, v in vars(mod).items() if isinstance(v, Dispatcher)
+    and v.py_func.__module__ == name for s in v.signatures)))
+"""
+
+
 def test_strads_compile_covers_files_and_schedules(tmp_path):
-    """`python -m strads compile logreg` compiles the LIBSVM reader's, the parallel load's
-    and the priority schedule's kernels too: a first run on a user's file with
-    `--schedule priority` compiles nothing."""
+    """`python -m strads compile logreg` makes every kernel specialisation that a run on a
+    user's LIBSVM file with `--schedule priority` and two workers makes (the reader's, the
+    parallel load's, the priority schedule's): that run compiles nothing after it. Read
+    from the specialisations each process holds, whatever the cache already has."""
     from sklearn.datasets import dump_svmlight_file
 
-    env = {"NUMBA_CACHE_DIR": str(tmp_path / "filled")}
-    p = run_cli(["strads", "compile", "logreg"], env=env, timeout=600)
-    assert p.returncode == 0, p.stderr
     rng = np.random.default_rng(1)
     X = rng.standard_normal((300, 50)) * (rng.random((300, 50)) < 0.2)
     dump_svmlight_file(X, np.sign(X[:, 0] + 0.1), str(tmp_path / "a.svm"), zero_based=False)
-    p = run_cli(["strads.apps.logreg", "--data", str(tmp_path / "a.svm"), "--schedule",
-                 "priority", "--workers", "2", "--max-rounds", "20"], env=env, timeout=600)
-    assert p.returncode == 0, p.stderr
-    assert "round" in p.stderr and COMPILING not in p.stderr
+    argv = ["--data", str(tmp_path / "a.svm"), "--schedule", "priority", "--workers", "2",
+            "--max-rounds", "20", "--quiet"]
+    made = {}
+    for what, run in (
+            ("compile", "from strads.__main__ import compile_apps; compile_apps(['logreg'])"),
+            ("run", f"from strads.apps.logreg.__main__ import main; main({argv!r})")):
+        p = subprocess.run([sys.executable, "-c", SIGNATURES.format(run=run)],
+                           capture_output=True, text=True, timeout=600, env=child_env(),
+                           cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        made[what] = set(json.loads(p.stdout.splitlines()[-1]))
+    assert any("svmlight" in s for s in made["run"]), made["run"]
+    assert made["run"] <= made["compile"], made["run"] - made["compile"]
 
 
 def test_mf_labels_its_two_runs(capsys):
