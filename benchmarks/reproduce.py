@@ -39,9 +39,9 @@ def sizes(size):
     return dict(
         workers=2, mpi=k > 0, log_interval=pick(0, 0.02, 0.05),
         lasso=sparse(pick(1000, 50000, 200000), pick(0.02, 0.01, 0.002), pick(20, 100, 500),
-                     pick(1, 40, 240)),
+                     pick(0.3, 40, 240)),
         logreg=sparse(pick(1000, 20000, 100000), pick(0.02, 0.01, 0.005),
-                      pick(20, 100, 300), pick(1, 30, 150)),
+                      pick(20, 100, 300), pick(0.3, 30, 150)),
         lda=dict(n_docs=pick(200, 15000, 30000), n_words=pick(500, 10000, 50000),
                  doc_length=pick(40, 100, 150), topics=pick(10, 50, 100),
                  sweeps=pick(6, 40, 60)),
@@ -218,8 +218,6 @@ def warm_up(ctx, exps):
         files = write_ratings(ctx.out / "runs" / "warmup", mf_problem(dict(
             n_users=100, n_items=50, n_ratings=1500), None, 0))
         jobs.append(("mf", "file", files + ["--iters", 2], False))
-    if ctx.size == "tiny":  # a smoke test: one warm-up run per app is enough
-        jobs = [j for k, j in enumerate(jobs) if j[0] not in {x[0] for x in jobs[:k]}]
     for app, name, flags, mpi in jobs:
         ctx.cli("warmup", f"{app}-{name}", app, flags + ["--log-interval", 0], workers=2,
                 mpi=mpi)
@@ -656,24 +654,24 @@ checked, and no paper number other than 10x and 5x is used.
 
 ## How the runs were timed
 
-{tiny}- A warm-up ran first: a tiny run of every app and schedule used (in one process and
-  under mpiexec), so numba's on-disk cache held every kernel. **Times exclude JIT
-  compilation for every method** (loading a cached kernel, milliseconds, is included). The
+{warm} The
   strads times are the engine's loop time (`wall_s` in trace.csv: from the first round;
   process start, data generation and loading excluded); LIBMF's time is its `fit()` call.
 - Within a figure: the same data, the same stopping rule (Lasso, logreg: duality gap <= tol
   x objective or the same time limit; LDA: the same number of sweeps; MF: the same number
   of outer iterations / epochs) and the same number of cores for every method.
 """
-TINY = """- **--tiny (a smoke test, not a measurement)**: the warm-up ran one run per app only, so
-  a time below may include JIT compilation where numba's on-disk cache was cold.
-"""
+WARM = """- A warm-up ran first: a tiny run of every app and schedule used (in one process and
+  under mpiexec), so numba's on-disk cache held every kernel. **Times exclude JIT
+  compilation for every method** (loading a cached kernel, milliseconds, is included)."""
+TINY = """- **--tiny (a smoke test, not a measurement)**: no warm-up ran, so a time below may include
+  JIT compilation where numba's on-disk cache was cold (`make install` fills it)."""
 
 
 def write_report(ctx, cmdline, exps):
     (cores, desc), S = machine(), ctx.S
     L = [HEAD.format(cmdline=cmdline, size=ctx.size, wall=ctx.elapsed(), desc=desc,
-                     cores=cores, tiny=TINY if ctx.size == "tiny" else "")]
+                     cores=cores, warm=TINY if ctx.size == "tiny" else WARM)]
     w = L.append
     for app in ("lasso", "logreg"):
         ref = ctx.cache.get(f"{app}_ref")
@@ -771,8 +769,9 @@ def main(argv=None):
     cmdline = shlex.join(["python", "benchmarks/reproduce.py",
                           *(argv if argv is not None else sys.argv[1:])])
     ctx.say(f"reproduce: size {ctx.size}, experiments {', '.join(exps)}, out {ctx.out}")
-    ctx.say("warm-up: tiny runs so that numba's cache is warm for every method")
-    warm_up(ctx, exps)
+    if ctx.size != "tiny":  # (--tiny: a smoke test, its runs tiny already)
+        ctx.say("warm-up: tiny runs so that numba's cache is warm for every method")
+        warm_up(ctx, exps)
     fns = dict(lasso=lambda c: exp_sparse(c, "lasso"), logreg=lambda c: exp_sparse(
         c, "logreg"), lda=exp_lda, mf=exp_mf, scaling=exp_scaling, staleness=exp_staleness)
     for e in exps:

@@ -647,7 +647,7 @@ def test_a_small_xs_step_round_is_its_full_round_too(monkeypatch):
     assert X.nnz <= aggregate.ROUND_OPS
     lam = logreg.LogRegAggregate.lambda_for(0.1, X.T @ y, X.shape[0])
     ref = l1_logistic(solver="liblinear", C=1 / (X.shape[0] * lam), fit_intercept=False,
-                      tol=1e-12, max_iter=10**5).fit(X, y)
+                      tol=1e-12, max_iter=10**5, random_state=3).fit(X, y)
     f_ref = logreg.objective(X, y, ref.coef_.ravel(), lam)
     rounds = {}
     for ops in (0, aggregate.ROUND_OPS):
