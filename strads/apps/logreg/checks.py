@@ -2,13 +2,24 @@
 ones (``GLMAggregate.load_state``): docs/failures.md, "A checkpoint is untrusted input"."""
 import numpy as np
 
+from .update import ACCEL
+
 
 def check_kept(agg):
     """Its working set, planned block and kept Gram (dense, CSR or factored: numba's
-    kernels index with their pointers) as this run makes them."""
+    kernels index with their pointers) as this run makes them; the pending direction
+    (a kernel reads it beside its block's coefficients) and the last full rounds' q."""
     if not _kept_ok(agg):
         raise ValueError("ws, _next, G, G_cols: not a working set and kept Gram of this "
                          "run's coordinates")
+    nxt, d, p = agg._next, agg.d, agg.w.shape[0]
+    if d is not None and not (_finite(d) and d.ndim == 1 and (
+            not isinstance(nxt, dict) or nxt.get("kind") != "trial"
+            or d.shape == nxt["cols"].shape)):
+        raise ValueError("d: not the direction of this run's planned block")
+    if not (isinstance(agg.q_hist, list) and len(agg.q_hist) <= ACCEL + 1 and
+            all(_finite(q) and q.shape == (p,) for q in agg.q_hist)):
+        raise ValueError(f"q_hist: not full rounds' gradients over {p:,} coordinates")
 
 
 def _kept_ok(agg):

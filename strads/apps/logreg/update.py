@@ -33,9 +33,18 @@ class LogRegUpdate(GLMUpdate):
     checkpoint_skip = GLMUpdate.checkpoint_skip + ("xb", "mark", "touched", "count")
 
     def load_state(self, state):
-        """As GLMUpdate's; r, wts and ell are the loss's at the margins m, and the kept
-        sigmoids in [0, 1] (a forged one overflowed the extrapolation)."""
+        """As GLMUpdate's; every per-row array has this worker's rows (those the fresh
+        object has None or [] of are not checked by shape on load: the kernels index with
+        them), r, wts and ell are the loss's at the margins m, and the kept sigmoids are
+        in [0, 1] (a forged one overflowed the extrapolation)."""
         super().load_state(state)
+        rows = [self.m, self.r, self.wts, self.ell, *self.hist] + [
+            a for a in (self.zc, self.gram_w) if a is not None]
+        if len(self.hist) > ACCEL + 1 or not all(
+                isinstance(a, np.ndarray) and a.shape == (self.n_rows,)
+                and a.dtype == np.float64 for a in rows):
+            raise ValueError(f"a per-row array is not {self.n_rows:,} floats (this "
+                             "worker's rows)")
         at = [np.empty_like(self.m) for _ in range(3)]
         K.refresh(self.y, self.m, *at)
         if not all(np.array_equal(a, b) for a, b in zip(at, (self.r, self.wts, self.ell))) \
