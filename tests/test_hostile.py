@@ -460,9 +460,9 @@ def _array(name, k, value):
     return edit
 
 
-def _longer(name):  # one row more than the worker has (a per-row array the fresh lacks)
+def _longer(name):  # its last value again: one row, coordinate or column too many
     def edit(m, a):
-        a[name] = np.append(a[name], 0.5)
+        a[name] = np.append(a[name], a[name][-1:])
     return edit
 
 
@@ -493,7 +493,9 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("logreg", 1, _longer("update:hist/0"), "a per-row array is not 100 floats"),
     ("logreg", 1, _longer("update:zc"), "a per-row array is not 100 floats"),
     ("logreg", 0, _longer("aggregate:q_hist/0"), "q_hist: not full rounds' gradients"),
-    ("logreg", 0, _longer("aggregate:d"), "d: not the direction of this run's planned"),
+    ("logreg", 0, _longer("aggregate:d"), "d: not the direction of this run's working"),
+    ("logreg", 1, _longer("update:dm"), "a per-row array is not 100 floats"),
+    ("logreg", 0, _longer("aggregate:ws"), "not a working set and kept Gram"),
     ("lasso", 1, _set(["update", "n_rows"], {"v": 3}), "attributes n_rows"),  # (from data)
     ("lasso", 1, _array("update:gram_cache/0", -1, 10**6),
      "gram_cache: not a Gram of this run's columns"),

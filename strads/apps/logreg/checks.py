@@ -13,10 +13,14 @@ def check_kept(agg):
         raise ValueError("ws, _next, G, G_cols: not a working set and kept Gram of this "
                          "run's coordinates")
     nxt, d, p = agg._next, agg.d, agg.w.shape[0]
+    steps = nxt.get("steps") if isinstance(nxt, dict) else None
+    if steps is not None and not (_finite(steps) and steps.ndim == 1 and
+                                  ((steps > 0) & (steps <= 1)).all()):
+        raise ValueError("_next: its line search's steps are not in (0, 1]")
     if d is not None and not (_finite(d) and d.ndim == 1 and (
             not isinstance(nxt, dict) or nxt.get("kind") != "trial"
-            or d.shape == nxt["cols"].shape)):
-        raise ValueError("d: not the direction of this run's planned block")
+            or d.shape == agg.ws.shape)):  # (a trial's block: the working set)
+        raise ValueError("d: not the direction of this run's working set")
     if not (isinstance(agg.q_hist, list) and len(agg.q_hist) <= ACCEL + 1 and
             all(_finite(q) and q.shape == (p,) for q in agg.q_hist)):
         raise ValueError(f"q_hist: not full rounds' gradients over {p:,} coordinates")
@@ -28,8 +32,8 @@ def _kept_ok(agg):
                                if isinstance(nxt, dict) else [] if nxt is None else [0])
     if not all(a is None or _indices(a, p) for a in blocks):
         return False
-    if cols is not None and (np.diff(cols) <= 0).any():
-        return False
+    if any(a is not None and (np.diff(a) <= 0).any() for a in (cols, agg.ws)):
+        return False  # (sorted, each column once)
     m = -1 if cols is None else cols.shape[0]
     if G is None or isinstance(G, np.ndarray):
         return G is None or G.shape == (m, m) and G.dtype == np.float64 and _finite(G)

@@ -38,18 +38,26 @@ class LogRegUpdate(GLMUpdate):
         them), r, wts and ell are the loss's at the margins m, and the kept sigmoids are
         in [0, 1] (a forged one overflowed the extrapolation)."""
         super().load_state(state)
+        spec = self.spec  # (m, r, wts, ell, loss, Gram weights or None) at a trial point
+        if spec is not None and not (isinstance(spec, tuple) and len(spec) == 6
+                                     and isinstance(spec[4], float)):
+            raise ValueError("spec: not a trial point's margins, losses and weights")
+        extra = [self.zc, self.gram_w, self.dm] + ([*spec[:4], spec[5]] if spec else [])
         rows = [self.m, self.r, self.wts, self.ell, *self.hist] + [
-            a for a in (self.zc, self.gram_w) if a is not None]
+            a for a in extra if a is not None]
         if len(self.hist) > ACCEL + 1 or not all(
                 isinstance(a, np.ndarray) and a.shape == (self.n_rows,)
                 and a.dtype == np.float64 for a in rows):
             raise ValueError(f"a per-row array is not {self.n_rows:,} floats (this "
                              "worker's rows)")
-        at = [np.empty_like(self.m) for _ in range(3)]
-        K.refresh(self.y, self.m, *at)
-        if not all(np.array_equal(a, b) for a, b in zip(at, (self.r, self.wts, self.ell))) \
-                or not all(((h >= 0) & (h <= 1)).all() for h in self.hist):
-            raise ValueError("r, wts, ell, hist: not the logistic loss's at the margins m")
+        for m, *loss in [(self.m, self.r, self.wts, self.ell)] + ([spec[:4]] if spec else []):
+            at = [np.empty_like(m) for _ in range(3)]
+            K.refresh(self.y, m, *at)
+            if not all(np.array_equal(a, b) for a, b in zip(at, loss)):
+                raise ValueError("r, wts, ell (or a trial point's): not the logistic loss's "
+                                 "at the margins m")
+        if not all(((h >= 0) & (h <= 1)).all() for h in self.hist):
+            raise ValueError("hist: not sigmoids")
 
     def __init__(self, shard):
         super().__init__(shard)
