@@ -496,6 +496,7 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("logreg", 0, _longer("aggregate:d"), "d: not the direction of this run's working"),
     ("logreg", 1, _longer("update:dm"), "a per-row array is not 100 floats"),
     ("logreg", 0, _longer("aggregate:ws"), "not a working set and kept Gram"),
+    ("logreg", 1, _set(["update", "hist"], {"v": None}), "hist: not a list"),
     ("lasso", 1, _set(["update", "n_rows"], {"v": 3}), "attributes n_rows"),  # (from data)
     ("lasso", 1, _array("update:gram_cache/0", -1, 10**6),
      "gram_cache: not a Gram of this run's columns"),

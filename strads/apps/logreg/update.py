@@ -35,9 +35,11 @@ class LogRegUpdate(GLMUpdate):
     def load_state(self, state):
         """As GLMUpdate's; every per-row array has this worker's rows (those the fresh
         object has None or [] of are not checked by shape on load: the kernels index with
-        them), r, wts and ell are the loss's at the margins m, and the kept sigmoids are
-        in [0, 1] (a forged one overflowed the extrapolation)."""
+        them), r, wts and ell are the loss's at the margins m (a trial point's too), and
+        the kept sigmoids are in [0, 1] (a forged one overflowed the extrapolation)."""
         super().load_state(state)
+        if not isinstance(self.hist, list):
+            raise ValueError("hist: not a list of the last full rounds' sigmoids")
         spec = self.spec  # (m, r, wts, ell, loss, Gram weights or None) at a trial point
         if spec is not None and not (isinstance(spec, tuple) and len(spec) == 6
                                      and isinstance(spec[4], float)):
