@@ -664,8 +664,8 @@ checked, and no paper number other than 10x and 5x is used.
 WARM = """- A warm-up ran first: a tiny run of every app and schedule used (in one process and
   under mpiexec), so numba's on-disk cache held every kernel. **Times exclude JIT
   compilation for every method** (loading a cached kernel, milliseconds, is included)."""
-TINY = """- **--tiny (a smoke test, not a measurement)**: no warm-up ran, so a time below may include
-  JIT compilation where numba's on-disk cache was cold (`make install` fills it)."""
+TINY = """- **--tiny (a smoke test, not a measurement)**: no warm-up ran, so a time below may
+  include JIT compilation where numba's on-disk cache was cold (`make install` fills it)."""
 
 
 def write_report(ctx, cmdline, exps):
