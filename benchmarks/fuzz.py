@@ -294,6 +294,10 @@ APPS = {  # (module, flags): small runs that checkpoint every round or so
     "lasso": ("strads.apps.lasso", ["--schedule", "priority", "--n-samples", "200",
                                     "--n-features", "300", "--tol", "0", "--max-rounds",
                                     "60"]),
+    "lasso-ws": ("strads.apps.lasso", ["--n-samples", "200", "--n-features", "300", "--tol",
+                                       "0", "--max-rounds", "60"]),  # (working sets)
+    "logreg": ("strads.apps.logreg", ["--n-samples", "200", "--n-features", "300", "--tol",
+                                      "0", "--max-rounds", "60"]),
     "mf": ("strads.apps.mf", ["--n-users", "120", "--n-items", "60", "--n-ratings", "1500",
                               "--early-stop", "0", "--iters", "40", "--tol", "0"]),
     "lda": ("strads.apps.lda", ["--n-docs", "60", "--n-words", "80", "--doc-length", "20",
