@@ -19,6 +19,23 @@ if not os.path.exists(MPIEXEC):
     MPIEXEC = shutil.which("mpiexec") or "mpiexec"
 
 
+def l1_logistic(cross_validated=False, **kw):
+    """scikit-learn's L1 LogisticRegression (LogisticRegressionCV if ``cross_validated``):
+    ``l1_ratio=1`` from 1.8 (``penalty`` is deprecated there and goes in 1.10),
+    ``penalty="l1"`` before. liblinear's coordinate order is random: a fixed seed
+    (unseeded, a fit took 0.1-60 s from run to run), unless ``random_state`` is given."""
+    import sklearn
+    from sklearn import linear_model
+
+    new = tuple(int(v) for v in sklearn.__version__.split(".")[:2]) >= (1, 8)
+    kw.setdefault("random_state", 0)
+    if cross_validated:
+        return linear_model.LogisticRegressionCV(
+            **kw, **({"l1_ratios": (1.0,)} if new else {"penalty": "l1"}))
+    return linear_model.LogisticRegression(
+        **kw, **({"l1_ratio": 1.0} if new else {"penalty": "l1"}))
+
+
 def installed(*modules, what="skipped"):
     """Whether every module of ``modules`` (peers the bench extra installs) imports; else
     one line, ``WHAT: tomotopy is not installed (make bench installs it)``, and False."""

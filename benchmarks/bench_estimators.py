@@ -10,7 +10,7 @@ from sklearn import linear_model as sk
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
 
-from _common import TOLS, best_of, timed
+from _common import TOLS, best_of, l1_logistic, timed
 import strads
 from strads.apps.lasso.data import make_zipf_problem
 
@@ -83,8 +83,7 @@ def same_optimum(ta, target, make, X, y, objective, budget=120.0):
 
 def liblinear(n, a, scaling, **kw):
     """scikit-learn's L1 logistic regression at strads' alpha ``a`` (C = 1 / (n a))."""
-    return sk.LogisticRegression(penalty="l1", solver="liblinear", C=1 / (n * a),
-                                 intercept_scaling=scaling, **kw)
+    return l1_logistic(solver="liblinear", C=1 / (n * a), intercept_scaling=scaling, **kw)
 
 
 def logreg_cpu(X, labels, alphas, scaling, folds):
@@ -269,7 +268,7 @@ def main(argv=None):
                     "one sample in ten)")
     args = ap.parse_args(argv)
     cases = set(args.cases.split(","))
-    warnings.filterwarnings("ignore", module="sklearn")  # (its penalty= deprecation)
+    warnings.filterwarnings("ignore", module="sklearn")  # (the peers' loose fits' warnings)
     if cases == {"densecpu"}:  # (no Zipf problem needed)
         for n, p in ((200, 60), (400, 300)):  # JIT compilation: one Gram, working sets
             strads.Lasso(alpha=0.1).fit(*dense_problem(n, p)[:2])
@@ -343,14 +342,13 @@ def main(argv=None):
                                                    scaling)
             alphas = cv.fit(X, labels).alphas_
             side_by_side("SparseLogisticRegressionCV 20 alphas x 3 folds", cv,
-                         sk.LogisticRegressionCV(Cs=list(1 / (2 * n / 3 * alphas)), cv=3,
-                                                 penalty="l1", solver="liblinear",
-                                                 intercept_scaling=scaling),
+                         l1_logistic(cross_validated=True, Cs=list(1 / (2 * n / 3 * alphas)),
+                                     cv=3, solver="liblinear", intercept_scaling=scaling),
                          X, labels, args.repeat, names=names)
         side_by_side("logreg GridSearchCV 5 alphas x 3 folds", GridSearchCV(
             strads.SparseLogisticRegression(intercept_scaling=scaling), grid, cv=3),
-            GridSearchCV(sk.LogisticRegression(penalty="l1", solver="liblinear",
-                                               intercept_scaling=scaling), {"C": C}, cv=3),
+            GridSearchCV(l1_logistic(solver="liblinear", intercept_scaling=scaling),
+                         {"C": C}, cv=3),
             X, labels, args.repeat, names=names)
 
 if __name__ == "__main__":

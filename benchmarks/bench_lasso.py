@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import installed, one_and_mpi, peer_time, read_trace, run_cli, timed_cli, to_target
+from _common import (installed, l1_logistic, one_and_mpi, peer_time, read_trace, run_cli,
+                     timed_cli, to_target)
 from strads.apps import lasso, logreg
 from strads.apps.lasso.data import make_problem
 from strads.apps.logreg.data import make_problem as logreg_problem
@@ -52,16 +53,14 @@ def logreg_peers(X, y, lam, saga=True):
     objectives of liblinear (its iterations bounded: at tol 1e-10 it may spin on
     rounding), skglm and strads at tol 1e-10."""
     from skglm import SparseLogisticRegression
-    from sklearn.linear_model import LogisticRegression
 
     C = 1 / (X.shape[0] * lam)
     makers = {"skglm": lambda tol: SparseLogisticRegression(
         alpha=lam, fit_intercept=False, tol=tol, max_iter=100),
-        "liblinear": lambda tol, max_iter=1000: LogisticRegression(
-            penalty="l1", solver="liblinear", C=C, fit_intercept=False, tol=tol,
-            max_iter=max_iter),
-        "saga": lambda tol: LogisticRegression(penalty="l1", solver="saga", C=C,
-                                               fit_intercept=False, tol=tol, max_iter=100)}
+        "liblinear": lambda tol, max_iter=1000: l1_logistic(
+            solver="liblinear", C=C, fit_intercept=False, tol=tol, max_iter=max_iter),
+        "saga": lambda tol: l1_logistic(solver="saga", C=C, fit_intercept=False, tol=tol,
+                                        max_iter=100)}
     makers["skglm"](1e-2).fit(X[:50], y[:50])  # numba warm-up of skglm
     refs = {k: logreg.objective(X, y, make(1e-10).fit(X, y).coef_.ravel(), lam)
             for k, make in (("liblinear", lambda tol: makers["liblinear"](tol, 100)),

@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # (the fuzzer and the peers' helpers)
+import _common  # noqa: E402
+
+l1_logistic = _common.l1_logistic  # (scikit-learn's L1 logistic regression, seeded)
 
 
 def mpiexec():
@@ -137,18 +141,6 @@ def _read_all(fds, timeout):
         os.close(fd)
     return None if timed_out else [
         io.TextIOWrapper(io.BytesIO(b"".join(chunks[fd]))).read() for fd in fds]
-
-
-def l1_logistic(**kw):
-    """scikit-learn's L1 LogisticRegression: ``l1_ratio=1`` from 1.8 (``penalty`` is
-    deprecated there and goes in 1.10), ``penalty="l1"`` before. liblinear's coordinate
-    order is random: a fixed seed (unseeded, a fit took 0.1-60 s from run to run)."""
-    import sklearn
-    from sklearn.linear_model import LogisticRegression
-
-    new = tuple(int(v) for v in sklearn.__version__.split(".")[:2]) >= (1, 8)
-    kw.setdefault("random_state", 0)
-    return LogisticRegression(**kw, **({"l1_ratio": 1.0} if new else {"penalty": "l1"}))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -31,8 +31,7 @@ from strads.io import docs, source
 
 from conftest import ROOT, child_env, run_cli
 
-sys.path.insert(0, str(ROOT / "examples"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "examples"))  # (benchmarks/: conftest)
 import ridge  # noqa: E402
 
 RNG = np.random.default_rng(0)
