@@ -480,6 +480,13 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
      "attributes shape"),
     ("mf", 1, _pending, "sides/0/pending: not columns of this run's"),
     ("mf", 1, _set(["update", "scores"], {"list": [{"v": 5}]}), "scores: not (iteration"),
+    # what a fresh MF aggregate may hold None or [] of (parallel loading: fuzz seed 1405)
+    ("mf", 0, _set(["aggregate", "sq", "dict", "H"], {"v": None}), "sq: not each side's"),
+    ("mf", 0, _set(["aggregate", "rss"], {"v": None}), "rss, last_test_rmse: not"),
+    ("mf", 0, _set(["aggregate", "iter_objective"], {"list": [{"v": "x"}]}),
+     "iter_objective, iter_test_rmse: not"),
+    ("mf", 0, _set(["aggregate", "_last_end"], {"v": 5}), "_final, best_iteration, _last"),
+    ("lda", 0, _set(["aggregate", "_prev_ll"], {"v": "x"}), "_prev_ll: not a log-lik"),
     ("lasso", 0, _array("aggregate:face/1", 0, 400), "face: not a factor of this run's"),
     ("lasso", 1, _array("update:r", 0, np.nan), "LassoUpdate: r: not finite"),
     ("lasso", 0, _set(["schedule", "block"], {"v": 10**12}), "block: 1000000000000 is not"),
@@ -523,6 +530,28 @@ def test_checkpoint_values_that_index_memory(app_checkpoints, tmp_path, k):
     with pytest.raises(strads.DataError) as e:
         fit(out=str(out), resume=True, workers=(workers or [2])[0])
     assert match in one_line(str(e.value)), str(e.value)
+
+
+def test_priority_checkpoint_of_a_file_run_checks_the_workers_held_pool(tmp_path):
+    """The priority schedule of a --data run keeps which columns' Gram the workers hold
+    (None in a fresh schedule, so not compared on load): one mark too many was an
+    IndexError on a worker; now one line (found making every array one longer)."""
+    X = sp.random(300, 500, density=0.05, random_state=1, format="csr")
+    y = X @ (np.random.default_rng(0).standard_normal(500) * (np.arange(500) % 10 == 0))
+    data = tmp_path / "d.svm"
+    dump_svmlight_file(X, y, str(data))
+    flags = ["strads.apps.lasso", "--data", str(data), "--schedule", "priority", "--workers",
+             "2", "--tol", "0", "--quiet", "--out", str(tmp_path / "o")]
+    r = run_cli(flags + ["--max-rounds", "12", "--checkpoint-every", "1e-6"])
+    assert r.returncode == 0, r.stderr
+    folder = tmp_path / "o" / "checkpoint"
+    with np.load(part(folder, 0)) as z:
+        assert "schedule:_wheld" in z.files  # (the pool's Gram held by the workers)
+    forge(folder, 0, lambda m, a: a.__setitem__(
+        "schedule:_wheld", np.append(a["schedule:_wheld"], True)))
+    r = run_cli(flags + ["--max-rounds", "40", "--resume"])
+    assert r.returncode == 2 and "_wheld: not a mark for each of this run's" in \
+        one_line(r.stderr), r.stderr
 
 
 def test_checkpoint_damage_is_refused(checkpointed, tmp_path):

@@ -351,6 +351,9 @@ class Priority(_Jacobi):
     def load_state(self, state):
         super().load_state(state)
         if self._wheld is not None:  # (the workers' held Gram is not state: sent again)
+            if not (isinstance(self._wheld, np.ndarray) and self._wheld.dtype == np.bool_
+                    and self._wheld.shape == (self.p,)):  # (a fresh one's None: unchecked)
+                raise ValueError("_wheld: not a mark for each of this run's coordinates")
             self._send_pool = np.flatnonzero(self._wheld)
         u = self._u  # (the kernels index with u * p)
         if not 0 <= self._u_pos <= u.shape[0] or ((u < 0) | ~(u < 1)).any():

@@ -78,6 +78,10 @@ class LDAAggregate(Aggregate):
         # a resumed run's clock goes on from its seconds at its first result (the workers'
         # reading of their parts, after this, is not the sampler's time)
         self._start = None
+        prev = self._prev_ll  # (a fresh one's None: the loader could not compare it)
+        if prev is not None and not (isinstance(prev, (float, np.floating))
+                                     and np.isfinite(prev)):
+            raise ValueError("_prev_ll: not a log-likelihood")
 
     def finish(self, collected):
         wt = np.zeros((self.V, self.K), dtype=np.int32)

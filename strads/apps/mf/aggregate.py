@@ -41,6 +41,28 @@ class MFAggregate(Aggregate):
         # gone further on resume); the target is a stopping rule: this run's flag
         super().load_state({**state, "report": self.report,
                             "target_test_rmse": self.target_test_rmse})
+        # what a fresh aggregate has None or [] of (parallel loading: the workers'
+        # reports give it), which the loader cannot compare: checked here
+        k, its = self.lay.kk, self.iters
+        if not (isinstance(self.sq, dict) and sorted(self.sq) == ["H", "W"] and all(
+                isinstance(v, np.ndarray) and v.shape == (k,) and v.dtype == np.float64
+                and (v >= 0).all() and np.isfinite(v).all() for v in self.sq.values())):
+            raise ValueError(f"sq: not each side's {k} column penalties")
+        if not (_figure(self.rss) and self.rss >= 0 and _figure(self.last_test_rmse)
+                and not self.last_test_rmse < 0):
+            raise ValueError("rss, last_test_rmse: not a sum of squares and an RMSE")
+        if not all(isinstance(v, list) and len(v) == its and all(map(_figure, v))
+                   for v in (self.iter_objective, self.iter_test_rmse)) or not all(
+                math.isfinite(x) for x in self.iter_objective):
+            raise ValueError(f"iter_objective, iter_test_rmse: not {its} figures (one an "
+                             "iteration)")
+        last, best = self._last_end, self.best_iteration
+        if not ((self._final is None or _figure(self._final))
+                and (best is None or _count(best) and 1 <= best <= its)
+                and (last is None or isinstance(last, (tuple, list)) and len(last) == 2
+                     and all(map(_count, last)))):
+            raise ValueError("_final, best_iteration, _last_end: not an objective, an "
+                             "iteration and a (round, iteration)")
 
     def begin(self, reports):
         """With parallel loading (the shape still None) the starting figures come from
@@ -196,3 +218,12 @@ class MFAggregate(Aggregate):
 
 def _finite(xs):
     return [float(x) if math.isfinite(x) else None for x in xs]
+
+
+def _figure(x):
+    """A float of a checkpoint (NaN: an iteration not scored yet)."""
+    return isinstance(x, (float, np.floating)) and not math.isinf(x)
+
+
+def _count(x):
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 0
