@@ -243,7 +243,18 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
     if odd:
         raise CheckpointError(f"{where}: {name} state does not fit this run (attributes "
                               f"{', '.join(odd)[:200]})")
+    # an app's piece: None where this run's fresh one holds a value only for what its
+    # class declares may become None during a run (a forged None met the code as a
+    # TypeError, an index out of range, a numba typing error)
+    nullable = getattr(owner, "checkpoint_nullable", ())
     try:
+        for k, m in meta.items() if owner is not None else ():
+            f = fmeta.get(k)
+            if f is None and isinstance(getattr(owner, k, None), (bool, int, float, list)):
+                f = _encode(getattr(owner, k), k, {}, name)  # (a class's default: a count)
+            fkind = None if f is None else _kind(f, k)
+            if _kind(m, k) == "None" and fkind not in (None, "None") and k not in nullable:
+                raise _Misfit(f"{k}: None (this run has {fkind})")
         return {k: _restored(m, fmeta.get(k, also.get(k)), arrays, farrays, k,
                              k in sized or not sizes, owner is not None)
                 for k, m in meta.items()}

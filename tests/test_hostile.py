@@ -482,7 +482,7 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("mf", 1, _set(["update", "scores"], {"list": [{"v": 5}]}), "scores: not (iteration"),
     # what a fresh MF aggregate may hold None or [] of (parallel loading: fuzz seed 1405)
     ("mf", 0, _set(["aggregate", "sq", "dict", "H"], {"v": None}), "sq: not each side's"),
-    ("mf", 0, _set(["aggregate", "rss"], {"v": None}), "rss, last_test_rmse: not"),
+    ("mf", 0, _set(["aggregate", "rss"], {"v": None}), "rss: None (this run has number)"),
     ("mf", 0, _set(["aggregate", "iter_objective"], {"list": [{"v": "x"}]}),
      "iter_objective, iter_test_rmse: not"),
     ("mf", 0, _set(["aggregate", "_last_end"], {"v": 5}), "_final, best_iteration, _last"),
@@ -502,7 +502,7 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("logreg", 0, _longer("aggregate:d"), "d: not the direction of this run's working"),
     ("logreg", 1, _longer("update:dm"), "a per-row array is not 100 floats"),
     ("logreg", 0, _longer("aggregate:ws"), "not a working set and kept Gram"),
-    ("logreg", 1, _set(["update", "hist"], {"v": None}), "hist: not a list"),
+    ("logreg", 1, _set(["update", "hist"], {"v": None}), "hist: None (this run has list)"),
     ("lasso", 1, _set(["update", "n_rows"], {"v": 3}), "attributes n_rows"),  # (from data)
     ("lasso", 1, _array("update:gram_cache/0", -1, 10**6),
      "gram_cache: not a Gram of this run's columns"),

@@ -11,6 +11,7 @@ from ...transport import ordered_sum
 class MFAggregate(Aggregate):
     # the layout and the data's sizes: setup() gives them again
     checkpoint_skip = ("lay", "shape", "mean", "cold", "n_train", "n_test")
+    checkpoint_nullable = ("target_test_rmse",)  # (a stopping rule: load_state takes this run's)
 
     def __init__(self, layout, shape, mean, n_train, n_test, cold, rss, sq, test_rmse):
         """``sq``: side -> each column's penalty at the start; ``rss``, ``test_rmse``:
