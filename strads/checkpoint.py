@@ -251,7 +251,7 @@ def restore(parts, name, fresh, where, sized=(), sizes=True):
         for k, m in meta.items() if owner is not None else ():
             f = fmeta.get(k)
             if f is None and isinstance(getattr(owner, k, None), (bool, int, float, list)):
-                f = _encode(getattr(owner, k), k, {}, name)  # (a class's default: a count)
+                f = _encode(getattr(owner, k), k, {}, name)  # (a class default: 0, [])
             fkind = None if f is None else _kind(f, k)
             if _kind(m, k) == "None" and fkind not in (None, "None") and k not in nullable:
                 raise _Misfit(f"{k}: None (this run has {fkind})")

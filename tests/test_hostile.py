@@ -482,7 +482,9 @@ VALUE_CASES = [  # (app, part, edit, words of the refusal[, workers resuming])
     ("mf", 1, _set(["update", "scores"], {"list": [{"v": 5}]}), "scores: not (iteration"),
     # what a fresh MF aggregate may hold None or [] of (parallel loading: fuzz seed 1405)
     ("mf", 0, _set(["aggregate", "sq", "dict", "H"], {"v": None}), "sq: not each side's"),
+    # the loader: None only where the fresh piece (or its class's default) has None
     ("mf", 0, _set(["aggregate", "rss"], {"v": None}), "rss: None (this run has number)"),
+    ("lasso", 0, _set(["aggregate", "grouped"], {"v": None}), "grouped: None (this run"),
     ("mf", 0, _set(["aggregate", "iter_objective"], {"list": [{"v": "x"}]}),
      "iter_objective, iter_test_rmse: not"),
     ("mf", 0, _set(["aggregate", "_last_end"], {"v": 5}), "_final, best_iteration, _last"),
